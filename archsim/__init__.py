@@ -1,0 +1,15 @@
+"""archsim: cycle-accurate, event-driven simulator for PIM and NPU accelerators for transformer inference."""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "run_trace", "run"]
+
+
+def __getattr__(name: str):
+    # Lazy so that `import archsim` stays cheap (numba is imported only when a simulation runs).
+    if name in ("run_trace", "run"):
+        from archsim import api
+
+        return getattr(api, name)
+    raise AttributeError(name)

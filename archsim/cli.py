@@ -1,0 +1,56 @@
+"""The `archsim` command. Each subcommand lives in its own module under archsim/commands/ and exposes
+`register(subparsers)`, which adds a parser whose `func(args) -> int` runs it.
+
+User errors (archsim.errors.UserError) print one line to stderr and exit with code 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Order = order in `archsim --help`. Add a module here to add a subcommand.
+COMMAND_MODULES = [
+    "archsim.commands.trace",
+    "archsim.commands.check_log",
+    "archsim.commands.presets",
+    "archsim.commands.isa",
+    "archsim.commands.sweep",
+    "archsim.commands.report",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from archsim import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="archsim",
+        description="Cycle-accurate, event-driven simulator for PIM/NPU accelerators for transformer inference.",
+    )
+    parser.add_argument("--version", action="version", version=f"archsim {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from archsim.errors import UserError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"archsim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("archsim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""`archsim sweep SWEEP.yaml`: run a sweep file's points in parallel into a resumable results directory."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "sweep",
+        help="run a sweep file (grid/zip/points over a base config) locally or on Dask",
+        description="Expand a sweep file into points and run them in parallel. Each finished point is "
+        "stored at once (DIR/points/<hash>.parquet), so an interrupted sweep resumes where it stopped; "
+        "failed points are recorded in DIR/failures/ and do not stop the others.",
+    )
+    p.add_argument("sweep_file", metavar="SWEEP.yaml", help="sweep file")
+    p.add_argument("-o", "--out", metavar="DIR", help="results directory (default: results/<sweep name>/)")
+    p.add_argument("-j", "--jobs", type=int, metavar="N",
+                   help="worker processes (default: all usable cores; with dask and no scheduler: workers to start)")
+    p.add_argument("--executor", choices=("local", "dask"), default=None,
+                   help="local worker processes (default) or a Dask distributed cluster")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="Dask scheduler address (implies --executor dask; without it dask starts a LocalCluster)")
+    p.add_argument("--force", action="store_true", help="rerun points that already have results")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary (failures still shown)")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from archsim.sweep import run_sweep
+
+    executor = args.executor or ("dask" if args.scheduler else "local")
+    outcome = run_sweep(args.sweep_file, args.out, jobs=args.jobs, executor=executor, scheduler=args.scheduler,
+                        force=args.force, progress=False if args.quiet else None)
+    if not args.quiet:
+        print(f"sweep {outcome.name}: {outcome.total} points: {outcome.skipped} already done, "
+              f"{outcome.succeeded} ran, {len(outcome.failed)} failed in {outcome.wall_s:.1f} s "
+              f"-> {outcome.results_dir}")
+    for failed in outcome.failed:
+        print(f"  FAILED {failed.point_hash} ({failed.label}): {failed.error.splitlines()[0] if failed.error else ''}"
+              f" [see {failed.record}]", file=sys.stderr)
+    if outcome.failed:
+        print(f"archsim: {len(outcome.failed)} of {outcome.total} points failed; rerun the same command to retry "
+              "them (finished points are kept)", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,61 @@
+"""Memory-controller policy (what to issue), separate from the device spec (what is legal, and when)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from archsim.config import require_choice, require_int, require_number
+from archsim.dram.mapping import DEFAULT_MAPPING, parse_mapping
+from archsim.errors import ConfigError, nearest
+
+SCHEDULERS = ["frfcfs"]
+ROW_POLICIES = ["open", "closed"]
+REFRESH_MODES = ["allbank", "perbank", "none"]
+
+
+@dataclass
+class ControllerConfig:
+    """Per-channel controller. Queues are per channel; watermarks are fractions of the write queue."""
+
+    scheduler: str = "frfcfs"          # FR-FCFS: ready row hits first, then oldest
+    row_policy: str = "open"           # open: leave rows open; closed: auto-precharge the last hit
+    refresh: str = "allbank"           # allbank (REFab every nREFI), perbank (REFpb every nREFIpb), none
+    read_queue: int = 32               # entries per channel
+    write_queue: int = 32
+    write_high_watermark: float = 0.8  # start draining writes at this fill of the write queue
+    write_low_watermark: float = 0.2   # stop draining (if reads wait) at this fill
+    mapping: str = DEFAULT_MAPPING     # address mapping, MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco
+    frontend_width: int = 1            # requests the frontend may offer per cycle (trace convention: 1)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, source: str = "controller") -> ControllerConfig:
+        data = dict(data or {})
+        names = [f.name for f in fields(cls)]
+        for key in data:
+            if key not in names:
+                hint = nearest(key, names)
+                raise ConfigError(f"controller.{key}", "unknown key" + (f"; did you mean {', '.join(hint)}?" if hint
+                                  else f"; allowed: {', '.join(names)}"), source=source)
+        cfg = cls(**data)
+        cfg.validate(source)
+        return cfg
+
+    def validate(self, source: str = "controller") -> None:
+        require_choice(source, "controller.scheduler", self.scheduler, SCHEDULERS)
+        require_choice(source, "controller.row_policy", self.row_policy, ROW_POLICIES)
+        require_choice(source, "controller.refresh", self.refresh, REFRESH_MODES)
+        require_int(source, "controller.read_queue", self.read_queue, minimum=1)
+        require_int(source, "controller.write_queue", self.write_queue, minimum=1)
+        require_int(source, "controller.frontend_width", self.frontend_width, minimum=1)
+        hi = require_number(source, "controller.write_high_watermark", self.write_high_watermark, minimum=0)
+        lo = require_number(source, "controller.write_low_watermark", self.write_low_watermark, minimum=0)
+        if not (0 <= lo < hi <= 1):
+            raise ConfigError("controller.write_low_watermark",
+                              f"need 0 <= low < high <= 1, got low={lo}, high={hi}", source=source)
+        try:
+            parse_mapping(self.mapping)
+        except Exception as exc:
+            raise ConfigError("controller.mapping", str(exc), source=source) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,87 @@
+"""Address mapping: byte address -> (channel, pseudo-channel, rank, bank group, bank, row, column).
+
+Mapping strings list fields from the most significant bits to the least, Ramulator style (`RoBaRaCoCh`) or
+DRAMsim3 style (`rorabgbachco`). Tokens: Ro row, Co column, Ch channel, Pc pseudo-channel, Ra rank,
+Bg bank group, Ba bank. When Bg is not named it shares Ba's place (bank-group bits lowest, so neighbouring
+banks sit in different groups); when Pc is not named it shares Ch's place (pseudo-channel bits lowest).
+The low log2(access_bytes) bits are the offset inside one access.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from archsim.dram.spec import DramSpec
+from archsim.errors import UserError
+
+TOKENS = {"ro": "row", "co": "column", "ch": "channel", "pc": "pseudochannel", "ra": "rank",
+          "bg": "bankgroup", "ba": "bank"}
+DEFAULT_MAPPING = "RoBaRaCoCh"
+
+
+def parse_mapping(text: str) -> list[str]:
+    """Field names from the least significant to the most significant."""
+    raw = str(text).strip()
+    parts = re.findall(r"[A-Za-z]{2}", raw)
+    if "".join(parts) != raw or not parts:
+        raise UserError(f"mapping {text!r}: expected two-letter fields like RoBaRaCoCh or rorabgbachco "
+                        f"(fields: {', '.join(t.capitalize() for t in TOKENS)})")
+    fields = []
+    for p in parts:
+        key = p.lower()
+        if key not in TOKENS:
+            raise UserError(f"mapping {text!r}: unknown field {p!r}; allowed: {', '.join(t.capitalize() for t in TOKENS)}")
+        if TOKENS[key] in fields:
+            raise UserError(f"mapping {text!r}: field {p!r} appears twice")
+        fields.append(TOKENS[key])
+    for need in ("row", "column", "channel", "bank"):
+        if need not in fields:
+            raise UserError(f"mapping {text!r}: must contain Ro, Co, Ch and Ba (missing {need})")
+    # implicit placements
+    out: list[str] = []
+    for f in fields:
+        if f == "bank" and "bankgroup" not in fields:
+            out += ["bank", "bankgroup"]  # MSB..LSB order: bank above bank group
+        elif f == "channel" and "pseudochannel" not in fields:
+            out += ["channel", "pseudochannel"]
+        else:
+            out.append(f)
+    if "rank" not in out:
+        out.insert(out.index("bank"), "rank")
+    return out[::-1]
+
+
+def decode(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPING) -> dict[str, np.ndarray]:
+    """Vectorised decode of byte addresses. Returns arrays channel, bank (global bank id), row, column."""
+    sizes = {"channel": spec.counts[0], "pseudochannel": spec.counts[1], "rank": spec.counts[2],
+             "bankgroup": spec.counts[3], "bank": spec.counts[4], "row": spec.rows, "column": spec.columns}
+    a = np.asarray(addr, dtype=np.uint64) >> np.uint64(int(spec.access_bytes).bit_length() - 1)
+    parts: dict[str, np.ndarray] = {}
+    for f in parse_mapping(mapping):
+        bits = int(sizes[f]).bit_length() - 1
+        parts[f] = (a & np.uint64((1 << bits) - 1)).astype(np.int64)
+        a = a >> np.uint64(bits)
+    bank = parts["channel"]
+    for lvl, n in (("pseudochannel", spec.counts[1]), ("rank", spec.counts[2]), ("bankgroup", spec.counts[3]),
+                   ("bank", spec.counts[4])):
+        bank = bank * n + parts[lvl]
+    return {"channel": parts["channel"], "bank": bank, "row": parts["row"], "column": parts["column"]}
+
+
+def encode(spec: DramSpec, channel: int, pseudochannel: int, rank: int, bankgroup: int, bank: int, row: int,
+           column: int, mapping: str = DEFAULT_MAPPING) -> int:
+    """Inverse of decode for one address (used by tests and compilers to place data)."""
+    sizes = {"channel": spec.counts[0], "pseudochannel": spec.counts[1], "rank": spec.counts[2],
+             "bankgroup": spec.counts[3], "bank": spec.counts[4], "row": spec.rows, "column": spec.columns}
+    values = {"channel": channel, "pseudochannel": pseudochannel, "rank": rank, "bankgroup": bankgroup,
+              "bank": bank, "row": row, "column": column}
+    addr = 0
+    shift = int(spec.access_bytes).bit_length() - 1
+    for f in parse_mapping(mapping):
+        bits = int(sizes[f]).bit_length() - 1
+        if not 0 <= values[f] < sizes[f]:
+            raise ValueError(f"{f}={values[f]} out of range 0..{sizes[f] - 1}")
+        addr |= values[f] << shift
+        shift += bits
+    return addr

@@ -1,0 +1,37 @@
+"""User-facing errors. The CLI turns these into a one-line message and exit code 2 (no traceback)."""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class UserError(Exception):
+    """Bad input from the user (config, trace, CLI arguments). Message must say where and what is allowed."""
+
+
+class ConfigError(UserError):
+    """A config value is invalid. Formats as `file: key.path: problem`."""
+
+    def __init__(self, key_path: str, problem: str, source: str | None = None, line: int | None = None):
+        self.key_path = key_path
+        self.problem = problem
+        self.source = source
+        self.line = line
+        where = source or "<config>"
+        if line is not None:
+            where += f":{line}"
+        super().__init__(f"{where}: {key_path}: {problem}")
+
+
+def nearest(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """The closest valid names to a misspelt one (for 'did you mean' hints)."""
+    return difflib.get_close_matches(word, list(choices), n=n, cutoff=0.5)
+
+
+def unknown_name(kind: str, got: str, known: Iterable[str]) -> UserError:
+    known = sorted(known)
+    hint = nearest(got, known)
+    msg = f"unknown {kind} {got!r}; known: {', '.join(known)}"
+    if hint:
+        msg += f" (did you mean {', '.join(hint)}?)"
+    return UserError(msg)

@@ -1,0 +1,161 @@
+"""run_sweep: expand a sweep, skip finished points, run the rest in parallel, store each as it finishes."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from archsim.errors import UserError
+from archsim.sweep.executors import DaskExecutor, LocalExecutor, Task, default_jobs, failure_outcome
+from archsim.sweep.spec import Point, Sweep, load_sweep
+from archsim.sweep.store import ResultsStore
+
+EXECUTORS = ("local", "dask")
+
+
+@dataclass
+class FailedPoint:
+    point_hash: str
+    label: str
+    error: str  # "ErrorType: message"
+    record: Path  # failures/<point_hash>.json
+
+
+@dataclass
+class SweepOutcome:
+    name: str
+    results_dir: Path
+    total: int  # points in the sweep
+    skipped: int  # already finished before this run
+    succeeded: int  # finished by this run
+    failed: list[FailedPoint] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def progress_wanted(stream: IO[str]) -> bool:
+    """A live progress bar only on a terminal and never under CI=true."""
+    ci = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+    return not ci and hasattr(stream, "isatty") and stream.isatty()
+
+
+class Progress:
+    """One redrawn status line: points done / failed / ETA."""
+
+    def __init__(self, name: str, total: int, enabled: bool, stream: IO[str] | None = None):
+        self.name, self.total, self.enabled = name, total, enabled
+        self.stream = stream or sys.stderr
+        self.t0 = time.monotonic()
+        self._last = 0.0
+        self.done = self.failed = 0
+
+    def update(self, done: int, failed: int, force: bool = False) -> None:
+        self.done, self.failed = done, failed
+        now = time.monotonic()
+        if not self.enabled or (not force and now - self._last < 0.1):
+            return
+        self._last = now
+        finished = done + failed
+        elapsed = now - self.t0
+        eta = "--:--" if not finished else _clock(elapsed / finished * (self.total - finished))
+        width = shutil.get_terminal_size((80, 20)).columns
+        tail = f" {finished}/{self.total} points  {failed} failed  {_clock(elapsed)} elapsed  ETA {eta}"
+        bar_w = max(10, min(40, width - len(tail) - len(self.name) - 6))
+        filled = int(bar_w * finished / self.total) if self.total else bar_w
+        line = f"{self.name} [{'#' * filled}{'.' * (bar_w - filled)}]{tail}"
+        self.stream.write("\r" + line[: width - 1].ljust(width - 1))
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.update(self.done, self.failed, force=True)
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def run_sweep(
+    sweep: str | Path | Sweep,
+    out_dir: str | Path | None = None,
+    *,
+    jobs: int | None = None,
+    executor: str = "local",
+    scheduler: str | None = None,
+    force: bool = False,
+    progress: bool | None = None,
+) -> SweepOutcome:
+    """Run every unfinished point of `sweep` (a sweep file or a loaded Sweep) into `out_dir`.
+
+    out_dir defaults to results/<sweep name>/. jobs defaults to all usable cores (local) or that many
+    LocalCluster workers (dask without a scheduler). executor is "local" or "dask"; scheduler is a Dask
+    scheduler address such as tcp://host:8786. force reruns finished points. progress=None shows a bar
+    only on a terminal outside CI. All input checks happen before any point runs (UserError).
+    """
+    if executor not in EXECUTORS:
+        raise UserError(f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
+    if scheduler and executor != "dask":
+        raise UserError("--scheduler needs --executor dask")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise UserError(f"--jobs must be an integer >= 1, got {jobs!r}")
+    if not isinstance(sweep, Sweep):
+        sweep = load_sweep(sweep)
+    root = Path(out_dir) if out_dir is not None else Path("results") / sweep.name
+    store = ResultsStore(root)
+    t0 = time.monotonic()
+    with store.lock():
+        store.prepare(sweep, force=force)
+        todo = [p for p in sweep.points if force or not store.is_done(p.point_hash)]
+        outcome = SweepOutcome(sweep.name, root, total=len(sweep.points), skipped=len(sweep.points) - len(todo),
+                               succeeded=0)
+        if todo:
+            n = min(jobs or default_jobs(), len(todo))
+            pool = DaskExecutor(jobs or default_jobs(), scheduler) if executor == "dask" else LocalExecutor(n)
+            bar = Progress(sweep.name, len(todo), progress if progress is not None else progress_wanted(sys.stderr))
+            by_hash = {p.point_hash: p for p in todo}
+            events = pool.run([_task(sweep, p) for p in todo])
+            try:
+                for event in events:
+                    if event is not None:
+                        task, result = event
+                        _store(store, by_hash[task["point_hash"]], result, outcome)
+                    bar.update(outcome.succeeded, len(outcome.failed))
+            finally:
+                events.close()  # stops the workers now if we leave early (Ctrl-C, a store error)
+                bar.close()
+    outcome.wall_s = time.monotonic() - t0
+    return outcome
+
+
+def _task(sweep: Sweep, point: Point) -> Task:
+    return {"point_hash": point.point_hash, "config": point.config, "seed": point.seed,
+            "imports": sweep.imports, "import_paths": sweep.import_paths}
+
+
+def _store(store: ResultsStore, point: Point, result: dict[str, Any], outcome: SweepOutcome) -> None:
+    if result.get("ok"):
+        try:
+            store.write_point(point, result["stats"], result["df"], result["manifest"])
+            outcome.succeeded += 1
+            return
+        except Exception as exc:  # e.g. a column pyarrow cannot store: record it, keep the sweep going
+            import traceback
+
+            result = failure_outcome(exc, traceback.format_exc(),
+                                     error=f"result could not be stored as parquet: {exc}")
+    record = {k: v for k, v in result.items() if k not in ("ok", "stats", "df", "manifest")}
+    path = store.write_failure(point, record)
+    outcome.failed.append(FailedPoint(point.point_hash, point.label(),
+                                      f"{result.get('error_type', 'Error')}: {result.get('error', '')}", path))

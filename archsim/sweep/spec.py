@@ -1,0 +1,484 @@
+"""Sweep files: parse, validate against the base config, expand into points.
+
+A sweep file is YAML::
+
+    name: gemv-sizes                 # results go to results/<name>/ unless -o is given
+    imports: [my_systems]            # optional: modules that register systems, imported in every worker
+    base: {system: toy-roofline, gemv: {rows: 1024, cols: 1024}}   # or a path to a YAML config file
+    seed: 0                          # base seed; each point gets seed = f(base seed, point config hash)
+    axes:                            # Cartesian product across axes
+      - grid: {gemv.rows: [1024, 4096], hw.bytes_per_s: [1.0e11, 2.0e11]}   # product within the axis
+      - zip: {gemv.cols: [256, 512], gemv.batch: [1, 2]}                     # paired, equal lengths
+      - points: [{gemv.rows: 64}, {gemv.rows: 128, gemv.cols: 64}]           # explicit assignments
+    metrics:
+      speedup: {expr: "baseline.latency_s / latency_s", baseline: {hw.bytes_per_s: 1.0e11}}
+      gflops: "flops / latency_s / 1e9"
+
+Every swept key path must be a leaf of the *resolved* base config (the base with the system's defaults,
+see archsim.systems.resolve_config) and every value must have that leaf's type. A `seed` key in an axis
+sets the run seed of those points explicitly instead of deriving it. All checks run before any point does.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib
+import itertools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from archsim.errors import ConfigError, UserError, nearest
+from archsim.results import config_hash
+from archsim.sweep.metrics import Metric, parse_metrics
+
+TOP_KEYS = ("name", "description", "imports", "base", "seed", "axes", "metrics")
+AXIS_KINDS = ("grid", "zip", "points")
+SEED_KEY = "seed"
+
+PathKey = tuple[Any, ...]  # a location inside the sweep file: ("axes", 0, "grid", "gemv.rows", 2)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of a sweep."""
+
+    index: int
+    axes: dict[str, Any]  # every axis key path -> the value this point runs with
+    config: dict[str, Any]  # base config with this point's values applied (what the system receives)
+    seed: int
+    config_hash: str  # hash of the resolved config
+    point_hash: str  # hash of (resolved config, seed): names the point's files in the results store
+
+    def label(self) -> str:
+        return _label(self.axes)
+
+
+@dataclass
+class Sweep:
+    name: str
+    source: str  # the sweep file as named in messages
+    text: str  # the sweep file contents (recorded in the results manifest)
+    data: dict[str, Any]  # the parsed sweep file
+    base: dict[str, Any]
+    base_seed: int
+    imports: list[str]
+    import_paths: list[str]  # prepended to sys.path in workers so `imports` next to the sweep file resolve
+    axis_keys: list[str]
+    metrics: dict[str, Metric]
+    points: list[Point] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# YAML with line numbers
+
+
+class _Lines:
+    """Line numbers of the nodes of a YAML document, so errors can point at `file:line`."""
+
+    def __init__(self, text: str, source: str):
+        self._lines: dict[PathKey, int] = {}
+        try:
+            root = yaml.compose(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else None
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ConfigError("(file)", f"not valid YAML: {problem}", source=source, line=line) from None
+        if root is not None:
+            self._walk(root, (), source)
+
+    def _walk(self, node: yaml.Node, path: PathKey, source: str) -> None:
+        self._lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, value_node in node.value:
+                # Keys are looked up as written; a non-string key only loses its own line (falls back to parent).
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else repr(key_node.value)
+                if key in seen:  # PyYAML would silently keep the last one
+                    raise ConfigError(_fmt(path + (key,)), "key appears twice", source=source,
+                                      line=key_node.start_mark.line + 1)
+                seen.add(key)
+                self._lines[path + (key,)] = key_node.start_mark.line + 1
+                self._walk(value_node, path + (key,), source)
+                self._lines[path + (key,)] = key_node.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._walk(item, path + (i,), source)
+
+    def line(self, path: PathKey) -> int | None:
+        while True:
+            if path in self._lines:
+                return self._lines[path]
+            if not path:
+                return None
+            path = path[:-1]
+
+
+def _fmt(path: PathKey) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+class _Ctx:
+    """Where we are reading from, to build ConfigErrors with file and line."""
+
+    def __init__(self, source: str, lines: _Lines):
+        self.source = source
+        self.lines = lines
+
+    def error(self, where: PathKey, key_path: str | None, problem: str) -> ConfigError:
+        key = key_path if key_path is not None else _fmt(where)
+        if key_path is not None and where:
+            problem = f"{problem} (at {_fmt(where)})"
+        return ConfigError(key, problem, source=self.source, line=self.lines.line(where))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# config helpers
+
+
+def flatten(config: dict[str, Any]) -> dict[str, tuple[PathKey, Any]]:
+    """Every leaf of a nested config: dotted path -> (key tuple, value). An empty mapping is a leaf."""
+    out: dict[str, tuple[PathKey, Any]] = {}
+
+    def walk(node: dict[str, Any], keys: PathKey) -> None:
+        for k, v in node.items():
+            if isinstance(v, dict) and v:
+                walk(v, keys + (k,))
+            else:
+                out[".".join(str(p) for p in keys + (k,))] = (keys + (k,), v)
+
+    walk(config, ())
+    return out
+
+
+def _sections(config: dict[str, Any]) -> set[str]:
+    out: set[str] = set()
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        for k, v in node.items():
+            if isinstance(v, dict) and v:
+                out.add(prefix + str(k))
+                walk(v, prefix + str(k) + ".")
+
+    walk(config, "")
+    return out
+
+
+def set_path(config: dict[str, Any], keys: PathKey, value: Any) -> None:
+    node = config
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+    node[keys[-1]] = value
+
+
+def get_path(config: dict[str, Any], keys: PathKey) -> Any:
+    node: Any = config
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return None
+        node = node[k]
+    return node
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def type_problem(value: Any, base_value: Any) -> str | None:
+    """Why `value` cannot replace `base_value` (None if it can). A null base value accepts anything."""
+    if base_value is None:
+        return None
+    want, got = _kind(base_value), _kind(value)
+    if want == got or (want == "a number" and got == "an integer"):
+        return None
+    return f"value {value!r} is {got}, but the base config has {want} here ({base_value!r}); expected {want}"
+
+
+def derive_seed(base_seed: int, resolved_hash: str) -> int:
+    """Deterministic per-point seed, independent of point order and of the other points."""
+    digest = hashlib.sha256(f"{base_seed}/{resolved_hash}".encode()).hexdigest()
+    return int(digest[:8], 16)
+
+
+def _point_hash(resolved: dict[str, Any], seed: int) -> str:
+    # The seed is part of a point's identity: an explicit seed axis runs one config several times.
+    return config_hash({"config": resolved, "seed": seed})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# loading
+
+
+def load_sweep(sweep: str | Path | dict[str, Any], *, source: str | None = None) -> Sweep:
+    """Read, validate and expand a sweep file (a path, or an already parsed dict). Raises UserError."""
+    if isinstance(sweep, dict):
+        text = yaml.safe_dump(sweep, sort_keys=False)
+        src = source or "<sweep>"
+        base_dir = Path.cwd()
+    else:
+        path = Path(sweep)
+        src = source or str(path)
+        if not path.is_file():
+            raise UserError(f"{src}: sweep file not found")
+        text = path.read_text()
+        base_dir = path.resolve().parent
+    return parse_sweep(text, src, base_dir=base_dir)
+
+
+def parse_sweep(text: str, source: str, *, base_dir: Path | None = None) -> Sweep:
+    base_dir = base_dir or Path.cwd()
+    lines = _Lines(text, source)
+    ctx = _Ctx(source, lines)
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ctx.error((), "(file)", "a sweep file must be a mapping with keys " + ", ".join(TOP_KEYS))
+    for key in data:
+        if key not in TOP_KEYS:
+            hint = nearest(str(key), TOP_KEYS)
+            extra = f" (did you mean {', '.join(hint)}?)" if hint else ""
+            raise ctx.error((key,), None, f"unknown sweep-file key; allowed: {', '.join(TOP_KEYS)}{extra}")
+
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ctx.error(("name",), None, f"must be a non-empty name usable as a directory name, got {name!r}")
+
+    imports = data.get("imports", []) or []
+    if not isinstance(imports, list) or not all(isinstance(m, str) and m for m in imports):
+        raise ctx.error(("imports",), None, "must be a list of module names, e.g. [my_package.my_systems]")
+    import_paths = [str(base_dir)]
+    _import_modules(imports, import_paths, ctx)
+
+    base = _load_base(data.get("base"), base_dir, ctx)
+    base_seed = data.get("seed", 0)
+    if isinstance(base_seed, bool) or not isinstance(base_seed, int) or base_seed < 0:
+        raise ctx.error(("seed",), None, f"must be an integer >= 0, got {base_seed!r}")
+
+    from archsim import systems
+
+    system = base.get("system")
+    if not isinstance(system, str):
+        raise ctx.error(("base", "system") if "system" in base else ("base",), "system",
+                        f"base config must name a system (a string); known systems: {', '.join(systems.names())}")
+    try:
+        resolved_base = systems.resolve_config(copy.deepcopy(base))
+    except ConfigError as exc:  # the system's resolver rejected the base config
+        raise ctx.error(("base",), exc.key_path, exc.problem) from None
+    except UserError as exc:
+        raise ctx.error(("base", "system"), "system", str(exc)) from None
+    leaves = flatten(resolved_base)
+    sections = _sections(resolved_base)
+
+    axes_raw = data.get("axes", []) or []
+    if not isinstance(axes_raw, list):
+        raise ctx.error(("axes",), None, "must be a list of axes: {grid: ...}, {zip: ...} or {points: [...]}")
+    axis_sets, axis_keys = _read_axes(axes_raw, leaves, sections, ctx)
+
+    sweep = Sweep(name=name, source=source, text=text, data=data, base=base, base_seed=base_seed,
+                  imports=list(imports), import_paths=import_paths, axis_keys=axis_keys, metrics={})
+    sweep.points = _expand(sweep, axis_sets, leaves, ctx)
+    # Baselines are checked against the values points actually run with (as stored in the results).
+    axis_values = {k: [p.axes[k] for p in sweep.points] for k in axis_keys}
+    sweep.metrics = parse_metrics(data.get("metrics") or {}, axis_values, ctx.error)
+    return sweep
+
+
+def _import_modules(modules: list[str], paths: list[str], ctx: _Ctx) -> None:
+    for p in reversed(paths):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    for i, mod in enumerate(modules):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name and mod.startswith(exc.name):
+                raise ctx.error(("imports", i), None,
+                                f"module {mod!r} not found (searched the sweep file's folder and sys.path)") from None
+            raise
+
+
+def _load_base(base: Any, base_dir: Path, ctx: _Ctx) -> dict[str, Any]:
+    if isinstance(base, str):  # a path to a config file, relative to the sweep file
+        path = Path(base).expanduser()
+        path = path if path.is_absolute() else base_dir / path
+        if not path.is_file():
+            raise ctx.error(("base",), None, f"config file {str(path)!r} not found")
+        try:
+            base = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError("(file)", f"not valid YAML: {exc}", source=str(path)) from None
+    if not isinstance(base, dict) or not base:
+        raise ctx.error(("base",), None, "must be a config mapping with a `system:` key (or a path to one)")
+    return base
+
+
+@dataclass
+class _Axis:
+    where: PathKey
+    kind: str
+    keys: list[str]
+    assignments: list[dict[str, Any]]
+
+
+def _read_axes(axes_raw: list[Any], leaves: dict[str, tuple[PathKey, Any]], sections: set[str],
+               ctx: _Ctx) -> tuple[list[_Axis], list[str]]:
+    axes: list[_Axis] = []
+    owner: dict[str, int] = {}
+    for i, axis in enumerate(axes_raw):
+        where: PathKey = ("axes", i)
+        if not isinstance(axis, dict) or len(axis) != 1:
+            raise ctx.error(where, None, "each axis must be a mapping with exactly one of: " + ", ".join(AXIS_KINDS))
+        kind, body = next(iter(axis.items()))
+        if kind not in AXIS_KINDS:
+            hint = nearest(str(kind), AXIS_KINDS)
+            extra = f" (did you mean {', '.join(hint)}?)" if hint else ""
+            raise ctx.error(where + (kind,), None, f"unknown axis kind; allowed: {', '.join(AXIS_KINDS)}{extra}")
+        where = where + (kind,)
+        if kind in ("grid", "zip"):
+            assignments, keys = _read_lists(kind, body, where, leaves, sections, ctx)
+        else:
+            assignments, keys = _read_points(body, where, leaves, sections, ctx)
+        for key in keys:
+            if key in owner:
+                raise ctx.error(where + (key,), key, f"swept by two axes (axes[{owner[key]}] and axes[{i}]); "
+                                                     "put paired values in one zip axis")
+            owner[key] = i
+        axes.append(_Axis(where, kind, keys, assignments))
+    axis_keys = [k for a in axes for k in a.keys]
+    return axes, axis_keys
+
+
+def _read_lists(kind: str, body: Any, where: PathKey, leaves: dict[str, tuple[PathKey, Any]],
+                sections: set[str], ctx: _Ctx) -> tuple[list[dict[str, Any]], list[str]]:
+    if not isinstance(body, dict) or not body:
+        raise ctx.error(where, None, f"empty {kind} axis: give at least one key path with a list of values, "
+                                     f"e.g. {{{kind}: {{hw.channels: [8, 16]}}}}")
+    columns: dict[str, list[Any]] = {}
+    for key, values in body.items():
+        key = _check_key(key, where + (key,), leaves, sections, ctx)
+        if not isinstance(values, list):
+            raise ctx.error(where + (key,), key, f"{kind} values must be a list, got {values!r}")
+        if not values:
+            raise ctx.error(where + (key,), key, f"empty axis: the {kind} list has no values")
+        for j, v in enumerate(values):
+            _check_value(key, v, where + (key, j), leaves, ctx)
+        columns[key] = values
+    keys = list(columns)
+    if kind == "grid":
+        assignments = [dict(zip(keys, combo)) for combo in itertools.product(*columns.values())]
+    else:
+        lengths = {k: len(v) for k, v in columns.items()}
+        if len(set(lengths.values())) > 1:
+            listing = ", ".join(f"{k}: {n}" for k, n in lengths.items())
+            raise ctx.error(where, None, f"zip lists must have equal lengths, got {listing}")
+        assignments = [dict(zip(keys, combo)) for combo in zip(*columns.values())]
+    return assignments, keys
+
+
+def _read_points(body: Any, where: PathKey, leaves: dict[str, tuple[PathKey, Any]], sections: set[str],
+                 ctx: _Ctx) -> tuple[list[dict[str, Any]], list[str]]:
+    if not isinstance(body, list) or not body:
+        raise ctx.error(where, None, "empty points axis: give a non-empty list of {key.path: value} mappings")
+    keys: list[str] = []
+    assignments: list[dict[str, Any]] = []
+    for j, entry in enumerate(body):
+        if not isinstance(entry, dict) or not entry:
+            raise ctx.error(where + (j,), None, f"each point must be a non-empty {{key.path: value}} mapping, got {entry!r}")
+        point: dict[str, Any] = {}
+        for key, value in entry.items():
+            key = _check_key(key, where + (j, key), leaves, sections, ctx)
+            _check_value(key, value, where + (j, key), leaves, ctx)
+            point[key] = value
+            if key not in keys:
+                keys.append(key)
+        assignments.append(point)
+    return assignments, keys
+
+
+def _check_key(key: Any, where: PathKey, leaves: dict[str, tuple[PathKey, Any]], sections: set[str],
+               ctx: _Ctx) -> str:
+    if not isinstance(key, str):
+        raise ctx.error(where, str(key), "key paths must be strings like hw.channels")
+    if key == SEED_KEY or key in leaves:
+        return key
+    if key in sections:
+        inside = sorted(k for k in leaves if k.startswith(key + "."))
+        raise ctx.error(where, key, "is a section of the base config, not a value; sweep one of its keys: "
+                                    + ", ".join(inside[:12]) + (" ..." if len(inside) > 12 else ""))
+    hint = nearest(key, list(leaves) + [SEED_KEY], n=4)
+    msg = "unknown key path: not in the base config (nor the system's defaults)"
+    msg += f"; did you mean {', '.join(hint)}?" if hint else f"; valid key paths include {', '.join(sorted(leaves)[:12])}"
+    raise ctx.error(where, key, msg)
+
+
+def _check_value(key: str, value: Any, where: PathKey, leaves: dict[str, tuple[PathKey, Any]],
+                 ctx: _Ctx) -> None:
+    if key == SEED_KEY:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ctx.error(where, key, f"seed values must be integers >= 0, got {value!r}")
+        return
+    problem = type_problem(value, leaves[key][1])
+    if problem:
+        raise ctx.error(where, key, problem)
+
+
+def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, tuple[PathKey, Any]], ctx: _Ctx) -> list[Point]:
+    from archsim import systems
+
+    points: list[Point] = []
+    seen: dict[str, str] = {}
+    for index, combo in enumerate(itertools.product(*(a.assignments for a in axes))):
+        values: dict[str, Any] = {}
+        for assignment in combo:
+            values.update(assignment)
+        config = copy.deepcopy(sweep.base)
+        for key, value in values.items():
+            if key != SEED_KEY:
+                set_path(config, leaves[key][0], copy.deepcopy(value))
+        try:
+            resolved = systems.resolve_config(copy.deepcopy(config))
+        except UserError as exc:
+            raise ctx.error(("axes",), None, f"point {index} ({_label(values)}): {exc}") from None
+        chash = config_hash(resolved)
+        seed = values[SEED_KEY] if SEED_KEY in values else derive_seed(sweep.base_seed, chash)
+        phash = _point_hash(resolved, seed)
+        # Axis values as the point runs them, including keys a `points` entry left at the base value.
+        axis_values = {k: (seed if k == SEED_KEY else get_path(resolved, leaves[k][0])) for k in sweep.axis_keys}
+        if phash in seen:
+            raise ctx.error(("axes",), None, f"two points are the same run: ({seen[phash]}) and "
+                                             f"({_label(axis_values)}); remove the duplicate")
+        seen[phash] = _label(axis_values)
+        points.append(Point(index=index, axes=axis_values, config=config, seed=seed,
+                            config_hash=chash, point_hash=phash))
+    return points
+
+
+def format_value(value: Any) -> str:
+    """Short display form of an axis value (1e+11 rather than 100000000000.0)."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _label(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={format_value(v)}" for k, v in values.items()) or "base"

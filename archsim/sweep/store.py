@@ -1,0 +1,259 @@
+"""The results store of a sweep: one directory; every file is written atomically (temp file + rename).
+
+    DIR/manifest.json                      archsim version, the sweep file, the expanded points with hashes
+    DIR/points/<point_hash>.stats.parquet  one row: the point's columns + the Result's stats
+    DIR/points/<point_hash>.parquet        the Result's table + the point's columns. Written last, so its
+                                           presence means "finished". The Result's manifest is kept in the
+                                           file's metadata (key b"archsim.result_manifest").
+    DIR/failures/<point_hash>.json         error and traceback of a failed point (removed once it succeeds)
+    DIR/.lock                              flock-ed while a sweep writes here (the kernel drops it on kill)
+
+Point columns are `point_hash`, `config_hash`, `seed` and one column per axis key path. A result column
+with one of those names is kept as `result.<name>`.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from archsim.errors import UserError
+from archsim.results import atomic_write_text
+from archsim.sweep.metrics import compute_metrics, encode_cell, metric_from_dict
+
+if TYPE_CHECKING:
+    from archsim.sweep.spec import Point, Sweep
+
+MANIFEST_KIND = "archsim-sweep"
+META_COLUMNS = ("point_hash", "config_hash", "seed")
+RESULT_MANIFEST_KEY = b"archsim.result_manifest"
+_OWN_ENTRIES = {"manifest.json", "points", "failures", ".lock"}
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):  # numpy scalars
+        return obj.item()
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    return str(obj)
+
+
+def point_columns(point: Point) -> dict[str, Any]:
+    cols: dict[str, Any] = {"point_hash": point.point_hash, "config_hash": point.config_hash, "seed": point.seed}
+    for key, value in point.axes.items():
+        cols[key] = encode_cell(value)
+    return cols
+
+
+def _scalar(value: Any) -> Any:
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return json.dumps(value, sort_keys=True, default=_json_default)
+
+
+def _join(df: pd.DataFrame, point_cols: dict[str, Any], *, point_first: bool) -> pd.DataFrame:
+    df = df.rename(columns={c: f"result.{c}" for c in df.columns if c in point_cols})
+    extra = pd.DataFrame({k: [v] * len(df) for k, v in point_cols.items()}, index=df.index)
+    return pd.concat([extra, df] if point_first else [df, extra], axis=1)
+
+
+def _atomic_parquet(df: pd.DataFrame, path: Path, metadata: dict[bytes, bytes] | None = None) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    if metadata:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ResultsStore:
+    """Reads and writes one sweep's results directory."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.points_dir = self.root / "points"
+        self.failures_dir = self.root / "failures"
+        self.manifest_path = self.root / "manifest.json"
+
+    def table_path(self, point_hash: str) -> Path:
+        return self.points_dir / f"{point_hash}.parquet"
+
+    def stats_path(self, point_hash: str) -> Path:
+        return self.points_dir / f"{point_hash}.stats.parquet"
+
+    def failure_path(self, point_hash: str) -> Path:
+        return self.failures_dir / f"{point_hash}.json"
+
+    def is_done(self, point_hash: str) -> bool:
+        # The table file is renamed into place after the stats file, so it alone marks completion.
+        return self.table_path(point_hash).is_file()
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the directory for one writer, so cleaning temp files cannot race another sweep."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise UserError(f"{self.root}: another archsim sweep is writing to this results directory") from None
+            yield
+        finally:
+            os.close(fd)
+
+    def prepare(self, sweep: Sweep, force: bool = False) -> None:
+        """Check the directory belongs to this sweep, drop temp files of killed runs, write manifest.json."""
+        if self.manifest_path.is_file():
+            old = load_manifest(self.root)
+            if old.get("name") != sweep.name and not force:
+                raise UserError(f"{self.root}: holds results of sweep {old.get('name')!r}, not {sweep.name!r}; "
+                                "choose another -o directory or pass --force")
+        elif self.root.is_dir():
+            strangers = sorted(p.name for p in self.root.iterdir() if p.name not in _OWN_ENTRIES)
+            if strangers:
+                raise UserError(f"{self.root}: not an archsim results directory (no manifest.json) and not empty "
+                                f"(contains {', '.join(strangers[:5])}); choose another -o directory")
+        self.points_dir.mkdir(parents=True, exist_ok=True)
+        self.failures_dir.mkdir(parents=True, exist_ok=True)
+        for folder in (self.root, self.points_dir, self.failures_dir):
+            for tmp in folder.glob(".*.tmp"):
+                tmp.unlink(missing_ok=True)
+        atomic_write_text(self.manifest_path, _json(build_manifest(sweep)))
+
+    def write_point(self, point: Point, stats: dict[str, Any], df: pd.DataFrame,
+                    result_manifest: dict[str, Any]) -> None:
+        cols = point_columns(point)
+        stats_df = _join(pd.DataFrame([{k: _scalar(v) for k, v in stats.items()}]), cols, point_first=True)
+        table = _join(df.reset_index(drop=True), cols, point_first=False)
+        meta = {RESULT_MANIFEST_KEY: json.dumps(result_manifest, sort_keys=True, default=_json_default).encode()}
+        _atomic_parquet(stats_df, self.stats_path(point.point_hash))
+        _atomic_parquet(table, self.table_path(point.point_hash), meta)
+        self.failure_path(point.point_hash).unlink(missing_ok=True)
+
+    def write_failure(self, point: Point, failure: dict[str, Any]) -> Path:
+        from archsim import __version__
+
+        record = {
+            "point_hash": point.point_hash,
+            "config_hash": point.config_hash,
+            "seed": point.seed,
+            "axes": point.axes,
+            "label": point.label(),
+            "archsim_version": __version__,
+            **failure,
+            "config": point.config,
+        }
+        path = self.failure_path(point.point_hash)
+        atomic_write_text(path, _json(record))
+        return path
+
+
+def build_manifest(sweep: Sweep) -> dict[str, Any]:
+    from archsim import __version__
+
+    return {
+        "kind": MANIFEST_KIND,
+        "format": 1,
+        "archsim_version": __version__,
+        "name": sweep.name,
+        "sweep_file": sweep.source,
+        "sweep_text": sweep.text,
+        "sweep": sweep.data,
+        "base_seed": sweep.base_seed,
+        "imports": sweep.imports,
+        "axis_keys": sweep.axis_keys,
+        "metrics": {name: m.to_dict() for name, m in sweep.metrics.items()},
+        "points": [
+            {"index": p.index, "point_hash": p.point_hash, "config_hash": p.config_hash, "seed": p.seed,
+             "axes": p.axes, "config": p.config}
+            for p in sweep.points
+        ],
+    }
+
+
+def load_manifest(root: str | Path) -> dict[str, Any]:
+    path = Path(root) / "manifest.json"
+    if not path.is_file():
+        raise UserError(f"{root}: not a sweep results directory (no manifest.json)")
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != MANIFEST_KIND:
+        raise UserError(f"{path}: not an archsim sweep manifest")
+    return manifest
+
+
+def _read(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # a file we did not write (the store only ever renames complete files)
+        raise UserError(f"{path}: unreadable point file ({exc}); delete it and rerun the sweep") from None
+
+
+def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)
+
+
+def load_results(results_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Combine a sweep's finished points: (stats, one row per point with metrics; table, all points' rows).
+
+    Rows follow the manifest's point order. Points not finished (failed, or never run) are absent.
+    """
+    store = ResultsStore(results_dir)
+    manifest = load_manifest(results_dir)
+    axis_keys = list(manifest.get("axis_keys", []))
+    columns = list(META_COLUMNS) + axis_keys
+    stats_frames, table_frames = [], []
+    for entry in manifest["points"]:
+        ph = entry["point_hash"]
+        if store.is_done(ph) and store.stats_path(ph).is_file():
+            stats_frames.append(_read(store.stats_path(ph)))
+            table_frames.append(_read(store.table_path(ph)))
+    stats = _concat(stats_frames, columns)
+    table = _concat(table_frames, columns)
+    metrics = {name: metric_from_dict(name, spec) for name, spec in (manifest.get("metrics") or {}).items()}
+    if metrics and len(stats):
+        stats = compute_metrics(stats, metrics, axis_keys)
+    return stats, table
+
+
+def load_failures(results_dir: str | Path) -> list[dict[str, Any]]:
+    """Failure records of the manifest's points that are not finished."""
+    store = ResultsStore(results_dir)
+    manifest = load_manifest(results_dir)
+    out = []
+    for entry in manifest["points"]:
+        ph = entry["point_hash"]
+        path = store.failure_path(ph)
+        if path.is_file() and not store.is_done(ph):
+            try:
+                out.append(json.loads(path.read_text()))
+            except json.JSONDecodeError:
+                out.append({"point_hash": ph, "error": f"unreadable failure record {path}"})
+    return out

@@ -1,0 +1,105 @@
+"""A small, deterministic, CPU-bound system for sweep and report tests: `toy-roofline`.
+
+It times a GEMV (rows x cols, batch vectors) and an activation with a roofline model,
+max(flops / peak, bytes / bandwidth), and returns a Result shaped like the real systems' (per-op rows with
+unit busy intervals, Op/B, flops, seconds and energy by component). Knobs for tests:
+
+    work_s:  CPU seconds to burn per run (process CPU time, so parallel speed-up is real, not wall-clock)
+    fail_if: {gemv field: value} -> raise ValueError when the GEMV has that value
+    run_log: path of a file that gets one line "<config_hash> <seed>" appended per finished run
+
+Import this module (sweep-file `imports: [sweep_fixtures]`, tests/ on PYTHONPATH) to register the system.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import random
+import time
+from typing import Any
+
+import pandas as pd
+
+from archsim.results import Result, config_hash, make_manifest
+from archsim.systems import register
+
+DEFAULTS: dict[str, Any] = {
+    "system": "toy-roofline",
+    "gemv": {"rows": 1024, "cols": 1024, "batch": 1},
+    "hw": {
+        "peak_flops_per_s": 1.0e12,
+        "bytes_per_s": 1.0e11,
+        "bytes_per_element": 2,
+        "pj_per_flop": 0.5,
+        "pj_per_byte": 8.0,
+    },
+    "work_s": 0.0,
+    "fail_if": {},
+    "run_log": "",
+}
+
+
+def resolve(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with defaults filled in (deep merge)."""
+
+    def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+        out = copy.deepcopy(base)
+        for k, v in over.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) and v else v
+        return out
+
+    return merge(DEFAULTS, config)
+
+
+def _burn(cpu_seconds: float) -> None:
+    end = time.process_time() + cpu_seconds
+    x = 0
+    while time.process_time() < end:
+        for i in range(2000):
+            x += i * i
+
+
+@register("toy-roofline", resolve=resolve)
+def run_toy(config: dict[str, Any], seed: int) -> Result:
+    cfg = resolve(config)
+    g, hw = cfg["gemv"], cfg["hw"]
+    for key, value in (cfg["fail_if"] or {}).items():
+        if g.get(key) == value:
+            raise ValueError(f"toy-roofline: asked to fail for gemv.{key}={value}")
+    _burn(float(cfg["work_s"]))
+
+    bpe = hw["bytes_per_element"]
+    rows, cols, batch = g["rows"], g["cols"], g["batch"]
+    ops = [
+        # op, unit, flops, bytes
+        ("gemv", "pim", 2 * rows * cols * batch, (rows * cols + cols * batch + rows * batch) * bpe),
+        ("activation", "asic", 4 * rows * batch, 2 * rows * batch * bpe),
+    ]
+    rows_out = []
+    t = 0.0
+    for op, unit, flops, nbytes in ops:
+        seconds = max(flops / hw["peak_flops_per_s"], nbytes / hw["bytes_per_s"])
+        energy_pj = flops * hw["pj_per_flop"] + nbytes * hw["pj_per_byte"]
+        rows_out.append({"op": op, "unit": unit, "component": unit, "start_s": t, "end_s": t + seconds,
+                         "seconds": seconds, "flops": flops, "bytes": nbytes, "op_per_byte": flops / nbytes,
+                         "energy_pj": energy_pj})
+        t += seconds
+    df = pd.DataFrame(rows_out)
+    stats = {
+        "latency_s": t,
+        "flops": int(df["flops"].sum()),
+        "bytes": int(df["bytes"].sum()),
+        "throughput_flops_per_s": float(df["flops"].sum() / t),
+        "energy_pj": float(df["energy_pj"].sum()),
+        "peak_flops_per_s": hw["peak_flops_per_s"],
+        "peak_bytes_per_s": hw["bytes_per_s"],
+        "sample": random.Random(seed).random(),  # shows the seed reaches the system
+    }
+    if cfg["run_log"]:
+        # O_APPEND writes of one short line are atomic, so concurrent workers do not interleave.
+        fd = os.open(cfg["run_log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, f"{config_hash(cfg)} {seed}\n".encode())
+        finally:
+            os.close(fd)
+    return Result(stats=stats, df=df, manifest=make_manifest("toy-roofline", cfg, seed))

@@ -103,3 +103,46 @@ def run_toy(config: dict[str, Any], seed: int) -> Result:
         finally:
             os.close(fd)
     return Result(stats=stats, df=df, manifest=make_manifest("toy-roofline", cfg, seed))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# helpers for the sweep and report tests
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def write_sweep(directory: Any, body: dict[str, Any] | str, name: str = "sweep.yaml") -> Any:
+    """Write a sweep file (a dict is dumped as YAML) and return its path."""
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(directory) / name
+    path.write_text(body if isinstance(body, str) else yaml.safe_dump(body, sort_keys=False))
+    return path
+
+
+def toy_sweep(name: str = "toy", **base: Any) -> dict[str, Any]:
+    """A 2 x 2 x 2 sweep of toy-roofline with a speedup metric."""
+    return {
+        "name": name,
+        "imports": ["sweep_fixtures"],
+        "base": {"system": "toy-roofline", "gemv": {"rows": 1024, "cols": 1024, "batch": 1}, **base},
+        "seed": 7,
+        "axes": [
+            {"grid": {"gemv.rows": [1024, 2048], "hw.bytes_per_s": [1.0e11, 2.0e11]}},
+            {"zip": {"gemv.cols": [256, 512], "gemv.batch": [1, 4]}},
+        ],
+        "metrics": {
+            "speedup": {"expr": "baseline.latency_s / latency_s", "baseline": {"hw.bytes_per_s": 1.0e11}},
+            "gflops": "flops / latency_s / 1e9",
+        },
+    }
+
+
+def subprocess_env() -> dict[str, str]:
+    """Environment for `python -m archsim.cli` children: tests/ importable, no progress bar."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (TESTS_DIR, env.get("PYTHONPATH", "")) if p)
+    env["CI"] = "true"
+    return env

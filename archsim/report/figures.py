@@ -132,39 +132,53 @@ def _display_unit(max_joules: float) -> tuple[str, float]:
     return "pJ", 1e-12
 
 
-def _energy_long(sources: list[Source]) -> tuple[pd.DataFrame, str] | None:
-    """(run, component, energy_j) rows from tables with a component column, else from stats columns."""
-    rows = []
+def _energy_long(sources: list[Source]) -> tuple[pd.DataFrame, list[str]] | None:
+    """(run, component, energy_j) rows per source from, in order of preference: table rows with a
+    `component` column and an energy column; table columns energy_<component>_<unit> (summed over rows);
+    stats named energy_<component>_<unit>."""
+    rows: list[dict[str, object]] = []
+    origins: list[str] = []
     for src in sources:
         t = src.table
         col = next((c for c in ("energy_pj", "energy_j") if c in t.columns), None) or \
             next((c for c in t.columns if _TABLE_ENERGY.match(str(c))), None)
+        wide = [c for c in t.columns if _component(str(c))]
+        stat_cols = [c for c in src.stats.columns if _component(str(c))]
         if "component" in t.columns and col:
             unit = _ENERGY_UNITS[str(col).rsplit("_", 1)[1]]
             g = t.assign(energy_j=_numeric(t[col]) * unit).groupby(["run", "component"], sort=False)["energy_j"].sum()
             rows += [{"run": r, "component": str(c), "energy_j": v} for (r, c), v in g.items()]
-    if rows:
-        return pd.DataFrame(rows), "table rows (component, energy)"
-    for src in sources:
-        cols = [c for c in src.stats.columns if _STATS_ENERGY.match(str(c))
-                and _STATS_ENERGY.match(str(c)).group(1) not in ("total", "sum")]  # type: ignore[union-attr]
-        for _, r in src.stats.iterrows():
-            for c in cols:
-                comp, unit = _STATS_ENERGY.match(str(c)).groups()  # type: ignore[union-attr]
-                v = pd.to_numeric(r[c], errors="coerce")
-                if pd.notna(v):
-                    rows.append({"run": r["run"], "component": comp, "energy_j": float(v) * _ENERGY_UNITS[unit]})
-    if rows:
-        return pd.DataFrame(rows), "stats columns energy_<component>_<unit>"
-    return None
+            origins.append(f"{src.name}: table rows (component, {col})")
+        elif wide:
+            for c in wide:
+                comp, unit = _component(str(c))  # type: ignore[misc]
+                g = (_numeric(t[c]) * _ENERGY_UNITS[unit]).groupby(t["run"], sort=False).sum()
+                rows += [{"run": r, "component": comp, "energy_j": v} for r, v in g.items()]
+            origins.append(f"{src.name}: table columns {', '.join(map(str, wide))}")
+        elif stat_cols:
+            for c in stat_cols:
+                comp, unit = _component(str(c))  # type: ignore[misc]
+                for r, v in zip(src.stats["run"], _numeric(src.stats[c])):
+                    if pd.notna(v):
+                        rows.append({"run": r, "component": comp, "energy_j": float(v) * _ENERGY_UNITS[unit]})
+            origins.append(f"{src.name}: stats {', '.join(map(str, stat_cols))}")
+    return (pd.DataFrame(rows), origins) if rows else None
+
+
+def _component(col: str) -> tuple[str, str] | None:
+    """energy_<component>_<unit> -> (component, unit); totals are not components."""
+    m = _STATS_ENERGY.match(col)
+    if not m or m.group(1) in ("total", "sum", "all"):
+        return None
+    return m.group(1), m.group(2)
 
 
 def energy_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
     found = _energy_long(sources)
     if found is None:
-        return [], ["needs a table with `component` and `energy_pj` (or energy_<unit>) columns, or stats "
-                    "named energy_<component>_<unit>"]
-    long, origin = found
+        return [], ["needs table columns `component` + `energy_pj` (or energy_<unit>), table columns "
+                    "energy_<component>_<unit>, or stats named energy_<component>_<unit>"]
+    long, origins = found
     pivot = long.pivot_table(index="run", columns="component", values="energy_j", aggfunc="sum", sort=False).fillna(0)
     note = ""
     if len(pivot) > MAX_BARS:
@@ -189,7 +203,7 @@ def energy_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
     ax.grid(axis="x", alpha=0.3)
     data = pivot.reset_index()
     data.columns = ["run"] + [f"{c}_energy_j" for c in pivot.columns]
-    return [FigureOut("energy_breakdown", "Energy breakdown by component", f"Stacked energy per run, from {origin}."
+    return [FigureOut("energy_breakdown", "Energy breakdown by component", "Stacked energy per run, from " + "; ".join(origins) + "."
                       + note, data, fig)], []
 
 
@@ -250,7 +264,7 @@ def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
         order = sorted(data[key].dropna().unique())
     else:
         order = list(dict.fromkeys(data[key].astype(str)))
-    fig = Figure(figsize=(4.6 * len(ycols), 3.8), layout="constrained")
+    fig = Figure(figsize=(4.6 * len(ycols) + (2.8 if len(lines) > 1 else 0), 3.8), layout="constrained")
     axes = fig.subplots(1, len(ycols), squeeze=False)[0]
     for ax, y in zip(axes, ycols):
         for line in lines:
@@ -276,8 +290,9 @@ def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
         ax.set_xlabel(key)
         ax.set_ylabel(y)
         ax.grid(alpha=0.3)
-    if len(lines) > 1:
-        axes[-1].legend(fontsize=7)
+    if len(lines) > 1:  # outside the axes: lines often fill the whole plot area
+        handles, labels = axes[-1].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside right upper", fontsize=7)
     fig.suptitle(f"{src.name}: vs {key}", fontsize=10)
     kind = " and ".join(w for w, f in (("latency", _is_latency), ("throughput", _is_throughput))
                         if any(f(c) for c in ycols))

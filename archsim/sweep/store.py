@@ -9,7 +9,7 @@
     DIR/.lock                              flock-ed while a sweep writes here (the kernel drops it on kill)
 
 Point columns are `point_hash`, `config_hash`, `seed` and one column per axis key path. A result column
-with one of those names is kept as `result.<name>`.
+with one of those names is dropped if it only repeats the point's value, else kept as `result.<name>`.
 """
 from __future__ import annotations
 
@@ -65,7 +65,10 @@ def _scalar(value: Any) -> Any:
 
 
 def _join(df: pd.DataFrame, point_cols: dict[str, Any], *, point_first: bool) -> pd.DataFrame:
-    df = df.rename(columns={c: f"result.{c}" for c in df.columns if c in point_cols})
+    # Systems often echo their config (e.g. stats["preset"]); an echo equal to the axis value is redundant.
+    clash = [c for c in df.columns if c in point_cols]
+    same = [c for c in clash if all(_scalar(v) == point_cols[c] for v in df[c])]
+    df = df.drop(columns=same).rename(columns={c: f"result.{c}" for c in clash if c not in same})
     extra = pd.DataFrame({k: [v] * len(df) for k, v in point_cols.items()}, index=df.index)
     return pd.concat([extra, df] if point_first else [df, extra], axis=1)
 

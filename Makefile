@@ -1,0 +1,42 @@
+# archsim: `make demo` runs the main job on a built-in default; `make test` sets up and runs the test suite.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup tools demo test test-all bench lint clean
+
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Icarus Verilog (cocotb simulator) and Verilator (lint) come from the OS packages.
+tools:
+	@if ! command -v iverilog >/dev/null 2>&1 || ! command -v verilator >/dev/null 2>&1; then \
+	  echo "installing iverilog and verilator from the OS packages"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq iverilog verilator >/dev/null; \
+	fi
+
+demo: setup
+	$(BIN)/archsim trace synthetic:random:200000 --preset HBM2_2Gbps_PC --json demo-out/trace-hbm2-random.json
+
+test: setup tools
+	$(BIN)/pytest -q
+
+# Full paper reproductions and long runs as well (marked slow).
+test-all: setup tools
+	$(BIN)/pytest -q -m "slow or not slow"
+
+bench: setup
+	$(BIN)/python benchmarks/bench_dram.py
+
+lint: setup
+	$(BIN)/ruff check archsim tests benchmarks
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache demo-out

@@ -24,7 +24,7 @@ LEVEL_INDEX = {name: i for i, name in enumerate(LEVELS)}
 ORG_KEYS = {"channels": "channel", "pseudochannels": "pseudochannel", "ranks": "rank",
             "bankgroups": "bankgroup", "banks_per_group": "bank"}
 EFFECTS = ("open", "close", "close_all", "read", "write", "read_close", "write_close", "refresh_all",
-           "refresh_bank", "pim")
+           "refresh_bank", "pim", "open_all")
 BUSES = ("row", "column")
 
 

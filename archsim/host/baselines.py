@@ -19,7 +19,7 @@ import pandas as pd
 
 from archsim.config import Doc, load_yaml, require_choice, require_int, require_number
 from archsim.errors import UserError, unknown_name
-from archsim.workload.graph import MATMUL_KINDS, OP_KINDS, Op, OpGraph
+from archsim.workload.graph import MATMUL_KINDS, OP_KINDS, Op
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "baselines"
 # Ops whose arithmetic can use the matrix engines (tensor cores / FMA-paired AVX-512).

@@ -115,6 +115,8 @@ class DaskExecutor:
         import distributed
 
         cluster = None
+        if self.scheduler:
+            _probe(self.scheduler)
         try:
             if self.scheduler:
                 client = distributed.Client(self.scheduler, timeout="15s")
@@ -147,3 +149,16 @@ class DaskExecutor:
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+def _probe(address: str) -> None:
+    """Fail in seconds, not after the client's connect timeout, when nothing listens at a tcp:// address."""
+    if not address.startswith("tcp://"):
+        return  # tls://, ucx:// ...: let distributed connect
+    host, _, port = address[len("tcp://"):].rstrip("/").rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--scheduler {address!r}: expected tcp://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise UserError(f"cannot connect to the Dask scheduler {address!r}: {exc}") from None

@@ -86,6 +86,8 @@ def parse_expression(expr: str) -> tuple[ast.Expression, tuple[str, ...], tuple[
         elif isinstance(node, (ast.Name, ast.Attribute)) and _dotted(node) is not None:
             name = _dotted(node)
             assert name is not None
+            if any(part.startswith("__") for part in name.split(".")):
+                raise ValueError(f"{name!r}: names with double underscores are not allowed")
             if name == BASELINE:
                 raise ValueError("`baseline` alone is not a value; write baseline.<stats column>")
             if name.startswith(BASELINE + "."):

@@ -115,6 +115,7 @@ def run_sweep(
     root = Path(out_dir) if out_dir is not None else Path("results") / sweep.name
     store = ResultsStore(root)
     t0 = time.monotonic()
+    store.check_owner(sweep, force)  # before lock() creates .lock in a directory that is not ours
     with store.lock():
         store.prepare(sweep, force=force)
         todo = [p for p in sweep.points if force or not store.is_done(p.point_hash)]

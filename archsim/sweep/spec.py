@@ -425,9 +425,16 @@ def _check_key(key: Any, where: PathKey, leaves: dict[str, tuple[PathKey, Any]],
         inside = sorted(k for k in leaves if k.startswith(key + "."))
         raise ctx.error(where, key, "is a section of the base config, not a value; sweep one of its keys: "
                                     + ", ".join(inside[:12]) + (" ..." if len(inside) > 12 else ""))
-    hint = nearest(key, list(leaves) + [SEED_KEY], n=4)
     msg = "unknown key path: not in the base config (nor the system's defaults)"
-    msg += f"; did you mean {', '.join(hint)}?" if hint else f"; valid key paths include {', '.join(sorted(leaves)[:12])}"
+    hint = nearest(key, list(leaves) + [SEED_KEY], n=4)
+    parent = key.rsplit(".", 1)[0] if "." in key else ""
+    siblings = sorted(k for k in leaves if parent and k.startswith(parent + "."))
+    if hint:
+        msg += f"; did you mean {', '.join(hint)}?"
+    elif siblings:
+        msg += f"; keys under {parent}: {', '.join(siblings)}"
+    else:
+        msg += f"; valid key paths: {', '.join(sorted(leaves)[:20])}" + (" ..." if len(leaves) > 20 else "")
     raise ctx.error(where, key, msg)
 
 

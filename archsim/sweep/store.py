@@ -126,8 +126,8 @@ class ResultsStore:
         finally:
             os.close(fd)
 
-    def prepare(self, sweep: Sweep, force: bool = False) -> None:
-        """Check the directory belongs to this sweep, drop temp files of killed runs, write manifest.json."""
+    def check_owner(self, sweep: Sweep, force: bool = False) -> None:
+        """Refuse a directory holding another sweep's results (unless force) or files that are not ours."""
         if self.manifest_path.is_file():
             old = load_manifest(self.root)
             if old.get("name") != sweep.name and not force:
@@ -138,6 +138,10 @@ class ResultsStore:
             if strangers:
                 raise UserError(f"{self.root}: not an archsim results directory (no manifest.json) and not empty "
                                 f"(contains {', '.join(strangers[:5])}); choose another -o directory")
+
+    def prepare(self, sweep: Sweep, force: bool = False) -> None:
+        """Under the lock: check ownership, drop temp files of killed runs, write manifest.json."""
+        self.check_owner(sweep, force)
         self.points_dir.mkdir(parents=True, exist_ok=True)
         self.failures_dir.mkdir(parents=True, exist_ok=True)
         for folder in (self.root, self.points_dir, self.failures_dir):

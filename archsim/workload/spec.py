@@ -131,7 +131,8 @@ def _looks_like_path(text: str) -> bool:
 
 
 def load_model(name_or_path: str | Path) -> ModelSpec:
-    """Load a shipped model by name (see `list_models()`) or a user file (archsim YAML or HF config.json)."""
+    """Load a shipped model by name (see `list_models()`) or a user file: archsim YAML, a HF config.json, or
+    a HF model folder holding one."""
     text = str(name_or_path)
     if not _looks_like_path(text):
         if text not in list_models():
@@ -139,6 +140,8 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         path = resolve("workloads", text)
     else:
         path = Path(text).expanduser()
+        if path.is_dir() and (path / "config.json").is_file():   # a HF model folder
+            path = path / "config.json"
         if not path.is_file():
             raise UserError(f"{path}: model file not found (shipped models: {', '.join(list_models())})")
     return load_model_file(path)

@@ -1,0 +1,203 @@
+"""Throughput benchmark of the DRAM trace simulator (archsim.dram.system.simulate_trace).
+
+Cases: DDR4-3200 one channel and HBM2 (pseudo-channel mode) eight channels, each on a random trace (uniform
+over 2 GiB) and a sequential stream; 64 B requests (32 B on HBM2 pseudo-channels), 80 % reads, one request
+offered per cycle, default controller (FR-FCFS, open row, all-bank refresh, 32-entry queues).
+
+    .venv/bin/python benchmarks/bench_dram.py [--requests N] [--repeat K] [--json FILE] [--cases a,b] [--no-isolate]
+
+Reported per case:
+  compile_s       numba compile time of the kernel from scratch (a fresh dispatcher with the kernel's own options
+                  but no on-disk cache, so the cache is neither read nor written), first call on a tiny trace
+  first_call_s    first call of archsim's cached `simulate_jit` in a fresh process on a tiny trace (cache load, or
+                  compile + cache write when the cache was missing; `cache` says which)
+  wall_s          median of K timed `simulate_trace` calls: address-mapping decode + table setup + kernel; trace
+                  generation and result statistics excluded. kernel_s is the kernel-only part (median).
+  cycles, cycles/s, req/s, cmd/s (simulated commands issued per wall second), peak RSS (ru_maxrss of the process
+  that ran the case; each case runs in its own process unless --no-isolate)
+  simulated results: bandwidth GB/s, row-hit rate, mean read latency, and the cycle count of Ramulator 2.1's
+  published runs of the same traces for comparison (only meaningful with the default 2 M requests).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+CASES = {
+    "ddr4-random": ("DDR4_3200AA_x8_8Gb", 1, "random"),
+    "ddr4-stream": ("DDR4_3200AA_x8_8Gb", 1, "stream"),
+    "hbm2-random": ("HBM2_2Gbps_PC", 8, "random"),
+    "hbm2-stream": ("HBM2_2Gbps_PC", 8, "stream"),
+}
+# Ramulator 2.1, same traces (2 M requests, 80 % reads): simulated cycles of its published runs.
+RAMULATOR_CYCLES = {"ddr4-random": 18.26e6, "ddr4-stream": 12.37e6, "hbm2-random": 2.21e6, "hbm2-stream": 2.14e6}
+RAMULATOR_REQUESTS = 2_000_000
+SPAN_BYTES = 2 << 30
+READ_FRACTION = 0.8
+
+
+def _setup(preset: str, channels: int):
+    from archsim.dram.controller import ControllerConfig
+    from archsim.dram.spec import load_spec
+
+    spec = load_spec(preset)
+    if spec.channels != channels:
+        spec = load_spec(spec.raw, overrides={"org.channels": channels})  # as run_trace(channels=...) does
+    return spec, ControllerConfig()
+
+
+def _trace(spec, kind: str, requests: int):
+    from archsim.dram.trace import synthetic_trace
+
+    return synthetic_trace(kind, requests, read_fraction=READ_FRACTION, span_bytes=SPAN_BYTES,
+                           access_bytes=spec.access_bytes, seed=0)
+
+
+def _cache_files() -> list[Path]:
+    from archsim.engine import dram_kernel as K
+
+    d = Path(K.__file__).resolve().parent / "__pycache__"
+    return sorted(d.glob("dram_kernel.simulate-*.nbi")) if d.is_dir() else []
+
+
+def measure_compile() -> dict:
+    """Cold compile time of the kernel, without touching the on-disk cache."""
+    import numba
+
+    from archsim.dram import system
+    from archsim.engine import dram_kernel as K
+
+    opts = {k: v for k, v in K.simulate_jit.targetoptions.items() if k != "cache"}
+    fresh = numba.njit(**opts)(K.simulate)
+    spec, ctrl = _setup(*CASES["ddr4-random"][:2])
+    tr = _trace(spec, "random", 64)
+    saved = K.simulate_jit
+    K.simulate_jit = fresh  # simulate_trace looks the dispatcher up on the module at call time
+    try:
+        t0 = time.perf_counter()
+        system.simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive)
+        compile_s = time.perf_counter() - t0
+    finally:
+        K.simulate_jit = saved
+    return {"compile_s": compile_s, "jit_options": {k: str(v) for k, v in opts.items()}}
+
+
+def run_case(name: str, requests: int, repeat: int) -> dict:
+    from archsim.dram import system
+
+    preset, channels, kind = CASES[name]
+    spec, ctrl = _setup(preset, channels)
+    had_cache = bool(_cache_files())
+    tiny = _trace(spec, kind, 64)
+    t0 = time.perf_counter()
+    system.simulate_trace(spec, ctrl, tiny.addr, tiny.is_write, tiny.arrive)
+    first_call = time.perf_counter() - t0
+
+    tr = _trace(spec, kind, requests)
+    walls, kernels = [], []
+    raw = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        raw = system.simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive)
+        walls.append(time.perf_counter() - t0)
+        kernels.append(raw["wall_s"])
+    wall = statistics.median(walls)
+    kern = statistics.median(kernels)
+    cycles = int(raw["end_cycle"])
+    commands = int(raw["cmd_count"].sum())
+    is_write = np.asarray(tr.is_write, dtype=bool)
+    lat = (raw["req_done"] - raw["req_enq"])[~is_write]
+    seconds = cycles * spec.tCK_s
+    out = {
+        "case": name, "preset": preset, "channels": channels, "trace": kind, "requests": requests,
+        "repeat": repeat, "cache": "hit" if had_cache else "miss (compiled, written)", "first_call_s": first_call,
+        "wall_s": wall, "wall_s_all": walls, "kernel_s": kern,
+        "cycles": cycles, "cycles_per_s": cycles / wall, "requests_per_s": requests / wall,
+        "kernel_requests_per_s": requests / kern, "commands": commands, "commands_per_s": commands / wall,
+        "peak_rss_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "bandwidth_GBps": requests * spec.access_bytes / seconds / 1e9,
+        "peak_bandwidth_GBps": spec.peak_bw_bytes_per_s / 1e9,
+        "row_hit_rate": float((raw["req_kind"] == 0).mean()),
+        "read_latency_mean_cycles": float(lat.mean()) if lat.size else 0.0,
+        "read_latency_mean_ns": float(lat.mean()) * spec.tCK_ps / 1000 if lat.size else 0.0,
+        "ramulator_cycles": RAMULATOR_CYCLES[name] if requests == RAMULATOR_REQUESTS else None,
+    }
+    return out
+
+
+def _run_isolated(name: str, requests: int, repeat: int) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--_child", name, "--requests", str(requests),
+           "--repeat", str(repeat)]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=str(ROOT))
+    if res.returncode != 0:
+        sys.stderr.write(res.stdout + res.stderr)
+        raise SystemExit(f"case {name} failed (exit {res.returncode})")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _fmt_table(rows: list[dict], compile_info: dict) -> str:
+    head = ["case", "requests", "wall s (median)", "kernel s", "cycles", "Mcycles/s", "K req/s", "M cmd/s",
+            "peak RSS MiB", "first call s", "BW GB/s (% peak)", "row-hit", "read lat cyc (ns)",
+            "Ramulator 2.1 cycles (ours/theirs)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        ram = r["ramulator_cycles"]
+        ram_s = f"{ram / 1e6:.2f} M ({r['cycles'] / ram:.3f})" if ram else "n/a"
+        lines.append("| " + " | ".join([
+            r["case"], f"{r['requests']:,}", f"{r['wall_s']:.3f}", f"{r['kernel_s']:.3f}", f"{r['cycles']:,}",
+            f"{r['cycles_per_s'] / 1e6:.2f}", f"{r['requests_per_s'] / 1e3:.0f}", f"{r['commands_per_s'] / 1e6:.2f}",
+            f"{r['peak_rss_MiB']:.0f}", f"{r['first_call_s']:.2f} ({r['cache'].split()[0]})",
+            f"{r['bandwidth_GBps']:.2f} ({100 * r['bandwidth_GBps'] / r['peak_bandwidth_GBps']:.0f} %)",
+            f"{r['row_hit_rate']:.3f}",
+            f"{r['read_latency_mean_cycles']:.1f} ({r['read_latency_mean_ns']:.1f})", ram_s]) + " |")
+    lines.append("")
+    lines.append(f"JIT compile from scratch (no on-disk cache, tiny trace): {compile_info['compile_s']:.2f} s; "
+                 f"options {compile_info['jit_options']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {', '.join(CASES)}")
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--no-isolate", action="store_true",
+                    help="run every case in this process (peak RSS is then cumulative)")
+    ap.add_argument("--_child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args._child:
+        print(json.dumps(run_case(args._child, args.requests, args.repeat)))
+        return 0
+    names = [c.strip() for c in args.cases.split(",") if c.strip()]
+    for n in names:
+        if n not in CASES:
+            ap.error(f"unknown case {n!r}; choose from {', '.join(CASES)}")
+    compile_info = measure_compile()
+    rows = []
+    for n in names:
+        r = run_case(n, args.requests, args.repeat) if args.no_isolate else _run_isolated(n, args.requests, args.repeat)
+        rows.append(r)
+        print(f"{n}: {r['wall_s']:.3f} s, {r['requests_per_s'] / 1e3:.0f} K req/s", file=sys.stderr, flush=True)
+    print(_fmt_table(rows, compile_info))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"compile": compile_info, "cases": rows, "cpu_count": os.cpu_count(),
+                                               "python": sys.version.split()[0]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -11,6 +11,8 @@ import sys
 
 # Order = order in `archsim --help`. Add a module here to add a subcommand.
 COMMAND_MODULES = [
+    "archsim.commands.run",
+    "archsim.commands.compile",
     "archsim.commands.trace",
     "archsim.commands.check_log",
     "archsim.commands.presets",

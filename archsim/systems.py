@@ -17,7 +17,7 @@ _REGISTRY: dict[str, RunFn] = {}
 # against the *resolved* config, so a key the system defaults is sweepable without repeating it in `base`.
 _RESOLVERS: dict[str, ResolveFn] = {}
 # Modules that register systems on import (kept lazy so importing archsim stays cheap).
-_PROVIDERS = ["archsim.dram.system"]
+_PROVIDERS = ["archsim.dram.system", "archsim.pim.system"]
 
 
 def register(name: str, resolve: ResolveFn | None = None) -> Callable[[RunFn], RunFn]:

@@ -12,7 +12,6 @@ Import this module (sweep-file `imports: [sweep_fixtures]`, tests/ on PYTHONPATH
 """
 from __future__ import annotations
 
-import copy
 import os
 import random
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from archsim.config import deep_merge
 from archsim.results import Result, config_hash, make_manifest
 from archsim.systems import register
 
@@ -40,15 +40,8 @@ DEFAULTS: dict[str, Any] = {
 
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
-    """The config with defaults filled in (deep merge)."""
-
-    def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-        out = copy.deepcopy(base)
-        for k, v in over.items():
-            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) and v else v
-        return out
-
-    return merge(DEFAULTS, config)
+    """The config with defaults filled in."""
+    return deep_merge(DEFAULTS, config)
 
 
 def _burn(cpu_seconds: float) -> None:

@@ -18,7 +18,7 @@ from archsim.report import make_report
 from archsim.sweep import load_results, run_sweep
 
 CLI = [sys.executable, "-m", "archsim.cli"]
-FIGURE_KINDS = ("speedup_", "energy_breakdown", "vs_", "roofline", "timeline_")
+FIGURE_KINDS = ("speedup_", "energy_", "vs_", "roofline", "timeline_")
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_report_from_sweep(sweep_dir, tmp_path):
             for ext in ("png", "svg", "csv"):
                 assert (figures / f"{s}.{ext}").stat().st_size > 0
             assert f"figures/{s}.png" in md
-    assert (figures / "energy_breakdown.png").read_bytes().startswith(b"\x89PNG")
+    assert (figures / "energy_toy.png").read_bytes().startswith(b"\x89PNG")
     assert b"<svg" in (figures / "roofline.svg").read_bytes()
     # one vs-figure per swept axis
     assert {s for s in outcome.figures if s.startswith("vs_")} == {
@@ -100,7 +100,7 @@ def test_report_from_single_run_json(run_json, tmp_path):
     out = tmp_path / "rep"
     outcome = make_report([run_json], out, title="One run")
     assert any(s.startswith("timeline_") for s in outcome.figures)
-    assert "roofline" in outcome.figures and "energy_breakdown" in outcome.figures
+    assert "roofline" in outcome.figures and "energy_runs" in outcome.figures
     skipped = dict(outcome.skipped)
     assert set(skipped) == {"Speedup against baselines", "Latency and throughput vs swept parameters"}
     md = (out / "report.md").read_text()
@@ -120,19 +120,28 @@ def test_report_mixes_inputs_and_energy_from_stats(run_json, sweep_dir, tmp_path
                                  "manifest": {"config_hash": "abc123", "archsim_version": __version__}}))
     out = tmp_path / "rep"
     outcome = make_report([sweep_dir, run_json, other], out)
-    energy = pd.read_csv(out / "figures" / "energy_breakdown.csv")
-    row = energy[energy["run"] == "stats_only: stats_only"].iloc[0]
+    # one energy figure per sweep, one for the single runs together
+    assert len(pd.read_csv(out / "figures" / "energy_toy.csv")) == 8
+    energy = pd.read_csv(out / "figures" / "energy_runs.csv")
+    assert list(energy["run"]) == ["single", "stats_only"]
+    row = energy.iloc[1]
     assert row["dram_energy_j"] == pytest.approx(2e-6) and row["mac_energy_j"] == pytest.approx(3e-9)
     assert "total_energy_j" not in energy.columns
-    assert len(energy) == 8 + 1 + 1
+    assert energy.iloc[0]["pim_energy_j"] > 0
     assert outcome.skipped == []
+    assert set(pd.read_csv(out / "runs.csv")["source"]) == {"toy", "single", "stats_only"}
 
 
-def test_report_replaces_previous_report_but_not_other_dirs(sweep_dir, run_json, tmp_path):
+def test_report_replaces_previous_report_but_not_other_dirs(run_json, tmp_path):
     out = tmp_path / "rep"
-    make_report([sweep_dir], out)
-    make_report([run_json], out)  # replaced whole: sweep figures are gone
-    assert not list((out / "figures").glob("speedup_*"))
+    make_report([run_json], out)
+    assert list((out / "figures").glob("timeline_*"))
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"stats": {"latency_s": 1.0}, "table": [], "manifest": {}}))
+    outcome = make_report([bare], out)  # replaced whole: the old figures are gone
+    assert outcome.figures == [] and len(outcome.skipped) == 5
+    assert not list((out / "figures").iterdir())
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     stranger = tmp_path / "mine"
     stranger.mkdir()
     (stranger / "thesis.tex").write_text("keep me")
@@ -147,16 +156,18 @@ def test_report_replaces_previous_report_but_not_other_dirs(sweep_dir, run_json,
     (lambda d: (d / "y.json").write_text('{"a": 1}') and d / "y.json", "not an archsim run result"),
     (lambda d: (d / "empty").mkdir() or d / "empty", "no manifest.json"),
 ])
-def test_report_bad_input_is_user_error(tmp_path, make_input, expected):
+def test_report_bad_input_is_user_error(tmp_path, capsys, make_input, expected):
+    from archsim.cli import main
+
     path = make_input(tmp_path)
-    proc = subprocess.run([*CLI, "report", str(path), "-o", str(tmp_path / "rep")], env=subprocess_env(),
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and expected in proc.stderr and "Traceback" not in proc.stderr
+    assert main(["report", str(path), "-o", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("archsim: error: ") and expected in err and "Traceback" not in err
     assert not (tmp_path / "rep").exists()
 
 
-def test_report_cli(sweep_dir, tmp_path):
-    proc = subprocess.run([*CLI, "report", str(sweep_dir), "-o", str(tmp_path / "r")], env=subprocess_env(),
+def test_report_cli(run_json, tmp_path):
+    proc = subprocess.run([*CLI, "report", str(run_json), "-o", str(tmp_path / "r")], env=subprocess_env(),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "report.html" in proc.stdout and (tmp_path / "r" / "report.html").is_file()

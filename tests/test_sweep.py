@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -83,6 +84,16 @@ def test_keys_from_system_defaults_are_sweepable(tmp_path):
 def test_int_accepted_where_float_expected(tmp_path):
     s = sweep_of(tmp_path, [{"grid": {"hw.bytes_per_s": [100000000000, 2.0e11]}}])
     assert len(s.points) == 2
+
+
+def test_base_config_from_a_file_next_to_the_sweep(tmp_path):
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "toy.yaml").write_text("system: toy-roofline\ngemv: {rows: 64, cols: 32, batch: 1}\n")
+    s = sweep_of(tmp_path, [{"grid": {"gemv.cols": [8, 16]}}], base="configs/toy.yaml")
+    assert [p.config["gemv"] for p in s.points] == [{"rows": 64, "cols": 8, "batch": 1},
+                                                    {"rows": 64, "cols": 16, "batch": 1}]
+    with pytest.raises(UserError, match="base: config file .*missing.yaml' not found"):
+        sweep_of(tmp_path, [], base="missing.yaml")
 
 
 def test_seeds_are_derived_deterministically(tmp_path):
@@ -166,12 +177,11 @@ def test_bad_sweep_file_sections(tmp_path, patch, expected):
         assert text in str(info.value), str(info.value)
 
 
-def test_yaml_syntax_error_and_duplicate_key(tmp_path):
-    with pytest.raises(UserError, match=r"sweep.yaml:\d+: .*not valid YAML"):
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    with pytest.raises(UserError, match=r"sweep.yaml:\d+: invalid YAML"):
         load_sweep(write_sweep(tmp_path, "name: x\naxes: [\n"))
-    dup = "name: x\nbase: {system: toy-roofline}\nbase: {system: toy-roofline}\n"
-    with pytest.raises(UserError, match=r"sweep.yaml:3: base: key appears twice"):
-        load_sweep(write_sweep(tmp_path, dup))
+    with pytest.raises(UserError, match=r"sweep.yaml: expected a mapping"):
+        load_sweep(write_sweep(tmp_path, "- just\n- a list\n"))
 
 
 def test_cli_bad_sweep_exits_2_without_traceback_and_runs_nothing(tmp_path):
@@ -245,14 +255,15 @@ def test_run_store_and_load(tmp_path):
     pd.testing.assert_frame_equal(load_results(out)[0], stats)  # same config + seed -> same results
 
 
-def test_failing_point_is_recorded_and_others_finish(tmp_path):
+def test_failing_point_is_recorded_and_others_finish(tmp_path, capsys):
+    from archsim.cli import main
+
     path = write_sweep(tmp_path, toy_sweep(fail_if={"rows": 2048}))
     out = tmp_path / "res"
-    proc = subprocess.run([*CLI, "sweep", str(path), "-o", str(out), "--jobs", "2"], env=subprocess_env(),
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1, proc.stderr
-    assert "8 points: 0 already done, 4 ran, 4 failed" in proc.stdout
-    assert proc.stderr.count("FAILED") == 4 and "asked to fail for gemv.rows=2048" in proc.stderr
+    assert main(["sweep", str(path), "-o", str(out), "--jobs", "2"]) == 1
+    captured = capsys.readouterr()
+    assert "8 points: 0 already done, 4 ran, 4 failed" in captured.out
+    assert captured.err.count("FAILED") == 4 and "asked to fail for gemv.rows=2048" in captured.err
     stats, _ = load_results(out)
     assert len(stats) == 4 and set(stats["gemv.rows"]) == {1024}
     failures = load_failures(out)
@@ -290,6 +301,22 @@ def test_results_dir_guards(tmp_path):
     with pytest.raises(UserError, match="not an archsim results directory"):
         run_sweep(path, stranger, jobs=1, progress=False)
     assert sorted(p.name for p in stranger.iterdir()) == ["notes.txt"]
+
+
+def test_local_workers_start_safely_when_other_threads_exist(tmp_path):
+    # With another thread alive fork is unsafe, so the pool uses forkserver; results must be the same.
+    path = write_sweep(tmp_path, toy_sweep())
+    run_sweep(path, tmp_path / "fork", jobs=2, progress=False)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        outcome = run_sweep(path, tmp_path / "forkserver", jobs=2, progress=False)
+    finally:
+        stop.set()
+        thread.join()
+    assert outcome.succeeded == 8
+    pd.testing.assert_frame_equal(load_results(tmp_path / "fork")[1], load_results(tmp_path / "forkserver")[1])
 
 
 def _finished(points_dir: Path) -> list[Path]:
@@ -358,16 +385,16 @@ def test_dask_and_local_give_identical_tables(tmp_path, monkeypatch):
     def tidy(frame: pd.DataFrame) -> pd.DataFrame:
         return frame.sort_values(list(frame.columns)[:2] + ["point_hash"]).reset_index(drop=True)
 
-    for a, b in zip(load_results(tmp_path / "local"), load_results(tmp_path / "dask")):
+    for a, b in zip(load_results(tmp_path / "local"), load_results(tmp_path / "dask"), strict=True):
         pd.testing.assert_frame_equal(tidy(a), tidy(b))
 
 
-def test_unreachable_dask_scheduler_is_user_error(tmp_path):
+def test_unreachable_dask_scheduler_is_user_error(tmp_path, capsys):
+    from archsim.cli import main
+
     path = write_sweep(tmp_path, toy_sweep())
-    proc = subprocess.run([*CLI, "sweep", str(path), "-o", str(tmp_path / "r"), "--scheduler", "tcp://127.0.0.1:9"],
-                          env=subprocess_env(), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "cannot connect to the Dask scheduler" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert main(["sweep", str(path), "-o", str(tmp_path / "r"), "--scheduler", "tcp://127.0.0.1:9"]) == 2
+    assert "cannot connect to the Dask scheduler 'tcp://127.0.0.1:9'" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------------------------------------

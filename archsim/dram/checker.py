@@ -8,8 +8,10 @@ form of the definition in jedec.yaml:
     recent preceding command issued to the same node of that level.
 
 For every constraint rule it gathers, per node of the rule's level, the ordered history of the preceding
-commands, and for every following command looks back to the window-th most recent one (numpy
-`searchsorted` over (node, log position) keys, so each rule is checked for the whole log at once).
+commands, and for every following command looks back to the window-th most recent one (the log
+is sorted once per level by (node, log position); the most recent preceding command is a running maximum
+over that order, the window-th most recent a `searchsorted`, so each rule is checked for the whole log at
+once in numpy).
 "Issued before" means "earlier in the log": the log is in issue order, and two commands in one cycle (a
 row and a column command on a dual command bus) are ordered as logged.
 
@@ -21,8 +23,11 @@ Besides timing it checks:
 * bank state: ACT only to a closed bank; RD/WR/RDA/WRA only to an open bank whose open row equals the
   logged row (when the logged row is >= 0); REFab only when every bank of its rank is closed; REFpb only
   to a closed bank. PRE/PREA/RDA/WRA close banks (a PRE to a closed bank is a legal no-op, as in JEDEC).
-  Commands are classified by their `effect` in the standard, not by name; effects the checker does not
-  model (e.g. `pim`) change no state.
+  Commands are classified by their `effect` in the standard, not by name, and a command wider than a bank
+  acts on every bank below its node: `open_all` (an all-bank ACT such as GDDR6-AiM's ACTAB) needs them all
+  closed and opens the logged row in each; `close_all` at channel scope closes the whole channel. Effects
+  the checker does not model (`pim`: MAC, global-buffer and accumulator commands) change no bank state;
+  their timing rows are checked like any other.
 
 Malformed input (missing columns, unknown command names, addresses out of range for the spec) raises
 archsim.errors.UserError naming the log row.
@@ -43,6 +48,7 @@ __all__ = ["Violation", "Rule", "check_log", "rules", "LOG_COLUMNS"]
 
 LOG_COLUMNS = ["cycle", "command", "channel", "pseudochannel", "rank", "bankgroup", "bank", "row", "column"]
 ADDR_COLUMNS = ["channel", "pseudochannel", "rank", "bankgroup", "bank"]
+_SHORT = ("ch", "pc", "ra", "bg", "ba")
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,8 @@ def rules(spec: DramSpec) -> list[Rule]:
 
 def _int_column(df: pd.DataFrame, col: str) -> np.ndarray:
     s = df[col]
+    if pd.api.types.is_integer_dtype(s.dtype):
+        return s.to_numpy(dtype=np.int64)
     try:
         values = pd.to_numeric(s, errors="coerce")
     except Exception:  # pragma: no cover - pandas raises TypeError for nested objects
@@ -136,14 +144,12 @@ def _decode(spec: DramSpec, df: pd.DataFrame) -> dict[str, np.ndarray]:
         raise UserError(f"command log lacks columns {', '.join(missing)}; expected {', '.join(LOG_COLUMNS)}")
     names = spec.command_names
     index = {n: i for i, n in enumerate(names)}
-    cmd_col = df["command"].astype(str).to_numpy()
-    uniq, inv = np.unique(cmd_col, return_inverse=True) if len(cmd_col) else (np.array([], dtype=str),
-                                                                              np.zeros(0, dtype=np.int64))
-    lut = np.array([index.get(u, -1) for u in uniq], dtype=np.int64)
-    cmd = lut[inv] if len(uniq) else np.zeros(0, dtype=np.int64)
+    codes, uniq = pd.factorize(df["command"].astype(str), sort=False)
+    lut = np.array([index.get(u, -1) for u in uniq] + [-1], dtype=np.int64)   # code -1 (missing) -> -1
+    cmd = lut[codes]
     if (cmd < 0).any():
         i = int(np.argmax(cmd < 0))
-        raise UserError(f"command log row {i}: unknown command {cmd_col[i]!r} for {spec.standard}; "
+        raise UserError(f"command log row {i}: unknown command {df['command'].iloc[i]!r} for {spec.standard}; "
                         f"known: {', '.join(names)}")
     out = {"cmd": cmd}
     for col in ["cycle", *ADDR_COLUMNS, "row", "column"]:
@@ -183,22 +189,52 @@ def _node_ids(spec: DramSpec, a: dict[str, np.ndarray]) -> list[np.ndarray]:
     return nodes
 
 
-def _look_back(node: np.ndarray, prev_idx: np.ndarray, next_idx: np.ndarray, window: int,
-               n: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each following command (log rows next_idx) find the window-th most recent preceding command
-    (log rows prev_idx) at the same node. Returns (which of next_idx have one, the log row of that one)."""
-    if len(prev_idx) == 0 or len(next_idx) == 0:
-        return np.zeros(len(next_idx), dtype=bool), np.zeros(0, dtype=np.int64)
-    scale = np.int64(n + 1)
-    pkey = node[prev_idx] * scale + prev_idx
-    order = np.argsort(pkey, kind="stable")
-    pkey = pkey[order]
-    prow = prev_idx[order]
-    qnode = node[next_idx] * scale
-    pos = np.searchsorted(pkey, qnode + next_idx, side="left")       # preceding ones strictly earlier
-    start = np.searchsorted(pkey, qnode, side="left")                # first one at this node
-    has = (pos - start) >= window
-    return has, prow[pos[has] - window]
+class _History:
+    """Per-level views of the log sorted by (node, log position): the per-node issue histories."""
+
+    def __init__(self, nodes: list[np.ndarray], n: int):
+        self.n = n
+        self.scale = np.int64(n + 1)
+        self.keys = [nd * self.scale + np.arange(n, dtype=np.int64) for nd in nodes]
+        self.order = [np.argsort(k, kind="stable") for k in self.keys]
+        self._last: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
+
+    def last(self, level: int, prev_mask: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
+        """For every log row, the log row of the most recent earlier command of `prev_mask` at the same
+        level-`level` node, or -1. One pass: in (node, position) order, a running maximum of the keys of
+        the preceding commands; a row with none in its node sees a sentinel just below its node's keys."""
+        cached = self._last.get((level, key))
+        if cached is not None:
+            return cached
+        order, keys = self.order[level], self.keys[level]
+        k = keys[order]
+        node_base = k - (k % self.scale)
+        vals = np.where(prev_mask[order], k, node_base - 1)
+        run = np.maximum.accumulate(vals)
+        before = np.empty_like(run)            # exclusive: commands strictly earlier in the log
+        before[0] = -1
+        before[1:] = run[:-1]
+        out = np.full(self.n, -1, dtype=np.int64)
+        found = before >= node_base
+        out[order[found]] = before[found] - node_base[found]
+        self._last[(level, key)] = out
+        return out
+
+    def window_back(self, level: int, prev_idx: np.ndarray, next_idx: np.ndarray,
+                    window: int) -> tuple[np.ndarray, np.ndarray]:
+        """For each following command (log rows next_idx), the window-th most recent preceding command (log
+        rows prev_idx, ascending) at the same node. Returns (which of next_idx have one, its log row)."""
+        if len(prev_idx) == 0 or len(next_idx) == 0:
+            return np.zeros(len(next_idx), dtype=bool), np.zeros(0, dtype=np.int64)
+        keys = self.keys[level]
+        pkey = keys[prev_idx]
+        order = np.argsort(pkey, kind="stable")
+        pkey, prow = pkey[order], prev_idx[order]
+        qkey = keys[next_idx]
+        pos = np.searchsorted(pkey, qkey, side="left")                       # strictly earlier ones
+        start = np.searchsorted(pkey, qkey - qkey % self.scale, side="left")  # first one at this node
+        has = (pos - start) >= window
+        return has, prow[pos[has] - window]
 
 
 def check_log(spec: DramSpec, log_df: pd.DataFrame) -> list[Violation]:
@@ -233,13 +269,19 @@ def check_log(spec: DramSpec, log_df: pd.DataFrame) -> list[Violation]:
 
     # -- timing
     nodes = _node_ids(spec, a)
+    hist = _History(nodes, n)
     by_cmd = [np.nonzero(cmd == c)[0] for c in range(len(names))]
     for rule in rules(spec):
         nxt = by_cmd[rule.nxt]
-        if len(nxt) == 0:
+        if len(nxt) == 0 or all(len(by_cmd[p]) == 0 for p in rule.prev):
             continue
-        prev = by_cmd[rule.prev[0]] if len(rule.prev) == 1 else np.sort(np.concatenate([by_cmd[p] for p in rule.prev]))
-        has, prow = _look_back(nodes[rule.level], prev, nxt, rule.window, n)
+        if rule.window == 1:
+            last = hist.last(rule.level, np.isin(cmd, rule.prev), rule.prev)[nxt]
+            has = last >= 0
+            prow = last[has]
+        else:
+            prev = np.sort(np.concatenate([by_cmd[p] for p in rule.prev]))
+            has, prow = hist.window_back(rule.level, prev, nxt, rule.window)
         if not has.any():
             continue
         frow = nxt[has]
@@ -261,31 +303,38 @@ def check_log(spec: DramSpec, log_df: pd.DataFrame) -> list[Violation]:
 
 
 def _check_state(spec: DramSpec, a: dict[str, np.ndarray], nodes: list[np.ndarray]) -> list[tuple[int, str, str]]:
-    """Bank-state rules, vectorised: every command becomes per-bank events (rank-wide commands expand to
-    all banks of their rank); a requirement looks back to the most recent open/close event of its bank."""
+    """Bank-state rules, vectorised: every command becomes per-bank events (a command wider than a bank
+    expands to every bank below its node); a requirement looks back to the most recent open/close event of
+    its bank."""
     n = len(a["cmd"])
     names = spec.command_names
     effect = np.array([c.effect for c in spec.commands], dtype=object)
+    cmd_scope = np.array([c.scope for c in spec.commands], dtype=np.int64)
     eff = effect[a["cmd"]]
-    bank = nodes[4]
-    rank = nodes[2]
-    bpr = spec.banks_per_rank
     idx = np.arange(n, dtype=np.int64)
+    # banks below one node of each level (flat bank ids are nested, so they are contiguous)
+    below = [int(np.prod(spec.counts[k + 1:])) for k in range(len(LEVELS))]
+    wide = cmd_scope[a["cmd"]] < len(LEVELS) - 1
 
-    def per_bank(mask: np.ndarray, rank_wide: bool) -> tuple[np.ndarray, np.ndarray]:
-        rows = idx[mask]
-        if not rank_wide:
-            return rows, bank[rows]
-        banks = (rank[rows] * bpr)[:, None] + np.arange(bpr, dtype=np.int64)[None, :]
-        return np.repeat(rows, bpr), banks.reshape(-1)
+    def per_bank(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(log row, flat bank) for every bank a command acts on: its own bank, or every bank below the
+        node of its scope for a wider command (PREA, REFab: the rank; all-bank PIM commands: the channel)."""
+        rows = idx[mask & ~wide]
+        out_rows, out_banks = [rows], [nodes[-1][rows]]
+        for k in range(len(LEVELS) - 1):
+            rows_k = idx[mask & wide & (cmd_scope[a["cmd"]] == k)]
+            if len(rows_k):
+                banks = nodes[k][rows_k][:, None] * below[k] + np.arange(below[k], dtype=np.int64)[None, :]
+                out_rows.append(np.repeat(rows_k, below[k]))
+                out_banks.append(banks.reshape(-1))
+        return np.concatenate(out_rows), np.concatenate(out_banks)
 
     # state events: +1 open (row), 0 close
-    open_rows, open_banks = per_bank(eff == "open", False)
-    close_rows1, close_banks1 = per_bank(np.isin(eff, ["close", "read_close", "write_close"]), False)
-    close_rows2, close_banks2 = per_bank(eff == "close_all", True)
-    ev_row = np.concatenate([open_rows, close_rows1, close_rows2])
-    ev_bank = np.concatenate([open_banks, close_banks1, close_banks2])
-    ev_open = np.concatenate([np.ones(len(open_rows), bool), np.zeros(len(close_rows1) + len(close_rows2), bool)])
+    open_rows, open_banks = per_bank(np.isin(eff, ["open", "open_all"]))
+    close_rows, close_banks = per_bank(np.isin(eff, ["close", "close_all", "read_close", "write_close"]))
+    ev_row = np.concatenate([open_rows, close_rows])
+    ev_bank = np.concatenate([open_banks, close_banks])
+    ev_open = np.concatenate([np.ones(len(open_rows), bool), np.zeros(len(close_rows), bool)])
     scale = np.int64(n + 1)
     key = ev_bank * scale + ev_row
     order = np.argsort(key, kind="stable")
@@ -302,25 +351,32 @@ def _check_state(spec: DramSpec, a: dict[str, np.ndarray], nodes: list[np.ndarra
         return is_open, orow
 
     found: list[tuple[int, str, str]] = []
-    bank_text = lambda b: f"bg{(b % bpr) // spec.counts[4]} ba{b % spec.counts[4]}"  # noqa: E731
 
-    # ACT, REFpb: bank must be closed
-    for what in ("open", "refresh_bank"):
-        q_rows, q_banks = per_bank(eff == what, False)
-        is_open, orow = last_state(q_rows, q_banks)
-        for i, r in zip(q_rows[is_open].tolist(), orow[is_open].tolist(), strict=True):
-            found.append((i, "state", f"{names[a['cmd'][i]]} to an open bank (row {r} is open; precharge first)"))
-    # REFab: every bank of the rank closed
-    q_rows, q_banks = per_bank(eff == "refresh_all", True)
+    def bank_text(b: int) -> str:
+        parts = []
+        for k in range(len(LEVELS) - 1, 0, -1):
+            if spec.counts[k] > 1:
+                parts.append(f"{_SHORT[k]}{b % spec.counts[k]}")
+            b //= spec.counts[k]
+        return " ".join(reversed(parts))
+
+    # ACT, REFpb (one bank) and REFab, all-bank ACT (every bank below the command's node) need closed banks
+    q_rows, q_banks = per_bank(np.isin(eff, ["open", "refresh_bank", "open_all", "refresh_all"]))
     is_open, orow = last_state(q_rows, q_banks)
     if is_open.any():
-        open_by_row: dict[int, list[str]] = defaultdict(list)
+        open_by_row: dict[int, list[tuple[int, int]]] = defaultdict(list)
         for i, b, r in zip(q_rows[is_open].tolist(), q_banks[is_open].tolist(), orow[is_open].tolist(), strict=True):
-            open_by_row[i].append(f"{bank_text(b)} row {r}")
+            open_by_row[i].append((b, r))
         for i, banks in open_by_row.items():
-            found.append((i, "state", f"{names[a['cmd'][i]]} while banks of the rank are open: {', '.join(banks)}"))
+            what = names[a["cmd"][i]]
+            if wide[i]:
+                listed = ", ".join(f"{bank_text(b)} row {r}" for b, r in banks)
+                found.append((i, "state", f"{what} while banks of its {LEVELS[cmd_scope[a['cmd'][i]]]} are open: "
+                                          f"{listed} (precharge first)"))
+            else:
+                found.append((i, "state", f"{what} to an open bank (row {banks[0][1]} is open; precharge first)"))
     # column commands: bank open, at the logged row
-    q_rows, q_banks = per_bank(np.isin(eff, ["read", "write", "read_close", "write_close"]), False)
+    q_rows, q_banks = per_bank(np.isin(eff, ["read", "write", "read_close", "write_close"]))
     is_open, orow = last_state(q_rows, q_banks)
     want = a["row"][q_rows]
     for i in q_rows[~is_open].tolist():

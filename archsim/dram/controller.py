@@ -52,6 +52,12 @@ class ControllerConfig:
         if not (0 <= lo < hi <= 1):
             raise ConfigError("controller.write_low_watermark",
                               f"need 0 <= low < high <= 1, got low={lo}, high={hi}", source=source)
+        # The kernel works with whole entries: the rounded watermarks must still differ.
+        if round(hi * self.write_queue) <= round(lo * self.write_queue) or round(hi * self.write_queue) < 1:
+            raise ConfigError("controller.write_high_watermark",
+                              f"with write_queue={self.write_queue}, high={hi} and low={lo} round to "
+                              f"{round(hi * self.write_queue)} and {round(lo * self.write_queue)} entries; "
+                              "they must differ (use a larger queue or further-apart watermarks)", source=source)
         try:
             parse_mapping(self.mapping)
         except Exception as exc:

@@ -202,7 +202,15 @@ def load_spec(preset: str | Path | dict[str, Any], overrides: dict[str, Any] | l
             t[parts[1]] = value
             continue
         set_path(data, key, value, source=f"--set dram.{key}", allow_new=False)
-    return _build(data, doc)
+    try:
+        return _build(data, doc)
+    except ConfigError as exc:
+        # A bad value that came from an override is the override's fault, not the preset file's line.
+        overridden = {k.removeprefix("dram.") for k, _ in items}
+        if exc.key_path in overridden:
+            raise ConfigError(exc.key_path, exc.problem,
+                              source=f"--set dram.{exc.key_path} (overriding {Path(doc.source).name})") from None
+        raise
 
 
 def _build(data: dict[str, Any], doc: Doc) -> DramSpec:

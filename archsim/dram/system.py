@@ -219,6 +219,8 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     if mapping is not None:
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": mapping})
     if isinstance(trace, dict):
+        # A synthetic trace spans 2 GiB by default, or the whole device when it is smaller.
+        trace = {"span_bytes": min(2 << 30, spec.capacity_bytes), **trace}
         tr = trace_mod.synthetic_trace(access_bytes=spec.access_bytes, **trace)
         trace_desc: Any = dict(trace)
     elif isinstance(trace, trace_mod.Trace):

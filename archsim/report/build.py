@@ -53,7 +53,7 @@ def make_report(inputs: Sequence[str | Path], out_dir: str | Path, *, title: str
         figures: list[FigureOut] = []
         skipped: list[tuple[str, str]] = []
         sections: list[tuple[str, list[FigureOut]]] = []
-        with matplotlib.rc_context({"svg.hashsalt": "archsim", "svg.fonttype": "path"}):
+        with matplotlib.rc_context({"svg.hashsalt": "archsim", "svg.fonttype": "none"}):
             for kind, builder in BUILDERS:
                 made, reasons = builder(sources)
                 if made:

@@ -66,6 +66,11 @@ def _bar_height(n_bars: int) -> float:
     return min(30.0, max(2.5, 0.28 * n_bars + 1.4))
 
 
+def _label_width(labels: list[str]) -> float:
+    """Figure width for horizontal bars: room for the longest y label plus the bars and a legend."""
+    return min(22.0, max(7.5, 6.0 + 0.075 * max((len(s) for s in labels), default=0)))
+
+
 # ----------------------------------------------------------------------------------------------------------
 # speedup bars
 
@@ -89,13 +94,14 @@ def speedup_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
             other = [k for k in src.axis_keys if k not in base_keys and k in src.stats.columns]
             data = src.stats[other + base_keys + [name]].copy()
             short = short_keys(src.axis_keys)
-            data["group"] = data.apply(lambda r, keys=other: _group_label(r, keys, short), axis=1)
-            data["variant"] = data.apply(lambda r, keys=base_keys: _group_label(r, keys, short), axis=1)
+            data["group"] = data.apply(lambda r, keys=other, sh=short: _group_label(r, keys, sh), axis=1)
+            data["variant"] = data.apply(lambda r, keys=base_keys, sh=short: _group_label(r, keys, sh), axis=1)
             if len(data) > MAX_BARS:
                 data = data.iloc[:MAX_BARS]
             pivot = data.pivot_table(index="group", columns="variant", values=name, aggfunc="first", sort=False)
             # Horizontal bars: point labels are long and read best along the y axis.
-            fig = Figure(figsize=(7.5, _bar_height(len(data))), layout="constrained")
+            fig = Figure(figsize=(_label_width([str(g) for g in pivot.index]), _bar_height(len(data))),
+                         layout="constrained")
             ax = fig.add_subplot()
             n_var = max(1, len(pivot.columns))
             height = 0.8 / n_var
@@ -108,7 +114,7 @@ def speedup_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
             ax.set_xlabel(name)
             base_text = ", ".join(f"{k}={format_value(v)}" for k, v in spec["baseline"].items())
             ax.set_title(f"{src.name}: {name}", fontsize=10)
-            ax.legend(fontsize=8, loc="best")
+            fig.legend(loc="outside right upper", fontsize=8)
             ax.grid(axis="x", alpha=0.3)
             out.append(FigureOut(slug("speedup", src.name, name), f"{name} — {src.name}",
                                  f"`{name} = {spec['expr']}` per point, against the baseline point with "
@@ -158,7 +164,7 @@ def _energy_long(sources: list[Source]) -> tuple[pd.DataFrame, list[str]] | None
         elif stat_cols:
             for c in stat_cols:
                 comp, unit = _component(str(c))  # type: ignore[misc]
-                for r, v in zip(src.stats["run"], _numeric(src.stats[c])):
+                for r, v in zip(src.stats["run"], _numeric(src.stats[c]), strict=True):
                     if pd.notna(v):
                         rows.append({"run": r, "component": comp, "energy_j": float(v) * _ENERGY_UNITS[unit]})
             origins.append(f"{src.name}: stats {', '.join(map(str, stat_cols))}")
@@ -174,20 +180,33 @@ def _component(col: str) -> tuple[str, str] | None:
 
 
 def energy_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
-    found = _energy_long(sources)
-    if found is None:
+    # One figure per sweep and one for all single runs: sources are often different systems whose
+    # energies differ by orders of magnitude, so sharing one axis would flatten all but the largest.
+    groups = [(s.name, [s]) for s in sources if s.kind == "sweep"]
+    runs = [s for s in sources if s.kind == "run"]
+    if runs:
+        groups.append(("runs", runs))
+    out: list[FigureOut] = []
+    for name, group in groups:
+        found = _energy_long(group)
+        if found is not None:
+            out.append(_energy_figure(name, *found))
+    if not out:
         return [], ["needs table columns `component` + `energy_pj` (or energy_<unit>), table columns "
                     "energy_<component>_<unit>, or stats named energy_<component>_<unit>"]
-    long, origins = found
+    return out, []
+
+
+def _energy_figure(name: str, long: pd.DataFrame, origins: list[str]) -> FigureOut:
     pivot = long.pivot_table(index="run", columns="component", values="energy_j", aggfunc="sum", sort=False).fillna(0)
     note = ""
+    pivot_draw = pivot
     if len(pivot) > MAX_BARS:
         note = f" Only the first {MAX_BARS} of {len(pivot)} runs are drawn; the CSV has all."
         pivot_draw = pivot.iloc[:MAX_BARS]
-    else:
-        pivot_draw = pivot
     unit, scale = _display_unit(float(pivot_draw.sum(axis=1).max() or 0.0))
-    fig = Figure(figsize=(7.5, _bar_height(len(pivot_draw))), layout="constrained")
+    labels = [str(r) for r in pivot_draw.index]
+    fig = Figure(figsize=(_label_width(labels), _bar_height(len(pivot_draw))), layout="constrained")
     ax = fig.add_subplot()
     left = np.zeros(len(pivot_draw))
     y = np.arange(len(pivot_draw))
@@ -195,16 +214,16 @@ def energy_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
         vals = pivot_draw[comp].to_numpy(dtype=float) / scale
         ax.barh(y, vals, 0.7, left=left, label=str(comp))
         left += vals
-    ax.set_yticks(y, [str(r) for r in pivot_draw.index])
+    ax.set_yticks(y, labels)
     ax.invert_yaxis()
     ax.set_xlabel(f"energy ({unit})")
-    ax.set_title("Energy by component", fontsize=10)
-    ax.legend(fontsize=8, loc="best")
+    ax.set_title(f"Energy by component — {name}", fontsize=10)
+    fig.legend(loc="outside right upper", fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     data = pivot.reset_index()
     data.columns = ["run"] + [f"{c}_energy_j" for c in pivot.columns]
-    return [FigureOut("energy_breakdown", "Energy breakdown by component", "Stacked energy per run, from " + "; ".join(origins) + "."
-                      + note, data, fig)], []
+    return FigureOut(slug("energy", name), f"Energy breakdown by component — {name}",
+                     "Stacked energy per run, from " + "; ".join(origins) + "." + note, data, fig)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -266,7 +285,7 @@ def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
         order = list(dict.fromkeys(data[key].astype(str)))
     fig = Figure(figsize=(4.6 * len(ycols) + (2.8 if len(lines) > 1 else 0), 3.8), layout="constrained")
     axes = fig.subplots(1, len(ycols), squeeze=False)[0]
-    for ax, y in zip(axes, ycols):
+    for ax, y in zip(axes, ycols, strict=True):
         for line in lines:
             part = data[data["_line"] == line]
             if numeric_x:
@@ -311,7 +330,7 @@ def roofline_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]
     frames = [s.table for s in sources if all(c in s.table.columns for c in ROOFLINE_COLUMNS)]
     if not frames:
         return [], [f"needs table columns {', '.join(ROOFLINE_COLUMNS)}"]
-    t = pd.concat([f[["run", *ROOFLINE_COLUMNS]] for f in frames], ignore_index=True)
+    t = pd.concat([f[["source", "run", *ROOFLINE_COLUMNS]] for f in frames], ignore_index=True)
     for c in ("op_per_byte", "flops", "seconds"):
         t[c] = _numeric(t[c])
     t = t[(t["op_per_byte"] > 0) & (t["flops"] > 0) & (t["seconds"] > 0)].copy()
@@ -339,19 +358,19 @@ def roofline_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]
     ax.set_xlabel("operational intensity (FLOP/byte)")
     ax.set_ylabel("attained FLOP/s")
     ax.set_title("Roofline: operators by Op/B", fontsize=10)
-    ax.grid(alpha=0.3, which="both")
+    ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     roof_note = (" Dashed lines: roofs from the runs' peak_flops_per_s and peak_bytes_per_s." if roofs else
                  " No roof lines: the runs' stats have no peak_flops_per_s / peak_bytes_per_s.")
     return [FigureOut("roofline", "Roofline", f"Each operator row placed by its Op/B and attained FLOP/s "
-                      f"(flops / seconds), {len(t)} rows from {t['run'].nunique()} runs.{roof_note}", t, fig)], []
+                      f"(flops / seconds), {len(t)} rows from {len(t.groupby(['source', 'run']))} runs.{roof_note}", t, fig)], []
 
 
 def _roofs(sources: list[Source]) -> list[tuple[float, float]]:
     pairs: list[tuple[float, float]] = []
     for s in sources:
         if {"peak_flops_per_s", "peak_bytes_per_s"} <= set(s.stats.columns):
-            for p, b in zip(_numeric(s.stats["peak_flops_per_s"]), _numeric(s.stats["peak_bytes_per_s"])):
+            for p, b in zip(_numeric(s.stats["peak_flops_per_s"]), _numeric(s.stats["peak_bytes_per_s"]), strict=True):
                 if p > 0 and b > 0 and (float(p), float(b)) not in pairs:
                     pairs.append((float(p), float(b)))
     return pairs[:4]
@@ -389,7 +408,7 @@ def _timeline(src: Source, t: pd.DataFrame) -> FigureOut:
     data = t[cols].copy()
     data["start_s"], data["end_s"] = _numeric(data["start_s"]), _numeric(data["end_s"])
     data = data.dropna(subset=["start_s", "end_s"])
-    run = str(t["run"].iloc[0])
+    run = str(t["run"].iloc[0]) if src.kind == "run" else f"{src.name}: {t['run'].iloc[0]}"
     note = ""
     if len(data) > MAX_INTERVALS:
         note = f" Only the first {MAX_INTERVALS} of {len(data)} intervals are drawn; the CSV has all."
@@ -402,7 +421,7 @@ def _timeline(src: Source, t: pd.DataFrame) -> FigureOut:
     ax = fig.add_subplot()
     for i, unit in enumerate(units):
         part = draw[draw["unit"].astype(str) == unit]
-        spans = list(zip(part["start_s"] / scale, (part["end_s"] - part["start_s"]) / scale))
+        spans = list(zip(part["start_s"] / scale, (part["end_s"] - part["start_s"]) / scale, strict=True))
         colors = [cmap[str(o)] for o in part["op"]] if ops else "C0"
         ax.broken_barh(spans, (i - 0.4, 0.8), facecolors=colors)
     ax.set_yticks(range(len(units)), units)

@@ -39,13 +39,13 @@ def load_inputs(paths: list[str | Path]) -> list[Source]:
         raise UserError("report: give at least one sweep results directory or run JSON file")
     sources = [_load_one(Path(p)) for p in paths]
     names = [s.name for s in sources]
-    for s in sources:  # make names unique so run labels and figure files do not collide
+    for i, s in enumerate(sources):  # unique names: figure files and single-run labels must not collide
         if names.count(s.name) > 1:
-            s.name = f"{s.name}-{sources.index(s) + 1}"
-    if len(sources) > 1:
-        for s in sources:
-            for frame in (s.stats, s.table):
-                frame["run"] = s.name + ": " + frame["run"].astype(str)
+            s.name = f"{s.name}-{i + 1}"
+            if s.kind == "run":
+                s.stats["run"] = s.table["run"] = s.name
+        for frame in (s.stats, s.table):
+            frame["source"] = s.name
     return sources
 
 

@@ -70,7 +70,7 @@ class LocalExecutor:
     def __init__(self, jobs: int):
         self.jobs = jobs
 
-    def _context(self) -> Any:
+    def _context(self, imports: list[str]) -> Any:
         import multiprocessing as mp
 
         # fork is cheapest (workers inherit imported modules) but unsafe once other threads exist, e.g.
@@ -78,12 +78,17 @@ class LocalExecutor:
         method = "fork" if threading.active_count() == 1 and "fork" in mp.get_all_start_methods() else "forkserver"
         if method not in mp.get_all_start_methods():  # pragma: no cover - not on Linux/macOS
             method = "spawn"
-        return mp.get_context(method)
+        ctx = mp.get_context(method)
+        if method == "forkserver":  # import the heavy modules once in the server, not in every worker
+            ctx.set_forkserver_preload(["archsim.sweep.executors", "archsim.api", "pandas", "pyarrow.parquet",
+                                        *imports])
+        return ctx
 
     def run(self, tasks: list[Task]) -> Iterator[Event]:
         from concurrent.futures.process import BrokenProcessPool
 
-        pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=self._context())
+        imports = list(tasks[0].get("imports", [])) if tasks else []
+        pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=self._context(imports))
         try:
             futures: dict[Future[Outcome], Task] = {pool.submit(run_point, t): t for t in tasks}
             pending = set(futures)
@@ -127,7 +132,8 @@ class DaskExecutor:
         except (OSError, TimeoutError) as exc:
             if cluster is not None:
                 cluster.close()
-            raise UserError(f"cannot connect to the Dask scheduler {self.scheduler!r}: {exc}") from None
+            what = f"connect to the Dask scheduler {self.scheduler!r}" if self.scheduler else "start a Dask LocalCluster"
+            raise UserError(f"cannot {what}: {exc}") from None
         try:
             run_id = uuid.uuid4().hex[:8]
             futures = {client.submit(run_point, t, key=f"archsim-point-{t['point_hash']}-{run_id}", pure=False): t

@@ -195,7 +195,7 @@ def compute_metrics(stats: pd.DataFrame, metrics: Mapping[str, Metric], axis_key
             raise UserError(f"metric {name}: a stats column of that name already exists; rename the metric")
         own = {n: _numeric(stats, n, metric) for n in metric.names}
         base = _baseline_columns(stats, metric, axis_keys) if metric.baseline else {}
-        value = evaluate(metric.tree, lambda n, from_base: base[n] if from_base else own[n])
+        value = evaluate(metric.tree, lambda n, from_base, b=base, o=own: b[n] if from_base else o[n])
         if np.isscalar(value):
             value = pd.Series(float(value), index=stats.index)
         out[name] = pd.Series(value, index=stats.index).astype("float64")

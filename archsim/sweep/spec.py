@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from archsim.config import Doc, flatten, get_path, load_yaml, load_yaml_text
 from archsim.errors import ConfigError, UserError, nearest
 from archsim.results import config_hash
 from archsim.sweep.metrics import Metric, parse_metrics
@@ -72,53 +73,8 @@ class Sweep:
     points: list[Point] = field(default_factory=list)
 
 
-# ----------------------------------------------------------------------------------------------------------
-# YAML with line numbers
-
-
-class _Lines:
-    """Line numbers of the nodes of a YAML document, so errors can point at `file:line`."""
-
-    def __init__(self, text: str, source: str):
-        self._lines: dict[PathKey, int] = {}
-        try:
-            root = yaml.compose(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 1 if mark is not None else None
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise ConfigError("(file)", f"not valid YAML: {problem}", source=source, line=line) from None
-        if root is not None:
-            self._walk(root, (), source)
-
-    def _walk(self, node: yaml.Node, path: PathKey, source: str) -> None:
-        self._lines[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            seen: set[Any] = set()
-            for key_node, value_node in node.value:
-                # Keys are looked up as written; a non-string key only loses its own line (falls back to parent).
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else repr(key_node.value)
-                if key in seen:  # PyYAML would silently keep the last one
-                    raise ConfigError(_fmt(path + (key,)), "key appears twice", source=source,
-                                      line=key_node.start_mark.line + 1)
-                seen.add(key)
-                self._lines[path + (key,)] = key_node.start_mark.line + 1
-                self._walk(value_node, path + (key,), source)
-                self._lines[path + (key,)] = key_node.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                self._walk(item, path + (i,), source)
-
-    def line(self, path: PathKey) -> int | None:
-        while True:
-            if path in self._lines:
-                return self._lines[path]
-            if not path:
-                return None
-            path = path[:-1]
-
-
 def _fmt(path: PathKey) -> str:
+    """("axes", 0, "grid", "gemv.rows") -> "axes[0].grid.gemv.rows", the form archsim.config records lines by."""
     out = ""
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
@@ -128,63 +84,47 @@ def _fmt(path: PathKey) -> str:
 class _Ctx:
     """Where we are reading from, to build ConfigErrors with file and line."""
 
-    def __init__(self, source: str, lines: _Lines):
-        self.source = source
-        self.lines = lines
+    def __init__(self, doc: Doc):
+        self.doc = doc
+
+    def line(self, where: PathKey) -> int | None:
+        for n in range(len(where), 0, -1):  # the nearest enclosing node that has a line
+            line = self.doc.line(_fmt(where[:n]))
+            if line is not None:
+                return line
+        return None
 
     def error(self, where: PathKey, key_path: str | None, problem: str) -> ConfigError:
         key = key_path if key_path is not None else _fmt(where)
         if key_path is not None and where:
             problem = f"{problem} (at {_fmt(where)})"
-        return ConfigError(key, problem, source=self.source, line=self.lines.line(where))
+        return ConfigError(key, problem, source=self.doc.source, line=self.line(where))
 
 
 # ----------------------------------------------------------------------------------------------------------
 # config helpers
 
 
-def flatten(config: dict[str, Any]) -> dict[str, tuple[PathKey, Any]]:
-    """Every leaf of a nested config: dotted path -> (key tuple, value). An empty mapping is a leaf."""
-    out: dict[str, tuple[PathKey, Any]] = {}
-
-    def walk(node: dict[str, Any], keys: PathKey) -> None:
-        for k, v in node.items():
-            if isinstance(v, dict) and v:
-                walk(v, keys + (k,))
-            else:
-                out[".".join(str(p) for p in keys + (k,))] = (keys + (k,), v)
-
-    walk(config, ())
-    return out
+def _sections(leaves: dict[str, Any]) -> set[str]:
+    """Dotted paths of the mappings that hold the leaves."""
+    return {key.rsplit(".", n)[0] for key in leaves for n in range(1, key.count(".") + 1)}
 
 
-def _sections(config: dict[str, Any]) -> set[str]:
-    out: set[str] = set()
-
-    def walk(node: dict[str, Any], prefix: str) -> None:
-        for k, v in node.items():
-            if isinstance(v, dict) and v:
-                out.add(prefix + str(k))
-                walk(v, prefix + str(k) + ".")
-
-    walk(config, "")
-    return out
-
-
-def set_path(config: dict[str, Any], keys: PathKey, value: Any) -> None:
+def _set(config: dict[str, Any], key_path: str, value: Any) -> None:
+    # Unlike archsim.config.set_path this creates missing sections: a key may exist only in the
+    # system's defaults (validated against the resolved config), not yet in the user's base config.
     node = config
-    for k in keys[:-1]:
+    *sections, last = key_path.split(".")
+    for k in sections:
         node = node.setdefault(k, {})
-    node[keys[-1]] = value
+    node[last] = value
 
 
-def get_path(config: dict[str, Any], keys: PathKey) -> Any:
-    node: Any = config
-    for k in keys:
-        if not isinstance(node, dict) or k not in node:
-            return None
-        node = node[k]
-    return node
+def _get(config: dict[str, Any], key_path: str) -> Any:
+    try:
+        return get_path(config, key_path)
+    except KeyError:  # a resolver may drop a key for some values; the point then runs without it
+        return None
 
 
 def _kind(value: Any) -> str:
@@ -248,11 +188,9 @@ def load_sweep(sweep: str | Path | dict[str, Any], *, source: str | None = None)
 
 def parse_sweep(text: str, source: str, *, base_dir: Path | None = None) -> Sweep:
     base_dir = base_dir or Path.cwd()
-    lines = _Lines(text, source)
-    ctx = _Ctx(source, lines)
-    data = yaml.safe_load(text)
-    if not isinstance(data, dict):
-        raise ctx.error((), "(file)", "a sweep file must be a mapping with keys " + ", ".join(TOP_KEYS))
+    doc = load_yaml_text(text, source)
+    ctx = _Ctx(doc)
+    data = doc.data
     for key in data:
         if key not in TOP_KEYS:
             hint = nearest(str(key), TOP_KEYS)
@@ -287,7 +225,7 @@ def parse_sweep(text: str, source: str, *, base_dir: Path | None = None) -> Swee
     except UserError as exc:
         raise ctx.error(("base", "system"), "system", str(exc)) from None
     leaves = flatten(resolved_base)
-    sections = _sections(resolved_base)
+    sections = _sections(leaves)
 
     axes_raw = data.get("axes", []) or []
     if not isinstance(axes_raw, list):
@@ -323,10 +261,7 @@ def _load_base(base: Any, base_dir: Path, ctx: _Ctx) -> dict[str, Any]:
         path = path if path.is_absolute() else base_dir / path
         if not path.is_file():
             raise ctx.error(("base",), None, f"config file {str(path)!r} not found")
-        try:
-            base = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ConfigError("(file)", f"not valid YAML: {exc}", source=str(path)) from None
+        base = load_yaml(path).data
     if not isinstance(base, dict) or not base:
         raise ctx.error(("base",), None, "must be a config mapping with a `system:` key (or a path to one)")
     return base
@@ -340,7 +275,7 @@ class _Axis:
     assignments: list[dict[str, Any]]
 
 
-def _read_axes(axes_raw: list[Any], leaves: dict[str, tuple[PathKey, Any]], sections: set[str],
+def _read_axes(axes_raw: list[Any], leaves: dict[str, Any], sections: set[str],
                ctx: _Ctx) -> tuple[list[_Axis], list[str]]:
     axes: list[_Axis] = []
     owner: dict[str, int] = {}
@@ -368,7 +303,7 @@ def _read_axes(axes_raw: list[Any], leaves: dict[str, tuple[PathKey, Any]], sect
     return axes, axis_keys
 
 
-def _read_lists(kind: str, body: Any, where: PathKey, leaves: dict[str, tuple[PathKey, Any]],
+def _read_lists(kind: str, body: Any, where: PathKey, leaves: dict[str, Any],
                 sections: set[str], ctx: _Ctx) -> tuple[list[dict[str, Any]], list[str]]:
     if not isinstance(body, dict) or not body:
         raise ctx.error(where, None, f"empty {kind} axis: give at least one key path with a list of values, "
@@ -385,17 +320,17 @@ def _read_lists(kind: str, body: Any, where: PathKey, leaves: dict[str, tuple[Pa
         columns[key] = values
     keys = list(columns)
     if kind == "grid":
-        assignments = [dict(zip(keys, combo)) for combo in itertools.product(*columns.values())]
+        assignments = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*columns.values())]
     else:
         lengths = {k: len(v) for k, v in columns.items()}
         if len(set(lengths.values())) > 1:
             listing = ", ".join(f"{k}: {n}" for k, n in lengths.items())
             raise ctx.error(where, None, f"zip lists must have equal lengths, got {listing}")
-        assignments = [dict(zip(keys, combo)) for combo in zip(*columns.values())]
+        assignments = [dict(zip(keys, combo, strict=True)) for combo in zip(*columns.values(), strict=True)]
     return assignments, keys
 
 
-def _read_points(body: Any, where: PathKey, leaves: dict[str, tuple[PathKey, Any]], sections: set[str],
+def _read_points(body: Any, where: PathKey, leaves: dict[str, Any], sections: set[str],
                  ctx: _Ctx) -> tuple[list[dict[str, Any]], list[str]]:
     if not isinstance(body, list) or not body:
         raise ctx.error(where, None, "empty points axis: give a non-empty list of {key.path: value} mappings")
@@ -415,7 +350,7 @@ def _read_points(body: Any, where: PathKey, leaves: dict[str, tuple[PathKey, Any
     return assignments, keys
 
 
-def _check_key(key: Any, where: PathKey, leaves: dict[str, tuple[PathKey, Any]], sections: set[str],
+def _check_key(key: Any, where: PathKey, leaves: dict[str, Any], sections: set[str],
                ctx: _Ctx) -> str:
     if not isinstance(key, str):
         raise ctx.error(where, str(key), "key paths must be strings like hw.channels")
@@ -438,18 +373,18 @@ def _check_key(key: Any, where: PathKey, leaves: dict[str, tuple[PathKey, Any]],
     raise ctx.error(where, key, msg)
 
 
-def _check_value(key: str, value: Any, where: PathKey, leaves: dict[str, tuple[PathKey, Any]],
+def _check_value(key: str, value: Any, where: PathKey, leaves: dict[str, Any],
                  ctx: _Ctx) -> None:
     if key == SEED_KEY:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ctx.error(where, key, f"seed values must be integers >= 0, got {value!r}")
         return
-    problem = type_problem(value, leaves[key][1])
+    problem = type_problem(value, leaves[key])
     if problem:
         raise ctx.error(where, key, problem)
 
 
-def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, tuple[PathKey, Any]], ctx: _Ctx) -> list[Point]:
+def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, Any], ctx: _Ctx) -> list[Point]:
     from archsim import systems
 
     points: list[Point] = []
@@ -461,7 +396,7 @@ def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, tuple[PathKey, An
         config = copy.deepcopy(sweep.base)
         for key, value in values.items():
             if key != SEED_KEY:
-                set_path(config, leaves[key][0], copy.deepcopy(value))
+                _set(config, key, copy.deepcopy(value))
         try:
             resolved = systems.resolve_config(copy.deepcopy(config))
         except UserError as exc:
@@ -470,7 +405,7 @@ def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, tuple[PathKey, An
         seed = values[SEED_KEY] if SEED_KEY in values else derive_seed(sweep.base_seed, chash)
         phash = _point_hash(resolved, seed)
         # Axis values as the point runs them, including keys a `points` entry left at the base value.
-        axis_values = {k: (seed if k == SEED_KEY else get_path(resolved, leaves[k][0])) for k in sweep.axis_keys}
+        axis_values = {k: (seed if k == SEED_KEY else _get(resolved, k)) for k in sweep.axis_keys}
         if phash in seen:
             raise ctx.error(("axes",), None, f"two points are the same run: ({seen[phash]}) and "
                                              f"({_label(axis_values)}); remove the duplicate")

@@ -1,0 +1,519 @@
+"""PIM-GPT compiler: lay a GPT model out over GDDR6-AiM channels x banks and emit per-channel command
+streams (isa/pim.yaml) plus the host instruction stream (isa/host.yaml). Policy: mappings/pimgpt.yaml.
+
+Layout in short (reference/pim-gpt.md sec. 2):
+* every bank of a channel executes the same MACAB (same row, column, GB slot) in lock-step, so all banks of
+  a channel hold data of identical shape at identical addresses; a bank's column space is linear:
+  address a -> (row = base + a // 64, column = a % 64);
+* weight GEMV W (n x k): output o -> channel c, bank b, slot i with o = i*C*B + c*B + b; k is cut into
+  chunks of at most the global-buffer size (1024 BF16); the bank holds, chunk-major, one segment of
+  ceil(w/16) columns per (chunk, slot); after each segment RDMAC reads the 16 accumulators (2 bursts);
+* attention: head h -> channel h mod C. K row-major: token t -> bank t mod 16, slot t // 16; one token's keys
+  of all the channel's heads are contiguous (head concatenation). V column-major: one (head, d) pair per bank
+  and row segment holding all max_context tokens;
+* K/V space is reserved up to max_context; each token the ASIC writes its K row (ACT, WR..., PRE on one bank)
+  and one V column per 16 (head, d) pairs (ACTAB, 16 x WR, PREAB).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from archsim import paths
+from archsim.config import load_yaml
+from archsim.dram.spec import DramSpec
+from archsim.errors import ConfigError, UserError
+from archsim.pim.stream import Stream
+from archsim.workload.spec import ModelSpec
+
+_ALLOWED = {
+    ("weights", "spread"): ["channels_x_banks"],
+    ("weights", "chunking"): ["global_buffer"],
+    ("weights", "layout"): ["packed", "row_aligned"],
+    ("attention", "head_to_channel"): ["round_robin"],
+    ("attention", "head_concatenation"): [True],
+    ("attention", "k_layout"): ["row_major"],
+    ("attention", "v_layout"): ["column_major"],
+    ("attention", "kv_reserve"): ["max_context"],
+    ("attention", "v_write"): ["block_rewrite"],
+    ("rows", "close_after_op"): [True],
+}
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    weight_layout: str
+    source: str
+    raw: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+def load_policy(name_or_path: str | Path = "pimgpt", overrides: dict[str, Any] | None = None) -> Policy:
+    """Load a mapping policy; values archsim does not implement raise NotImplementedError naming them."""
+    path = paths.resolve("mappings", name_or_path)
+    doc = load_yaml(path)
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.data.items()}
+    for key, value in (overrides or {}).items():
+        sec, _, sub = key.partition(".")
+        if not sub or sec not in ("weights", "attention", "rows"):
+            raise ConfigError(f"mapping.{key}", "unknown key; e.g. weights.layout=row_aligned", source=str(path))
+        data.setdefault(sec, {})[sub] = value
+    for (sec, key), allowed in _ALLOWED.items():
+        value = (data.get(sec) or {}).get(key)
+        if value is None:
+            raise doc.error(f"{sec}.{key}", f"missing; allowed: {allowed}")
+        if value not in allowed:
+            if sec == "weights" and key == "layout":
+                raise doc.error(f"{sec}.{key}", f"must be one of {allowed}, got {value!r}")
+            raise NotImplementedError(f"{path}: {sec}.{key}={value!r} is not implemented; implemented: {allowed} "
+                                      "(issue #3)")
+    return Policy(name=str(data.get("name", path.stem)), weight_layout=data["weights"]["layout"],
+                  source=str(data.get("source", path)), raw=data)
+
+
+# ---- geometry ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Geometry:
+    channels: int
+    banks: int
+    rows: int
+    cols_per_row: int
+    lanes: int            # BF16 elements per 32 B column
+    gb_slots: int         # global-buffer slots of 32 B
+    row_bytes: int
+    cmd: dict             # command name -> spec index
+
+    @property
+    def gb_elems(self) -> int:
+        return self.gb_slots * self.lanes
+
+    @property
+    def readouts(self) -> int:
+        return self.banks // 8       # RDMAC bursts per readout (8 fp32 accumulators per 32 B)
+
+    @classmethod
+    def from_spec(cls, spec: DramSpec) -> Geometry:
+        gb_bytes = int(spec.raw.get("pim", {}).get("global_buffer_bytes", spec.row_bytes))
+        return cls(channels=spec.channels, banks=spec.banks_per_channel, rows=spec.rows,
+                   cols_per_row=spec.columns, lanes=spec.access_bytes // 2, gb_slots=gb_bytes // spec.access_bytes,
+                   row_bytes=spec.row_bytes, cmd={c.name: c.index for c in spec.commands})
+
+
+# ---- stream emitters -----------------------------------------------------------------------------------------
+def mac_program(g: Geometry, seg_start: np.ndarray, seg_ncols: np.ndarray, seg_gb: np.ndarray,
+                base_row: int) -> Stream:
+    """MACAB runs over lock-step segments: ACTAB on entering a row, PREAB on leaving it (before the
+    readout, so the precharge overlaps the MAC drain), RDMAC x banks/8 after every segment."""
+    seg_start = np.asarray(seg_start, dtype=np.int64)
+    seg_ncols = np.asarray(seg_ncols, dtype=np.int64)
+    n = int(seg_ncols.sum())
+    if n == 0:
+        return Stream.empty()
+    S = len(seg_start)
+    sid = np.repeat(np.arange(S), seg_ncols)
+    first = np.cumsum(seg_ncols) - seg_ncols
+    off = np.arange(n) - first[sid]
+    addr = seg_start[sid] + off
+    row = base_row + addr // g.cols_per_row
+    col = addr % g.cols_per_row
+    gb = np.asarray(seg_gb, dtype=np.int64)[sid] + off
+    change = row[1:] != row[:-1]
+    row_start = np.r_[True, change]
+    row_end = np.r_[change, True]
+    seg_end = np.r_[sid[1:] != sid[:-1], True]
+    R = g.readouts
+    width = 3 + R
+    C = g.cmd
+    cmd = np.empty((n, width), dtype=np.int64)
+    cmd[:, 0], cmd[:, 1], cmd[:, 2] = C["ACTAB"], C["MACAB"], C["PREAB"]
+    cmd[:, 3:] = C["RDMAC"]
+    mask = np.empty((n, width), dtype=bool)
+    mask[:, 0], mask[:, 1], mask[:, 2] = row_start, True, row_end
+    mask[:, 3:] = seg_end[:, None]
+    bank = np.zeros((n, width), dtype=np.int64)
+    bank[:, 3:] = np.arange(R) * 8
+    rows = np.full((n, width), -1, dtype=np.int64)
+    rows[:, 0] = row
+    rows[:, 1] = row
+    cols = np.full((n, width), -1, dtype=np.int64)
+    cols[:, 1] = col
+    gbs = np.full((n, width), -1, dtype=np.int64)
+    gbs[:, 1] = gb
+    clr = np.full((n, width), -1, dtype=np.int64)
+    clr[:, 1] = off == 0
+    m = mask.ravel()
+    return Stream.from_columns(int(m.sum()), cmd=cmd.ravel()[m], bank=bank.ravel()[m], row=rows.ravel()[m],
+                               col=cols.ravel()[m], gb=gbs.ravel()[m], clr=clr.ravel()[m])
+
+
+def wrgb_program(g: Geometry, gather: np.ndarray) -> Stream:
+    """Write len(gather) global-buffer slots (slot s <- input elements gather[s])."""
+    n = len(gather)
+    if n > g.gb_slots:
+        raise ValueError(f"{n} global-buffer slots > {g.gb_slots}")
+    return Stream.from_columns(n, gather=gather, cmd=g.cmd["WRGB"], bank=0, gb=np.arange(n), src=np.arange(n))
+
+
+def _gather(indices: np.ndarray, valid: np.ndarray, lanes: int) -> np.ndarray:
+    """(slots, lanes) element indices, -1 where invalid."""
+    idx = np.where(valid, indices, -1).astype(np.int64)
+    pad = (-len(idx)) % lanes
+    return np.r_[idx, np.full(pad, -1, dtype=np.int64)].reshape(-1, lanes)
+
+
+def bank_rw_program(g: Geometry, bank: int, base_row: int, addr: int, ncols: int, write: bool,
+                    gather: np.ndarray | None = None) -> Stream:
+    """Single-bank access of ncols columns from linear address `addr`: ACT, RD/WR..., PRE per row touched."""
+    parts = []
+    a, k = addr, 0
+    while k < ncols:
+        r, c = divmod(a, g.cols_per_row)
+        take = min(ncols - k, g.cols_per_row - c)
+        n = take + 2
+        cmd = np.r_[g.cmd["ACT"], np.full(take, g.cmd["WR" if write else "RD"]), g.cmd["PRE"]]
+        cols = np.r_[-1, np.arange(c, c + take), -1]
+        rows = np.r_[base_row + r, np.full(take, base_row + r), -1]
+        src = np.r_[-1, np.arange(k, k + take), -1] if write else -1
+        parts.append(Stream.from_columns(n, gather=gather if (write and not parts) else None, cmd=cmd, bank=bank,
+                                         row=rows, col=cols, src=src))
+        a += take
+        k += take
+    s = Stream.concat(parts)
+    if write and gather is not None:
+        s.gather = gather
+        s.src = np.where(np.isin(s.cmd, [g.cmd["WR"]]), s.src, -1)
+    return s
+
+
+# ---- layouts -------------------------------------------------------------------------------------------------
+@dataclass
+class WeightLayout:
+    """A weight matrix W (n outputs x k inputs) spread over channels x banks (see module doc)."""
+
+    name: str
+    n: int
+    k: int
+    base_row: int
+    g: Geometry
+    packed: bool = True
+
+    def __post_init__(self) -> None:
+        g = self.g
+        self.widths = [min(g.gb_elems, self.k - j * g.gb_elems) for j in range(math.ceil(self.k / g.gb_elems))]
+        self.chunk_cols = [math.ceil(w / g.lanes) for w in self.widths]
+        CB = g.channels * g.banks
+        self.slots = [max(0, math.ceil((self.n - c * g.banks) / CB)) for c in range(g.channels)]
+        self.segs = [self._segments(m) for m in self.slots]
+        self.n_rows = max((math.ceil(end / g.cols_per_row) for (_, _, end) in self.segs), default=0)
+
+    def _segments(self, m: int) -> tuple[list[tuple[int, int]], np.ndarray, int]:
+        """(chunk, slot) order, start addresses, end address for a channel with m slots per bank."""
+        order, starts = [], []
+        a = 0
+        cpr = self.g.cols_per_row
+        for j, cols in enumerate(self.chunk_cols):
+            for i in range(m):
+                if not self.packed and a % cpr:
+                    a += cpr - a % cpr
+                order.append((j, i))
+                starts.append(a)
+                a += cols
+        return order, np.array(starts, dtype=np.int64), a
+
+    @property
+    def partials(self) -> int:
+        return len(self.widths)
+
+    def output_index(self, c: int, b: int, i: int) -> int:
+        o = i * self.g.channels * self.g.banks + c * self.g.banks + b
+        return o if o < self.n else -1
+
+    def program(self, c: int, base_row: int | None = None) -> Stream:
+        g = self.g
+        order, starts, _ = self.segs[c]
+        base = self.base_row if base_row is None else base_row
+        parts = []
+        per_chunk = self.slots[c]
+        for j, cols in enumerate(self.chunk_cols):
+            if per_chunk == 0:
+                break
+            lo = j * g.gb_elems
+            idx = lo + np.arange(cols * g.lanes)
+            parts.append(wrgb_program(g, _gather(idx, idx < self.k, g.lanes)))
+            sel = slice(j * per_chunk, (j + 1) * per_chunk)
+            parts.append(mac_program(g, starts[sel], np.full(per_chunk, cols), np.zeros(per_chunk, np.int64), base))
+        if parts:
+            parts.append(Stream.empty())
+        return Stream.concat(parts)
+
+    def readout_map(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per RDMAC burst of channel c in program order: (8,) output indices (-1 = padding) and the partial."""
+        order, _, _ = self.segs[c]
+        outs, parts = [], []
+        for (j, i) in order:
+            for r in range(self.g.readouts):
+                outs.append([self.output_index(c, r * 8 + q, i) for q in range(8)])
+                parts.append(j)
+        return np.array(outs, dtype=np.int64).reshape(-1, 8), np.array(parts, dtype=np.int64)
+
+    def place(self, mems: list[Any], W: np.ndarray) -> None:
+        """Functional: store W (n x k) into the channels' banks (the one-time weight load)."""
+        g = self.g
+        for c in range(g.channels):
+            order, starts, _ = self.segs[c]
+            for (j, i), a in zip(order, starts, strict=True):
+                for b in range(g.banks):
+                    o = self.output_index(c, b, i)
+                    if o < 0:
+                        continue
+                    vals = W[o, j * g.gb_elems: j * g.gb_elems + self.widths[j]]
+                    self._store_linear(mems[c], b, a, vals)
+
+    def _store_linear(self, mem: Any, b: int, addr: int, vals: np.ndarray) -> None:
+        g = self.g
+        e = addr * g.lanes
+        rowe = g.cols_per_row * g.lanes
+        k = 0
+        while k < len(vals):
+            r, off = divmod(e + k, rowe)
+            take = min(len(vals) - k, rowe - off)
+            mem.store(b, self.base_row + r, off, vals[k:k + take])
+            k += take
+
+    def element_reads(self, o: int) -> tuple[int, Stream]:
+        """Channel and single-bank RD program that fetch matrix row o (embedding lookup)."""
+        g = self.g
+        c, rem = divmod(o % (g.channels * g.banks), g.banks)
+        b, i = rem, o // (g.channels * g.banks)
+        order, starts, _ = self.segs[c]
+        parts = [bank_rw_program(g, b, self.base_row, int(starts[order.index((j, i))]), cols, write=False)
+                 for j, cols in enumerate(self.chunk_cols)]
+        return c, Stream.concat(parts)
+
+
+@dataclass
+class AttentionLayout:
+    """K (row-major, heads concatenated) and V^T (column-major) of one layer, reserved to max context."""
+
+    layer: int
+    n_heads: int
+    d_head: int
+    max_context: int
+    k_base: int
+    g: Geometry
+    v_base: int = 0
+
+    def __post_init__(self) -> None:
+        g = self.g
+        if self.d_head % g.lanes or (self.d_head * 1) % g.banks and self.d_head < g.banks:
+            raise NotImplementedError(f"d_head={self.d_head} not a multiple of {g.lanes} (issue #3)")
+        self.cph = self.d_head // g.lanes                        # columns per head
+        self.heads = [[h for h in range(self.n_heads) if h % g.channels == c] for c in range(g.channels)]
+        gmax = max(1, g.gb_elems // self.d_head)
+        self.groups = [[hs[x:x + gmax] for x in range(0, len(hs), gmax)] for hs in self.heads]
+        self.u_max = math.ceil(self.max_context / g.banks)        # token slots per bank
+        cpr = g.cols_per_row
+        # K: per channel, group-major; each group starts on a row boundary
+        self.k_group_base: list[list[int]] = []
+        k_rows = 0
+        for groups in self.groups:
+            bases, a = [], 0
+            for grp in groups:
+                bases.append(a)
+                a += self.u_max * len(grp) * self.cph
+                a += (-a) % cpr
+            self.k_group_base.append(bases)
+            k_rows = max(k_rows, a // cpr)
+        self.k_rows = k_rows
+        # V^T: pair p = head_index * d_head + d -> bank p % B, slot p // B; a slot spans ceil(Lmax/16) columns
+        self.v_cols = math.ceil(self.max_context / g.lanes)
+        self.v_stride = math.ceil(self.v_cols / cpr) * cpr
+        self.v_slots = [len(hs) * self.d_head // g.banks for hs in self.heads]
+        self.v_rows = max(self.v_slots) * self.v_stride // cpr
+        self.v_base = self.k_base + self.k_rows
+
+    @property
+    def n_rows(self) -> int:
+        return self.k_rows + self.v_rows
+
+    # -- score q . K^T -----------------------------------------------------------------------------------
+    def score_program(self, c: int, L: int) -> Stream:
+        g = self.g
+        parts = []
+        U = math.ceil(L / g.banks)
+        for grp, base in zip(self.groups[c], self.k_group_base[c], strict=True):
+            q_idx = np.concatenate([h * self.d_head + np.arange(self.d_head) for h in grp])
+            parts.append(wrgb_program(g, _gather(q_idx, np.ones(len(q_idx), bool), g.lanes)))
+            G = len(grp)
+            u = np.repeat(np.arange(U), G)
+            i = np.tile(np.arange(G), U)
+            starts = base + (u * G + i) * self.cph
+            parts.append(mac_program(g, starts, np.full(len(starts), self.cph), i * self.cph, self.k_base))
+        return Stream.concat(parts)
+
+    def score_readout(self, c: int, L: int) -> np.ndarray:
+        """(bursts, 8) indices into the score vector (h * L + t), -1 where t >= L."""
+        g = self.g
+        out = []
+        U = math.ceil(L / g.banks)
+        for grp in self.groups[c]:
+            for u in range(U):
+                for h in grp:
+                    for r in range(g.readouts):
+                        t = u * g.banks + r * 8 + np.arange(8)
+                        out.append(np.where(t < L, h * L + t, -1))
+        return np.array(out, dtype=np.int64).reshape(-1, 8)
+
+    # -- context p . V -------------------------------------------------------------------------------------
+    def context_program(self, c: int, L: int) -> Stream:
+        g = self.g
+        parts = []
+        spp = self.d_head // g.banks                     # V^T slots per head
+        for i, h in enumerate(self.heads[c]):
+            for j in range(math.ceil(L / g.gb_elems)):
+                w = min(g.gb_elems, L - j * g.gb_elems)
+                cols = math.ceil(w / g.lanes)
+                t = j * g.gb_elems + np.arange(cols * g.lanes)
+                parts.append(wrgb_program(g, _gather(h * L + t, t < L, g.lanes)))
+                s = i * spp + np.arange(spp)
+                starts = s * self.v_stride + j * (g.gb_elems // g.lanes)
+                parts.append(mac_program(g, starts, np.full(spp, cols), np.zeros(spp, np.int64), self.v_base))
+        return Stream.concat(parts)
+
+    def context_readout(self, c: int, L: int) -> tuple[np.ndarray, np.ndarray]:
+        g = self.g
+        spp = self.d_head // g.banks
+        outs, parts = [], []
+        for i, h in enumerate(self.heads[c]):
+            for j in range(math.ceil(L / g.gb_elems)):
+                for s in range(i * spp, (i + 1) * spp):
+                    for r in range(g.readouts):
+                        p = s * g.banks + r * 8 + np.arange(8)
+                        outs.append(h * self.d_head + (p - i * self.d_head))
+                        parts.append(j)
+        return np.array(outs, dtype=np.int64).reshape(-1, 8), np.array(parts, dtype=np.int64)
+
+    # -- KV append ------------------------------------------------------------------------------------------
+    def kv_program(self, c: int, t: int) -> Stream:
+        """Write token t's K (one bank) and the V^T column holding t (all banks). Payload vector layout:
+        [k_t (n_heads*d_head) | V block (n_heads*d_head*16): element ((h*d_head+d)*16 + lane) = V[16*(t//16)
+        + lane, h, d]]."""
+        g = self.g
+        parts = []
+        b, u = t % g.banks, t // g.banks
+        for grp, base in zip(self.groups[c], self.k_group_base[c], strict=True):
+            G = len(grp)
+            idx = np.concatenate([h * self.d_head + np.arange(self.d_head) for h in grp])
+            parts.append(bank_rw_program(g, b, self.k_base, base + u * G * self.cph, G * self.cph, True,
+                                         _gather(idx, np.ones(len(idx), bool), g.lanes)))
+        nk = self.n_heads * self.d_head
+        spp = self.d_head // g.banks
+        cpr = g.cols_per_row
+        hs = self.heads[c]
+        if hs:
+            # one V^T column per slot: ACTAB, one WR per bank, PREAB (vectorised over the channel's slots)
+            S = len(hs) * spp
+            s_idx = np.arange(S)
+            r, col = np.divmod(s_idx * self.v_stride + t // g.lanes, cpr)
+            i_of = s_idx // spp
+            h_of = np.asarray(hs)[i_of]
+            p = s_idx[:, None] * g.banks + np.arange(g.banks)[None, :]
+            pair = h_of[:, None] * self.d_head + (p - i_of[:, None] * self.d_head)
+            gather = nk + pair.reshape(-1, 1) * g.lanes + np.arange(g.lanes)[None, :]
+            B2 = g.banks + 2
+            cmd = np.tile(np.r_[g.cmd["ACTAB"], np.full(g.banks, g.cmd["WR"]), g.cmd["PREAB"]], S)
+            bank = np.tile(np.r_[0, np.arange(g.banks), 0], S)
+            rows = np.repeat(self.v_base + r, B2)
+            rows[B2 - 1::B2] = -1
+            cols = np.repeat(col, B2)
+            cols[0::B2] = -1
+            cols[B2 - 1::B2] = -1
+            src = np.full((S, B2), -1, dtype=np.int64)
+            src[:, 1:-1] = s_idx[:, None] * g.banks + np.arange(g.banks)[None, :]
+            parts.append(Stream.from_columns(S * B2, gather=gather, cmd=cmd, bank=bank, row=rows, col=cols,
+                                             src=src.ravel()))
+        return Stream.concat(parts)
+
+    @staticmethod
+    def kv_payload(k_t: np.ndarray, V: np.ndarray, t: int, lanes: int = 16) -> np.ndarray:
+        """Payload for kv_program: k_t (H, d) of token t, V (tokens >= t+1, H, d) of the sequence so far."""
+        H, d = k_t.shape
+        blk = np.zeros((lanes, H, d), dtype=np.float32)
+        lo = lanes * (t // lanes)
+        blk[: t + 1 - lo] = V[lo: t + 1]
+        return np.concatenate([k_t.ravel(), blk.transpose(1, 2, 0).ravel()])
+
+
+# ---- the whole model ---------------------------------------------------------------------------------------
+@dataclass
+class ModelLayout:
+    model: ModelSpec
+    g: Geometry
+    policy: Policy
+    layers: list[dict[str, Any]]
+    lm_head: WeightLayout
+    wpe: WeightLayout | None
+    rows_used: int
+
+    @property
+    def bytes_reserved(self) -> int:
+        return self.rows_used * self.g.row_bytes * self.g.banks * self.g.channels
+
+
+def _check_supported(m: ModelSpec) -> None:
+    bad = []
+    if m.gated_ffn:
+        bad.append("gated FFN")
+    if m.norm != "layernorm":
+        bad.append(f"norm={m.norm}")
+    if m.position == "rope":
+        bad.append("RoPE")
+    if m.n_kv_heads != m.n_heads:
+        bad.append("grouped-query attention")
+    if bad:
+        raise NotImplementedError(f"PIM-GPT mapping of {m.name}: {', '.join(bad)} not implemented (issue #3)")
+
+
+def layout_model(model: ModelSpec, spec: DramSpec, policy: Policy) -> ModelLayout:
+    """Allocate rows for every weight matrix and the reserved K/V space; error if it does not fit."""
+    _check_supported(model)
+    g = Geometry.from_spec(spec)
+    packed = policy.weight_layout == "packed"
+    row = 0
+    layers = []
+    d = model.d_model
+    for i in range(model.n_layers):
+        ent: dict[str, Any] = {}
+        for role, n, k in (("qkv", model.q_dim + 2 * model.kv_dim, d), ("attn_out", d, model.q_dim),
+                           ("ffn1", model.d_ff, d), ("ffn2", d, model.d_ff)):
+            w = WeightLayout(f"L{i}.{role}", n, k, row, g, packed)
+            row += w.n_rows
+            ent[role] = w
+        att = AttentionLayout(i, model.n_heads, model.d_head, model.max_context, row, g)
+        row += att.n_rows
+        ent["attn"] = att
+        layers.append(ent)
+    lm = WeightLayout("lm_head", model.vocab, d, row, g, packed)
+    row += lm.n_rows
+    wpe = None
+    if model.position == "learned":
+        wpe = WeightLayout("wpe", model.max_context, d, row, g, packed)
+        row += wpe.n_rows
+    if not model.tied_embeddings:
+        raise NotImplementedError(f"{model.name}: untied embeddings (separate wte region) not implemented (issue #3)")
+    lay = ModelLayout(model, g, policy, layers, lm, wpe, row)
+    if row > g.rows:
+        have = g.rows * g.row_bytes * g.banks * g.channels
+        weights = model.weight_bytes
+        kv = 2 * model.n_layers * model.max_context * model.kv_dim * model.dtype_bytes
+        need_ch = math.ceil(row / g.rows * g.channels)
+        raise UserError(
+            f"{model.name} does not fit in {spec.name} with {g.channels} channel(s): the mapping needs "
+            f"{lay.bytes_reserved / 2**30:.2f} GiB ({row} rows per bank; weights {weights / 2**30:.2f} GiB + K/V "
+            f"reserved to max context {kv / 2**30:.2f} GiB, plus layout padding), the memory holds "
+            f"{have / 2**30:.2f} GiB ({g.rows} rows per bank); use at least {1 << (need_ch - 1).bit_length()} channels")
+    return lay

@@ -1,0 +1,218 @@
+"""PIM channel engine: executes per-channel command streams in order, each command at the earliest cycle
+its timing constraints allow (event-driven: time jumps straight to that cycle; idle cycles are never visited).
+
+Timing state is the forward ready table of archsim.engine.dram_kernel: ready[node, cmd] is the earliest cycle
+`cmd` may issue at that node; issuing `prev` at t raises ready[node_of_level(L), next] to t + latency for every
+constraint row (L, prev, next, latency), windowed rows keep a ring of the last `window` issue times. One
+command per cycle on the channel's single command bus.
+
+`run_segment` is the plain-Python reference; `run_segment_jit` is the same function compiled by numba
+(cache=True). Tests require them equal cycle for cycle.
+
+Memoisation: the engine is deterministic and shift-invariant, so the outcome of a segment depends only on
+the command sequence and on the timing state *relative to* the segment's start cycle (values at or before
+the start never bind). `PimEngine.run` keys a memo on (segment key, normalised state) and stores the
+relative end state, so a reused result is exactly what a full simulation would produce.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numba
+import numpy as np
+
+from archsim.dram.spec import DramSpec, load_spec
+from archsim.dram.system import kernel_tables
+
+INF = np.int64(1) << np.int64(62)
+
+
+def run_segment(cmd, bank, t_min, node_of, cmd_scope, con_start, con_end, con_level, con_next, con_lat,
+                con_window, con_win_id, done_lat, ready, hist, hist_pos, last, issue, counts):
+    """Issue cmd[i] (at bank[i]) in order. Returns the cycle at which the last command has completed."""
+    n = cmd.shape[0]
+    t_prev = last[0] + 1
+    if t_min > t_prev:
+        t_prev = t_min
+    end = t_min
+    for i in range(n):
+        c = cmd[i]
+        b = bank[i]
+        t = t_prev
+        for k in range(cmd_scope[c] + 1):
+            v = ready[node_of[b, k], c]
+            if v > t:
+                t = v
+        issue[i] = t
+        for j in range(con_start[c], con_end[c]):
+            node = node_of[b, con_level[j]]
+            nc = con_next[j]
+            win = con_window[j]
+            if win <= 1:
+                v = t + con_lat[j]
+            else:
+                wid = con_win_id[j]
+                pos = hist_pos[wid, node]
+                hist[wid, node, pos] = t
+                pos = (pos + 1) % win
+                hist_pos[wid, node] = pos
+                v = hist[wid, node, pos] + con_lat[j]   # oldest of the last `win` issues
+            if v > ready[node, nc]:
+                ready[node, nc] = v
+        counts[c] += 1
+        e = t + done_lat[c]
+        if e > end:
+            end = e
+        t_prev = t + 1
+    if n > 0:
+        last[0] = t_prev - 1
+    return end
+
+
+run_segment_jit = numba.njit(cache=True, nogil=True)(run_segment)
+
+
+def completion_latency(spec: DramSpec) -> np.ndarray:
+    """Cycles from issue until a command's effect is complete (data returned / written / computed)."""
+    t = spec.timing
+    lat = np.ones(len(spec.commands), dtype=np.int64)
+    for c in spec.commands:
+        if c.name in ("RD", "RDA", "RDMAC"):
+            lat[c.index] = t["nCL"] + t["nBL"]          # read data has crossed the bus
+        elif c.name in ("WR", "WRA", "WRGB"):
+            lat[c.index] = t["nCWL"] + t["nBL"]
+        elif c.name == "MACAB":
+            lat[c.index] = t["nMACRD"]
+        elif c.name == "AF":
+            lat[c.index] = t["nAFRD"]
+        elif c.name in ("PRE", "PREA", "PREAB"):
+            lat[c.index] = t["nRP"]
+    return lat
+
+
+class PimEngine:
+    """Timing state of `channels` independent PIM channels plus the memo of segment outcomes."""
+
+    def __init__(self, spec: DramSpec, channels: int | None = None, engine: str = "numba", memo: bool = True,
+                 log: bool = False):
+        if engine not in ("numba", "python"):
+            from archsim.errors import UserError
+
+            raise UserError(f"engine {engine!r}: must be numba or python")
+        self.spec = spec
+        self.channels = channels or spec.channels
+        one = spec if spec.channels == 1 else load_spec(spec.raw, overrides={"org.channels": 1})
+        self.tabs = kernel_tables(one)
+        self.n_cmds = len(spec.commands)
+        self.done_lat = completion_latency(spec)
+        self.fn = run_segment_jit if engine == "numba" else run_segment
+        self.engine = engine
+        self.memo_on = memo and not log
+        self.log_on = log
+        C, N = self.channels, self.tabs["n_nodes"]
+        W, MW = max(self.tabs["n_windows"], 1), max(self.tabs["max_window"], 1)
+        self.ready = np.zeros((C, N, self.n_cmds), dtype=np.int64)
+        self.hist = np.full((C, W, N, MW), -INF, dtype=np.int64)
+        self.hist_pos = np.zeros((C, W, N), dtype=np.int64)
+        self.last = np.full((C, 1), -1, dtype=np.int64)
+        self.max_lat = int(max(self.tabs["con_lat"].max(initial=0), self.done_lat.max()))
+        win = self.tabs["con_window"]
+        self._mixed_windows = bool(len(set(win[win > 1].tolist())) > 1)   # rotation needs one ring length
+        self.memo: dict[Any, tuple] = {}
+        self.memo_hits = 0
+        self.memo_misses = 0
+        self.commands_simulated = 0
+        self.kernel_s = 0.0
+        self.logs: list[list[tuple[np.ndarray, Any]]] = [[] for _ in range(C)]
+
+    # -- state normalisation (for the memo) ---------------------------------------------------------------
+    def _rel_state(self, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ready = np.maximum(self.ready - t0, 0)
+        hist = np.maximum(self.hist - t0, -self.max_lat - 1)
+        last = np.maximum(self.last - t0, -1)
+        return ready, hist, last
+
+    def _canonicalise(self) -> None:
+        """Rotate every window ring so its write position is 0 (same state, fewer memo variants)."""
+        if not self.hist_pos.any() or self._mixed_windows:
+            return
+        mw = self.hist.shape[-1]
+        idx = (self.hist_pos[..., None] + np.arange(mw)) % mw
+        self.hist[:] = np.take_along_axis(self.hist, idx, axis=-1)
+        self.hist_pos[:] = 0
+
+    def _state_key(self, t0: int) -> bytes:
+        self._canonicalise()
+        ready, hist, last = self._rel_state(t0)
+        return ready.tobytes() + hist.tobytes() + self.hist_pos.tobytes() + last.tobytes()
+
+    # -- running ----------------------------------------------------------------------------------------
+    def run(self, key: Any, streams: Any, t_min: int) -> tuple[np.ndarray, np.ndarray]:
+        """Run one op: `streams` is a list (per channel) of (cmd, bank) arrays or None, or a callable
+        returning that list (called only on a memo miss). Returns (end cycle per channel, counts[ch, cmd])."""
+        C = self.channels
+        if self.memo_on and key is not None:
+            skey = (key, self._state_key(t_min))
+            hit = self.memo.get(skey)
+            if hit is not None:
+                self.memo_hits += 1
+                rel_end, counts, ready, hist, hist_pos, last = hit
+                self.ready[:] = ready + t_min
+                self.hist[:] = np.where(hist <= -self.max_lat - 1, -INF, hist + t_min)
+                self.hist_pos[:] = hist_pos
+                self.last[:] = last + t_min
+                return rel_end + t_min, counts
+            self.memo_misses += 1
+        if callable(streams):
+            streams = streams()
+        ends = np.full(C, t_min, dtype=np.int64)
+        counts = np.zeros((C, self.n_cmds), dtype=np.int64)
+        tb = self.tabs
+        t0 = time.perf_counter()
+        for ch in range(C):
+            s = streams[ch]
+            if s is None or len(s[0]) == 0:
+                continue
+            cmd = np.ascontiguousarray(s[0], dtype=np.int64)
+            bank = np.ascontiguousarray(np.maximum(s[1], 0), dtype=np.int64)
+            issue = np.zeros(len(cmd), dtype=np.int64)
+            ends[ch] = self.fn(cmd, bank, np.int64(t_min), tb["node_of"], tb["cmd_scope"], tb["con_start"],
+                               tb["con_end"], tb["con_level"], tb["con_next"], tb["con_lat"], tb["con_window"],
+                               tb["con_win_id"], self.done_lat, self.ready[ch], self.hist[ch], self.hist_pos[ch],
+                               self.last[ch], issue, counts[ch])
+            self.commands_simulated += len(cmd)
+            if self.log_on:
+                self.logs[ch].append((issue, s))
+        self.kernel_s += time.perf_counter() - t0
+        if self.memo_on and key is not None:
+            ready, hist, last = self._rel_state(t_min)
+            self.memo[skey] = (ends - t_min, counts, ready, hist, self.hist_pos.copy(), last)
+        return ends, counts
+
+    def command_log(self) -> Any:
+        """Command log (cycle, command, channel, ..., row, column) of everything run with log=True."""
+        import pandas as pd
+
+        if not self.log_on:
+            raise RuntimeError("PimEngine was created with log=False")
+        names = np.array(self.spec.command_names)
+        frames = []
+        bpg = self.spec.counts[4]
+        for ch in range(self.channels):
+            for issue, s in self.logs[ch]:
+                cmd = np.asarray(s[0])
+                bank = np.maximum(np.asarray(s[1]), 0)
+                scope = self.tabs["cmd_scope"][cmd]
+                chan_scope = scope == 0
+                row = np.asarray(s[2]) if len(s) > 2 else np.full(len(cmd), -1)
+                col = np.asarray(s[3]) if len(s) > 3 else np.full(len(cmd), -1)
+                frames.append(pd.DataFrame({
+                    "cycle": issue, "command": names[cmd], "channel": ch, "pseudochannel": 0, "rank": 0,
+                    "bankgroup": np.where(chan_scope, 0, bank // bpg), "bank": np.where(chan_scope, 0, bank % bpg),
+                    "row": row, "column": col}))
+        if not frames:
+            return pd.DataFrame(columns=["cycle", "command", "channel", "pseudochannel", "rank", "bankgroup",
+                                         "bank", "row", "column"])
+        df = pd.concat(frames, ignore_index=True)
+        return df.sort_values(["cycle", "channel"], kind="stable").reset_index(drop=True)

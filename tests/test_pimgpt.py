@@ -1,0 +1,131 @@
+"""PIM-GPT end to end (archsim.pim.system): claims of the paper that the model must reproduce."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from archsim import api
+from archsim.cli import main
+from archsim.errors import UserError
+from archsim.pim.system import PimGptSimulator, run_pimgpt
+
+
+def test_memoised_equals_full_simulation():
+    a = PimGptSimulator({"model": "gpt2-small", "tokens": 3, "baselines": [], "memo": True})
+    b = PimGptSimulator({"model": "gpt2-small", "tokens": 3, "baselines": [], "memo": False})
+    for t in range(3):
+        a.run_token(t)
+        b.run_token(t)
+    assert a.token_cycles == b.token_cycles
+    for role in a.acc:
+        assert (a.acc[role]["counts"] == b.acc[role]["counts"]).all()
+        assert a.acc[role]["pim_cycles"] == b.acc[role]["pim_cycles"]
+    assert a.engine.memo_hits > 0
+
+
+def test_checker_accepts_emitted_streams():
+    from archsim.dram.checker import check_log
+
+    sim = PimGptSimulator({"model": "gpt2-small", "tokens": 2, "baselines": []}, log=True)
+    for t in range(2):
+        sim.run_token(t)
+    df = sim.engine.command_log()
+    assert len(df) > 1_000_000
+    assert check_log(sim.spec, df) == []
+
+
+def test_row_hit_rate_and_result_shape():
+    r = run_pimgpt("gpt2-small", tokens=4, baselines=[])
+    s = r.stats
+    assert s["row_hit_rate"] >= 0.95
+    assert set(s["energy_per_token_by_component_j"]) == {"dram_array", "pim_mac", "global_buffer", "io", "asic",
+                                                         "background"}
+    assert abs(r.df["share"].sum() - 1) < 1e-9
+    assert {"qkv", "ffn1", "ffn2", "attn_score", "attn_context", "softmax", "lm_head"} <= set(r.df["op"])
+    # the weight stream time is at least the weight bytes over the peak MAC bandwidth (16 banks x 32 B / nCCDL)
+    model_bytes = 124e6 * 2
+    peak = s["channels"] * 16 * 32 / (2 * 0.5e-9)
+    assert s["latency_per_token_s"] >= model_bytes / peak
+
+
+def test_kv_growth_raises_latency():
+    r = run_pimgpt("gpt2-small", tokens=40, baselines=[])
+    lat = r.extra["token_latency_s"]
+    assert lat[-1] > lat[0]
+
+
+def test_channel_scaling_of_pim_time():
+    """8 -> 16 channels: the PIM part speeds up >= 1.8x (the ASIC part does not change)."""
+    pim = {}
+    for ch in (8, 16):
+        r = run_pimgpt("gpt2-medium", tokens=2, channels=ch, baselines=[])
+        pim[ch] = r.df["pim_cycles"].sum()
+    assert pim[8] / pim[16] >= 1.8
+
+
+@pytest.mark.xfail(strict=True, reason="archsim's ASIC model (16 lanes, ops run after each other) gives ~1.45x; "
+                   "PIM-GPT reports near-linear scaling (see reports/pimgpt)")
+def test_channel_scaling_end_to_end():
+    lat = {ch: run_pimgpt("gpt2-medium", tokens=2, channels=ch, baselines=[]).stats["latency_per_token_s"]
+           for ch in (8, 16)}
+    assert lat[8] / lat[16] >= 1.8
+
+
+@pytest.mark.xfail(strict=True, reason="ASIC share of GPT3-XL is ~24 % with the 16-lane ASIC preset; PIM-GPT "
+                   "reports 1.16 % (see reports/pimgpt)")
+def test_asic_share_gpt3_xl_small():
+    assert run_pimgpt("gpt3-xl", tokens=2, baselines=[]).stats["asic_share"] < 0.05
+
+
+@pytest.mark.xfail(strict=True, reason="1 GHz -> 100 MHz costs ~3x with the 16-lane ASIC preset; PIM-GPT: <= 20 %")
+def test_asic_clock_sensitivity():
+    a = run_pimgpt("gpt3-xl", tokens=2, baselines=[]).stats["latency_per_token_s"]
+    b = run_pimgpt("gpt3-xl", tokens=2, baselines=[], asic_clock_hz=1e8).stats["latency_per_token_s"]
+    assert b / a <= 1.25
+
+
+def test_baselines_and_registry(tmp_path):
+    r = api.run({"system": "pimgpt", "model": "gpt2-small", "tokens": 3})
+    s = r.stats
+    for tag in ("t4", "xeon_gold_6154"):
+        assert s[f"speedup_vs_{tag}"] > 1 and s[f"energy_efficiency_vs_{tag}"] > 1
+    assert r.manifest["config"]["model"] == "gpt2-small"
+
+
+def test_cli_run_and_errors(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", "--model", "gpt2-small", "--tokens", "2", "--no-baselines", "--json", str(out),
+                 "--csv", str(tmp_path / "r.csv")]) == 0
+    assert json.loads(out.read_text())["stats"]["tokens"] == 2
+    assert main(["run", "--model", "gpt2-smal", "--tokens", "2"]) == 2
+    assert "known: gpt2-large" in capsys.readouterr().err
+    assert main(["run", "--system", "nosuch", "--tokens", "2"]) == 2
+    assert "known:" in capsys.readouterr().err
+    assert main(["run", "--model", "gpt2-xl", "--channels", "4", "--tokens", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "needs" in err and "holds" in err
+    with pytest.raises(UserError):
+        run_pimgpt("gpt2-small", tokens=5000)
+
+
+def test_compile_writes_channel_and_host_streams(tmp_path):
+    from archsim import isa
+
+    assert main(["compile", "--model", "gpt2-small", "-o", str(tmp_path), "--layers", "1", "--context", "3"]) == 0
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == [f"channel{c}.pim.asm" for c in range(8)] + ["host.asm"]
+    isa.load("host").assemble((tmp_path / "host.asm").read_text())
+    text = (tmp_path / "channel0.pim.asm").read_text()
+    assert "MACAB" in text and "SYNC" in text
+    isa.load("pim").assemble("\n".join(text.splitlines()[:5000]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3-small",
+                                   "gpt3-medium", "gpt3-large", "gpt3-xl"])
+def test_row_hit_rate_all_models_full_context(model):
+    r = run_pimgpt(model, tokens=1024, baselines=[])
+    assert r.stats["row_hit_rate"] >= 0.95
+    assert np.isfinite(r.stats["energy_per_token_j"])

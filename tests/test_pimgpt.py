@@ -65,25 +65,45 @@ def test_channel_scaling_of_pim_time():
     assert pim[8] / pim[16] >= 1.8
 
 
-@pytest.mark.xfail(strict=True, reason="archsim's ASIC model (16 lanes, ops run after each other) gives ~1.45x; "
-                   "PIM-GPT reports near-linear scaling (see reports/pimgpt)")
-def test_channel_scaling_end_to_end():
-    lat = {ch: run_pimgpt("gpt2-medium", tokens=2, channels=ch, baselines=[]).stats["latency_per_token_s"]
+@pytest.mark.parametrize("model", ["gpt2-xl", "gpt3-xl"])
+def test_channel_scaling_end_to_end(model):
+    """8 -> 16 channels halves every GEMV's rows per bank; what does not scale is per-channel fixed work
+    (the input vector is broadcast to every channel's global buffer) and the ASIC. Measured: gpt2-small 1.77x,
+    gpt2-medium 1.80x, gpt2-xl 1.81x, gpt3-xl 1.88x (reports/pimgpt)."""
+    lat = {ch: run_pimgpt(model, tokens=2, channels=ch, baselines=[]).stats["latency_per_token_s"]
            for ch in (8, 16)}
     assert lat[8] / lat[16] >= 1.8
 
 
-@pytest.mark.xfail(strict=True, reason="ASIC share of GPT3-XL is ~24 % with the 16-lane ASIC preset; PIM-GPT "
-                   "reports 1.16 % (see reports/pimgpt)")
+def test_channel_scaling_grows_with_model_size():
+    ratio = {}
+    for model in ("gpt2-small", "gpt3-xl"):
+        lat = {ch: run_pimgpt(model, tokens=2, channels=ch, baselines=[]).stats["latency_per_token_s"]
+               for ch in (8, 16)}
+        ratio[model] = lat[8] / lat[16]
+    assert 1.6 < ratio["gpt2-small"] < ratio["gpt3-xl"] <= 2.0
+
+
 def test_asic_share_gpt3_xl_small():
+    """Paper: 1.16 %. Ours ~4 % with a 128-lane ASIC (sized to the 8 channels' I/O) running fp32-accurate
+    Taylor / Newton-Raphson algorithms, one op after another as in PIM-GPT's engine."""
     assert run_pimgpt("gpt3-xl", tokens=2, baselines=[]).stats["asic_share"] < 0.05
 
 
-@pytest.mark.xfail(strict=True, reason="1 GHz -> 100 MHz costs ~3x with the 16-lane ASIC preset; PIM-GPT: <= 20 %")
+@pytest.mark.xfail(strict=True, reason="1 GHz -> 100 MHz costs ~1.37x (paper <= 1.20x): with ASIC and PIM "
+                   "serialised, <= 1.25x needs an ASIC share <= ~2.8 % at 1 GHz; ours is ~4 % (see reports/pimgpt)")
 def test_asic_clock_sensitivity():
     a = run_pimgpt("gpt3-xl", tokens=2, baselines=[]).stats["latency_per_token_s"]
     b = run_pimgpt("gpt3-xl", tokens=2, baselines=[], asic_clock_hz=1e8).stats["latency_per_token_s"]
     assert b / a <= 1.25
+
+
+def test_asic_clock_sensitivity_is_bounded_by_asic_share():
+    """Serialised ASIC and PIM: slowing the ASIC 10x adds exactly 9x its share (up to cycle rounding)."""
+    a = run_pimgpt("gpt3-xl", tokens=2, baselines=[])
+    b = run_pimgpt("gpt3-xl", tokens=2, baselines=[], asic_clock_hz=1e8)
+    ratio = b.stats["latency_per_token_s"] / a.stats["latency_per_token_s"]
+    assert ratio == pytest.approx(1 + 9 * a.stats["asic_share"], rel=0.02)
 
 
 def test_baselines_and_registry(tmp_path):

@@ -128,6 +128,7 @@ BAD = {
                          ["gemv.rows", "'128' is a string", "an integer", "axes[0].grid.gemv.rows[1]"]),
     "type_float_for_int": ([{"zip": {"gemv.rows": [64.5]}}], ["gemv.rows", "a number", "expected an integer"]),
     "type_bool_for_int": ([{"points": [{"gemv.batch": True}]}], ["gemv.batch", "true/false"]),
+    "yaml_float_as_text": ([{"grid": {"hw.bytes_per_s": ["1e11"]}}], ["'1e11' is a string", "e.g. 1.0e+11"]),
     "zip_unequal": ([{"zip": {"gemv.rows": [1, 2, 3], "gemv.cols": [1, 2]}}],
                     ["zip lists must have equal lengths", "gemv.rows: 3", "gemv.cols: 2"]),
     "key_in_two_axes": ([{"grid": {"gemv.rows": [1]}}, {"grid": {"gemv.rows": [2]}}], ["swept by two axes"]),

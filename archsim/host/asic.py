@@ -506,7 +506,9 @@ class AsicModel:
         throughput = math.ceil(max(counts.adder_ops, counts.fmul) / c.lanes)
         tree = math.ceil(math.log2(c.lanes)) if c.lanes > 1 else 0
         per_row = counts.passes + counts.serial_ops + counts.reductions * tree
-        return throughput + counts.rows * per_row * c.pipeline_depth_cycles
+        # Independent rows (heads, tokens) issue back to back into the pipelined datapath, so one row's
+        # dependency chain is exposed, not one per row: Graham's list-scheduling bound, throughput + chain.
+        return throughput + per_row * c.pipeline_depth_cycles
 
     def latency_cycles(self, op: Op, include_io: bool = False) -> int:
         """ASIC clock cycles of `op` (its own datapath only, unless include_io adds the GDDR6 transfers)."""

@@ -7,16 +7,17 @@ A sweep file is YAML::
     base: {system: toy-roofline, gemv: {rows: 1024, cols: 1024}}   # or a path to a YAML config file
     seed: 0                          # base seed; each point gets seed = f(base seed, point config hash)
     axes:                            # Cartesian product across axes
-      - grid: {gemv.rows: [1024, 4096], hw.bytes_per_s: [1.0e11, 2.0e11]}   # product within the axis
+      - grid: {gemv.rows: [1024, 4096], hw.bytes_per_s: [1.0e+11, 2.0e+11]} # product within the axis
       - zip: {gemv.cols: [256, 512], gemv.batch: [1, 2]}                     # paired, equal lengths
       - points: [{gemv.rows: 64}, {gemv.rows: 128, gemv.cols: 64}]           # explicit assignments
     metrics:
-      speedup: {expr: "baseline.latency_s / latency_s", baseline: {hw.bytes_per_s: 1.0e11}}
+      speedup: {expr: "baseline.latency_s / latency_s", baseline: {hw.bytes_per_s: 1.0e+11}}
       gflops: "flops / latency_s / 1e9"
 
 Every swept key path must be a leaf of the *resolved* base config (the base with the system's defaults,
 see archsim.systems.resolve_config) and every value must have that leaf's type. A `seed` key in an axis
 sets the run seed of those points explicitly instead of deriving it. All checks run before any point does.
+(YAML 1.1 reads `1e11` as text: write floats in exponent form as `1.0e+11`.)
 """
 from __future__ import annotations
 
@@ -152,7 +153,14 @@ def type_problem(value: Any, base_value: Any) -> str | None:
     want, got = _kind(base_value), _kind(value)
     if want == got or (want == "a number" and got == "an integer"):
         return None
-    return f"value {value!r} is {got}, but the base config has {want} here ({base_value!r}); expected {want}"
+    hint = ""
+    if isinstance(value, str) and want in ("a number", "an integer"):
+        try:
+            float(value)
+            hint = f" (YAML reads {value} as text: give the mantissa a dot and the exponent a sign, e.g. 1.0e+11)"
+        except ValueError:
+            pass
+    return f"value {value!r} is {got}, but the base config has {want} here ({base_value!r}); expected {want}{hint}"
 
 
 def derive_seed(base_seed: int, resolved_hash: str) -> int:

@@ -29,17 +29,24 @@ class Doc:
         return ConfigError(key_path, problem, source=self.source, line=self.line(key_path))
 
 
-def _collect_lines(node: yaml.Node, prefix: str, out: dict[str, int]) -> None:
+def _collect_lines(node: yaml.Node, prefix: str, out: dict[str, int], source: str = "<config>") -> None:
     if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
         for key_node, value_node in node.value:
             path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-            out[path] = key_node.start_mark.line + 1
-            _collect_lines(value_node, path, out)
+            line = key_node.start_mark.line + 1
+            # YAML keeps the last of two equal keys silently; a repeated `axes:` would drop an axis.
+            if key_node.value in seen:
+                raise ConfigError(path, f"duplicate key (first on line {seen[key_node.value]})", source=source,
+                                  line=line)
+            seen[key_node.value] = line
+            out[path] = line
+            _collect_lines(value_node, path, out, source)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             path = f"{prefix}[{i}]"
             out[path] = item.start_mark.line + 1
-            _collect_lines(item, path, out)
+            _collect_lines(item, path, out, source)
 
 
 def load_yaml(path: str | Path) -> Doc:
@@ -68,7 +75,7 @@ def load_yaml_text(text: str, source: str) -> Doc:
         raise UserError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     lines: dict[str, int] = {}
     if node is not None:
-        _collect_lines(node, "", lines)
+        _collect_lines(node, "", lines, source)
     return Doc(data=data, source=source, lines=lines)
 
 

@@ -154,3 +154,8 @@ def test_cli_presets(capsys):
     assert main(["presets", "show", "nope"]) == 2
     err = capsys.readouterr().err
     assert "known:" in err and "Traceback" not in err
+
+
+def test_duplicate_yaml_keys_are_an_error():
+    with pytest.raises(ConfigError, match=r"x.yaml:3: axes: duplicate key \(first on line 1\)"):
+        load_yaml_text("axes: [1]\nname: a\naxes: [2]\n", "x.yaml")

@@ -13,6 +13,11 @@ Layout in short (reference/pim-gpt.md sec. 2):
   and row segment holding all max_context tokens;
 * K/V space is reserved up to max_context; each token the ASIC writes its K row (ACT, WR..., PRE on one bank)
   and one V column per 16 (head, d) pairs (ACTAB, 16 x WR, PREAB).
+
+Timing-only form: the channel engine needs only each command's opcode and bank. `*_timing` methods return
+`Flat` streams (cmd, bank, offs) of all channels at once (channel c = [offs[c], offs[c+1])), generated
+vectorised without the row/column/GB/source columns; they equal the corresponding `*_program` streams
+command for command (tests/test_pim_engine.py) and are what the decode simulation runs per token.
 """
 from __future__ import annotations
 
@@ -189,6 +194,113 @@ def bank_rw_program(g: Geometry, bank: int, base_row: int, addr: int, ncols: int
     return s
 
 
+# ---- timing-only streams (opcode + bank) ----------------------------------------------------------------------
+Flat = tuple  # (cmd, bank, offs): int64 arrays; all channels concatenated, bank >= 0, channel c = offs[c]:offs[c+1]
+
+
+def flat_streams(streams: list[Any]) -> Flat:
+    """Flat form of per-channel streams (Stream, (cmd, bank, ...) tuple or None)."""
+    cmds, banks, lens = [], [], [0]
+    for s in streams:
+        if s is None:
+            lens.append(0)
+            continue
+        cmd, bank = (s.cmd, s.bank) if isinstance(s, Stream) else (s[0], s[1])
+        cmds.append(np.asarray(cmd, dtype=np.int64))
+        banks.append(np.maximum(np.asarray(bank, dtype=np.int64), 0))
+        lens.append(len(cmds[-1]))
+    z = np.zeros(0, dtype=np.int64)
+    return (np.ascontiguousarray(np.concatenate(cmds)) if cmds else z,
+            np.ascontiguousarray(np.concatenate(banks)) if banks else z.copy(), np.cumsum(lens).astype(np.int64))
+
+
+def concat_flat(parts: list[list[tuple[np.ndarray, np.ndarray]]]) -> Flat:
+    """Flat form of per-channel lists of (cmd, bank) pieces."""
+    cmds, banks, lens = [], [], [0]
+    for pieces in parts:
+        n = 0
+        for c, b in pieces:
+            cmds.append(c)
+            banks.append(b)
+            n += len(c)
+        lens.append(n)
+    z = np.zeros(0, dtype=np.int64)
+    return (np.concatenate(cmds).astype(np.int64) if cmds else z,
+            np.concatenate(banks).astype(np.int64) if banks else z.copy(), np.cumsum(lens).astype(np.int64))
+
+
+def mac_timing(g: Geometry, seg_start: np.ndarray, seg_ncols: np.ndarray, seg_prog: np.ndarray,
+               prog_wrgb: np.ndarray, prog_ch: np.ndarray) -> Flat:
+    """Timing form of a sequence of programs `wrgb_program(prog_wrgb[p] slots) + mac_program(segments of p)`
+    (segments grouped by program in order, programs grouped by channel in order; every program has at least
+    one MAC column). Same command rules as `mac_program`: ACTAB on entering a row, PREAB on leaving it,
+    RDMAC x banks/8 (banks 0, 8, ...) after every segment; rows restart at each program."""
+    seg_ncols = np.asarray(seg_ncols, dtype=np.int64)
+    seg_prog = np.asarray(seg_prog, dtype=np.int64)
+    prog_wrgb = np.asarray(prog_wrgb, dtype=np.int64)
+    P = len(prog_wrgb)
+    n = int(seg_ncols.sum())
+    C = g.cmd
+    cpr = g.cols_per_row
+    first = np.cumsum(seg_ncols) - seg_ncols
+    addr = np.repeat(np.asarray(seg_start, dtype=np.int64) - first, seg_ncols) + np.arange(n)
+    r = addr // cpr
+    prog = np.repeat(seg_prog, seg_ncols)
+    rs = np.empty(n, dtype=bool)                       # row start (or program start)
+    rs[0] = True
+    np.not_equal(r[1:], r[:-1], out=rs[1:])
+    rs[1:] |= prog[1:] != prog[:-1]
+    re = np.empty(n, dtype=bool)                       # row end (or program end)
+    re[:-1] = rs[1:]
+    re[-1] = True
+    se = np.zeros(n, dtype=bool)                       # segment end
+    se[(first + seg_ncols - 1)[seg_ncols > 0]] = True
+    prog_n = np.bincount(seg_prog, weights=seg_ncols, minlength=P).astype(np.int64)
+    if (prog_n == 0).any():
+        raise ValueError("mac_timing: a program without MAC columns")
+    wr = np.zeros(n, dtype=np.int64)
+    wr[np.cumsum(prog_n) - prog_n] = prog_wrgb
+    R = g.readouts
+    cnt = wr + rs + 1 + re + R * se
+    end = np.cumsum(cnt)
+    cmd = np.full(int(end[-1]), C["WRGB"], dtype=np.int64)
+    bank = np.zeros(int(end[-1]), dtype=np.int64)
+    pa = end - cnt + wr                                # ACTAB slot
+    cmd[pa[rs]] = C["ACTAB"]
+    pm = pa + rs                                       # MACAB slot
+    cmd[pm] = C["MACAB"]
+    cmd[pm[re] + 1] = C["PREAB"]
+    pr = (pm + 1 + re)[se]
+    for k in range(R):
+        cmd[pr + k] = C["RDMAC"]
+        bank[pr + k] = 8 * k
+    ch_n = np.bincount(np.asarray(prog_ch, dtype=np.int64), weights=prog_n, minlength=g.channels).astype(np.int64)
+    endz = np.r_[0, end]
+    offs = np.r_[0, endz[np.cumsum(ch_n)]].astype(np.int64)
+    return cmd, bank, offs
+
+
+def rw_timing(g: Geometry, bank: int, addr: int, ncols: int, write: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Timing form of `bank_rw_program`: ACT, RD/WR..., PRE (all at `bank`) per row touched."""
+    cpr = g.cols_per_row
+    takes = []
+    a, k = addr, 0
+    while k < ncols:
+        take = min(ncols - k, cpr - a % cpr)
+        takes.append(take)
+        a += take
+        k += take
+    if not takes:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z.copy()
+    C = g.cmd
+    reps = np.ones(3 * len(takes), dtype=np.int64)
+    reps[1::3] = takes
+    cmd = np.repeat(np.tile(np.array([C["ACT"], C["WR" if write else "RD"], C["PRE"]], dtype=np.int64),
+                            len(takes)), reps)
+    return cmd, np.full(len(cmd), bank, dtype=np.int64)
+
+
 # ---- layouts -------------------------------------------------------------------------------------------------
 @dataclass
 class WeightLayout:
@@ -284,6 +396,20 @@ class WeightLayout:
             mem.store(b, self.base_row + r, off, vals[k:k + take])
             k += take
 
+    def timing(self) -> Flat:
+        """Timing form of `program(c)` for every channel."""
+        return flat_streams([self.program(c) for c in range(self.g.channels)])
+
+    def element_reads_timing(self, o: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """Timing form of `element_reads(o)`: (channel, cmd, bank)."""
+        g = self.g
+        c, b = divmod(o % (g.channels * g.banks), g.banks)
+        i = o // (g.channels * g.banks)
+        _, starts, _ = self.segs[c]
+        m = self.slots[c]                              # segment order is chunk-major: index j * m + i
+        parts = [rw_timing(g, b, int(starts[j * m + i]), cols, write=False) for j, cols in enumerate(self.chunk_cols)]
+        return c, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
     def element_reads(self, o: int) -> tuple[int, Stream]:
         """Channel and single-bank RD program that fetch matrix row o (embedding lookup)."""
         g = self.g
@@ -339,6 +465,78 @@ class AttentionLayout:
     @property
     def n_rows(self) -> int:
         return self.k_rows + self.v_rows
+
+    # -- timing-only forms (all channels at once) -----------------------------------------------------------
+    def _timing_tables(self) -> None:
+        g = self.g
+        gs = [(c, len(grp), base) for c in range(g.channels)
+              for grp, base in zip(self.groups[c], self.k_group_base[c], strict=True)]
+        self._grp_ch = np.array([x[0] for x in gs], dtype=np.int64)
+        self._grp_G = np.array([x[1] for x in gs], dtype=np.int64)
+        self._grp_base = np.array([x[2] for x in gs], dtype=np.int64)
+        hs = [(c, i) for c in range(g.channels) for i in range(len(self.heads[c]))]
+        self._head_ch = np.array([x[0] for x in hs], dtype=np.int64)
+        self._head_i = np.array([x[1] for x in hs], dtype=np.int64)
+        spp = self.d_head // g.banks
+        C = g.cmd
+        self._v_timing = []                            # per channel: the V^T column writes (t-independent)
+        for c in range(g.channels):
+            S = len(self.heads[c]) * spp
+            cmd = np.tile(np.r_[C["ACTAB"], np.full(g.banks, C["WR"]), C["PREAB"]], S).astype(np.int64)
+            bank = np.tile(np.r_[0, np.arange(g.banks), 0], S).astype(np.int64)
+            self._v_timing.append((cmd, bank))
+
+    def score_timing(self, L: int) -> Flat:
+        """Timing form of `score_program(c, L)` for every channel."""
+        if not hasattr(self, "_grp_ch"):
+            self._timing_tables()
+        g = self.g
+        U = math.ceil(L / g.banks)
+        P = len(self._grp_G)
+        if P == 0:
+            return flat_streams([None] * g.channels)
+        nseg = U * self._grp_G
+        seg_prog = np.repeat(np.arange(P), nseg)
+        q = np.arange(int(nseg.sum())) - np.repeat(np.cumsum(nseg) - nseg, nseg)
+        starts = self._grp_base[seg_prog] + q * self.cph
+        return mac_timing(g, starts, np.full(len(starts), self.cph), seg_prog, self._grp_G * self.cph,
+                          self._grp_ch)
+
+    def context_timing(self, L: int) -> Flat:
+        """Timing form of `context_program(c, L)` for every channel."""
+        if not hasattr(self, "_grp_ch"):
+            self._timing_tables()
+        g = self.g
+        H = len(self._head_ch)
+        if H == 0:
+            return flat_streams([None] * g.channels)
+        spp = self.d_head // g.banks
+        J = math.ceil(L / g.gb_elems)
+        j = np.arange(J)
+        cols = -(-np.minimum(g.gb_elems, L - j * g.gb_elems) // g.lanes)
+        P = H * J
+        j_p = np.tile(j, H)
+        i_p = np.repeat(self._head_i, J)
+        seg_prog = np.repeat(np.arange(P), spp)
+        s = i_p[seg_prog] * spp + np.tile(np.arange(spp), P)
+        starts = s * self.v_stride + j_p[seg_prog] * (g.gb_elems // g.lanes)
+        prog_wrgb = cols[j_p]
+        return mac_timing(g, starts, prog_wrgb[seg_prog], seg_prog, prog_wrgb, np.repeat(self._head_ch, J))
+
+    def kv_timing(self, t: int) -> Flat:
+        """Timing form of `kv_program(c, t)` for every channel."""
+        if not hasattr(self, "_grp_ch"):
+            self._timing_tables()
+        g = self.g
+        b, u = t % g.banks, t // g.banks
+        parts = []
+        for c in range(g.channels):
+            pieces = [rw_timing(g, b, base + u * len(grp) * self.cph, len(grp) * self.cph, True)
+                      for grp, base in zip(self.groups[c], self.k_group_base[c], strict=True)]
+            if self.heads[c]:
+                pieces.append(self._v_timing[c])
+            parts.append(pieces)
+        return concat_flat(parts)
 
     # -- score q . K^T -----------------------------------------------------------------------------------
     def score_program(self, c: int, L: int) -> Stream:

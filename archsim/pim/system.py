@@ -9,10 +9,22 @@ instruction when the ASIC and the PIM package are idle, reference/pim-gpt.md sec
 Energy is applied after timing: command counts x per-action energies of the preset's `pim.energy` table,
 plus ASIC compute + SRAM energy, plus channel standby power x time.
 
+Simulation speed (all exact: results equal a full simulation cycle for cycle, tests/test_pimgpt.py):
+  * per-token op plans come from the graph of a one-layer copy of the model, after checking that the full
+    graph is exactly that block repeated n_layers times (otherwise every token builds the full graph);
+  * streams are generated in timing-only form (opcode, bank) for all channels at once and run by one kernel
+    call per op (archsim.compiler.pimgpt `*_timing`, archsim.pim.engine `run_flat`);
+  * two memo levels keyed on the exact normalised timing state (interned to an int by the engine): one op
+    (PimEngine memo) and one whole layer (`_layer_memo`: same layer structure, token and context length).
+    A layer hit replays the layer's per-op contributions (integers scaled, the ASIC energy added op by op
+    so floating-point sums are bit-identical); when a layer ends in the state it started from, the
+    following layers of the same structure are replayed at once.
+
 Registered as system `pimgpt` (archsim.systems).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -85,6 +97,12 @@ class PimGptSimulator:
         self.token_cycles: list[int] = []
         self.clock = 0
         self.rng = np.random.default_rng(0)
+        self._flat_w: dict[Any, tuple] = {}        # weight streams (timing form), for the whole run
+        self._flat_t: dict[Any, tuple] = {}        # this token's attention streams (timing form)
+        self._layer_memo: dict[Any, tuple] = {}
+        self.layer_memo_hits = 0
+        self.layer_memo_misses = 0
+        self._fast = self._setup_fast()
 
     # -- streams --------------------------------------------------------------------------------------------
     def _cols(self, s: Any) -> tuple:
@@ -150,8 +168,221 @@ class PimGptSimulator:
             self._asic_memo[key] = got
         return got
 
+    # -- fast path: per-token plans, timing-form streams, layer memo --------------------------------------------
+    def _setup_fast(self) -> bool:
+        """Use the one-layer template if the full graph is its block repeated n_layers times (checked at a few
+        context lengths: block ops equal up to name and layer index, embedding / head ops equal)."""
+        from archsim.workload import build_graph
+
+        if self.log:
+            return False
+        model = self.model
+        n = model.n_layers
+        m1 = dataclasses.replace(model, n_layers=1)
+        T = self.cfg["tokens"]
+        split = None
+        for L in sorted({1, 2, (T + 1) // 2, T} & set(range(1, model.max_context + 1))):
+            full = list(build_graph(model, "decode", context_len=L))
+            one = list(build_graph(m1, "decode", context_len=L))
+            idx = [i for i, op in enumerate(one) if op.layer is not None]
+            if not idx or any(one[i].layer != 0 for i in idx) or idx != list(range(idx[0], idx[-1] + 1)):
+                return False
+            npre, nb = idx[0], len(idx)
+            pre, block, post = one[:npre], one[npre:npre + nb], one[npre + nb:]
+            if len(full) != npre + n * nb + len(post) or full[:npre] != pre or full[npre + n * nb:] != post:
+                return False
+            for i in range(n):
+                for j, op in enumerate(block):
+                    f = full[npre + i * nb + j]
+                    if f.layer != i or dataclasses.replace(f, name=op.name, layer=0) != op:
+                        return False
+            if split not in (None, (npre, nb)):
+                return False
+            split = (npre, nb)
+        self._model1 = m1
+        self._npre, self._nblock = split
+        # layers whose weight shapes match run the same streams: one structure id per distinct shape tuple
+        block = list(build_graph(m1, "decode", context_len=1))[self._npre:self._npre + self._nblock]
+        ids: dict[tuple, int] = {}
+        self._struct: list[int] = []
+        self._struct_rep: dict[int, int] = {}
+        for i in range(n):
+            sig = tuple((self.layout.layers[i][op.role].n, self.layout.layers[i][op.role].k)
+                        if op.kind in ("gemv", "gemm") else op.kind for op in block)
+            if sig not in ids:
+                ids[sig] = len(ids)
+                self._struct_rep[ids[sig]] = i
+            self._struct.append(ids[sig])
+        return True
+
+    def _acc_for(self, op: Any) -> dict[str, Any]:
+        role = op.role or op.kind
+        a = self.acc.get(role)
+        if a is None:
+            a = self.acc[role] = {"op": role, "kind": op.kind, "ops": 0, "pim_cycles": 0, "asic_cycles": 0,
+                                  "asic_energy_pj": 0.0, "counts": np.zeros(self.n_cmds, dtype=np.int64)}
+        return a
+
+    def _flat_token(self, key: Any, fn: Any, arg: int) -> tuple:
+        got = self._flat_t.get(key)
+        if got is None:
+            got = self._flat_t[key] = fn(arg)
+        return got
+
+    def _flat_weight(self, key: Any, w: Any) -> tuple:
+        got = self._flat_w.get(key)
+        if got is None:
+            got = self._flat_w[key] = w.timing()
+        return got
+
+    def _flat_embedding(self, tok: int, t: int) -> tuple:
+        from archsim.compiler.pimgpt import concat_flat
+
+        lay = self.layout
+        pieces: list[list] = [[] for _ in range(self.g.channels)]
+        c, cmd, bank = lay.lm_head.element_reads_timing(tok)
+        pieces[c].append((cmd, bank))
+        if lay.wpe is not None:
+            c, cmd, bank = lay.wpe.element_reads_timing(t)
+            pieces[c].append((cmd, bank))
+        return concat_flat(pieces)
+
+    def _step(self, op: Any, layer: int | None, t: int, L: int) -> tuple:
+        """(accumulator, memo key, timing-stream factory or None, ASIC cycles, ASIC pJ) of one op; same keys
+        as `pim_op`."""
+        acc = self._acc_for(op)
+        cyc, pj = self.asic_cost(op)
+        kind = op.kind
+        lay = self.layout
+        key = make = None
+        if kind == "gemv" or kind == "gemm":
+            w = lay.lm_head if op.role == "lm_head" else lay.layers[layer][op.role]
+            key = ("w", w.n, w.k)
+            make = lambda: self._flat_weight(key, w)  # noqa: E731
+        elif kind == "attn_score":
+            att = lay.layers[layer]["attn"]
+            key = ("score", L)
+            make = lambda: self._flat_token(key, att.score_timing, L)  # noqa: E731
+        elif kind == "attn_context":
+            att = lay.layers[layer]["attn"]
+            key = ("ctx", L)
+            make = lambda: self._flat_token(key, att.context_timing, L)  # noqa: E731
+        elif kind == "kv_append":
+            att = lay.layers[layer]["attn"]
+            key = ("kv", t)
+            make = lambda: self._flat_token(key, att.kv_timing, t)  # noqa: E731
+        elif kind == "embedding":
+            tok = int(self._token_id)
+            key = ("emb", tok, t)
+            make = lambda: self._flat_embedding(tok, t)  # noqa: E731
+        return acc, key, make, cyc, pj
+
+    def _exec(self, st: tuple) -> tuple:
+        """Run one planned op; returns its contribution (accumulator, PIM cycles, counts or None, ASIC cycles,
+        ASIC pJ) for the layer memo."""
+        acc, key, make, cyc, pj = st
+        acc["ops"] += 1
+        dp, cnt = 0, None
+        if make is not None:
+            end, cnt = self.engine.run_flat(key, make, self.clock)
+            dp = end - self.clock
+            acc["pim_cycles"] += dp
+            acc["counts"] += cnt
+            self.clock = end
+        acc["asic_cycles"] += cyc
+        acc["asic_energy_pj"] += pj
+        self.clock += cyc
+        return acc, dp, cnt, cyc, pj
+
+    @staticmethod
+    def _layer_entry(rec: list[tuple], advance: int, out_sid: int) -> tuple:
+        """Per-accumulator totals of one layer's ops (ASIC pJ kept as the ordered list of addends)."""
+        agg: dict[int, list] = {}
+        for acc, dp, cnt, cyc, pj in rec:
+            e = agg.get(id(acc))
+            if e is None:
+                e = agg[id(acc)] = [acc, 0, 0, None, 0, []]
+            e[1] += 1
+            e[2] += dp
+            if cnt is not None:
+                e[3] = cnt.copy() if e[3] is None else e[3] + cnt
+            e[4] += cyc
+            e[5].append(pj)
+        return advance, out_sid, [tuple(e[:5]) + (tuple(e[5]),) for e in agg.values()]
+
+    def _replay(self, ent: tuple, k: int) -> None:
+        """Apply a memoised layer k times in a row (it ends in the state it starts from when k > 1)."""
+        advance, out_sid, agg = ent
+        for acc, nops, dp, cnt, cyc, pjs in agg:
+            acc["ops"] += k * nops
+            acc["pim_cycles"] += k * dp
+            if cnt is not None:
+                acc["counts"] += cnt * k
+            acc["asic_cycles"] += k * cyc
+            e = acc["asic_energy_pj"]
+            for _ in range(k):
+                for pj in pjs:
+                    e += pj
+            acc["asic_energy_pj"] = e
+        self.clock += k * advance
+        self.engine.set_state(out_sid, self.clock)
+
+    def _run_token_fast(self, t: int) -> int:
+        from archsim.workload import build_graph
+
+        L = t + 1
+        ops = build_graph(self._model1, "decode", context_len=L)
+        self._token_id = self.rng.integers(0, self.model.vocab)
+        self._flat_t.clear()
+        npre, nb = self._npre, self._nblock
+        pre = [self._step(op, None, t, L) for op in ops[:npre]]
+        blocks = {s: [self._step(op, r, t, L) for op in ops[npre:npre + nb]] for s, r in self._struct_rep.items()}
+        post = [self._step(op, None, t, L) for op in ops[npre + nb:]]
+        start = self.clock
+        eng = self.engine
+        for st in pre:
+            self._exec(st)
+        n = self.model.n_layers
+        i = 0
+        while i < n:
+            s = self._struct[i]
+            if not eng.memo_on:
+                for st in blocks[s]:
+                    self._exec(st)
+                i += 1
+                continue
+            sid = eng.state_id(self.clock)
+            lkey = (s, t, L, sid)
+            ent = self._layer_memo.get(lkey)
+            if ent is None:
+                self.layer_memo_misses += 1
+                c0 = self.clock
+                rec = [self._exec(st) for st in blocks[s]]
+                self._layer_memo[lkey] = self._layer_entry(rec, self.clock - c0, eng.state_id(self.clock))
+                i += 1
+                continue
+            k = 1
+            if ent[1] == sid:                      # fixed point: the next layers of this structure repeat it
+                while i + k < n and self._struct[i + k] == s:
+                    k += 1
+            self.layer_memo_hits += k
+            self._replay(ent, k)
+            i += k
+        for st in post:
+            self._exec(st)
+        self.token_cycles.append(self.clock - start)
+        return self.clock - start
+
     # -- the run ----------------------------------------------------------------------------------------------
     def run_token(self, t: int) -> int:
+        """Simulate decode step t (context L = t + 1); returns its cycles."""
+        if self._fast:
+            return self._run_token_fast(t)
+        return self._run_token_ops(t)
+
+    def _run_token_ops(self, t: int) -> int:
+        """Reference per-op path (full graph, Stream-based streams): used with log=True (command logs need
+        rows and columns) and for graphs the one-layer template does not describe."""
         from archsim.workload import build_graph
 
         L = t + 1
@@ -262,6 +493,7 @@ class PimGptSimulator:
             "sim_wall_s": wall_s, "sim_kernel_s": self.engine.kernel_s,
             "sim_commands_simulated": self.engine.commands_simulated,
             "sim_memo_hits": self.engine.memo_hits, "sim_memo_misses": self.engine.memo_misses,
+            "sim_layer_memo_hits": self.layer_memo_hits, "sim_layer_memo_misses": self.layer_memo_misses,
             "engine": self.engine.engine, "refresh": "not modelled",
         }
         stats.update(self.baselines())

@@ -144,3 +144,75 @@ def test_stream_text_round_trip(spec2):
     back = from_text(to_text(s, spec2), spec2)
     for f in ("cmd", "row", "col"):
         assert (getattr(back, f) == getattr(s, f)).all()
+
+
+# ---- timing-only streams and the multi-channel kernel (simulation speed, issue #3) ----------------------------
+def _flat_equal(a, b):
+    return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("channels", [1, 2, 8])
+def test_timing_streams_equal_programs(channels):
+    """The vectorised (cmd, bank) generators equal the full streams command for command."""
+    from archsim.compiler.pimgpt import flat_streams
+
+    spec = load_spec("GDDR6_AiM_16Gbps", overrides={"org.channels": channels})
+    g = Geometry.from_spec(spec)
+    # (heads, d_head, max context): one group per channel, several groups (> GB size), fewer heads than channels
+    for H, d, Lmax in ((4, 64, 64), (40, 128, 2048), (3, 64, 100)):
+        att = AttentionLayout(0, H, d, Lmax, 5, g)
+        for L in sorted({1, 15, 16, 17, Lmax // 2 + 3, Lmax - 1, Lmax, 1024, 1025} & set(range(1, Lmax + 1))):
+            for timing, program, arg in ((att.score_timing, att.score_program, L),
+                                         (att.context_timing, att.context_program, L),
+                                         (att.kv_timing, att.kv_program, L - 1)):
+                want = flat_streams([program(c, arg) for c in range(channels)])
+                assert _flat_equal(timing(arg), want), (H, d, L, program.__name__)
+    for n, k, packed in ((200, 1100, True), (1000, 700, False), (3, 64, True)):
+        w = WeightLayout("w", n, k, 3, g, packed)
+        for o in sorted({0, 1, 17, n // 2, n - 1} & set(range(n))):
+            c, s = w.element_reads(o)
+            c2, cmd, bank = w.element_reads_timing(o)
+            assert c == c2 and np.array_equal(s.cmd, cmd) and np.array_equal(np.maximum(s.bank, 0), bank)
+        assert _flat_equal(w.timing(), flat_streams([w.program(c) for c in range(channels)]))
+
+
+@pytest.mark.parametrize("eng", ["numba", "python"])
+@pytest.mark.parametrize("memo", [False, True])
+def test_run_flat_equals_per_channel_run(spec2, eng, memo):
+    """One kernel call for all channels (run_flat) == run() channel by channel, including the end state."""
+    from archsim.compiler.pimgpt import flat_streams
+
+    ops = _streams(spec2)
+    ref = PimEngine(spec2, engine=eng, memo=False)
+    fl = PimEngine(spec2, engine=eng, memo=memo)
+    t_r = t_f = 0
+    for rep in range(2):
+        for k, op in enumerate(ops):
+            ends, counts = ref.run(None, [(s.cmd, s.bank) for s in op], t_r)
+            end, cnt = fl.run_flat(("op", k), lambda op=op: flat_streams(op), t_f)
+            assert end - t_f == int(ends.max()) - t_r and (cnt == counts.sum(axis=0)).all()
+            t_r, t_f = int(ends.max()) + 11 * rep, end + 11 * rep
+    fl.sync()
+    for a, b in ((ref.ready, fl.ready), (ref.last, fl.last)):
+        assert (np.maximum(a - t_r, 0) == np.maximum(b - t_f, 0)).all()
+    if memo:
+        assert fl.memo_hits > 0
+
+
+def test_state_ids_follow_the_arrays(spec2):
+    """A virtual state (id, base) shifted by delta gets the id that the materialised arrays give."""
+    ops = _streams(spec2)
+    e = PimEngine(spec2, memo=True)
+    t = 0
+    for op in ops + ops:
+        ends, _ = e.run(("x", len(op[0])), [(s.cmd, s.bank) for s in op], t)
+        t = int(ends.max())
+        for delta in (0, 1, 5, 37, 10_000):
+            sid = e.state_id(t + delta)
+            probe = PimEngine(spec2, memo=True)
+            e.sync()
+            for name in ("ready", "hist", "hist_pos", "last"):
+                getattr(probe, name)[:] = getattr(e, name)
+            assert probe.state_id(t + delta) == 0          # first state interned by the probe
+            same = [np.array_equal(x, y) for x, y in zip(probe._states[0][:4], e._states[sid][:4], strict=True)]
+            assert all(same), delta

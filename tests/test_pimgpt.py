@@ -149,3 +149,53 @@ def test_row_hit_rate_all_models_full_context(model):
     r = run_pimgpt(model, tokens=1024, baselines=[])
     assert r.stats["row_hit_rate"] >= 0.95
     assert np.isfinite(r.stats["energy_per_token_j"])
+
+
+def _acc_equal(a, b):
+    assert a.token_cycles == b.token_cycles
+    assert list(a.acc) == list(b.acc)                      # same roles, same order (DataFrame rows)
+    for role in a.acc:
+        x, y = a.acc[role], b.acc[role]
+        for f in ("kind", "ops", "pim_cycles", "asic_cycles", "asic_energy_pj"):
+            assert x[f] == y[f], (role, f)
+        assert (x["counts"] == y["counts"]).all(), role
+
+
+def test_layer_memo_equals_full_simulation():
+    """Fast path (one-layer plans, timing streams, op + layer memo with fixed-point replay) == the per-op
+    reference path with no memo at all, every op's cycles, counts and ASIC energy (bit for bit)."""
+    T = 4
+    fast = PimGptSimulator({"model": "gpt2-small", "tokens": T, "baselines": [], "memo": True})
+    flat = PimGptSimulator({"model": "gpt2-small", "tokens": T, "baselines": [], "memo": False})
+    ref = PimGptSimulator({"model": "gpt2-small", "tokens": T, "baselines": [], "memo": False})
+    assert fast._fast and flat._fast
+    ref._fast = False                                      # full graph, Stream-based streams, every op simulated
+    for t in range(T):
+        for sim in (fast, flat, ref):
+            sim.run_token(t)
+    _acc_equal(fast, ref)
+    _acc_equal(flat, ref)
+    n = fast.model.n_layers
+    assert fast.layer_memo_misses <= 2 * T                 # layers 0 and 1 of a token; the rest replayed
+    assert fast.layer_memo_hits == n * T - fast.layer_memo_misses
+    assert flat.layer_memo_hits == 0 and flat.engine.memo_hits == 0
+
+
+def test_layer_memo_result_identical_to_reference_path():
+    """The whole Result (stats apart from simulator counters, per-op DataFrame, token latencies)."""
+    cfg = {"model": "gpt2-medium", "tokens": 3, "channels": 16, "baselines": []}
+    a = PimGptSimulator(cfg).run()
+    sim = PimGptSimulator({**cfg, "memo": False})
+    sim._fast = False
+    b = sim.run()
+    strip = lambda s: {k: v for k, v in s.items() if not k.startswith("sim_")}  # noqa: E731
+    assert strip(a.stats) == strip(b.stats)
+    assert a.df.equals(b.df)
+    assert np.array_equal(a.extra["token_latency_s"], b.extra["token_latency_s"])
+    assert a.stats["sim_layer_memo_hits"] > 0
+
+
+def test_one_layer_template_checks():
+    sim = PimGptSimulator({"model": "gpt3-xl", "tokens": 5, "baselines": []})
+    assert sim._fast and sim._nblock > 0 and set(sim._struct) == {0}
+    assert not PimGptSimulator({"model": "gpt2-small", "tokens": 1, "baselines": []}, log=True)._fast

@@ -164,7 +164,8 @@ class PimEngine:
         self._sid_of: dict[bytes, int] = {}            # normalised state bytes -> state id
         self._states: list[tuple] = []                 # state id -> (ready, hist, hist_pos, last, saturation)
         self._shift: dict[tuple[int, int], int] = {}   # (state id, delta) -> state id
-        self._virtual: tuple[int, int] | None = None   # (state id, base): the arrays are stale when set
+        self._virtual: tuple[int, int] | None = None   # (state id, base) of the current state, if known
+        self._arrays_ok = True                         # the arrays hold the current state (else: _virtual)
         self.memo_hits = 0
         self.memo_misses = 0
         self.commands_simulated = 0
@@ -201,8 +202,8 @@ class PimEngine:
         return self._intern(ready, hist, self.hist_pos.copy(), last)
 
     def state_id(self, t0: int) -> int:
-        """Id of the current timing state relative to cycle t0 (equal ids <=> equal future behaviour of any
-        command sequence started at t0). Memo on only."""
+        """Id of the current timing state relative to cycle t0 (equal ids => equal behaviour of any command
+        sequence started at t0). Memo on only."""
         v = self._virtual
         if v is None:
             return self._sid_of_arrays(t0)
@@ -227,10 +228,14 @@ class PimEngine:
     def set_state(self, sid: int, t0: int) -> None:
         """Make the timing state the interned state `sid` relative to cycle t0."""
         self._virtual = (sid, t0)
+        self._arrays_ok = False
 
     def _materialise(self) -> None:
+        """Make the arrays hold the current state; afterwards they are the only description of it."""
         v = self._virtual
-        if v is None:
+        self._virtual = None
+        if self._arrays_ok or v is None:
+            self._arrays_ok = True
             return
         sid, t0 = v
         ready, hist, hist_pos, last, _ = self._states[sid]
@@ -238,7 +243,7 @@ class PimEngine:
         self.hist[:] = np.where(hist <= -self.max_lat - 1, -INF, hist + t0)
         self.hist_pos[:] = hist_pos
         self.last[:] = last + t0
-        self._virtual = None
+        self._arrays_ok = True
 
     def sync(self) -> None:
         """Bring the state arrays (ready, hist, hist_pos, last) up to date."""
@@ -254,7 +259,7 @@ class PimEngine:
             hit = self.memo.get(skey)
             if hit is not None:
                 self.memo_hits += 1
-                self._virtual = (hit[2], t_min)
+                self.set_state(hit[2], t_min)
                 return hit[3] + t_min, hit[4]
             self.memo_misses += 1
         self._materialise()
@@ -290,7 +295,7 @@ class PimEngine:
             hit = self.memo.get(skey)
             if hit is not None:
                 self.memo_hits += 1
-                self._virtual = (hit[2], t_min)
+                self.set_state(hit[2], t_min)
                 return t_min + hit[0], hit[1]
             self.memo_misses += 1
         self._materialise()
@@ -323,6 +328,7 @@ class PimEngine:
         hit = (int(rel.max()), counts.sum(axis=0), out, rel, counts)
         self.memo[skey] = hit
         self._virtual = (out, t_min)          # the arrays stay valid too; this makes the next state_id cheap
+        self._arrays_ok = True
         return hit
 
     def command_log(self) -> Any:

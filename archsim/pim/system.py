@@ -202,7 +202,9 @@ class PimGptSimulator:
         self._model1 = m1
         self._npre, self._nblock = split
         # layers whose weight shapes match run the same streams: one structure id per distinct shape tuple
-        block = list(build_graph(m1, "decode", context_len=1))[self._npre:self._npre + self._nblock]
+        one = list(build_graph(m1, "decode", context_len=1))
+        self._shape1 = [(op.kind, op.role, op.layer) for op in one]
+        block = one[self._npre:self._npre + self._nblock]
         ids: dict[tuple, int] = {}
         self._struct: list[int] = []
         self._struct_rep: dict[int, int] = {}
@@ -332,6 +334,8 @@ class PimGptSimulator:
 
         L = t + 1
         ops = build_graph(self._model1, "decode", context_len=L)
+        if [(op.kind, op.role, op.layer) for op in ops] != self._shape1:
+            return self._run_token_ops(t)              # not the checked template: full graph for this token
         self._token_id = self.rng.integers(0, self.model.vocab)
         self._flat_t.clear()
         npre, nb = self._npre, self._nblock

@@ -44,13 +44,17 @@ class Result:
     df: pd.DataFrame
     manifest: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # further tidy tables, e.g. "timeline"
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "stats": self.stats,
             "table": json.loads(self.df.to_json(orient="records")),
             "manifest": self.manifest,
         }
+        if self.tables:
+            out["tables"] = {name: json.loads(t.to_json(orient="records")) for name, t in self.tables.items()}
+        return out
 
     def write_json(self, path: str | Path) -> None:
         atomic_write_text(path, json.dumps(self.to_json_dict(), indent=2, default=_json_default) + "\n")

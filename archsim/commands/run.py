@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-baselines", action="store_true", help="skip the T4 / Xeon comparison")
     p.add_argument("--json", dest="json_out", metavar="FILE", help="write stats, per-op table and manifest")
     p.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-op table as CSV")
+    p.add_argument("--timeline", action="store_true",
+                   help="also record a per-unit (PIM / ASIC) timeline of the last decode step (in --json)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
@@ -37,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
         systems.get(args.system)   # unknown -> lists the known systems
         raise UserError(f"`archsim run` drives --system pimgpt; use `archsim trace` / `archsim sweep` for {args.system}")
     config = {"system": "pimgpt", "model": args.model, "tokens": args.tokens, "preset": args.preset,
-              "mapping": args.mapping, "engine": args.engine, "memo": not args.no_memo}
+              "mapping": args.mapping, "engine": args.engine, "memo": not args.no_memo,
+              "timeline": args.timeline}
     if args.channels is not None:
         config["channels"] = args.channels
     if args.asic_clock_hz is not None:

@@ -149,7 +149,8 @@ def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_
         t0 = time.perf_counter()
         if _progress_enabled(quiet) and engine == "numba":
             box: dict[str, Any] = {}
-            th = threading.Thread(target=lambda: box.setdefault("out", fn(*args)), daemon=True)
+            # the kernel releases the GIL (nogil=True), so this thread can draw progress while it runs
+            th = threading.Thread(target=lambda b=box, a=args: b.setdefault("out", fn(*a)), daemon=True)
             th.start()
             while th.is_alive():
                 th.join(0.25)

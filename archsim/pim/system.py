@@ -43,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "system": "pimgpt", "model": "gpt2-xl", "tokens": 1024, "channels": None, "asic_clock_hz": None,
     "preset": "GDDR6_AiM_16Gbps", "mapping": "pimgpt", "mapping_overrides": {}, "asic": "pimgpt_asic",
     "baselines": ["t4", "xeon-gold-6154"], "engine": "numba", "memo": True, "refresh": False,
+    "timeline": False,   # also record a per-unit timeline of the last decode step (one extra step, per-op path)
 }
 ENERGY_COMPONENTS = ("dram_array", "pim_mac", "global_buffer", "io", "asic", "background")
 
@@ -94,6 +95,8 @@ class PimGptSimulator:
         self._streams: dict[Any, list] = {}
         self._asic_memo: dict[Any, tuple[int, float]] = {}
         self.acc: dict[str, dict[str, Any]] = {}
+        self.work: dict[str, list[float]] = {}   # role -> [flops, bytes] of the graph ops (for the roofline)
+        self.intervals: list[tuple[str, str, int, int]] | None = None  # (unit, op, start, end) when recording
         self.token_cycles: list[int] = []
         self.clock = 0
         self.rng = np.random.default_rng(0)
@@ -336,6 +339,8 @@ class PimGptSimulator:
         ops = build_graph(self._model1, "decode", context_len=L)
         if [(op.kind, op.role, op.layer) for op in ops] != self._shape1:
             return self._run_token_ops(t)              # not the checked template: full graph for this token
+        for op in ops:                                 # block ops stand for every layer
+            self._add_work(op, self.model.n_layers if op.layer is not None else 1)
         self._token_id = self.rng.integers(0, self.model.vocab)
         self._flat_t.clear()
         npre, nb = self._npre, self._nblock
@@ -394,6 +399,7 @@ class PimGptSimulator:
         self._token_id = self.rng.integers(0, self.model.vocab)
         start = self.clock
         for op in graph:
+            self._add_work(op, 1)
             role = op.role or op.kind
             a = self.acc.get(role)
             if a is None:
@@ -404,15 +410,24 @@ class PimGptSimulator:
             if make is not None:
                 ends, counts = self.engine.run(key, make, self.clock)
                 end = int(ends.max())
+                if self.intervals is not None:
+                    self.intervals.append(("PIM", op.name, self.clock, end))
                 a["pim_cycles"] += end - self.clock
                 a["counts"] += counts.sum(axis=0)
                 self.clock = end
             cyc, pj = self.asic_cost(op)
+            if self.intervals is not None and cyc:
+                self.intervals.append(("ASIC", op.name, self.clock, self.clock + cyc))
             a["asic_cycles"] += cyc
             a["asic_energy_pj"] += pj
             self.clock += cyc
         self.token_cycles.append(self.clock - start)
         return self.clock - start
+
+    def _add_work(self, op: Any, times: int) -> None:
+        w = self.work.setdefault(op.role or op.kind, [0.0, 0.0])
+        w[0] += op.flops * times
+        w[1] += op.bytes_total * times
 
     def run(self, quiet: bool = True, seed: int = 0) -> Result:
         self.rng = np.random.default_rng(seed)
@@ -421,7 +436,23 @@ class PimGptSimulator:
         for t in range(n):
             self.run_token(t)
         wall = time.perf_counter() - t0
-        return self.result(wall, seed)
+        res = self.result(wall, seed)
+        if self.cfg["timeline"]:
+            res.tables["timeline"] = self.timeline(n - 1)
+        return res
+
+    def timeline(self, t: int) -> pd.DataFrame:
+        """Per-unit busy intervals of decode step t, simulated op by op on a fresh simulator (the PIM channels
+        and the ASIC never overlap in PIM-GPT: each op starts when the previous one ends)."""
+        sim = PimGptSimulator({**self.cfg, "tokens": max(t + 1, 1), "memo": False, "timeline": False})
+        sim._fast = False
+        sim.intervals = []
+        sim.rng = np.random.default_rng(0)
+        sim._run_token_ops(t)
+        tck = self.spec.tCK_s
+        t0 = sim.intervals[0][2] if sim.intervals else 0
+        return pd.DataFrame([{"unit": u, "op": name, "start_s": (a - t0) * tck, "end_s": (b - t0) * tck}
+                             for u, name, a, b in sim.intervals])
 
     # -- results --------------------------------------------------------------------------------------------
     def energy_by_component(self, counts: np.ndarray, asic_pj: float, cycles: int) -> dict[str, float]:
@@ -469,6 +500,9 @@ class PimGptSimulator:
             rows.append({"op": role, "kind": a["kind"], "ops": a["ops"], "pim_cycles": a["pim_cycles"],
                          "asic_cycles": a["asic_cycles"], "cycles": cyc, "seconds": cyc * tck,
                          "seconds_per_token": cyc * tck / n, "share": cyc / total_cycles if total_cycles else 0.0,
+                         "flops": self.work.get(role, [0.0, 0.0])[0], "bytes": self.work.get(role, [0.0, 0.0])[1],
+                         "op_per_byte": (self.work[role][0] / self.work[role][1]
+                                         if self.work.get(role, [0, 0])[1] else 0.0),
                          "row_hit_rate": (acc - act) / acc if acc else float("nan"),
                          **{f"cmd_{nm}": int(a["counts"][i]) for i, nm in enumerate(names) if a["counts"].any()},
                          **{f"energy_{k}_pj": v for k, v in e.items() if k != "background"}})
@@ -499,6 +533,10 @@ class PimGptSimulator:
             "sim_memo_hits": self.engine.memo_hits, "sim_memo_misses": self.engine.memo_misses,
             "sim_layer_memo_hits": self.layer_memo_hits, "sim_layer_memo_misses": self.layer_memo_misses,
             "engine": self.engine.engine, "refresh": "not modelled",
+            # roofs for the report's roofline: all MACs busy, and every bank streaming one column per MAC slot
+            "peak_flops_per_s": self.g.channels * self.g.banks * self.spec.raw["pim"]["macs_per_bank"] * 2
+            / (self.spec.timing["nCCDL"] * tck),
+            "peak_bytes_per_s": self.g.channels * self.g.banks * self.spec.access_bytes / (self.spec.timing["nCCDL"] * tck),
         }
         stats.update(self.baselines())
         config = {**self.cfg, "dram": self.spec.raw, "policy": self.policy.raw}

@@ -75,12 +75,45 @@ def _label_width(labels: list[str]) -> float:
 # speedup bars
 
 
+def _run_speedups(runs: list[Source]) -> FigureOut:
+    rows = []
+    for src in runs:
+        for col in (c for c in src.stats.columns if c.startswith("speedup_vs_")):
+            for run, value in zip(src.stats["run"], _numeric(src.stats[col]), strict=True):
+                rows.append({"run": str(run), "baseline": col.removeprefix("speedup_vs_"), "speedup": float(value)})
+    data = pd.DataFrame(rows).iloc[:MAX_BARS]
+    pivot = data.pivot_table(index="run", columns="baseline", values="speedup", aggfunc="first", sort=False)
+    fig = Figure(figsize=(_label_width([str(g) for g in pivot.index]), _bar_height(len(data))), layout="constrained")
+    ax = fig.add_subplot()
+    n_var = max(1, len(pivot.columns))
+    height = 0.8 / n_var
+    y = np.arange(len(pivot.index))
+    for i, base in enumerate(pivot.columns):
+        ax.barh(y + (i - (n_var - 1) / 2) * height, pivot[base].to_numpy(dtype=float), height, label=str(base))
+    ax.set_yticks(y, [str(g) for g in pivot.index])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("speedup (x, log scale)")
+    ax.set_title("speedup against each run's baselines", fontsize=10)
+    fig.legend(loc="outside right upper", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    return FigureOut("speedup-runs", "Speedup against baselines (single runs)",
+                     "Each run's own `speedup_vs_<baseline>` stats (latency of the baseline / latency of the run).",
+                     data, fig)
+
+
 def speedup_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
     out: list[FigureOut] = []
     reasons: list[str] = []
     sweeps = [s for s in sources if s.kind == "sweep"]
+    # Runs that carry their own baseline comparisons (stats `speedup_vs_<baseline>`) get bars of those.
+    runs = [s for s in sources if s.kind == "run" and any(c.startswith("speedup_vs_") for c in s.stats.columns)]
+    if runs:
+        out.append(_run_speedups(runs))
     if not sweeps:
-        return [], ["needs a sweep with a metric that has a `baseline:` (inputs are single runs)"]
+        if not runs:
+            reasons.append("needs a sweep with a metric that has a `baseline:`, or runs with speedup_vs_* stats")
+        return out, reasons
     for src in sweeps:
         with_base = {n: m for n, m in src.metrics.items() if m.get("baseline")}
         if not with_base:

@@ -92,6 +92,11 @@ def _load_run(path: Path) -> Source:
     row: dict[str, Any] = {"run": name, "source": name, "config_hash": manifest.get("config_hash"), "seed": manifest.get("seed")}
     stats = pd.DataFrame([{**row, **{k: v for k, v in data["stats"].items() if k not in row}}])
     table = pd.DataFrame.from_records(data["table"]) if data["table"] else pd.DataFrame()
+    # Named extra tables (e.g. a per-unit timeline) join the run's tidy rows; each figure picks its columns.
+    extra = [pd.DataFrame.from_records(rows).assign(table=name)
+             for name, rows in (data.get("tables") or {}).items() if rows]
+    if extra:
+        table = pd.concat([table.assign(table="main"), *extra], ignore_index=True)
     table = _free(table, ("run", "source", "config_hash"))
     table["run"] = name
     table["source"] = name

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup tools demo test test-all bench lint clean
+.PHONY: setup tools demo demo-trace test test-all bench lint clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,14 @@ tools:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq iverilog verilator >/dev/null; \
 	fi
 
+# Main job on a built-in default: PIM-GPT decodes 64 tokens of GPT-2 small, then a report with figures.
 demo: setup
+	$(BIN)/archsim run --system pimgpt --model gpt2-small --tokens 64 --timeline --json demo-out/pimgpt-gpt2-small.json
+	$(BIN)/archsim report demo-out/pimgpt-gpt2-small.json -o demo-out/report
+	@echo "open demo-out/report/report.html"
+
+# A DRAM trace run (the foundation's job) on a synthetic random trace.
+demo-trace: setup
 	$(BIN)/archsim trace synthetic:random:200000 --preset HBM2_2Gbps_PC --json demo-out/trace-hbm2-random.json
 
 test: setup tools
@@ -34,6 +41,7 @@ test-all: setup tools
 
 bench: setup
 	$(BIN)/python benchmarks/bench_dram.py
+	$(BIN)/python benchmarks/bench_pimgpt.py
 
 lint: setup
 	$(BIN)/ruff check archsim tests benchmarks

@@ -69,6 +69,14 @@ def run(args: argparse.Namespace) -> int:
         rows.append(("simulator", f"{s['sim_wall_s']:.2f} s wall, {s['sim_commands_simulated']:,} commands simulated, "
                      f"memo {s['sim_memo_hits']} hits / {s['sim_memo_misses']} misses"))
         print_table(rows)
+        df = result.df.sort_values("seconds", ascending=False)
+        print("  per op (all layers, all tokens):")
+        print(f"    {'op':<14}{'kind':<14}{'ms/token':>10}{'share':>8}{'PIM %':>7}{'row hits':>10}")
+        for _, r in df.iterrows():
+            pim = 100 * r["pim_cycles"] / r["cycles"] if r["cycles"] else 0.0
+            hits = f"{100 * r['row_hit_rate']:.1f} %" if r["row_hit_rate"] == r["row_hit_rate"] else "-"
+            print(f"    {r['op']:<14}{r['kind']:<14}{r['seconds_per_token'] * 1e3:>10.4f}{100 * r['share']:>7.1f}%"
+                  f"{pim:>7.0f}{hits:>10}")
     if args.json_out:
         result.write_json(args.json_out)
     if args.csv_out:

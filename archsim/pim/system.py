@@ -508,7 +508,10 @@ class PimGptSimulator:
                          **{f"energy_{k}_pj": v for k, v in e.items() if k != "background"}})
         bg = self.energy_by_component(np.zeros(self.n_cmds, dtype=np.int64), 0.0, total_cycles)["background"]
         energy_tot["background"] = bg
-        df = pd.DataFrame(rows).fillna(0)
+        df = pd.DataFrame(rows)
+        # command counts absent for an op are zero; a row-hit rate without bank accesses stays NaN (no meaning)
+        count_cols = [c for c in df.columns if c.startswith(("cmd_", "energy_"))]
+        df[count_cols] = df[count_cols].fillna(0)
         seconds = total_cycles * tck
         acc, act = self.row_hits(tot_counts)
         lat = np.array(self.token_cycles) * tck

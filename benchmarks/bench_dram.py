@@ -4,23 +4,30 @@ Cases: DDR4-3200 one channel and HBM2 (pseudo-channel mode) eight channels, each
 over 2 GiB) and a sequential stream; 64 B requests (32 B on HBM2 pseudo-channels), 80 % reads, one request
 offered per cycle, default controller (FR-FCFS, open row, all-bank refresh, 32-entry queues).
 
-    .venv/bin/python benchmarks/bench_dram.py [--requests N] [--repeat K] [--json FILE] [--cases a,b] [--no-isolate]
+    .venv/bin/python benchmarks/bench_dram.py [--requests N] [--repeat K] [--json FILE] [--cases a,b]
+                                              [--no-isolate] [--kernel FILE]
 
 Reported per case:
-  compile_s       numba compile time of the kernel from scratch (a fresh dispatcher with the kernel's own options
-                  but no on-disk cache, so the cache is neither read nor written), first call on a tiny trace
-  first_call_s    first call of archsim's cached `simulate_jit` in a fresh process on a tiny trace (cache load, or
-                  compile + cache write when the cache was missing; `cache` says which)
-  wall_s          median of K timed `simulate_trace` calls: address-mapping decode + table setup + kernel; trace
-                  generation and result statistics excluded. kernel_s is the kernel-only part (median).
-  cycles, cycles/s, req/s, cmd/s (simulated commands issued per wall second), peak RSS (ru_maxrss of the process
-  that ran the case; each case runs in its own process unless --no-isolate)
+  compile_s       numba compile time of the kernel from scratch (a fresh dispatcher with the kernel's own
+                  options but no on-disk cache, so the cache is neither read nor written), first call on a
+                  tiny trace
+  first_call_s    first call of archsim's cached `simulate_jit` in a fresh process on a tiny trace: a cache
+                  load, or compile + cache write when the cache was missing (column `cache` says which)
+  wall_s          median of K timed `simulate_trace` calls: address-mapping decode + table setup + kernel;
+                  trace generation and result statistics excluded. kernel_s: the kernel alone (median);
+                  cpu_s: CPU time of the calling thread (median), less sensitive to other load on the machine
+  cycles, cycles/s, req/s, cmd/s (commands issued per wall second), peak RSS (ru_maxrss of the process that
+  ran the case; each case runs in its own process unless --no-isolate)
   simulated results: bandwidth GB/s, row-hit rate, mean read latency, and the cycle count of Ramulator 2.1's
-  published runs of the same traces for comparison (only meaningful with the default 2 M requests).
+  published runs of the same traces (only compared with the default 2 M requests).
+
+--kernel FILE benchmarks another copy of archsim/engine/dram_kernel.py (e.g. the previous version, for a
+before/after table); it is compiled without the on-disk cache.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -73,15 +80,28 @@ def _cache_files() -> list[Path]:
     return sorted(d.glob("dram_kernel.simulate-*.nbi")) if d.is_dir() else []
 
 
-def measure_compile() -> dict:
-    """Cold compile time of the kernel, without touching the on-disk cache."""
+def _fresh_dispatcher(kernel_file: str | None):
+    """A new, uncached numba dispatcher of `simulate` (archsim's, or the one in kernel_file), with the
+    options of that module's simulate_jit."""
     import numba
 
+    from archsim.engine import dram_kernel as K
+
+    mod = K
+    if kernel_file:
+        spec = importlib.util.spec_from_file_location("bench_dram_kernel", kernel_file)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    opts = {k: v for k, v in mod.simulate_jit.targetoptions.items() if k not in ("cache", "nopython")}
+    return numba.njit(**opts)(mod.simulate), opts
+
+
+def measure_compile(kernel_file: str | None) -> dict:
+    """Cold compile time of the kernel, without touching the on-disk cache."""
     from archsim.dram import system
     from archsim.engine import dram_kernel as K
 
-    opts = {k: v for k, v in K.simulate_jit.targetoptions.items() if k != "cache"}
-    fresh = numba.njit(**opts)(K.simulate)
+    fresh, opts = _fresh_dispatcher(kernel_file)
     spec, ctrl = _setup(*CASES["ddr4-random"][:2])
     tr = _trace(spec, "random", 64)
     saved = K.simulate_jit
@@ -92,26 +112,34 @@ def measure_compile() -> dict:
         compile_s = time.perf_counter() - t0
     finally:
         K.simulate_jit = saved
-    return {"compile_s": compile_s, "jit_options": {k: str(v) for k, v in opts.items()}}
+    return {"compile_s": compile_s, "jit_options": {k: str(v) for k, v in opts.items()},
+            "kernel": kernel_file or "archsim/engine/dram_kernel.py"}
 
 
-def run_case(name: str, requests: int, repeat: int) -> dict:
+def run_case(name: str, requests: int, repeat: int, kernel_file: str | None = None) -> dict:
     from archsim.dram import system
+    from archsim.engine import dram_kernel as K
 
     preset, channels, kind = CASES[name]
     spec, ctrl = _setup(preset, channels)
-    had_cache = bool(_cache_files())
+    if kernel_file:
+        K.simulate_jit = _fresh_dispatcher(kernel_file)[0]
+        cache = "none (--kernel)"
+    else:
+        cache = "hit" if _cache_files() else "miss (compiled, written)"
     tiny = _trace(spec, kind, 64)
     t0 = time.perf_counter()
     system.simulate_trace(spec, ctrl, tiny.addr, tiny.is_write, tiny.arrive)
     first_call = time.perf_counter() - t0
 
     tr = _trace(spec, kind, requests)
-    walls, kernels = [], []
+    walls, kernels, cpus = [], [], []
     raw = None
     for _ in range(repeat):
         t0 = time.perf_counter()
+        c0 = time.thread_time()
         raw = system.simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive)
+        cpus.append(time.thread_time() - c0)
         walls.append(time.perf_counter() - t0)
         kernels.append(raw["wall_s"])
     wall = statistics.median(walls)
@@ -121,13 +149,14 @@ def run_case(name: str, requests: int, repeat: int) -> dict:
     is_write = np.asarray(tr.is_write, dtype=bool)
     lat = (raw["req_done"] - raw["req_enq"])[~is_write]
     seconds = cycles * spec.tCK_s
-    out = {
+    return {
         "case": name, "preset": preset, "channels": channels, "trace": kind, "requests": requests,
-        "repeat": repeat, "cache": "hit" if had_cache else "miss (compiled, written)", "first_call_s": first_call,
-        "wall_s": wall, "wall_s_all": walls, "kernel_s": kern,
+        "repeat": repeat, "cache": cache, "first_call_s": first_call,
+        "wall_s": wall, "wall_s_min": min(walls), "wall_s_all": walls, "kernel_s": kern,
+        "cpu_s": statistics.median(cpus),
         "cycles": cycles, "cycles_per_s": cycles / wall, "requests_per_s": requests / wall,
         "kernel_requests_per_s": requests / kern, "commands": commands, "commands_per_s": commands / wall,
-        "peak_rss_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "scheduler_passes": raw.get("scheduler_passes", 0), "peak_rss_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "bandwidth_GBps": requests * spec.access_bytes / seconds / 1e9,
         "peak_bandwidth_GBps": spec.peak_bw_bytes_per_s / 1e9,
         "row_hit_rate": float((raw["req_kind"] == 0).mean()),
@@ -135,12 +164,13 @@ def run_case(name: str, requests: int, repeat: int) -> dict:
         "read_latency_mean_ns": float(lat.mean()) * spec.tCK_ps / 1000 if lat.size else 0.0,
         "ramulator_cycles": RAMULATOR_CYCLES[name] if requests == RAMULATOR_REQUESTS else None,
     }
-    return out
 
 
-def _run_isolated(name: str, requests: int, repeat: int) -> dict:
+def _run_isolated(name: str, requests: int, repeat: int, kernel_file: str | None) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_child", name, "--requests", str(requests),
            "--repeat", str(repeat)]
+    if kernel_file:
+        cmd += ["--kernel", kernel_file]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=str(ROOT))
     if res.returncode != 0:
         sys.stderr.write(res.stdout + res.stderr)
@@ -149,23 +179,24 @@ def _run_isolated(name: str, requests: int, repeat: int) -> dict:
 
 
 def _fmt_table(rows: list[dict], compile_info: dict) -> str:
-    head = ["case", "requests", "wall s (median)", "kernel s", "cycles", "Mcycles/s", "K req/s", "M cmd/s",
-            "peak RSS MiB", "first call s", "BW GB/s (% peak)", "row-hit", "read lat cyc (ns)",
+    head = ["case", "requests", "wall s (median)", "kernel s", "cpu s", "cycles", "Mcycles/s", "K req/s",
+            "M cmd/s", "peak RSS MiB", "first call s", "BW GB/s (% peak)", "row-hit", "read lat cyc (ns)",
             "Ramulator 2.1 cycles (ours/theirs)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         ram = r["ramulator_cycles"]
         ram_s = f"{ram / 1e6:.2f} M ({r['cycles'] / ram:.3f})" if ram else "n/a"
         lines.append("| " + " | ".join([
-            r["case"], f"{r['requests']:,}", f"{r['wall_s']:.3f}", f"{r['kernel_s']:.3f}", f"{r['cycles']:,}",
-            f"{r['cycles_per_s'] / 1e6:.2f}", f"{r['requests_per_s'] / 1e3:.0f}", f"{r['commands_per_s'] / 1e6:.2f}",
-            f"{r['peak_rss_MiB']:.0f}", f"{r['first_call_s']:.2f} ({r['cache'].split()[0]})",
+            r["case"], f"{r['requests']:,}", f"{r['wall_s']:.3f}", f"{r['kernel_s']:.3f}", f"{r['cpu_s']:.3f}",
+            f"{r['cycles']:,}", f"{r['cycles_per_s'] / 1e6:.2f}", f"{r['requests_per_s'] / 1e3:.0f}",
+            f"{r['commands_per_s'] / 1e6:.2f}", f"{r['peak_rss_MiB']:.0f}",
+            f"{r['first_call_s']:.2f} ({r['cache'].split()[0]})",
             f"{r['bandwidth_GBps']:.2f} ({100 * r['bandwidth_GBps'] / r['peak_bandwidth_GBps']:.0f} %)",
             f"{r['row_hit_rate']:.3f}",
             f"{r['read_latency_mean_cycles']:.1f} ({r['read_latency_mean_ns']:.1f})", ram_s]) + " |")
     lines.append("")
-    lines.append(f"JIT compile from scratch (no on-disk cache, tiny trace): {compile_info['compile_s']:.2f} s; "
-                 f"options {compile_info['jit_options']}")
+    lines.append(f"Kernel {compile_info['kernel']}: JIT compile from scratch (no on-disk cache, tiny trace) "
+                 f"{compile_info['compile_s']:.2f} s; options {compile_info['jit_options']}")
     return "\n".join(lines)
 
 
@@ -177,19 +208,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--no-isolate", action="store_true",
                     help="run every case in this process (peak RSS is then cumulative)")
+    ap.add_argument("--kernel", metavar="FILE", help="benchmark this copy of dram_kernel.py instead")
     ap.add_argument("--_child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.requests < 1 or args.repeat < 1:
+        ap.error("--requests and --repeat must be >= 1")
+    kernel = str(Path(args.kernel).resolve()) if args.kernel else None
+    if kernel and not Path(kernel).is_file():
+        ap.error(f"--kernel {args.kernel}: no such file")
     if args._child:
-        print(json.dumps(run_case(args._child, args.requests, args.repeat)))
+        print(json.dumps(run_case(args._child, args.requests, args.repeat, kernel)))
         return 0
     names = [c.strip() for c in args.cases.split(",") if c.strip()]
     for n in names:
         if n not in CASES:
             ap.error(f"unknown case {n!r}; choose from {', '.join(CASES)}")
-    compile_info = measure_compile()
+    compile_info = measure_compile(kernel)
     rows = []
     for n in names:
-        r = run_case(n, args.requests, args.repeat) if args.no_isolate else _run_isolated(n, args.requests, args.repeat)
+        r = (run_case(n, args.requests, args.repeat, kernel) if args.no_isolate
+             else _run_isolated(n, args.requests, args.repeat, kernel))
         rows.append(r)
         print(f"{n}: {r['wall_s']:.3f} s, {r['requests_per_s'] / 1e3:.0f} K req/s", file=sys.stderr, flush=True)
     print(_fmt_table(rows, compile_info))

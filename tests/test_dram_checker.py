@@ -510,7 +510,7 @@ def test_timing_violations_match_naive_look_back(case):
 def _with_window_over_a_set(spec):
     """spec plus one row [rank, [RD, WR], [ACT], 200, window 2]: an ACT waits 200 cycles after the
     2nd most recent column command of either kind (the shape of LPDDR4's 'REFpb counts in tFAW' rule)."""
-    extra = [{"level": LEVEL_INDEX["rank"], "prev": spec.cmd(p), "next": spec.cmd("ACT"), "latency": 200,
+    extra = [{"group": 10_000, "level": LEVEL_INDEX["rank"], "prev": spec.cmd(p), "next": spec.cmd("ACT"), "latency": 200,
               "window": 2, "expr": "200", "prev_name": p, "next_name": "ACT", "level_name": "rank"}
              for p in ("RD", "WR")]
     return dataclasses.replace(spec, constraints=spec.constraints + extra)
@@ -527,10 +527,6 @@ def test_window_counts_over_the_set_of_preceding_commands():
     assert check_log(spec, frame(base + [Cmd(GAP + 200, "ACT", (0, 0, 0, 0, 2), 1)])) == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: the kernel keeps window histories per (preceding, following) "
-                   "pair (kernel_tables win_id per expanded row), so a row whose window spans several preceding "
-                   "commands is enforced per command: RD, WR, ACT issues the ACT 78 cycles after the RD instead "
-                   "of >= 200")
 def test_simulator_counts_window_over_the_set_of_preceding_commands(make_trace):
     from archsim.dram.system import run_trace
     from archsim.dram.trace import Trace

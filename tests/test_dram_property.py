@@ -44,10 +44,13 @@ def scenarios(draw):
             arrive.append(t)
     wq = draw(st.integers(1, 16))
     lo = draw(st.sampled_from([0.0, 0.2, 0.5]))
+    hi = draw(st.sampled_from([0.6, 0.8, 1.0]))
+    if round(hi * wq) <= round(lo * wq):  # watermarks that round to one entry count are rejected by the config
+        lo, hi = 0.0, 1.0
     ctrl = {"row_policy": draw(st.sampled_from(["open", "closed"])),
             "refresh": draw(st.sampled_from(["allbank", "perbank", "none"])),
             "read_queue": draw(st.integers(1, 16)), "write_queue": wq,
-            "write_low_watermark": lo, "write_high_watermark": draw(st.sampled_from([0.6, 0.8, 1.0])),
+            "write_low_watermark": lo, "write_high_watermark": hi,
             "mapping": draw(st.sampled_from(MAPPINGS)), "frontend_width": draw(st.integers(1, 4))}
     trace = Trace(addr=np.array(addr, dtype=np.uint64), is_write=np.array(is_write, dtype=bool),
                   arrive=np.array(arrive, dtype=np.int64), source="hypothesis", fmt="synthetic")

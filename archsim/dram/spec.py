@@ -330,7 +330,7 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
                 if lv > by_name[p].scope or lv > by_name[f].scope:
                     raise ConfigError(where, f"level {level} is below the scope of {p} or {f}",
                                       source=std["_sources"][-1])
-                constraints.append({"level": lv, "prev": by_name[p].index, "next": by_name[f].index,
+                constraints.append({"group": n, "level": lv, "prev": by_name[p].index, "next": by_name[f].index,
                                     "latency": max(0, latency), "window": int(window),
                                     "expr": str(lat), "prev_name": p, "next_name": f, "level_name": level})
 

@@ -74,9 +74,15 @@ def kernel_tables(spec: DramSpec) -> dict[str, Any]:
     con_start = np.searchsorted(prev, np.arange(n_cmds), side="left").astype(np.int64)
     con_end = np.searchsorted(prev, np.arange(n_cmds), side="right").astype(np.int64)
     window = t["con_window"][order]
+    # A window row counts issues of its whole set of preceding commands: one shared history per
+    # (original row, following command), so any preceding command pushes exactly once into each.
     win_id = np.full(len(order), -1, dtype=np.int64)
-    win_rows = np.nonzero(window > 1)[0]
-    win_id[win_rows] = np.arange(len(win_rows))
+    ids: dict[tuple[int, int], int] = {}
+    for pos, j in enumerate(order):
+        if window[pos] > 1:
+            row = spec.constraints[j]
+            win_id[pos] = ids.setdefault((row["group"], row["next"]), len(ids))
+    win_rows = np.arange(len(ids))
     return {
         "node_of": node_of, "cmd_scope": t["cmd_scope"], "con_start": con_start, "con_end": con_end,
         "con_level": t["con_level"][order], "con_next": t["con_next"][order], "con_lat": t["con_lat"][order],
@@ -174,7 +180,7 @@ def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_
         raise UserError(f"simulation exceeded max_cycles={max_cycles}")
     out = {"req_enq": req_enq, "req_done": req_done, "req_kind": req_kind, "cmd_count": cmd_count,
            "end_cycle": int(end_clk), "wall_s": wall, "decoded": dec,
-           "scheduler_passes": int(progress[2]), "queue_entries_scanned": int(progress[3])}
+           "scheduler_passes": int(progress[2]), "bank_candidates_scanned": int(progress[3])}
     if log:
         out["log"] = [a[:n_log] for a in log_arrays]
     return out

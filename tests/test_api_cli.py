@@ -60,3 +60,22 @@ def test_cli_bad_input_leaves_nothing(tmp_path, capsys):
     big.write_text("LD 0x7fffffffff\n")
     assert main(["trace", str(big), "--preset", "GDDR6_14Gbps"]) == 2
     assert "beyond the capacity" in capsys.readouterr().err
+
+
+def test_dram_trace_controller_keys_are_sweepable_without_base(tmp_path):
+    """The dram-trace system fills the controller's defaults, so a sweep can vary controller.* keys that the
+    base config does not name; a misspelt one gets the nearest real keys."""
+    import pytest
+
+    from archsim.errors import UserError
+    from archsim.sweep import load_results, load_sweep, run_sweep
+
+    base = {"system": "dram-trace", "preset": "DDR4_3200AA_x8_8Gb", "trace": {"kind": "random", "requests": 500}}
+    sweep = {"name": "rowpol", "base": base, "axes": [{"grid": {"controller.row_policy": ["open", "closed"]}}]}
+    out = run_sweep(load_sweep(sweep), tmp_path / "res", jobs=1, progress=False)
+    assert not out.failed
+    stats, _ = load_results(tmp_path / "res")
+    assert sorted(stats["controller.row_policy"]) == ["closed", "open"]
+    bad = {**sweep, "axes": [{"grid": {"controller.row_polcy": ["open"]}}]}
+    with pytest.raises(UserError, match="did you mean controller.row_policy"):
+        load_sweep(bad)

@@ -301,13 +301,24 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     return result
 
 
-@register("dram-trace")
+ALLOWED_KEYS = ("system", "preset", "channels", "mapping", "controller", "dram", "trace", "engine")
+
+
+def resolve(config: dict[str, Any]) -> dict[str, Any]:
+    """Fill the controller's defaults, so sweeps can vary any controller.* key without naming it in `base`."""
+    for key in config:
+        if key not in ALLOWED_KEYS:
+            raise ConfigError(key, f"unknown key for system dram-trace; allowed: {', '.join(sorted(ALLOWED_KEYS))}")
+    out = dict(config)
+    out["controller"] = {**ControllerConfig().to_dict(), **(config.get("controller") or {})}
+    out.setdefault("engine", "numba")
+    return out
+
+
+@register("dram-trace", resolve=resolve)
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry for sweeps: keys preset, channels, mapping, controller{}, dram{timing overrides}, trace."""
-    allowed = {"system", "preset", "channels", "mapping", "controller", "dram", "trace", "engine"}
-    for key in config:
-        if key not in allowed:
-            raise ConfigError(key, f"unknown key for system dram-trace; allowed: {', '.join(sorted(allowed))}")
+    config = resolve(config)
     if "trace" not in config:
         raise ConfigError("trace", "missing: a trace path or {kind: random|stream, requests: N}")
     trace = config["trace"]

@@ -250,18 +250,26 @@ class PimEngine:
         self._materialise()
 
     # -- running ----------------------------------------------------------------------------------------
+    def _memo_lookup(self, key: Any, t_min: int) -> tuple[Any, Any]:
+        """(memo key, entry or None). A hit already moves the engine to the entry's end state."""
+        if not self.memo_on or key is None:
+            return None, None
+        skey = (key, self.state_id(t_min))
+        hit = self.memo.get(skey)
+        if hit is None:
+            self.memo_misses += 1
+        else:
+            self.memo_hits += 1
+            self.set_state(hit[2], t_min)
+        return skey, hit
+
     def run(self, key: Any, streams: Any, t_min: int) -> tuple[np.ndarray, np.ndarray]:
         """Run one op: `streams` is a list (per channel) of (cmd, bank) arrays or None, or a callable
         returning that list (called only on a memo miss). Returns (end cycle per channel, counts[ch, cmd])."""
         C = self.channels
-        if self.memo_on and key is not None:
-            skey = (key, self.state_id(t_min))
-            hit = self.memo.get(skey)
-            if hit is not None:
-                self.memo_hits += 1
-                self.set_state(hit[2], t_min)
-                return hit[3] + t_min, hit[4]
-            self.memo_misses += 1
+        skey, hit = self._memo_lookup(key, t_min)
+        if hit is not None:
+            return hit[3] + t_min, hit[4]
         self._materialise()
         if callable(streams):
             streams = streams()
@@ -290,14 +298,9 @@ class PimEngine:
         ch = [offs[ch], offs[ch+1]) (or a callable returning that, called only on a memo miss). One kernel
         call for all channels. Returns (end cycle of the op = max over channels, counts summed over channels);
         the counts array is shared with the memo: do not modify it."""
-        if self.memo_on and key is not None:
-            skey = (key, self.state_id(t_min))
-            hit = self.memo.get(skey)
-            if hit is not None:
-                self.memo_hits += 1
-                self.set_state(hit[2], t_min)
-                return t_min + hit[0], hit[1]
-            self.memo_misses += 1
+        skey, hit = self._memo_lookup(key, t_min)
+        if hit is not None:
+            return t_min + hit[0], hit[1]
         self._materialise()
         if callable(flat):
             flat = flat()

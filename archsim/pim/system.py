@@ -400,11 +400,7 @@ class PimGptSimulator:
         start = self.clock
         for op in graph:
             self._add_work(op, 1)
-            role = op.role or op.kind
-            a = self.acc.get(role)
-            if a is None:
-                a = self.acc[role] = {"op": role, "kind": op.kind, "ops": 0, "pim_cycles": 0, "asic_cycles": 0,
-                                      "asic_energy_pj": 0.0, "counts": np.zeros(self.n_cmds, dtype=np.int64)}
+            a = self._acc_for(op)
             a["ops"] += 1
             key, make = self.pim_op(op, t, L)
             if make is not None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "run_trace", "run"]
+__all__ = ["__version__", "run_trace", "run", "load_result"]
 
 
 def __getattr__(name: str):
@@ -12,4 +12,8 @@ def __getattr__(name: str):
         from archsim import api
 
         return getattr(api, name)
+    if name == "load_result":  # archsim.load_result(path): a --json file back into a Result
+        from archsim.results import load_result
+
+        return load_result
     raise AttributeError(name)

@@ -35,3 +35,9 @@ def unknown_name(kind: str, got: str, known: Iterable[str]) -> UserError:
     if hint:
         msg += f" (did you mean {', '.join(hint)}?)"
     return UserError(msg)
+
+
+class NotModelled(UserError):
+    """The input is valid but describes something archsim does not model yet.
+
+    The message is one line: what is missing and which system does support it."""

@@ -1,4 +1,4 @@
-"""Results are data: every run returns a tidy DataFrame plus a manifest (DESIGN.md principle 7)."""
+"""Results are data: every run returns a tidy DataFrame plus a manifest (version, resolved config, hash, seed)."""
 from __future__ import annotations
 
 import hashlib
@@ -7,9 +7,10 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -31,17 +32,40 @@ def make_manifest(kind: str, config: dict[str, Any], seed: int | None = None, **
     }
 
 
+class _Table:
+    """Result.df: a DataFrame, or given as a list of row dicts and made a DataFrame on first access, so a
+    run whose table nobody reads (e.g. `archsim trace` without --csv/--json) never imports pandas, which
+    takes longer to import than a short trace takes to simulate."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> pd.DataFrame:
+        if obj is None:
+            raise AttributeError(self.slot)  # no class-level default (dataclasses asks)
+        value = obj.__dict__[self.slot]
+        if isinstance(value, list):
+            import pandas as pd
+
+            value = obj.__dict__[self.slot] = pd.DataFrame(value)
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.slot] = value
+
+
 @dataclass
 class Result:
     """Outcome of one simulation.
 
     stats:    flat dict of headline numbers (cycles, seconds, bandwidth, energy ...)
-    df:       tidy table, one row per phase/op/unit/component
+    df:       tidy table, one row per phase/op/unit/component (may be passed as a list of row dicts;
+              it is a DataFrame when read)
     manifest: archsim version, resolved config, config hash, seed
     """
 
     stats: dict[str, Any]
-    df: pd.DataFrame
+    df: pd.DataFrame = _Table()  # type: ignore[assignment]
     manifest: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # further tidy tables, e.g. "timeline"
@@ -57,10 +81,48 @@ class Result:
         return out
 
     def write_json(self, path: str | Path) -> None:
-        atomic_write_text(path, json.dumps(self.to_json_dict(), indent=2, default=_json_default) + "\n")
+        """Write stats, table(s) and manifest as JSON; path "-" writes to standard output."""
+        text = json.dumps(self.to_json_dict(), indent=2, default=_json_default) + "\n"
+        if str(path) == "-":
+            import sys
+
+            sys.stdout.write(text)
+            return
+        atomic_write_text(path, text)
 
     def write_csv(self, path: str | Path) -> None:
         atomic_write_text(path, self.df.to_csv(index=False))
+
+
+def load_result(path: str | Path) -> Result:
+    """Read a run written by `Result.write_json` (`--json FILE`) back into a Result: stats, df (the
+    "table" rows), manifest and the named extra tables. `extra` (in-memory objects) is not saved, so it
+    comes back empty. Raises UserError naming the file for missing files and anything else."""
+    from archsim.errors import UserError
+
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: result file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read result file ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object with stats, table and manifest (as written by --json)")
+    for key, kind in (("stats", dict), ("table", list), ("manifest", dict)):
+        if not isinstance(data.get(key), kind):
+            got = "missing" if key not in data else f"a {type(data[key]).__name__}"
+            raise UserError(f"{path}: {key}: {got}; expected a JSON {'object' if kind is dict else 'array'} "
+                            "(files written by --json have stats, table and manifest)")
+    tables = data.get("tables") or {}
+    if not isinstance(tables, dict) or not all(isinstance(v, list) for v in tables.values()):
+        raise UserError(f"{path}: tables: expected an object of name -> array of rows")
+    import pandas as pd
+
+    return Result(stats=data["stats"], df=pd.DataFrame.from_records(data["table"]), manifest=data["manifest"],
+                  tables={name: pd.DataFrame.from_records(rows) for name, rows in tables.items()})
 
 
 def _json_default(obj: Any) -> Any:
@@ -78,15 +140,53 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write via a temp file in the same directory + rename, so no half-written file is ever visible."""
+def umask() -> int:
+    """The process's file-mode creation mask (read without changing it for longer than two calls)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """Permissions a newly created file gets under the user's umask (0o644 under umask 022)."""
+    return 0o666 & ~umask()
+
+
+def dir_mode() -> int:
+    """Permissions a newly created directory gets under the user's umask (0o755 under umask 022)."""
+    return 0o777 & ~umask()
+
+
+def temp_file(path: Path) -> tuple[int, str]:
+    """An open temp file next to `path` (same directory, so os.replace is atomic), with the permissions
+    the umask gives a normal file; tempfile.mkstemp alone would leave it 0600. Returns (fd, name)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, file_mode())
+    return fd, tmp
+
+
+def temp_dir(path: Path, tag: str = "") -> Path:
+    """A new directory next to `path` with the permissions the umask gives (mkdtemp alone: 0700)."""
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.{tag}", suffix=".tmp"))
+    tmp.chmod(dir_mode())
+    return tmp
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write via a temp file in the same directory + rename, so no half-written file is ever visible.
+    The file gets the permissions the user's umask gives (like open(path, "w"))."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temp_file(path)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """atomic_write_bytes of UTF-8 text."""
+    atomic_write_bytes(path, text.encode("utf-8"))

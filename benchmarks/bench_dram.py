@@ -5,13 +5,12 @@ over 2 GiB) and a sequential stream; 64 B requests (32 B on HBM2 pseudo-channels
 offered per cycle, default controller (FR-FCFS, open row, all-bank refresh, 32-entry queues).
 
     .venv/bin/python benchmarks/bench_dram.py [--requests N] [--repeat K] [--json FILE] [--cases a,b]
-                                              [--no-isolate] [--kernel FILE]
+                                              [--no-isolate]
 
 Reported per case:
-  compile_s       numba compile time of the kernel from scratch (a fresh dispatcher with the kernel's own
-                  options but no on-disk cache, so the cache is neither read nor written), first call on a
-                  tiny trace
-  first_call_s    first call of archsim's cached `simulate_jit` in a fresh process on a tiny trace: a cache
+  compile_s       numba compile time of the channel kernel from scratch (a fresh process with an empty
+                  numba cache directory), first call on a tiny trace
+  first_call_s    first call of the cached channel kernel in a fresh process on a tiny trace: a cache
                   load, or compile + cache write when the cache was missing (column `cache` says which)
   wall_s          median of K timed `simulate_trace` calls: address-mapping decode + table setup + kernel;
                   trace generation and result statistics excluded. kernel_s: the kernel alone (median);
@@ -21,13 +20,10 @@ Reported per case:
   simulated results: bandwidth GB/s, row-hit rate, mean read latency, and the cycle count of Ramulator 2.1's
   published runs of the same traces (only compared with the default 2 M requests).
 
---kernel FILE benchmarks another copy of archsim/engine/dram_kernel.py (e.g. the previous version, for a
-before/after table); it is compiled without the on-disk cache.
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import resource
@@ -74,59 +70,33 @@ def _trace(spec, kind: str, requests: int):
 
 
 def _cache_files() -> list[Path]:
-    from archsim.engine import dram_kernel as K
+    from archsim.engine import channel
 
-    d = Path(K.__file__).resolve().parent / "__pycache__"
-    return sorted(d.glob("dram_kernel.simulate-*.nbi")) if d.is_dir() else []
-
-
-def _fresh_dispatcher(kernel_file: str | None):
-    """A new, uncached numba dispatcher of `simulate` (archsim's, or the one in kernel_file), with the
-    options of that module's simulate_jit."""
-    import numba
-
-    from archsim.engine import dram_kernel as K
-
-    mod = K
-    if kernel_file:
-        spec = importlib.util.spec_from_file_location("bench_dram_kernel", kernel_file)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    opts = {k: v for k, v in mod.simulate_jit.targetoptions.items() if k not in ("cache", "nopython")}
-    return numba.njit(**opts)(mod.simulate), opts
+    d = Path(channel.__file__).resolve().parent / "__pycache__"
+    return sorted(d.glob("channel.advance-*.nbi")) if d.is_dir() else []
 
 
-def measure_compile(kernel_file: str | None) -> dict:
-    """Cold compile time of the kernel, without touching the on-disk cache."""
+def measure_compile() -> dict:
+    """Cold compile time of the channel kernel in a fresh process with an empty numba cache directory (the
+    project's cache is neither read nor written)."""
+    import tempfile
+
+    code = ("import time; t0 = time.perf_counter(); from archsim.dram.system import run_trace; "
+            "run_trace({'kind': 'random', 'requests': 64}); print(time.perf_counter() - t0)")
+    with tempfile.TemporaryDirectory(prefix="archsim-bench-cache-") as d:
+        env = {**os.environ, "NUMBA_CACHE_DIR": d}
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(ROOT))
+    if res.returncode != 0:
+        raise SystemExit(res.stderr)
+    return {"compile_s": float(res.stdout.strip().splitlines()[-1]), "kernel": "archsim/engine/channel.py"}
+
+
+def run_case(name: str, requests: int, repeat: int) -> dict:
     from archsim.dram import system
-    from archsim.engine import dram_kernel as K
-
-    fresh, opts = _fresh_dispatcher(kernel_file)
-    spec, ctrl = _setup(*CASES["ddr4-random"][:2])
-    tr = _trace(spec, "random", 64)
-    saved = K.simulate_jit
-    K.simulate_jit = fresh  # simulate_trace looks the dispatcher up on the module at call time
-    try:
-        t0 = time.perf_counter()
-        system.simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive)
-        compile_s = time.perf_counter() - t0
-    finally:
-        K.simulate_jit = saved
-    return {"compile_s": compile_s, "jit_options": {k: str(v) for k, v in opts.items()},
-            "kernel": kernel_file or "archsim/engine/dram_kernel.py"}
-
-
-def run_case(name: str, requests: int, repeat: int, kernel_file: str | None = None) -> dict:
-    from archsim.dram import system
-    from archsim.engine import dram_kernel as K
 
     preset, channels, kind = CASES[name]
     spec, ctrl = _setup(preset, channels)
-    if kernel_file:
-        K.simulate_jit = _fresh_dispatcher(kernel_file)[0]
-        cache = "none (--kernel)"
-    else:
-        cache = "hit" if _cache_files() else "miss (compiled, written)"
+    cache = "hit" if _cache_files() else "miss (compiled, written)"
     tiny = _trace(spec, kind, 64)
     t0 = time.perf_counter()
     system.simulate_trace(spec, ctrl, tiny.addr, tiny.is_write, tiny.arrive)
@@ -166,11 +136,9 @@ def run_case(name: str, requests: int, repeat: int, kernel_file: str | None = No
     }
 
 
-def _run_isolated(name: str, requests: int, repeat: int, kernel_file: str | None) -> dict:
+def _run_isolated(name: str, requests: int, repeat: int) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_child", name, "--requests", str(requests),
            "--repeat", str(repeat)]
-    if kernel_file:
-        cmd += ["--kernel", kernel_file]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=str(ROOT))
     if res.returncode != 0:
         sys.stderr.write(res.stdout + res.stderr)
@@ -195,8 +163,8 @@ def _fmt_table(rows: list[dict], compile_info: dict) -> str:
             f"{r['row_hit_rate']:.3f}",
             f"{r['read_latency_mean_cycles']:.1f} ({r['read_latency_mean_ns']:.1f})", ram_s]) + " |")
     lines.append("")
-    lines.append(f"Kernel {compile_info['kernel']}: JIT compile from scratch (no on-disk cache, tiny trace) "
-                 f"{compile_info['compile_s']:.2f} s; options {compile_info['jit_options']}")
+    lines.append(f"Kernel {compile_info['kernel']}: JIT compile from scratch (empty cache, tiny trace, whole "
+                 f"process) {compile_info['compile_s']:.1f} s")
     return "\n".join(lines)
 
 
@@ -208,26 +176,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--no-isolate", action="store_true",
                     help="run every case in this process (peak RSS is then cumulative)")
-    ap.add_argument("--kernel", metavar="FILE", help="benchmark this copy of dram_kernel.py instead")
     ap.add_argument("--_child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.requests < 1 or args.repeat < 1:
         ap.error("--requests and --repeat must be >= 1")
-    kernel = str(Path(args.kernel).resolve()) if args.kernel else None
-    if kernel and not Path(kernel).is_file():
-        ap.error(f"--kernel {args.kernel}: no such file")
     if args._child:
-        print(json.dumps(run_case(args._child, args.requests, args.repeat, kernel)))
+        print(json.dumps(run_case(args._child, args.requests, args.repeat)))
         return 0
     names = [c.strip() for c in args.cases.split(",") if c.strip()]
     for n in names:
         if n not in CASES:
             ap.error(f"unknown case {n!r}; choose from {', '.join(CASES)}")
-    compile_info = measure_compile(kernel)
+    compile_info = measure_compile()
     rows = []
     for n in names:
-        r = (run_case(n, args.requests, args.repeat, kernel) if args.no_isolate
-             else _run_isolated(n, args.requests, args.repeat, kernel))
+        r = (run_case(n, args.requests, args.repeat) if args.no_isolate
+             else _run_isolated(n, args.requests, args.repeat))
         rows.append(r)
         print(f"{n}: {r['wall_s']:.3f} s, {r['requests_per_s'] / 1e3:.0f} K req/s", file=sys.stderr, flush=True)
     print(_fmt_table(rows, compile_info))

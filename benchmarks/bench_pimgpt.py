@@ -28,21 +28,19 @@ def peak_rss_mib() -> float:
 
 
 def jit_load() -> tuple[float, str]:
-    """Seconds to make the numba kernels callable; 'cache' if all were loaded from the on-disk cache."""
+    """Seconds to make the channel kernel callable; 'cache' if it was loaded from the on-disk cache."""
     from archsim.dram.spec import load_spec
-    from archsim.pim import engine as E
+    from archsim.engine import channel
+    from archsim.engine.reuse import StreamChannels
 
     spec = load_spec("GDDR6_AiM_16Gbps", overrides={"org.channels": 2})
-    eng = E.PimEngine(spec, memo=False)
+    eng = StreamChannels(spec, memo=False)
     cmd = np.array([spec.cmd("ACTAB"), spec.cmd("MACAB"), spec.cmd("PREAB")], dtype=np.int64)
     bank = np.zeros(3, dtype=np.int64)
     t0 = time.perf_counter()
-    eng.run(None, [(cmd, bank), None], 0)                    # run_segment_jit
-    if hasattr(eng, "run_flat"):                             # run_channels_jit (one kernel call for all channels)
-        eng.run_flat(None, (cmd, bank, np.array([0, 3, 3], dtype=np.int64)), 100)
+    eng.run(None, [(cmd, bank), None], 0)
     secs = time.perf_counter() - t0
-    fns = [getattr(E, n) for n in ("run_segment_jit", "run_channels_jit") if hasattr(E, n)]
-    misses = sum(sum(f.stats.cache_misses.values()) for f in fns)
+    misses = sum(channel.advance.stats.cache_misses.values())
     return secs, "compiled" if misses else "cache"
 
 

@@ -63,6 +63,12 @@ def test_smoke_every_preset_checker_accepts(preset, kind, assert_log_clean):
 @pytest.mark.parametrize("preset", ["DDR4_3200AA_x8_8Gb", "HBM3_6400Mbps"])
 def test_smoke_controller_options(preset, ctrl, assert_log_clean):
     spec = load_spec(preset)
+    if ctrl.get("refresh", "allbank") not in spec.refresh_modes:      # DDR4: no per-bank refresh
+        from archsim.errors import ConfigError
+
+        with pytest.raises(ConfigError, match="does not support"):
+            run_trace({"kind": "random", "requests": 10}, preset=preset, controller=ctrl)
+        return
     r = run_trace({"kind": "random", "requests": 1500, "seed": 5, "span_bytes": min(spec.capacity_bytes, 1 << 28)},
                   preset=preset, controller=ctrl, log=True)
     assert_log_clean(r)

@@ -170,7 +170,7 @@ def test_check_log_state_violation_returns_1(capsys, clean_log, tmp_path):
     bad = tmp_path / "lost_pre.csv"
     df.to_csv(bad, index=False)
     code, out, _ = _cli(capsys, "check-log", str(bad), "--preset", DDR4)
-    assert code == 1 and "ACT to an open bank" in out
+    assert code == 1 and "ACT opens row" in out and "buffer mem of" in out and "open (close it first)" in out
 
 
 @pytest.mark.parametrize("edit,expect", [

@@ -48,7 +48,7 @@ def scenarios(draw):
     if round(hi * wq) <= round(lo * wq):  # watermarks that round to one entry count are rejected by the config
         lo, hi = 0.0, 1.0
     ctrl = {"row_policy": draw(st.sampled_from(["open", "closed"])),
-            "refresh": draw(st.sampled_from(["allbank", "perbank", "none"])),
+            "refresh": draw(st.sampled_from(list(spec.refresh_modes))),
             "read_queue": draw(st.integers(1, 16)), "write_queue": wq,
             "write_low_watermark": lo, "write_high_watermark": hi,
             "mapping": draw(st.sampled_from(MAPPINGS)), "frontend_width": draw(st.integers(1, 4))}

@@ -7,8 +7,8 @@ import pytest
 from archsim.compiler.pimgpt import AttentionLayout, Geometry, WeightLayout
 from archsim.dram.checker import check_log
 from archsim.dram.spec import load_spec
+from archsim.engine.reuse import StreamChannels
 from archsim.host.asic import softmax as asic_softmax
-from archsim.pim.engine import PimEngine
 from archsim.pim.functional import FunctionalChannel, to_bf16
 
 
@@ -90,23 +90,22 @@ def _streams(spec):
 
 
 @pytest.mark.parametrize("gap", [0, 40, 500])
-def test_numba_equals_python_and_checker_accepts(spec2, gap):
-    logs = {}
-    for eng in ("numba", "python"):
-        e = PimEngine(spec2, engine=eng, log=True)
-        t = 0
-        for op in _streams(spec2):
-            ends, _ = e.run(None, [(s.cmd, s.bank, s.row, s.col) for s in op], t)
-            t = int(ends.max()) + gap
-        logs[eng] = e.command_log()
-    assert logs["numba"].equals(logs["python"])
-    assert check_log(spec2, logs["numba"]) == []
+@pytest.mark.parametrize("refresh", [False, True])
+def test_checker_accepts_stream_logs(spec2, gap, refresh):
+    e = StreamChannels(spec2, log=True, refresh=refresh)
+    t = 0
+    for op in _streams(spec2):
+        ends, _ = e.run(None, [(s.cmd, s.bank, s.row, s.col) for s in op], t)
+        t = int(ends.max()) + gap
+    log = e.command_log()
+    assert check_log(spec2, log) == []
+    assert ("REFab" in set(log.command)) == refresh
 
 
 def test_memo_restores_exact_state(spec2):
     ops = _streams(spec2)
-    full = PimEngine(spec2, memo=False)
-    memo = PimEngine(spec2, memo=True)
+    full = StreamChannels(spec2, memo=False)
+    memo = StreamChannels(spec2, memo=True)
     t_f = t_m = 0
     for rep in range(3):
         for k, op in enumerate(ops):
@@ -122,7 +121,7 @@ def test_mac_cadence_and_activate_gate(spec2):
     """MACAB every nCCDL after nRCDRDMAC from ACTAB; the next ACTAB waits max(nRC, 4 nFAW) and nRP."""
     g = Geometry.from_spec(spec2)
     w = WeightLayout("w", 32 * g.channels, 1024, 0, g)      # 2 slots per bank, one full row each
-    e = PimEngine(spec2, log=True)
+    e = StreamChannels(spec2, log=True)
     s = w.program(0)
     e.run(None, [(s.cmd, s.bank, s.row, s.col)] + [None] * (g.channels - 1), 0)
     df = e.command_log()
@@ -176,15 +175,14 @@ def test_timing_streams_equal_programs(channels):
         assert _flat_equal(w.timing(), flat_streams([w.program(c) for c in range(channels)]))
 
 
-@pytest.mark.parametrize("eng", ["numba", "python"])
 @pytest.mark.parametrize("memo", [False, True])
-def test_run_flat_equals_per_channel_run(spec2, eng, memo):
+def test_run_flat_equals_per_channel_run(spec2, memo):
     """One kernel call for all channels (run_flat) == run() channel by channel, including the end state."""
     from archsim.compiler.pimgpt import flat_streams
 
     ops = _streams(spec2)
-    ref = PimEngine(spec2, engine=eng, memo=False)
-    fl = PimEngine(spec2, engine=eng, memo=memo)
+    ref = StreamChannels(spec2, memo=False)
+    fl = StreamChannels(spec2, memo=memo)
     t_r = t_f = 0
     for rep in range(2):
         for k, op in enumerate(ops):
@@ -193,8 +191,7 @@ def test_run_flat_equals_per_channel_run(spec2, eng, memo):
             assert end - t_f == int(ends.max()) - t_r and (cnt == counts.sum(axis=0)).all()
             t_r, t_f = int(ends.max()) + 11 * rep, end + 11 * rep
     fl.sync()
-    for a, b in ((ref.ready, fl.ready), (ref.last, fl.last)):
-        assert (np.maximum(a - t_r, 0) == np.maximum(b - t_f, 0)).all()
+    assert (np.maximum(ref.ms.S.ready - t_r, 0) == np.maximum(fl.ms.S.ready - t_f, 0)).all()
     if memo:
         assert fl.memo_hits > 0
 
@@ -202,17 +199,17 @@ def test_run_flat_equals_per_channel_run(spec2, eng, memo):
 def test_state_ids_follow_the_arrays(spec2):
     """A virtual state (id, base) shifted by delta gets the id that the materialised arrays give."""
     ops = _streams(spec2)
-    e = PimEngine(spec2, memo=True)
+    e = StreamChannels(spec2, memo=True)
     t = 0
     for op in ops + ops:
         ends, _ = e.run(("x", len(op[0])), [(s.cmd, s.bank) for s in op], t)
         t = int(ends.max())
         for delta in (0, 1, 5, 37, 10_000):
             sid = e.state_id(t + delta)
-            probe = PimEngine(spec2, memo=True)
+            probe = StreamChannels(spec2, memo=True)
             e.sync()
-            for name in ("ready", "hist", "hist_pos", "last"):
-                getattr(probe, name)[:] = getattr(e, name)
+            for name in ("ready", "hist", "hist_pos", "open_row", "last_open_cmd", "last_open_row"):
+                getattr(probe.ms.S, name)[:] = getattr(e.ms.S, name)
             assert probe.state_id(t + delta) == 0          # first state interned by the probe
             same = [np.array_equal(x, y) for x, y in zip(probe._states[0][:4], e._states[sid][:4], strict=True)]
             assert all(same), delta

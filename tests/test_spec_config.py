@@ -27,8 +27,9 @@ def test_every_preset_loads_with_derived_values(name):
     assert t["nRC"] == t["nRAS"] + t["nRP"]
     assert t["nREFIpb"] == t["nREFI"] // s.banks_per_rank
     assert s.capacity_bytes == s.total_banks * s.rows * s.row_bytes
-    # every constraint level is one of the fixed hierarchy levels and latencies are non-negative
-    assert all(0 <= c["level"] < len(LEVELS) and c["latency"] >= 0 for c in s.constraints)
+    # every constraint level is one of the standard's levels and latencies are non-negative
+    assert all(0 <= c["level"] < len(s.levels) and c["latency"] >= 0 for c in s.constraints)
+    assert s.node_of.shape == (s.total_banks, len(s.levels)) and len(s.counts) == len(LEVELS)
 
 
 def test_preset_peak_bandwidths_match_closed_form():

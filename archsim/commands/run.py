@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from archsim.commands.common import print_table, quiet
+from archsim.commands.common import print_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,14 +51,16 @@ def run(args: argparse.Namespace) -> int:
         config["baselines"] = []
     result = systems.get("pimgpt")(config, args.seed)
     s = result.stats
-    if not quiet(args):
+    from archsim.units import fmt_energy, fmt_time
+
+    if not args.quiet and args.json_out != "-":
         e = s["energy_per_token_by_component_j"]
         rows = [
-            ("model / channels", f"{s['model']}  {s['channels']} ch x 16 banks  ({s['preset']}, ASIC {s['asic_clock_hz'] / 1e6:g} MHz)"),
+            ("model / channels", f"{s['model']}  {s['channels']} ch x {s['banks_per_channel']} banks  ({s['preset']}, ASIC {s['asic_clock_hz'] / 1e6:g} MHz)"),
             ("tokens", f"{s['tokens']}"),
-            ("latency / token", f"{s['latency_per_token_s'] * 1e3:.4f} ms  (first {s['latency_first_token_s'] * 1e3:.4f}, last {s['latency_last_token_s'] * 1e3:.4f})"),
+            ("latency / token", f"{fmt_time(s['latency_per_token_s'])}  (first {fmt_time(s['latency_first_token_s'])}, last {fmt_time(s['latency_last_token_s'])})"),
             ("tokens / s", f"{s['tokens_per_s']:.1f}"),
-            ("energy / token", f"{s['energy_per_token_j'] * 1e3:.4f} mJ  (" + ", ".join(f"{k} {v * 1e3:.3f}" for k, v in e.items()) + ")"),
+            ("energy / token", f"{fmt_energy(s['energy_per_token_j'])}  (" + ", ".join(f"{k} {fmt_energy(v)}" for k, v in e.items()) + ")"),
             ("row-hit rate", f"{100 * s['row_hit_rate']:.2f} %"),
             ("ASIC share of latency", f"{100 * s['asic_share']:.2f} %"),
         ]

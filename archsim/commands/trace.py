@@ -72,20 +72,25 @@ def run(args: argparse.Namespace) -> int:
                        quiet=quiet(args))
     s = result.stats
     e = s["energy_pj"]
-    print(f"{s['preset']}  {s['channels']} channel(s)  mapping {s['mapping']}  trace {args.trace}")
-    print_table([
-        ("cycles", f"{s['cycles']:,}  ({s['seconds'] * 1e6:.2f} us at tCK {s['tCK_ps']:g} ps)"),
-        ("requests", f"{s['requests']:,}  ({s['reads']:,} reads, {s['writes']:,} writes)"),
-        ("bandwidth", f"{s['bandwidth_GBps']:.2f} GB/s  ({s['bandwidth_pct_of_peak']:.1f}% of {s['peak_bandwidth_GBps']:.1f} GB/s peak)"),
-        ("row hits/misses/conflicts", f"{s['row_hits']:,} / {s['row_misses']:,} / {s['row_conflicts']:,}  (hit rate {100 * s['row_hit_rate']:.1f}%)"),
-        ("read latency (cycles)", f"mean {s['read_latency_mean_cycles']:.1f}  p50 {s['read_latency_p50_cycles']:.0f}  p99 {s['read_latency_p99_cycles']:.0f}"),
-        ("commands", "  ".join(f"{k} {v:,}" for k, v in s["commands"].items() if v)),
-        ("energy (nJ)", "  ".join(f"{k} {v / 1e3:,.1f}" for k, v in e.items()) + f"  total {s['energy_total_pj'] / 1e3:,.1f}"),
-        ("energy per bit", f"{s['energy_pj_per_bit']:.2f} pJ/bit"),
-        ("simulation speed", f"{s['requests'] / max(s['wall_s'], 1e-9) / 1e3:,.0f} K requests/s ({s['wall_s']:.2f} s)"),
-    ])
+    from archsim.units import fmt_bandwidth, fmt_energy, fmt_time
+
+    if not args.quiet and args.json_out != "-":   # --quiet: no summary (the progress bar is also off under CI=true)
+        print(f"{s['preset']}  {s['channels']} channel(s)  mapping {s['mapping']}  trace {args.trace}")
+        print_table([
+            ("cycles", f"{s['cycles']:,}  ({fmt_time(s['seconds'])} at tCK {s['tCK_ps']:g} ps)"),
+            ("requests", f"{s['requests']:,}  ({s['reads']:,} reads, {s['writes']:,} writes)"),
+            ("bandwidth", f"{fmt_bandwidth(s['bandwidth_GBps'] * 1e9)}  ({s['bandwidth_pct_of_peak']:.1f}% of "
+                          f"{fmt_bandwidth(s['peak_bandwidth_GBps'] * 1e9)} peak)"),
+            ("row hits/misses/conflicts", f"{s['row_hits']:,} / {s['row_misses']:,} / {s['row_conflicts']:,}  (hit rate {100 * s['row_hit_rate']:.1f}%)"),
+            ("read latency (cycles)", f"mean {s['read_latency_mean_cycles']:.1f}  p50 {s['read_latency_p50_cycles']:.0f}  p99 {s['read_latency_p99_cycles']:.0f}"),
+            ("commands", "  ".join(f"{k} {v:,}" for k, v in s["commands"].items() if v)),
+            ("energy", "  ".join(f"{k} {fmt_energy(v * 1e-12)}" for k, v in e.items())
+             + f"  total {fmt_energy(s['energy_total_pj'] * 1e-12)}"),
+            ("energy per bit", f"{s['energy_pj_per_bit']:.2f} pJ/bit"),
+            ("simulation speed", f"{s['requests'] / max(s['wall_s'], 1e-9) / 1e3:,.0f} K requests/s ({fmt_time(s['wall_s'])})"),
+        ])
     if args.json_out:
-        result.write_json(args.json_out)
+        result.write_json(args.json_out)     # "-" = standard output
     if args.csv_out:
         result.write_csv(args.csv_out)
     if args.log_out:

@@ -31,7 +31,7 @@ import numpy as np
 from archsim import paths
 from archsim.config import load_yaml
 from archsim.dram.spec import DramSpec
-from archsim.errors import ConfigError, UserError
+from archsim.errors import ConfigError, NotModelled, UserError
 from archsim.pim.stream import Stream
 from archsim.workload.spec import ModelSpec
 
@@ -58,7 +58,7 @@ class Policy:
 
 
 def load_policy(name_or_path: str | Path = "pimgpt", overrides: dict[str, Any] | None = None) -> Policy:
-    """Load a mapping policy; values archsim does not implement raise NotImplementedError naming them."""
+    """Load a mapping policy; values archsim does not model yet raise NotModelled naming them."""
     path = paths.resolve("mappings", name_or_path)
     doc = load_yaml(path)
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.data.items()}
@@ -74,8 +74,8 @@ def load_policy(name_or_path: str | Path = "pimgpt", overrides: dict[str, Any] |
         if value not in allowed:
             if sec == "weights" and key == "layout":
                 raise doc.error(f"{sec}.{key}", f"must be one of {allowed}, got {value!r}")
-            raise NotImplementedError(f"{path}: {sec}.{key}={value!r} is not implemented; implemented: {allowed} "
-                                      "(issue #3)")
+            raise NotModelled(f"{path}: {sec}.{key}: {value!r} is not modelled yet; supported: "
+                              f"{', '.join(map(str, allowed))} (system pimgpt)")
     return Policy(name=str(data.get("name", path.stem)), weight_layout=data["weights"]["layout"],
                   source=str(data.get("source", path)), raw=data)
 
@@ -663,17 +663,22 @@ class ModelLayout:
 
 
 def _check_supported(m: ModelSpec) -> None:
+    """Raise NotModelled naming every feature of `m` the PIM-GPT mapping does not model yet."""
     bad = []
     if m.gated_ffn:
         bad.append("gated FFN")
     if m.norm != "layernorm":
-        bad.append(f"norm={m.norm}")
+        bad.append("RMSNorm" if m.norm == "rmsnorm" else f"norm {m.norm}")
     if m.position == "rope":
         bad.append("RoPE")
     if m.n_kv_heads != m.n_heads:
         bad.append("grouped-query attention")
+    if getattr(m, "n_experts", 1) > 1:
+        bad.append("mixture-of-experts FFN")
     if bad:
-        raise NotImplementedError(f"PIM-GPT mapping of {m.name}: {', '.join(bad)} not implemented (issue #3)")
+        style = "LLaMA-style models" if m.gated_ffn or m.position == "rope" else f"model {m.name}"
+        raise NotModelled(f"PIM-GPT does not model {style} ({m.name}: {', '.join(bad)}) yet; "
+                          "supported: GPT-2/GPT-3 (system pimgpt)")
 
 
 def layout_model(model: ModelSpec, spec: DramSpec, policy: Policy) -> ModelLayout:

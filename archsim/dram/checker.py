@@ -1,33 +1,29 @@
-"""Independent re-verification of a DRAM command log against the constraint table of its standard.
+"""Independent re-verification of a DRAM command log against the standard it was made with.
 
-The simulator (archsim.engine.dram_kernel) enforces timing in *forward* form: issuing a command raises a
-table of per-node "ready" cycles. This checker deliberately uses a different algorithm, the *look-back*
-form of the definition in jedec.yaml:
+The engines enforce timing in *forward* form (issuing a command raises per-node ready cycles). This checker
+deliberately uses the *look-back* form of the definition (docs/channel-engine.md, sections 1 and 4):
 
-    at `level`, a following command may issue no earlier than `latency` cycles after the `window`-th most
-    recent preceding command issued to the same node of that level.
+    a following command F may issue no earlier than `latency` cycles after the `window`-th most recent
+    preceding command P issued to the same node of the row's level (sibling rows: to a different node of
+    the level under the same parent node).
 
-For every constraint rule it gathers, per node of the rule's level, the ordered history of the preceding
-commands, and for every following command looks back to the window-th most recent one (the log
-is sorted once per level by (node, log position); the most recent preceding command is a running maximum
-over that order, the window-th most recent a `searchsorted`, so each rule is checked for the whole log at
-once in numpy).
-"Issued before" means "earlier in the log": the log is in issue order, and two commands in one cycle (a
-row and a column command on a dual command bus) are ordered as logged.
+A command acts on every bank of its *target*: the node of its scope level that contains the bank given by
+the log's address columns. "Same node" means some bank of P's target and some bank of F's target share the
+level's node, so every command is expanded into one event per level-node its banks touch. For every rule
+the preceding events are sorted once by (node, log position) and each following event looks back with a
+`searchsorted`, so a rule is checked for the whole log at once in numpy. "Issued before" means "earlier in
+the log": the log is in issue order (two commands in one cycle are ordered as logged).
 
 Besides timing it checks:
 
 * cycles are non-decreasing;
 * command-bus occupancy: "single" = at most one command per channel per cycle, "dual" = at most one
   row-bus and one column-bus command per channel per cycle;
-* bank state: ACT only to a closed bank; RD/WR/RDA/WRA only to an open bank whose open row equals the
-  logged row (when the logged row is >= 0); REFab only when every bank of its rank is closed; REFpb only
-  to a closed bank. PRE/PREA/RDA/WRA close banks (a PRE to a closed bank is a legal no-op, as in JEDEC).
-  Commands are classified by their `effect` in the standard, not by name, and a command wider than a bank
-  acts on every bank below its node: `open_all` (an all-bank ACT such as GDDR6-AiM's ACTAB) needs them all
-  closed and opens the logged row in each; `close_all` at channel scope closes the whole channel. Effects
-  the checker does not model (`pim`: MAC, global-buffer and accumulator commands) change no bank state;
-  their timing rows are checked like any other.
+* bank state, per (bank, row buffer), with commands classified by `effect` only (never by name):
+  `open` needs its buffer closed in every bank of the target and the row not open in any other buffer of
+  those banks; `read`, `write`, `compute` and the `*_close` effects need their buffer open (at the logged
+  row when it is >= 0); `refresh` needs every buffer closed in every bank of its target; `close` is always
+  legal (closing a closed buffer is a no-op); `transfer` has no bank state.
 
 Malformed input (missing columns, unknown command names, addresses out of range for the spec) raises
 archsim.errors.UserError naming the log row.
@@ -41,14 +37,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from archsim.dram.spec import LEVELS, DramSpec
+from archsim.dram.spec import DramSpec
 from archsim.errors import UserError
 
-__all__ = ["Violation", "Rule", "check_log", "rules", "LOG_COLUMNS"]
+__all__ = ["Violation", "Rule", "check_log", "rules", "summary", "LOG_COLUMNS"]
 
 LOG_COLUMNS = ["cycle", "command", "channel", "pseudochannel", "rank", "bankgroup", "bank", "row", "column"]
 ADDR_COLUMNS = ["channel", "pseudochannel", "rank", "bankgroup", "bank"]
 _SHORT = ("ch", "pc", "ra", "bg", "ba")
+_OPEN_NEEDS = ("read", "write", "read_close", "write_close", "compute")   # effects that need their buffer open
+_CLOSES = ("close", "read_close", "write_close")
 
 
 @dataclass(frozen=True)
@@ -71,20 +69,26 @@ class Violation:
 
 @dataclass(frozen=True)
 class Rule:
-    """A timing rule as the checker applies it: following commands `nxt` vs the `window`-th most recent
-    command of `prev` at the same node of `level`."""
+    """One constraint row of the standard as the checker applies it: following command `nxt` vs the
+    `window`-th most recent command of the set `prev` at the same node of `level` (sibling: a different node
+    under the same parent). One row of the standard file with several following commands is one rule per
+    following command; its preceding commands stay one set (the window counts over the set)."""
 
     level: int
     prev: tuple[int, ...]
     nxt: int
     latency: int
     window: int
+    sibling: bool
     expr: str
+    group: int
 
-    def text(self, names: list[str], prev_cmd: int, got: int) -> str:
+    def text(self, spec: DramSpec, prev_cmd: int, got: int) -> str:
+        names = spec.command_names
         lat = self.expr if self.expr == str(self.latency) else f"{self.expr} = {self.latency}"
         win = "" if self.window == 1 else f" (window {self.window}: {_ordinal(self.window)} most recent)"
-        return f"{LEVELS[self.level]}: {names[prev_cmd]} -> {names[self.nxt]}{win} >= {lat}, got {got}"
+        where = spec.levels[self.level] + (" sibling" if self.sibling else "")
+        return f"{where}: {names[prev_cmd]} -> {names[self.nxt]}{win} >= {lat}, got {got}"
 
 
 def _ordinal(n: int) -> str:
@@ -93,27 +97,19 @@ def _ordinal(n: int) -> str:
 
 
 def rules(spec: DramSpec) -> list[Rule]:
-    """The spec's constraint rows as checker rules.
-
-    A row with window 1 is checked pair by pair (the most recent of a set of preceding commands binds, so
-    this equals checking the set). Rows with a window > 1 count the window over the *set* of preceding
-    commands of the row (rows sharing level, latency expression, window and following command are one
-    row of the standard file).
-    """
-    out: list[Rule] = []
-    windowed: dict[tuple[int, int, int, str, int], list[int]] = defaultdict(list)
+    """The spec's constraint rows as checker rules, one per (row of the standard file, following command)."""
+    merged: dict[tuple[int, int], dict[str, Any]] = {}
     for c in spec.constraints:
-        if int(c["window"]) <= 1:
-            out.append(Rule(int(c["level"]), (int(c["prev"]),), int(c["next"]), int(c["latency"]), 1,
-                            str(c.get("expr", c["latency"]))))
-        else:
-            key = (int(c["level"]), int(c["next"]), int(c["latency"]), str(c.get("expr", c["latency"])),
-                   int(c["window"]))
-            if int(c["prev"]) not in windowed[key]:
-                windowed[key].append(int(c["prev"]))
-    for (level, nxt, lat, text, window), prev in windowed.items():
-        out.append(Rule(level, tuple(prev), nxt, lat, window, text))
-    return out
+        key = (int(c.get("group", -1)), int(c["next"]))
+        if key[0] < 0:      # a hand-made row without a group is its own rule
+            key = (-1 - len(merged), int(c["next"]))
+        r = merged.setdefault(key, {"level": int(c["level"]), "prev": [], "latency": int(c["latency"]),
+                                    "window": int(c["window"]), "sibling": bool(c.get("sibling", False)),
+                                    "expr": str(c.get("expr", c["latency"]))})
+        if int(c["prev"]) not in r["prev"]:
+            r["prev"].append(int(c["prev"]))
+    return [Rule(r["level"], tuple(r["prev"]), nxt, r["latency"], r["window"], r["sibling"], r["expr"], group)
+            for (group, nxt), r in merged.items()]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -124,10 +120,7 @@ def _int_column(df: pd.DataFrame, col: str) -> np.ndarray:
     s = df[col]
     if pd.api.types.is_integer_dtype(s.dtype):
         return s.to_numpy(dtype=np.int64)
-    try:
-        values = pd.to_numeric(s, errors="coerce")
-    except Exception:  # pragma: no cover - pandas raises TypeError for nested objects
-        values = pd.Series([np.nan] * len(s))
+    values = pd.to_numeric(s, errors="coerce")
     arr = values.to_numpy(dtype=np.float64, na_value=np.nan) if len(s) else np.zeros(0)
     bad = ~np.isfinite(arr) | (arr != np.round(arr))
     if bad.any():
@@ -171,87 +164,73 @@ def _decode(spec: DramSpec, df: pd.DataFrame) -> dict[str, np.ndarray]:
         if bad.any():
             i = int(np.argmax(bad))
             raise UserError(f"command log row {i}: {col} {v[i]} out of range -1..{n - 1} for {spec.name}")
+    bank = np.zeros(len(cmd), dtype=np.int64)
+    for col, n in zip(ADDR_COLUMNS, spec.counts, strict=True):
+        bank = bank * n + out[col]
+    out["gbank"] = bank
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# targets: which banks (and which level-nodes) every logged command acts on
+
+
+class _Targets:
+    """Per level: the banks of every node (node ids of spec.node_of, which may have gaps for groups)."""
+
+    def __init__(self, spec: DramSpec):
+        self.spec = spec
+        self.node_of = np.asarray(spec.node_of, dtype=np.int64)
+        self.start, self.count, self.sorted_banks = [], [], []
+        for k in range(self.node_of.shape[1]):
+            col = self.node_of[:, k]
+            order = np.argsort(col, kind="stable")
+            size = int(col.max()) + 1
+            self.sorted_banks.append(order.astype(np.int64))
+            self.count.append(np.bincount(col, minlength=size).astype(np.int64))
+            self.start.append(np.searchsorted(col[order], np.arange(size), side="left").astype(np.int64))
+
+    def expand(self, level: np.ndarray, node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(index into the inputs, bank) for every bank of every (level, node)."""
+        reps, banks = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for k in np.unique(level).tolist():
+            sel = np.nonzero(level == k)[0]
+            cnt = self.count[k][node[sel]]
+            rep = np.repeat(sel, cnt)
+            offs = np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            banks.append(self.sorted_banks[k][np.repeat(self.start[k][node[sel]], cnt) + offs])
+            reps.append(rep)
+        return np.concatenate(reps), np.concatenate(banks)
+
+
+def _bank_text(spec: DramSpec, bank: int) -> str:
+    """'ch0 pc0 bg1 ba2': the channel, then every address field with more than one value."""
+    parts = []
+    for k in range(len(ADDR_COLUMNS) - 1, -1, -1):
+        n = spec.counts[k]
+        if k == 0 or n > 1:
+            parts.append(f"{_SHORT[k]}{bank % n}")
+        bank //= n
+    return " ".join(reversed(parts))
 
 
 # ------------------------------------------------------------------------------------------------
 # the checks
 
 
-def _node_ids(spec: DramSpec, a: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """node[k][i]: flat id of the level-k node that log row i addresses (levels below a command's scope are
-    meaningless for it and never used)."""
-    nodes = []
-    acc = np.zeros(len(a["cmd"]), dtype=np.int64)
-    for col, n in zip(ADDR_COLUMNS, spec.counts, strict=True):
-        acc = acc * n + a[col]
-        nodes.append(acc.copy())
-    return nodes
-
-
-class _History:
-    """Per-level views of the log sorted by (node, log position): the per-node issue histories."""
-
-    def __init__(self, nodes: list[np.ndarray], n: int):
-        self.n = n
-        self.scale = np.int64(n + 1)
-        self.keys = [nd * self.scale + np.arange(n, dtype=np.int64) for nd in nodes]
-        self.order = [np.argsort(k, kind="stable") for k in self.keys]
-        self._last: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
-
-    def last(self, level: int, prev_mask: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
-        """For every log row, the log row of the most recent earlier command of `prev_mask` at the same
-        level-`level` node, or -1. One pass: in (node, position) order, a running maximum of the keys of
-        the preceding commands; a row with none in its node sees a sentinel just below its node's keys."""
-        cached = self._last.get((level, key))
-        if cached is not None:
-            return cached
-        order, keys = self.order[level], self.keys[level]
-        k = keys[order]
-        node_base = k - (k % self.scale)
-        vals = np.where(prev_mask[order], k, node_base - 1)
-        run = np.maximum.accumulate(vals)
-        before = np.empty_like(run)            # exclusive: commands strictly earlier in the log
-        before[0] = -1
-        before[1:] = run[:-1]
-        out = np.full(self.n, -1, dtype=np.int64)
-        found = before >= node_base
-        out[order[found]] = before[found] - node_base[found]
-        self._last[(level, key)] = out
-        return out
-
-    def window_back(self, level: int, prev_idx: np.ndarray, next_idx: np.ndarray,
-                    window: int) -> tuple[np.ndarray, np.ndarray]:
-        """For each following command (log rows next_idx), the window-th most recent preceding command (log
-        rows prev_idx, ascending) at the same node. Returns (which of next_idx have one, its log row)."""
-        if len(prev_idx) == 0 or len(next_idx) == 0:
-            return np.zeros(len(next_idx), dtype=bool), np.zeros(0, dtype=np.int64)
-        keys = self.keys[level]
-        pkey = keys[prev_idx]
-        order = np.argsort(pkey, kind="stable")
-        pkey, prow = pkey[order], prev_idx[order]
-        qkey = keys[next_idx]
-        pos = np.searchsorted(pkey, qkey, side="left")                       # strictly earlier ones
-        start = np.searchsorted(pkey, qkey - qkey % self.scale, side="left")  # first one at this node
-        has = (pos - start) >= window
-        return has, prow[pos[has] - window]
-
-
 def check_log(spec: DramSpec, log_df: pd.DataFrame) -> list[Violation]:
-    """Re-verify a command log (columns LOG_COLUMNS, in issue order) against `spec`. Returns the violations,
-    ordered by log row (empty list = the log is legal)."""
+    """Re-verify a command log (columns LOG_COLUMNS, in issue order; other columns are ignored) against
+    `spec`. Returns the violations, ordered by log row (empty list = the log is legal)."""
     a = _decode(spec, log_df)
     n = len(a["cmd"])
-    names = spec.command_names
-    found: list[tuple[int, str, str]] = []  # (log row, kind, rule text)
     if n == 0:
         return []
-    cyc = a["cycle"]
-    cmd = a["cmd"]
+    names = spec.command_names
+    cyc, cmd = a["cycle"], a["cmd"]
+    found: list[tuple[int, str, str]] = []  # (log row, kind, rule text)
 
     # -- order
-    back = np.nonzero(cyc[1:] < cyc[:-1])[0] + 1
-    for i in back.tolist():
+    for i in (np.nonzero(cyc[1:] < cyc[:-1])[0] + 1).tolist():
         found.append((i, "order", f"cycle {cyc[i]} is earlier than the previous command's cycle {cyc[i - 1]}"))
 
     # -- command bus
@@ -267,123 +246,179 @@ def check_log(spec: DramSpec, log_df: pd.DataFrame) -> list[Violation]:
         found.append((i, "bus", f"{bus}: {names[cmd[j]]} (log row {j}) and {names[cmd[i]]} issue in the "
                                 f"same cycle on channel {a['channel'][i]}"))
 
-    # -- timing
-    nodes = _node_ids(spec, a)
-    hist = _History(nodes, n)
-    by_cmd = [np.nonzero(cmd == c)[0] for c in range(len(names))]
-    for rule in rules(spec):
-        nxt = by_cmd[rule.nxt]
-        if len(nxt) == 0 or all(len(by_cmd[p]) == 0 for p in rule.prev):
-            continue
-        if rule.window == 1:
-            last = hist.last(rule.level, np.isin(cmd, rule.prev), rule.prev)[nxt]
-            has = last >= 0
-            prow = last[has]
-        else:
-            prev = np.sort(np.concatenate([by_cmd[p] for p in rule.prev]))
-            has, prow = hist.window_back(rule.level, prev, nxt, rule.window)
-        if not has.any():
-            continue
-        frow = nxt[has]
-        gap = cyc[frow] - cyc[prow]
-        bad = gap < rule.latency
-        for i, j, g in zip(frow[bad].tolist(), prow[bad].tolist(), gap[bad].tolist(), strict=True):
-            found.append((i, "timing", rule.text(names, int(cmd[j]), g)))
+    # every command's target, and every (log row, bank) it acts on
+    tg = _Targets(spec)
+    scope = np.array([c.scope for c in spec.commands], dtype=np.int64)[cmd]
+    target = tg.node_of[a["gbank"], scope]
+    ev_row, ev_bank = tg.expand(scope, target)
 
-    # -- bank state
-    found.extend(_check_state(spec, a, nodes))
+    found.extend(_check_timing(spec, tg, a, ev_row, ev_bank))
+    found.extend(_check_state(spec, a, ev_row, ev_bank))
 
     found.sort(key=lambda f: f[0])
-    out = []
-    for i, kind, text in found:
-        out.append(Violation(index=i, cycle=int(cyc[i]), command=names[cmd[i]],
-                             address=tuple(int(a[c][i]) for c in ADDR_COLUMNS),  # type: ignore[arg-type]
-                             row=int(a["row"][i]), rule=text, kind=kind))
-    return out
+    return [Violation(index=i, cycle=int(cyc[i]), command=names[cmd[i]],
+                      address=tuple(int(a[c][i]) for c in ADDR_COLUMNS),  # type: ignore[arg-type]
+                      row=int(a["row"][i]), rule=text, kind=kind) for i, kind, text in found]
 
 
-def _check_state(spec: DramSpec, a: dict[str, np.ndarray], nodes: list[np.ndarray]) -> list[tuple[int, str, str]]:
-    """Bank-state rules, vectorised: every command becomes per-bank events (a command wider than a bank
-    expands to every bank below its node); a requirement looks back to the most recent open/close event of
-    its bank."""
+def _check_timing(spec: DramSpec, tg: _Targets, a: dict[str, np.ndarray], ev_row: np.ndarray,
+                  ev_bank: np.ndarray) -> list[tuple[int, str, str]]:
+    n = len(a["cmd"])
+    cyc, cmd = a["cycle"], a["cmd"]
+    scale = np.int64(n + 1)
+    found: list[tuple[int, str, str]] = []
+    events: dict[int, tuple[np.ndarray, np.ndarray]] = {}     # level -> (log row, level-node), unique pairs
+    sib_events: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def level_events(lv: int) -> tuple[np.ndarray, np.ndarray]:
+        if lv not in events:
+            node = tg.node_of[ev_bank, lv]
+            size = np.int64(node.max() + 1)
+            key = np.unique(ev_row * size + node)        # sorted by log row
+            events[lv] = (key // size, key % size)
+        return events[lv]
+
+    def parent_events(lv: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(log row, parent node, the single level-node the row touches under that parent or -1 if several)."""
+        if lv not in sib_events:
+            row, node = level_events(lv)
+            parent_of = np.zeros(int(tg.node_of[:, lv].max()) + 1, dtype=np.int64)
+            parent_of[tg.node_of[:, lv]] = tg.node_of[:, spec.level_parent[lv]]
+            par = parent_of[node]
+            size = np.int64(par.max() + 1)
+            key = row * size + par
+            ukey, first, cnt = np.unique(key, return_index=True, return_counts=True)
+            single = np.where(cnt == 1, node[first], -1)
+            sib_events[lv] = (ukey // size, ukey % size, single)
+        return sib_events[lv]
+
+    for rule in rules(spec):
+        is_next = cmd == rule.nxt
+        is_prev = np.isin(cmd, rule.prev)
+        if not is_next.any() or not is_prev.any():
+            continue
+        if not rule.sibling:
+            row, node = level_events(rule.level)
+            pk = node[is_prev[row]] * scale + row[is_prev[row]]        # preceding events, by (node, row)
+            order = np.argsort(pk, kind="stable")
+            pk, prow_all = pk[order], row[is_prev[row]][order]
+            fsel = is_next[row]
+            frow, fnode = row[fsel], node[fsel]
+            pos = np.searchsorted(pk, fnode * scale + frow, side="left")      # strictly earlier in the log
+            start = np.searchsorted(pk, fnode * scale, side="left")           # first one at this node
+            has = (pos - start) >= rule.window
+            frow, prow = frow[has], prow_all[pos[has] - rule.window]
+        else:
+            row, par, single = parent_events(rule.level)
+            psel = is_prev[row]
+            pk = par[psel] * scale + row[psel]
+            order = np.argsort(pk, kind="stable")
+            pk, prow_all, psingle, ppar = pk[order], row[psel][order], single[psel][order], par[psel][order]
+            # runs of consecutive preceding events at one parent that touch the same single node
+            new_run = np.ones(len(pk), dtype=bool)
+            new_run[1:] = (ppar[1:] != ppar[:-1]) | (psingle[1:] != psingle[:-1]) | (psingle[1:] < 0)
+            run_start = np.maximum.accumulate(np.where(new_run, np.arange(len(pk)), 0))
+            fsel = is_next[row]
+            frow, fpar, fsingle = row[fsel], par[fsel], single[fsel]
+            last = np.searchsorted(pk, fpar * scale + frow, side="left") - 1   # most recent at this parent
+            start = np.searchsorted(pk, fpar * scale, side="left")
+            ok = last >= start
+            frow, fsingle, last, start = frow[ok], fsingle[ok], last[ok], start[ok]
+            # the most recent one is a sibling unless both touch only the same node; then the one before
+            # its run (which touches another node, or several)
+            same = (fsingle >= 0) & (psingle[last] == fsingle)
+            q = np.where(same, run_start[last] - 1, last)
+            has = q >= start
+            frow, prow = frow[has], prow_all[q[has]]
+        if len(frow) == 0:
+            continue
+        gap = cyc[frow] - cyc[prow]
+        bad = gap < rule.latency
+        if not bad.any():
+            continue
+        # a wide following command may look back at several nodes: report the binding (most recent) one
+        best: dict[int, int] = {}
+        for f, p in zip(frow[bad].tolist(), prow[bad].tolist(), strict=True):
+            if p > best.get(f, -1):
+                best[f] = p
+        for f, p in best.items():
+            found.append((f, "timing", rule.text(spec, int(cmd[p]), int(cyc[f] - cyc[p]))))
+    return found
+
+
+def _check_state(spec: DramSpec, a: dict[str, np.ndarray], ev_row: np.ndarray,
+                 ev_bank: np.ndarray) -> list[tuple[int, str, str]]:
+    """Bank state per (bank, buffer), vectorised: open/close events keyed by (bank, buffer, log row); a
+    requirement looks back to the most recent event of its (bank, buffer)."""
     n = len(a["cmd"])
     names = spec.command_names
-    effect = np.array([c.effect for c in spec.commands], dtype=object)
-    cmd_scope = np.array([c.scope for c in spec.commands], dtype=np.int64)
-    eff = effect[a["cmd"]]
-    idx = np.arange(n, dtype=np.int64)
-    # banks below one node of each level (flat bank ids are nested, so they are contiguous)
-    below = [int(np.prod(spec.counts[k + 1:])) for k in range(len(LEVELS))]
-    wide = cmd_scope[a["cmd"]] < len(LEVELS) - 1
-
-    def per_bank(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(log row, flat bank) for every bank a command acts on: its own bank, or every bank below the
-        node of its scope for a wider command (PREA, REFab: the rank; all-bank PIM commands: the channel)."""
-        rows = idx[mask & ~wide]
-        out_rows, out_banks = [rows], [nodes[-1][rows]]
-        for k in range(len(LEVELS) - 1):
-            rows_k = idx[mask & wide & (cmd_scope[a["cmd"]] == k)]
-            if len(rows_k):
-                banks = nodes[k][rows_k][:, None] * below[k] + np.arange(below[k], dtype=np.int64)[None, :]
-                out_rows.append(np.repeat(rows_k, below[k]))
-                out_banks.append(banks.reshape(-1))
-        return np.concatenate(out_rows), np.concatenate(out_banks)
-
-    # state events: +1 open (row), 0 close
-    open_rows, open_banks = per_bank(np.isin(eff, ["open", "open_all"]))
-    close_rows, close_banks = per_bank(np.isin(eff, ["close", "close_all", "read_close", "write_close"]))
-    ev_row = np.concatenate([open_rows, close_rows])
-    ev_bank = np.concatenate([open_banks, close_banks])
-    ev_open = np.concatenate([np.ones(len(open_rows), bool), np.zeros(len(close_rows), bool)])
+    nbuf = len(spec.row_buffers)
+    cmd = a["cmd"]
+    eff = np.array([c.effect for c in spec.commands], dtype=object)[cmd][ev_row]
+    buf = np.array([c.buffer for c in spec.commands], dtype=np.int64)[cmd][ev_row]
+    logged_row = a["row"][ev_row]
     scale = np.int64(n + 1)
-    key = ev_bank * scale + ev_row
-    order = np.argsort(key, kind="stable")
-    key, ev_row, ev_open = key[order], ev_row[order], ev_open[order]
 
-    def last_state(q_rows: np.ndarray, q_banks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(bank open?, open row or -1) just before each query."""
-        pos = np.searchsorted(key, q_banks * scale + q_rows, side="left")
-        start = np.searchsorted(key, q_banks * scale, side="left")
+    is_open_ev = eff == "open"
+    ev_mask = is_open_ev | np.isin(eff, _CLOSES)
+    key = (ev_bank * nbuf + buf)[ev_mask] * scale + ev_row[ev_mask]
+    order = np.argsort(key, kind="stable")
+    key, st_open, st_row = key[order], is_open_ev[ev_mask][order], logged_row[ev_mask][order]
+
+    def state(q_rows: np.ndarray, q_slot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(open?, open row) of (bank, buffer) slots just before the given log rows."""
+        pos = np.searchsorted(key, q_slot * scale + q_rows, side="left")
+        start = np.searchsorted(key, q_slot * scale, side="left")
         has = pos > start
         last = np.where(has, pos - 1, 0)
-        is_open = has & (ev_open[last] if len(ev_open) else np.zeros(len(q_rows), bool))
-        orow = np.where(is_open, a["row"][ev_row[last]] if len(ev_row) else -1, -1)
-        return is_open, orow
+        if len(key) == 0:
+            return np.zeros(len(q_rows), bool), np.full(len(q_rows), -1, np.int64)
+        is_open = has & st_open[last]
+        return is_open, np.where(is_open, st_row[last], -1)
 
-    found: list[tuple[int, str, str]] = []
+    problems: dict[int, list[str]] = defaultdict(list)
+    buffers = spec.row_buffers
 
-    def bank_text(b: int) -> str:
-        parts = []
-        for k in range(len(LEVELS) - 1, 0, -1):
-            if spec.counts[k] > 1:
-                parts.append(f"{_SHORT[k]}{b % spec.counts[k]}")
-            b //= spec.counts[k]
-        return " ".join(reversed(parts))
+    # open: its buffer closed, the row not open in another buffer
+    q = np.nonzero(is_open_ev)[0]
+    is_open, orow = state(ev_row[q], ev_bank[q] * nbuf + buf[q])
+    for e, r in zip(q[is_open].tolist(), orow[is_open].tolist(), strict=True):
+        i = int(ev_row[e])
+        problems[i].append(f"{names[cmd[i]]} opens row {logged_row[e]} but buffer {buffers[buf[e]]} of "
+                           f"{_bank_text(spec, int(ev_bank[e]))} has row {r} open (close it first)")
+    for other in range(nbuf):
+        sel = q[(buf[q] != other) & (logged_row[q] >= 0)]
+        is_open, orow = state(ev_row[sel], ev_bank[sel] * nbuf + other)
+        clash = is_open & (orow == logged_row[sel])
+        for e in sel[clash].tolist():
+            i = int(ev_row[e])
+            problems[i].append(f"{names[cmd[i]]} opens row {logged_row[e]} but row {logged_row[e]} is open in "
+                               f"buffer {buffers[other]} of {_bank_text(spec, int(ev_bank[e]))}")
+    # column access and compute: their buffer open, at the logged row
+    q = np.nonzero(np.isin(eff, _OPEN_NEEDS))[0]
+    is_open, orow = state(ev_row[q], ev_bank[q] * nbuf + buf[q])
+    for e in q[~is_open].tolist():
+        i = int(ev_row[e])
+        problems[i].append(f"{names[cmd[i]]} needs buffer {buffers[buf[e]]} open but it is closed in "
+                           f"{_bank_text(spec, int(ev_bank[e]))} (open a row first)")
+    wrong = is_open & (logged_row[q] >= 0) & (orow != logged_row[q])
+    for e, r in zip(q[wrong].tolist(), orow[wrong].tolist(), strict=True):
+        i = int(ev_row[e])
+        problems[i].append(f"{names[cmd[i]]} to row {logged_row[e]} but row {r} is open in buffer "
+                           f"{buffers[buf[e]]} of {_bank_text(spec, int(ev_bank[e]))}")
+    # refresh: every buffer of every bank closed
+    q = np.nonzero(eff == "refresh")[0]
+    for b in range(nbuf):
+        is_open, orow = state(ev_row[q], ev_bank[q] * nbuf + b)
+        for e, r in zip(q[is_open].tolist(), orow[is_open].tolist(), strict=True):
+            i = int(ev_row[e])
+            problems[i].append(f"{names[cmd[i]]} needs every buffer closed but buffer {buffers[b]} of "
+                               f"{_bank_text(spec, int(ev_bank[e]))} has row {r} open (close it first)")
 
-    # ACT, REFpb (one bank) and REFab, all-bank ACT (every bank below the command's node) need closed banks
-    q_rows, q_banks = per_bank(np.isin(eff, ["open", "refresh_bank", "open_all", "refresh_all"]))
-    is_open, orow = last_state(q_rows, q_banks)
-    if is_open.any():
-        open_by_row: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        for i, b, r in zip(q_rows[is_open].tolist(), q_banks[is_open].tolist(), orow[is_open].tolist(), strict=True):
-            open_by_row[i].append((b, r))
-        for i, banks in open_by_row.items():
-            what = names[a["cmd"][i]]
-            if wide[i]:
-                listed = ", ".join(f"{bank_text(b)} row {r}" for b, r in banks)
-                found.append((i, "state", f"{what} while banks of its {LEVELS[cmd_scope[a['cmd'][i]]]} are open: "
-                                          f"{listed} (precharge first)"))
-            else:
-                found.append((i, "state", f"{what} to an open bank (row {banks[0][1]} is open; precharge first)"))
-    # column commands: bank open, at the logged row
-    q_rows, q_banks = per_bank(np.isin(eff, ["read", "write", "read_close", "write_close"]))
-    is_open, orow = last_state(q_rows, q_banks)
-    want = a["row"][q_rows]
-    for i in q_rows[~is_open].tolist():
-        found.append((i, "state", f"{names[a['cmd'][i]]} to a closed bank (activate first)"))
-    wrong = is_open & (want >= 0) & (orow != want)
-    for i, r, w in zip(q_rows[wrong].tolist(), orow[wrong].tolist(), want[wrong].tolist(), strict=True):
-        found.append((i, "state", f"{names[a['cmd'][i]]} to row {w} but row {r} is open"))
+    found = []
+    for i, items in problems.items():
+        shown = items[:4] + ([f"... and {len(items) - 4} more bank(s)"] if len(items) > 4 else [])
+        found.append((i, "state", "; ".join(shown)))
     return found
 
 

@@ -26,6 +26,7 @@ class ControllerConfig:
     write_low_watermark: float = 0.2   # stop draining (if reads wait) at this fill
     mapping: str = DEFAULT_MAPPING     # address mapping, MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco
     frontend_width: int = 1            # requests the frontend may offer per cycle (trace convention: 1)
+    active_buffer: bool = False        # Ramulator 2.1: a request whose ACT issued is served before its row closes
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None, source: str = "controller") -> ControllerConfig:
@@ -47,6 +48,9 @@ class ControllerConfig:
         require_int(source, "controller.read_queue", self.read_queue, minimum=1)
         require_int(source, "controller.write_queue", self.write_queue, minimum=1)
         require_int(source, "controller.frontend_width", self.frontend_width, minimum=1)
+        if not isinstance(self.active_buffer, bool):
+            raise ConfigError("controller.active_buffer", f"must be true or false, got {self.active_buffer!r}",
+                              source=source)
         hi = require_number(source, "controller.write_high_watermark", self.write_high_watermark, minimum=0)
         lo = require_number(source, "controller.write_low_watermark", self.write_low_watermark, minimum=0)
         if not (0 <= lo < hi <= 1):

@@ -85,3 +85,57 @@ def encode(spec: DramSpec, channel: int, pseudochannel: int, rank: int, bankgrou
         addr |= values[f] << shift
         shift += bits
     return addr
+
+
+# Order of the per-level columns of an address-vector array (see encode_many).
+VECTOR_LEVELS = ("channel", "pseudochannel", "rank", "bankgroup", "bank", "row", "column")
+
+
+def _sizes(spec: DramSpec) -> dict[str, int]:
+    return {"channel": spec.counts[0], "pseudochannel": spec.counts[1], "rank": spec.counts[2],
+            "bankgroup": spec.counts[3], "bank": spec.counts[4], "row": spec.rows, "column": spec.columns}
+
+
+def encode_many(spec: DramSpec, vec: np.ndarray, mapping: str = DEFAULT_MAPPING) -> np.ndarray:
+    """Vectorised encode: an (n x 7) integer array of (channel, pseudochannel, rank, bankgroup, bank, row,
+    column) per request -> n byte addresses (uint64). Raises ValueError for a value out of its range
+    (callers with user input check first and name the file)."""
+    vec = np.asarray(vec)
+    if vec.ndim != 2 or vec.shape[1] != len(VECTOR_LEVELS):
+        raise ValueError(f"encode_many: expected an (n x {len(VECTOR_LEVELS)}) array, got shape {vec.shape}")
+    sizes = _sizes(spec)
+    addr = np.zeros(len(vec), dtype=np.uint64)
+    shift = int(spec.access_bytes).bit_length() - 1
+    for f in parse_mapping(mapping):
+        col = vec[:, VECTOR_LEVELS.index(f)]
+        bad = np.flatnonzero((col < 0) | (col >= sizes[f]))
+        if len(bad):
+            raise ValueError(f"{f}={int(col[bad[0]])} out of range 0..{sizes[f] - 1} (row {int(bad[0])})")
+        addr |= col.astype(np.uint64) << np.uint64(shift)
+        shift += int(sizes[f]).bit_length() - 1
+    return addr
+
+
+def decode_fields(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPING) -> dict[str, np.ndarray]:
+    """Vectorised decode into every level: channel, pseudochannel, rank, bankgroup, bank (within its
+    group), row and column, each an int64 array (the inverse of encode_many)."""
+    sizes = _sizes(spec)
+    a = np.asarray(addr, dtype=np.uint64) >> np.uint64(int(spec.access_bytes).bit_length() - 1)
+    parts: dict[str, np.ndarray] = {}
+    for f in parse_mapping(mapping):
+        bits = int(sizes[f]).bit_length() - 1
+        parts[f] = (a & np.uint64((1 << bits) - 1)).astype(np.int64)
+        a = a >> np.uint64(bits)
+    return {f: parts[f] for f in VECTOR_LEVELS}
+
+
+def constant_fields(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPING) -> list[str]:
+    """Address fields (channel, pseudochannel, rank, bankgroup, bank) that have more than one value in the
+    device but the same value in every address of `addr`: the trace never spreads over them under this
+    mapping (e.g. a trace that uses one channel of two). Empty for an empty `addr`."""
+    addr = np.asarray(addr, dtype=np.uint64)
+    if len(addr) == 0:
+        return []
+    sizes = _sizes(spec)
+    parts = decode_fields(spec, addr, mapping)
+    return [f for f in VECTOR_LEVELS[:5] if sizes[f] > 1 and bool(np.all(parts[f] == parts[f][0]))]

@@ -18,13 +18,15 @@ from archsim.errors import ConfigError, UserError, unknown_name
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "dram"
 STANDARD_DIR = PRESET_DIR / "standards"
 
-# Fixed hierarchy, outermost first. A standard that lacks a level has count 1 there.
+# The address fields every preset has, outermost first (a standard that lacks one has count 1 there). A
+# standard names its own levels over these fields (HBM3: `sid` over the rank field) and may add groups.
 LEVELS = ("channel", "pseudochannel", "rank", "bankgroup", "bank")
+ADDRESS_FIELDS = LEVELS
 LEVEL_INDEX = {name: i for i, name in enumerate(LEVELS)}
 ORG_KEYS = {"channels": "channel", "pseudochannels": "pseudochannel", "ranks": "rank",
             "bankgroups": "bankgroup", "banks_per_group": "bank"}
-EFFECTS = ("open", "close", "close_all", "read", "write", "read_close", "write_close", "refresh_all",
-           "refresh_bank", "pim", "open_all")
+# What a command does to the banks of its target (docs/channel-engine.md, section 1).
+EFFECTS = ("open", "close", "read", "write", "read_close", "write_close", "refresh", "compute", "transfer")
 BUSES = ("row", "column")
 
 
@@ -32,9 +34,16 @@ BUSES = ("row", "column")
 class Command:
     name: str
     index: int
-    scope: int      # level index at which the command acts (bank, rank, channel ...)
+    scope: int      # index into spec.levels: the level whose nodes are the command's targets
     bus: str        # "row" or "column" command bus
-    effect: str
+    effect: str     # one of EFFECTS
+    buffer: int = 0         # row buffer the command uses (index into spec.row_buffers)
+    latency: int = 0        # cycles from issue until its effect is complete (data returned / written)
+    action: str = ""        # energy action name (counts x per-action energy, archsim.energy)
+
+    @property
+    def is_column(self) -> bool:
+        return self.bus == "column"
 
 
 @dataclass
@@ -44,7 +53,7 @@ class DramSpec:
     name: str
     standard: str
     source: str
-    counts: tuple[int, int, int, int, int]          # per level, see LEVELS
+    counts: tuple[int, int, int, int, int]          # per address field, see ADDRESS_FIELDS
     rows: int
     row_bytes: int
     access_bytes: int
@@ -55,6 +64,11 @@ class DramSpec:
     command_bus: str                                # "single" or "dual" (separate row/column buses)
     energy: dict[str, Any]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)  # resolved preset dict (for manifests)
+    levels: list[str] = field(default_factory=lambda: list(LEVELS))   # the standard's levels (tree, then groups)
+    level_parent: list[int] = field(default_factory=list)   # parent level index (-1 for the outermost)
+    node_of: np.ndarray = field(default=None, repr=False)    # (total_banks, len(levels)) global node ids
+    row_buffers: list[str] = field(default_factory=lambda: ["mem"])
+    refresh_modes: tuple[str, ...] = ("allbank", "perbank", "none")
 
     # ---- derived sizes -------------------------------------------------------------------------
     @property
@@ -146,7 +160,8 @@ def preset_path(name_or_path: str | Path) -> Path:
 
 
 def _load_standard(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    path = STANDARD_DIR / f"{name}.yaml"
+    """A shipped standard by name, or a user's standard file by path (it may extend a shipped one)."""
+    path = Path(name) if str(name).endswith((".yaml", ".yml")) else STANDARD_DIR / f"{name}.yaml"
     if not path.is_file():
         raise unknown_name("DRAM standard", name, standard_names())
     doc = load_yaml(path)
@@ -157,7 +172,7 @@ def _load_standard(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
             raise ConfigError("extends", f"cycle through {' -> '.join(seen + (base_name,))}", source=str(path))
         base = _load_standard(base_name, seen + (name,))
         merged = dict(base)
-        for key in ("name", "source", "levels", "command_bus"):
+        for key in ("name", "source", "levels", "command_bus", "row_buffers", "groups", "refresh_modes"):
             if key in data:
                 merged[key] = data[key]
         merged["commands"] = {**base.get("commands", {}), **data.get("commands", {})}
@@ -218,7 +233,10 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
     for key in ("standard", "name", "org", "timing"):
         if key not in data:
             raise ConfigError(key, "missing (a preset needs standard, name, org, timing)", source=src)
-    std = _load_standard(require_choice(doc, "standard", data["standard"], standard_names()))
+    std_name = data["standard"]
+    if not str(std_name).endswith((".yaml", ".yml")):
+        require_choice(doc, "standard", std_name, standard_names())
+    std = _load_standard(std_name)
 
     # --- organisation ---
     org = data["org"]
@@ -231,8 +249,10 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
     counts = []
     for key, level in ORG_KEYS.items():
         value = require_int(doc, f"org.{key}", org.get(key, 1), minimum=1, power_of_two=True)
-        if value > 1 and level not in std["levels"]:
-            raise doc.error(f"org.{key}", f"{std['name']} has no {level} level (levels: {', '.join(std['levels'])}); must be 1")
+        std_fields = [next(iter(x.values())) if isinstance(x, dict) else x for x in std.get("levels", [])]
+        if value > 1 and level not in std_fields:
+            raise doc.error(f"org.{key}", f"{std['name']} has no {level} level (address fields: "
+                            f"{', '.join(std_fields)}); must be 1")
         counts.append(value)
     rows = require_int(doc, "org.rows", org.get("rows"), minimum=1, power_of_two=True)
     row_bytes = require_int(doc, "org.row_bytes", org.get("row_bytes"), minimum=1, power_of_two=True)
@@ -288,51 +308,73 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
             raise ConfigError(f"derived.{name}", str(exc), source=std["_sources"][-1]) from None
         timing[name] = env[name]
 
-    # --- commands and constraints ---
+    # --- levels, row buffers, commands and constraints (docs/channel-engine.md, section 1) ---
+    levels, field_of, parent, groups = _levels(std, src)
+    node_of = _node_ids(counts, levels, field_of, parent, groups, std)
+    level_index = {name: i for i, name in enumerate(levels)}
+    std_src = std["_sources"][-1]
+
+    def level_of(name: Any, where: str) -> int:
+        if name in level_index:
+            return level_index[name]
+        # A field the standard does not have as a level (count 1) means the nearest enclosing level.
+        if name in LEVEL_INDEX:
+            k = LEVEL_INDEX[name]
+            while k > 0 and LEVELS[k] not in field_of.values():
+                k -= 1
+            for lv, f in field_of.items():
+                if f == LEVELS[k]:
+                    return level_index[lv]
+        raise ConfigError(where, f"unknown level {name!r}; levels of {std['name']}: {', '.join(levels)}", source=std_src)
+
+    buffers = list(std.get("row_buffers", ["mem"]))
+    if not buffers or len(set(buffers)) != len(buffers):
+        raise ConfigError("row_buffers", f"must be a list of distinct names, got {buffers!r}", source=std_src)
     commands = []
     for i, (name, c) in enumerate(std["commands"].items()):
-        scope = c.get("scope")
-        if scope not in LEVEL_INDEX:
-            raise ConfigError(f"commands.{name}.scope", f"must be one of {', '.join(LEVELS)}, got {scope!r}",
-                              source=std["_sources"][-1])
-        if c.get("bus") not in BUSES or c.get("effect") not in EFFECTS:
-            raise ConfigError(f"commands.{name}", f"bus must be one of {BUSES} and effect one of {EFFECTS}",
-                              source=std["_sources"][-1])
-        commands.append(Command(name, i, LEVEL_INDEX[scope], c["bus"], c["effect"]))
+        where = f"commands.{name}"
+        if not isinstance(c, dict):
+            raise ConfigError(where, "must be a mapping {scope, bus, effect, buffer?, latency?, action?}", source=std_src)
+        scope = level_of(c.get("scope"), f"{where}.scope")
+        if c.get("bus") not in BUSES:
+            raise ConfigError(f"{where}.bus", f"must be one of {', '.join(BUSES)}, got {c.get('bus')!r}", source=std_src)
+        if "effect" not in c:
+            raise ConfigError(f"{where}.effect", f"missing; allowed: {', '.join(EFFECTS)}", source=std_src)
+        if c["effect"] not in EFFECTS:
+            raise ConfigError(f"{where}.effect", f"must be one of {', '.join(EFFECTS)}, got {c['effect']!r}",
+                              source=std_src)
+        buf = c.get("buffer", buffers[0])
+        if buf not in buffers:
+            raise ConfigError(f"{where}.buffer", f"no row buffer {buf!r}; row buffers of {std['name']}: "
+                              f"{', '.join(buffers)}", source=std_src)
+        try:
+            lat = int(expr.evaluate(c.get("latency", 1), env))
+        except expr.ExprError as exc:
+            raise ConfigError(f"{where}.latency", str(exc), source=std_src) from None
+        commands.append(Command(name, i, scope, c["bus"], c["effect"], buffers.index(buf), max(0, lat),
+                                str(c.get("action", name))))
     by_name = {c.name: c for c in commands}
+    raw_rows = _merge_rows(std.get("constraints", []), std_src)
     constraints = []
-    for n, row in enumerate(std.get("constraints", [])):
-        where = f"constraints[{n}]"
-        if isinstance(row, dict):
-            level, prev, nxt, lat, window = (row.get("level"), row.get("preceding"), row.get("following"),
-                                             row.get("latency"), row.get("window", 1))
-        else:
-            if len(row) not in (4, 5):
-                raise ConfigError(where, "must be [level, [preceding], [following], latency, window?]",
-                                  source=std["_sources"][-1])
-            level, prev, nxt, lat = row[:4]
-            window = row[4] if len(row) == 5 else 1
-        if level not in LEVEL_INDEX:
-            raise ConfigError(f"{where}.level", f"must be one of {', '.join(LEVELS)}, got {level!r}",
-                              source=std["_sources"][-1])
+    for n, (row, where) in enumerate(raw_rows):
+        level, prev, nxt, lat, window, sibling = row
+        if sibling and level not in level_index and level in LEVEL_INDEX:
+            continue   # a level the standard lacks has one node: nothing is ever a sibling there
+        lv = level_of(level, f"{where}.level")
         try:
             latency = int(expr.evaluate(lat, env))
         except expr.ExprError as exc:
-            raise ConfigError(f"{where}.latency", str(exc), source=std["_sources"][-1]) from None
-        for p in [prev] if isinstance(prev, str) else prev:
-            for f in [nxt] if isinstance(nxt, str) else nxt:
+            raise ConfigError(f"{where}.latency", str(exc), source=std_src) from None
+        if sibling and (parent[lv] < 0 or window > 1):
+            raise ConfigError(where, "a sibling row needs a level with a parent and window 1", source=std_src)
+        for p in prev:
+            for f in nxt:
                 if p not in by_name or f not in by_name:
                     bad = p if p not in by_name else f
-                    raise ConfigError(where, f"unknown command {bad!r}; known: {', '.join(by_name)}",
-                                      source=std["_sources"][-1])
-                lv = LEVEL_INDEX[level]
-                # A constraint is tracked at one node of `level`; both commands must act at or below it.
-                if lv > by_name[p].scope or lv > by_name[f].scope:
-                    raise ConfigError(where, f"level {level} is below the scope of {p} or {f}",
-                                      source=std["_sources"][-1])
+                    raise ConfigError(where, f"unknown command {bad!r}; known: {', '.join(by_name)}", source=std_src)
                 constraints.append({"group": n, "level": lv, "prev": by_name[p].index, "next": by_name[f].index,
-                                    "latency": max(0, latency), "window": int(window),
-                                    "expr": str(lat), "prev_name": p, "next_name": f, "level_name": level})
+                                    "latency": max(0, latency), "window": int(window), "sibling": bool(sibling),
+                                    "expr": str(lat), "prev_name": p, "next_name": f, "level_name": levels[lv]})
 
     energy = data.get("energy", {}) or {}
     if energy:
@@ -341,8 +383,107 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
         name=str(data["name"]), standard=std["name"], source=str(data.get("source", "")), counts=tuple(counts),
         rows=rows, row_bytes=row_bytes, access_bytes=access_bytes, tCK_ps=float(tck), timing=timing,
         commands=commands, constraints=constraints, command_bus=std.get("command_bus", "single"),
-        energy=energy, raw=data,
+        energy=energy, raw=data, levels=levels, level_parent=parent, node_of=node_of, row_buffers=buffers,
+        refresh_modes=tuple(std.get("refresh_modes", ("allbank", "perbank", "none"))),
     )
+
+
+def _levels(std: dict[str, Any], src: str) -> tuple[list[str], dict[str, str], list[int], dict[str, Any]]:
+    """(level names: tree then groups, tree level -> address field, parent level per level, groups)."""
+    std_src = std["_sources"][-1]
+    tree: list[str] = []
+    field_of: dict[str, str] = {}
+    for i, item in enumerate(std.get("levels", [])):
+        if isinstance(item, str):
+            name, fld = item, item
+        elif isinstance(item, dict) and len(item) == 1:
+            name, fld = next(iter(item.items()))
+        else:
+            raise ConfigError(f"levels[{i}]", "must be a field name or {name: field}", source=std_src)
+        if fld not in LEVEL_INDEX:
+            raise ConfigError(f"levels[{i}]", f"unknown address field {fld!r}; allowed: {', '.join(LEVELS)}",
+                              source=std_src)
+        tree.append(name)
+        field_of[name] = fld
+    order = [LEVEL_INDEX[field_of[n]] for n in tree]
+    if order != sorted(order) or len(set(order)) != len(order) or "channel" not in field_of.values() \
+            or "bank" not in field_of.values():
+        raise ConfigError("levels", f"must list address fields outermost first, from channel to bank; got {tree}",
+                          source=std_src)
+    parent = [i - 1 for i in range(len(tree))]
+    groups = dict(std.get("groups", {}) or {})
+    levels = list(tree)
+    for name, g in groups.items():
+        if not isinstance(g, dict) or g.get("parent") not in tree or "key" not in g:
+            raise ConfigError(f"groups.{name}", f"must be {{parent: <tree level>, key: <expression>}}; tree levels: "
+                              f"{', '.join(tree)}", source=std_src)
+        levels.append(name)
+        parent.append(tree.index(g["parent"]))
+    return levels, field_of, parent, groups
+
+
+def _node_ids(counts: list[int], levels: list[str], field_of: dict[str, str], parent: list[int],
+              groups: dict[str, Any], std: dict[str, Any]) -> np.ndarray:
+    """Global node id of every bank at every level (tree levels nest; a group splits its parent's banks by
+    an expression of the bank's indices below that parent)."""
+    total = int(np.prod(counts))
+    b = np.arange(total, dtype=np.int64)
+    idx = {}
+    rem = b.copy()
+    for f, n in zip(LEVELS[::-1], counts[::-1], strict=True):
+        idx[f] = rem % n
+        rem //= n
+    out = np.zeros((total, len(levels)), dtype=np.int64)
+    for k, name in enumerate(levels):
+        if name in field_of:
+            k_field = LEVEL_INDEX[field_of[name]]
+            below = int(np.prod(counts[k_field + 1:]))
+            out[:, k] = b // below
+        else:
+            g = groups[name]
+            try:
+                key = np.array([int(expr.evaluate(g["key"], {f: int(idx[f][x]) for f in LEVELS}))
+                                for x in range(int(np.prod(counts[1:])))], dtype=np.int64)
+            except expr.ExprError as exc:
+                raise ConfigError(f"groups.{name}.key", str(exc), source=std["_sources"][-1]) from None
+            key = np.tile(key, counts[0])
+            out[:, k] = out[:, parent[k]] * (int(key.max()) + 1) + key
+    return out
+
+
+def _merge_rows(rows: list[Any], src: str) -> list[tuple[tuple, str]]:
+    """Normalise constraint rows to (level, prev, next, latency, window, sibling); a row with `replace: true`
+    replaces earlier rows with the same level, preceding and following lists."""
+    out: list[tuple[tuple, str]] = []
+    for n, row in enumerate(rows):
+        where = f"constraints[{n}]"
+        replace = False
+        if isinstance(row, dict):
+            unknown = set(row) - {"level", "preceding", "following", "latency", "window", "sibling", "replace"}
+            if unknown:
+                raise ConfigError(f"{where}.{sorted(unknown)[0]}", "unknown key; allowed: level, preceding, following, "
+                                  "latency, window, sibling, replace", source=src)
+            level, prev, nxt, lat = (row.get("level"), row.get("preceding"), row.get("following"), row.get("latency"))
+            window, sibling, replace = row.get("window", 1), bool(row.get("sibling", False)), bool(row.get("replace"))
+        else:
+            if not isinstance(row, list) or len(row) not in (4, 5):
+                raise ConfigError(where, "must be [level, [preceding], [following], latency, window?] or a mapping",
+                                  source=src)
+            level, prev, nxt, lat = row[:4]
+            window = row[4] if len(row) == 5 else 1
+            sibling = False
+        prev = [prev] if isinstance(prev, str) else list(prev or [])
+        nxt = [nxt] if isinstance(nxt, str) else list(nxt or [])
+        if lat is None:
+            raise ConfigError(f"{where}.latency", "missing", source=src)
+        norm = (level, tuple(prev), tuple(nxt), lat, int(window), sibling)
+        if replace:
+            kept = [r for r in out if (r[0][0], r[0][1], r[0][2]) != (level, tuple(prev), tuple(nxt))]
+            if len(kept) == len(out):
+                raise ConfigError(where, f"replace: no earlier row [{level}, {prev}, {nxt}] to replace", source=src)
+            out = kept
+        out.append((norm, where))
+    return out
 
 
 def check_capacity(spec: DramSpec, max_addr: int, source: str = "trace") -> None:

@@ -10,19 +10,21 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from archsim import energy as energy_mod
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.controller import ControllerConfig
 from archsim.dram.spec import DramSpec, check_capacity, load_spec
-from archsim.engine import dram_kernel as K
+from archsim.engine.channel import MemorySystem
 from archsim.errors import ConfigError, UserError
 from archsim.results import Result, make_manifest
 from archsim.systems import register
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where used: a plain trace run never needs it (slow to import)
 
 SLOT_NAMES = ["ACT", "PRE", "PREA", "RD", "WR", "RDA", "WRA", "REFab", "REFpb"]
 
@@ -41,6 +43,8 @@ class CommandLog:
 
     @classmethod
     def read(cls, path: str | Path) -> CommandLog:
+        import pandas as pd
+
         path = Path(path)
         if not path.is_file():
             raise UserError(f"{path}: command log not found")
@@ -53,64 +57,6 @@ class CommandLog:
         if missing:
             raise UserError(f"{path}: command log lacks columns {', '.join(missing)}; expected {', '.join(need)}")
         return cls(df[need])
-
-
-def kernel_tables(spec: DramSpec) -> dict[str, Any]:
-    """Integer tables the kernel needs, derived once per spec."""
-    t = spec.tables()
-    counts = spec.counts
-    n_levels = len(counts)
-    nodes_per_level = np.cumprod(counts)
-    level_off = np.concatenate([[0], np.cumsum(nodes_per_level)[:-1]]).astype(np.int64)
-    n_banks = int(nodes_per_level[-1])
-    b = np.arange(n_banks, dtype=np.int64)
-    node_of = np.zeros((n_banks, n_levels), dtype=np.int64)
-    for k in range(n_levels):
-        below = int(np.prod(counts[k + 1:])) if k + 1 < n_levels else 1
-        node_of[:, k] = level_off[k] + b // below
-    order = np.argsort(t["con_prev"], kind="stable")
-    prev = t["con_prev"][order]
-    n_cmds = len(spec.commands)
-    con_start = np.searchsorted(prev, np.arange(n_cmds), side="left").astype(np.int64)
-    con_end = np.searchsorted(prev, np.arange(n_cmds), side="right").astype(np.int64)
-    window = t["con_window"][order]
-    # A window row counts issues of its whole set of preceding commands: one shared history per
-    # (original row, following command), so any preceding command pushes exactly once into each.
-    win_id = np.full(len(order), -1, dtype=np.int64)
-    ids: dict[tuple[int, int], int] = {}
-    for pos, j in enumerate(order):
-        if window[pos] > 1:
-            row = spec.constraints[j]
-            win_id[pos] = ids.setdefault((row["group"], row["next"]), len(ids))
-    win_rows = np.arange(len(ids))
-    return {
-        "node_of": node_of, "cmd_scope": t["cmd_scope"], "con_start": con_start, "con_end": con_end,
-        "con_level": t["con_level"][order], "con_next": t["con_next"][order], "con_lat": t["con_lat"][order],
-        "con_window": window, "con_win_id": win_id, "n_nodes": int(nodes_per_level.sum()),
-        "n_windows": int(len(win_rows)), "max_window": int(window.max(initial=1)),
-        "cmd_ids": np.array([spec.cmd(n) for n in SLOT_NAMES], dtype=np.int64),
-    }
-
-
-def _cfg_array(spec: DramSpec, ctrl: ControllerConfig, log: bool, max_cycles: int) -> np.ndarray:
-    cfg = np.zeros(K.N_CFG, dtype=np.int64)
-    cfg[K.CFG_QCAP_R] = ctrl.read_queue
-    cfg[K.CFG_QCAP_W] = ctrl.write_queue
-    cfg[K.CFG_WM_HIGH] = max(1, int(round(ctrl.write_high_watermark * ctrl.write_queue)))
-    cfg[K.CFG_WM_LOW] = int(round(ctrl.write_low_watermark * ctrl.write_queue))
-    cfg[K.CFG_CLOSED_ROW] = ctrl.row_policy == "closed"
-    cfg[K.CFG_REFRESH] = {"none": K.REFRESH_NONE, "allbank": K.REFRESH_ALLBANK, "perbank": K.REFRESH_PERBANK}[ctrl.refresh]
-    cfg[K.CFG_DUAL_BUS] = spec.command_bus == "dual"
-    cfg[K.CFG_FE_WIDTH] = ctrl.frontend_width
-    cfg[K.CFG_LOG] = log
-    cfg[K.CFG_NCL] = spec.timing["nCL"]
-    cfg[K.CFG_NCWL] = spec.timing["nCWL"]
-    cfg[K.CFG_NBL] = spec.timing["nBL"]
-    cfg[K.CFG_NREFI] = spec.timing["nREFI"]
-    cfg[K.CFG_NREFIPB] = spec.timing["nREFIpb"]
-    cfg[K.CFG_BANKS_PER_RANK] = spec.banks_per_rank
-    cfg[K.CFG_MAX_CYCLES] = max_cycles
-    return cfg
 
 
 def _progress_enabled(quiet: bool) -> bool:
@@ -129,64 +75,45 @@ def _draw(done: int, total: int, t0: float) -> None:
 def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_write: np.ndarray,
                    arrive: np.ndarray, engine: str = "numba", log: bool = False, quiet: bool = True,
                    max_cycles: int = 1 << 60) -> dict[str, Any]:
-    """Run the kernel. Returns raw arrays: per-request enqueue/done/kind, command counts, log, timing."""
+    """A trace run is one driver of the channel engine: one port offers the trace's requests in order (one
+    per cycle by default), and the engine runs until the last one is done. Returns raw arrays: per-request
+    enqueue/done/class, command counts, log, timing."""
+    if engine != "numba":
+        raise UserError(f"engine {engine!r}: the channel engine runs under numba (the independent reference "
+                        "scheduler is archsim.engine.reference)")
     n = len(addr)
     dec = mapping_mod.decode(spec, addr, ctrl.mapping)
-    tabs = kernel_tables(spec)
-    cfg = _cfg_array(spec, ctrl, log, max_cycles)
-    req_enq = np.full(n, -1, dtype=np.int64)
-    req_done = np.full(n, -1, dtype=np.int64)
-    req_kind = np.zeros(n, dtype=np.int64)
-    n_cmds = len(spec.commands)
-    log_cap = (3 * n + 1024) if log else 1
-    progress = np.zeros(4, dtype=np.int64)
-    fn = K.simulate_jit if engine == "numba" else K.simulate
-    if engine not in ("numba", "python"):
-        raise UserError(f"engine {engine!r}: must be numba or python")
-    arrive = np.asarray(arrive, dtype=np.int64)
-    while True:
-        cmd_count = np.zeros((spec.channels, n_cmds), dtype=np.int64)
-        log_arrays = [np.zeros(log_cap, dtype=np.int64) for _ in range(5)]
-        args = (dec["channel"], dec["bank"], dec["row"], dec["column"], np.asarray(is_write, dtype=np.bool_), arrive,
-                tabs["node_of"], tabs["cmd_scope"], tabs["con_start"], tabs["con_end"], tabs["con_level"],
-                tabs["con_next"], tabs["con_lat"], tabs["con_window"], tabs["con_win_id"], tabs["n_nodes"],
-                tabs["n_windows"], tabs["max_window"], tabs["cmd_ids"], cfg, spec.channels,
-                req_enq, req_done, req_kind, cmd_count, *log_arrays, progress)
-        t0 = time.perf_counter()
-        if _progress_enabled(quiet) and engine == "numba":
-            box: dict[str, Any] = {}
-            # the kernel releases the GIL (nogil=True), so this thread can draw progress while it runs
-            th = threading.Thread(target=lambda b=box, a=args: b.setdefault("out", fn(*a)), daemon=True)
-            th.start()
-            while th.is_alive():
-                th.join(0.25)
-                _draw(int(progress[0]), n, t0)
-            sys.stderr.write("\n")
-            status, end_clk, n_log = box["out"]
-        else:
-            status, end_clk, n_log = fn(*args)
-        wall = time.perf_counter() - t0
-        if status == K.LOG_FULL:
-            log_cap *= 2
-            req_enq[:] = -1
-            req_done[:] = -1
-            req_kind[:] = 0
-            progress[:] = 0
-            continue
-        break
-    if status == K.DEADLOCK:  # pragma: no cover - would be a simulator bug
-        raise RuntimeError("DRAM kernel deadlocked: no event pending while requests remain")
-    if status == K.TIMEOUT:
-        raise UserError(f"simulation exceeded max_cycles={max_cycles}")
-    out = {"req_enq": req_enq, "req_done": req_done, "req_kind": req_kind, "cmd_count": cmd_count,
-           "end_cycle": int(end_clk), "wall_s": wall, "decoded": dec,
-           "scheduler_passes": int(progress[2]), "bank_candidates_scanned": int(progress[3])}
+    ms = MemorySystem(spec, ctrl, log=log, requests=n, max_cycles=max_cycles)
+    port = ms.add_port("mem", width=ctrl.frontend_width)
+    kind = np.asarray(is_write, dtype=np.int64)
+    ms.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"], kind,
+                        np.asarray(arrive, dtype=np.int64), -1)
+    t0 = time.perf_counter()
+    if _progress_enabled(quiet):
+        box: dict[str, Any] = {}
+        # the kernel releases the GIL (nogil=True), so this thread can draw progress while it runs
+        th = threading.Thread(target=lambda: box.setdefault("end", ms.run()), daemon=True)
+        th.start()
+        while th.is_alive():
+            th.join(0.25)
+            _draw(int(ms.S.progress[0]), n, t0)
+        sys.stderr.write("\n")
+    else:
+        ms.run()
+    wall = time.perf_counter() - t0
+    S = ms.S
+    done = S.r_done[:n]
+    out = {"req_enq": S.r_enq[:n], "req_done": done, "req_kind": S.r_class[:n], "cmd_count": S.cmd_count,
+           "end_cycle": int(done.max()) if n else 0, "wall_s": wall, "decoded": dec, "engine": ms}
     if log:
-        out["log"] = [a[:n_log] for a in log_arrays]
+        k = int(S.n_log[0])
+        out["log"] = [S.log_clk[:k], S.log_cmd[:k], S.log_bank[:k], S.log_row[:k], S.log_col[:k]]
     return out
 
 
 def command_log_frame(spec: DramSpec, raw_log: list[np.ndarray]) -> CommandLog:
+    import pandas as pd
+
     clk, cmd, bank, row, col = raw_log
     counts = spec.counts
     rem = bank.copy()
@@ -233,14 +160,29 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     elif isinstance(trace, trace_mod.Trace):
         tr = trace
         trace_desc = tr.source
+    elif isinstance(trace, str) and trace.startswith("synthetic:"):
+        tr = trace_mod.synthetic_trace(access_bytes=spec.access_bytes, **_synthetic_arg(trace, spec, seed))
+        trace_desc = trace
     else:
         tr = trace_mod.read_trace(trace)
         trace_desc = str(trace)
+    if getattr(tr, "vec", None) is not None:
+        tr.addr = trace_mod.to_addresses(tr, spec, ctrl.mapping)
     if len(tr) == 0:
         raise UserError(f"{trace_desc}: empty trace")
     check_capacity(spec, int(tr.addr.max()), source=str(tr.source))
+    for w in trace_mod.trace_warnings(tr, spec, ctrl.mapping):
+        print(f"archsim: warning: {w}", file=sys.stderr)
     raw = simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive, engine=engine, log=log, quiet=quiet)
     return _result(spec, ctrl, tr, raw, trace_desc, seed, engine, log)
+
+
+def _synthetic_arg(text: str, spec: DramSpec, seed: int) -> dict[str, Any]:
+    """`synthetic:random:N` / `synthetic:stream:N` (the CLI's and the API's shorthand)."""
+    parts = text.split(":")
+    if len(parts) != 3 or parts[1] not in ("random", "stream") or not parts[2].isdigit():
+        raise UserError(f"{text!r}: expected synthetic:random:N or synthetic:stream:N")
+    return {"kind": parts[1], "requests": int(parts[2]), "seed": seed, "span_bytes": min(2 << 30, spec.capacity_bytes)}
 
 
 def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any], trace_desc: Any, seed: int,
@@ -290,7 +232,7 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
                      "bytes": int(sel.sum()) * spec.access_bytes, "cycles": cycles,
                      **{f"cmd_{k}": v for k, v in cnt.items()},
                      **{f"energy_{k}_pj": v for k, v in e.items()}})
-    df = pd.DataFrame(rows)
+    df = rows  # Result makes it a DataFrame when first read
     config = {"system": "dram-trace", "preset": spec.name, "dram": spec.raw, "controller": ctrl.to_dict(),
               "trace": trace_desc, "engine": engine}
     result = Result(stats=stats, df=df, manifest=make_manifest("dram-trace", config, seed=seed))

@@ -6,22 +6,49 @@ from. ``arrive[i] >= 0`` is the earliest cycle request ``i`` may be offered to t
 are offered in order, one per cycle at most.
 
 Supported file formats (detected from the first non-blank, non-comment line; ``#`` starts a comment;
-gzip-compressed files are recognised by their magic bytes and read transparently):
+gzip-compressed files are recognised by their magic bytes and read transparently; docs/traces.md has
+the details):
 
-* Ramulator 2 load/store trace::
+* Ramulator 2 load/store trace (``ramulator``)::
 
       LD 0x1a2b3c          # arrive = -1 (the cycle after the previous request)
       12 ST 0x1a2b40       # 12 bubbles (non-memory cycles) first: arrive = previous + 1 + 12
 
   The "previous" arrival of a request without a bubble count is its nominal cycle (previous + 1),
   and the first request's previous arrival is -1, so ``12 LD 0x0`` as the first line arrives at 12.
+  Addresses are hex (``0x...``) or decimal.
 
-* DRAMsim3 trace::
+* Ramulator 2 address-vector trace (``ramulator-vec``, Ramulator's ReadWriteTrace)::
 
-      0x1a2b3c READ 120    # also WRITE, R, W (any case); third field = arrival cycle
-      0x1a2b40 WRITE 125   # time stamps must be non-decreasing
+      R 0,1,0,2,100,3      # read; the address as one decimal index per level
+      W 0,0,1,3,7,12       # write
 
-Addresses are hex (``0x...``) or decimal; counts and time stamps are decimal.
+  Every request arrives as soon as possible. Vectors hold 4 to 7 entries, the same number on every
+  line, read as (see VECTOR_ORDERS): 7 = channel, pseudochannel, rank, bankgroup, bank, row, column;
+  6 = channel, rank, bankgroup, bank, row, column (the second entry is the pseudochannel on a device
+  with pseudochannels and a single rank, e.g. HBM); 5 = channel, bankgroup, bank, row, column;
+  4 = channel, bank, row, column. Missing levels are 0; the column counts accesses (0 ..
+  row_bytes / access_bytes - 1). The trace keeps the vectors in ``Trace.vec`` (n x 7, archsim's
+  level order) and has no byte addresses until ``to_addresses(trace, spec, mapping)`` derives them.
+
+* Ramulator 2 SimpleO3 core trace (``simpleo3``)::
+
+      3 0x1a2b3c           # 3 bubbles, then a read of 0x1a2b3c
+      0 4096 8192          # a read of 4096, then a write (write-back) of 8192
+
+  The bubble count (non-memory instructions in Ramulator) is read as idle cycles, as for the
+  load/store trace; the write-back is offered as soon as possible after its read. Addresses are hex
+  (``0x...``) or decimal.
+
+* DRAMsim3 trace (``dramsim3``)::
+
+      0x1a2b3c READ 120    # also WRITE, R, W, P_MEM_RD, P_MEM_WR, IFETCH (any case); third field = cycle
+      1a2b40 WRITE 125     # time stamps must be non-decreasing
+
+  Addresses are hexadecimal with or without ``0x`` (as DRAMsim3 reads them); P_MEM_RD and IFETCH are
+  reads, P_MEM_WR a write.
+
+Counts and time stamps are decimal.
 
 Parsing is vectorised with numpy (fixed-width byte arrays, digit lookup tables), a few seconds
 for tens of millions of lines; lines the fast path cannot handle are re-parsed one by one, which
@@ -35,16 +62,19 @@ import os
 import re
 import secrets
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from archsim.errors import UserError
 
-__all__ = ["Trace", "read_trace", "synthetic_trace", "write_trace", "FORMATS", "SYNTHETIC_KINDS"]
+__all__ = ["Trace", "read_trace", "synthetic_trace", "write_trace", "to_addresses", "trace_warnings", "FORMATS",
+           "WRITE_FORMATS",
+           "SYNTHETIC_KINDS", "VECTOR_ORDERS"]
 
-FORMATS = ("ramulator", "dramsim3")
+FORMATS = ("ramulator", "dramsim3", "ramulator-vec", "simpleo3")  # formats read_trace reads
+WRITE_FORMATS = ("ramulator", "dramsim3")  # formats write_trace writes
 SYNTHETIC_KINDS = ("random", "stream")
 
 _RAM_FORMS = (
@@ -52,20 +82,44 @@ _RAM_FORMS = (
     "or decimal, <bubbles> a non-negative decimal count)"
 )
 _D3_FORMS = (
-    "'<addr> READ|WRITE|R|W <cycle>' (DRAMsim3 trace; <addr> hex 0x... or decimal, <cycle> a "
-    "non-negative decimal time stamp, non-decreasing)"
+    "'<addr> READ|WRITE|R|W|P_MEM_RD|P_MEM_WR|IFETCH <cycle>' (DRAMsim3 trace; <addr> hexadecimal with "
+    "or without 0x, <cycle> a non-negative decimal time stamp, non-decreasing)"
 )
-_FORMS = {"ramulator": _RAM_FORMS, "dramsim3": _D3_FORMS}
-_ANY_FORMS = f"{_RAM_FORMS} or {_D3_FORMS}"
-_FMT_NAME = {"ramulator": "Ramulator 2", "dramsim3": "DRAMsim3"}
+_VEC_FORMS = (
+    "'R|W <c>,<c>,...' (Ramulator 2 address-vector trace; 4 to 7 non-negative decimal entries, the same "
+    "number on every line)"
+)
+_O3_FORMS = (
+    "'<bubbles> <load addr> [<writeback addr>]' (Ramulator 2 SimpleO3 trace; addresses hex 0x... or "
+    "decimal, <bubbles> a non-negative decimal count)"
+)
+_FORMS = {"ramulator": _RAM_FORMS, "dramsim3": _D3_FORMS, "ramulator-vec": _VEC_FORMS, "simpleo3": _O3_FORMS}
+_ANY_FORMS = " or ".join(_FORMS.values())
+_FMT_NAME = {"ramulator": "Ramulator 2 load/store", "dramsim3": "DRAMsim3",
+             "ramulator-vec": "Ramulator 2 address-vector", "simpleo3": "Ramulator 2 SimpleO3"}
+
+# Address-vector length -> the archsim levels (indices into mapping.VECTOR_LEVELS) its entries fill.
+VECTOR_ORDERS = {
+    7: ("channel", "pseudochannel", "rank", "bankgroup", "bank", "row", "column"),
+    6: ("channel", "rank", "bankgroup", "bank", "row", "column"),
+    5: ("channel", "bankgroup", "bank", "row", "column"),
+    4: ("channel", "bank", "row", "column"),
+}
+_LEVELS7 = VECTOR_ORDERS[7]
+_VEC_SLOTS = {k: [_LEVELS7.index(name) for name in order] for k, order in VECTOR_ORDERS.items()}
 
 _U64_MAX = (1 << 64) - 1
 _I64_MAX = (1 << 63) - 1
 
 _RAM_OPS = {"LD": False, "ST": True}
-_D3_OPS = {"READ": False, "R": False, "WRITE": True, "W": True}
+_D3_OPS = {"READ": False, "R": False, "WRITE": True, "W": True, "P_MEM_RD": False, "P_MEM_WR": True,
+           "IFETCH": False}
+_D3_WRITE_OPS = [op.encode() for op, w in _D3_OPS.items() if w]
+_D3_READ_OPS = [op.encode() for op, w in _D3_OPS.items() if not w]
+_VEC_OPS = {"R": False, "W": True}
 
 _HEX_RE = re.compile(r"0[xX][0-9a-fA-F]+")
+_BARE_HEX_RE = re.compile(r"[0-9a-fA-F]+")
 _DEC_RE = re.compile(r"[0-9]+")
 _NEG_RE = re.compile(r"-(0[xX][0-9a-fA-F]+|[0-9]+)")
 _COMMENT_RE = re.compile(rb"#[^\n]*")
@@ -81,31 +135,123 @@ _DIGIT[np.frombuffer(b"abcdef", np.uint8)] = np.arange(10, 16, dtype=np.uint8)
 _DIGIT[np.frombuffer(b"ABCDEF", np.uint8)] = np.arange(10, 16, dtype=np.uint8)
 
 
-@dataclass(eq=False)
 class Trace:
-    """A memory-request trace: parallel arrays, one entry per request (see the module docstring)."""
+    """A memory-request trace: parallel arrays, one entry per request (see the module docstring).
 
-    addr: np.ndarray  # uint64 byte addresses
-    is_write: np.ndarray  # bool
-    arrive: np.ndarray  # int64 earliest offer cycle; -1 = as soon as possible
-    source: str  # file name or "synthetic:<kind>"
-    fmt: str  # "ramulator" | "dramsim3" | "synthetic"
+    addr:     uint64 byte addresses
+    is_write: bool
+    arrive:   int64 earliest offer cycle; -1 = as soon as possible
+    source:   file name or "synthetic:<kind>"
+    fmt:      one of FORMATS or "synthetic"
+    vec:      address-vector traces only: (n x 7) int64 level indices (channel, pseudochannel, rank,
+              bankgroup, bank, row, column); vec_width is the vector length in the file and vec_line
+              the file line of each request. Such a trace has no byte addresses (reading `addr` raises)
+              until they are derived: ``trace.addr = to_addresses(trace, spec, mapping)``.
+    parser:   how read_trace parsed the file: "fast" (archsim.dram.fast_trace, the numba byte-level
+              parser of Ramulator load/store and DRAMsim3 traces), "general" (the numpy parser: other
+              formats, and any file the fast one gives up on); "" when not read from a file.
+    """
 
-    def __post_init__(self) -> None:
-        self.addr = np.ascontiguousarray(self.addr, dtype=np.uint64).reshape(-1)
-        self.is_write = np.ascontiguousarray(self.is_write, dtype=bool).reshape(-1)
-        self.arrive = np.ascontiguousarray(self.arrive, dtype=np.int64).reshape(-1)
-        n = len(self.addr)
-        if len(self.is_write) != n or len(self.arrive) != n:
+    parser: str = ""
+
+    def __init__(self, addr: np.ndarray | None, is_write: np.ndarray, arrive: np.ndarray, source: str, fmt: str,
+                 vec: np.ndarray | None = None, vec_width: int = 0, vec_line: np.ndarray | None = None):
+        self.source = source
+        self.fmt = fmt
+        self.is_write = np.ascontiguousarray(is_write, dtype=bool).reshape(-1)
+        self.arrive = np.ascontiguousarray(arrive, dtype=np.int64).reshape(-1)
+        self.vec = None if vec is None else np.ascontiguousarray(vec, dtype=np.int64).reshape(-1, len(_LEVELS7))
+        self.vec_width = int(vec_width)
+        self.vec_line = None if vec_line is None else np.asarray(vec_line, dtype=np.int64).reshape(-1)
+        n = len(self.is_write)
+        self._addr: np.ndarray | None = None
+        if addr is not None:
+            self.addr = addr
+        elif self.vec is None:
+            raise UserError(f"{source}: a trace needs byte addresses or address vectors")
+        if len(self.arrive) != n or (self.vec is not None and len(self.vec) != n):
             raise UserError(
-                f"{self.source}: trace arrays differ in length (addr {n}, is_write {len(self.is_write)}, "
-                f"arrive {len(self.arrive)}); expected one entry per request in each"
+                f"{self.source}: trace arrays differ in length (is_write {n}, arrive {len(self.arrive)}"
+                + (f", vec {len(self.vec)}" if self.vec is not None else "")
+                + "); expected one entry per request in each"
             )
         if self.fmt not in (*FORMATS, "synthetic"):
-            raise UserError(f"{self.source}: unknown trace format {self.fmt!r}; expected ramulator, dramsim3, synthetic")
+            raise UserError(f"{self.source}: unknown trace format {self.fmt!r}; expected one of: "
+                            f"{', '.join((*FORMATS, 'synthetic'))}")
+
+    @property
+    def addr(self) -> np.ndarray:
+        if self._addr is None:
+            raise UserError(
+                f"{self.source}: an address-vector trace has no byte addresses until they are derived from the "
+                "DRAM organisation and address mapping (archsim.dram.trace.to_addresses(trace, spec, mapping))"
+            )
+        return self._addr
+
+    @addr.setter
+    def addr(self, value: np.ndarray) -> None:
+        addr = np.ascontiguousarray(value, dtype=np.uint64).reshape(-1)
+        if len(addr) != len(self.is_write):
+            raise UserError(
+                f"{self.source}: trace arrays differ in length (addr {len(addr)}, is_write {len(self.is_write)}, "
+                f"arrive {len(self.arrive)}); expected one entry per request in each"
+            )
+        self._addr = addr
+
+    @property
+    def has_addresses(self) -> bool:
+        return self._addr is not None
 
     def __len__(self) -> int:
-        return len(self.addr)
+        return len(self.is_write)
+
+    def __repr__(self) -> str:
+        return f"Trace({len(self)} requests, fmt={self.fmt!r}, source={self.source!r})"
+
+
+def to_addresses(trace: Trace, spec: Any, mapping: str | None = None) -> np.ndarray:
+    """Byte addresses of an address-vector trace on `spec` (a DramSpec) under `mapping` (default
+    RoBaRaCoCh): the inverse of the mapping's decode, vectorised. A 6-entry vector's second entry is the
+    pseudochannel on a device with more than one pseudochannel and a single rank (HBM), else the rank.
+    Raises UserError naming the file and line of the first entry out of the device's range."""
+    from archsim.dram.mapping import DEFAULT_MAPPING, encode_many
+
+    if trace.vec is None:
+        raise UserError(f"{trace.source}: not an address-vector trace (format {trace.fmt}); it has byte addresses")
+    vec = trace.vec
+    order = list(VECTOR_ORDERS.get(trace.vec_width, _LEVELS7))
+    if trace.vec_width == 6 and spec.counts[1] > 1 and spec.counts[2] == 1:   # HBM: channel, pseudochannel, ...
+        vec = vec.copy()
+        vec[:, 1], vec[:, 2] = vec[:, 2], 0
+        order[1] = "pseudochannel"
+    sizes = dict(zip(_LEVELS7, (*spec.counts, spec.rows, spec.columns), strict=True))
+    for j, level in enumerate(_LEVELS7):
+        bad = np.flatnonzero(vec[:, j] >= sizes[level])
+        if len(bad):
+            i = int(bad[0])
+            line = f":{int(trace.vec_line[i])}" if trace.vec_line is not None else f": request {i + 1}"
+            width = trace.vec_width or 7
+            raise UserError(
+                f"{trace.source}{line}: {level} = {int(vec[i, j])} is out of range for {spec.name} "
+                f"(0..{sizes[level] - 1}); a {width}-entry vector is read as {','.join(order)}"
+                + (" (the column counts accesses of access_bytes)" if level == "column" else "")
+            )
+    return encode_many(spec, vec, mapping or DEFAULT_MAPPING)
+
+
+def trace_warnings(trace: Trace, spec: Any, mapping: str | None = None) -> list[str]:
+    """One-line warnings about how `trace` (with byte addresses) uses `spec` under `mapping`: address
+    fields the device has several of but the trace never varies (mapping.constant_fields)."""
+    from archsim.dram.mapping import DEFAULT_MAPPING, constant_fields
+
+    mapping = mapping or DEFAULT_MAPPING
+    fields = constant_fields(spec, trace.addr, mapping)
+    if not fields:
+        return []
+    sizes = dict(zip(_LEVELS7[:5], spec.counts, strict=True))
+    what = ", ".join(f"{f} (1 of {sizes[f]})" for f in fields)
+    return [f"{trace.source}: every request goes to the same {what} under mapping {mapping}; the run measures "
+            "only that part of the device (another mapping or a wider address range spreads the requests)"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -144,15 +290,19 @@ def _show(tok: str) -> str:
     return repr(tok if len(tok) <= 40 else tok[:37] + "...")
 
 
-def _parse_int(tok: str, what: str, *, hex_ok: bool, limit: int) -> int:
-    if hex_ok and _HEX_RE.fullmatch(tok):
+def _parse_int(tok: str, what: str, *, hex_ok: bool, limit: int, hex_only: bool = False) -> int:
+    """A decimal number, or hex with 0x when hex_ok; with hex_only, hexadecimal with or without 0x."""
+    if (hex_ok or hex_only) and _HEX_RE.fullmatch(tok):
         v = int(tok[2:], 16)
-    elif _DEC_RE.fullmatch(tok):
+    elif hex_only and _BARE_HEX_RE.fullmatch(tok):
+        v = int(tok, 16)
+    elif not hex_only and _DEC_RE.fullmatch(tok):
         v = int(tok)
     elif _NEG_RE.fullmatch(tok):
         raise _LineError(f"negative {what} {_show(tok)}", "")
     else:
-        kind = "hex 0x... or decimal number" if hex_ok else "decimal number"
+        kind = ("hexadecimal number" if hex_only else "hex 0x... or decimal number" if hex_ok
+                else "decimal number")
         raise _LineError(f"bad {what} {_show(tok)} (not a {kind})", "")
     if v > limit:
         raise _LineError(f"{what} {_show(tok)} is too large (limit {limit})", "")
@@ -160,14 +310,21 @@ def _parse_int(tok: str, what: str, *, hex_ok: bool, limit: int) -> int:
 
 
 def _classify(tokens: list[str]) -> str | None:
-    if tokens and tokens[0].upper() in _RAM_OPS:
+    if not tokens:
+        return None
+    op0 = tokens[0].upper()
+    if op0 in _RAM_OPS:
         return "ramulator"
+    if op0 in _VEC_OPS:
+        return "ramulator-vec"
     if len(tokens) >= 2:
         op = tokens[1].upper()
         if op in _RAM_OPS:
             return "ramulator"
         if op in _D3_OPS:
             return "dramsim3"
+        if tokens[0].isdigit() and _looks_numeric(tokens[1]):
+            return "simpleo3"
     return None
 
 
@@ -203,7 +360,7 @@ def _parse_line_ram(tokens: list[str]) -> tuple[int, bool, int]:
 
 def _parse_line_d3(tokens: list[str]) -> tuple[int, bool, int]:
     """-> (addr, is_write, time stamp)."""
-    addr = _parse_int(tokens[0], "address", hex_ok=True, limit=_U64_MAX)
+    addr = _parse_int(tokens[0], "address", hex_ok=True, limit=_U64_MAX, hex_only=True)
     if len(tokens) < 2:
         raise _LineError("missing command (READ or WRITE) and time stamp after the address", _D3_FORMS)
     op = tokens[1].upper()
@@ -217,21 +374,61 @@ def _parse_line_d3(tokens: list[str]) -> tuple[int, bool, int]:
     return addr, _D3_OPS[op], ts
 
 
-def _parse_uint(tok: np.ndarray, *, hex_ok: bool, max_hex: int, max_dec: int) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised parse of a fixed-width bytes array of hex (0x...) / decimal numbers.
+def _parse_line_vec(tokens: list[str], width: int | None) -> tuple[list[int], bool]:
+    """-> (vector entries, is_write). width: the entry count every line must have (None: any of 4..7)."""
+    op = tokens[0].upper()
+    if op not in _VEC_OPS:
+        raise _LineError(f"bad command {_show(tokens[0])}", _VEC_FORMS)
+    if len(tokens) < 2:
+        raise _LineError(f"missing address vector after {tokens[0]!r}", _VEC_FORMS)
+    if len(tokens) > 2:
+        raise _LineError(f"unexpected extra field {_show(tokens[2])}", _VEC_FORMS)
+    entries = tokens[1].split(",")
+    if len(entries) not in VECTOR_ORDERS:
+        raise _LineError(f"address vector {_show(tokens[1])} has {len(entries)} entries", _VEC_FORMS)
+    if width is not None and len(entries) != width:
+        raise _LineError(f"address vector {_show(tokens[1])} has {len(entries)} entries, earlier lines {width}",
+                         _VEC_FORMS)
+    vec = [_parse_int(e, "vector entry", hex_ok=False, limit=_I64_MAX) for e in entries]
+    return vec, _VEC_OPS[op]
+
+
+def _parse_line_o3(tokens: list[str]) -> tuple[int, int, int]:
+    """-> (bubbles, load address, write-back address or -1)."""
+    if not _looks_numeric(tokens[0]):
+        raise _LineError(f"bad bubble count {_show(tokens[0])}", _O3_FORMS)
+    bubbles = _parse_int(tokens[0], "bubble count", hex_ok=False, limit=_I64_MAX)
+    if len(tokens) < 2:
+        raise _LineError("missing load address after the bubble count", _O3_FORMS)
+    load = _parse_int(tokens[1], "load address", hex_ok=True, limit=_U64_MAX)
+    wb = -1
+    if len(tokens) > 2:
+        wb = _parse_int(tokens[2], "write-back address", hex_ok=True, limit=_U64_MAX)
+    if len(tokens) > 3:
+        raise _LineError(f"unexpected extra field {_show(tokens[3])}", _O3_FORMS)
+    return bubbles, load, wb
+
+
+def _parse_uint(tok: np.ndarray, *, hex_ok: bool, max_hex: int, max_dec: int,
+                hex_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised parse of a fixed-width bytes array of hex (0x...) / decimal numbers (with hex_only:
+    hexadecimal with or without 0x).
 
     Returns (values as uint64, ok mask). Rows that are not a plain number with at most max_hex hex /
     max_dec decimal digits are not ok (the caller re-parses those one by one)."""
     tok = np.ascontiguousarray(tok)
     n = len(tok)
     w = tok.dtype.itemsize
+    if w == 0:
+        return np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=bool)
     m = tok.view(np.uint8).reshape(n, w)
     length = np.strings.str_len(tok)
-    if hex_ok and w >= 3:
-        is_hex = (m[:, 0] == ord("0")) & ((m[:, 1] | 0x20) == ord("x"))
+    if (hex_ok or hex_only) and w >= 3:
+        prefixed = (m[:, 0] == ord("0")) & ((m[:, 1] | 0x20) == ord("x"))
     else:
-        is_hex = np.zeros(n, dtype=bool)
-    start = np.where(is_hex, 2, 0)
+        prefixed = np.zeros(n, dtype=bool)
+    is_hex = np.ones(n, dtype=bool) if hex_only else prefixed
+    start = np.where(prefixed, 2, 0)
     ndig = length - start
     ok = (ndig >= 1) & (ndig <= np.where(is_hex, max_hex, max_dec))
     base = np.where(is_hex, np.uint64(16), np.uint64(10))
@@ -247,12 +444,12 @@ def _parse_uint(tok: np.ndarray, *, hex_ok: bool, max_hex: int, max_dec: int) ->
     return val, ok
 
 
-def _split_first(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first space-separated field, the rest without leading spaces) of each row of a stripped array."""
+def _split_first(a: np.ndarray, sep: bytes = b" ") -> tuple[np.ndarray, np.ndarray]:
+    """(first sep-separated field, the rest without leading spaces) of each row of a stripped array."""
     if a.dtype.itemsize == 0:  # all rows empty (numpy mishandles zero-width arrays in partition)
         empty = np.zeros(len(a), dtype="S1")
         return empty, empty
-    head, _, tail = np.strings.partition(a, b" ")
+    head, _, tail = np.strings.partition(a, sep)
     if tail.dtype.itemsize == 0:
         return head, np.zeros(len(a), dtype="S1")
     return head, np.strings.lstrip(tail)
@@ -269,13 +466,15 @@ class _Parser:
         self.is_write: list[np.ndarray] = []
         self.third: list[np.ndarray] = []  # bubbles (-1 = none) or time stamps
         self.lineno: list[np.ndarray] = []
+        self.vec: list[np.ndarray] = []  # address-vector traces: (n x width) entries
+        self.vec_width: int | None = None
         self.last_ts = -1
         self.last_ts_line = 0
 
     def _error(self, line: int, what: str, forms: str) -> UserError:
         return UserError(f"{self.source}:{line}: {what}; expected {forms}")
 
-    def _slow(self, text: bytes, line: int) -> tuple[int, bool, int]:
+    def _slow(self, text: bytes, line: int) -> Any:
         tokens = text.decode("utf-8", "replace").split()
         kind = _classify(tokens)
         assert self.fmt is not None
@@ -287,7 +486,13 @@ class _Parser:
                 _FORMS[self.fmt],
             )
         try:
-            return _parse_line_ram(tokens) if self.fmt == "ramulator" else _parse_line_d3(tokens)
+            if self.fmt == "ramulator":
+                return _parse_line_ram(tokens)
+            if self.fmt == "dramsim3":
+                return _parse_line_d3(tokens)
+            if self.fmt == "simpleo3":
+                return _parse_line_o3(tokens)
+            return _parse_line_vec(tokens, self.vec_width)
         except _LineError as e:
             raise self._error(line, e.what, e.forms or _FORMS[self.fmt]) from None
 
@@ -298,6 +503,8 @@ class _Parser:
             what = f"cannot recognise the trace format from {_show(' '.join(tokens))}"
             raise self._error(line, what, _ANY_FORMS)
         self.fmt, self.fmt_line = kind, line
+        if kind == "ramulator-vec":
+            self.vec_width = len(self._slow(text, line)[0])
 
     def _check_ts(self, ts: np.ndarray, lines: np.ndarray, upto: int) -> None:
         """Raise if time stamps ts[:upto] decrease (also against the previous chunk's last one)."""
@@ -348,6 +555,12 @@ class _Parser:
         bad = np.strings.str_len(rest) > 0  # a fourth field (rest is already stripped of leading blanks)
         if long_rows is not None:
             bad |= long_rows[rows]
+        if self.fmt == "ramulator-vec":
+            self._feed_vec(f1, f2, f3, bad, lines, rows, lineno)
+            return
+        if self.fmt == "simpleo3":
+            self._feed_o3(f1, f2, f3, bad, lines, rows, lineno)
+            return
         n = len(s)
         if self.fmt == "ramulator":
             op1 = np.strings.upper(f1)
@@ -366,11 +579,11 @@ class _Parser:
                 bad[has_b] |= ~ok
             is_write = op == b"ST"
         else:
-            addr, ok = _parse_uint(f1, hex_ok=True, max_hex=16, max_dec=19)
+            addr, ok = _parse_uint(f1, hex_ok=True, max_hex=16, max_dec=19, hex_only=True)
             bad |= ~ok
             op = np.strings.upper(f2)
-            is_w = (op == b"WRITE") | (op == b"W")
-            bad |= ~(is_w | (op == b"READ") | (op == b"R"))
+            is_w = np.isin(op, _D3_WRITE_OPS)
+            bad |= ~(is_w | np.isin(op, _D3_READ_OPS))
             ts, ok = _parse_uint(f3, hex_ok=False, max_hex=0, max_dec=18)
             bad |= ~ok
             third = ts.astype(np.int64)
@@ -388,43 +601,130 @@ class _Parser:
         if self.fmt == "dramsim3":
             self._check_ts(third, lineno, n)
             self.last_ts, self.last_ts_line = int(third[-1]), int(lineno[-1])
+        self._append(addr, is_write, third, lineno)
+
+    def _append(self, addr: np.ndarray, is_write: np.ndarray, third: np.ndarray, lineno: np.ndarray) -> None:
         self.addr.append(addr)
         self.is_write.append(is_write.astype(bool, copy=False))
         self.third.append(third)
         self.lineno.append(lineno)
 
+    def _feed_vec(self, f1: np.ndarray, f2: np.ndarray, f3: np.ndarray, bad: np.ndarray, lines: list[bytes],
+                  rows: np.ndarray, lineno: np.ndarray) -> None:
+        width = self.vec_width
+        assert width is not None
+        n = len(f1)
+        op = np.strings.upper(f1)
+        is_write = op == b"W"
+        bad |= ~(is_write | (op == b"R")) | (np.strings.str_len(f3) > 0)
+        bad |= np.strings.count(f2, b",") != width - 1
+        vec = np.zeros((n, width), dtype=np.int64)
+        rest = f2
+        for j in range(width):
+            entry, rest = _split_first(rest, b",")
+            val, ok = _parse_uint(entry, hex_ok=False, max_hex=0, max_dec=18)
+            vec[:, j] = val.astype(np.int64)
+            bad |= ~ok
+        for i in np.flatnonzero(bad).tolist():
+            v, w = self._slow(lines[int(rows[i])], int(lineno[i]))
+            vec[i], is_write[i] = v, w
+        self.vec.append(vec)
+        self._append(np.zeros(0, dtype=np.uint64), is_write, np.full(n, -1, dtype=np.int64), lineno)
+
+    def _feed_o3(self, f1: np.ndarray, f2: np.ndarray, f3: np.ndarray, bad: np.ndarray, lines: list[bytes],
+                 rows: np.ndarray, lineno: np.ndarray) -> None:
+        bub, ok = _parse_uint(f1, hex_ok=False, max_hex=0, max_dec=18)
+        bad |= ~ok
+        load, ok = _parse_uint(f2, hex_ok=True, max_hex=16, max_dec=19)
+        bad |= ~ok
+        has_wb = np.strings.str_len(f3) > 0
+        wb, ok = _parse_uint(f3, hex_ok=True, max_hex=16, max_dec=19)
+        bad |= has_wb & ~ok
+        bub = bub.astype(np.int64)
+        for i in np.flatnonzero(bad).tolist():
+            b, a, w = self._slow(lines[int(rows[i])], int(lineno[i]))
+            bub[i], load[i], has_wb[i] = b, a, w >= 0
+            if w >= 0:
+                wb[i] = w
+        # Each line is a read, then (with a write-back address) a write offered as soon as possible.
+        count = 1 + has_wb.astype(np.int64)
+        first = np.cumsum(count) - count      # index of each line's read in the expanded arrays
+        total = int(count.sum())
+        addr = np.empty(total, dtype=np.uint64)
+        is_write = np.zeros(total, dtype=bool)
+        third = np.full(total, -1, dtype=np.int64)
+        addr[first], third[first] = load, bub
+        second = first[has_wb] + 1
+        addr[second], is_write[second] = wb[has_wb], True
+        self._append(addr, is_write, third, np.repeat(lineno, count))
+
     def finish(self) -> Trace:
-        if not self.addr:
+        if not self.lineno:
             raise UserError(f"{self.source}: trace contains no requests (only blank lines or comments); expected {_ANY_FORMS}")
-        addr = np.concatenate(self.addr)
         is_write = np.concatenate(self.is_write)
         third = np.concatenate(self.third)
         assert self.fmt is not None
-        if self.fmt == "dramsim3":
-            arrive = third
+        if self.fmt == "ramulator-vec":
+            assert self.vec_width is not None
+            raw = np.concatenate(self.vec)
+            vec = np.zeros((len(raw), len(_LEVELS7)), dtype=np.int64)
+            vec[:, _VEC_SLOTS[self.vec_width]] = raw
+            return Trace(addr=None, is_write=is_write, arrive=third, source=self.source, fmt=self.fmt, vec=vec,
+                         vec_width=self.vec_width, vec_line=np.concatenate(self.lineno))
+        return _requests_trace(self.source, self.fmt, np.concatenate(self.addr), is_write, third)
+
+
+def _requests_trace(source: str, fmt: str, addr: np.ndarray, is_write: np.ndarray, third: np.ndarray) -> Trace:
+    """The Trace of a byte-address format from parallel arrays; third is the DRAMsim3 time stamp, or
+    the bubble count (-1: none) of the Ramulator formats, turned into arrival cycles here."""
+    if fmt == "dramsim3":
+        arrive = third
+    else:
+        has_b = third >= 0
+        if not has_b.any():
+            arrive = np.full(len(addr), -1, dtype=np.int64)
         else:
-            has_b = third >= 0
-            if not has_b.any():
-                arrive = np.full(len(addr), -1, dtype=np.int64)
-            else:
-                bub = np.where(has_b, third, 0)
-                if int(bub.max()) * len(bub) >= _I64_MAX // 2 and sum(bub.tolist()) + len(bub) >= _I64_MAX:
-                    raise UserError(
-                        f"{self.source}: bubble counts add up past the 64-bit cycle range; "
-                        f"expected {_RAM_FORMS} with a total below {_I64_MAX}"
-                    )
-                nominal = np.cumsum(bub + 1) - 1  # previous nominal cycle + 1 + bubbles, starting at -1
-                arrive = np.where(has_b, nominal, -1)
-        return Trace(addr=addr, is_write=is_write, arrive=arrive, source=self.source, fmt=self.fmt)
+            bub = np.where(has_b, third, 0)
+            if int(bub.max()) * len(bub) >= _I64_MAX // 2 and sum(bub.tolist()) + len(bub) >= _I64_MAX:
+                raise UserError(
+                    f"{source}: bubble counts add up past the 64-bit cycle range; "
+                    f"expected {_FORMS[fmt]} with a total below {_I64_MAX}"
+                )
+            nominal = np.cumsum(bub + 1) - 1  # previous nominal cycle + 1 + bubbles, starting at -1
+            arrive = np.where(has_b, nominal, -1)
+    return Trace(addr=addr, is_write=is_write, arrive=arrive, source=source, fmt=fmt)
 
 
 def read_trace(path: str | Path) -> Trace:
-    """Read a Ramulator 2 or DRAMsim3 trace file (format auto-detected; gzip read transparently).
+    """Read a trace file in any of FORMATS (auto-detected; gzip read transparently).
 
     Raises UserError naming the file (and line) for missing files, malformed or mixed-format lines,
-    decreasing DRAMsim3 time stamps, and traces without requests."""
+    decreasing DRAMsim3 time stamps, and traces without requests. An address-vector trace comes back
+    with `vec` and without byte addresses: see to_addresses. `Trace.parser` tells which parser read it."""
     source = str(path)
     data = _read_bytes(Path(path).expanduser(), source)
+    trace = _read_fast(data, source)
+    if trace is None:
+        trace = _read_general(data, source)
+    return trace
+
+
+def _read_fast(data: bytes, source: str) -> Trace | None:
+    """The trace in `data` if it is a Ramulator load/store or DRAMsim3 trace the numba byte-level parser
+    (archsim.dram.fast_trace) reads entirely; None for anything else, which _read_general handles."""
+    from archsim.dram import fast_trace  # imports numba: only when a file is read
+
+    parsed = fast_trace.parse_bytes(data)
+    if parsed is None:
+        return None
+    trace = _requests_trace(source, *parsed)
+    trace.parser = "fast"
+    return trace
+
+
+def _read_general(data: bytes, source: str) -> Trace:
+    """The trace in `data`, any of FORMATS, with the vectorised numpy parser: every format, every
+    accepted spelling, and the error messages for malformed files."""
     parser = _Parser(source)
     pos, line, n = 0, 1, len(data)
     while pos < n:
@@ -439,7 +739,9 @@ def read_trace(path: str | Path) -> Trace:
         parser.feed(chunk, line)
         line += chunk.count(b"\n") + 1
         pos = end + 1
-    return parser.finish()
+    trace = parser.finish()
+    trace.parser = "general"
+    return trace
 
 
 # ----------------------------------------------------------------------------------------------
@@ -546,8 +848,8 @@ def write_trace(trace: Trace, path: str | Path, fmt: str = "ramulator") -> None:
     in-order, one-per-cycle offer rule allows are written as that earliest possible cycle (reading the
     file back gives the same simulation). gzip-compressed if the path ends in .gz. Atomic: a temporary
     file in the same directory replaces the target only once complete."""
-    if fmt not in FORMATS:
-        raise UserError(f"unknown trace format {fmt!r} for {path}; expected one of: {', '.join(FORMATS)}")
+    if fmt not in WRITE_FORMATS:
+        raise UserError(f"unknown trace format {fmt!r} for {path}; expected one of: {', '.join(WRITE_FORMATS)}")
     payload = _format(trace, fmt)
     target = Path(path).expanduser()
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")

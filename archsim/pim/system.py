@@ -3,7 +3,9 @@
 Per token (context L = t + 1) every op of the graph runs in order (the PIM-GPT engine issues the next
 instruction when the ASIC and the PIM package are idle, reference/pim-gpt.md sec. 3):
   * weight GEMVs, q.K^T, p.V, K/V appends and embedding reads -> per-channel command streams timed by the
-    PIM channel engine (archsim.pim.engine); their I/O (WRGB, RDMAC, RD/WR bursts) is part of the streams;
+    channel engine (archsim.engine.channel, one stream source per channel, via archsim.engine.reuse); their
+    I/O (WRGB, RDMAC, RD/WR bursts) is part of the streams; refresh (option `refresh: true`) interrupts a
+    stream and the stream restores its row afterwards;
   * LayerNorm / softmax / GELU / residual / partial-sum reduction -> the ASIC latency model
     (archsim.host.asic), converted from ASIC clock cycles to DRAM clock cycles.
 Energy is applied after timing: command counts x per-action energies of the preset's `pim.energy` table,
@@ -13,9 +15,9 @@ Simulation speed (all exact: results equal a full simulation cycle for cycle, te
   * per-token op plans come from the graph of a one-layer copy of the model, after checking that the full
     graph is exactly that block repeated n_layers times (otherwise every token builds the full graph);
   * streams are generated in timing-only form (opcode, bank) for all channels at once and run by one kernel
-    call per op (archsim.compiler.pimgpt `*_timing`, archsim.pim.engine `run_flat`);
+    call per op (archsim.compiler.pimgpt `*_timing`, archsim.engine.reuse `run_flat`);
   * two memo levels keyed on the exact normalised timing state (interned to an int by the engine): one op
-    (PimEngine memo) and one whole layer (`_layer_memo`: same layer structure, token and context length).
+    (StreamChannels memo; off with refresh, which depends on absolute time) and one whole layer (`_layer_memo`: same layer structure, token and context length).
     A layer hit replays the layer's per-op contributions (integers scaled, the ASIC energy added op by op
     so floating-point sums are bit-identical); when a layer ends in the state it started from, the
     following layers of the same structure are replayed at once.
@@ -34,8 +36,8 @@ import pandas as pd
 
 from archsim.compiler.pimgpt import ModelLayout, layout_model, load_policy
 from archsim.dram.spec import DramSpec, load_spec
+from archsim.engine.reuse import StreamChannels
 from archsim.errors import ConfigError, UserError
-from archsim.pim.engine import PimEngine
 from archsim.results import Result, make_manifest
 from archsim.systems import register
 
@@ -62,8 +64,8 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     f = out["asic_clock_hz"]
     if f is not None and (isinstance(f, bool) or not isinstance(f, int | float) or f <= 0):
         raise ConfigError("asic_clock_hz", f"must be a frequency > 0 in Hz, got {f!r}")
-    if out["refresh"]:
-        raise NotImplementedError("refresh during PIM-GPT decode is not modelled (issue #3)")
+    if not isinstance(out["refresh"], bool):
+        raise ConfigError("refresh", f"must be true or false, got {out['refresh']!r}")
     return out
 
 
@@ -89,7 +91,8 @@ class PimGptSimulator:
             raise UserError(f"tokens={cfg['tokens']} exceeds {self.model.name}'s max context {self.model.max_context}")
         over = {} if cfg["asic_clock_hz"] is None else {"clock_hz": float(cfg["asic_clock_hz"])}
         self.asic = AsicModel(AsicConfig.load(cfg["asic"], **over))
-        self.engine = PimEngine(spec, engine=cfg["engine"], memo=bool(cfg["memo"]), log=log)
+        self.engine = StreamChannels(spec, memo=bool(cfg["memo"]), log=log, refresh=bool(cfg["refresh"]),
+                                     engine=cfg["engine"])
         self.log = log
         self.n_cmds = len(spec.commands)
         self._streams: dict[Any, list] = {}
@@ -514,6 +517,7 @@ class PimGptSimulator:
         asic_cycles = sum(a["asic_cycles"] for a in self.acc.values())
         stats: dict[str, Any] = {
             "model": self.model.name, "preset": self.spec.name, "channels": self.g.channels, "tokens": n,
+            "banks_per_channel": self.g.banks,
             "asic_clock_hz": self.asic.config.clock_hz, "mapping": self.policy.name,
             "weight_layout": self.policy.weight_layout,
             "cycles": total_cycles, "seconds": seconds, "tCK_ps": self.spec.tCK_ps,
@@ -531,7 +535,7 @@ class PimGptSimulator:
             "sim_commands_simulated": self.engine.commands_simulated,
             "sim_memo_hits": self.engine.memo_hits, "sim_memo_misses": self.engine.memo_misses,
             "sim_layer_memo_hits": self.layer_memo_hits, "sim_layer_memo_misses": self.layer_memo_misses,
-            "engine": self.engine.engine, "refresh": "not modelled",
+            "engine": self.engine.engine, "refresh": "allbank" if self.cfg["refresh"] else "none",
             # roofs for the report's roofline: all MACs busy, and every bank streaming one column per MAC slot
             "peak_flops_per_s": self.g.channels * self.g.banks * self.spec.raw["pim"]["macs_per_bank"] * 2
             / (self.spec.timing["nCCDL"] * tck),

@@ -22,6 +22,9 @@ MAX_BARS = 60  # beyond this a bar chart is unreadable; the CSV still has every 
 MAX_LINES = 12
 MAX_TIMELINES = 3
 MAX_INTERVALS = 20000
+MAX_TIMELINE_OPS = 20  # distinct colours in a timeline; further ops are drawn as one grey "other ops"
+OTHER = "other ops"
+LAYER_PREFIX = r"^L\d+\."  # per-layer op names: L3.ffn1 -> ffn1
 
 
 @dataclass
@@ -34,6 +37,19 @@ class FigureOut:
 
 
 Builder = Callable[[list[Source]], "tuple[list[FigureOut], list[str]]"]
+
+
+def palette(n: int) -> list:
+    """n colours, all different: tab10 up to 10, tab20 up to 20 (its 10 strong shades first, then the 10
+    light ones), else evenly spaced on a perceptual colormap (the default colour cycle repeats after 10)."""
+    from matplotlib import colormaps
+
+    if n <= 10:
+        return [colormaps["tab10"](i) for i in range(n)]
+    if n <= 20:
+        return [colormaps["tab20"](i) for i in [*range(0, 20, 2), *range(1, 20, 2)][:n]]
+    cmap = colormaps["turbo"]
+    return [cmap(0.05 + 0.9 * i / (n - 1)) for i in range(n)]
 
 
 def slug(*parts: str) -> str:
@@ -88,18 +104,35 @@ def _run_speedups(runs: list[Source]) -> FigureOut:
     n_var = max(1, len(pivot.columns))
     height = 0.8 / n_var
     y = np.arange(len(pivot.index))
+    colors = palette(n_var)
     for i, base in enumerate(pivot.columns):
-        ax.barh(y + (i - (n_var - 1) / 2) * height, pivot[base].to_numpy(dtype=float), height, label=str(base))
+        ax.barh(y + (i - (n_var - 1) / 2) * height, pivot[base].to_numpy(dtype=float), height, label=str(base),
+                color=colors[i])
     ax.set_yticks(y, [str(g) for g in pivot.index])
     ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.set_xlabel("speedup (x, log scale)")
+    _speedup_axis(ax, pivot.to_numpy(dtype=float), "speedup (x)")
     ax.set_title("speedup against each run's baselines", fontsize=10)
     fig.legend(loc="outside right upper", fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     return FigureOut("speedup-runs", "Speedup against baselines (single runs)",
                      "Each run's own `speedup_vs_<baseline>` stats (latency of the baseline / latency of the run).",
                      data, fig)
+
+
+LOG_SPEEDUP_RATIO = 100  # speed-ups spanning more than this factor get a (labelled) log axis
+
+
+def _speedup_axis(ax: Axes, values: np.ndarray, label: str) -> None:
+    """Linear axis from 0 with a line at 1 (= the baseline); a labelled log axis only when the values span
+    more than LOG_SPEEDUP_RATIO (bars on a log axis have no natural start, so the label says so)."""
+    vals = values[np.isfinite(values) & (values > 0)]
+    if len(vals) and vals.max() / vals.min() > LOG_SPEEDUP_RATIO:
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{label}, log scale (bars start at the axis edge, not at 0)")
+    else:
+        ax.set_xlim(left=0, right=max(1.0, float(vals.max()) if len(vals) else 1.0) * 1.08)
+        ax.set_xlabel(label)
+    ax.axvline(1.0, color="k", lw=0.8, ls="--")
 
 
 def speedup_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
@@ -139,19 +172,21 @@ def speedup_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
             n_var = max(1, len(pivot.columns))
             height = 0.8 / n_var
             y = np.arange(len(pivot.index))
+            colors = palette(n_var)
             for i, variant in enumerate(pivot.columns):
                 ax.barh(y + (i - (n_var - 1) / 2) * height, pivot[variant].to_numpy(dtype=float), height,
-                        label=str(variant))
+                        label=str(variant), color=colors[i])
             ax.set_yticks(y, [str(g) for g in pivot.index])
             ax.invert_yaxis()
-            ax.set_xlabel(name)
+            _speedup_axis(ax, pivot.to_numpy(dtype=float), f"{name} (dashed line: 1 = baseline)")
             base_text = ", ".join(f"{k}={format_value(v)}" for k, v in spec["baseline"].items())
             ax.set_title(f"{src.name}: {name}", fontsize=10)
             fig.legend(loc="outside right upper", fontsize=8)
             ax.grid(axis="x", alpha=0.3)
             out.append(FigureOut(slug("speedup", src.name, name), f"{name} — {src.name}",
                                  f"`{name} = {spec['expr']}` per point, against the baseline point with "
-                                 f"{base_text} and the same values of the other axes.",
+                                 f"{base_text} and the same values of the other axes (dashed line: 1 = as the "
+                                 "baseline).",
                                  data.drop(columns=["group", "variant"]), fig))
     return out, reasons
 
@@ -171,37 +206,107 @@ def _display_unit(max_joules: float) -> tuple[str, float]:
     return "pJ", 1e-12
 
 
-def _energy_long(sources: list[Source]) -> tuple[pd.DataFrame, list[str]] | None:
-    """(run, component, energy_j) rows per source from, in order of preference: table rows with a
-    `component` column and an energy column; table columns energy_<component>_<unit> (summed over rows);
-    stats named energy_<component>_<unit>."""
+_BY_COMPONENT = re.compile(r"^energy(_per_[a-z]+)?_by_component_(pj|nj|uj|mj|j)$")
+_TOTAL_ENERGY = ("energy_total_pj", "energy_total_j", "energy_pj", "energy_j")
+
+
+def _as_dict(value: object) -> dict | None:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            import json
+
+            out = json.loads(value)
+        except ValueError:
+            return None
+        return out if isinstance(out, dict) else None
+    return None
+
+
+def _energy_long(sources: list[Source]) -> tuple[pd.DataFrame, list[str], str] | None:
+    """(run, component, energy_j) rows, the origins and what the energy is of ("run" or "token").
+
+    Per source, in order of preference: a stats dict energy[_per_<x>]_by_component_<unit> (complete: it
+    has the energy that no operator owns, such as DRAM background power); table rows with a `component`
+    column and an energy column; table columns energy_<component>_<unit> (summed over rows); stats named
+    energy_<component>_<unit>. When a run also states its total energy (stats energy_total_pj, energy_pj
+    ...) and the components fall short of it, the rest is drawn as `unattributed`, so a bar is never
+    smaller than the run's energy."""
     rows: list[dict[str, object]] = []
     origins: list[str] = []
+    bases: list[tuple[Source, str, list[dict[str, object]]]] = []
     for src in sources:
+        per = "run"
         t = src.table
+        by_comp = next((c for c in src.stats.columns if _BY_COMPONENT.match(str(c))
+                        and src.stats[c].map(_as_dict).notna().any()), None)
         col = next((c for c in ("energy_pj", "energy_j") if c in t.columns), None) or \
             next((c for c in t.columns if _TABLE_ENERGY.match(str(c))), None)
         wide = [c for c in t.columns if _component(str(c))]
         stat_cols = [c for c in src.stats.columns if _component(str(c))]
-        if "component" in t.columns and col:
+        found: list[dict[str, object]] = []
+        if by_comp:
+            m = _BY_COMPONENT.match(str(by_comp))
+            assert m is not None
+            unit = _ENERGY_UNITS[m.group(2)]
+            if m.group(1):
+                per = m.group(1).removeprefix("_per_")
+            for r, value in zip(src.stats["run"], src.stats[by_comp].map(_as_dict), strict=True):
+                for comp, v in (value or {}).items():
+                    found.append({"run": r, "component": str(comp), "energy_j": float(v) * unit})
+            origins.append(f"{src.name}: stats {by_comp}")
+        elif "component" in t.columns and col:
             unit = _ENERGY_UNITS[str(col).rsplit("_", 1)[1]]
             g = t.assign(energy_j=_numeric(t[col]) * unit).groupby(["run", "component"], sort=False)["energy_j"].sum()
-            rows += [{"run": r, "component": str(c), "energy_j": v} for (r, c), v in g.items()]
+            found += [{"run": r, "component": str(c), "energy_j": v} for (r, c), v in g.items()]
             origins.append(f"{src.name}: table rows (component, {col})")
         elif wide:
             for c in wide:
-                comp, unit = _component(str(c))  # type: ignore[misc]
-                g = (_numeric(t[c]) * _ENERGY_UNITS[unit]).groupby(t["run"], sort=False).sum()
-                rows += [{"run": r, "component": comp, "energy_j": v} for r, v in g.items()]
+                comp, unit_name = _component(str(c))  # type: ignore[misc]
+                g = (_numeric(t[c]) * _ENERGY_UNITS[unit_name]).groupby(t["run"], sort=False).sum()
+                found += [{"run": r, "component": comp, "energy_j": v} for r, v in g.items()]
             origins.append(f"{src.name}: table columns {', '.join(map(str, wide))}")
         elif stat_cols:
             for c in stat_cols:
-                comp, unit = _component(str(c))  # type: ignore[misc]
+                comp, unit_name = _component(str(c))  # type: ignore[misc]
                 for r, v in zip(src.stats["run"], _numeric(src.stats[c]), strict=True):
                     if pd.notna(v):
-                        rows.append({"run": r, "component": comp, "energy_j": float(v) * _ENERGY_UNITS[unit]})
+                        found.append({"run": r, "component": comp, "energy_j": float(v) * _ENERGY_UNITS[unit_name]})
             origins.append(f"{src.name}: stats {', '.join(map(str, stat_cols))}")
-    return (pd.DataFrame(rows), origins) if rows else None
+        if found and not by_comp:
+            found += _unattributed(src, found)
+        if found:
+            bases.append((src, per, found))
+    pers = {per for _, per, _ in bases}
+    per = pers.pop() if len(pers) == 1 else "run"
+    for src, basis, found in bases:
+        if basis != per:   # mixed bases: per-token energies times the run's token count (stats `tokens`)
+            counts = dict(zip(src.stats["run"], _numeric(src.stats.get(f"{basis}s", pd.Series(np.nan,
+                                                                                              index=src.stats.index))),
+                              strict=True))
+            found = [{**r, "energy_j": float(r["energy_j"]) * counts.get(r["run"], np.nan)}  # type: ignore[arg-type]
+                     for r in found]
+            origins.append(f"{src.name}: per-{basis} energies times stats {basis}s")
+        rows += found
+    return (pd.DataFrame(rows), origins, per) if rows else None
+
+
+def _unattributed(src: Source, found: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Rows for the energy a run's stated total has beyond its components (more than 0.1 % of it)."""
+    total_col = next((c for c in _TOTAL_ENERGY if c in src.stats.columns), None)
+    if total_col is None:
+        return []
+    scale = _ENERGY_UNITS[total_col.rsplit("_", 1)[1]]
+    sums: dict[object, float] = {}
+    for row in found:
+        sums[row["run"]] = sums.get(row["run"], 0.0) + float(row["energy_j"])  # type: ignore[arg-type]
+    out = []
+    for r, total in zip(src.stats["run"], _numeric(src.stats[total_col]) * scale, strict=True):
+        rest = float(total) - sums.get(r, 0.0) if pd.notna(total) else 0.0
+        if rest > 1e-3 * float(total):
+            out.append({"run": r, "component": "unattributed", "energy_j": rest})
+    return out
 
 
 def _component(col: str) -> tuple[str, str] | None:
@@ -225,12 +330,13 @@ def energy_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
         if found is not None:
             out.append(_energy_figure(name, *found))
     if not out:
-        return [], ["needs table columns `component` + `energy_pj` (or energy_<unit>), table columns "
-                    "energy_<component>_<unit>, or stats named energy_<component>_<unit>"]
+        return [], ["needs stats energy_by_component_<unit> (a dict), table columns `component` + `energy_pj` "
+                    "(or energy_<unit>), table columns energy_<component>_<unit>, or stats named "
+                    "energy_<component>_<unit>"]
     return out, []
 
 
-def _energy_figure(name: str, long: pd.DataFrame, origins: list[str]) -> FigureOut:
+def _energy_figure(name: str, long: pd.DataFrame, origins: list[str], per: str = "run") -> FigureOut:
     pivot = long.pivot_table(index="run", columns="component", values="energy_j", aggfunc="sum", sort=False).fillna(0)
     note = ""
     pivot_draw = pivot
@@ -243,20 +349,23 @@ def _energy_figure(name: str, long: pd.DataFrame, origins: list[str]) -> FigureO
     ax = fig.add_subplot()
     left = np.zeros(len(pivot_draw))
     y = np.arange(len(pivot_draw))
-    for comp in pivot_draw.columns:
+    colors = palette(len(pivot_draw.columns))
+    for comp, color in zip(pivot_draw.columns, colors, strict=True):
         vals = pivot_draw[comp].to_numpy(dtype=float) / scale
-        ax.barh(y, vals, 0.7, left=left, label=str(comp))
+        ax.barh(y, vals, 0.7, left=left, label=str(comp), color="0.6" if comp == "unattributed" else color)
         left += vals
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
-    ax.set_xlabel(f"energy ({unit})")
-    ax.set_title(f"Energy by component — {name}", fontsize=10)
+    ax.set_xlim(left=0)
+    ax.set_xlabel(f"energy per {per} ({unit})")
+    ax.set_title(f"Energy by component{' per ' + per if per != 'run' else ''} — {name}", fontsize=10)
     fig.legend(loc="outside right upper", fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     data = pivot.reset_index()
     data.columns = ["run"] + [f"{c}_energy_j" for c in pivot.columns]
     return FigureOut(slug("energy", name), f"Energy breakdown by component — {name}",
-                     "Stacked energy per run, from " + "; ".join(origins) + "." + note, data, fig)
+                     f"Stacked energy per {per} for each run (background and other energy no operator owns "
+                     "included), from " + "; ".join(origins) + "." + note, data, fig)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -318,17 +427,27 @@ def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
         order = list(dict.fromkeys(data[key].astype(str)))
     fig = Figure(figsize=(4.6 * len(ycols) + (2.8 if len(lines) > 1 else 0), 3.8), layout="constrained")
     axes = fig.subplots(1, len(ycols), squeeze=False)[0]
+    colors = palette(len(lines))
+    pos = {v: i for i, v in enumerate(order)}
+    width = 0.8 / max(1, len(lines))
     for ax, y in zip(axes, ycols, strict=True):
-        for line in lines:
+        yv = _numeric(data[y]).dropna()
+        log_y = bool(len(yv) and yv.min() > 0 and yv.max() / yv.min() >= 100)
+        for j, (line, color) in enumerate(zip(lines, colors, strict=True)):
             part = data[data["_line"] == line]
-            if numeric_x:
+            if numeric_x:   # an ordered quantity: lines between the points
                 part = part.sort_values(key)
-                xs = part[key].to_numpy(dtype=float)
+                ax.plot(part[key].to_numpy(dtype=float), _numeric(part[y]).to_numpy(dtype=float), marker="o",
+                        label=line, color=color)
+                continue
+            # Categories (model names ...) have no order in between: grouped bars, or dodged points on a
+            # log axis (where bars have no natural start).
+            xs = part[key].astype(str).map(pos).to_numpy(dtype=float) + (j - (len(lines) - 1) / 2) * width
+            vals = _numeric(part[y]).to_numpy(dtype=float)
+            if log_y:
+                ax.plot(xs, vals, marker="o", ls="none", label=line, color=color)
             else:
-                pos = {v: i for i, v in enumerate(order)}
-                part = part.assign(_x=part[key].astype(str).map(pos)).sort_values("_x")
-                xs = part["_x"].to_numpy(dtype=float)
-            ax.plot(xs, _numeric(part[y]).to_numpy(dtype=float), marker="o", label=line)
+                ax.bar(xs, vals, width, label=line, color=color)
         if numeric_x:
             vals = np.asarray(order, dtype=float)
             if len(vals) and vals.min() > 0 and vals.max() / vals.min() >= 16:
@@ -336,12 +455,11 @@ def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
         else:
             ax.set_xticks(range(len(order)), order)
             _rotate(ax, order)
-        yv = _numeric(data[y]).dropna()
-        if len(yv) and yv.min() > 0 and yv.max() / yv.min() >= 100:
+        if log_y:
             ax.set_yscale("log")
         ax.set_xlabel(key)
         ax.set_ylabel(y)
-        ax.grid(alpha=0.3)
+        ax.grid(alpha=0.3, axis="y" if not numeric_x else "both")
     if len(lines) > 1:  # outside the axes: lines often fill the whole plot area
         handles, labels = axes[-1].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside right upper", fontsize=7)
@@ -349,8 +467,9 @@ def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
     kind = " and ".join(w for w, f in (("latency", _is_latency), ("throughput", _is_throughput))
                         if any(f(c) for c in ycols))
     return FigureOut(slug("vs", src.name, key), f"{', '.join(ycols)} vs {key} — {src.name}",
-                     f"{kind.capitalize()} against the swept `{key}`; one line per combination of the other "
-                     f"axes.{note}", data.drop(columns=["_line"]), fig)
+                     f"{kind.capitalize()} against the swept `{key}`; one "
+                     f"{'line' if numeric_x else 'bar colour'} per combination of the other axes.{note}",
+                     data.drop(columns=["_line"]), fig)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -370,13 +489,13 @@ def roofline_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]
     if t.empty:
         return [], ["no operator row has positive op_per_byte, flops and seconds"]
     t["attained_flops_per_s"] = t["flops"] / t["seconds"]
-    fig = Figure(figsize=(6.4, 4.6), layout="constrained")
+    fig = Figure(figsize=(8.6, 4.8), layout="constrained")
     ax = fig.add_subplot()
     ops = list(dict.fromkeys(t["op"].astype(str)))
-    top = ops[:10]
-    for op in top:
+    top = ops[:MAX_TIMELINE_OPS - 1]
+    for op, color in zip(top, palette(len(top)), strict=True):
         part = t[t["op"].astype(str) == op]
-        ax.scatter(part["op_per_byte"], part["attained_flops_per_s"], s=18, label=op, alpha=0.8)
+        ax.scatter(part["op_per_byte"], part["attained_flops_per_s"], s=18, label=op, alpha=0.8, color=[color])
     rest = t[~t["op"].astype(str).isin(top)]
     if len(rest):
         ax.scatter(rest["op_per_byte"], rest["attained_flops_per_s"], s=12, label="other ops", c="grey", alpha=0.5)
@@ -392,7 +511,7 @@ def roofline_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]
     ax.set_ylabel("attained FLOP/s")
     ax.set_title("Roofline: operators by Op/B", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    fig.legend(fontsize=7, loc="outside right upper")
     roof_note = (" Dashed lines: roofs from the runs' peak_flops_per_s and peak_bytes_per_s." if roofs else
                  " No roof lines: the runs' stats have no peak_flops_per_s / peak_bytes_per_s.")
     return [FigureOut("roofline", "Roofline", f"Each operator row placed by its Op/B and attained FLOP/s "
@@ -448,23 +567,44 @@ def _timeline(src: Source, t: pd.DataFrame) -> FigureOut:
     draw = data.iloc[:MAX_INTERVALS]
     unit_name, scale = _time_unit(float(draw["end_s"].max() or 0.0))
     units = list(dict.fromkeys(draw["unit"].astype(str)))
-    ops = list(dict.fromkeys(draw["op"].astype(str))) if "op" in draw.columns else []
-    cmap = {op: f"C{i % 10}" for i, op in enumerate(ops)}
-    fig = Figure(figsize=(8, max(2.0, 0.45 * len(units) + 1.2)), layout="constrained")
+    # Colour by op, with per-layer names (L3.ffn1) folded into their role (ffn1): the MAX_TIMELINE_OPS - 1
+    # busiest get their own colours, the rest are drawn hatched as one "other ops".
+    if "op" in draw.columns:
+        key = draw["op"].astype(str).str.replace(LAYER_PREFIX, "", regex=True)
+        busy = (draw["end_s"] - draw["start_s"]).groupby(key, sort=False).sum()
+        ops = list(busy.index)
+        if len(ops) > MAX_TIMELINE_OPS:
+            top = set(busy.sort_values(ascending=False).index[:MAX_TIMELINE_OPS - 1])
+            ops = [o for o in ops if o in top]
+            key = key.where(key.isin(top), OTHER)
+    else:
+        ops, key = ["busy"], pd.Series("busy", index=draw.index)
+    cmap = dict(zip(ops, palette(len(ops)), strict=True))
+    legend_rows = len(ops) + (OTHER in set(key))
+    fig = Figure(figsize=(9.5, max(2.2, 0.45 * len(units) + 1.2, 0.19 * legend_rows + 0.9)), layout="constrained")
     ax = fig.add_subplot()
     for i, unit in enumerate(units):
-        part = draw[draw["unit"].astype(str) == unit]
-        spans = list(zip(part["start_s"] / scale, (part["end_s"] - part["start_s"]) / scale, strict=True))
-        colors = [cmap[str(o)] for o in part["op"]] if ops else "C0"
-        ax.broken_barh(spans, (i - 0.4, 0.8), facecolors=colors)
+        sel = draw["unit"].astype(str) == unit
+        for other in (False, True):
+            part = draw[sel & ((key == OTHER) == other)]
+            if part.empty:
+                continue
+            spans = list(zip(part["start_s"] / scale, (part["end_s"] - part["start_s"]) / scale, strict=True))
+            if other:
+                ax.broken_barh(spans, (i - 0.4, 0.8), facecolors="white", edgecolors="0.4", hatch="////", lw=0.3)
+            else:
+                ax.broken_barh(spans, (i - 0.4, 0.8), facecolors=[cmap[k] for k in key[part.index]])
     ax.set_yticks(range(len(units)), units)
     ax.invert_yaxis()
     ax.set_xlabel(f"time ({unit_name})")
     ax.set_title(f"Unit busy timeline — {run}", fontsize=10)
-    if 0 < len(ops) <= 12:
-        from matplotlib.patches import Patch
+    from matplotlib.patches import Patch
 
-        ax.legend(handles=[Patch(color=cmap[o], label=o) for o in ops], fontsize=7, loc="upper right")
+    handles = [Patch(color=cmap[o], label=o) for o in ops]
+    if OTHER in set(key):
+        handles.append(Patch(facecolor="white", edgecolor="0.4", hatch="////", label=OTHER))
+    fig.legend(handles=handles, fontsize=7, loc="outside right upper",
+               title="op" if "op" in draw.columns else None, title_fontsize=7)
     ax.grid(axis="x", alpha=0.3)
     which = "the single run" if src.kind == "run" else f"the first finished point of sweep {src.name}"
     return FigureOut(slug("timeline", run), f"Unit busy timeline — {run}",

@@ -5,7 +5,8 @@ A sweep file is YAML::
     name: gemv-sizes                 # results go to results/<name>/ unless -o is given
     imports: [my_systems]            # optional: modules that register systems, imported in every worker
     base: {system: toy-roofline, gemv: {rows: 1024, cols: 1024}}   # or a path to a YAML config file
-    seed: 0                          # base seed; each point gets seed = f(base seed, point config hash)
+    seed: 0                          # base seed; each point's seed is derived from it (see "Seeds")
+    seed_by: workload                # optional: workload (default) | point | [key paths]
     axes:                            # Cartesian product across axes
       - grid: {gemv.rows: [1024, 4096], hw.bytes_per_s: [1.0e+11, 2.0e+11]} # product within the axis
       - zip: {gemv.cols: [256, 512], gemv.batch: [1, 2]}                     # paired, equal lengths
@@ -18,6 +19,20 @@ Every swept key path must be a leaf of the *resolved* base config (the base with
 see archsim.systems.resolve_config) and every value must have that leaf's type. A `seed` key in an axis
 sets the run seed of those points explicitly instead of deriving it. All checks run before any point does.
 (YAML 1.1 reads `1e11` as text: write floats in exponent form as `1.0e+11`.)
+
+Seeds. A point's seed is f(base seed, the values of the keys named by `seed_by`), so points that agree on
+those keys get the same seed, whatever their other keys and order:
+
+* `seed_by: workload` (the default): the workload keys, i.e. the point's resolved config without the
+  top-level keys in HARDWARE_KEYS (the system, the DRAM preset and its overrides, channels, address
+  mapping, controller, ASIC, baselines and simulation options such as engine). For dram-trace that
+  leaves `trace`, for pimgpt `model` and `tokens`. Points that differ only in hardware then see the same
+  random workload (e.g. the same synthetic trace), so a metric comparing them with a baseline compares
+  hardware, not random draws.
+* `seed_by: point`: every point gets its own seed from its whole resolved config (archsim <= 0.1.0).
+* `seed_by: [trace.kind, trace.requests]`: a seed per distinct value set of the listed key paths.
+
+A `seed` axis overrides all of these for its points.
 """
 from __future__ import annotations
 
@@ -37,7 +52,11 @@ from archsim.errors import ConfigError, UserError, nearest
 from archsim.results import config_hash
 from archsim.sweep.metrics import Metric, parse_metrics
 
-TOP_KEYS = ("name", "description", "imports", "base", "seed", "axes", "metrics")
+TOP_KEYS = ("name", "description", "imports", "base", "seed", "seed_by", "axes", "metrics")
+# Top-level config keys that describe the hardware or how it is simulated, not the workload: they do not
+# change a point's derived seed (see "Seeds" above).
+HARDWARE_KEYS = ("system", "preset", "channels", "mapping", "mapping_overrides", "controller", "dram", "asic",
+                 "asic_clock_hz", "baselines", "engine", "memo", "refresh", "timeline", "hw")
 AXIS_KINDS = ("grid", "zip", "points")
 SEED_KEY = "seed"
 
@@ -72,6 +91,7 @@ class Sweep:
     axis_keys: list[str]
     metrics: dict[str, Metric]
     points: list[Point] = field(default_factory=list)
+    seed_by: str | list[str] = "workload"  # see "Seeds" in the module docstring
 
 
 def _fmt(path: PathKey) -> str:
@@ -164,9 +184,26 @@ def type_problem(value: Any, base_value: Any) -> str | None:
 
 
 def derive_seed(base_seed: int, resolved_hash: str) -> int:
-    """Deterministic per-point seed, independent of point order and of the other points."""
+    """Deterministic seed from a base seed and a hash, independent of point order and of the other points."""
     digest = hashlib.sha256(f"{base_seed}/{resolved_hash}".encode()).hexdigest()
     return int(digest[:8], 16)
+
+
+def seed_keys(resolved: dict[str, Any], seed_by: str | list[str]) -> dict[str, Any]:
+    """The part of a point's resolved config its seed is derived from (see "Seeds")."""
+    if seed_by == "point":
+        return resolved
+    if seed_by == "workload":
+        return {k: v for k, v in resolved.items() if k not in HARDWARE_KEYS}
+    return {k: _get(resolved, k) for k in seed_by}
+
+
+def point_seed(base_seed: int, resolved: dict[str, Any], seed_by: str | list[str]) -> int:
+    """The derived seed of a point whose resolved config is `resolved`."""
+    keys = seed_keys(resolved, seed_by)
+    if seed_by == "point":
+        return derive_seed(base_seed, config_hash(resolved))
+    return derive_seed(base_seed, config_hash({"seed_by": seed_by, "values": keys}))
 
 
 def _point_hash(resolved: dict[str, Any], seed: int) -> str:
@@ -220,6 +257,11 @@ def parse_sweep(text: str, source: str, *, base_dir: Path | None = None) -> Swee
     if isinstance(base_seed, bool) or not isinstance(base_seed, int) or base_seed < 0:
         raise ctx.error(("seed",), None, f"must be an integer >= 0, got {base_seed!r}")
 
+    seed_by = data.get("seed_by", "workload")
+    if not (seed_by in ("workload", "point") or (isinstance(seed_by, list) and seed_by
+                                                  and all(isinstance(k, str) and k for k in seed_by))):
+        raise ctx.error(("seed_by",), None, f"must be workload, point or a list of config key paths, got {seed_by!r}")
+
     from archsim import systems
 
     system = base.get("system")
@@ -239,9 +281,16 @@ def parse_sweep(text: str, source: str, *, base_dir: Path | None = None) -> Swee
     if not isinstance(axes_raw, list):
         raise ctx.error(("axes",), None, "must be a list of axes: {grid: ...}, {zip: ...} or {points: [...]}")
     axis_sets, axis_keys = _read_axes(axes_raw, leaves, sections, ctx)
+    if isinstance(seed_by, list):
+        for i, key in enumerate(seed_by):
+            if key not in leaves and key not in sections:
+                hint = nearest(key, list(leaves) + sorted(sections))
+                raise ctx.error(("seed_by", i), None, f"{key!r} is not a key path of the resolved base config"
+                                + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
 
     sweep = Sweep(name=name, source=source, text=text, data=data, base=base, base_seed=base_seed,
-                  imports=list(imports), import_paths=import_paths, axis_keys=axis_keys, metrics={})
+                  imports=list(imports), import_paths=import_paths, axis_keys=axis_keys, metrics={},
+                  seed_by=seed_by)
     sweep.points = _expand(sweep, axis_sets, leaves, ctx)
     # Baselines are checked against the values points actually run with (as stored in the results).
     axis_values = {k: [p.axes[k] for p in sweep.points] for k in axis_keys}
@@ -410,7 +459,7 @@ def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, Any], ctx: _Ctx) 
         except UserError as exc:
             raise ctx.error(("axes",), None, f"point {index} ({_label(values)}): {exc}") from None
         chash = config_hash(resolved)
-        seed = values[SEED_KEY] if SEED_KEY in values else derive_seed(sweep.base_seed, chash)
+        seed = values[SEED_KEY] if SEED_KEY in values else point_seed(sweep.base_seed, resolved, sweep.seed_by)
         phash = _point_hash(resolved, seed)
         # Axis values as the point runs them, including keys a `points` entry left at the base value.
         axis_values = {k: (seed if k == SEED_KEY else _get(resolved, k)) for k in sweep.axis_keys}

@@ -17,7 +17,6 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from archsim.errors import UserError
-from archsim.results import atomic_write_text
+from archsim.results import atomic_write_text, temp_file
 from archsim.sweep.metrics import compute_metrics, encode_cell, metric_from_dict
 
 if TYPE_CHECKING:
@@ -80,7 +79,7 @@ def _atomic_parquet(df: pd.DataFrame, path: Path, metadata: dict[bytes, bytes] |
     table = pa.Table.from_pandas(df, preserve_index=False)
     if metadata:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temp_file(path)      # permissions as the umask gives (mkstemp alone: 0600)
     os.close(fd)
     try:
         pq.write_table(table, tmp)
@@ -146,7 +145,8 @@ class ResultsStore:
         self.failures_dir.mkdir(parents=True, exist_ok=True)
         for folder in (self.root, self.points_dir, self.failures_dir):
             for tmp in folder.glob(".*.tmp"):
-                tmp.unlink(missing_ok=True)
+                if not tmp.is_dir():    # a directory is an interrupted report's staging area (not ours)
+                    tmp.unlink(missing_ok=True)
         atomic_write_text(self.manifest_path, _json(build_manifest(sweep)))
 
     def write_point(self, point: Point, stats: dict[str, Any], df: pd.DataFrame,
@@ -189,6 +189,7 @@ def build_manifest(sweep: Sweep) -> dict[str, Any]:
         "sweep_text": sweep.text,
         "sweep": sweep.data,
         "base_seed": sweep.base_seed,
+        "seed_by": sweep.seed_by,
         "imports": sweep.imports,
         "axis_keys": sweep.axis_keys,
         "metrics": {name: m.to_dict() for name, m in sweep.metrics.items()},

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from archsim.errors import UserError
+from archsim.errors import NotModelled, UserError
 from archsim.workload.spec import ModelSpec
 
 MATMUL_KINDS = ("gemv", "gemm")
@@ -139,6 +139,10 @@ def build_graph(spec: ModelSpec, phase: str = "decode", context_len: int | None 
                 prompt_len: int | None = None, batch: int = 1) -> OpGraph:
     """Operator graph of one decode step (`context_len` keys attended) or one prefill (`prompt_len` tokens)."""
     batch = _check_int("batch", batch, 1)
+    if spec.n_experts > 1:
+        raise NotModelled(f"{spec.name}: the operator graph of a mixture-of-experts FFN (n_experts = "
+                          f"{spec.n_experts}) is not modelled yet; supported: dense FFNs (n_experts = 1); "
+                          "parameter counts (n_params, active_params) do cover experts")
     if phase == "decode":
         if context_len is None:
             raise UserError("build_graph: phase='decode' needs context_len (keys the new token attends to)")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from archsim.config import Doc, load_yaml, require_choice, require_int
-from archsim.errors import ConfigError, UserError, unknown_name
+from archsim.errors import ConfigError, NotModelled, UserError, unknown_name
 from archsim.paths import resolve, shipped_dir
 
 # Bytes per element of each storage type.
@@ -22,7 +22,8 @@ POSITIONS = ["learned", "rope", "none"]
 
 _REQUIRED = ("d_model", "n_layers", "n_heads", "vocab", "max_context")
 _OPTIONAL = ("name", "family", "published_params", "d_head", "d_ff", "n_kv_heads", "dtype", "norm",
-             "activation", "gated_ffn", "position", "bias", "tied_embeddings", "source")
+             "activation", "gated_ffn", "position", "bias", "tied_embeddings", "source", "n_experts",
+             "experts_per_token")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class ModelSpec:
     position: str = "learned"       # learned absolute table (adds parameters) / rope / none
     bias: bool = True               # biases on every projection (GPT-2/3) or none (LLaMA)
     tied_embeddings: bool = True    # LM head shares the token-embedding matrix
+    n_experts: int = 1              # mixture of experts: FFN copies per layer (1 = a dense FFN)
+    experts_per_token: int = 1      # experts each token is routed to (Mixtral: 2 of 8)
     family: str = ""
     published_params: int | None = None
     source: str = ""
@@ -69,16 +72,34 @@ class ModelSpec:
         return 2 * self.d_model if self.norm == "layernorm" else self.d_model
 
     @property
+    def expert_params(self) -> int:
+        """Weights + biases of one FFN (one expert of a mixture-of-experts layer)."""
+        d = self.d_model
+        ffn = d * self.d_ff * (2 if self.gated_ffn else 1) + self.d_ff * d
+        if self.bias:
+            ffn += self.d_ff * (2 if self.gated_ffn else 1) + d
+        return ffn
+
+    @property
+    def router_params(self) -> int:
+        """The expert router (a d_model x n_experts gate, no bias); zero for a dense FFN."""
+        return self.d_model * self.n_experts if self.n_experts > 1 else 0
+
+    @property
     def layer_params(self) -> int:
-        """Weights + biases + norm parameters of one transformer block."""
+        """Weights + biases + norm parameters of one transformer block (every expert counted)."""
         d = self.d_model
         attn = d * (self.q_dim + 2 * self.kv_dim) + self.q_dim * d
-        ffn_in = d * self.d_ff * (2 if self.gated_ffn else 1)
-        ffn = ffn_in + self.d_ff * d
-        biases = 0
         if self.bias:
-            biases = (self.q_dim + 2 * self.kv_dim) + d + self.d_ff * (2 if self.gated_ffn else 1) + d
-        return attn + ffn + biases + 2 * self.norm_params
+            attn += (self.q_dim + 2 * self.kv_dim) + d
+        ffn = self.n_experts * self.expert_params + self.router_params
+        return attn + ffn + 2 * self.norm_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses: like n_params, but only experts_per_token experts per layer."""
+        idle = self.n_layers * (self.n_experts - self.experts_per_token) * self.expert_params
+        return self.n_params - idle
 
     @property
     def embedding_params(self) -> int:
@@ -168,8 +189,9 @@ def load_model_file(path: str | Path) -> ModelSpec:
 
 
 def is_hf_config(data: dict[str, Any]) -> bool:
-    """HF configs name the width n_embd (GPT-2 style) or hidden_size (LLaMA style), never d_model."""
-    return "d_model" not in data and ("n_embd" in data or "hidden_size" in data)
+    """HF configs name the width n_embd (GPT-2 style) or hidden_size (the others), never d_model, and
+    usually say model_type / architectures."""
+    return "d_model" not in data and any(k in data for k in ("n_embd", "hidden_size", "model_type", "architectures"))
 
 
 def _bool(doc: Doc, key: str, default: bool) -> bool:
@@ -206,6 +228,10 @@ def spec_from_mapping(doc: Doc | dict[str, Any], default_name: str = "model", so
     n_kv_heads = require_int(doc, "n_kv_heads", data.get("n_kv_heads", n_heads), minimum=1)
     if n_heads % n_kv_heads:
         raise doc.error("n_kv_heads", f"n_heads = {n_heads} must be a multiple of n_kv_heads = {n_kv_heads}")
+    n_experts = require_int(doc, "n_experts", data.get("n_experts", 1), minimum=1)
+    experts_per_token = require_int(doc, "experts_per_token", data.get("experts_per_token", 1), minimum=1)
+    if experts_per_token > n_experts:
+        raise doc.error("experts_per_token", f"{experts_per_token} is more than n_experts = {n_experts}")
     published = data.get("published_params")
     if published is not None:
         published = require_int(doc, "published_params", published, minimum=1)
@@ -229,86 +255,157 @@ def spec_from_mapping(doc: Doc | dict[str, Any], default_name: str = "model", so
         position=require_choice(doc, "position", data.get("position", "learned"), POSITIONS),
         bias=_bool(doc, "bias", True),
         tied_embeddings=_bool(doc, "tied_embeddings", True),
+        n_experts=n_experts,
+        experts_per_token=experts_per_token,
         family=str(data.get("family", "")),
         published_params=published,
         source=str(data.get("source", "")),
     )
 
 
+# ---- HuggingFace config.json -------------------------------------------------------------------------
 # HF activation names -> ours. gelu_new / gelu_pytorch_tanh are the tanh approximation GPT-2 uses.
 _HF_ACT = {"gelu": "gelu", "gelu_new": "gelu", "gelu_fast": "gelu", "gelu_pytorch_tanh": "gelu",
            "quick_gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "silu"}
 _HF_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
+# model_type / architectures[0] -> the family whose field names the config uses.
+HF_FAMILIES = ("gpt2", "opt", "llama", "mixtral", "falcon")
+_HF_MODEL_TYPES = {"gpt2": "gpt2", "opt": "opt", "llama": "llama", "mistral": "llama", "mixtral": "mixtral",
+                   "falcon": "falcon", "RefinedWeb": "falcon", "RefinedWebModel": "falcon"}
+_HF_ARCHITECTURES = {"GPT2LMHeadModel": "gpt2", "OPTForCausalLM": "opt", "LlamaForCausalLM": "llama",
+                     "MistralForCausalLM": "llama", "MixtralForCausalLM": "mixtral", "FalconForCausalLM": "falcon",
+                     "RWForCausalLM": "falcon"}
+
+
+def hf_family(cfg: dict[str, Any], source: str = "config.json") -> str:
+    """Which field-name family a HF config uses (one of HF_FAMILIES), from `model_type`, else
+    `architectures`, else (configs without either) n_embd -> gpt2, hidden_size -> llama."""
+    model_type = cfg.get("model_type")
+    if model_type is not None:
+        if model_type not in _HF_MODEL_TYPES:
+            raise ConfigError("model_type", f"{model_type!r} is not supported; supported: "
+                              f"{', '.join(sorted(_HF_MODEL_TYPES))}", source=source)
+        return _HF_MODEL_TYPES[model_type]
+    archs = cfg.get("architectures")
+    if archs:
+        arch = archs[0] if isinstance(archs, list) else archs
+        if arch not in _HF_ARCHITECTURES:
+            raise ConfigError("architectures", f"{arch!r} is not supported; supported: "
+                              f"{', '.join(sorted(_HF_ARCHITECTURES))} (or set model_type)", source=source)
+        return _HF_ARCHITECTURES[arch]
+    return "gpt2" if "n_embd" in cfg else "llama"
+
 
 def spec_from_hf_config(cfg: dict[str, Any], source: str = "config.json", default_name: str = "model") -> ModelSpec:
-    """Translate a HuggingFace config.json (GPT-2 or LLaMA key names) into a ModelSpec.
+    """Translate a HuggingFace config.json into a ModelSpec. The family (see `hf_family`) decides the
+    field names and the architecture:
 
-    GPT-2 style: n_embd, n_layer, n_head, n_positions (or n_ctx), vocab_size, n_inner, activation_function.
-    LLaMA style: hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
-    num_key_value_heads, max_position_embeddings, vocab_size, hidden_act (gated FFN, RMSNorm, RoPE, no bias).
+    * gpt2: n_embd, n_layer, n_head, n_positions (or n_ctx), vocab_size, n_inner (default 4 n_embd),
+      activation_function; LayerNorm, learned positions, biases, tied LM head.
+    * opt: hidden_size, num_hidden_layers, num_attention_heads, ffn_dim, max_position_embeddings,
+      vocab_size, activation_function (relu); like gpt2 otherwise. OPT-350m's word_embed_proj_dim
+      (embeddings narrower than the model) is not modelled.
+    * llama (also mistral): hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads
+      (GQA, default num_attention_heads), intermediate_size, max_position_embeddings, vocab_size,
+      hidden_act, head_dim (optional); gated FFN, RMSNorm, RoPE, no biases, untied LM head.
+    * mixtral: llama fields plus num_local_experts and num_experts_per_tok (mixture-of-experts FFN).
+    * falcon: hidden_size, n_head or num_attention_heads, n_layer or num_hidden_layers, vocab_size,
+      ffn_hidden_size (default 4 hidden_size), num_kv_heads (or n_head_kv; 1 with multi_query unless
+      new_decoder_architecture), max_position_embeddings (default 2048), bias, alibi; GELU,
+      LayerNorm, RoPE (no position encoding with alibi), tied LM head.
     """
+    family = hf_family(cfg, source)
 
-    def need(key: str, alternatives: tuple[str, ...] = ()) -> Any:
-        for k in (key,) + alternatives:
-            if k in cfg and cfg[k] is not None:
+    def get(*keys: str, default: Any = None) -> Any:
+        """The first of `keys` the config sets; else the default; else an error naming the family."""
+        for k in keys:
+            if cfg.get(k) is not None:
                 return cfg[k]
-        raise ConfigError(key, "missing" + (f" (or {', '.join(alternatives)})" if alternatives else ""),
-                          source=source)
+        if default is None:
+            alt = f" (or {', '.join(keys[1:])})" if len(keys) > 1 else ""
+            raise ConfigError(keys[0], f"missing{alt} (needed for {'an' if family[0] in 'aeio' else 'a'} {family} config)", source=source)
+        return default
 
-    dtype = _HF_DTYPE.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16")
+    def used(*keys: str) -> str:
+        """Which of `keys` the config uses (for error messages)."""
+        return next((k for k in keys if cfg.get(k) is not None), keys[0])
+
+    key_of: dict[str, str] = {}
     name = str(cfg.get("_name_or_path") or default_name).rstrip("/").split("/")[-1] or default_name
-    if "n_embd" in cfg:
-        act_key = "activation_function"
-        act = cfg.get(act_key, "gelu_new")
-        data: dict[str, Any] = {
-            "name": name,
-            "family": str(cfg.get("model_type", "gpt2")),
-            "d_model": need("n_embd"),
-            "n_layers": need("n_layer"),
-            "n_heads": need("n_head"),
-            "d_ff": cfg.get("n_inner") if cfg.get("n_inner") is not None else None,
-            "vocab": need("vocab_size"),
-            "max_context": need("n_positions", ("n_ctx",)),
-            "norm": "layernorm",
-            "position": "learned",
-            "bias": True,
-            "tied_embeddings": bool(cfg.get("tie_word_embeddings", True)),
-            "gated_ffn": False,
-        }
-        key_of = {"d_model": "n_embd", "n_layers": "n_layer", "n_heads": "n_head", "d_ff": "n_inner",
-                  "vocab": "vocab_size", "max_context": "n_positions"}
-    else:
-        act_key = "hidden_act"
-        act = cfg.get(act_key, "silu")
-        heads = need("num_attention_heads")
-        data = {
-            "name": name,
-            "family": str(cfg.get("model_type", "llama")),
-            "d_model": need("hidden_size"),
-            "n_layers": need("num_hidden_layers"),
-            "n_heads": heads,
-            "n_kv_heads": cfg.get("num_key_value_heads") or heads,
-            "d_ff": need("intermediate_size"),
-            "vocab": need("vocab_size"),
-            "max_context": need("max_position_embeddings"),
-            "norm": "rmsnorm" if "rms_norm_eps" in cfg or "layer_norm_eps" not in cfg else "layernorm",
-            "position": "rope",
-            "bias": bool(cfg.get("attention_bias", False)),
-            "tied_embeddings": bool(cfg.get("tie_word_embeddings", False)),
-            "gated_ffn": True,
-        }
+    data: dict[str, Any] = {"name": name, "family": str(cfg.get("model_type") or family)}
+    # (our key, HF keys, default) in the order they are checked
+    if family in ("gpt2", "opt"):
+        gpt2 = family == "gpt2"
+        fields = [("d_model", ("n_embd",) if gpt2 else ("hidden_size",), None),
+                  ("n_layers", ("n_layer",) if gpt2 else ("num_hidden_layers",), None),
+                  ("n_heads", ("n_head",) if gpt2 else ("num_attention_heads",), None),
+                  ("vocab", ("vocab_size",), None),
+                  ("max_context", ("n_positions", "n_ctx") if gpt2 else ("max_position_embeddings",), None)]
+        for ours, keys, default in fields:
+            data[ours] = get(*keys, default=default)
+            key_of[ours] = keys[0]
+        if gpt2:
+            data["d_ff"] = cfg.get("n_inner")      # None: the default 4 x n_embd
+        else:
+            data["d_ff"] = get("ffn_dim")
+        key_of["d_ff"] = "n_inner" if gpt2 else "ffn_dim"
+        proj = cfg.get("word_embed_proj_dim")
+        if not gpt2 and proj is not None and proj != data["d_model"]:
+            raise NotModelled(f"{source}: word_embed_proj_dim: {proj} differs from hidden_size {data['d_model']} "
+                              "(embedding projection, as in OPT-350m) is not modelled yet; supported: "
+                              "word_embed_proj_dim equal to hidden_size")
+        enable_bias = cfg.get("enable_bias", True)
+        data.update(norm="layernorm", position="learned", bias=bool(enable_bias), gated_ffn=False,
+                    tied_embeddings=bool(cfg.get("tie_word_embeddings", True)))
+        act_key, act = "activation_function", cfg.get("activation_function", "gelu_new" if gpt2 else "relu")
+    elif family in ("llama", "mixtral"):
+        fields = [("d_model", "hidden_size"), ("n_layers", "num_hidden_layers"),
+                  ("n_heads", "num_attention_heads"), ("d_ff", "intermediate_size"), ("vocab", "vocab_size"),
+                  ("max_context", "max_position_embeddings")]
+        for ours, key in fields:
+            data[ours] = get(key)
+            key_of[ours] = key
+        data["n_kv_heads"] = get("num_key_value_heads", default=data["n_heads"])
+        key_of["n_kv_heads"] = "num_key_value_heads"
         if cfg.get("head_dim") is not None:
             data["d_head"] = cfg["head_dim"]
-        key_of = {"d_model": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
-                  "n_kv_heads": "num_key_value_heads", "d_ff": "intermediate_size", "vocab": "vocab_size",
-                  "max_context": "max_position_embeddings", "d_head": "head_dim"}
+            key_of["d_head"] = "head_dim"
+        if family == "mixtral":
+            data["n_experts"] = get("num_local_experts")
+            data["experts_per_token"] = get("num_experts_per_tok")
+            key_of.update(n_experts="num_local_experts", experts_per_token="num_experts_per_tok")
+        data.update(norm="rmsnorm", position="rope", bias=bool(cfg.get("attention_bias", False)),
+                    gated_ffn=True, tied_embeddings=bool(cfg.get("tie_word_embeddings", False)))
+        act_key, act = "hidden_act", cfg.get("hidden_act", "silu")
+    else:  # falcon
+        data["d_model"] = get("hidden_size")
+        data["n_heads"] = get("num_attention_heads", "n_head")
+        data["n_layers"] = get("num_hidden_layers", "n_layer")
+        data["vocab"] = get("vocab_size")
+        data["max_context"] = get("max_position_embeddings", default=2048)
+        data["d_ff"] = get("ffn_hidden_size", default=4 * int(data["d_model"]))
+        # Falcon-40B's first release (model_type RefinedWeb) has the new decoder without naming it.
+        if cfg.get("new_decoder_architecture") or cfg.get("model_type") == "RefinedWeb":
+            data["n_kv_heads"] = get("num_kv_heads", "n_head_kv")
+        elif cfg.get("multi_query", True):      # Falcon's default: one K/V head shared by all heads
+            data["n_kv_heads"] = 1
+        else:
+            data["n_kv_heads"] = data["n_heads"]
+        key_of.update(d_model="hidden_size", n_heads=used("num_attention_heads", "n_head"),
+                      n_layers=used("num_hidden_layers", "n_layer"), vocab="vocab_size",
+                      max_context="max_position_embeddings", d_ff="ffn_hidden_size",
+                      n_kv_heads=used("num_kv_heads", "n_head_kv"))
+        data.update(norm="layernorm", position="none" if cfg.get("alibi") else "rope",
+                    bias=bool(cfg.get("bias", False)), gated_ffn=False,
+                    tied_embeddings=bool(cfg.get("tie_word_embeddings", True)))
+        act_key, act = "activation", cfg.get("activation", "gelu")
     if act not in _HF_ACT:
         raise ConfigError(act_key, f"unsupported activation {act!r}; supported: {', '.join(sorted(_HF_ACT))}",
                           source=source)
     data["activation"] = _HF_ACT[act]
-    data["dtype"] = dtype
-    data["source"] = f"HF config {source}"
+    data["dtype"] = _HF_DTYPE.get(str(cfg.get("torch_dtype", "bfloat16")), "bf16")
+    data["source"] = f"HF config {source} ({family} family)"
     if data.get("d_ff") is None:
         data.pop("d_ff", None)
     try:

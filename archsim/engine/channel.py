@@ -1,0 +1,1522 @@
+"""The channel engine: one resumable, event-driven numba kernel for every unit that talks to DRAM.
+
+Semantics: docs/channel-engine.md (the contract; archsim/engine/reference.py is an independent naive
+implementation of it, and tests compare the two cycle for cycle). Device tables: archsim/engine/tables.py.
+
+State lives outside the kernel in numpy arrays (`State`, a namedtuple, so numba compiles one kernel for all
+devices and caches it). `advance(S, T, CF, until)` simulates cycles [clock, until) and returns early at the
+done cycle of the first pending tagged completion, so a driver can react at exactly that cycle. Requests and
+stream commands are enqueued between calls by writing into the state arrays (`MemorySystem` does it).
+
+Time jumps straight to the next cycle at which something can happen: a port can offer, a channel has a
+command whose timing is met (its `wake`), a refresh falls due. Idle cycles are never visited; a channel's
+wake is a lower bound of the next cycle it could issue at, so skipping cycles never changes results.
+
+Per channel, sources are FR-FCFS read/write queues (`rw`) and in-order command streams (`stream`).
+Observers (per-command counters, the issued-command log, the completion ring) are fed by `_observe` after
+each issue and never influence scheduling.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numba
+import numpy as np
+
+from archsim.engine.tables import (E_CLOSE, E_COMPUTE, E_OPEN, E_READ, E_READ_CLOSE, E_REFRESH, E_WRITE,
+                                   E_WRITE_CLOSE, R_ACT, R_PRE, R_RD, R_RDA, R_REFAB, R_REFPB, R_WR, R_WRA)
+
+INF = np.int64(1) << np.int64(62)
+
+# Every helper is compiled without reference counting: the kernel allocates nothing (arrays live outside), and
+# reference counting every array of the state tuple at every call costs more than the work.
+# Inlining the helpers at the IR level (numba inline="always") runs ~3x faster but makes numba's own analysis of
+# the kernel quadratic (minutes of cold compile); they stay calls until the state is packed into fewer arrays.
+_helper = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+_call = _helper
+
+# CF: controller config array slots
+(CF_CH, CF_NSRC, CF_NRW, CF_NST, CF_CLOSED_ROW, CF_REFRESH, CF_DUAL_BUS, CF_LOG, CF_NREFI, CF_NREFIPB,
+ CF_ARB, CF_STARVE, CF_THRESH, CF_STREAM_REF, CF_NRFC, CF_ALU, CF_ACTIVE_BUF, CF_WM_HIGH, CF_WM_LOW,
+ CF_NBUF, CF_MAX_CYCLES, CF_NRFCPB) = range(22)
+N_CF = 22
+REFRESH_NONE, REFRESH_ALLBANK, REFRESH_PERBANK = 0, 1, 2
+ARB_FRFCFS, ARB_PRIORITY, ARB_BLOCKED, ARB_THRESHOLD = 0, 1, 2, 3
+ARBITRATIONS = {"frfcfs": ARB_FRFCFS, "priority": ARB_PRIORITY, "blocked": ARB_BLOCKED, "threshold": ARB_THRESHOLD}
+SEG_START, SEG_END = 1, 2
+KIND_READ, KIND_WRITE, KIND_RMW = 0, 1, 2
+# advance() status
+ST_UNTIL, ST_COMPLETION, ST_IDLE, ST_LOG_FULL, ST_DEADLOCK, ST_TIMEOUT = 0, 1, 2, 3, 4, 5
+STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long while work is left: a deadlock
+
+State = namedtuple("State", [
+    "clock",                                   # [0] current cycle (the next cycle to simulate)
+    "ready", "hist", "hist_pos",               # timing: (ch, cells * cmds), (ch, win, node, window), (ch, win, node)
+    "open_row", "owner", "bank_pin", "reserve",  # (banks, buf) row (-1 closed, -2 open/unknown), (banks, buf), (banks,)
+    "last_open_cmd", "last_open_tgt", "last_open_row",  # (banks, buf): the last open a *stream* issued there
+    # requests (pool, global over channels)
+    "r_ch", "r_bank", "r_row", "r_col", "r_kind", "r_tag", "r_arrive", "r_src",
+    "r_enq", "r_done", "r_class", "r_seq", "r_phase", "r_nb", "l_next", "l_prev",
+    # ports
+    "p_buf", "p_head", "p_tail", "p_width", "p_src", "p_next", "p_block",
+    # rw queues: q = (ch * n_rw + k) * 2 + w
+    "qlen", "qcap", "wmode",                   # (ch * n_rw * 2,), (.. ,), (ch * n_rw,)
+    "l_head", "l_tail", "l_cnt", "hitq", "first_hit",   # (banks, n_rw * 2)
+    "act_list", "act_n", "act_pos",            # (ch * n_rw * 2, banks_per_ch), (..), (banks, n_rw * 2)
+    "cand_ri", "cand_cmd", "dirty", "dirty_list", "dirty_n",
+    "pin_list", "pin_n",                       # (ch * n_rw, cap), (ch * n_rw,)
+    # streams: s = ch * n_st + m
+    "s_cmd", "s_bank", "s_row", "s_col", "s_flags", "s_est", "s_tag", "s_seq", "s_head", "s_tail", "s_lastend",
+    # arbitration per (ch, source)
+    "src_kind", "src_idx", "starve", "active", "seq",
+    # refresh per node (global)
+    "ref_due", "ref_pending", "ref_bank", "ch_ref_pending", "n_open",
+    # wake per channel
+    "wake",
+    # observers
+    "cmd_count", "log_clk", "log_cmd", "log_bank", "log_row", "log_col", "log_src", "n_log",
+    "c_tag", "c_done", "c_id", "n_comp", "min_pending", "outstanding", "progress",
+    "cand", "s_maxdone",                       # scratch: candidates per source; max done cycle per stream
+    "r_pin", "s_at", "s_in", "st_next",        # request pinned?; stream entry cycle, first not entered, next entry
+    "promo", "promo_ready",                    # scratch per (channel, source): promoted now, had a ready candidate
+])
+
+
+# ---------------------------------------------------------------------------------------------------------
+@_helper
+def _earliest(S, T, ch, c, b):
+    """Earliest cycle command c may issue to the target of c holding local bank b (timing only)."""
+    t = np.int64(0)
+    for k in range(T.K):
+        v = S.ready[ch, T.rcell[c, b, k] + c]
+        if v > t:
+            t = v
+    return t
+
+
+@_helper
+def _ref_blocked(S, T, CF, ch, c, bl):
+    """True if command c at the target holding local bank bl touches a bank whose refresh is pending."""
+    if S.ch_ref_pending[ch] == 0:
+        return False
+    B = T.banks
+    r = T.rep[c, bl]
+    k0 = T.tgt_off[c * B + r]
+    k1 = T.tgt_off[c * B + r + 1]
+    for k in range(k0, k1):
+        x = T.tgt_banks[k]
+        node = ch * T.ref_nodes + T.bank_ref_node[x]
+        if S.ref_pending[node] != 0:
+            if CF[CF_REFRESH] == REFRESH_ALLBANK:
+                return True
+            lo = T.ref_off[T.bank_ref_node[x]]
+            if T.ref_banks[lo + S.ref_bank[node]] == x:
+                return True
+    return False
+
+
+@_helper
+def _mark_dirty(S, ch, b):
+    if not S.dirty[b]:
+        S.dirty[b] = True
+        S.dirty_list[ch, S.dirty_n[ch]] = b
+        S.dirty_n[ch] += 1
+
+
+@_call
+def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
+    """Issue command c at the target holding local bank bl of channel ch at cycle clk: timing state, bank
+    state, observers. row/col: the request's or stream command's (-1 unknown); src: source index in the
+    channel (-1 = refresh manager), stream sources have src_kind 1."""
+    B = T.banks
+    C = T.n_cmds
+    gb0 = ch * B
+    # --- timing (forward form, archsim.engine.tables)
+    k = c * B + bl
+    for u in range(T.upd_off[k], T.upd_off[k + 1]):
+        v = clk + T.upd_lat[u]
+        x = T.upd_idx[u]
+        if v > S.ready[ch, x]:
+            S.ready[ch, x] = v
+    for u in range(T.win_off[k], T.win_off[k + 1]):
+        wid = T.win_wid[u]
+        node = T.win_node[u]
+        w = T.win_w[wid]
+        pos = S.hist_pos[ch, wid, node]
+        S.hist[ch, wid, node, pos] = clk
+        pos += 1
+        if pos == w:
+            pos = 0
+        S.hist_pos[ch, wid, node] = pos
+        v = S.hist[ch, wid, node, pos] + T.win_lat[wid]
+        j = wid * T.n_win_nodes + node
+        for uu in range(T.wcov_off[j], T.wcov_off[j + 1]):
+            x = T.wcov_idx[uu]
+            if v > S.ready[ch, x]:
+                S.ready[ch, x] = v
+    # --- bank state
+    eff = T.cmd_effect[c]
+    buf = T.cmd_buf[c]
+    r = T.rep[c, bl]
+    k0 = T.tgt_off[c * B + r]
+    k1 = T.tgt_off[c * B + r + 1]
+    logged_row = row
+    if eff == E_OPEN:
+        is_stream = src >= 0 and S.src_kind[ch, src] == 1
+        n_rw = CF[CF_NRW]
+        for kk in range(k0, k1):
+            x = gb0 + T.tgt_banks[kk]
+            S.open_row[x, buf] = row if row >= 0 else -2
+            S.owner[x, buf] = src
+            if is_stream:
+                S.last_open_cmd[x, buf] = c
+                S.last_open_tgt[x, buf] = gb0 + r
+                S.last_open_row[x, buf] = row
+            S.n_open[ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]] += 1
+            if buf == 0:
+                # queued requests that now hit the new row
+                for q in range(2 * n_rw):
+                    _recount_hits(S, x, q)
+                _mark_dirty(S, ch, x)
+    elif eff == E_CLOSE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE:
+        if eff == E_CLOSE:
+            logged_row = S.open_row[gb0 + T.tgt_banks[k0], buf] if k1 - k0 == 1 else -1
+        n_rw = CF[CF_NRW]
+        for kk in range(k0, k1):
+            x = gb0 + T.tgt_banks[kk]
+            if S.open_row[x, buf] != -1:
+                S.open_row[x, buf] = -1
+                S.owner[x, buf] = -1
+                S.n_open[ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]] -= 1
+                if buf == 0:
+                    for q in range(2 * n_rw):
+                        S.hitq[x, q] = 0
+                        S.first_hit[x, q] = -1
+                    _mark_dirty(S, ch, x)
+    elif eff == E_READ or eff == E_WRITE or eff == E_COMPUTE:
+        if logged_row < 0 and k1 - k0 == 1:
+            logged_row = S.open_row[gb0 + T.tgt_banks[k0], buf]
+    # --- observers
+    _observe(S, CF, ch, c, gb0 + r, logged_row, col, src, clk)
+    return eff
+
+
+@_helper
+def _observe(S, CF, ch, c, gbank, row, col, src, clk):
+    """Observers of every issued command: per-command counters and the command log."""
+    S.cmd_count[ch, c] += 1
+    if CF[CF_LOG] != 0:
+        n = S.n_log[0]
+        S.log_clk[n] = clk
+        S.log_cmd[n] = c
+        S.log_bank[n] = gbank
+        S.log_row[n] = row if row >= -1 else -1
+        S.log_col[n] = col
+        S.log_src[n] = src
+        S.n_log[0] = n + 1
+
+
+@_helper
+def _complete(S, tag, done, ident):
+    """Record a completion; tagged ones stop advance() at their done cycle."""
+    if tag >= 0:
+        n = S.n_comp[0]
+        S.c_tag[n] = tag
+        S.c_done[n] = done
+        S.c_id[n] = ident
+        S.n_comp[0] = n + 1
+        if done < S.min_pending[0]:
+            S.min_pending[0] = done
+
+
+# ---------------------------------------------------------------------------------------------------------
+@_helper
+def _unlink(S, ri, b, q):
+    nx = S.l_next[ri]
+    pv = S.l_prev[ri]
+    if pv >= 0:
+        S.l_next[pv] = nx
+    else:
+        S.l_head[b, q] = nx
+    if nx >= 0:
+        S.l_prev[nx] = pv
+    else:
+        S.l_tail[b, q] = pv
+    S.l_cnt[b, q] -= 1
+
+
+@_call
+def _recount_hits(S, b, q):
+    row = S.open_row[b, 0]
+    cnt = 0
+    fh = -1
+    j = S.l_head[b, q]
+    while j >= 0:
+        if S.r_row[j] == row:
+            cnt += 1
+            if fh < 0:
+                fh = j
+        j = S.l_next[j]
+    S.hitq[b, q] = cnt
+    S.first_hit[b, q] = fh
+
+
+@_call
+def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
+    """Column command c issued for request ri (rw source k of channel ch, global bank b)."""
+    B = T.banks
+    n_rw = CF[CF_NRW]
+    w = 1 if S.r_kind[ri] != KIND_READ else 0
+    q = k * 2 + w
+    eff = T.cmd_effect[c]
+    if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 0:
+        # the RD of a read-modify-write: the request stays queued, pinned, until its WR
+        S.r_phase[ri] = 1
+        S.r_nb[ri] = clk + T.cmd_lat[c] + CF[CF_ALU]
+        if S.r_pin[ri] == 0:              # (with active_buffer it is pinned since its ACT already)
+            pk = ch * n_rw + k
+            S.pin_list[pk, S.pin_n[pk]] = ri
+            S.pin_n[pk] += 1
+            S.bank_pin[b] += 1
+            S.r_pin[ri] = 1
+        _mark_dirty(S, ch, b)
+        return
+    # the request is served; its bank's candidate changes
+    _mark_dirty(S, ch, b)
+    done = clk + T.cmd_lat[c]
+    S.r_done[ri] = done
+    # unpin
+    pk = ch * n_rw + k
+    for j in range(S.pin_n[pk]):
+        if S.pin_list[pk, j] == ri:
+            S.pin_list[pk, j] = S.pin_list[pk, S.pin_n[pk] - 1]
+            S.pin_n[pk] -= 1
+            S.bank_pin[b] -= 1
+            S.r_pin[ri] = 0
+            break
+    nx = S.l_next[ri]
+    if eff != E_READ_CLOSE and eff != E_WRITE_CLOSE:   # (a closing access: _issue cleared the bank's hits)
+        S.hitq[b, q] -= 1
+        if S.hitq[b, q] == 0:
+            S.first_hit[b, q] = -1
+        elif S.first_hit[b, q] == ri:
+            # the remaining hits are younger: the next one is further down the list (a pinned request
+            # served out of order leaves the oldest hit where it is)
+            orow = S.open_row[b, 0]
+            j = nx
+            while j >= 0 and S.r_row[j] != orow:
+                j = S.l_next[j]
+            S.first_hit[b, q] = j
+    _unlink(S, ri, b, q)
+    qi = (ch * n_rw + k) * 2 + w
+    if S.l_cnt[b, q] == 0:
+        p = S.act_pos[b, q]
+        last = S.act_list[qi, S.act_n[qi] - 1]
+        S.act_list[qi, p] = last
+        S.act_pos[last, q] = p
+        S.act_n[qi] -= 1
+    S.qlen[qi] -= 1
+    S.outstanding[0] -= 1
+    S.progress[0] += 1
+    _complete(S, S.r_tag[ri], done, ri)
+    # a port blocked on this queue may offer again next cycle
+    for p in range(S.p_block.shape[0]):
+        if S.p_block[p] == qi:
+            S.p_block[p] = -1
+            if S.p_next[p] > clk + 1:
+                S.p_next[p] = clk + 1
+
+
+@_call
+def _offer(S, T, CF, clk):
+    """Ports offer requests in order (head-of-line blocking); returns the next cycle a port can offer."""
+    nxt = INF
+    B = T.banks
+    n_rw = CF[CF_NRW]
+    for p in range(S.p_head.shape[0]):
+        if S.p_next[p] > clk:
+            if S.p_next[p] < nxt:
+                nxt = S.p_next[p]
+            continue
+        offered = 0
+        while offered < S.p_width[p] and S.p_head[p] < S.p_tail[p]:
+            ri = S.p_buf[p, S.p_head[p]]
+            if S.r_arrive[ri] > clk:
+                break
+            ch = S.r_ch[ri]
+            k = S.src_idx[ch, S.r_src[ri]]
+            w = 1 if S.r_kind[ri] != KIND_READ else 0
+            qi = (ch * n_rw + k) * 2 + w
+            if S.qlen[qi] >= S.qcap[qi]:
+                S.p_block[p] = qi
+                break
+            b = S.r_bank[ri]
+            q = k * 2 + w
+            S.qlen[qi] += 1
+            S.r_enq[ri] = clk
+            S.r_seq[ri] = S.seq[ch]
+            S.seq[ch] += 1
+            changed = False
+            tl = S.l_tail[b, q]
+            S.l_prev[ri] = tl
+            S.l_next[ri] = -1
+            if tl >= 0:
+                S.l_next[tl] = ri
+            else:
+                S.l_head[b, q] = ri
+                S.act_pos[b, q] = S.act_n[qi]
+                S.act_list[qi, S.act_n[qi]] = b
+                S.act_n[qi] += 1
+                changed = True
+            S.l_tail[b, q] = ri
+            S.l_cnt[b, q] += 1
+            if S.open_row[b, 0] == S.r_row[ri]:
+                S.hitq[b, q] += 1
+                if S.first_hit[b, q] < 0:
+                    S.first_hit[b, q] = ri
+                changed = True
+            if changed:
+                _mark_dirty(S, ch, b)
+            # wake the channel no earlier than the new request's own next command could issue (one rw
+            # source: it cannot make another queued request issuable sooner); otherwise now
+            if S.wake[ch] > clk:
+                if CF[CF_NSRC] != 1 or w != S.wmode[ch * n_rw + k] or S.ch_ref_pending[ch] != 0:
+                    S.wake[ch] = clk
+                else:
+                    orow = S.open_row[b, 0]
+                    if orow == S.r_row[ri]:
+                        c = T.role[R_WR] if S.r_kind[ri] == KIND_WRITE else T.role[R_RD]   # an rmw reads first
+                    elif orow == -1:
+                        c = T.role[R_ACT]
+                    else:
+                        c = T.role[R_PRE]
+                    t = max(clk, _earliest(S, T, ch, c, b - ch * B))
+                    if t < S.wake[ch]:
+                        S.wake[ch] = t
+            S.p_head[p] += 1
+            offered += 1
+            S.progress[1] = clk
+        if S.p_head[p] < S.p_tail[p] and S.p_block[p] < 0:
+            nx = max(clk + 1, S.r_arrive[S.p_buf[p, S.p_head[p]]])
+            S.p_next[p] = nx
+            if nx < nxt:
+                nxt = nx
+        else:
+            S.p_next[p] = INF
+    return nxt
+
+
+# ---------------------------------------------------------------------------------------------------------
+@_call
+def _refresh_want(S, T, CF, ch, node):
+    """(command, local bank) the refresh of `node` wants next, or (-1, x) with x = 1 if a pinned bank
+    holds it up."""
+    B = T.banks
+    nbuf = CF[CF_NBUF]
+    lo = T.ref_off[node]
+    hi = T.ref_off[node + 1]
+    g = ch * T.ref_nodes + node
+    if CF[CF_REFRESH] == REFRESH_ALLBANK:
+        if S.n_open[g] > 0:
+            for buf in range(nbuf):
+                first = -1
+                for kk in range(lo, hi):
+                    x = ch * B + T.ref_banks[kk]
+                    if S.open_row[x, buf] != -1:
+                        first = T.ref_banks[kk]
+                        break
+                if first < 0:
+                    continue
+                for kk in range(lo, hi):
+                    if S.bank_pin[ch * B + T.ref_banks[kk]] > 0:
+                        return -1, 1
+                # the widest close of this buffer whose target covers the node
+                for lv in range(T.n_levels):
+                    cw = T.close_wide[buf, lv]
+                    if cw >= 0 and lv <= T.ref_level:
+                        return cw, T.ref_banks[lo]
+                return T.close_bank[buf], first
+        return T.role[R_REFAB], T.ref_banks[lo]
+    b = T.ref_banks[lo + S.ref_bank[g]]
+    for buf in range(nbuf):
+        if S.open_row[ch * B + b, buf] != -1:
+            if S.bank_pin[ch * B + b] > 0:
+                return -1, 1
+            return T.close_bank[buf], b
+    return T.role[R_REFPB], b
+
+
+@_helper
+def _col_cmd(S, T, CF, k, ri, b):
+    """The column command of hit ri (rw source k, global bank b): RD/WR, or with the closed policy the
+    closing form if it is the bank's only hit in both queues of the source and no other request pins the
+    bank; an rmw reads first."""
+    if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 0:
+        return T.role[R_RD]
+    w = S.r_kind[ri] != KIND_READ
+    last = False
+    if CF[CF_CLOSED_ROW] != 0 and S.hitq[b, 2 * k] + S.hitq[b, 2 * k + 1] <= 1:
+        last = S.bank_pin[b] - S.r_pin[ri] == 0
+    if w:
+        return T.role[R_WRA] if last else T.role[R_WR]
+    return T.role[R_RDA] if last else T.role[R_RD]
+
+
+@_call
+def _bank_cand(S, T, CF, kq, ww, b):
+    """(request, command) the bank stands for in queue (kq, ww): its oldest unpinned hit, else its oldest
+    unpinned request (ACT or PRE); (-1, -1) if it has none."""
+    qq = kq * 2 + ww
+    if S.hitq[b, qq] > 0:
+        orow = S.open_row[b, 0]
+        j = S.first_hit[b, qq]
+        while j >= 0 and (S.r_row[j] != orow or S.r_pin[j] != 0):
+            j = S.l_next[j]
+        if j >= 0:
+            return j, _col_cmd(S, T, CF, kq, j, b)
+    j = S.l_head[b, qq]
+    while j >= 0 and S.r_pin[j] != 0:
+        j = S.l_next[j]
+    if j < 0:
+        return np.int64(-1), np.int64(-1)
+    if S.open_row[b, 0] == S.r_row[j]:
+        return j, _col_cmd(S, T, CF, kq, j, b)
+    if S.open_row[b, 0] == -1:
+        return j, T.role[R_ACT]
+    return j, T.role[R_PRE]
+
+
+@_call
+def _rw_cands(S, T, CF, ch, k, clk, out):
+    """FR-FCFS candidates of rw source k: out[0..3] = col (cmd, local bank, request), out[4..7] = row;
+    out[8] = earliest cycle of a candidate not ready now. Requests absent: -1."""
+    B = T.banks
+    n_rw = CF[CF_NRW]
+    gb0 = ch * B
+    pk = ch * n_rw + k
+    nxt = INF
+    out[0] = -1
+    out[4] = -1
+    refresh = CF[CF_REFRESH]
+    me = _rw_src(S, ch, k)
+    # pinned requests first, in either mode
+    best = INF
+    for j in range(S.pin_n[pk]):
+        ri = S.pin_list[pk, j]
+        b = S.r_bank[ri]
+        bl = b - gb0
+        c = _col_cmd(S, T, CF, k, ri, b)
+        t = _earliest(S, T, ch, c, bl)
+        if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 and S.r_nb[ri] > t:
+            t = S.r_nb[ri]
+        if t <= clk:
+            if S.r_seq[ri] < best:
+                best = S.r_seq[ri]
+                out[0] = c
+                out[1] = bl
+                out[2] = ri
+                out[3] = S.r_seq[ri]
+        elif t < nxt:
+            nxt = t
+    if out[0] >= 0:
+        out[8] = nxt
+        return
+    w = S.wmode[pk]
+    q = k * 2 + w
+    qi = pk * 2 + w
+    # bring the candidates of the banks changed since the channel's last pass up to date
+    for kk in range(S.dirty_n[ch]):
+        b = S.dirty_list[ch, kk]
+        S.dirty[b] = False
+        for kq in range(n_rw):
+            for ww in range(2):
+                ri, c = _bank_cand(S, T, CF, kq, ww, b)
+                S.cand_ri[kq * 2 + ww, b] = ri
+                S.cand_cmd[kq * 2 + ww, b] = c
+    S.dirty_n[ch] = 0
+    if S.qlen[qi] == 0:
+        out[8] = nxt
+        return
+    best_col = INF
+    best_row = INF
+    ref_check = S.ch_ref_pending[ch] != 0
+    c_pre = T.role[R_PRE]
+    c_act = T.role[R_ACT]
+    nbuf = CF[CF_NBUF]
+    for kk in range(S.act_n[qi]):
+        b = S.act_list[qi, kk]
+        bl = b - gb0
+        c = S.cand_cmd[q, b]
+        if c < 0:
+            continue
+        if ref_check and refresh != REFRESH_NONE:
+            if _ref_blocked(S, T, CF, ch, c, bl):
+                continue
+        if c == c_pre:
+            if S.bank_pin[b] > 0 or (S.owner[b, 0] != -1 and S.owner[b, 0] != me):
+                continue
+        elif c == c_act:
+            if S.reserve[b] > 0:
+                continue
+            if nbuf > 1:
+                row = S.r_row[S.cand_ri[q, b]]
+                clash = False
+                for bb in range(1, nbuf):
+                    if S.open_row[b, bb] == row:
+                        clash = True
+                if clash:
+                    continue
+        t = _earliest(S, T, ch, c, bl)
+        ri = S.cand_ri[q, b]
+        if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 and S.r_nb[ri] > t:
+            t = S.r_nb[ri]
+        if t < nxt:
+            nxt = t
+        if t <= clk:
+            sq = S.r_seq[ri]
+            if T.cmd_bus[c] == 1:
+                if sq < best_col:
+                    best_col = sq
+                    out[0] = c
+                    out[1] = bl
+                    out[2] = ri
+                    out[3] = sq
+            elif sq < best_row:
+                best_row = sq
+                out[4] = c
+                out[5] = bl
+                out[6] = ri
+                out[7] = sq
+    out[8] = nxt
+
+
+@_helper
+def _rw_src(S, ch, k):
+    """Source index (in the channel) of rw source k."""
+    n = 0
+    for s in range(S.src_kind.shape[1]):
+        if S.src_kind[ch, s] == 0:
+            if n == k:
+                return s
+            n += 1
+    return -1
+
+
+@_call
+def _open_rule(S, T, ch, c, bl, row, nbuf):
+    """An open c (at the target holding local bank bl) of `row`, or the close that must come first:
+    (command, local bank)."""
+    B = T.banks
+    gb0 = ch * B
+    buf = T.cmd_buf[c]
+    r = T.rep[c, bl]
+    k0 = T.tgt_off[c * B + r]
+    k1 = T.tgt_off[c * B + r + 1]
+    if row >= 0 and nbuf > 1:
+        for kk in range(k0, k1):
+            x = gb0 + T.tgt_banks[kk]
+            for bb in range(nbuf):
+                if bb != buf and S.open_row[x, bb] == row:
+                    return T.close_bank[bb], T.tgt_banks[kk]
+    for kk in range(k0, k1):
+        x = gb0 + T.tgt_banks[kk]
+        if S.open_row[x, buf] != -1:
+            cw = T.close_wide[buf, T.cmd_scope[c]]
+            if cw >= 0:
+                return cw, bl
+            return T.close_bank[buf], T.tgt_banks[kk]
+    return c, bl
+
+
+@_call
+def _stream_cand(S, T, CF, ch, m, src, clk, out):
+    """Candidate of stream m: out[0] cmd (-1 none), out[1] local bank, out[2] row, out[3] age,
+    out[8] earliest cycle if not ready now (INF if held)."""
+    B = T.banks
+    gb0 = ch * B
+    sl = ch * CF[CF_NST] + m
+    out[0] = -1
+    out[8] = INF
+    h = S.s_head[sl]
+    if h >= S.s_in[sl]:
+        return
+    H = S.s_cmd[sl, h]
+    bl = S.s_bank[sl, h] - gb0
+    eff = T.cmd_effect[H]
+    buf = T.cmd_buf[H]
+    r = T.rep[H, bl]
+    k0 = T.tgt_off[H * B + r]
+    k1 = T.tgt_off[H * B + r + 1]
+    nbuf = CF[CF_NBUF]
+    hrow = S.s_row[sl, h]
+    c = H
+    cb = bl
+    crow = hrow
+    if eff == E_OPEN:
+        c, cb = _open_rule(S, T, ch, H, bl, hrow, nbuf)
+    elif eff == E_COMPUTE or eff == E_READ or eff == E_WRITE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE:
+        for kk in range(k0, k1):
+            x = gb0 + T.tgt_banks[kk]
+            orow = S.open_row[x, buf]
+            if orow == -1 or (hrow >= 0 and orow != hrow):
+                # lost (refresh or another source closed it): restore the stream's last open covering it
+                rc = S.last_open_cmd[x, buf]
+                if rc < 0:
+                    return            # malformed stream: nothing opened this row before
+                rb = S.last_open_tgt[x, buf] - gb0
+                crow = S.last_open_row[x, buf]
+                c, cb = _open_rule(S, T, ch, rc, rb, crow, nbuf)
+                break
+    if c != H and T.cmd_effect[c] == E_CLOSE:
+        crow = -1
+    # a close on a pinned bank waits
+    ce = T.cmd_effect[c]
+    if ce == E_CLOSE or ce == E_READ_CLOSE or ce == E_WRITE_CLOSE:
+        rr = T.rep[c, cb]
+        for kk in range(T.tgt_off[c * B + rr], T.tgt_off[c * B + rr + 1]):
+            if S.bank_pin[gb0 + T.tgt_banks[kk]] > 0:
+                return
+    if CF[CF_REFRESH] != REFRESH_NONE and _ref_blocked(S, T, CF, ch, c, cb):
+        return
+    t = _earliest(S, T, ch, c, cb)
+    # refresh admission of a segment that would cross a refresh: the stream holds (no candidate at all)
+    if CF[CF_STREAM_REF] == 1 and CF[CF_REFRESH] != REFRESH_NONE and (S.s_flags[sl, h] & SEG_START) != 0:
+        est = S.s_est[sl, h]
+        if CF[CF_REFRESH] == REFRESH_ALLBANK:
+            split = CF[CF_NREFI] - CF[CF_NRFC]
+        else:
+            split = CF[CF_NREFIPB] - CF[CF_NRFCPB]
+        if 0 < est <= split:
+            for kk in range(k0, k1):
+                node = ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]
+                if clk + est > S.ref_due[node]:      # (a pending refresh's due has passed: held too)
+                    return   # held until this refresh has issued (its issue wakes the channel)
+    out[0] = c
+    out[1] = cb
+    out[2] = crow
+    out[3] = S.s_seq[sl, h]
+    out[8] = t
+
+
+@_helper
+def _stream_head_changed(S, T, CF, ch, m, delta):
+    """Reserve (delta=+1) or release (-1) the banks of stream m's head if it is an open."""
+    sl = ch * CF[CF_NST] + m
+    h = S.s_head[sl]
+    if h >= S.s_in[sl]:
+        return
+    H = S.s_cmd[sl, h]
+    if T.cmd_effect[H] != E_OPEN:
+        return
+    B = T.banks
+    bl = S.s_bank[sl, h] - ch * B
+    r = T.rep[H, bl]
+    for kk in range(T.tgt_off[H * B + r], T.tgt_off[H * B + r + 1]):
+        S.reserve[ch * B + T.tgt_banks[kk]] += delta
+
+
+@_helper
+def _has_work(S, CF, ch, s):
+    k = S.src_idx[ch, s]
+    if S.src_kind[ch, s] == 0:
+        n_rw = CF[CF_NRW]
+        pk = ch * n_rw + k
+        return S.qlen[pk * 2] + S.qlen[pk * 2 + 1] + S.pin_n[pk] > 0
+    sl = ch * CF[CF_NST] + k
+    return S.s_head[sl] < S.s_in[sl]
+
+
+@_helper
+def _at_boundary(S, CF, ch, s):
+    if not _has_work(S, CF, ch, s):
+        return True
+    if S.src_kind[ch, s] == 1:
+        return S.s_lastend[ch * CF[CF_NST] + S.src_idx[ch, s]] != 0
+    return False
+
+
+# ---------------------------------------------------------------------------------------------------------
+@_call
+def _cands(S, T, CF, ch, clk, cand):
+    """Every source's ready candidates into cand[s] (columns: 0-3 column bus, 4-7 row bus: command, local
+    bank, request or row, age); cand[s, 8] = earliest cycle of a candidate not ready now. Returns the min."""
+    nxt = INF
+    for s in range(CF[CF_NSRC]):
+        o = cand[s]
+        if S.src_kind[ch, s] == 0:
+            _rw_cands(S, T, CF, ch, S.src_idx[ch, s], clk, o)
+        else:
+            _stream_cand(S, T, CF, ch, S.src_idx[ch, s], s, clk, o)
+            o[4] = -1
+            if o[0] >= 0:
+                if o[8] > clk:
+                    o[0] = -1
+                elif T.cmd_bus[o[0]] == 0:            # a row-bus command goes in the row slots
+                    o[4] = o[0]
+                    o[5] = o[1]
+                    o[6] = o[2]
+                    o[7] = o[3]
+                    o[0] = -1
+        if o[8] < nxt:
+            nxt = o[8]
+    return nxt
+
+
+@_call
+def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
+    """Winner of a bus among the ready candidates: (source, slot 0 column / 4 row) or (-1, 0).
+    bus: 0 column, 1 row, 2 the single command bus."""
+    nsrc = CF[CF_NSRC]
+    arb = CF[CF_ARB]
+    if arb == ARB_FRFCFS:
+        best = INF
+        win = -1
+        slot = 0
+        if bus != 1:
+            for s in range(nsrc):
+                if cand[s, 0] >= 0 and cand[s, 3] < best:
+                    best = cand[s, 3]
+                    win = s
+            if win >= 0 or bus == 0:
+                return win, 0
+        for s in range(nsrc):
+            if cand[s, 4] >= 0 and cand[s, 7] < best:
+                best = cand[s, 7]
+                win = s
+                slot = 4
+        return win, slot
+    for pass_ in range(2):
+        for s in range(nsrc):
+            if (promoted[s] != 0) != (pass_ == 0):
+                continue
+            if arb == ARB_BLOCKED and s != S.active[ch]:
+                continue
+            if arb == ARB_THRESHOLD and s != 0 and gate == 0 and promoted[s] == 0:
+                continue
+            if bus != 1 and cand[s, 0] >= 0:
+                return s, 0
+            if bus != 0 and cand[s, 4] >= 0:
+                return s, 4
+    return -1, 0
+
+
+@_call
+def _issue_pick(S, T, CF, ch, s, slot, clk):
+    """Issue source s's candidate in `slot` (0 column, 4 row)."""
+    B = T.banks
+    n_rw = CF[CF_NRW]
+    o = S.cand[s]
+    c = o[slot]
+    bl = o[slot + 1]
+    ri = o[slot + 2]
+    if S.src_kind[ch, s] == 0:
+        S.progress[1] = clk
+        k = S.src_idx[ch, s]
+        b = ch * B + bl
+        if c == T.role[R_ACT]:
+            if S.r_class[ri] < 1:
+                S.r_class[ri] = 1
+        elif c == T.role[R_PRE]:
+            S.r_class[ri] = 2
+        col = S.r_col[ri] if T.cmd_bus[c] == 1 else np.int64(-1)
+        eff = _issue(S, T, CF, ch, c, bl, S.r_row[ri], col, s, clk)
+        if eff == E_OPEN:
+            if CF[CF_ACTIVE_BUF] != 0:
+                pk = ch * n_rw + k
+                S.pin_list[pk, S.pin_n[pk]] = ri
+                S.pin_n[pk] += 1
+                S.bank_pin[b] += 1
+                S.r_pin[ri] = 1
+        elif T.cmd_bus[c] == 1:
+            _serve_request(S, T, CF, ch, k, ri, c, b, clk)
+        return
+    m = S.src_idx[ch, s]
+    sl = ch * CF[CF_NST] + m
+    h = S.s_head[sl]
+    H = S.s_cmd[sl, h]
+    S.progress[1] = clk
+    done = clk + T.cmd_lat[c]
+    if done > S.s_maxdone[sl]:
+        S.s_maxdone[sl] = done
+    if c == H and bl == S.s_bank[sl, h] - ch * B:
+        _stream_head_changed(S, T, CF, ch, m, np.int64(-1))
+        _issue(S, T, CF, ch, c, bl, S.s_row[sl, h], S.s_col[sl, h], s, clk)
+        _complete(S, S.s_tag[sl, h], done, -1 - h)
+        S.s_lastend[sl] = 1 if (S.s_flags[sl, h] & SEG_END) != 0 else 0
+        S.s_head[sl] = h + 1
+        S.outstanding[0] -= 1
+        _stream_head_changed(S, T, CF, ch, m, np.int64(1))
+    else:
+        # a prerequisite: a close, or the restore of the stream's row (ri = its row)
+        _issue(S, T, CF, ch, c, bl, ri, np.int64(-1), s, clk)
+        S.s_lastend[sl] = 0
+
+
+@_call
+def _step(S, T, CF, ch, clk, cand):
+    """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
+    nsrc = CF[CF_NSRC]
+    n_rw = CF[CF_NRW]
+    nxt = INF
+    row_free = True
+    col_free = True
+    dual = CF[CF_DUAL_BUS] != 0
+    issued = False
+    none = np.int64(-1)
+    # ---- refresh
+    refresh = CF[CF_REFRESH]
+    if refresh != REFRESH_NONE:
+        for node in range(T.ref_nodes):
+            g = ch * T.ref_nodes + node
+            if S.ref_pending[g] == 0:
+                if clk >= S.ref_due[g]:
+                    S.ref_pending[g] = 1
+                    S.ch_ref_pending[ch] += 1
+                else:
+                    if S.ref_due[g] < nxt:
+                        nxt = S.ref_due[g]
+                    continue
+            c, bl = _refresh_want(S, T, CF, ch, node)
+            if c < 0:
+                continue
+            t = _earliest(S, T, ch, c, bl)
+            if t <= clk and row_free:
+                eff = _issue(S, T, CF, ch, c, bl, none, none, none, clk)
+                issued = True
+                row_free = False
+                if not dual:
+                    col_free = False
+                if eff == E_REFRESH:
+                    S.ref_pending[g] = 0
+                    S.ch_ref_pending[ch] -= 1
+                    if refresh == REFRESH_ALLBANK:
+                        S.ref_due[g] += CF[CF_NREFI]
+                    else:
+                        S.ref_due[g] += CF[CF_NREFIPB]
+                        S.ref_bank[g] += 1
+                        if S.ref_bank[g] == T.ref_off[node + 1] - T.ref_off[node]:
+                            S.ref_bank[g] = 0
+            elif t < nxt:
+                nxt = t
+    # ---- decisions taken once per step: write modes, promotions, the blocked active source, the gate
+    for k in range(n_rw):
+        pk = ch * n_rw + k
+        ql_r = S.qlen[pk * 2]
+        ql_w = S.qlen[pk * 2 + 1]
+        if S.wmode[pk] == 0:
+            if ql_w >= CF[CF_WM_HIGH] or (ql_r == 0 and ql_w > 0):
+                S.wmode[pk] = 1
+        else:
+            if ql_w == 0 or (ql_w <= CF[CF_WM_LOW] and ql_r > 0):
+                S.wmode[pk] = 0
+    arb = CF[CF_ARB]
+    cap = CF[CF_STARVE]
+    promoted = S.promo[ch]
+    for s in range(nsrc):
+        promoted[s] = 1 if (cap > 0 and S.starve[ch, s] >= 0 and clk - S.starve[ch, s] >= cap) else 0
+    if arb == ARB_BLOCKED:
+        a = S.active[ch]
+        if a < 0 or _at_boundary(S, CF, ch, a):
+            start = 0 if a < 0 else a + 1
+            for d in range(nsrc):
+                s2 = (start + d) % nsrc
+                if _has_work(S, CF, ch, s2):
+                    if s2 != a and S.src_kind[ch, s2] == 1:
+                        S.s_lastend[ch * CF[CF_NST] + S.src_idx[ch, s2]] = 0
+                    a = s2
+                    break
+            S.active[ch] = a
+    gate = 1
+    if arb == ARB_THRESHOLD:
+        # the first source's queued entries: rw queues, or stream commands entered and not issued
+        if S.src_kind[ch, 0] == 0:
+            pk0 = ch * n_rw + S.src_idx[ch, 0]
+            occ = S.qlen[pk0 * 2] + S.qlen[pk0 * 2 + 1]
+        else:
+            sl0 = ch * CF[CF_NST] + S.src_idx[ch, 0]
+            occ = S.s_in[sl0] - S.s_head[sl0]
+        gate = 1 if occ < CF[CF_THRESH] else 0
+    # ---- candidates and arbitration: column bus first, then the row bus with candidates recomputed
+    ready = S.promo_ready[ch]
+    for s in range(nsrc):
+        ready[s] = 0
+    win_c = -1
+    win_r = -1
+    track = cap > 0 and arb != ARB_FRFCFS
+    if col_free or row_free or track:
+        t = _cands(S, T, CF, ch, clk, cand)
+        if t < nxt:
+            nxt = t
+        for s in range(nsrc):
+            if cand[s, 0] >= 0 or cand[s, 4] >= 0:
+                ready[s] = 1
+        if dual:
+            if col_free:
+                win_c, slot = _arbitrate(S, CF, ch, cand, 0, promoted, gate)
+                if win_c >= 0:
+                    _issue_pick(S, T, CF, ch, win_c, 0, clk)
+                    issued = True
+            if row_free:
+                if win_c >= 0:
+                    t = _cands(S, T, CF, ch, clk, cand)
+                    if t < nxt:
+                        nxt = t
+                    for s in range(nsrc):
+                        if cand[s, 0] >= 0 or cand[s, 4] >= 0:
+                            ready[s] = 1
+                win_r, slot = _arbitrate(S, CF, ch, cand, 1, promoted, gate)
+                if win_r >= 0:
+                    _issue_pick(S, T, CF, ch, win_r, 4, clk)
+                    issued = True
+        elif col_free:
+            w, slot = _arbitrate(S, CF, ch, cand, 2, promoted, gate)
+            if w >= 0:
+                _issue_pick(S, T, CF, ch, w, slot, clk)
+                issued = True
+                if slot == 0:
+                    win_c = w
+                else:
+                    win_r = w
+    # ---- starvation bookkeeping
+    if track:
+        for s in range(nsrc):
+            if s == win_c or s == win_r:
+                S.starve[ch, s] = -1
+            elif ready[s] != 0:
+                if S.starve[ch, s] < 0:
+                    S.starve[ch, s] = clk
+            elif not _has_work(S, CF, ch, s):
+                S.starve[ch, s] = -1
+            if S.starve[ch, s] >= 0:
+                tp = S.starve[ch, s] + cap
+                if clk < tp < nxt:
+                    nxt = tp
+    if issued:
+        nxt = clk + 1
+    return nxt
+
+
+@_call
+def _intake(S, T, CF, clk):
+    """Stream commands whose entry cycle has come enter their streams (after the ports' offers of the
+    cycle), in order, taking the channel's next sequence numbers. Returns the next entry cycle."""
+    nxt = INF
+    nst = CF[CF_NST]
+    for sl in range(S.s_in.shape[0]):
+        if nst == 0:
+            break
+        ch = sl // nst
+        while S.s_in[sl] < S.s_tail[sl] and S.s_at[sl, S.s_in[sl]] <= clk:
+            i = S.s_in[sl]
+            S.s_seq[sl, i] = S.seq[ch]
+            S.seq[ch] += 1
+            S.s_in[sl] = i + 1
+            S.progress[1] = clk
+            if i == S.s_head[sl]:
+                _stream_head_changed(S, T, CF, ch, sl - ch * nst, np.int64(1))
+            S.wake[ch] = clk
+        if S.s_in[sl] < S.s_tail[sl] and S.s_at[sl, S.s_in[sl]] < nxt:
+            nxt = S.s_at[sl, S.s_in[sl]]
+    return nxt
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def advance(S, T, CF, until):
+    """Simulate cycles [S.clock, until); stop early at the done cycle of the first pending tagged completion
+    (status ST_COMPLETION, clock = that cycle, nothing at it simulated yet), when nothing is left to do
+    (ST_IDLE), or when the command log is about to overflow (ST_LOG_FULL: grow it and call again)."""
+    clk = S.clock[0]
+    nch = CF[CF_CH]
+    nsrc = CF[CF_NSRC]
+    cand = S.cand
+    status = ST_UNTIL
+    p_next = INF
+    for p in range(S.p_head.shape[0]):
+        if S.p_next[p] < p_next:
+            p_next = S.p_next[p]
+    while True:
+        if clk >= until:
+            status = ST_UNTIL
+            break
+        if S.outstanding[0] == 0 and until >= INF:
+            status = ST_IDLE        # nothing left (refresh alone does not keep an unbounded run going)
+            break
+        if S.min_pending[0] <= clk:
+            status = ST_COMPLETION
+            break
+        if clk > CF[CF_MAX_CYCLES]:
+            status = ST_TIMEOUT
+            break
+        if (S.outstanding[0] > 0 and p_next >= INF and S.st_next[0] >= INF
+                and clk - S.progress[1] > STALL_CYCLES):
+            status = ST_DEADLOCK     # work is left but only refresh has issued for a long time
+            break
+        if CF[CF_LOG] != 0 and S.n_log[0] + 3 * nch > S.log_clk.shape[0]:
+            status = ST_LOG_FULL
+            break
+        if p_next <= clk:
+            p_next = _offer(S, T, CF, clk)
+        if S.st_next[0] <= clk:
+            S.st_next[0] = _intake(S, T, CF, clk)
+        for ch in range(nch):
+            if S.wake[ch] <= clk:
+                S.wake[ch] = _step(S, T, CF, ch, clk, cand)
+        for p in range(S.p_head.shape[0]):       # a served request may have unblocked a port
+            if S.p_next[p] < p_next:
+                p_next = S.p_next[p]
+        t_next = min(p_next, S.st_next[0])
+        for ch in range(nch):
+            if S.wake[ch] < t_next:
+                t_next = S.wake[ch]
+        if S.min_pending[0] < t_next:
+            t_next = S.min_pending[0]
+        if t_next >= INF:
+            status = ST_IDLE if S.outstanding[0] == 0 else ST_DEADLOCK
+            clk = clk + 1
+            break
+        if t_next <= clk:
+            t_next = clk + 1
+        clk = t_next
+    S.clock[0] = clk
+    return status
+
+
+# =========================================================================================================
+# Python side: allocation, enqueueing, advancing, draining
+# =========================================================================================================
+_LOWERED: dict[str, object] = {}
+
+
+def lowered(spec):
+    """Tables of `spec` (one channel), computed once per distinct standard content."""
+    from archsim.engine.tables import lower
+
+    key = repr((spec.standard, spec.counts, spec.levels, [(c.name, c.scope, c.bus, c.effect, c.buffer, c.latency)
+                                                          for c in spec.commands],
+                [(r["level"], r["prev"], r["next"], r["latency"], r["window"], r["sibling"], r["group"])
+                 for r in spec.constraints]))
+    got = _LOWERED.get(key)
+    if got is None:
+        one = spec if spec.channels == 1 else _one_channel(spec)
+        got = _LOWERED[key] = lower(one)
+    return got
+
+
+def _one_channel(spec):
+    import dataclasses
+
+    B = spec.banks_per_channel
+    return dataclasses.replace(spec, counts=(1,) + tuple(spec.counts[1:]), node_of=spec.node_of[:B])
+
+
+class EngineError(RuntimeError):
+    """The kernel reached a state the semantics forbid (a simulator bug, not a user error)."""
+
+
+class MemorySystem:
+    """All channels of one DRAM device set, with their sources, ports and observers.
+
+    sources: list of {"name", "kind": "rw" | "stream"} (default one rw source "mem"). Requests enter through
+    ports (`add_port`), stream commands through `enqueue_stream`. `advance(until)` / `run()` simulate.
+    """
+
+    def __init__(self, spec, controller=None, sources=None, arbitration="frfcfs", starvation_cap=0, threshold=0,
+                 stream_refresh="split", alu_latency=4, active_buffer=None, log=True, requests=1024,
+                 stream_capacity=1024, max_cycles=1 << 60):
+        from archsim.dram.controller import ControllerConfig
+        from archsim.errors import ConfigError, UserError
+
+        self.spec = spec
+        ctrl = controller if isinstance(controller, ControllerConfig) else ControllerConfig.from_dict(controller)
+        self.ctrl = ctrl
+        if ctrl.refresh not in spec.refresh_modes:
+            raise ConfigError("controller.refresh", f"{spec.standard} does not support {ctrl.refresh!r} refresh; "
+                              f"allowed: {', '.join(spec.refresh_modes)}")
+        self.low = lowered(spec)
+        T = self.tables = self.low.tables
+        self.sources = list(sources or [{"name": "mem", "kind": "rw"}])
+        names = [s["name"] for s in self.sources]
+        for s in self.sources:
+            if s.get("kind") not in ("rw", "stream"):
+                raise ConfigError("sources", f"source {s.get('name')!r}: kind must be rw or stream, got {s.get('kind')!r}")
+        if len(set(names)) != len(names):
+            raise ConfigError("sources", f"source names must be distinct, got {names}")
+        if arbitration not in ARBITRATIONS:
+            raise ConfigError("arbitration", f"must be one of {', '.join(ARBITRATIONS)}, got {arbitration!r}")
+        if stream_refresh not in ("split", "wait"):
+            raise ConfigError("stream_refresh", f"must be split or wait, got {stream_refresh!r}")
+        self.names = names
+        nch = spec.channels
+        B = T.banks
+        nsrc = len(self.sources)
+        n_rw = sum(s["kind"] == "rw" for s in self.sources)
+        n_st = nsrc - n_rw
+        self.n_rw, self.n_st = n_rw, n_st
+        nbuf = len(spec.row_buffers)
+        nb = nch * B
+        C = T.n_cmds
+        ab = ctrl.active_buffer if active_buffer is None else active_buffer
+        cf = np.zeros(N_CF, dtype=np.int64)
+        cf[CF_CH] = nch
+        cf[CF_NSRC] = nsrc
+        cf[CF_NRW] = n_rw
+        cf[CF_NST] = n_st
+        cf[CF_CLOSED_ROW] = ctrl.row_policy == "closed"
+        cf[CF_REFRESH] = {"none": REFRESH_NONE, "allbank": REFRESH_ALLBANK, "perbank": REFRESH_PERBANK}[ctrl.refresh]
+        if cf[CF_REFRESH] == REFRESH_ALLBANK and T.role[R_REFAB] < 0 or cf[CF_REFRESH] == REFRESH_PERBANK and T.role[R_REFPB] < 0:
+            raise UserError(f"{spec.standard} has no {ctrl.refresh} refresh command")
+        cf[CF_DUAL_BUS] = spec.command_bus == "dual"
+        cf[CF_LOG] = bool(log)
+        cf[CF_NREFI] = spec.timing["nREFI"]
+        cf[CF_NREFIPB] = spec.timing["nREFIpb"]
+        cf[CF_NRFC] = spec.timing["nRFC"]
+        cf[CF_NRFCPB] = spec.timing["nRFCpb"]
+        cf[CF_ARB] = ARBITRATIONS[arbitration]
+        cf[CF_STARVE] = int(starvation_cap)
+        cf[CF_THRESH] = int(threshold)
+        cf[CF_STREAM_REF] = 1 if stream_refresh == "wait" else 0
+        cf[CF_ALU] = int(alu_latency)
+        cf[CF_ACTIVE_BUF] = bool(ab)
+        cf[CF_WM_HIGH] = max(1, int(round(ctrl.write_high_watermark * ctrl.write_queue)))
+        cf[CF_WM_LOW] = int(round(ctrl.write_low_watermark * ctrl.write_queue))
+        cf[CF_NBUF] = nbuf
+        cf[CF_MAX_CYCLES] = max_cycles
+        self.cf = cf
+        i64 = np.int64
+        W, WN, MW = T.n_win, T.n_win_nodes, T.max_window
+        src_kind = np.zeros((nch, max(nsrc, 1)), dtype=i64)
+        src_idx = np.zeros((nch, max(nsrc, 1)), dtype=i64)
+        krw = kst = 0
+        for i, s in enumerate(self.sources):
+            src_kind[:, i] = 0 if s["kind"] == "rw" else 1
+            src_idx[:, i] = krw if s["kind"] == "rw" else kst
+            if s["kind"] == "rw":
+                krw += 1
+            else:
+                kst += 1
+        nq = nch * max(n_rw, 1) * 2
+        refresh_due = spec.timing["nREFI"] if ctrl.refresh == "allbank" else spec.timing["nREFIpb"]
+        R = max(int(requests), 1)
+        SC = max(int(stream_capacity), 1)
+        nst_slots = max(nch * n_st, 1)
+        self.S = State(
+            clock=np.zeros(1, i64),
+            ready=np.zeros((nch, T.n_cells * C), i64),
+            hist=np.full((nch, W, WN, MW), -INF, i64), hist_pos=np.zeros((nch, W, WN), i64),
+            open_row=np.full((nb, nbuf), -1, i64), owner=np.full((nb, nbuf), -1, i64),
+            bank_pin=np.zeros(nb, i64), reserve=np.zeros(nb, i64),
+            last_open_cmd=np.full((nb, nbuf), -1, i64), last_open_tgt=np.zeros((nb, nbuf), i64),
+            last_open_row=np.full((nb, nbuf), -1, i64),
+            r_ch=np.zeros(R, i64), r_bank=np.zeros(R, i64), r_row=np.zeros(R, i64), r_col=np.zeros(R, i64),
+            r_kind=np.zeros(R, i64), r_tag=np.full(R, -1, i64), r_arrive=np.zeros(R, i64), r_src=np.zeros(R, i64),
+            r_enq=np.full(R, -1, i64), r_done=np.full(R, -1, i64), r_class=np.zeros(R, i64),
+            r_seq=np.zeros(R, i64), r_phase=np.zeros(R, i64), r_nb=np.zeros(R, i64),
+            l_next=np.full(R, -1, i64), l_prev=np.full(R, -1, i64),
+            p_buf=np.zeros((0, 1), i64), p_head=np.zeros(0, i64), p_tail=np.zeros(0, i64),
+            p_width=np.zeros(0, i64), p_src=np.zeros(0, i64), p_next=np.zeros(0, i64), p_block=np.zeros(0, i64),
+            qlen=np.zeros(nq, i64),
+            qcap=np.tile(np.array([ctrl.read_queue, ctrl.write_queue], dtype=i64), nq // 2),
+            wmode=np.zeros(nch * max(n_rw, 1), i64),
+            l_head=np.full((nb, max(n_rw, 1) * 2), -1, i64), l_tail=np.full((nb, max(n_rw, 1) * 2), -1, i64),
+            l_cnt=np.zeros((nb, max(n_rw, 1) * 2), i64), hitq=np.zeros((nb, max(n_rw, 1) * 2), i64),
+            first_hit=np.full((nb, max(n_rw, 1) * 2), -1, i64),
+            act_list=np.zeros((nq, B), i64), act_n=np.zeros(nq, i64), act_pos=np.zeros((nb, max(n_rw, 1) * 2), i64),
+            cand_ri=np.zeros((max(n_rw, 1) * 2, nb), i64), cand_cmd=np.zeros((max(n_rw, 1) * 2, nb), i64),
+            dirty=np.zeros(nb, np.bool_), dirty_list=np.zeros((nch, B), i64), dirty_n=np.zeros(nch, i64),
+            pin_list=np.zeros((nch * max(n_rw, 1), max(ctrl.read_queue, ctrl.write_queue) * 2 + 2), i64),
+            pin_n=np.zeros(nch * max(n_rw, 1), i64),
+            s_cmd=np.zeros((nst_slots, SC), i64), s_bank=np.zeros((nst_slots, SC), i64),
+            s_row=np.full((nst_slots, SC), -1, i64), s_col=np.full((nst_slots, SC), -1, i64),
+            s_flags=np.zeros((nst_slots, SC), i64), s_est=np.zeros((nst_slots, SC), i64),
+            s_tag=np.full((nst_slots, SC), -1, i64), s_seq=np.zeros((nst_slots, SC), i64),
+            s_head=np.zeros(nst_slots, i64), s_tail=np.zeros(nst_slots, i64), s_lastend=np.zeros(nst_slots, i64),
+            src_kind=src_kind, src_idx=src_idx, starve=np.full((nch, max(nsrc, 1)), -1, i64),
+            active=np.full(nch, -1, i64), seq=np.zeros(nch, i64),
+            ref_due=np.full(nch * T.ref_nodes, refresh_due if ctrl.refresh != "none" else INF, i64),
+            ref_pending=np.zeros(nch * T.ref_nodes, i64), ref_bank=np.zeros(nch * T.ref_nodes, i64),
+            ch_ref_pending=np.zeros(nch, i64), n_open=np.zeros(nch * T.ref_nodes, i64),
+            wake=np.zeros(nch, i64),
+            cmd_count=np.zeros((nch, C), i64),
+            log_clk=np.zeros(4096 if log else 1, i64), log_cmd=np.zeros(4096 if log else 1, i64),
+            log_bank=np.zeros(4096 if log else 1, i64), log_row=np.zeros(4096 if log else 1, i64),
+            log_col=np.zeros(4096 if log else 1, i64), log_src=np.zeros(4096 if log else 1, i64),
+            n_log=np.zeros(1, i64),
+            c_tag=np.zeros(1024, i64), c_done=np.zeros(1024, i64), c_id=np.zeros(1024, i64), n_comp=np.zeros(1, i64),
+            min_pending=np.full(1, INF, i64), outstanding=np.zeros(1, i64), progress=np.zeros(4, i64),
+            cand=np.zeros((max(nsrc, 1), 9), i64), s_maxdone=np.zeros(nst_slots, i64),
+            r_pin=np.zeros(R, i64), s_at=np.zeros((nst_slots, SC), i64), s_in=np.zeros(nst_slots, i64),
+            st_next=np.full(1, INF, i64),
+            promo=np.zeros((nch, max(nsrc, 1)), i64), promo_ready=np.zeros((nch, max(nsrc, 1)), i64),
+        )
+        self.n_req = 0
+        self.wall_s = 0.0
+
+    # -- building ------------------------------------------------------------------------------------------
+    def _grow(self, **fields):
+        self.S = self.S._replace(**fields)
+
+    def _ensure_requests(self, extra: int) -> None:
+        S = self.S
+        need = self.n_req + extra
+        cap = S.r_ch.shape[0]
+        if need <= cap:
+            return
+        new = max(need, 2 * cap)
+        upd = {}
+        fills = {"r_tag": -1, "r_enq": -1, "r_done": -1, "l_next": -1, "l_prev": -1}
+        for f in ("r_ch", "r_bank", "r_row", "r_col", "r_kind", "r_tag", "r_arrive", "r_src", "r_enq", "r_done",
+                  "r_class", "r_seq", "r_phase", "r_nb", "l_next", "l_prev", "r_pin"):
+            a = getattr(S, f)
+            b = np.full(new, fills.get(f, 0), dtype=a.dtype)
+            b[:cap] = a
+            upd[f] = b
+        self._grow(**upd)
+
+    def source_index(self, name: str) -> int:
+        from archsim.errors import unknown_name
+
+        if name not in self.names:
+            raise unknown_name("source", name, self.names)
+        return self.names.index(name)
+
+    def add_port(self, source: str = "mem", width: int = 1) -> int:
+        """A new in-order request port feeding rw source `source`; returns its index."""
+        from archsim.errors import ConfigError
+
+        s = self.source_index(source)
+        if self.sources[s]["kind"] != "rw":
+            raise ConfigError("source", f"ports feed rw sources; {source!r} is a {self.sources[s]['kind']} source")
+        S = self.S
+        n = S.p_head.shape[0]
+        pb = np.zeros((n + 1, max(S.p_buf.shape[1], 1)), dtype=np.int64)
+        pb[:n] = S.p_buf
+        self._grow(p_buf=pb, p_head=np.r_[S.p_head, 0], p_tail=np.r_[S.p_tail, 0], p_width=np.r_[S.p_width, width],
+                   p_src=np.r_[S.p_src, s], p_next=np.r_[S.p_next, INF], p_block=np.r_[S.p_block, -1])
+        return n
+
+    def enqueue_requests(self, port: int, channel, bank, row, column, kind=0, arrive=-1, tag=-1) -> np.ndarray:
+        """Append requests to a port's backlog (arrays of equal length; bank = global bank id). Returns their
+        request ids."""
+        channel = np.asarray(channel, dtype=np.int64)
+        n = channel.shape[0]
+        self._ensure_requests(n)
+        S = self.S
+        a, b = self.n_req, self.n_req + n
+        S.r_ch[a:b] = channel
+        S.r_bank[a:b] = bank
+        S.r_row[a:b] = row
+        S.r_col[a:b] = column
+        S.r_kind[a:b] = kind
+        arr = np.broadcast_to(np.asarray(arrive, dtype=np.int64), (n,))
+        S.r_arrive[a:b] = np.maximum(arr, 0)
+        S.r_tag[a:b] = tag
+        S.r_src[a:b] = S.p_src[port]
+        tail = S.p_tail[port]
+        if tail + n > S.p_buf.shape[1]:
+            # compact the consumed prefix, then grow
+            h = S.p_head[port]
+            live = S.p_buf[:, :]
+            width = max(2 * S.p_buf.shape[1], tail - h + n)
+            pb = np.zeros((S.p_buf.shape[0], width), dtype=np.int64)
+            for p in range(S.p_buf.shape[0]):
+                hp, tp = S.p_head[p], S.p_tail[p]
+                pb[p, :tp - hp] = live[p, hp:tp]
+                S.p_tail[p] = tp - hp
+                S.p_head[p] = 0
+            self._grow(p_buf=pb)
+            S = self.S
+            tail = S.p_tail[port]
+        S.p_buf[port, tail:tail + n] = np.arange(a, b, dtype=np.int64)
+        S.p_tail[port] = tail + n
+        S.outstanding[0] += n
+        if S.p_block[port] < 0:
+            head_arrive = S.r_arrive[S.p_buf[port, S.p_head[port]]]
+            S.p_next[port] = min(S.p_next[port], max(S.clock[0], head_arrive))
+        self.n_req = b
+        return np.arange(a, b, dtype=np.int64)
+
+    def enqueue_stream(self, source: str, channel: int, cmd, bank, row=-1, column=-1, flags=0, est=0, tag=-1,
+                       at=None) -> None:
+        """Append commands to stream `source` of `channel` (cmd = spec command indices, bank = global bank id
+        of a bank in the target). A command enters its stream at cycle `at` (default: now; an array gives one
+        cycle per command, non-decreasing), after the ports' offers of that cycle, and takes the channel's
+        next sequence number then (docs/channel-engine.md, clarification 1)."""
+        from archsim.errors import ConfigError
+
+        s = self.source_index(source)
+        if self.sources[s]["kind"] != "stream":
+            raise ConfigError("source", f"{source!r} is not a stream source")
+        cmd = np.atleast_1d(np.asarray(cmd, dtype=np.int64))
+        n = cmd.shape[0]
+        if n == 0:
+            return
+        chans = np.unique(np.asarray(channel, dtype=np.int64))
+        if len(chans) != 1:
+            raise ConfigError("stream", f"one stream call feeds one channel, got channels {chans.tolist()}")
+        channel = int(chans[0])
+        S = self.S
+        T = self.tables
+        B = T.banks
+        bank = np.broadcast_to(np.asarray(bank, dtype=np.int64), (n,))
+        local = bank - channel * B
+        if (cmd < 0).any() or (cmd >= T.n_cmds).any() or (local < 0).any() or (local >= B).any():
+            raise ConfigError("stream", f"command or bank out of range for {self.spec.name} channel {channel}")
+        at_arr = np.broadcast_to(np.asarray(S.clock[0] if at is None else at, dtype=np.int64), (n,))
+        at_arr = np.maximum(at_arr, S.clock[0])
+        rep_bank = channel * B + T.rep[cmd, local]
+        sl = channel * self.n_st + int(S.src_idx[0, s])
+        h, t = S.s_head[sl], S.s_tail[sl]
+        if t + n > S.s_cmd.shape[1]:
+            width = max(2 * S.s_cmd.shape[1], t - h + n)
+            upd = {}
+            for f in ("s_cmd", "s_bank", "s_row", "s_col", "s_flags", "s_est", "s_tag", "s_seq", "s_at"):
+                arr = getattr(S, f)
+                new = np.full((arr.shape[0], width), -1 if f in ("s_row", "s_col", "s_tag") else 0, dtype=arr.dtype)
+                for q in range(arr.shape[0]):
+                    hq, tq = S.s_head[q], S.s_tail[q]
+                    new[q, :tq - hq] = arr[q, hq:tq]
+                upd[f] = new
+            for q in range(S.s_head.shape[0]):
+                S.s_tail[q] -= S.s_head[q]
+                S.s_in[q] -= S.s_head[q]
+                S.s_head[q] = 0
+            self._grow(**upd)
+            S = self.S
+            h, t = S.s_head[sl], S.s_tail[sl]
+        S.s_cmd[sl, t:t + n] = cmd
+        S.s_bank[sl, t:t + n] = rep_bank
+        S.s_row[sl, t:t + n] = row
+        S.s_col[sl, t:t + n] = column
+        S.s_flags[sl, t:t + n] = flags
+        S.s_est[sl, t:t + n] = est
+        S.s_tag[sl, t:t + n] = tag
+        S.s_seq[sl, t:t + n] = -1
+        S.s_at[sl, t:t + n] = at_arr
+        S.s_tail[sl] = t + n
+        S.outstanding[0] += n
+        S.st_next[0] = min(S.st_next[0], int(at_arr.min()))
+
+    # -- running -------------------------------------------------------------------------------------------
+    def advance(self, until: int) -> int:
+        """Simulate up to cycle `until` (exclusive) or the next tagged completion; returns the status."""
+        import time
+
+        t0 = time.perf_counter()
+        while True:
+            st = advance(self.S, self.tables, self.cf, np.int64(until))
+            if st == ST_LOG_FULL:
+                self._grow_log()
+                continue
+            break
+        self.wall_s += time.perf_counter() - t0
+        if st == ST_DEADLOCK:
+            raise EngineError(f"channel engine deadlock at cycle {int(self.S.clock[0])}: "
+                              f"{int(self.S.outstanding[0])} requests/commands left and nothing can issue")
+        if st == ST_TIMEOUT:
+            from archsim.errors import UserError
+
+            raise UserError(f"simulation exceeded max_cycles={int(self.cf[CF_MAX_CYCLES])}")
+        return int(st)
+
+    def run(self, max_cycles: int | None = None) -> int:
+        """Simulate until everything enqueued is done (tagged completions are kept for `drain`)."""
+        if max_cycles is not None:
+            self.cf[CF_MAX_CYCLES] = max_cycles
+        while True:
+            st = self.advance(INF)
+            if st == ST_IDLE:
+                return int(self.S.clock[0])
+            if st == ST_COMPLETION:
+                self._release_completions()
+
+    def _grow_log(self) -> None:
+        S = self.S
+        n = S.log_clk.shape[0]
+        upd = {}
+        for f in ("log_clk", "log_cmd", "log_bank", "log_row", "log_col", "log_src"):
+            a = getattr(S, f)
+            b = np.zeros(2 * n, dtype=a.dtype)
+            b[:n] = a
+            upd[f] = b
+        self._grow(**upd)
+
+    def _release_completions(self) -> None:
+        """Let advance() run past the completions due now (they stay in the ring for drain())."""
+        S = self.S
+        n = int(S.n_comp[0])
+        pend = S.c_done[:n]
+        later = pend[pend > S.clock[0]]
+        S.min_pending[0] = later.min() if later.size else INF
+        self._released = getattr(self, "_released", 0)
+
+    def drain(self) -> list[tuple[int, int]]:
+        """Tagged completions done by now, as (tag, done cycle) in done order; they leave the ring."""
+        S = self.S
+        n = int(S.n_comp[0])
+        done = S.c_done[:n]
+        now = done <= S.clock[0]
+        order = np.argsort(done[now], kind="stable")
+        out = list(zip(S.c_tag[:n][now][order].tolist(), done[now][order].tolist(), strict=True))
+        keep = ~now
+        k = int(keep.sum())
+        for f in (S.c_tag, S.c_done, S.c_id):
+            f[:k] = f[:n][keep]
+        S.n_comp[0] = k
+        S.min_pending[0] = S.c_done[:k].min() if k else INF
+        if S.c_tag.shape[0] - k < 4096:
+            m = 2 * S.c_tag.shape[0]
+            self._grow(c_tag=np.resize(S.c_tag, m), c_done=np.resize(S.c_done, m), c_id=np.resize(S.c_id, m))
+        return out
+
+    # -- observing -----------------------------------------------------------------------------------------
+    @property
+    def clock(self) -> int:
+        return int(self.S.clock[0])
+
+    def command_log(self):
+        """The issued commands (needs log=True): cycle, command, address fields of the target's lowest bank,
+        row, column, source."""
+        import pandas as pd
+
+        S = self.S
+        n = int(S.n_log[0])
+        bank = S.log_bank[:n]
+        counts = self.spec.counts
+        rem = bank.copy()
+        parts = {}
+        for lvl, k in zip(("bank", "bankgroup", "rank", "pseudochannel", "channel"), counts[::-1], strict=True):
+            parts[lvl] = rem % k
+            rem = rem // k
+        names = np.array(self.spec.command_names)
+        src_names = np.array(["refresh"] + self.names)
+        return pd.DataFrame({"cycle": S.log_clk[:n], "command": names[S.log_cmd[:n]], "channel": parts["channel"],
+                             "pseudochannel": parts["pseudochannel"], "rank": parts["rank"],
+                             "bankgroup": parts["bankgroup"], "bank": parts["bank"], "row": S.log_row[:n],
+                             "column": S.log_col[:n], "source": src_names[S.log_src[:n] + 1]})
+
+    @property
+    def request_done(self) -> np.ndarray:
+        return self.S.r_done[:self.n_req]
+
+    @property
+    def request_class(self) -> np.ndarray:
+        return self.S.r_class[:self.n_req]
+
+    def completions(self) -> list[tuple[int, int]]:
+        """Every tagged completion recorded so far, in done order (ties: issue order), including those
+        whose done cycle is still ahead of the clock; they leave the ring."""
+        S = self.S
+        n = int(S.n_comp[0])
+        order = np.argsort(S.c_done[:n], kind="stable")
+        out = list(zip(S.c_tag[:n][order].tolist(), S.c_done[:n][order].tolist(), strict=True))
+        S.n_comp[0] = 0
+        S.min_pending[0] = INF
+        return out
+
+    def action_counts(self) -> dict[str, int]:
+        """{energy action: count} over all channels (the energy post-pass input)."""
+        out: dict[str, int] = {}
+        tot = self.S.cmd_count.sum(axis=0)
+        for c in self.spec.commands:
+            out[c.action] = out.get(c.action, 0) + int(tot[c.index])
+        return out

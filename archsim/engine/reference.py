@@ -1,0 +1,790 @@
+"""The reference channel scheduler: a naive, per-cycle controller in plain Python that implements
+docs/channel-engine.md literally (including its "Clarifications (reference scheduler)" section).
+
+It exists to be compared cycle for cycle with the fast kernel (archsim.engine.channel) on random input, so
+it favours the obvious over the fast: every cycle every channel takes one scheduling step; candidates are
+recomputed from scratch; timing legality is decided by looking back over this controller's own issue
+history with the constraint rows of the standard (section 4), never through lowered tables.
+
+The only shortcut is skipping cycles in which provably nothing can happen (no command issued in the last
+step, and no arrival, refresh due, timing bound or starvation promotion falls before the next cycle it
+jumps to). `skip_idle=False` turns it off; the tests check both give the same results.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from archsim.dram.controller import ControllerConfig
+from archsim.dram.spec import DramSpec
+
+__all__ = ["ReferenceController", "SEG_START", "SEG_END", "LOG_COLUMNS"]
+
+SEG_START = 1
+SEG_END = 2
+LOG_COLUMNS = ["cycle", "command", "channel", "pseudochannel", "rank", "bankgroup", "bank", "row", "column",
+               "source"]
+READ, WRITE, RMW = 0, 1, 2
+HIT, MISS, CONFLICT = 0, 1, 2
+ARBITRATIONS = ("frfcfs", "priority", "blocked", "threshold")
+NEVER = 1 << 62
+
+
+@dataclass(eq=False)
+class _Request:
+    id: int
+    channel: int
+    bank: int
+    row: int
+    column: int
+    kind: int
+    arrive: int
+    tag: int
+    source: int
+    age: int = -1
+    enq: int = -1
+    cls: int = HIT
+    act_pinned: bool = False     # active_buffer: its ACT issued, its column command not yet
+    rd_issue: int = -1           # rmw: cycle of its RD (pinned until its WR)
+
+    @property
+    def pinned(self) -> bool:
+        return self.act_pinned or self.rd_issue >= 0
+
+
+@dataclass(eq=False)
+class _StreamCmd:
+    cmd: int
+    target: tuple[int, int]      # (scope level, node)
+    row: int
+    column: int
+    flags: int
+    est: int
+    tag: int
+    at: int
+    channel: int
+    source: int
+    age: int = -1
+
+
+@dataclass
+class _Candidate:
+    age: int
+    cmd: int
+    target: tuple[int, int]
+    row: int
+    column: int
+    source: int
+    req: _Request | None = None      # rw: the request it serves
+    stream_head: bool = False        # stream: the head itself (not a close or restore before it)
+    pinned_ok: bool = False          # a pinned request's own column command (may pass refresh and pins)
+
+
+@dataclass
+class _RefreshNode:
+    node: int
+    banks: list[int]
+    due: int
+    pending: bool = False
+    ref_bank: int = 0
+
+
+@dataclass
+class _SourceState:
+    """Per channel and source."""
+    read_q: list[_Request] = field(default_factory=list)
+    write_q: list[_Request] = field(default_factory=list)
+    write_mode: bool = False
+    stream: list[_StreamCmd] = field(default_factory=list)    # entered, not yet issued (head first)
+    opens: list[tuple[int, tuple[int, int], int, int]] = field(default_factory=list)  # (cmd, target, row, col)
+    seg_end: bool = False          # its last issued command had SEG_END (blocked arbitration boundary)
+    starve_since: int = -1
+
+
+class _Channel:
+    def __init__(self, ref: ReferenceController, ch: int):
+        self.ch = ch
+        nb = ref.spec.banks_per_channel
+        self.first_bank = ch * nb
+        nbuf = len(ref.spec.row_buffers)
+        self.open = {b: [-1] * nbuf for b in range(self.first_bank, self.first_bank + nb)}
+        self.opener = {b: [-1] * nbuf for b in range(self.first_bank, self.first_bank + nb)}
+        self.history: dict[int, list[tuple[int, tuple[int, int]]]] = defaultdict(list)  # cmd -> (cycle, target)
+        self.seq = 0
+        self.src = [_SourceState() for _ in ref.sources]
+        self.active = -1            # blocked arbitration: the active source
+        self.refresh: list[_RefreshNode] = []
+        if ref.refresh_mode != "none":
+            scope = ref.spec.commands[ref.ref_ab].scope
+            nodes = sorted({int(ref.node_of[b, scope]) for b in self.open})
+            due = ref.t["nREFI"] if ref.refresh_mode == "allbank" else ref.t["nREFIpb"]
+            self.refresh = [_RefreshNode(n, list(ref.banks((scope, n))), due) for n in nodes]
+
+
+class ReferenceController:
+    """See docs/channel-engine.md. API shared with archsim.engine.channel.MemorySystem."""
+
+    def __init__(self, spec: DramSpec, controller: ControllerConfig | dict | None = None,
+                 sources: list[dict[str, str]] | None = None, arbitration: str = "frfcfs",
+                 starvation_cap: int = 0, threshold: int = 0, stream_refresh: str = "split",
+                 alu_latency: int = 4, active_buffer: bool | None = None, skip_idle: bool = True,
+                 log: bool = True):
+        # `log` is accepted for API compatibility with the fast engine; the reference always logs
+        if isinstance(controller, ControllerConfig):
+            cfg = controller
+        else:
+            data = dict(controller or {})
+            ab = data.pop("active_buffer", None)
+            if ab is not None and "active_buffer" not in ControllerConfig.__dataclass_fields__:
+                active_buffer = bool(ab) if active_buffer is None else active_buffer
+            elif ab is not None:
+                data["active_buffer"] = ab
+            cfg = ControllerConfig.from_dict(data)
+        if active_buffer is None:
+            active_buffer = bool(getattr(cfg, "active_buffer", False))
+        if arbitration not in ARBITRATIONS:
+            raise ValueError(f"arbitration must be one of {', '.join(ARBITRATIONS)}, got {arbitration!r}")
+        if stream_refresh not in ("split", "wait"):
+            raise ValueError(f"stream_refresh must be split or wait, got {stream_refresh!r}")
+        self.spec = spec
+        self.cfg = cfg
+        self.t = spec.timing
+        self.arbitration = arbitration
+        self.starvation_cap = int(starvation_cap)
+        self.threshold = int(threshold)
+        self.stream_refresh = stream_refresh
+        self.alu_latency = int(alu_latency)
+        self.active_buffer = bool(active_buffer)
+        self.skip_idle = skip_idle
+        self.sources = list(sources or [{"name": "mem", "kind": "rw"}])
+        for s in self.sources:
+            if s.get("kind") not in ("rw", "stream"):
+                raise ValueError(f"source {s!r}: kind must be rw or stream")
+        self.source_index = {s["name"]: i for i, s in enumerate(self.sources)}
+        self.refresh_mode = cfg.refresh
+        self.closed_rows = cfg.row_policy == "closed"
+        self.high = max(1, round(cfg.write_high_watermark * cfg.write_queue))
+        self.low = round(cfg.write_low_watermark * cfg.write_queue)
+        self.dual = spec.command_bus == "dual"
+        # stream_refresh wait: longer segments are split by refresh instead of waiting for it (per-bank refresh:
+        # the interval between two refreshes of a node)
+        self.split_above = (self.t["nREFI"] - self.t["nRFC"] if self.refresh_mode != "perbank"
+                            else self.t["nREFIpb"] - self.t["nRFCpb"])
+
+        self.node_of = np.asarray(spec.node_of)
+        self.n_levels = self.node_of.shape[1]
+        self.bank_level = next(k for k in range(self.n_levels)
+                               if len(np.unique(self.node_of[:, k])) == spec.total_banks)
+        self._banks: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._nodes: dict[tuple[int, int], tuple[list[frozenset], list[dict[int, frozenset]]]] = {}
+        self._rules = self._build_rules()
+        cmds = spec.commands
+        b0 = self.bank_level
+
+        def find(effect: str, buffer: int = 0, scope: int | None = b0) -> int:
+            for c in cmds:
+                if c.effect == effect and c.buffer == buffer and (scope is None or c.scope == scope):
+                    return c.index
+            return -1
+
+        self.ACT, self.PRE = find("open"), find("close")
+        self.RD, self.WR = find("read"), find("write")
+        self.RDA, self.WRA = find("read_close"), find("write_close")
+        self.bank_close = [find("close", b) for b in range(len(spec.row_buffers))]
+        refs = [c for c in cmds if c.effect == "refresh"]
+        self.ref_ab = min(refs, key=lambda c: (len(self.banks((c.scope, 0))) * -1, c.index)).index if refs else -1
+        self.ref_pb = find("refresh")
+        if self.refresh_mode != "none" and (self.ref_ab < 0 or (self.refresh_mode == "perbank" and self.ref_pb < 0)):
+            raise ValueError(f"{spec.standard} has no {self.refresh_mode} refresh command")
+
+        self.channels = [_Channel(self, c) for c in range(spec.channels)]
+        self.ports: list[dict[str, Any]] = []
+        self.requests: list[_Request] = []
+        self._done: list[int] = []
+        self._stream_pending: list[_StreamCmd] = []
+        self._log: list[tuple] = []
+        self._completions: list[tuple[int, int, int]] = []    # (done, issue order, tag)
+        self.now = 0
+        self._wake = NEVER
+
+    # ---- the device: targets, node sets, timing rows ---------------------------------------------
+    def banks(self, target: tuple[int, int]) -> tuple[int, ...]:
+        """Every bank of a target (scope level, node), ascending."""
+        if target not in self._banks:
+            level, node = target
+            self._banks[target] = tuple(int(b) for b in np.nonzero(self.node_of[:, level] == node)[0])
+        return self._banks[target]
+
+    def target_of(self, cmd: int, bank: int) -> tuple[int, int]:
+        scope = self.spec.commands[cmd].scope
+        return scope, int(self.node_of[bank, scope])
+
+    def _node_sets(self, target: tuple[int, int]) -> tuple[list[frozenset], list[dict[int, frozenset]]]:
+        """Per level: the level-nodes the target's banks touch; and, per parent node, those under it."""
+        if target not in self._nodes:
+            banks = list(self.banks(target))
+            sets, by_parent = [], []
+            for lv in range(self.n_levels):
+                sets.append(frozenset(int(x) for x in self.node_of[banks, lv]))
+                par = self.spec.level_parent[lv]
+                groups: dict[int, set[int]] = defaultdict(set)
+                if par >= 0:
+                    for b in banks:
+                        groups[int(self.node_of[b, par])].add(int(self.node_of[b, lv]))
+                by_parent.append({p: frozenset(v) for p, v in groups.items()})
+            self._nodes[target] = (sets, by_parent)
+        return self._nodes[target]
+
+    def _build_rules(self) -> dict[int, list[dict[str, Any]]]:
+        """Constraint rows per following command; one row of the standard keeps its preceding set (the
+        window counts over the set)."""
+        merged: dict[tuple[int, int], dict[str, Any]] = {}
+        for n, c in enumerate(self.spec.constraints):
+            key = (int(c.get("group", -1 - n)), int(c["next"]))
+            r = merged.setdefault(key, {"level": int(c["level"]), "prev": set(), "latency": int(c["latency"]),
+                                        "window": int(c["window"]), "sibling": bool(c.get("sibling", False))})
+            r["prev"].add(int(c["prev"]))
+        out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for (_, nxt), r in merged.items():
+            out[nxt].append(r)
+        return out
+
+    def earliest(self, ch: _Channel, cmd: int, target: tuple[int, int], t: int) -> int:
+        """Section 4 by look-back: the earliest cycle >= 0 at which `cmd` to `target` satisfies every row
+        against the commands issued so far (exact whenever it is > t)."""
+        best = 0
+        f_sets, f_par = self._node_sets(target)
+        for r in self._rules.get(cmd, ()):
+            lv, lat, window = r["level"], r["latency"], r["window"]
+            if r["sibling"]:
+                for p in r["prev"]:
+                    for cycle, ptarget in reversed(ch.history.get(p, ())):
+                        if cycle + lat <= best or cycle + lat <= t:
+                            break
+                        p_par = self._node_sets(ptarget)[1][lv]
+                        if any(pi in p_par and (len(fx) > 1 or len(p_par[pi]) > 1 or fx != p_par[pi])
+                               for pi, fx in f_par[lv].items()):
+                            best = max(best, cycle + lat)
+                            break
+                continue
+            for x in f_sets[lv]:
+                recent: list[int] = []          # cycles of the latest `window` preceding commands at node x
+                for p in r["prev"]:
+                    k = 0
+                    for cycle, ptarget in reversed(ch.history.get(p, ())):
+                        if cycle + lat <= t or k == window:
+                            break
+                        if x in self._node_sets(ptarget)[0][lv]:
+                            recent.append(cycle)
+                            k += 1
+                if len(recent) >= window:
+                    best = max(best, sorted(recent, reverse=True)[window - 1] + lat)
+        return best
+
+    def ready(self, ch: _Channel, cmd: int, target: tuple[int, int], t: int, extra: int = 0) -> bool:
+        """Timing-legal at t (and not before `extra`); remembers when a not-ready command could become ready."""
+        e = max(self.earliest(ch, cmd, target, t), extra)
+        if e > t:
+            self._wake = min(self._wake, e)
+            return False
+        return True
+
+    # ---- input ----------------------------------------------------------------------------------
+    def add_port(self, source: str = "mem", width: int = 1) -> int:
+        s = self.source_index.get(source)
+        if s is None or self.sources[s]["kind"] != "rw":
+            raise ValueError(f"add_port: {source!r} is not an rw source")
+        self.ports.append({"source": s, "width": int(width), "backlog": [], "head": 0})
+        return len(self.ports) - 1
+
+    def enqueue_requests(self, port: int, channel, bank, row, column, kind, arrive, tag) -> np.ndarray:
+        cols = [np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (channel, bank, row, column, kind, arrive, tag)]
+        n = max(len(c) for c in cols)
+        cols = [np.broadcast_to(c, (n,)) for c in cols]
+        p = self.ports[port]
+        ids = []
+        for ch, b, r, c, k, a, tg in zip(*cols, strict=True):
+            if int(self.node_of[b, 0]) != ch:
+                raise ValueError(f"request to bank {b} is not in channel {ch}")
+            req = _Request(len(self.requests), int(ch), int(b), int(r), int(c), int(k), max(0, int(a)), int(tg),
+                           p["source"])
+            self.requests.append(req)
+            self._done.append(-1)
+            p["backlog"].append(req)
+            ids.append(req.id)
+        return np.array(ids, dtype=np.int64)
+
+    def enqueue_stream(self, source: str, channel, cmd, bank, row, column, flags=0, est=0, tag=-1, at=0) -> None:
+        s = self.source_index.get(source)
+        if s is None or self.sources[s]["kind"] != "stream":
+            raise ValueError(f"enqueue_stream: {source!r} is not a stream source")
+        cols = [np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (channel, cmd, bank, row, column, flags, est,
+                                                                         tag, at)]
+        n = max(len(c) for c in cols)
+        for ch, c, b, r, col, fl, est_, tg, at_ in zip(*[np.broadcast_to(x, (n,)) for x in cols], strict=True):
+            if int(self.node_of[b, 0]) != ch:
+                raise ValueError(f"stream command to bank {b} is not in channel {ch}")
+            sc = _StreamCmd(int(c), self.target_of(int(c), int(b)), int(r), int(col), int(fl), int(est_), int(tg),
+                            int(at_), int(ch), s)
+            self._stream_pending.append(sc)
+
+    # ---- results --------------------------------------------------------------------------------
+    @property
+    def request_done(self) -> np.ndarray:
+        return np.array(self._done, dtype=np.int64)
+
+    @property
+    def request_class(self) -> np.ndarray:
+        return np.array([r.cls for r in self.requests], dtype=np.int64)
+
+    def completions(self) -> list[tuple[int, int]]:
+        return [(tag, done) for done, _, tag in sorted(self._completions)]
+
+    def command_log(self) -> pd.DataFrame:
+        return pd.DataFrame(self._log, columns=LOG_COLUMNS)
+
+    def _address(self, bank: int) -> list[int]:
+        out = []
+        for n in self.spec.counts[::-1]:
+            out.append(bank % n)
+            bank //= n
+        return out[::-1]
+
+    # ---- the run --------------------------------------------------------------------------------
+    def _busy(self) -> bool:
+        if any(p["head"] < len(p["backlog"]) for p in self.ports) or self._stream_pending:
+            return True
+        return any(s.read_q or s.write_q or s.stream for ch in self.channels for s in ch.src)
+
+    def run(self, max_cycles: int = 10**7) -> bool:
+        """Step every channel every cycle until every request and stream command has issued (its completing
+        command). Returns False if max_cycles passed first."""
+        t = self.now
+        while self._busy():
+            if t >= max_cycles:
+                self.now = t
+                return False
+            self._wake = NEVER
+            self._intake(t)
+            issued = False
+            for ch in self.channels:
+                issued |= self._step(ch, t)
+            if issued or not self.skip_idle or not self._busy():
+                t += 1
+            else:
+                t = max(t + 1, min(self._wake, max_cycles))
+        self.now = t
+        return True
+
+    def _intake(self, t: int) -> None:
+        """Section 2: ports offer requests (port order), then streams take the commands enqueued for t."""
+        for p in self.ports:
+            offered = 0
+            while p["head"] < len(p["backlog"]) and offered < p["width"]:
+                req = p["backlog"][p["head"]]
+                if req.arrive > t:
+                    self._wake = min(self._wake, req.arrive)
+                    break
+                ch = self.channels[req.channel]
+                st = ch.src[p["source"]]
+                q, cap = (st.read_q, self.cfg.read_queue) if req.kind == READ else (st.write_q, self.cfg.write_queue)
+                if len(q) >= cap:
+                    break
+                req.age, req.enq = ch.seq, t
+                ch.seq += 1
+                q.append(req)
+                p["head"] += 1
+                offered += 1
+            if offered == p["width"] and p["head"] < len(p["backlog"]):
+                self._wake = min(self._wake, t + 1)     # more may be offered next cycle
+        keep = []
+        for sc in self._stream_pending:
+            if sc.at <= t:
+                ch = self.channels[sc.channel]
+                sc.age = ch.seq
+                ch.seq += 1
+                ch.src[sc.source].stream.append(sc)
+            else:
+                self._wake = min(self._wake, sc.at)
+                keep.append(sc)
+        self._stream_pending = keep
+
+    # ---- one scheduling step of one channel (section 3) -----------------------------------------
+    def _step(self, ch: _Channel, t: int) -> bool:
+        row_free = col_free = True
+        issued_by: set[int] = set()
+        had_ready: set[int] = set()
+        any_issue = False
+
+        # 3.1 refresh
+        for node in ch.refresh:
+            if not node.pending:
+                if t >= node.due:
+                    node.pending = True
+                else:
+                    self._wake = min(self._wake, node.due)
+            if node.pending and row_free:
+                want = self._refresh_wanted(ch, node)
+                if want is not None and self.ready(ch, want[0], want[1], t):
+                    self._issue(ch, t, want[0], want[1], -1, -1, "refresh")
+                    any_issue = True
+                    row_free = False
+                    if not self.dual:
+                        col_free = False
+                    if self.spec.commands[want[0]].effect == "refresh":
+                        node.pending = False
+                        if self.refresh_mode == "allbank":
+                            node.due += self.t["nREFI"]
+                        else:
+                            node.due += self.t["nREFIpb"]
+                            node.ref_bank = (node.ref_bank + 1) % len(node.banks)
+
+        # per-step decisions (taken once, before anything of the sources issues)
+        for s, st in enumerate(ch.src):
+            if self.sources[s]["kind"] == "rw":
+                qr, qw = len(st.read_q), len(st.write_q)
+                if not st.write_mode and (qw >= self.high or (qr == 0 and qw > 0)):
+                    st.write_mode = True
+                elif st.write_mode and (qw == 0 or (qw <= self.low and qr > 0)):
+                    st.write_mode = False
+        promoted = [self.starvation_cap > 0 and st.starve_since >= 0 and t - st.starve_since >= self.starvation_cap
+                    for st in ch.src]
+        if self.arbitration == "blocked":
+            self._update_active(ch)
+        first = ch.src[0]
+        first_queued = len(first.read_q) + len(first.write_q) + len(first.stream)
+        may_issue = [True] * len(ch.src)
+        for s in range(len(ch.src)):
+            if self.arbitration == "blocked":
+                may_issue[s] = s == ch.active
+            elif self.arbitration == "threshold" and s > 0:
+                may_issue[s] = first_queued < self.threshold or promoted[s]
+
+        def arbitrate(bus: str | None) -> None:
+            nonlocal any_issue
+            cands = [self._candidates(ch, s, t) for s in range(len(ch.src))]
+            for s, (col, row) in enumerate(cands):
+                if col is not None or row is not None:
+                    had_ready.add(s)
+            win = self._choose(cands, bus, promoted, may_issue)
+            if win is not None:
+                self._issue_candidate(ch, t, win)
+                issued_by.add(win.source)
+                any_issue = True
+
+        if not self.dual:
+            if col_free:
+                arbitrate(None)
+            else:
+                # the refresh took the only bus: sources with a ready candidate still wait (starvation)
+                for s in range(len(ch.src)):
+                    if any(c is not None for c in self._candidates(ch, s, t)):
+                        had_ready.add(s)
+        else:
+            if col_free:
+                arbitrate("column")
+            if row_free:
+                arbitrate("row")
+
+        for s, st in enumerate(ch.src):
+            if s in issued_by or not self._has_work(st, s):
+                st.starve_since = -1
+            elif s in had_ready and st.starve_since < 0:
+                st.starve_since = t
+            if self.starvation_cap > 0 and st.starve_since >= 0:
+                self._wake = min(self._wake, max(t + 1, st.starve_since + self.starvation_cap))
+        return any_issue
+
+    def _has_work(self, st: _SourceState, s: int) -> bool:
+        return bool(st.read_q or st.write_q) if self.sources[s]["kind"] == "rw" else bool(st.stream)
+
+    def _update_active(self, ch: _Channel) -> None:
+        n = len(ch.src)
+        if ch.active < 0:
+            ch.active = next((s for s in range(n) if self._has_work(ch.src[s], s)), -1)
+            if ch.active >= 0:
+                ch.src[ch.active].seg_end = False
+            return
+        cur = ch.src[ch.active]
+        boundary = not self._has_work(cur, ch.active) or (self.sources[ch.active]["kind"] == "stream" and cur.seg_end)
+        if boundary:
+            for k in range(1, n + 1):
+                s = (ch.active + k) % n
+                if self._has_work(ch.src[s], s):
+                    ch.active = s
+                    ch.src[s].seg_end = False     # a stream that becomes active starts a new segment
+                    return
+
+    def _choose(self, cands: list[tuple[_Candidate | None, _Candidate | None]], bus: str | None,
+                promoted: list[bool], may_issue: list[bool]) -> _Candidate | None:
+        """Section 3.4: the winner for one bus (None = the single command bus)."""
+        def pick(c: tuple[_Candidate | None, _Candidate | None]) -> _Candidate | None:
+            col, row = c
+            if bus == "column":
+                return col
+            if bus == "row":
+                return row
+            return col if col is not None else row
+
+        if self.arbitration == "frfcfs":
+            cols = [c[0] for c in cands if c[0] is not None]
+            rows = [c[1] for c in cands if c[1] is not None]
+            if bus in ("column", None) and cols:
+                return min(cols, key=lambda c: c.age)
+            if bus in ("row", None) and rows:
+                return min(rows, key=lambda c: c.age)
+            return None
+        order = [s for s in range(len(cands)) if promoted[s]] + [s for s in range(len(cands)) if not promoted[s]]
+        for s in order:
+            if may_issue[s]:
+                w = pick(cands[s])
+                if w is not None:
+                    return w
+        return None
+
+    # ---- refresh (3.1) --------------------------------------------------------------------------
+    def _pinned_banks(self, ch: _Channel) -> set[int]:
+        return {r.bank for st in ch.src for r in st.write_q + st.read_q if r.pinned}
+
+    def _widest_close(self, buffer: int, banks: tuple[int, ...]) -> int:
+        """The widest close command of `buffer` whose target covers `banks` (lowest index on ties), or -1."""
+        best, size = -1, 0
+        need = set(banks)
+        for c in self.spec.commands:
+            if c.effect == "close" and c.buffer == buffer:
+                tb = self.banks(self.target_of(c.index, banks[0]))
+                if need <= set(tb) and len(tb) > size:
+                    best, size = c.index, len(tb)
+        return best
+
+    def _refresh_wanted(self, ch: _Channel, node: _RefreshNode) -> tuple[int, tuple[int, int]] | None:
+        nbuf = len(self.spec.row_buffers)
+        pinned = self._pinned_banks(ch)
+        if self.refresh_mode == "allbank":
+            banks = tuple(node.banks)
+            for buf in range(nbuf):
+                open_banks = [b for b in banks if ch.open[b][buf] >= 0]
+                if open_banks:
+                    c = self._widest_close(buf, banks)
+                    target = self.target_of(c, banks[0]) if c >= 0 else self.target_of(self.bank_close[buf],
+                                                                                        open_banks[0])
+                    c = c if c >= 0 else self.bank_close[buf]
+                    return None if pinned & set(self.banks(target)) else (c, target)
+            return self.ref_ab, self.target_of(self.ref_ab, banks[0])
+        bank = node.banks[node.ref_bank]
+        for buf in range(nbuf):
+            if ch.open[bank][buf] >= 0:
+                return None if bank in pinned else (self.bank_close[buf], self.target_of(self.bank_close[buf], bank))
+        return self.ref_pb, self.target_of(self.ref_pb, bank)
+
+    def _refresh_blocked(self, ch: _Channel) -> set[int]:
+        out: set[int] = set()
+        for node in ch.refresh:
+            if node.pending:
+                out |= set(node.banks) if self.refresh_mode == "allbank" else {node.banks[node.ref_bank]}
+        return out
+
+    # ---- candidates (3.2, 3.3) ------------------------------------------------------------------
+    def _candidates(self, ch: _Channel, s: int, t: int) -> tuple[_Candidate | None, _Candidate | None]:
+        """(ready column candidate, ready row candidate) of source s."""
+        blocked = self._refresh_blocked(ch)
+        pinned = self._pinned_banks(ch)
+        if self.sources[s]["kind"] == "rw":
+            return self._rw_candidates(ch, s, t, blocked, pinned)
+        c = self._stream_candidate(ch, s, t, blocked, pinned)
+        if c is None:
+            return None, None
+        return (c, None) if self.spec.commands[c.cmd].bus == "column" else (None, c)
+
+    def _column_cmd(self, ch: _Channel, st: _SourceState, req: _Request, pinned: set[int]) -> int:
+        """Read or write command of a hit; with the closed policy its closing form if it is the bank's only
+        hit in both queues of the source and no other request pins the bank. An rmw reads first."""
+        if req.kind == RMW and req.rd_issue < 0:
+            return self.RD
+        plain, closing = (self.RD, self.RDA) if req.kind == READ else (self.WR, self.WRA)
+        if not self.closed_rows or closing < 0:
+            return plain
+        open_row = ch.open[req.bank][0]
+        hits = [r for r in st.read_q + st.write_q if r.bank == req.bank and r.row == open_row]
+        others_pin = any(r.pinned and r is not req and r.bank == req.bank
+                         for x in ch.src for r in x.read_q + x.write_q)
+        return closing if len(hits) == 1 and not others_pin else plain
+
+    def _rw_candidates(self, ch: _Channel, s: int, t: int, blocked: set[int],
+                       pinned: set[int]) -> tuple[_Candidate | None, _Candidate | None]:
+        st = ch.src[s]
+        reqs = sorted(st.read_q + st.write_q, key=lambda r: r.age)
+        # pinned requests first: their column command, passing refresh and pins
+        for r in reqs:
+            if not r.pinned:
+                continue
+            cmd = self._column_cmd(ch, st, r, pinned)
+            target = self.target_of(cmd, r.bank)
+            extra = r.rd_issue + self.spec.commands[self.RD].latency + self.alu_latency if r.rd_issue >= 0 else 0
+            if self.ready(ch, cmd, target, t, extra):
+                return _Candidate(r.age, cmd, target, r.row, r.column, s, r, pinned_ok=True), None
+        reserved = self._reserved(ch)
+        active_q = st.write_q if st.write_mode else st.read_q
+        by_bank: dict[int, list[_Request]] = defaultdict(list)
+        for r in sorted(active_q, key=lambda r: r.age):
+            if not r.pinned and r.bank not in blocked:
+                by_bank[r.bank].append(r)
+        col_best = row_best = None
+        for bank, rs in by_bank.items():
+            open_row = ch.open[bank][0]
+            hits = [r for r in rs if open_row >= 0 and r.row == open_row]
+            if hits:
+                r = hits[0]
+                cmd = self._column_cmd(ch, st, r, pinned)
+            else:
+                r = rs[0]
+                if open_row < 0:
+                    cmd = self.ACT
+                    other_buf = any(ch.open[bank][b] == r.row for b in range(1, len(self.spec.row_buffers)))
+                    if other_buf or bank in reserved:
+                        continue
+                else:
+                    cmd = self.PRE
+                    if bank in pinned or ch.opener[bank][0] != s:
+                        continue
+            target = self.target_of(cmd, bank)
+            if not self.ready(ch, cmd, target, t):
+                continue
+            c = _Candidate(r.age, cmd, target, r.row if cmd != self.PRE else -1,
+                           r.column if self.spec.commands[cmd].bus == "column" else -1, s, r)
+            if self.spec.commands[cmd].bus == "column":
+                if col_best is None or c.age < col_best.age:
+                    col_best = c
+            elif row_best is None or c.age < row_best.age:
+                row_best = c
+        return col_best, row_best
+
+    def _reserved(self, ch: _Channel) -> set[int]:
+        """Banks whose stream head is an open not yet issued (3.3): no rw source may open them."""
+        out: set[int] = set()
+        for s, st in enumerate(ch.src):
+            if self.sources[s]["kind"] == "stream" and st.stream:
+                h = st.stream[0]
+                if self.spec.commands[h.cmd].effect == "open":
+                    out |= set(self.banks(h.target))
+        return out
+
+    def _open_or_close(self, ch: _Channel, cmd: int, target: tuple[int, int], row: int) -> tuple[int, tuple[int, int]]:
+        """An open of `row` in `target`, or the close that must come first (3.3)."""
+        c = self.spec.commands[cmd]
+        banks = self.banks(target)
+        nbuf = len(self.spec.row_buffers)
+        if row >= 0:
+            for b in banks:
+                for other in range(nbuf):
+                    if other != c.buffer and ch.open[b][other] == row:
+                        close = self.bank_close[other]
+                        return close, self.target_of(close, b)
+        open_banks = [b for b in banks if ch.open[b][c.buffer] >= 0]
+        if open_banks:
+            same_scope = next((x.index for x in self.spec.commands
+                               if x.effect == "close" and x.buffer == c.buffer and x.scope == c.scope), -1)
+            if same_scope >= 0:
+                return same_scope, target
+            close = self.bank_close[c.buffer]
+            return close, self.target_of(close, open_banks[0])
+        return cmd, target
+
+    def _stream_candidate(self, ch: _Channel, s: int, t: int, blocked: set[int],
+                          pinned: set[int]) -> _Candidate | None:
+        st = ch.src[s]
+        if not st.stream:
+            return None
+        h = st.stream[0]
+        hc = self.spec.commands[h.cmd]
+        banks = self.banks(h.target)
+        # refresh admission (stream_refresh: wait)
+        if self.stream_refresh == "wait" and h.flags & SEG_START and h.est > 0 and h.est <= self.split_above:
+            bset = set(banks)
+            if any(t + h.est > node.due and bset & set(node.banks) for node in ch.refresh):
+                return None
+        cmd, target, row, col, is_head = h.cmd, h.target, h.row, h.column, True
+        if hc.effect == "open":
+            cmd, target = self._open_or_close(ch, h.cmd, h.target, h.row)
+            is_head = cmd == h.cmd
+        elif hc.effect in ("compute", "read", "write", "read_close", "write_close"):
+            lost = [b for b in banks if ch.open[b][hc.buffer] < 0
+                    or (h.row >= 0 and ch.open[b][hc.buffer] != h.row)]
+            if lost:
+                restore = next(((c, tg, r, cl) for c, tg, r, cl in reversed(st.opens)
+                                if self.spec.commands[c].buffer == hc.buffer and lost[0] in self.banks(tg)), None)
+                if restore is None:
+                    return None      # nothing to restore from: a malformed stream never proceeds
+                cmd, target = self._open_or_close(ch, restore[0], restore[1], restore[2])
+                row, col, is_head = restore[2], restore[3], False
+        if not is_head and cmd != h.cmd:
+            ce = self.spec.commands[cmd].effect
+            if ce == "close":
+                row, col = -1, -1
+        tb = set(self.banks(target))
+        effect = self.spec.commands[cmd].effect
+        if effect in ("close", "read_close", "write_close") and tb & pinned:
+            return None
+        if tb & blocked:
+            return None
+        if not self.ready(ch, cmd, target, t):
+            return None
+        return _Candidate(h.age, cmd, target, row, col, s, None, stream_head=is_head)
+
+    # ---- issue (3.5) ----------------------------------------------------------------------------
+    def _issue(self, ch: _Channel, t: int, cmd: int, target: tuple[int, int], row: int, col: int,
+               source: str, opener: int = -1) -> None:
+        c = self.spec.commands[cmd]
+        ch.history[cmd].append((t, target))
+        if c.effect == "close":
+            # a close of one bank logs the row it closes (-1 if it was closed); a wider close logs -1
+            banks = self.banks(target)
+            row = ch.open[banks[0]][c.buffer] if len(banks) == 1 and ch.open[banks[0]][c.buffer] >= 0 else -1
+        for b in self.banks(target):
+            if c.effect == "open":
+                ch.open[b][c.buffer] = row
+                ch.opener[b][c.buffer] = opener
+            elif c.effect in ("close", "read_close", "write_close"):
+                ch.open[b][c.buffer] = -1
+                ch.opener[b][c.buffer] = -1
+        low = self.banks(target)[0]
+        self._log.append((t, c.name, *self._address(low), row, col, source))
+
+    def _issue_candidate(self, ch: _Channel, t: int, c: _Candidate) -> None:
+        name = self.sources[c.source]["name"]
+        self._issue(ch, t, c.cmd, c.target, c.row, c.column, name, opener=c.source)
+        cmd = self.spec.commands[c.cmd]
+        st = ch.src[c.source]
+        if self.sources[c.source]["kind"] == "rw":
+            r = c.req
+            assert r is not None
+            if cmd.effect == "open":
+                r.cls = max(r.cls, MISS)
+                if self.active_buffer:
+                    r.act_pinned = True
+            elif cmd.effect == "close":
+                r.cls = max(r.cls, CONFLICT)
+            elif r.kind == RMW and r.rd_issue < 0:
+                r.rd_issue = t
+                r.act_pinned = False
+            else:
+                r.act_pinned = False
+                r.rd_issue = -1
+                (st.read_q if r.kind == READ else st.write_q).remove(r)
+                done = t + cmd.latency
+                self._done[r.id] = done
+                if r.tag >= 0:
+                    self._completions.append((done, len(self._log), r.tag))
+            return
+        st.seg_end = False
+        if cmd.effect == "open":
+            st.opens.append((c.cmd, c.target, c.row, c.column))
+        if c.stream_head:
+            h = st.stream.pop(0)
+            st.seg_end = bool(h.flags & SEG_END)
+            if h.tag >= 0:
+                self._completions.append((t + cmd.latency, len(self._log), h.tag))

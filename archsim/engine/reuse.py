@@ -1,0 +1,233 @@
+"""In-order command streams on the channel engine, with exact reuse (memo) of repeated steps.
+
+`StreamChannels` runs one op at a time: each channel's command stream is enqueued into one `stream`
+source of a `MemorySystem` (archsim.engine.channel) at the op's start cycle, and the op ends when every
+command's effect is complete. Systems built from such ops (PIM-GPT) use it; anything that mixes sources
+drives `MemorySystem` directly.
+
+Exact reuse. The engine is deterministic and shift-invariant *as long as nothing that depends on absolute
+time is in play*: with refresh off and no other source holding work, the outcome of an op depends only on its
+command sequence and on the timing state relative to its start (values at or before the start never bind).
+So a memo keyed on (op key, normalised relative state) stores the relative end state and reproduces a full
+simulation exactly. With refresh on, or with queued work of other sources, the state is not normalisable and
+the memo is bypassed (`state_id` returns None): every op is simulated in full. Tests compare memo and full
+simulation cycle for cycle, with refresh and with concurrent sources.
+
+Normalised states are interned (`state_id` -> small int). After a memo hit the state is kept *virtually* as
+(id, base cycle) and written back into the engine arrays only when a kernel has to run; moving the base
+forward by delta maps an id to another id (cached), so chains of hits cost a few dictionary look-ups.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from archsim.engine.channel import INF, MemorySystem
+
+
+class StreamChannels:
+    """`channels` channels of `spec`, one in-order stream each, plus the memo of op outcomes."""
+
+    def __init__(self, spec, memo: bool = True, log: bool = False, refresh: bool = False, engine: str = "numba"):
+        from archsim.errors import UserError
+
+        if engine != "numba":
+            raise UserError(f"engine {engine!r}: the channel engine runs under numba")
+        self.spec = spec
+        self.channels = spec.channels
+        ctrl = {"refresh": "allbank" if refresh else "none"}
+        self.ms = MemorySystem(spec, ctrl, sources=[{"name": "pim", "kind": "stream"}], log=log,
+                               stream_capacity=4096)
+        self.refresh = refresh
+        self.engine = engine
+        self.n_cmds = len(spec.commands)
+        self.memo_on = memo and not log and not refresh
+        self.log_on = log
+        t = self.ms.tables
+        self.max_lat = int(max(max((r["latency"] for r in spec.constraints), default=0), int(t.cmd_lat.max())))
+        win = t.win_w
+        self._mixed_windows = bool(len(set(win[win > 1].tolist())) > 1)
+        self.memo: dict[Any, tuple] = {}
+        self._sid_of: dict[bytes, int] = {}
+        self._states: list[tuple] = []
+        self._shift: dict[tuple[int, int], int] = {}
+        self._virtual: tuple[int, int] | None = None
+        self._arrays_ok = True
+        self.memo_hits = 0
+        self.memo_misses = 0
+        self.commands_simulated = 0
+        self.kernel_s = 0.0
+        self._rows: list[Any] = []
+
+    # -- state normalisation -----------------------------------------------------------------------------
+    def _canonicalise(self) -> None:
+        """Rotate every window ring so its write position is 0 (same behaviour, fewer memo variants)."""
+        S = self.ms.S
+        if not S.hist_pos.any() or self._mixed_windows:
+            return
+        mw = S.hist.shape[-1]
+        idx = (S.hist_pos[..., None] + np.arange(mw)) % mw
+        S.hist[:] = np.take_along_axis(S.hist, idx, axis=-1)
+        S.hist_pos[:] = 0
+
+    def _intern(self, ready: np.ndarray, hist: np.ndarray, hist_pos: np.ndarray, static: bytes) -> int:
+        key = ready.tobytes() + hist.tobytes() + hist_pos.tobytes() + static
+        sid = self._sid_of.get(key)
+        if sid is None:
+            # shift beyond which every value sits at its floor (the state no longer changes)
+            sat = max(int(ready.max(initial=0)), int(hist.max(initial=-self.max_lat - 1)) + self.max_lat + 1, 0)
+            sid = self._sid_of[key] = len(self._states)
+            self._states.append((ready, hist, hist_pos, static, sat))
+        return sid
+
+    def _static(self) -> bytes:
+        """The time-independent part of the state (bank rows): part of the key, restored as is."""
+        S = self.ms.S
+        return S.open_row.tobytes() + S.last_open_cmd.tobytes() + S.last_open_row.tobytes()
+
+    def _sid_of_arrays(self, t0: int) -> int:
+        self._canonicalise()
+        S = self.ms.S
+        ready = np.maximum(S.ready - t0, 0)
+        hist = np.maximum(S.hist - t0, -self.max_lat - 1)
+        return self._intern(ready, hist, S.hist_pos.copy(), self._static())
+
+    def state_id(self, t0: int) -> int | None:
+        """Id of the engine state relative to cycle t0 (equal ids => equal behaviour of any op started at
+        t0), or None when the state cannot be normalised (memo off, refresh on)."""
+        if not self.memo_on:
+            return None
+        v = self._virtual
+        if v is None:
+            return self._sid_of_arrays(t0)
+        sid, base = v
+        delta = t0 - base
+        if delta == 0:
+            return sid
+        if delta < 0:
+            self._materialise()
+            return self._sid_of_arrays(t0)
+        st = self._states[sid]
+        if delta > st[4]:
+            delta = st[4]
+        got = self._shift.get((sid, delta))
+        if got is None:
+            ready, hist, hist_pos, static, _ = st
+            got = self._intern(np.maximum(ready - delta, 0), np.maximum(hist - delta, -self.max_lat - 1),
+                               hist_pos, static)
+            self._shift[(sid, delta)] = got
+        return got
+
+    def set_state(self, sid: int, t0: int) -> None:
+        self._virtual = (sid, t0)
+        self._arrays_ok = False
+
+    def _materialise(self) -> None:
+        v = self._virtual
+        self._virtual = None
+        if self._arrays_ok or v is None:
+            self._arrays_ok = True
+            return
+        sid, t0 = v
+        ready, hist, hist_pos, _static, _ = self._states[sid]
+        S = self.ms.S
+        S.ready[:] = ready + t0
+        S.hist[:] = np.where(hist <= -self.max_lat - 1, -INF, hist + t0)
+        S.hist_pos[:] = hist_pos
+        self._arrays_ok = True
+
+    def sync(self) -> None:
+        self._materialise()
+
+    # -- running -------------------------------------------------------------------------------------------
+    def _run_streams(self, per_channel: list[tuple[np.ndarray, ...] | None], t_min: int) -> tuple[np.ndarray, np.ndarray]:
+        """Enqueue each channel's stream at t_min and run until all are done. Returns (end cycle per channel,
+        command counts per channel)."""
+        ms = self.ms
+        S = ms.S
+        C = self.channels
+        if S.clock[0] < t_min:
+            S.clock[0] = t_min            # nothing is queued between ops: the engine may jump
+        before = S.cmd_count.copy()
+        S.s_maxdone[:] = t_min
+        B = ms.tables.banks
+        n = 0
+        for ch in range(C):
+            s = per_channel[ch]
+            if s is None or len(s[0]) == 0:
+                continue
+            cmd = s[0]
+            bank = np.maximum(np.asarray(s[1], dtype=np.int64), 0) + ch * B
+            row = s[2] if len(s) > 2 else -1
+            col = s[3] if len(s) > 3 else -1
+            ms.enqueue_stream("pim", ch, cmd, bank, row, col)
+            n += len(cmd)
+        t0 = time.perf_counter()
+        if n:
+            ms.run()
+        self.kernel_s += time.perf_counter() - t0
+        self.commands_simulated += n
+        ends = S.s_maxdone[:C].copy() if self.ms.n_st == 1 else None
+        return ends, S.cmd_count - before
+
+    def run(self, key: Any, streams: Any, t_min: int) -> tuple[np.ndarray, np.ndarray]:
+        """Run one op: `streams` is a list (per channel) of (cmd, bank[, row, col]) arrays or None, or a callable
+        returning it (called only on a memo miss). Returns (end cycle per channel, counts[ch, cmd])."""
+        skey, hit = self._memo_lookup(key, t_min)
+        if hit is not None:
+            return hit[3] + t_min, hit[4]
+        self._materialise()
+        if callable(streams):
+            streams = streams()
+        ends, counts = self._run_streams(streams, t_min)
+        if skey is not None:
+            self._store(skey, ends, counts, t_min)
+        return ends, counts
+
+    def run_flat(self, key: Any, flat: Any, t_min: int) -> tuple[int, np.ndarray]:
+        """Run one op given as flat streams (cmd, bank, offs): channel ch = [offs[ch], offs[ch+1]) (or a
+        callable returning that). Returns (end cycle of the op, counts summed over channels); the counts
+        array is shared with the memo: do not modify it."""
+        skey, hit = self._memo_lookup(key, t_min)
+        if hit is not None:
+            return t_min + hit[0], hit[1]
+        self._materialise()
+        if callable(flat):
+            flat = flat()
+        cmd, bank, offs = flat
+        per = [(cmd[offs[c]:offs[c + 1]], bank[offs[c]:offs[c + 1]]) if offs[c + 1] > offs[c] else None
+               for c in range(self.channels)]
+        ends, counts = self._run_streams(per, t_min)
+        if skey is not None:
+            hit = self._store(skey, ends, counts, t_min)
+            return t_min + hit[0], hit[1]
+        return int(ends.max()), counts.sum(axis=0)
+
+    def _memo_lookup(self, key: Any, t_min: int) -> tuple[Any, Any]:
+        if not self.memo_on or key is None:
+            return None, None
+        skey = (key, self.state_id(t_min))
+        hit = self.memo.get(skey)
+        if hit is None:
+            self.memo_misses += 1
+        else:
+            self.memo_hits += 1
+            self.set_state(hit[2], t_min)
+        return skey, hit
+
+    def _store(self, skey: Any, ends: np.ndarray, counts: np.ndarray, t_min: int) -> tuple:
+        rel = ends - t_min
+        out = self._sid_of_arrays(t_min)
+        hit = (int(rel.max()), counts.sum(axis=0), out, rel, counts)
+        self.memo[skey] = hit
+        self._virtual = (out, t_min)
+        self._arrays_ok = True
+        return hit
+
+    def command_log(self) -> Any:
+        """Command log (cycle, command, channel, ..., row, column) of everything run with log=True."""
+        if not self.log_on:
+            raise RuntimeError("StreamChannels was created with log=False")
+        return self.ms.command_log().drop(columns=["source"])

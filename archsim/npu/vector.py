@@ -1,0 +1,63 @@
+"""Vector-unit latencies for the non-GEMM operators (softmax, LayerNorm, GELU, residual add).
+
+Op-count model as in ONNXim/NeuPIMs (reference note neupims.md sec. 1): a vector of n elements on a unit of
+`lanes` lanes takes iters = ceil(n / lanes) passes, and a reduction takes addtree(n) tree levels with
+addtree(n) = 1 if n <= lanes else ceil(n / lanes) + addtree(ceil(n / lanes)). Per vector (one row):
+
+* LayerNorm = 2 * addtree * L_tree + 2 * L_mul + L_sqrt + iters * (2 * L_add + 3 * L_mul)
+  (mean and variance trees; scalar 1/n and 1/sqrt; subtract, add, divide-as-multiply, scale, shift)
+* Softmax   = 2 * addtree * L_tree + iters * (L_add + L_exp + L_mul)   (max tree and sum tree)
+* GELU      = iters * L_gelu;  residual add = iters * L_add
+
+archsim's choice for several rows: each row runs on one pipeline and rows are spread over the pipelines,
+so `rows` vectors take ceil(rows / pipelines) x the per-row latency. (ONNXim scales some terms by the tile
+rows and not others; a row-per-pipeline rule keeps every operator consistent.)
+"""
+from __future__ import annotations
+
+import math
+
+from archsim.npu.config import NpuConfig
+
+VECTOR_KINDS = ("layernorm", "softmax", "gelu", "add")
+
+
+def vector_iters(n: int, lanes: int) -> int:
+    """Passes over an n-element vector on `lanes` lanes."""
+    if n < 1 or lanes < 1:
+        raise ValueError(f"vector length and lanes must be >= 1, got n={n}, lanes={lanes}")
+    return math.ceil(n / lanes)
+
+
+def addtree_levels(n: int, lanes: int) -> int:
+    """Tree passes to reduce n elements: each pass folds `lanes` values into one until one pass remains."""
+    if n < 1 or lanes < 1:
+        raise ValueError(f"vector length and lanes must be >= 1, got n={n}, lanes={lanes}")
+    if n <= lanes:
+        return 1
+    partials = math.ceil(n / lanes)
+    return partials + addtree_levels(partials, lanes)
+
+
+def vector_row_cycles(cfg: NpuConfig, kind: str, n: int) -> int:
+    """Latency of one `kind` operator on one n-element row (formulas in the module docstring)."""
+    lat = cfg.vector.latency_cycles
+    lanes = cfg.vector.lanes
+    iters = vector_iters(n, lanes)
+    if kind == "layernorm":
+        return (2 * addtree_levels(n, lanes) * lat["add_tree"] + 2 * lat["mul"] + lat["sqrt"]
+                + iters * (2 * lat["add"] + 3 * lat["mul"]))
+    if kind == "softmax":
+        return 2 * addtree_levels(n, lanes) * lat["add_tree"] + iters * (lat["add"] + lat["exp"] + lat["mul"])
+    if kind == "gelu":
+        return iters * lat["gelu"]
+    if kind == "add":
+        return iters * lat["add"]
+    raise ValueError(f"unknown vector operator {kind!r}; known: {', '.join(VECTOR_KINDS)}")
+
+
+def vector_op_cycles(cfg: NpuConfig, kind: str, n: int, rows: int = 1) -> int:
+    """Latency of `rows` independent rows of length n, one row per pipeline at a time."""
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, got {rows}")
+    return math.ceil(rows / cfg.vector.pipelines) * vector_row_cycles(cfg, kind, n)

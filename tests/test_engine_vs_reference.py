@@ -1,0 +1,314 @@
+"""The fast channel engine (archsim.engine.channel.MemorySystem) against the naive reference scheduler
+(archsim.engine.reference.ReferenceController) on random small cases (tests/engine_cases.py): identical
+command logs, request done cycles and completions, and every log accepted by the independent checker.
+
+Mutation tests: with one constraint row group removed from the spec given to an engine, a case where that
+row binds makes the engine issue early, and the checker (full spec) must name the row -- the checker is not
+blind to it and the engine's tables carry it.
+
+Tests that need the fast engine skip until it exists; the harness itself (case generator, comparison, the
+mutation search) also runs the reference against itself so it is exercised now.
+
+Seeds: ARCHSIM_ENGINE_SEEDS (default 200: the fast engine spends ~0.2 s on each small case today) for test_engine_matches_reference; `-m slow` adds a sweep of
+10,000 more.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from functools import cache
+
+import numpy as np
+import pandas as pd
+import pytest
+from engine_cases import VARIANTS, _spec, case_spec, describe, random_case, run_case
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from archsim.dram.checker import check_log
+from archsim.engine.reference import ReferenceController
+
+SEEDS = int(os.environ.get("ARCHSIM_ENGINE_SEEDS", "200"))   # per run of test_engine_matches_reference
+CHUNK = 100
+
+
+@pytest.fixture(scope="module")
+def fast_engine():
+    return pytest.importorskip("archsim.engine.channel").MemorySystem
+
+
+def _norm(log: pd.DataFrame) -> pd.DataFrame:
+    cols = ["cycle", "command", "channel", "pseudochannel", "rank", "bankgroup", "bank", "row", "column", "source"]
+    out = log[cols].reset_index(drop=True).copy()
+    for c in cols:
+        out[c] = out[c].astype(str) if c in ("command", "source") else out[c].astype(np.int64)
+    return out
+
+
+def assert_same(case: dict, a: dict, b: dict, names: tuple[str, str] = ("fast", "reference")) -> None:
+    la, lb = _norm(a["log"]), _norm(b["log"])
+    n = min(len(la), len(lb))
+    diff = np.nonzero((la.iloc[:n].to_numpy() != lb.iloc[:n].to_numpy()).any(axis=1))[0]
+    first = int(diff[0]) if len(diff) else (n if len(la) != len(lb) else -1)
+    if first >= 0:
+        lo = max(0, first - 5)
+        raise AssertionError(
+            f"command logs differ at row {first} ({len(la)} vs {len(lb)} rows); {describe(case)}\n"
+            f"{names[0]}:\n{la.iloc[lo:first + 1].to_string()}\n{names[1]}:\n{lb.iloc[lo:first + 1].to_string()}")
+    bad = np.nonzero(np.asarray(a["done"]) != np.asarray(b["done"]))[0]
+    assert len(bad) == 0, (f"request done cycles differ (request {bad[0]}: {a['done'][bad[0]]} vs "
+                           f"{b['done'][bad[0]]}); {describe(case)}")
+    assert list(map(tuple, a["completions"])) == list(map(tuple, b["completions"])), f"completions differ; {describe(case)}"
+    assert np.array_equal(a["class"], b["class"]), f"request classes differ; {describe(case)}"
+
+
+def assert_clean(case: dict, out: dict, who: str) -> None:
+    v = check_log(case_spec(case), out["log"])
+    assert not v, f"{who}: {len(v)} violation(s); {describe(case)}\n" + "\n".join(str(x) for x in v[:5])
+    assert (np.asarray(out["done"]) >= 0).all(), f"{who}: requests left undone; {describe(case)}"
+
+
+# ------------------------------------------------------------------------------------------------
+# the harness against the reference itself (runs now)
+
+
+@pytest.mark.parametrize("chunk", range(3))
+def test_reference_logs_are_legal_and_deterministic(chunk):
+    for seed in range(chunk * 25, chunk * 25 + 25):
+        case = random_case(seed)
+        a = run_case(ReferenceController, case)
+        assert_clean(case, a, "reference")
+        assert_same(case, a, run_case(ReferenceController, case), ("reference", "reference again"))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_reference_logs_are_legal_hypothesis(seed):
+    case = random_case(seed)
+    assert_clean(case, run_case(ReferenceController, case), "reference")
+
+
+class _NoSkip(ReferenceController):
+    """The reference without its idle-cycle skipping: one step per cycle, always."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, skip_idle=False, **kwargs)
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_idle_skipping_changes_nothing(chunk):
+    for seed in range(1000 + chunk * 15, 1000 + chunk * 15 + 15):
+        case = random_case(seed)
+        assert_same(case, run_case(ReferenceController, case), run_case(_NoSkip, case), ("skipping", "per-cycle"))
+
+
+def test_generator_covers_the_space():
+    """The random cases reach every preset variant, refresh mode, arbitration policy and source mix, and
+    exercise refresh, backpressure (full queues) and rmw."""
+    seen = {"variant": set(), "refresh": set(), "arbitration": set(), "mix": set()}
+    for seed in range(300):
+        c = random_case(seed)
+        seen["variant"].add((c["preset"], c["overrides"].get("org.ranks", 1)))
+        seen["refresh"].add(c["controller"]["refresh"])
+        seen["arbitration"].add(c["arbitration"])
+        seen["mix"].add(tuple(sorted(s["kind"] for s in c["sources"])))
+    assert len(seen["variant"]) == len(VARIANTS)
+    assert seen["refresh"] == {"allbank", "perbank", "none"}
+    assert seen["arbitration"] == {"frfcfs", "priority", "blocked", "threshold"}
+    assert {("rw",), ("stream",), ("rw", "stream"), ("rw", "rw")} <= seen["mix"]
+    logs = [run_case(ReferenceController, random_case(s))["log"] for s in range(40)]
+    sources = pd.concat([lg["source"] for lg in logs])
+    assert (sources == "refresh").sum() > 0
+    assert pd.concat([lg["command"] for lg in logs]).isin(["MACAB", "COMP", "PACT", "RDRES"]).any()
+
+
+# ------------------------------------------------------------------------------------------------
+# the fast engine against the reference (skips until archsim.engine.channel exists)
+
+
+@pytest.mark.parametrize("chunk", range(max(1, SEEDS // CHUNK)))
+def test_engine_matches_reference(fast_engine, chunk):
+    for seed in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+        case = random_case(seed)
+        fast, ref = run_case(fast_engine, case), run_case(ReferenceController, case)
+        assert_same(case, fast, ref)
+        assert_clean(case, fast, "fast engine")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(100))
+def test_engine_matches_reference_sweep(fast_engine, chunk):
+    for seed in range(100_000 + chunk * CHUNK, 100_000 + (chunk + 1) * CHUNK):
+        case = random_case(seed)
+        fast, ref = run_case(fast_engine, case), run_case(ReferenceController, case)
+        assert_same(case, fast, ref)
+        assert_clean(case, fast, "fast engine")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_engine_matches_reference_hypothesis(fast_engine, seed):
+    case = random_case(seed)
+    assert_same(case, run_case(fast_engine, case), run_case(ReferenceController, case))
+
+
+# ------------------------------------------------------------------------------------------------
+# mutation tests: remove one row group from the engine's spec; the checker must catch the early issue
+
+
+MUTATION_VARIANTS = {"DDR4x2": 1, "HBM3": 3, "AiM": 4, "DualRB": 5}
+POOL = 100   # candidate seeds per variant
+
+
+def _group_rules(spec) -> dict[int, list[str]]:
+    """Violation text prefixes of each group ("level: P -> F")."""
+    out: dict[int, list[str]] = {}
+    for c in spec.constraints:
+        lv = c["level_name"] + (" sibling" if c["sibling"] else "")
+        out.setdefault(c["group"], []).append(f"{lv}: {c['prev_name']} -> {c['next_name']}")
+    return out
+
+
+def _pool_case(variant: int, i: int) -> dict:
+    return random_case(50_000 + 1000 * variant + i, variant=variant, refresh=("allbank", "perbank", "none")[i % 3])
+
+
+@cache
+def _pool_runs(variant: int) -> tuple[dict[int, list[int]], dict[int, pd.DataFrame]]:
+    """The reference's logs of the pool cases of this variant, and for each group the pool cases where the
+    group binds exactly (checking a log with every latency + 1 flags exactly the rows with gap == latency)."""
+    tight: dict[int, list[int]] = {}
+    logs: dict[int, pd.DataFrame] = {}
+    for i in range(POOL):
+        case = _pool_case(variant, i)
+        spec = case_spec(case)
+        logs[i] = log = run_case(ReferenceController, case)["log"]
+        plus = dataclasses.replace(spec, constraints=[{**c, "latency": c["latency"] + 1} for c in spec.constraints])
+        hit = {_rule_key(v.rule) for v in check_log(plus, log) if v.kind == "timing"}
+        for g, texts in _group_rules(spec).items():
+            if hit & set(texts):
+                tight.setdefault(g, []).append(i)
+    return tight, logs
+
+
+def _rule_key(rule: str) -> str:
+    return rule.rsplit(" >=", 1)[0].split(" (window")[0]
+
+
+def _mutated(case: dict, group: int):
+    full = case_spec(case)
+    return full, dataclasses.replace(full, constraints=[c for c in full.constraints if c["group"] != group])
+
+
+_MUTATED_REF_LOGS: dict[tuple[int, int, int], pd.DataFrame] = {}
+
+
+@cache
+def _exercising(variant: int, group: int) -> tuple[int, ...]:
+    """Pool cases where removing the group changes the reference's log: there the group is the only thing
+    holding some command back. (In such a case the first command that moves violates the group, so the
+    checker must see it.)"""
+    tight, logs = _pool_runs(variant)
+    out = []
+    for i in tight.get(group, [])[:8]:
+        case = _pool_case(variant, i)
+        _, mutated = _mutated(case, group)
+        log = run_case(ReferenceController, case, spec=mutated)["log"]
+        if not _norm(log).equals(_norm(logs[i])):
+            _MUTATED_REF_LOGS[(variant, group, i)] = log
+            out.append(i)
+            if len(out) == 3:
+                break
+    return tuple(out)
+
+
+def _mutation_cases():
+    cases = []
+    for name, v in MUTATION_VARIANTS.items():
+        preset, ov = VARIANTS[v]
+        spec = _spec(preset, ov)
+        for g in sorted({c["group"] for c in spec.constraints}):
+            rows = [c for c in spec.constraints if c["group"] == g]
+            rid = f"{name}:g{g}:{rows[0]['level_name']}:{rows[0]['prev_name']}->{rows[0]['next_name']}"
+            cases.append(pytest.param(v, g, id=rid))
+    return cases
+
+
+def _why_not_binding(spec, g: int) -> str | None:
+    """Rows that provably cannot bind in these cases, or whose commands the cases never issue."""
+    rows = [c for c in spec.constraints if c["group"] == g]
+    t = spec.timing
+    names = {c["prev_name"] for c in rows} | {c["next_name"] for c in rows}
+    r = rows[0]
+    buses = {spec.commands[c["prev"]].bus for c in rows} | {spec.commands[c["next"]].bus for c in rows}
+    if max(c["latency"] for c in rows) <= 1 and (spec.command_bus == "single" or len(buses) == 1):
+        return "latency 1 between commands of one command bus: the bus already spaces them a cycle apart"
+    if r["window"] == 4 and 4 * t["nRRDS"] >= t["nFAW"] and names <= {"ACT", "PACT"}:
+        return "4 activates are >= 4 x nRRDS apart, which is not less than nFAW here"
+    others = [c for c in spec.constraints if c["group"] != g]
+    dominated = []
+    for c in rows:
+        # another row on the same pair at this or a wider level (every same-node pair is also a same-node
+        # pair there) with at least this latency always binds too, so removing this one changes nothing
+        anc, lv = set(), c["level"]
+        while lv >= 0:
+            anc.add(lv)
+            lv = spec.level_parent[lv]
+        dominated.append(any(o["prev"] == c["prev"] and o["next"] == c["next"] and o["window"] == 1 and
+                             not o["sibling"] and not c["sibling"] and c["window"] == 1 and o["level"] in anc
+                             and o["latency"] >= c["latency"] for o in others))
+    if all(dominated):
+        return "another row on the same commands at the same or a wider level has at least this latency"
+    for c in rows:
+        # pairs sharing the level's node share or are siblings at a child level; rows there cover both
+        kids = [k for k in range(len(spec.levels)) if spec.level_parent[k] == c["level"]]
+        if c["sibling"] or c["window"] != 1 or not any(
+                any(not o["sibling"] and o["level"] == k and o["latency"] >= c["latency"] for o in same)
+                and any(o["sibling"] and o["level"] == k and o["latency"] >= c["latency"] for o in same)
+                for k in kids for same in [[o for o in others if o["prev"] == c["prev"] and o["next"] == c["next"]
+                                            and o["window"] == 1]]):
+            return None
+    if rows:
+        return ("rows one level down cover both the same and the sibling node with at least this latency "
+                "(e.g. nBL vs nCCDS and the sibling nCCDR)")
+    return None
+
+
+@pytest.mark.parametrize("engine", ["reference", "fast"])
+@pytest.mark.parametrize("variant,group", _mutation_cases())
+def test_removed_row_is_caught(engine, variant, group, request):
+    engine_cls = ReferenceController if engine == "reference" else request.getfixturevalue("fast_engine")
+    preset, ov = VARIANTS[variant]
+    spec = _spec(preset, ov)
+    why = _why_not_binding(spec, group)
+    if why:
+        pytest.skip(f"cannot bind: {why}")
+    texts = _group_rules(spec)[group]
+    cases = _exercising(variant, group)
+    if not cases:
+        pytest.skip("in no generated case is this row the only one holding a command back (removing it "
+                    "changes nothing); test_mutation_coverage bounds how many rows that leaves")
+    for i in cases:
+        case = _pool_case(variant, i)
+        full, mutated = _mutated(case, group)
+        if engine == "reference":
+            log = _MUTATED_REF_LOGS[(variant, group, i)]
+        else:
+            log = run_case(engine_cls, case, spec=mutated)["log"]
+        found = [v for v in check_log(full, log) if v.kind == "timing" and _rule_key(v.rule) in texts]
+        assert found, (f"removing group {group} ({texts}) from the {engine} engine's spec went unnoticed; "
+                       f"{describe(case)}")
+
+
+def test_mutation_coverage():
+    """Most row groups of the mutation variants are bound by some generated case (so the mutation tests
+    test something); the rest are listed with why not."""
+    missing = []
+    total = 0
+    for name, v in MUTATION_VARIANTS.items():
+        spec = _spec(*VARIANTS[v])
+        for g in sorted({c["group"] for c in spec.constraints}):
+            total += 1
+            if not _why_not_binding(spec, g) and not _exercising(v, g):
+                missing.append(f"{name}:g{g}:" + ",".join(sorted(set(_group_rules(spec)[g]))))
+    assert len(missing) <= total // 3, f"{len(missing)} of {total}:\n" + "\n".join(missing)

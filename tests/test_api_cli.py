@@ -33,7 +33,7 @@ def test_cli_trace_file_json_and_log(tmp_path, capsys):
     write_trace(tr, path, fmt="dramsim3")
     out_json, out_log = tmp_path / "r.json", tmp_path / "log.csv"
     rc = main(["trace", str(path), "--preset", "DDR4_3200AA_x8_8Gb", "--json", str(out_json), "--log", str(out_log),
-               "--set", "dram.timing.nRCD=24", "--quiet"])
+               "--set", "dram.timing.nRCD=24"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "bandwidth" in printed and "row hits/misses/conflicts" in printed
@@ -41,6 +41,10 @@ def test_cli_trace_file_json_and_log(tmp_path, capsys):
     assert data["stats"]["requests"] == 2000
     assert data["manifest"]["config"]["dram"]["timing"]["nRCD"] == 24
     assert out_log.read_text().startswith("cycle,command,channel")
+    # --quiet prints nothing (the JSON still gets written)
+    out_json.unlink()
+    assert main(["trace", str(path), "--preset", "DDR4_3200AA_x8_8Gb", "--json", str(out_json), "--quiet"]) == 0
+    assert capsys.readouterr().out == "" and out_json.exists()
 
 
 def test_cli_bad_input_leaves_nothing(tmp_path, capsys):

@@ -36,7 +36,7 @@ def test_dma_enqueues_more_requests_when_earlier_ones_complete():
     send(window, 0)
     done_at = {}
     while len(done_at) < total:
-        st = ms.advance(1 << 40)
+        st = ms.advance()
         if st == ST_COMPLETION:
             for tag, done in ms.drain():
                 done_at[tag] = done
@@ -63,9 +63,12 @@ def _dual_rb_case(arbitration: str):
     # reads to row 7 of bank 3 (mem buffer) while the PIM stream computes on row 100 of the same bank
     n = 24
     ms.enqueue_requests(port, np.zeros(n, int), 3, 7, np.arange(n) % 32, 0, np.arange(n) * 4, -1)
+    # COMP and RDRES are all-bank (Newton style): the stream opens its row in the PIM buffer of every bank
     C = spec.cmd
-    cmds = [C("PACT")] + [C("COMP")] * 16 + [C("RDRES"), C("PPRE")]
-    ms.enqueue_stream("pim", 0, cmds, 3, row=[100] * 18 + [-1], column=-1)
+    nb = spec.banks_per_channel
+    cmds = [C("PACT")] * nb + [C("COMP")] * 16 + [C("RDRES"), C("PPREA")]
+    banks = list(range(nb)) + [3] * 18
+    ms.enqueue_stream("pim", 0, cmds, banks, row=[100] * (nb + 17) + [-1], column=-1)
     end = ms.run()
     return spec, ms, end
 
@@ -76,10 +79,10 @@ def test_pim_stream_and_frfcfs_reads_share_a_bank_through_two_row_buffers():
     # both sources progressed in the same bank: the reads never precharged the PIM row and vice versa
     mem = log[log.source == "mem"]
     pim = log[log.source == "pim"]
-    assert (mem.command == "PRE").sum() == 0 and set(pim.command) == {"PACT", "COMP", "RDRES", "PPRE"}
+    assert (mem.command == "PRE").sum() == 0 and set(pim.command) == {"PACT", "COMP", "RDRES", "PPREA"}
     assert (ms.request_class == 0).sum() == 23          # one miss (the ACT), then hits while PIM runs
     # they overlap in time
-    assert mem.cycle.min() < pim[pim.command == "PPRE"].cycle.max() and pim.cycle.min() < mem.cycle.max()
+    assert mem.cycle.min() < pim[pim.command == "PPREA"].cycle.max() and pim.cycle.min() < mem.cycle.max()
     # the blocked policy (one source at a time, the single-buffer NPU+PIM baseline) takes longer
     _, _, end_blocked = _dual_rb_case("blocked")
     assert end_blocked > end
@@ -90,8 +93,10 @@ def test_read_modify_write_keeps_its_row_open_between_rd_and_wr():
     alu = 6
     ms = MemorySystem(spec, log=True, alu_latency=alu)
     port = ms.add_port()
-    # one rmw to bank 0 row 5, then a read to another row of bank 0 arriving right after
-    ms.enqueue_requests(port, [0, 0], [0, 0], [5, 9], [1, 2], [2, 0], [0, 1], -1)
+    # one rmw to bank 0 row 5, then a read to another row of bank 0 arriving just after the rmw's RD
+    # (from its RD on the rmw pins its row; before it, a conflicting read may still close it)
+    rd_at = spec.timing["nRCDRD"] + 1
+    ms.enqueue_requests(port, [0, 0], [0, 0], [5, 9], [1, 2], [2, 0], [0, rd_at + 1], -1)
     ms.run()
     log = _clean(spec, ms)
     rd = log[(log.command == "RD") & (log.row == 5)].cycle.to_numpy()
@@ -118,7 +123,7 @@ def test_observer_fires_a_dma_when_a_region_has_received_its_writes():
     counts = {0: 0, 1: 0}
     fired = {}
     while True:
-        st = ms.advance(1 << 40)
+        st = ms.advance()
         if st != ST_COMPLETION:
             break
         for tag, _done in ms.drain():

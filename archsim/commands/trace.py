@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", dest="json_out", metavar="FILE", help="write stats, per-channel table, manifest")
     p.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-channel table as CSV")
     p.add_argument("--log", dest="log_out", metavar="FILE", help="write the command log (CSV) for check-log")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="print nothing (no summary, no progress bar); --json still writes its file")
     add_set_option(p)
     p.set_defaults(func=run)
 

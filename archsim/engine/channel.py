@@ -27,6 +27,9 @@ from archsim.engine.tables import (E_CLOSE, E_COMPUTE, E_OPEN, E_READ, E_READ_CL
                                    E_WRITE_CLOSE, R_ACT, R_PRE, R_RD, R_RDA, R_REFAB, R_REFPB, R_WR, R_WRA)
 
 INF = np.int64(1) << np.int64(62)
+# advance(RUN_TO_END): stop when every command has issued, without waiting for completion latencies
+# (docs/channel-engine.md clarification 13); advance(INF) also delivers the tagged completions still pending
+RUN_TO_END = INF + np.int64(1)
 
 # Every helper is compiled without reference counting: the kernel allocates nothing (arrays live outside), and
 # reference counting every array of the state tuple at every call costs more than the work.
@@ -1038,7 +1041,7 @@ def advance(S, T, CF, until):
         if clk >= until:
             status = ST_UNTIL
             break
-        if S.outstanding[0] == 0 and until >= INF:
+        if S.outstanding[0] == 0 and (until > INF or (until == INF and S.min_pending[0] >= INF)):
             status = ST_IDLE        # nothing left (refresh alone does not keep an unbounded run going)
             break
         if S.min_pending[0] <= clk:
@@ -1397,9 +1400,15 @@ class MemorySystem:
         S.st_next[0] = min(S.st_next[0], int(at_arr.min()))
 
     # -- running -------------------------------------------------------------------------------------------
-    def advance(self, until: int) -> int:
-        """Simulate up to cycle `until` (exclusive) or the next tagged completion; returns the status."""
+    def advance(self, until: int | None = None) -> int:
+        """Simulate up to cycle `until` (exclusive) or the next tagged completion; returns the status.
+        Without `until`: to the next tagged completion, or until everything enqueued is done (ST_IDLE).
+        With `until`, refresh is simulated up to it even when nothing is left (other units may still
+        enqueue), so keep `until` near the cycles that matter."""
         import time
+
+        if until is None:
+            until = INF
 
         t0 = time.perf_counter()
         while True:
@@ -1423,7 +1432,7 @@ class MemorySystem:
         if max_cycles is not None:
             self.cf[CF_MAX_CYCLES] = max_cycles
         while True:
-            st = self.advance(INF)
+            st = self.advance(RUN_TO_END)
             if st == ST_IDLE:
                 return int(self.S.clock[0])
             if st == ST_COMPLETION:

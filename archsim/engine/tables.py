@@ -152,7 +152,7 @@ def lower(spec: DramSpec) -> Lowered:
                                          "next": row["next"], "prev": set()})
             w["prev"].add(row["prev"])
     for p in range(C):
-        for s, s_banks in tgt_banks_of[p].items():
+        for _s, s_banks in tgt_banks_of[p].items():
             acc: dict[int, int] = {}
             for row in by_prev.get(p, []):
                 if row["window"] > 1:
@@ -192,7 +192,7 @@ def lower(spec: DramSpec) -> Lowered:
             wcov[(wi, x)] = [cell * C + n for cell in cover(n, bound)]
     win_push: list[list[tuple[int, int]]] = [[] for _ in range(C * B)]
     for p in range(C):
-        for s, s_banks in tgt_banks_of[p].items():
+        for _s, s_banks in tgt_banks_of[p].items():
             pushes = []
             for wi, w in enumerate(wlist):
                 if p in w["prev"]:
@@ -290,7 +290,7 @@ def check_cover(low: Lowered) -> None:
     target r), the latency the lowered cells impose equals the max latency over the windowless rows that
     bind that pair by the definition (docs/channel-engine.md, section 4). Raises AssertionError."""
     spec, t = low.spec, low.tables
-    B, C = t.banks, t.n_cmds
+    B = t.banks
     nd = spec.node_of[:B]
     par_of = {}
     for lv, par in enumerate(spec.level_parent):

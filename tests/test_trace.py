@@ -403,3 +403,22 @@ def test_synthetic_round_trip(tmp_path):
     tr = synthetic_trace("random", 3000, seed=9)
     write_trace(tr, tmp_path / "s.trace")
     _same(tr, read_trace(tmp_path / "s.trace"))
+
+
+def test_synthetic_mixed_and_conflict_traces():
+    from archsim.dram.system import run_trace
+    from archsim.dram.trace import parse_synthetic
+
+    n = 4000
+    mixed = synthetic_trace("mixed", n, seed=2)
+    step = np.diff(mixed.addr.astype(np.int64))
+    assert 0.2 < (step == 64).mean() < 0.6                 # about half continue the stream
+    conf = synthetic_trace("conflict", n, seed=2)
+    stride = (2 << 30) // 1024
+    assert (conf.addr % stride == 0).all() and len(np.unique(conf.addr)) > 900
+    res = run_trace(conf, preset="DDR4_3200AA_x8_8Gb", quiet=True)
+    assert res.stats["row_conflicts"] > 0.9 * n             # one bank, 1024 rows: nearly every access conflicts
+    assert parse_synthetic("synthetic:conflict:10") == ("conflict", 10)
+    for bad in ("synthetic:zigzag:10", "synthetic:random:0", "synthetic:random"):
+        with pytest.raises(UserError, match="KIND one of random, stream, mixed, conflict"):
+            parse_synthetic(bad)

@@ -12,9 +12,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trace", help="simulate a memory trace (Ramulator 2 or DRAMsim3 format, .gz ok)",
                        description="Simulate a memory trace cycle-accurately on a DRAM preset. Trace formats "
                        "are auto-detected: Ramulator 2 ('LD 0x..' / 'ST 0x..', optional leading bubble count) "
-                       "and DRAMsim3 ('0xADDR READ|WRITE cycle'). 'synthetic:random:N' or 'synthetic:stream:N' "
-                       "generates N requests (80% reads).")
-    p.add_argument("trace", help="trace file, or synthetic:random:N / synthetic:stream:N")
+                       "and DRAMsim3 ('0xADDR READ|WRITE cycle'). 'synthetic:KIND:N' "
+                       "generates N requests (80% reads; KIND random, stream, mixed or conflict).")
+    p.add_argument("trace", help="trace file, or synthetic:KIND:N (KIND: random, stream, mixed, conflict)")
     p.add_argument("--preset", default="DDR4_3200AA_x8_8Gb", help="DRAM preset (see `archsim presets list`)")
     p.add_argument("--channels", type=int, help="number of channels (default: the preset's)")
     p.add_argument("--mapping", help="address mapping MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco")
@@ -35,10 +35,10 @@ def _trace_arg(text: str):
     from archsim.errors import UserError
 
     if text.startswith("synthetic:"):
-        parts = text.split(":")
-        if len(parts) != 3 or parts[1] not in ("random", "stream") or not parts[2].isdigit():
-            raise UserError(f"{text!r}: expected synthetic:random:N or synthetic:stream:N")
-        return {"kind": parts[1], "requests": int(parts[2])}
+        from archsim.dram.trace import parse_synthetic
+
+        kind, n = parse_synthetic(text)
+        return {"kind": kind, "requests": n}
     if not Path(text).exists():
         raise UserError(f"{text}: trace file not found")
     return text

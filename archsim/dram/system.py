@@ -178,11 +178,11 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
 
 
 def _synthetic_arg(text: str, spec: DramSpec, seed: int) -> dict[str, Any]:
-    """`synthetic:random:N` / `synthetic:stream:N` (the CLI's and the API's shorthand)."""
-    parts = text.split(":")
-    if len(parts) != 3 or parts[1] not in ("random", "stream") or not parts[2].isdigit():
-        raise UserError(f"{text!r}: expected synthetic:random:N or synthetic:stream:N")
-    return {"kind": parts[1], "requests": int(parts[2]), "seed": seed, "span_bytes": min(2 << 30, spec.capacity_bytes)}
+    """`synthetic:KIND:N` (the CLI's and the API's shorthand)."""
+    from archsim.dram.trace import parse_synthetic
+
+    kind, n = parse_synthetic(text)
+    return {"kind": kind, "requests": n, "seed": seed, "span_bytes": min(2 << 30, spec.capacity_bytes)}
 
 
 def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any], trace_desc: Any, seed: int,

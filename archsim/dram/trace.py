@@ -71,11 +71,11 @@ from archsim.errors import UserError
 
 __all__ = ["Trace", "read_trace", "synthetic_trace", "write_trace", "to_addresses", "trace_warnings", "FORMATS",
            "WRITE_FORMATS",
-           "SYNTHETIC_KINDS", "VECTOR_ORDERS"]
+           "SYNTHETIC_KINDS", "VECTOR_ORDERS", "parse_synthetic"]
 
 FORMATS = ("ramulator", "dramsim3", "ramulator-vec", "simpleo3")  # formats read_trace reads
 WRITE_FORMATS = ("ramulator", "dramsim3")  # formats write_trace writes
-SYNTHETIC_KINDS = ("random", "stream")
+SYNTHETIC_KINDS = ("random", "stream", "mixed", "conflict")
 
 _RAM_FORMS = (
     "'LD <addr>', 'ST <addr>' or '<bubbles> LD|ST <addr>' (Ramulator 2 trace; <addr> hex 0x... "
@@ -748,6 +748,16 @@ def _read_general(data: bytes, source: str) -> Trace:
 # synthetic traces
 
 
+def parse_synthetic(text: str) -> tuple[str, int]:
+    """`synthetic:KIND:N` (the CLI's and the API's shorthand) -> (KIND, N)."""
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] != "synthetic" or parts[1] not in SYNTHETIC_KINDS or not parts[2].isdigit() \
+            or int(parts[2]) < 1:
+        raise UserError(f"{text!r}: expected synthetic:KIND:N with KIND one of {', '.join(SYNTHETIC_KINDS)} "
+                        "and N a positive number of requests")
+    return parts[1], int(parts[2])
+
+
 def synthetic_trace(
     kind: str,
     requests: int,
@@ -760,7 +770,10 @@ def synthetic_trace(
     """A synthetic trace of `requests` accesses in [start, start + span_bytes).
 
     kind "random": uniformly random access_bytes-aligned addresses; "stream": start, start +
-    access_bytes, ... wrapping at span_bytes. Each request is a read with probability read_fraction
+    access_bytes, ... wrapping at span_bytes; "mixed": each request continues the sequential stream or is
+    random, with equal probability; "conflict": random multiples of span/1024, i.e. addresses that differ
+    only in their 10 highest bits (under row-high mappings such as RoBaRaCoCh: one bank, one column, 1024
+    rows, so nearly every access is a row conflict). Each request is a read with probability read_fraction
     (seeded numpy Generator, so deterministic per seed); every arrive is -1 (as soon as possible)."""
     if kind not in SYNTHETIC_KINDS:
         raise UserError(f"unknown synthetic trace kind {kind!r}; expected one of: {', '.join(SYNTHETIC_KINDS)}")
@@ -781,8 +794,16 @@ def synthetic_trace(
     is_write = rng.random(requests) >= read_fraction
     if kind == "random":
         idx = rng.integers(0, slots, size=requests, dtype=np.uint64)
-    else:
+    elif kind == "stream":
         idx = np.arange(requests, dtype=np.uint64) % np.uint64(slots)
+    elif kind == "mixed":
+        seq = rng.random(requests) < 0.5
+        rand = rng.integers(0, slots, size=requests, dtype=np.uint64)
+        step = np.cumsum(seq, dtype=np.uint64) % np.uint64(slots)
+        idx = np.where(seq, step, rand)
+    else:   # conflict
+        rows = min(1024, slots)
+        idx = rng.integers(0, rows, size=requests, dtype=np.uint64) * np.uint64(slots // rows)
     addr = idx * np.uint64(access_bytes) + np.uint64(start)
     return Trace(
         addr=addr,

@@ -38,22 +38,59 @@ def dram_action_energy_pj(spec: DramSpec) -> dict[str, float]:
             "background_mw": float(e["background_mw"]), "background_per": "bus"}
 
 
-def dram_energy_pj(spec: DramSpec, counts: dict[str, int], cycles: int, channels: int = 1) -> dict[str, float]:
-    """Energy by component for `counts` (command name -> count) over `cycles` on `channels` channels."""
-    per = dram_action_energy_pj(spec)
+def action_counts(spec: DramSpec, command_counts: dict[str, int]) -> dict[str, int]:
+    """{command name: count} -> {energy action: count}, through each command's `action` in the standard
+    (RDA counts as RD, PREA as PRE, ...): energy never looks at command names."""
+    out: dict[str, int] = {}
+    for c in spec.commands:
+        n = int(command_counts.get(c.name, 0))
+        if n:
+            out[c.action] = out.get(c.action, 0) + n
+    return out
+
+
+# which energy component each DRAM action feeds (PRE is costed inside ACT: one activate-precharge pair)
+ACTION_COMPONENT = {"ACT": "act_pre", "RD": "read", "WR": "write", "REFab": "refresh", "REFpb": "refresh"}
+
+
+def dram_energy_pj(spec: DramSpec, counts: dict[str, int], cycles: int, channels: int = 1,
+                   table: DramSpec | None = None) -> dict[str, float]:
+    """Energy by component for `counts` (command name -> count) over `cycles` on `channels` channels: the
+    post-pass over the run's action counts. `table`: cost with another preset's energy table (same actions)."""
+    costed = table if table is not None else spec
+    per = dram_action_energy_pj(costed)
+    actions = action_counts(spec, counts)
+    out = dict.fromkeys(COMPONENTS, 0.0)
+    for action, n in actions.items():
+        comp = ACTION_COMPONENT.get(action)
+        if comp is not None:
+            out[comp] += per[action] * n
     seconds = cycles * spec.tCK_s
     if per.get("background_per") == "rank":
         units = channels * spec.counts[1] * spec.counts[2]
     else:
         units = channels * spec.counts[1]
-    out = {
-        "act_pre": per["ACT"] * counts.get("ACT", 0),
-        "read": per["RD"] * (counts.get("RD", 0) + counts.get("RDA", 0)),
-        "write": per["WR"] * (counts.get("WR", 0) + counts.get("WRA", 0)),
-        "refresh": per["REFab"] * counts.get("REFab", 0) + per["REFpb"] * counts.get("REFpb", 0),
-        "background": per["background_mw"] * 1e-3 * seconds * 1e12 * units,
-    }
+    out["background"] = per["background_mw"] * 1e-3 * seconds * 1e12 * units
     return out
+
+
+def recost(result: Any, preset: str | DramSpec) -> dict[str, float]:
+    """Energy by component (pJ) of a finished dram-trace run under another preset's energy table, without
+    simulating again (timing is the run's: its command counts and cycles)."""
+    from archsim.dram.spec import load_spec
+
+    stats = result.stats
+    spec = result.extra.get("spec") if hasattr(result, "extra") else None
+    if spec is None:
+        spec = load_spec(stats["preset"], overrides={"org.channels": stats["channels"]})
+    table = preset if isinstance(preset, DramSpec) else load_spec(preset)
+    missing = sorted(set(ACTION_COMPONENT) & {c.action for c in spec.commands} - {c.action for c in table.commands})
+    if missing:
+        from archsim.errors import UserError
+
+        raise UserError(f"recost: preset {table.name} has no energy for action(s) {', '.join(missing)} "
+                        f"of {spec.name}")
+    return dram_energy_pj(spec, stats["commands"], stats["cycles"], stats["channels"], table=table)
 
 
 def total(energy: dict[str, Any]) -> float:

@@ -59,7 +59,8 @@ def _setup(preset: str, channels: int):
     spec = load_spec(preset)
     if spec.channels != channels:
         spec = load_spec(spec.raw, overrides={"org.channels": channels})  # as run_trace(channels=...) does
-    return spec, ControllerConfig()
+    # Ramulator 2.1's mapping (its published runs use RoBaRaCoCh), not the preset's default
+    return spec, ControllerConfig(mapping="RoBaRaCoCh")
 
 
 def _trace(spec, kind: str, requests: int):

@@ -33,10 +33,11 @@ def make_trace():
     arrive (default -1 = as soon as possible)."""
     import numpy as np
 
-    from archsim.dram.mapping import DEFAULT_MAPPING, encode
+    from archsim.dram.mapping import encode
     from archsim.dram.trace import Trace
 
-    def make(spec, requests, mapping=DEFAULT_MAPPING):
+    def make(spec, requests, mapping=None):
+        mapping = mapping or spec.default_mapping     # the mapping a run without one decodes with
         keys = ("channel", "pseudochannel", "rank", "bankgroup", "bank", "row", "column")
         addr = [encode(spec, *(int(r.get(k, 0)) for k in keys), mapping=mapping) for r in requests]
         return Trace(addr=np.array(addr, dtype=np.uint64),

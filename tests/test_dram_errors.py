@@ -111,7 +111,7 @@ def test_synthetic_trace_fits_any_preset():
     (["trace", "synthetic:random:10", "--set", "dram.timing.nRC=50", "--quiet"], "nRC is derived"),
     (["trace", "synthetic:random:10", "--set", "dram.timing.nFOO=5", "--quiet"], "unknown timing parameter"),
     (["trace", "no/such/file.trace", "--quiet"], "trace file not found"),
-    (["trace", "synthetic:random:ten", "--quiet"], "expected synthetic:random:N"),
+    (["trace", "synthetic:random:ten", "--quiet"], "expected synthetic:KIND:N"),
     (["trace", "synthetic:random:10", "--mapping", "RoXxCh", "--quiet"], "unknown field 'Xx'"),
     (["check-log", "no/such/log.csv", "--preset", DDR4], "command log not found"),
 ])

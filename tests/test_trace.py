@@ -422,3 +422,25 @@ def test_synthetic_mixed_and_conflict_traces():
     for bad in ("synthetic:zigzag:10", "synthetic:random:0", "synthetic:random"):
         with pytest.raises(UserError, match="KIND one of random, stream, mixed, conflict"):
             parse_synthetic(bad)
+
+
+def test_presets_default_mapping_spreads_cache_lines_over_pseudochannels(capsys):
+    """32 B accesses are half a 64 B line: under RoBaRaCoCh a 64 B-line stream never sets address bit 5, the
+    lowest pseudo-channel bit, and uses one pseudo-channel (with a warning); the preset's default mapping
+    spreads the same lines over every channel and pseudo-channel."""
+    from archsim.dram.spec import load_spec
+    from archsim.dram.system import run_trace
+
+    tr = synthetic_trace("stream", 4096, access_bytes=64)
+    for preset in ("HBM2_2Gbps_PC", "HBM3_6400Mbps", "GDDR6_16Gbps"):
+        spec = load_spec(preset)
+        default = run_trace(tr, preset=preset)
+        assert default.stats["mapping"] == spec.default_mapping != "RoBaRaCoCh"
+        err = capsys.readouterr().err
+        assert "pseudochannel (1 of" not in err and "channel (1 of" not in err
+        assert (default.df.requests > 0).all()                       # every channel gets lines
+        one_pc = run_trace(tr, preset=preset, mapping="RoBaRaCoCh")
+        assert "channel (1 of 2)" in capsys.readouterr().err         # pseudo-channel (HBM) or channel (GDDR6)
+        assert one_pc.stats["mapping"] == "RoBaRaCoCh"
+        # the manifest records the resolved mapping, so the run is reproducible without the preset default
+        assert default.manifest["config"]["controller"]["mapping"] == spec.default_mapping

@@ -96,23 +96,50 @@ class Geometry:
     def gb_elems(self) -> int:
         return self.gb_slots * self.lanes
 
-    @property
-    def readouts(self) -> int:
-        return self.banks // 8       # RDMAC bursts per readout (8 fp32 accumulators per 32 B)
+    readouts: int         # RDMAC bursts per readout of every bank's accumulator
+    acc_per_burst: int    # accumulators one RDMAC burst returns (burst bytes / accumulator bytes)
+
+    # PIM hardware parameters a preset may give under `pim:`; each changes timing or energy (tests check it)
+    PIM_KEYS = ("macs_per_bank", "global_buffer_bytes", "accumulator_bytes", "energy", "source")
 
     @classmethod
     def from_spec(cls, spec: DramSpec) -> Geometry:
-        gb_bytes = int(spec.raw.get("pim", {}).get("global_buffer_bytes", spec.row_bytes))
+        pim = spec.raw.get("pim") or {}
+        src = f"preset {spec.name}"
+        for key in pim:
+            if key not in cls.PIM_KEYS:
+                raise ConfigError(f"pim.{key}", "not modelled by PIM-GPT; allowed: " + ", ".join(cls.PIM_KEYS),
+                                  source=src)
+        lanes = spec.access_bytes // 2          # BF16 elements in one column
+        macs = pim.get("macs_per_bank", lanes)
+        if macs != lanes:
+            # one MAC command multiplies the column it reads in every bank in one step: the multipliers are
+            # as many as the elements of a column, and a wider MAC needs a wider column (more bytes per access)
+            raise ConfigError("pim.macs_per_bank", f"{macs!r}: a MAC command multiplies one {spec.access_bytes} B "
+                              f"column ({lanes} BF16) per bank, so macs_per_bank must be {lanes}; a {macs}-wide MAC "
+                              f"needs org.access_bytes = {2 * macs}" if isinstance(macs, int) and macs > 0 else
+                              f"{macs!r}: must be a positive whole number", source=src)
+        acc = pim.get("accumulator_bytes", 4)
+        if not isinstance(acc, int) or acc < 1 or spec.access_bytes % acc:
+            raise ConfigError("pim.accumulator_bytes", f"{acc!r}: must divide the {spec.access_bytes} B burst "
+                              "that RDMAC reads accumulators with (2 = bf16, 4 = fp32, 8 = fp64)", source=src)
+        gb_bytes = pim.get("global_buffer_bytes", spec.row_bytes)
+        if not isinstance(gb_bytes, int) or gb_bytes < spec.access_bytes or gb_bytes % spec.access_bytes:
+            raise ConfigError("pim.global_buffer_bytes", f"{gb_bytes!r}: must be a positive multiple of the "
+                              f"{spec.access_bytes} B column", source=src)
+        per_burst = spec.access_bytes // acc
         return cls(channels=spec.channels, banks=spec.banks_per_channel, rows=spec.rows,
-                   cols_per_row=spec.columns, lanes=spec.access_bytes // 2, gb_slots=gb_bytes // spec.access_bytes,
-                   row_bytes=spec.row_bytes, cmd={c.name: c.index for c in spec.commands})
+                   cols_per_row=spec.columns, lanes=lanes, gb_slots=gb_bytes // spec.access_bytes,
+                   row_bytes=spec.row_bytes, cmd={c.name: c.index for c in spec.commands},
+                   readouts=-(-spec.banks_per_channel // per_burst), acc_per_burst=per_burst)
 
 
 # ---- stream emitters -----------------------------------------------------------------------------------------
 def mac_program(g: Geometry, seg_start: np.ndarray, seg_ncols: np.ndarray, seg_gb: np.ndarray,
                 base_row: int) -> Stream:
     """MACAB runs over lock-step segments: ACTAB on entering a row, PREAB on leaving it (before the
-    readout, so the precharge overlaps the MAC drain), RDMAC x banks/8 after every segment."""
+    readout, so the precharge overlaps the MAC drain), RDMAC x readouts (banks / accumulators per burst) after
+    every segment."""
     seg_start = np.asarray(seg_start, dtype=np.int64)
     seg_ncols = np.asarray(seg_ncols, dtype=np.int64)
     n = int(seg_ncols.sum())
@@ -140,7 +167,7 @@ def mac_program(g: Geometry, seg_start: np.ndarray, seg_ncols: np.ndarray, seg_g
     mask[:, 0], mask[:, 1], mask[:, 2] = row_start, True, row_end
     mask[:, 3:] = seg_end[:, None]
     bank = np.zeros((n, width), dtype=np.int64)
-    bank[:, 3:] = np.arange(R) * 8
+    bank[:, 3:] = np.arange(R) * g.acc_per_burst
     rows = np.full((n, width), -1, dtype=np.int64)
     rows[:, 0] = row
     rows[:, 1] = row
@@ -234,7 +261,7 @@ def mac_timing(g: Geometry, seg_start: np.ndarray, seg_ncols: np.ndarray, seg_pr
     """Timing form of a sequence of programs `wrgb_program(prog_wrgb[p] slots) + mac_program(segments of p)`
     (segments grouped by program in order, programs grouped by channel in order; every program has at least
     one MAC column). Same command rules as `mac_program`: ACTAB on entering a row, PREAB on leaving it,
-    RDMAC x banks/8 (banks 0, 8, ...) after every segment; rows restart at each program."""
+    RDMAC x readouts (banks 0, 8, ... for fp32 accumulators) after every segment; rows restart at each program."""
     seg_ncols = np.asarray(seg_ncols, dtype=np.int64)
     seg_prog = np.asarray(seg_prog, dtype=np.int64)
     prog_wrgb = np.asarray(prog_wrgb, dtype=np.int64)
@@ -273,7 +300,7 @@ def mac_timing(g: Geometry, seg_start: np.ndarray, seg_ncols: np.ndarray, seg_pr
     pr = (pm + 1 + re)[se]
     for k in range(R):
         cmd[pr + k] = C["RDMAC"]
-        bank[pr + k] = 8 * k
+        bank[pr + k] = g.acc_per_burst * k
     ch_n = np.bincount(np.asarray(prog_ch, dtype=np.int64), weights=prog_n, minlength=g.channels).astype(np.int64)
     endz = np.r_[0, end]
     offs = np.r_[0, endz[np.cumsum(ch_n)]].astype(np.int64)
@@ -363,14 +390,16 @@ class WeightLayout:
         return Stream.concat(parts)
 
     def readout_map(self, c: int) -> tuple[np.ndarray, np.ndarray]:
-        """Per RDMAC burst of channel c in program order: (8,) output indices (-1 = padding) and the partial."""
+        """Per RDMAC burst of channel c in program order: (acc_per_burst,) output indices (-1 = padding) and
+        the partial."""
         order, _, _ = self.segs[c]
         outs, parts = [], []
+        k = self.g.acc_per_burst
         for (j, i) in order:
             for r in range(self.g.readouts):
-                outs.append([self.output_index(c, r * 8 + q, i) for q in range(8)])
+                outs.append([self.output_index(c, r * k + q, i) for q in range(k)])
                 parts.append(j)
-        return np.array(outs, dtype=np.int64).reshape(-1, 8), np.array(parts, dtype=np.int64)
+        return np.array(outs, dtype=np.int64).reshape(-1, k), np.array(parts, dtype=np.int64)
 
     def place(self, mems: list[Any], W: np.ndarray) -> None:
         """Functional: store W (n x k) into the channels' banks (the one-time weight load)."""
@@ -554,7 +583,7 @@ class AttentionLayout:
         return Stream.concat(parts)
 
     def score_readout(self, c: int, L: int) -> np.ndarray:
-        """(bursts, 8) indices into the score vector (h * L + t), -1 where t >= L."""
+        """(bursts, acc_per_burst) indices into the score vector (h * L + t), -1 where t >= L."""
         g = self.g
         out = []
         U = math.ceil(L / g.banks)
@@ -562,9 +591,10 @@ class AttentionLayout:
             for u in range(U):
                 for h in grp:
                     for r in range(g.readouts):
-                        t = u * g.banks + r * 8 + np.arange(8)
+                        k = g.acc_per_burst
+                        t = u * g.banks + r * k + np.arange(k)
                         out.append(np.where(t < L, h * L + t, -1))
-        return np.array(out, dtype=np.int64).reshape(-1, 8)
+        return np.array(out, dtype=np.int64).reshape(-1, g.acc_per_burst)
 
     # -- context p . V -------------------------------------------------------------------------------------
     def context_program(self, c: int, L: int) -> Stream:
@@ -590,10 +620,10 @@ class AttentionLayout:
             for j in range(math.ceil(L / g.gb_elems)):
                 for s in range(i * spp, (i + 1) * spp):
                     for r in range(g.readouts):
-                        p = s * g.banks + r * 8 + np.arange(8)
+                        p = s * g.banks + r * g.acc_per_burst + np.arange(g.acc_per_burst)
                         outs.append(h * self.d_head + (p - i * self.d_head))
                         parts.append(j)
-        return np.array(outs, dtype=np.int64).reshape(-1, 8), np.array(parts, dtype=np.int64)
+        return np.array(outs, dtype=np.int64).reshape(-1, g.acc_per_burst), np.array(parts, dtype=np.int64)
 
     # -- KV append ------------------------------------------------------------------------------------------
     def kv_program(self, c: int, t: int) -> Stream:

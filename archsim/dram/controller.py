@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from archsim.config import require_choice, require_int, require_number
-from archsim.dram.mapping import DEFAULT_MAPPING, parse_mapping
+from archsim.dram.mapping import parse_mapping
 from archsim.errors import ConfigError, nearest
 
 SCHEDULERS = ["frfcfs"]
@@ -24,7 +24,8 @@ class ControllerConfig:
     write_queue: int = 32
     write_high_watermark: float = 0.8  # start draining writes at this fill of the write queue
     write_low_watermark: float = 0.2   # stop draining (if reads wait) at this fill
-    mapping: str = DEFAULT_MAPPING     # address mapping, MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco
+    mapping: str | None = None         # address mapping, MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco; None: the
+                                       # preset's default (its `mapping:`, else RoBaRaCoCh)
     frontend_width: int = 1            # requests the frontend may offer per cycle (trace convention: 1)
     active_buffer: bool = False        # Ramulator 2.1: a request whose ACT issued is served before its row closes
 
@@ -63,7 +64,8 @@ class ControllerConfig:
                               f"{round(hi * self.write_queue)} and {round(lo * self.write_queue)} entries; "
                               "they must differ (use a larger queue or further-apart watermarks)", source=source)
         try:
-            parse_mapping(self.mapping)
+            if self.mapping is not None:
+                parse_mapping(self.mapping)
         except Exception as exc:
             raise ConfigError("controller.mapping", str(exc), source=source) from None
 

@@ -76,6 +76,13 @@ class DramSpec:
         return self.counts[0]
 
     @property
+    def default_mapping(self) -> str:
+        """The preset's address mapping for trace runs that name none (`mapping:` in the preset file)."""
+        from archsim.dram.mapping import DEFAULT_MAPPING
+
+        return str(self.raw.get("mapping", DEFAULT_MAPPING))
+
+    @property
     def banks_per_channel(self) -> int:
         return int(np.prod(self.counts[1:]))
 
@@ -379,6 +386,13 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
     energy = data.get("energy", {}) or {}
     if energy:
         require_choice(doc, "energy.model", energy.get("model"), ["idd", "table"])
+    if "mapping" in data:
+        from archsim.dram.mapping import parse_mapping
+
+        try:
+            parse_mapping(data["mapping"])
+        except Exception as exc:
+            raise doc.error("mapping", str(exc)) from None
     return DramSpec(
         name=str(data["name"]), standard=std["name"], source=str(data.get("source", "")), counts=tuple(counts),
         rows=rows, row_bytes=row_bytes, access_bytes=access_bytes, tCK_ps=float(tck), timing=timing,

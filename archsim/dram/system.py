@@ -82,7 +82,7 @@ def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_
         raise UserError(f"engine {engine!r}: the channel engine runs under numba (the independent reference "
                         "scheduler is archsim.engine.reference)")
     n = len(addr)
-    dec = mapping_mod.decode(spec, addr, ctrl.mapping)
+    dec = mapping_mod.decode(spec, addr, ctrl.mapping or spec.default_mapping)
     ms = MemorySystem(spec, ctrl, log=log, requests=n, max_cycles=max_cycles)
     port = ms.add_port("mem", width=ctrl.frontend_width)
     kind = np.asarray(is_write, dtype=np.int64)
@@ -152,6 +152,8 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     ctrl = controller if isinstance(controller, ControllerConfig) else ControllerConfig.from_dict(controller)
     if mapping is not None:
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": mapping})
+    if ctrl.mapping is None:
+        ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": spec.default_mapping})
     if isinstance(trace, dict):
         # A synthetic trace spans 2 GiB by default, or the whole device when it is smaller.
         trace = {"span_bytes": min(2 << 30, spec.capacity_bytes), **trace}

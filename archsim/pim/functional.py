@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from archsim.dram.spec import DramSpec
+from archsim.errors import NotModelled
 from archsim.pim.stream import Stream
 
 
@@ -41,6 +42,10 @@ class FunctionalChannel:
         gb_bytes = int(spec.raw.get("pim", {}).get("global_buffer_bytes", spec.row_bytes))
         self.gb = np.zeros(gb_bytes // 2, dtype=np.float32)
         self.acc = np.zeros(self.banks, dtype=np.float32)
+        if int(spec.raw.get("pim", {}).get("accumulator_bytes", 4)) != 4:
+            raise NotModelled(f"preset {spec.name}: pim.accumulator_bytes other than 4 (fp32) is modelled in "
+                              "timing and energy only; the functional (numerical) PIM model keeps fp32 accumulators")
+        self.per_burst = spec.access_bytes // 4         # fp32 accumulators per RDMAC burst
         self.open_row = np.full(self.banks, -1, dtype=np.int64)
         self.names = spec.command_names
 
@@ -87,7 +92,7 @@ class FunctionalChannel:
                     self.acc[:] = 0.0
                 self.acc = (self.acc + _tree_sum16((w * g[None, :]).astype(np.float32))).astype(np.float32)
             elif name == "RDMAC":
-                out.append(self.acc[b:b + 8].copy())
+                out.append(self.acc[b:b + self.per_burst].copy())
             elif name == "WRGB":
                 if xs is None:
                     raise RuntimeError("WRGB needs an input vector")
@@ -114,5 +119,5 @@ class FunctionalChannel:
             else:
                 raise NotImplementedError(f"functional model of {name} (issue #3)")
         if not out:
-            return np.zeros((0, 8), dtype=np.float32)
+            return np.zeros((0, self.per_burst), dtype=np.float32)
         return out

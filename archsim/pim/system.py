@@ -537,7 +537,7 @@ class PimGptSimulator:
             "sim_layer_memo_hits": self.layer_memo_hits, "sim_layer_memo_misses": self.layer_memo_misses,
             "engine": self.engine.engine, "refresh": "allbank" if self.cfg["refresh"] else "none",
             # roofs for the report's roofline: all MACs busy, and every bank streaming one column per MAC slot
-            "peak_flops_per_s": self.g.channels * self.g.banks * self.spec.raw["pim"]["macs_per_bank"] * 2
+            "peak_flops_per_s": self.g.channels * self.g.banks * self.g.lanes * 2
             / (self.spec.timing["nCCDL"] * tck),
             "peak_bytes_per_s": self.g.channels * self.g.banks * self.spec.access_bytes / (self.spec.timing["nCCDL"] * tck),
         }

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "run_trace", "run", "load_result"]
+__all__ = ["__version__", "run_trace", "run", "load_result", "recost"]
 
 
 def __getattr__(name: str):
@@ -16,4 +16,8 @@ def __getattr__(name: str):
         from archsim.results import load_result
 
         return load_result
+    if name == "recost":  # archsim.recost(result, preset): energy under another preset's table
+        from archsim.energy import recost
+
+        return recost
     raise AttributeError(name)

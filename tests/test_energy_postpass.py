@@ -23,7 +23,9 @@ def test_closing_forms_of_a_command_cost_as_their_action():
 def test_recost_equals_a_run_on_the_other_table(tmp_path):
     trace = {"kind": "random", "requests": 3000, "seed": 4}
     base = run_trace(trace, preset="HBM2_2Gbps_PC", controller={"row_policy": "closed"})
-    assert energy.recost(base, "HBM2_2Gbps_PC") == base.stats["energy_pj"]
+    import archsim
+
+    assert archsim.recost(base, "HBM2_2Gbps_PC") == base.stats["energy_pj"]
     # the same device with a costlier read path: same timing, so a run on it equals the re-costed run
     data = yaml.safe_load((paths.PACKAGE_DIR / "presets" / "dram" / "HBM2_2Gbps_PC.yaml").read_text())
     data["name"] = "HBM2_2Gbps_PC_hot_reads"

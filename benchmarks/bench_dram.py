@@ -45,7 +45,8 @@ CASES = {
     "hbm2-random": ("HBM2_2Gbps_PC", 8, "random"),
     "hbm2-stream": ("HBM2_2Gbps_PC", 8, "stream"),
 }
-# Ramulator 2.1, same traces (2 M requests, 80 % reads): simulated cycles of its published runs.
+# Ramulator 2.1 on the same traces (2 M requests, 80 % reads), run by the project on this machine class (2 vCPU
+# EPYC VM; Ramulator is not a dependency): its simulated cycles, FRFCFS, open row, all-bank refresh, RoBaRaCoCh.
 RAMULATOR_CYCLES = {"ddr4-random": 18.26e6, "ddr4-stream": 12.37e6, "hbm2-random": 2.21e6, "hbm2-stream": 2.14e6}
 RAMULATOR_REQUESTS = 2_000_000
 SPAN_BYTES = 2 << 30

@@ -44,7 +44,7 @@ def test_pim_covers_a_whole_channel_stream() -> None:
 
 
 def test_pim_fields_cover_the_reference_geometry() -> None:
-    # reference/pim-gpt.md: 16 banks, 16K rows, 2 KB rows of 32 B columns, 2 KB global buffer.
+    # PIM-GPT paper: 16 banks, 16K rows, 2 KB rows of 32 B columns, 2 KB global buffer.
     f = PIM.fields
     assert f["bank"].max + 1 >= 16
     assert f["row"].max + 1 >= 16 * 1024

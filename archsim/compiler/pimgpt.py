@@ -1,7 +1,7 @@
 """PIM-GPT compiler: lay a GPT model out over GDDR6-AiM channels x banks and emit per-channel command
 streams (isa/pim.yaml) plus the host instruction stream (isa/host.yaml). Policy: mappings/pimgpt.yaml.
 
-Layout in short (reference/pim-gpt.md sec. 2):
+Layout in short (PIM-GPT, Wu, Wang & Lu 2024):
 * every bank of a channel executes the same MACAB (same row, column, GB slot) in lock-step, so all banks of
   a channel hold data of identical shape at identical addresses; a bank's column space is linear:
   address a -> (row = base + a // 64, column = a % 64);

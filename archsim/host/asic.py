@@ -1,7 +1,7 @@
 """PIM-GPT's non-linear ASIC: the algorithms it runs, their add/mul counts, latency and energy.
 
 The ASIC has only floating-point adders and multipliers (`lanes` of each) plus integer adds on bit patterns.
-Everything else is built from them (reference/pim-gpt.md sec. 1):
+Everything else is built from them (PIM-GPT, Wu, Wang & Lu 2024):
 
 * exp(x): clamp, range reduction x = k ln2 + r (k by magic-number rounding, Cody-Waite two-constant ln2),
   a degree-`exp_taylor_degree` Taylor polynomial of e^r in Horner form, and 2^k by an integer add to the

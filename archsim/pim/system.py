@@ -1,7 +1,7 @@
 """PIM-GPT end to end: decode token by token on GDDR6-AiM channels + the non-linear ASIC.
 
 Per token (context L = t + 1) every op of the graph runs in order (the PIM-GPT engine issues the next
-instruction when the ASIC and the PIM package are idle, reference/pim-gpt.md sec. 3):
+instruction when the ASIC and the PIM package are idle, the PIM-GPT paper (Wu, Wang & Lu 2024)):
   * weight GEMVs, q.K^T, p.V, K/V appends and embedding reads -> per-channel command streams timed by the
     channel engine (archsim.engine.channel, one stream source per channel, via archsim.engine.reuse); their
     I/O (WRGB, RDMAC, RD/WR bursts) is part of the streams; refresh (option `refresh: true`) interrupts a

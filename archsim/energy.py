@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from archsim import expr
 from archsim.dram.spec import DramSpec
 
 COMPONENTS = ("act_pre", "read", "write", "refresh", "background")
+PIM_COMPONENT = "pim"       # actions a preset prices under `energy.actions` (PIM commands)
 
 
 def dram_action_energy_pj(spec: DramSpec) -> dict[str, float]:
@@ -29,13 +31,19 @@ def dram_action_energy_pj(spec: DramSpec) -> dict[str, float]:
         rd = (e["IDD4R"] - e["IDD3N"]) * t["nBL"] * tck_ns * vdd * dev
         wr = (e["IDD4W"] - e["IDD3N"]) * t["nBL"] * tck_ns * vdd * dev
         ref = (e["IDD5B"] - e["IDD3N"]) * t["nRFC"] * tck_ns * vdd * dev
-        return {"ACT": act, "RD": rd, "WR": wr, "REFab": ref, "REFpb": ref / spec.banks_per_rank,
-                "background_mw": e["IDD3N"] * vdd * dev, "background_per": "rank"}
-    bits_row = spec.row_bytes * 8
-    bits_access = spec.access_bytes * 8
-    return {"ACT": e["act_pre_pj_per_row_bit"] * bits_row, "RD": e["rd_pj_per_bit"] * bits_access,
-            "WR": e["wr_pj_per_bit"] * bits_access, "REFab": float(e["refab_pj"]), "REFpb": float(e["refpb_pj"]),
-            "background_mw": float(e["background_mw"]), "background_per": "bus"}
+        out = {"ACT": act, "RD": rd, "WR": wr, "REFab": ref, "REFpb": ref / spec.banks_per_rank,
+               "background_mw": e["IDD3N"] * vdd * dev, "background_per": "rank"}
+    else:
+        bits_row = spec.row_bytes * 8
+        bits_access = spec.access_bytes * 8
+        out = {"ACT": e["act_pre_pj_per_row_bit"] * bits_row, "RD": e["rd_pj_per_bit"] * bits_access,
+               "WR": e["wr_pj_per_bit"] * bits_access, "REFab": float(e["refab_pj"]),
+               "REFpb": float(e["refpb_pj"]), "background_mw": float(e["background_mw"]), "background_per": "bus"}
+    # further actions (PIM commands) priced in units of the base ones, e.g. `COMP: 4 * RD`
+    base = {k: v for k, v in out.items() if k in ACTION_COMPONENT}
+    for action, text in (e.get("actions") or {}).items():
+        out[action] = float(expr.evaluate(text, base))
+    return out
 
 
 def action_counts(spec: DramSpec, command_counts: dict[str, int]) -> dict[str, int]:
@@ -65,6 +73,8 @@ def dram_energy_pj(spec: DramSpec, counts: dict[str, int], cycles: int, channels
         comp = ACTION_COMPONENT.get(action)
         if comp is not None:
             out[comp] += per[action] * n
+        elif action in per:
+            out[PIM_COMPONENT] = out.get(PIM_COMPONENT, 0.0) + per[action] * n
     seconds = cycles * spec.tCK_s
     if per.get("background_per") == "rank":
         units = channels * spec.counts[1] * spec.counts[2]

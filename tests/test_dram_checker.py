@@ -77,35 +77,40 @@ class Device:
             elif cmd.effect in ("close", "read_close", "write_close"):
                 self.open.pop((b, cmd.buffer), None)
 
-    def _by(self, effect: str, buffer: int, scope: int | None) -> str | None:
-        for c in self.spec.commands:
-            if c.effect == effect and c.buffer == buffer and (scope is None or c.scope == scope):
-                return c.name
-        return None
+    def _cover(self, effect: str, buffer: int, scope: int, banks: list[int], row: int = -1) -> list[Cmd]:
+        """Commands of `effect` on `buffer` that together reach every bank of `banks`: one at `scope` if the
+        standard has it, else bank-scope ones, else the narrowest it has (e.g. NeuPIMs' bank-group G_ACT)."""
+        spec = self.spec
+        cands = [c for c in spec.commands if c.effect == effect and c.buffer == buffer]
+        if not banks or not cands:
+            return []
+        bank_scope = spec.commands[spec.cmd("ACT")].scope
+        same = [c for c in cands if c.scope == scope]
+        if same and scope != bank_scope:
+            return [Cmd(-1, same[0].name, banks[0], row)]
+        pick = next((c for c in cands if c.scope == bank_scope), None) or min(
+            cands, key=lambda c: len(target_banks(spec, c.name, banks[0])))
+        out, covered = [], set()
+        for b in banks:
+            if b not in covered:
+                out.append(Cmd(-1, pick.name, b, row))
+                covered |= set(target_banks(spec, pick.name, b))
+        return out
 
     def needs(self, name: str, bank: int) -> list[Cmd]:
         """Commands (cycles to be filled in) that make `name` at `bank` legal in the current state."""
         spec = self.spec
         cmd = spec.commands[spec.cmd(name)]
         banks = target_banks(spec, name, bank)
-        bank_scope = spec.commands[spec.cmd("ACT")].scope
         out: list[Cmd] = []
         if cmd.effect in ("read", "write", "read_close", "write_close", "compute"):
             closed = [b for b in banks if (b, cmd.buffer) not in self.open]
-            wide = self._by("open", cmd.buffer, cmd.scope)
-            if closed and wide and cmd.scope != bank_scope:
-                out.append(Cmd(-1, wide, banks[0], ROW + cmd.buffer))
-            else:
-                out += [Cmd(-1, self._by("open", cmd.buffer, bank_scope), b, ROW + cmd.buffer) for b in closed]
+            out += self._cover("open", cmd.buffer, cmd.scope, closed, ROW + cmd.buffer)
         elif cmd.effect in ("open", "refresh"):
             buffers = [cmd.buffer] if cmd.effect == "open" else range(len(spec.row_buffers))
             for buf in buffers:
                 opened = [b for b in banks if (b, buf) in self.open]
-                wide = self._by("close", buf, cmd.scope)
-                if opened and wide and cmd.scope != bank_scope:
-                    out.append(Cmd(-1, wide, banks[0]))
-                else:
-                    out += [Cmd(-1, self._by("close", buf, bank_scope), b) for b in opened]
+                out += self._cover("close", buf, cmd.scope, opened)
         return out
 
     def row_for(self, name: str, bank: int) -> int:
@@ -163,6 +168,12 @@ def build_gate(spec, r: dict) -> tuple[list[Cmd], Cmd]:
     for i, b in enumerate(prev_banks):
         for c in dev.needs(p_name, b):
             put(len(log), c)
+        # opens the following command needs elsewhere that these prerequisites undid (a channel-wide close
+        # before a bank-group open): far back too, not between the preceding command and the bound
+        mine = set(target_banks(spec, p_name, b))
+        for c in dev.needs(f_name, f_bank):
+            if spec.commands[spec.cmd(c.name)].effect == "open" and not mine & set(target_banks(spec, c.name, c.bank)):
+                put(len(log), c)
         assert len(log) < GAP // 2
         log.append(Cmd(t0 + i, p_name, b, dev.row_for(p_name, b)))
         dev.apply(log[-1])

@@ -386,6 +386,21 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
     energy = data.get("energy", {}) or {}
     if energy:
         require_choice(doc, "energy.model", energy.get("model"), ["idd", "table"])
+        acts = energy.get("actions") or {}
+        if not isinstance(acts, dict):
+            raise doc.error("energy.actions", "must be a mapping {action: expression over ACT, RD, WR, REFab, REFpb}")
+        known = {c.action for c in commands}
+        for action, text in acts.items():
+            if action not in known:
+                raise doc.error(f"energy.actions.{action}", "not an action of any command of standard "
+                                f"{std['name']}; actions: {', '.join(sorted(known))}")
+            try:
+                bad = expr.names(str(text)) - {"ACT", "RD", "WR", "REFab", "REFpb"}
+            except Exception as exc:
+                raise doc.error(f"energy.actions.{action}", str(exc)) from None
+            if bad:
+                raise doc.error(f"energy.actions.{action}", f"unknown name {sorted(bad)[0]!r}; an action is "
+                                "priced in units of ACT, RD, WR, REFab, REFpb")
     if "mapping" in data:
         from archsim.dram.mapping import parse_mapping
 

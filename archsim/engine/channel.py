@@ -1298,10 +1298,11 @@ class MemorySystem:
         return n
 
     def enqueue_requests(self, port: int, channel, bank, row, column, kind=0, arrive=-1, tag=-1) -> np.ndarray:
-        """Append requests to a port's backlog (arrays of equal length; bank = global bank id). Returns their
-        request ids."""
-        channel = np.asarray(channel, dtype=np.int64)
-        n = channel.shape[0]
+        """Append requests to a port's backlog (arrays of one length, scalars broadcast; bank = global bank id).
+        Returns their request ids."""
+        cols = [np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (channel, bank, row, column, kind, arrive, tag)]
+        n = max(c.shape[0] for c in cols)
+        channel, bank, row, column, kind, arrive, tag = (np.broadcast_to(c, (n,)) for c in cols)
         self._ensure_requests(n)
         S = self.S
         a, b = self.n_req, self.n_req + n

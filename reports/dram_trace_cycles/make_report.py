@@ -1,0 +1,68 @@
+"""Regenerate reports/dram_trace_cycles/README.md from the sweep sweeps/dram_trace_cycles.yaml.
+
+Run:  .venv/bin/archsim sweep sweeps/dram_trace_cycles.yaml -j 2     (writes results/dram_trace_cycles/)
+      .venv/bin/python reports/dram_trace_cycles/make_report.py [RESULTS_DIR]
+
+Every number in README.md comes from those runs; Ramulator 2.1's cycle counts are the project's own runs of
+Ramulator 2.1 on the same traces (constants in benchmarks/bench_dram.py).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from archsim.results import atomic_write_text  # noqa: E402
+from archsim.sweep import load_results  # noqa: E402
+from bench_dram import RAMULATOR_CYCLES, RAMULATOR_REQUESTS  # noqa: E402
+
+OUT = Path(__file__).resolve().parent
+RAMULATOR = {("DDR4_3200AA_x8_8Gb", 1, "random"): RAMULATOR_CYCLES["ddr4-random"],
+             ("DDR4_3200AA_x8_8Gb", 1, "stream"): RAMULATOR_CYCLES["ddr4-stream"],
+             ("HBM2_2Gbps_PC", 1, "random"): RAMULATOR_CYCLES["hbm2-random"],
+             ("HBM2_2Gbps_PC", 1, "stream"): RAMULATOR_CYCLES["hbm2-stream"]}
+
+
+def table(results: Path) -> list[dict]:
+    stats, _ = load_results(results)
+    rows = {}
+    for _, s in stats.iterrows():
+        key = (s["preset"], int(s["dram.org.ranks"]), s["trace.kind"])
+        rows.setdefault(key, {})[bool(s["controller.active_buffer"])] = s
+    out = []
+    for (preset, ranks, kind), by_ab in rows.items():
+        off, on = by_ab[False], by_ab[True]
+        # Ramulator's counts are for 2 M-request traces only
+        ram = RAMULATOR.get((preset, ranks, kind)) if int(off["requests"]) == RAMULATOR_REQUESTS else None
+        out.append({"preset": preset, "ranks": ranks, "trace": kind, "requests": int(off["requests"]),
+                    "cycles": int(off["cycles"]), "GB/s": off["bandwidth_GBps"],
+                    "hit": off["row_hit_rate"], "cycles_ab": int(on["cycles"]), "hit_ab": on["row_hit_rate"],
+                    "ab_ratio": on["cycles"] / off["cycles"], "ramulator": ram})
+    order = {"stream": 0, "random": 1, "mixed": 2, "conflict": 3}
+    return sorted(out, key=lambda r: (r["preset"], r["ranks"], order[r["trace"]]))
+
+
+def render(rows: list[dict]) -> str:
+    lines = ["| device | trace | cycles | GB/s | row hits | cycles, active buffer | ratio | row hits, active buffer "
+             "| Ramulator 2.1 cycles (ours / theirs) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        dev = f"{r['preset']}, {r['ranks']} rank{'s' if r['ranks'] > 1 else ''}"
+        ram = f"{r['ramulator'] / 1e6:.2f} M ({r['cycles'] / r['ramulator']:.2f})" if r["ramulator"] else "not run"
+        lines.append(f"| {dev} | {r['trace']} | {r['cycles'] / 1e6:.3f} M | {r['GB/s']:.1f} | {100 * r['hit']:.1f} % "
+                     f"| {r['cycles_ab'] / 1e6:.3f} M | {r['ab_ratio']:.3f} | {100 * r['hit_ab']:.1f} % | {ram} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    results = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results" / "dram_trace_cycles"
+    rows = table(results)
+    text = (OUT / "README.template.md").read_text().replace("{{TABLE}}", render(rows))
+    atomic_write_text(OUT / "README.md", text)
+    print(f"wrote {OUT / 'README.md'}")
+
+
+if __name__ == "__main__":
+    main()

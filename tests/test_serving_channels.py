@@ -19,7 +19,7 @@ from archsim.workload.serving import (
 )
 from archsim.workload.spec import spec_from_mapping
 
-# GPT3-7B as NeuPIMs configures it (reference note sec. 5): E 4096, 32 heads, 32 layers.
+# GPT3-7B as NeuPIMs configures it (NeuPIMs code): E 4096, 32 heads, 32 layers.
 GPT3_7B = spec_from_mapping({"d_model": 4096, "n_layers": 32, "n_heads": 32, "vocab": 50257, "max_context": 2048})
 LOAD = mha_load_fn(GPT3_7B, tp=4)
 

@@ -15,7 +15,7 @@ from archsim.workload.serving import (
     write_trace,
 )
 
-# Dataset means (NeuPIMs trace-generator stats, reference note sec. 5).
+# Dataset means (NeuPIMs trace-generator stats).
 MEANS = {"sharegpt": (80.0, 296.0), "alpaca": (12.0, 56.0)}
 N = 40_000
 # Standard error of the sample mean is < 0.6 % for every distribution at N = 40,000 (log-normal sigma <= 1,

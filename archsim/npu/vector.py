@@ -1,6 +1,6 @@
 """Vector-unit latencies for the non-GEMM operators (softmax, LayerNorm, GELU, residual add).
 
-Op-count model as in ONNXim/NeuPIMs (reference note neupims.md sec. 1): a vector of n elements on a unit of
+Op-count model as in ONNXim/NeuPIMs (the NeuPIMs code, casys-kaist/NeuPIMs): a vector of n elements on a unit of
 `lanes` lanes takes iters = ceil(n / lanes) passes, and a reduction takes addtree(n) tree levels with
 addtree(n) = 1 if n <= lanes else ceil(n / lanes) + addtree(ceil(n / lanes)). Per vector (one row):
 

@@ -4,7 +4,7 @@ of requests on memory channels with sub-batch partitioning.
 Self-contained on purpose: iteration latency comes from a callback, so any system model (NPU tile model,
 PIM, DRAM engine, a roofline) can be plugged in without this module importing it.
 
-Length distributions (archsim's choice; the reference note gives only the dataset means): prompt and
+Length distributions (archsim's choice; NeuPIMs publishes only the dataset means): prompt and
 output lengths are independent discretised log-normals, X = round(exp(N(mu, sigma^2))) clipped below at 1
 and truncated (renormalised) to [1, max_tokens], with mu solved so the discretised, truncated mean equals
 the dataset mean exactly. Log-normal because token counts are positive and right-skewed; sigma is an
@@ -106,7 +106,7 @@ class LengthDist:
         return rng.choice(np.arange(1, self.max_tokens + 1), size=size, p=self.pmf())
 
 
-# Dataset means from the NeuPIMs trace generator stats (reference note sec. 5): ShareGPT 80 / 296,
+# Dataset means from the NeuPIMs trace generator stats (NeuPIMs' trace generator): ShareGPT 80 / 296,
 # Alpaca 12 / 56 prompt / output tokens. Sigmas are archsim's assumption (module doc).
 DATASETS: dict[str, tuple[LengthDist, LengthDist]] = {
     "sharegpt": (LengthDist(80.0, 1.0, 1024), LengthDist(296.0, 1.0, 1024)),

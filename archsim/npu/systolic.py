@@ -529,6 +529,15 @@ class DoubleBufferTimeline:
         return timing
 
 
+    def record_store_done(self, timing: TileTiming, done_cycles: int) -> None:
+        """Replace the store completion of the block `timing` ended (recorded with store_cycles 0) by the
+        cycle a real memory finished it; later tiles of the block two behind wait for it."""
+        tile = self.schedule.tiles[next(i for i, t in enumerate(self.timeline.tiles) if t is timing)]
+        timing.store_done_cycles = max(int(done_cycles), timing.compute_done_cycles)
+        self._store_done_by_output[tile.output_index] = timing.store_done_cycles
+        self._last_store_done = max(self._last_store_done, timing.store_done_cycles)
+
+
 def overlap_timeline(schedule: GemmSchedule, load_cycles: Sequence[int] | None = None,
                      store_cycles: Sequence[int] | None = None) -> Timeline:
     """Overlapped timeline when tile i's loads take `load_cycles[i]` once issued (0 = compute bound)."""

@@ -18,9 +18,11 @@ def run_list(args: argparse.Namespace) -> int:
     from archsim.dram.spec import load_spec, preset_names
 
     print("DRAM presets:")
-    for name in preset_names():
-        s = load_spec(name)
-        print(f"  {name:<22} {s.standard:<6} {s.channels:>2} ch  {s.capacity_bytes / 2**30:>5g} GiB  "
+    specs = [load_spec(name) for name in preset_names()]
+    wn = max((len(s.name) for s in specs), default=0)
+    ws = max((len(s.standard) for s in specs), default=0)
+    for s in specs:
+        print(f"  {s.name:<{wn}}  {s.standard:<{ws}}  {s.channels:>2} ch  {s.capacity_bytes / 2**30:>5g} GiB  "
               f"{s.peak_bw_bytes_per_s / 1e9:7.1f} GB/s peak  tCK {s.tCK_ps:g} ps")
     return 0
 

@@ -559,7 +559,9 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
             if S.bank_pin[b] > 0 or (S.owner[b, 0] != -1 and S.owner[b, 0] != me):
                 continue
         elif c == c_act:
-            if S.reserve[b] > 0:
+            # (under `blocked` only the active source issues: a reservation would only hold the active rw
+            # source back for an inactive stream, so blocked arbitration ignores reservations)
+            if S.reserve[b] > 0 and CF[CF_ARB] != ARB_BLOCKED:
                 continue
             if nbuf > 1:
                 row = S.r_row[S.cand_ri[q, b]]

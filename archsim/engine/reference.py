@@ -627,7 +627,8 @@ class ReferenceController:
             extra = r.rd_issue + self.spec.commands[self.RD].latency + self.alu_latency if r.rd_issue >= 0 else 0
             if self.ready(ch, cmd, target, t, extra):
                 return _Candidate(r.age, cmd, target, r.row, r.column, s, r, pinned_ok=True), None
-        reserved = self._reserved(ch)
+        # under `blocked` only the active source issues, so reservations are ignored (clarification 8)
+        reserved = self._reserved(ch) if self.arbitration != "blocked" else set()
         active_q = st.write_q if st.write_mode else st.read_q
         by_bank: dict[int, list[_Request]] = defaultdict(list)
         for r in sorted(active_q, key=lambda r: r.age):

@@ -1,0 +1,107 @@
+"""NeuPIMs attention GEMVs on PIM (archsim.compiler.neupims): command counts follow the layout, the channel
+engine runs the streams checker-clean within NeuPIMs' own length estimate, PIM attention overlaps NPU
+traffic with dual row buffers and not in the blocked single-buffer baseline, and no GEMV crosses a refresh."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from archsim.compiler.neupims import AttentionCompiler
+from archsim.dram.checker import check_log
+from archsim.dram.spec import load_spec
+from archsim.engine.channel import MemorySystem
+
+DK = 128
+
+
+def _spec(name="NeuPIMs_HBM2_Dual"):
+    return load_spec(name, overrides={"org.channels": 1})
+
+
+def _run(spec, stream, ctrl=None, npu_reads=0, arbitration="priority", stream_refresh="split"):
+    sources = [{"name": "pim", "kind": "stream"}] + ([{"name": "npu", "kind": "rw"}] if npu_reads else [])
+    ms = MemorySystem(spec, ctrl or {"refresh": "none"}, sources=sources, arbitration=arbitration,
+                      stream_refresh=stream_refresh, log=True)
+    if npu_reads:
+        port = ms.add_port("npu")
+        i = np.arange(npu_reads)
+        # NPU weight reads: rows 5000.. of every bank, sequential columns (a GEMM's DMA), all queued at 0
+        ms.enqueue_requests(port, 0, i % 32, 5000 + i // (32 * 16), i // 32 % 16, 0, 0, -1)
+    cmd, bank, row, flags, est = stream.arrays()
+    ms.enqueue_stream("pim", 0, cmd, bank, row=row, column=-1, flags=flags, est=est)
+    end = ms.run()
+    log = ms.command_log()
+    assert not check_log(spec, log)
+    return end, log
+
+
+@pytest.mark.parametrize("context", [32, 200, 1024])
+def test_command_counts_follow_the_layout(context):
+    spec = _spec()
+    ac = AttentionCompiler(spec, DK)
+    heads = 3
+    lg, at = ac.decode_step([context], heads)
+    B = spec.banks_per_channel
+    rounds = math.ceil(context / B)
+    assert lg.count(spec.cmd("COMP")) == heads * rounds * DK // 16
+    assert lg.count(spec.cmd("READRES")) == heads * rounds
+    row_sets = math.ceil(rounds / (512 // DK))
+    assert lg.count(spec.cmd("G_ACT")) == heads * row_sets * 8            # 2 ranks x 4 bank groups
+    chunks, blocks = math.ceil(context / 512), math.ceil(DK / B)
+    assert at.count(spec.cmd("COMP")) == heads * chunks * blocks * 512 // 16
+    assert at.count(spec.cmd("READRES")) == heads * chunks * blocks
+    assert at.count(spec.cmd("GWRITE")) == heads * chunks                 # one chunk of s per GWRITE
+
+
+def test_gemvs_run_within_neupims_estimate_and_above_the_compute_bound():
+    spec = _spec()
+    ac = AttentionCompiler(spec, DK)
+    lg, at = ac.decode_step([1024, 300], heads=2)
+    for s in (lg, at):
+        end, _ = _run(spec, s)
+        cmd, _, _, _, est = s.arrays()
+        comps = s.count(spec.cmd("COMP"))
+        assert comps * spec.timing["nCOMP"] < end <= est.sum()
+
+
+def test_dual_row_buffers_overlap_attention_with_npu_traffic():
+    """The NeuPIMs mechanism: with a PIM row buffer per bank, NPU reads and PIM attention share the channel;
+    the blocked single-buffer baseline serves them one after the other."""
+    ac_d = AttentionCompiler(_spec(), DK)
+    lg, _ = ac_d.decode_step([512], heads=4)
+    reads = 4096
+    pim_alone, _ = _run(_spec(), lg)
+    end_dual, log = _run(_spec(), lg, npu_reads=reads, arbitration="priority")
+    single = _spec("NeuPIMs_HBM2_Single")
+    lg1, _ = AttentionCompiler(single, DK).decode_step([512], heads=4)
+    end_single, log1 = _run(single, lg1, npu_reads=reads, arbitration="blocked")
+    assert end_dual < end_single
+    # in the dual device NPU reads issue while PIM rows are open
+    pim = log[log.source == "pim"]
+    rd = log[(log.source == "npu") & (log.command == "RD")]
+    assert ((rd.cycle > pim.cycle.min()) & (rd.cycle < pim.cycle.max())).sum() > reads // 4
+    # dual: close to the longer of the two alone; blocked single-buffer: close to their sum
+    from archsim.compiler.neupims import Stream
+
+    npu_alone, _ = _run(_spec(), Stream(), npu_reads=reads)
+    pim_alone1, _ = _run(single, lg1)
+    assert max(pim_alone, npu_alone) <= end_dual < 0.8 * (pim_alone + npu_alone)
+    assert end_single >= 0.95 * (pim_alone1 + npu_alone)
+
+
+def test_no_gemv_crosses_a_refresh_when_admission_waits():
+    spec = _spec()
+    lg, _ = AttentionCompiler(spec, DK).decode_step([1024, 1024, 512], heads=4)
+    end, log = _run(spec, lg, ctrl={"refresh": "allbank"}, stream_refresh="wait")
+    cmd, _, _, flags, _ = lg.arrays()
+    pim = log[log.source == "pim"].reset_index(drop=True)
+    assert len(pim) == len(cmd)                    # nothing split: no restores
+    starts = np.flatnonzero(flags & 1)
+    ends = np.flatnonzero(flags & 2)
+    refs = log[log.command == "REFab"].cycle.to_numpy()
+    assert len(refs) > 0
+    for s, e in zip(starts, ends, strict=True):
+        a, b = pim.cycle[s], pim.cycle[e]
+        assert not ((refs > a) & (refs < b)).any(), f"GEMV {s}..{e} spans a refresh"

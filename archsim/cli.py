@@ -33,7 +33,27 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    _show_defaults(parser)
     return parser
+
+
+def subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+    """(command path, parser) of every subcommand, nested ones included (e.g. "isa asm")."""
+    out = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                out.append((name, child))
+                out.extend((f"{name} {sub}", p) for sub, p in subparsers(child))
+    return out
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand's --help shows its options' defaults (archsim.commands.common.HelpFormatter)."""
+    from archsim.commands.common import HelpFormatter
+
+    for _, child in subparsers(parser):
+        child.formatter_class = HelpFormatter
 
 
 def main(argv: list[str] | None = None) -> int:

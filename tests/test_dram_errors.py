@@ -109,10 +109,10 @@ def test_synthetic_trace_fits_any_preset():
     (["trace", "synthetic:random:10", "--set", "dram.timing.nRCD=-3", "--quiet"],
      "timing.nRCD: must be an integer >= 1, got -3"),
     (["trace", "synthetic:random:10", "--set", "dram.timing.nRC=50", "--quiet"], "nRC is derived"),
-    (["trace", "synthetic:random:10", "--set", "dram.timing.nFOO=5", "--quiet"], "unknown timing parameter"),
+    (["trace", "synthetic:random:10", "--set", "dram.timing.nFOO=5", "--quiet"], "dram.timing.nFOO: unknown key path"),
     (["trace", "no/such/file.trace", "--quiet"], "trace file not found"),
     (["trace", "synthetic:random:ten", "--quiet"], "expected synthetic:KIND:N"),
-    (["trace", "synthetic:random:10", "--mapping", "RoXxCh", "--quiet"], "unknown field 'Xx'"),
+    (["trace", "synthetic:random:10", "--address-mapping", "RoXxCh", "--quiet"], "unknown field 'Xx'"),
     (["check-log", "no/such/log.csv", "--preset", DDR4], "command log not found"),
 ])
 def test_cli_user_errors_exit_2(capsys, argv, expect):

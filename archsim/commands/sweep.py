@@ -4,10 +4,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from archsim.commands.common import add_parser, add_set_option, config_file_overrides, set_overrides
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "sweep",
+    p = add_parser(
+        subparsers, "sweep",
         help="run a sweep file (grid/zip/points over a base config) locally or on Dask",
         description="Expand a sweep file into points and run them in parallel. Each finished point is "
         "stored at once (DIR/points/<hash>.parquet), so an interrupted sweep resumes where it stopped; "
@@ -23,14 +25,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="Dask scheduler address (implies --executor dask; without it dask starts a LocalCluster)")
     p.add_argument("--force", action="store_true", help="rerun points that already have results")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary (failures still shown)")
+    add_set_option(p, config_help="YAML file of overrides of the sweep's base config, e.g. "
+                   "{dram: {timing: {nRCD: 20}}} (applied before --set; recorded in the results manifest)")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from archsim.sweep import run_sweep
+    from archsim.sweep import load_sweep, run_sweep
 
     executor = args.executor or ("dask" if args.scheduler else "local")
-    outcome = run_sweep(args.sweep_file, args.out, jobs=args.jobs, executor=executor, scheduler=args.scheduler,
+    file_system, overrides = config_file_overrides(args.override_file) if args.override_file else (None, [])
+    if file_system is not None:
+        overrides.insert(0, ("system", file_system, args.override_file, None))
+    overrides += set_overrides(args)
+    sweep = load_sweep(args.sweep_file, base_overrides=overrides)
+    outcome = run_sweep(sweep, args.out, jobs=args.jobs, executor=executor, scheduler=args.scheduler,
                         force=args.force, progress=False if args.quiet else None)
     if not args.quiet:
         print(f"sweep {outcome.name}: {outcome.total} points: {outcome.skipped} already done, "

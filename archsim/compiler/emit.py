@@ -55,15 +55,21 @@ def host_instruction(op: Any, lay: Any, t: int, L: int, bufs: dict[str, int]) ->
 
 def compile_decode_step(model: str, out_dir: str | Path, context: int = 1, layers: int | None = None,
                         channels: int | None = None, preset: str = "GDDR6_AiM_16Gbps",
-                        mapping: str = "pimgpt") -> list[Path]:
+                        mapping: str = "pimgpt", config: dict[str, Any] | None = None) -> list[Path]:
+    """Write the streams of one decode step. `config` (a pimgpt config, e.g. with dram / mapping_overrides
+    keys) replaces preset / mapping / channels when given; its tokens, baselines and timeline do not apply."""
     from archsim import isa as isa_mod
     from archsim.pim.stream import Stream, to_text
     from archsim.pim.system import PimGptSimulator
     from archsim.workload import build_graph
 
-    cfg: dict[str, Any] = {"model": model, "tokens": 1, "preset": preset, "mapping": mapping, "baselines": []}
-    if channels is not None:
-        cfg["channels"] = channels
+    if config is not None:
+        cfg: dict[str, Any] = {k: v for k, v in config.items() if k not in ("system", "timeline")}
+        cfg.update({"model": model, "tokens": 1, "baselines": []})
+    else:
+        cfg = {"model": model, "tokens": 1, "preset": preset, "mapping": mapping, "baselines": []}
+        if channels is not None:
+            cfg["channels"] = channels
     sim = PimGptSimulator(cfg, log=True)
     lay = sim.layout
     L = context

@@ -62,7 +62,10 @@ def load_policy(name_or_path: str | Path = "pimgpt", overrides: dict[str, Any] |
     path = paths.resolve("mappings", name_or_path)
     doc = load_yaml(path)
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.data.items()}
-    for key, value in (overrides or {}).items():
+    from archsim.config import flatten
+
+    # {"weights.layout": x} or {"weights": {"layout": x}} (the nested form a config's mapping_overrides takes)
+    for key, value in flatten(dict(overrides or {})).items():
         sec, _, sub = key.partition(".")
         if not sub or sec not in ("weights", "attention", "rows"):
             raise ConfigError(f"mapping.{key}", "unknown key; e.g. weights.layout=row_aligned", source=str(path))

@@ -259,7 +259,28 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@register("dram-trace", resolve=resolve)
+DEFAULT_PRESET = "DDR4_3200AA_x8_8Gb"
+# keys of a synthetic trace given as a mapping (archsim.dram.trace.synthetic_trace) -> their defaults (None:
+# required, or chosen at run time: span_bytes from the device, seed from the run's seed)
+SYNTHETIC_KEYS = {"kind": None, "requests": None, "read_fraction": 0.8, "span_bytes": None, "seed": None,
+                  "start": 0}
+
+
+def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
+    """Keys settable beyond the resolved config's leaves (archsim.systems.config_leaves): preset, channels,
+    mapping, dram.* (the preset's values) and trace.* (a synthetic trace) when the config does not give them."""
+    from archsim.dram.spec import override_leaves
+
+    out: dict[str, Any] = {"preset": DEFAULT_PRESET, "channels": None, "mapping": None}
+    out.update(override_leaves(resolved.get("preset", DEFAULT_PRESET)))
+    trace = resolved.get("trace")
+    if trace is None or isinstance(trace, dict):
+        out["trace"] = None
+        out.update({f"trace.{k}": v for k, v in SYNTHETIC_KEYS.items()})
+    return out
+
+
+@register("dram-trace", resolve=resolve, keys=settable_keys)
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry for sweeps: keys preset, channels, mapping, controller{}, dram{timing overrides}, trace."""
     config = resolve(config)
@@ -267,7 +288,15 @@ def run_config(config: dict[str, Any], seed: int = 0) -> Result:
         raise ConfigError("trace", "missing: a trace path or {kind: random|stream, requests: N}")
     trace = config["trace"]
     if isinstance(trace, dict):
+        for key in trace:
+            if key not in SYNTHETIC_KEYS:
+                raise ConfigError(f"trace.{key}", f"unknown key of a synthetic trace; allowed: {', '.join(SYNTHETIC_KEYS)}")
+        for key in ("kind", "requests"):
+            if key not in trace:
+                raise ConfigError(f"trace.{key}", "missing: a synthetic trace needs kind (random|stream) and requests")
         trace = {"seed": seed, **trace}
+    elif not isinstance(trace, str):
+        raise ConfigError("trace", f"must be a trace path or {{kind: random|stream, requests: N}}, got {trace!r}")
     overrides = {}
     for section, values in (config.get("dram") or {}).items():
         if isinstance(values, dict):
@@ -275,6 +304,6 @@ def run_config(config: dict[str, Any], seed: int = 0) -> Result:
                 overrides[f"{section}.{k}"] = v
         else:
             overrides[section] = values
-    return run_trace(trace, preset=config.get("preset", "DDR4_3200AA_x8_8Gb"), channels=config.get("channels"),
+    return run_trace(trace, preset=config.get("preset", DEFAULT_PRESET), channels=config.get("channels"),
                      mapping=config.get("mapping"), controller=config.get("controller"), overrides=overrides,
                      engine=config.get("engine", "numba"), seed=seed)

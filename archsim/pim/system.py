@@ -35,7 +35,8 @@ import numpy as np
 import pandas as pd
 
 from archsim.compiler.pimgpt import ModelLayout, layout_model, load_policy
-from archsim.dram.spec import DramSpec, load_spec
+from archsim.config import flatten
+from archsim.dram.spec import DramSpec, load_spec, override_leaves
 from archsim.engine.reuse import StreamChannels
 from archsim.errors import ConfigError, UserError
 from archsim.results import Result, make_manifest
@@ -50,11 +51,23 @@ DEFAULTS: dict[str, Any] = {
 ENERGY_COMPONENTS = ("dram_array", "pim_mac", "global_buffer", "io", "asic", "background")
 
 
+# Optional keys without a default (absent from the resolved config unless given, so configs that do not use
+# them keep their hash): dram = overrides of the DRAM preset, e.g. {timing: {nRCDRD: 20}}.
+OPTIONAL_KEYS = ("dram",)
+
+
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(config) - set(DEFAULTS))
+    unknown = sorted(set(config) - set(DEFAULTS) - set(OPTIONAL_KEYS))
     if unknown:
-        raise ConfigError(unknown[0], f"unknown key for system pimgpt; allowed: {', '.join(sorted(DEFAULTS))}")
+        raise ConfigError(unknown[0], "unknown key for system pimgpt; allowed: "
+                          f"{', '.join(sorted([*DEFAULTS, *OPTIONAL_KEYS]))}")
     out = {**DEFAULTS, **config}
+    if "dram" in out and not isinstance(out["dram"], dict):
+        raise ConfigError("dram", f"must be a mapping of preset overrides, e.g. {{timing: {{nRCDRD: 20}}}}, "
+                          f"got {out['dram']!r}")
+    if not isinstance(out["mapping_overrides"], dict):
+        raise ConfigError("mapping_overrides", "must be a mapping, e.g. {weights: {layout: row_aligned}}, "
+                          f"got {out['mapping_overrides']!r}")
     tok = out["tokens"]
     if isinstance(tok, bool) or not isinstance(tok, int) or tok < 1:
         raise ConfigError("tokens", f"must be an integer >= 1, got {tok!r}")
@@ -78,7 +91,7 @@ class PimGptSimulator:
 
         self.cfg = cfg = resolve(config)
         self.model = load_model(cfg["model"])
-        spec = load_spec(cfg["preset"])
+        spec = load_spec(cfg["preset"], overrides=flatten(cfg.get("dram") or {}) or None)
         if cfg["channels"] is not None:
             spec = load_spec(spec.raw, overrides={"org.channels": cfg["channels"]})
         self.spec: DramSpec = spec
@@ -542,8 +555,10 @@ class PimGptSimulator:
             "peak_bytes_per_s": self.g.channels * self.g.banks * self.spec.access_bytes / (self.spec.timing["nCCDL"] * tck),
         }
         stats.update(self.baselines())
-        config = {**self.cfg, "dram": self.spec.raw, "policy": self.policy.raw}
-        res = Result(stats=stats, df=df, manifest=make_manifest("pimgpt", config, seed=seed))
+        # manifest.config is the resolved config, so it re-runs as is (`archsim run --config` / --from-json);
+        # the expanded DRAM preset and mapping policy it ran with are recorded beside it
+        res = Result(stats=stats, df=df, manifest=make_manifest("pimgpt", dict(self.cfg), seed=seed,
+                                                                dram=self.spec.raw, policy=self.policy.raw))
         res.extra["token_latency_s"] = lat
         return res
 
@@ -591,7 +606,18 @@ class PimGptSimulator:
         return total * 1e-12
 
 
-@register("pimgpt", resolve=resolve)
+def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
+    """Keys settable beyond the resolved config's leaves (archsim.systems.config_leaves): dram.* from the
+    preset, mapping_overrides.<section>.<key> from the mapping policy."""
+    out = override_leaves(resolved["preset"])
+    policy = load_policy(resolved["mapping"])
+    for sec in ("weights", "attention", "rows"):
+        for key, value in (policy.raw.get(sec) or {}).items():
+            out[f"mapping_overrides.{sec}.{key}"] = value
+    return out
+
+
+@register("pimgpt", resolve=resolve, keys=settable_keys)
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry: keys model, tokens, channels, asic_clock_hz, preset, mapping, asic, baselines, engine, memo."""
     return PimGptSimulator(config).run(seed=seed)

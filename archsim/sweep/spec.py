@@ -47,7 +47,8 @@ from typing import Any
 
 import yaml
 
-from archsim.config import Doc, flatten, get_path, load_yaml, load_yaml_text
+from archsim import systems
+from archsim.config import Doc, get_path, load_yaml, load_yaml_text
 from archsim.errors import ConfigError, UserError, nearest
 from archsim.results import config_hash
 from archsim.sweep.metrics import Metric, parse_metrics
@@ -92,6 +93,8 @@ class Sweep:
     metrics: dict[str, Metric]
     points: list[Point] = field(default_factory=list)
     seed_by: str | list[str] = "workload"  # see "Seeds" in the module docstring
+    # `archsim sweep --config/--set` overrides of `base` as "key=value" (already applied to base and points)
+    base_overrides: list[str] = field(default_factory=list)
 
 
 def _fmt(path: PathKey) -> str:
@@ -126,19 +129,9 @@ class _Ctx:
 # config helpers
 
 
-def _sections(leaves: dict[str, Any]) -> set[str]:
-    """Dotted paths of the mappings that hold the leaves."""
-    return {key.rsplit(".", n)[0] for key in leaves for n in range(1, key.count(".") + 1)}
-
-
-def _set(config: dict[str, Any], key_path: str, value: Any) -> None:
-    # Unlike archsim.config.set_path this creates missing sections: a key may exist only in the
-    # system's defaults (validated against the resolved config), not yet in the user's base config.
-    node = config
-    *sections, last = key_path.split(".")
-    for k in sections:
-        node = node.setdefault(k, {})
-    node[last] = value
+_sections = systems.sections
+_set = systems.set_key
+type_problem = systems.type_problem
 
 
 def _get(config: dict[str, Any], key_path: str) -> Any:
@@ -146,41 +139,6 @@ def _get(config: dict[str, Any], key_path: str) -> Any:
         return get_path(config, key_path)
     except KeyError:  # a resolver may drop a key for some values; the point then runs without it
         return None
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
-def type_problem(value: Any, base_value: Any) -> str | None:
-    """Why `value` cannot replace `base_value` (None if it can). A null base value accepts anything."""
-    if base_value is None:
-        return None
-    want, got = _kind(base_value), _kind(value)
-    if want == got or (want == "a number" and got == "an integer"):
-        return None
-    hint = ""
-    if isinstance(value, str) and want in ("a number", "an integer"):
-        try:
-            float(value)
-            hint = f" (YAML reads {value} as text: give the mantissa a dot and the exponent a sign, e.g. 1.0e+11)"
-        except ValueError:
-            pass
-    return f"value {value!r} is {got}, but the base config has {want} here ({base_value!r}); expected {want}{hint}"
 
 
 def derive_seed(base_seed: int, resolved_hash: str) -> int:
@@ -215,8 +173,12 @@ def _point_hash(resolved: dict[str, Any], seed: int) -> str:
 # loading
 
 
-def load_sweep(sweep: str | Path | dict[str, Any], *, source: str | None = None) -> Sweep:
-    """Read, validate and expand a sweep file (a path, or an already parsed dict). Raises UserError."""
+def load_sweep(sweep: str | Path | dict[str, Any], *, source: str | None = None,
+               base_overrides: list[systems.Override] | None = None) -> Sweep:
+    """Read, validate and expand a sweep file (a path, or an already parsed dict). Raises UserError.
+
+    base_overrides: (key path, value, source, line) items applied to the base config first, checked like
+    axis keys (archsim.systems.apply_overrides); `archsim sweep --set/--config` passes them."""
     if isinstance(sweep, dict):
         text = yaml.safe_dump(sweep, sort_keys=False)
         src = source or "<sweep>"
@@ -228,10 +190,11 @@ def load_sweep(sweep: str | Path | dict[str, Any], *, source: str | None = None)
             raise UserError(f"{src}: sweep file not found")
         text = path.read_text()
         base_dir = path.resolve().parent
-    return parse_sweep(text, src, base_dir=base_dir)
+    return parse_sweep(text, src, base_dir=base_dir, base_overrides=base_overrides)
 
 
-def parse_sweep(text: str, source: str, *, base_dir: Path | None = None) -> Sweep:
+def parse_sweep(text: str, source: str, *, base_dir: Path | None = None,
+                base_overrides: list[systems.Override] | None = None) -> Sweep:
     base_dir = base_dir or Path.cwd()
     doc = load_yaml_text(text, source)
     ctx = _Ctx(doc)
@@ -262,19 +225,24 @@ def parse_sweep(text: str, source: str, *, base_dir: Path | None = None) -> Swee
                                                   and all(isinstance(k, str) and k for k in seed_by))):
         raise ctx.error(("seed_by",), None, f"must be workload, point or a list of config key paths, got {seed_by!r}")
 
-    from archsim import systems
-
     system = base.get("system")
     if not isinstance(system, str):
         raise ctx.error(("base", "system") if "system" in base else ("base",), "system",
                         f"base config must name a system (a string); known systems: {', '.join(systems.names())}")
+    if base_overrides:
+        if "system" in base:   # a --config file naming another system than base's
+            for key, value, src, line in base_overrides:
+                if key == "system" and value != system:
+                    raise ConfigError("system", f"is {value!r}, but the sweep's base is system {system!r}",
+                                      source=src, line=line)
+        base = systems.apply_overrides(base, [o for o in base_overrides if o[0] != "system"])
     try:
-        resolved_base = systems.resolve_config(copy.deepcopy(base))
+        # every settable key path: the resolved base's leaves plus the system's extra keys (systems.config_leaves)
+        leaves = systems.config_leaves(base)
     except ConfigError as exc:  # the system's resolver rejected the base config
         raise ctx.error(("base",), exc.key_path, exc.problem) from None
     except UserError as exc:
         raise ctx.error(("base", "system"), "system", str(exc)) from None
-    leaves = flatten(resolved_base)
     sections = _sections(leaves)
 
     axes_raw = data.get("axes", []) or []
@@ -290,7 +258,8 @@ def parse_sweep(text: str, source: str, *, base_dir: Path | None = None) -> Swee
 
     sweep = Sweep(name=name, source=source, text=text, data=data, base=base, base_seed=base_seed,
                   imports=list(imports), import_paths=import_paths, axis_keys=axis_keys, metrics={},
-                  seed_by=seed_by)
+                  seed_by=seed_by,
+                  base_overrides=[f"{k}={format_value(v)}" for k, v, *_ in (base_overrides or []) if k != "system"])
     sweep.points = _expand(sweep, axis_sets, leaves, ctx)
     # Baselines are checked against the values points actually run with (as stored in the results).
     axis_values = {k: [p.axes[k] for p in sweep.points] for k in axis_keys}
@@ -411,23 +380,10 @@ def _check_key(key: Any, where: PathKey, leaves: dict[str, Any], sections: set[s
                ctx: _Ctx) -> str:
     if not isinstance(key, str):
         raise ctx.error(where, str(key), "key paths must be strings like hw.channels")
-    if key == SEED_KEY or key in leaves:
-        return key
-    if key in sections:
-        inside = sorted(k for k in leaves if k.startswith(key + "."))
-        raise ctx.error(where, key, "is a section of the base config, not a value; sweep one of its keys: "
-                                    + ", ".join(inside[:12]) + (" ..." if len(inside) > 12 else ""))
-    msg = "unknown key path: not in the base config (nor the system's defaults)"
-    hint = nearest(key, list(leaves) + [SEED_KEY], n=4)
-    parent = key.rsplit(".", 1)[0] if "." in key else ""
-    siblings = sorted(k for k in leaves if parent and k.startswith(parent + "."))
-    if hint:
-        msg += f"; did you mean {', '.join(hint)}?"
-    elif siblings:
-        msg += f"; keys under {parent}: {', '.join(siblings)}"
-    else:
-        msg += f"; valid key paths: {', '.join(sorted(leaves)[:20])}" + (" ..." if len(leaves) > 20 else "")
-    raise ctx.error(where, key, msg)
+    problem = systems.key_problem(key, leaves, also=(SEED_KEY,))
+    if problem:
+        raise ctx.error(where, key, problem)
+    return key
 
 
 def _check_value(key: str, value: Any, where: PathKey, leaves: dict[str, Any],
@@ -442,8 +398,6 @@ def _check_value(key: str, value: Any, where: PathKey, leaves: dict[str, Any],
 
 
 def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, Any], ctx: _Ctx) -> list[Point]:
-    from archsim import systems
-
     points: list[Point] = []
     seen: dict[str, str] = {}
     for index, combo in enumerate(itertools.product(*(a.assignments for a in axes))):

@@ -190,6 +190,7 @@ def build_manifest(sweep: Sweep) -> dict[str, Any]:
         "sweep": sweep.data,
         "base_seed": sweep.base_seed,
         "seed_by": sweep.seed_by,
+        "base_overrides": sweep.base_overrides,
         "imports": sweep.imports,
         "axis_keys": sweep.axis_keys,
         "metrics": {name: m.to_dict() for name, m in sweep.metrics.items()},

@@ -9,10 +9,21 @@ import json
 import pytest
 import yaml
 
-from archsim.cli import build_parser, main, subparsers
+from archsim.cli import build_parser, main
 
 PIM = ["--model", "gpt2-small", "--tokens", "2", "--no-baselines"]
 TRACE_SET = ["--set", "trace.kind=random", "--set", "trace.requests=2000"]
+
+
+def subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+    """(command path, parser) of every subcommand, nested ones included (e.g. "isa asm")."""
+    out = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                out.append((name, child))
+                out.extend((f"{name} {sub}", p) for sub, p in subparsers(child))
+    return out
 
 
 def _cli(capsys, *argv):
@@ -59,6 +70,10 @@ def test_run_config_file_equals_set(capsys, tmp_path):
      "trace.requestz", "trace.requests"),
     (["compile", "--model", "gpt2-small", "-o", "OUT", "--set", "dram.org.rowz=3"], "dram.org.rowz", "dram.org.rows"),
     (["sweep", "SWEEP", "--set", "controller.row_polcy=closed"], "controller.row_polcy", "controller.row_policy"),
+    (["trace", "synthetic:random:100", "--set", "controller.row_polcy=closed"], "controller.row_polcy",
+     "controller.row_policy"),
+    (["check-log", "OUT", "--preset", "DDR4_3200AA_x8_8Gb", "--set", "dram.timing.nRCDX=3"], "dram.timing.nRCDX",
+     "dram.timing.nRCD"),
 ])
 def test_misspelt_key_is_one_line_error_with_nearest(capsys, tmp_path, argv, key, hint):
     sweep = tmp_path / "s.yaml"
@@ -123,6 +138,12 @@ def test_run_dram_trace_summary_and_json(capsys, tmp_path):
     cfg.write_text("system: dram-trace\npreset: HBM2_2Gbps_PC\ntrace: {kind: random, requests: 2000}\n")
     again = _json_stdout(capsys, "run", "--config", str(cfg))
     assert again["stats"]["cycles"] == data["stats"]["cycles"]
+    # and from its --json output
+    out = tmp_path / "d.json"
+    out.write_text(json.dumps(data))
+    rerun = _json_stdout(capsys, "run", "--from-json", str(out))
+    assert rerun["stats"]["cycles"] == data["stats"]["cycles"]
+    assert rerun["manifest"]["config_hash"] == data["manifest"]["config_hash"]
 
 
 @pytest.mark.parametrize("flag", [["--tokens", "3"], ["--model", "gpt2-small"], ["--mapping", "pimgpt"],

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from archsim.commands.common import add_set_option, collect_overrides
+from archsim.commands.common import add_set_option, config_file_overrides, set_overrides
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", required=True, help="DRAM preset the log was produced with")
     p.add_argument("--channels", type=int, help="channel count used for the run (default: the preset's)")
     p.add_argument("--max-report", type=int, default=20, help="violations to print (default 20)")
-    add_set_option(p)
+    add_set_option(p, config_help="YAML file of dram.* overrides the run used, e.g. {dram: {timing: {nRCD: 20}}} "
+                   "(applied before --set)")
     p.set_defaults(func=run)
 
 
@@ -24,9 +25,9 @@ def run(args: argparse.Namespace) -> int:
     from archsim.dram.spec import load_spec
     from archsim.dram.system import CommandLog
 
-    overrides = [o.removeprefix("dram.") for o in collect_overrides(args)]
+    overrides = _dram_overrides(args)
     if args.channels:
-        overrides.append(f"org.channels={args.channels}")
+        overrides["org.channels"] = args.channels
     spec = load_spec(args.preset, overrides=overrides)
     log = CommandLog.read(args.log)
     violations = check_log(spec, log.df)
@@ -39,3 +40,22 @@ def run(args: argparse.Namespace) -> int:
     for v in violations[: args.max_report]:
         print(f"  {v}")
     return 1
+
+
+def _dram_overrides(args: argparse.Namespace) -> dict:
+    """--config / --set as load_spec overrides {"timing.nRCD": 20}, each key path checked against the
+    dram-trace system's dram.* keys (archsim.systems.config_leaves), as `trace` and sweeps do."""
+    from archsim import systems
+    from archsim.config import flatten
+    from archsim.errors import ConfigError
+
+    _, items = config_file_overrides(args.override_file) if args.override_file else (None, [])
+    items += set_overrides(args)
+    for key, _, source, line in items:
+        if not key.startswith("dram."):
+            raise ConfigError(key, "check-log accepts dram.* keys (the preset overrides the run used)",
+                              source=source, line=line)
+    if not items:
+        return {}
+    config = systems.apply_overrides({"system": "dram-trace", "preset": args.preset}, items)
+    return flatten(config.get("dram") or {})

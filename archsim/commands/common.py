@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -11,9 +10,15 @@ SET_HELP = ("override a config value by key path, e.g. dram.timing.nRCD=20 (repe
             "sweep varies; a misspelt key is an error naming the nearest valid ones)")
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+class HelpFormatter(argparse.HelpFormatter):
     """Every subcommand's help shows each option's default: "(default: X)" is appended when an option has a
-    real default (not None / False / empty) and its help does not already say "default"."""
+    real default (not None / False / empty) and its help does not already say "default". A description or
+    epilog written with line breaks (e.g. `run`'s examples) is printed as written; one-line text is wrapped."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -34,19 +39,6 @@ def add_set_option(parser: argparse.ArgumentParser, config_help: str | None = No
     parser.add_argument("--config", dest="override_file", metavar="FILE",
                         help=config_help or "YAML file of overrides, e.g. {dram: {timing: {nRCD: 20}}} "
                         "(applied before --set)")
-
-
-def collect_overrides(args: argparse.Namespace) -> list[str]:
-    """Overrides from --config FILE (flattened) then --set (later wins), as KEY=VALUE strings."""
-    from archsim.config import flatten, load_yaml
-
-    items: list[str] = []
-    if getattr(args, "override_file", None):
-        doc = load_yaml(args.override_file)
-        for key, value in flatten(doc.data).items():
-            items.append(f"{key}={json.dumps(value)}")
-    items.extend(args.overrides or [])
-    return items
 
 
 def config_file_overrides(path: str) -> tuple[str | None, list[tuple[str, Any, str, int | None]]]:

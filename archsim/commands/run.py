@@ -32,7 +32,7 @@ How the run's config is built (later steps win):
      {system: --system} with the system's defaults;
   2. --config FILE: a YAML config; it may be a whole config (a `system:` key selects the system, so a
      manifest's config re-runs as is) or just some keys, e.g. {dram: {timing: {nRCDRD: 20}}};
-  3. the shortcut flags below (--model, --tokens, ...): each is `--set KEY=VALUE` for one key;
+  3. the shortcut flags (group "shortcuts" above: --model, --tokens, ...): each sets one key;
   4. --set KEY=VALUE, in order.
 Every key path is checked against the system's keys (the ones a sweep may vary); a misspelt one is an
 error naming the nearest valid keys. Shortcuts marked [pimgpt] are an error with another system.

@@ -152,7 +152,7 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def type_problem(value: Any, base_value: Any) -> str | None:
+def type_problem(value: Any, base_value: Any, where: str = "the base config") -> str | None:
     """Why `value` cannot replace `base_value` (None if it can). A null base value accepts anything."""
     if base_value is None:
         return None
@@ -166,7 +166,7 @@ def type_problem(value: Any, base_value: Any) -> str | None:
             hint = f" (YAML reads {value} as text: give the mantissa a dot and the exponent a sign, e.g. 1.0e+11)"
         except ValueError:
             pass
-    return f"value {value!r} is {got}, but the base config has {want} here ({base_value!r}); expected {want}{hint}"
+    return f"value {value!r} is {got}, but {where} has {want} here ({base_value!r}); expected {want}{hint}"
 
 
 def set_key(config: dict[str, Any], key_path: str, value: Any) -> None:
@@ -207,7 +207,7 @@ def apply_overrides(config: dict[str, Any], overrides: list[Override]) -> dict[s
             raise ConfigError(exc.key_path, exc.problem, source=exc.source or source, line=exc.line) from None
         problem = key_problem(key, leaves, where=f"the keys of system {out['system']}")
         if problem is None:
-            problem = type_problem(value, leaves[key])
+            problem = type_problem(value, leaves[key], where=f"the {out['system']} config")
         if problem is not None:
             raise ConfigError(key, problem, source=source, line=line)
         set_key(out, key, copy.deepcopy(value))

@@ -293,7 +293,10 @@ def run_config(config: dict[str, Any], seed: int = 0) -> Result:
                 raise ConfigError(f"trace.{key}", f"unknown key of a synthetic trace; allowed: {', '.join(SYNTHETIC_KEYS)}")
         for key in ("kind", "requests"):
             if key not in trace:
-                raise ConfigError(f"trace.{key}", "missing: a synthetic trace needs kind (random|stream) and requests")
+                from archsim.dram.trace import SYNTHETIC_KINDS
+
+                raise ConfigError(f"trace.{key}", f"missing: a synthetic trace needs kind ({'|'.join(SYNTHETIC_KINDS)}) "
+                                  "and requests")
         trace = {"seed": seed, **trace}
     elif not isinstance(trace, str):
         raise ConfigError("trace", f"must be a trace path or {{kind: random|stream, requests: N}}, got {trace!r}")

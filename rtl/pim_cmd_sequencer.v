@@ -114,7 +114,8 @@ module pim_cmd_sequencer #(
     wire fire = in_valid & in_ready;
 
     // ---- history counters: elapsed cycles since the k-th most recent issue of a command at a node -----
-    wire [NCTR*LATB-1:0] el;
+    // Each counter is read by name (g_ctr[i].q), not through one wide vector: a simulator then wakes
+    // only the rows that read a counter when it ticks (Icarus ran ~100x slower with a shared vector).
     genvar gc;
     generate
         for (gc = 0; gc < NCTR; gc = gc + 1) begin : g_ctr
@@ -127,7 +128,7 @@ module pim_cmd_sequencer #(
             if (K == 0) begin : g_newest
                 assign older = {LATB{1'b0}};
             end else begin : g_shift
-                assign older = el[(gc-1)*LATB +: LATB];
+                assign older = g_ctr[gc-1].q;
             end
             wire hit = fire & (in_cmd == C) & cov[L*MAXN+N];
             wire [LATB-1:0] base = hit ? older : q;
@@ -136,7 +137,6 @@ module pim_cmd_sequencer #(
                 else if (base != SAT) q <= base + {{(LATB-1){1'b0}}, 1'b1};
                 else q <= SAT;
             end
-            assign el[gc*LATB +: LATB] = q;
         end
     endgenerate
 
@@ -154,7 +154,7 @@ module pim_cmd_sequencer #(
             localparam [NCB-1:0] NODES = LEVEL_NODES[L*NCB +: NCB];
             wire [NODES-1:0] node_ok;
             for (gn = 0; gn < NODES; gn = gn + 1) begin : g_node
-                assign node_ok[gn] = ~cov[L*MAXN+gn] | (el[(CTR+gn*STRIDE)*LATB +: LATB] >= LAT);
+                assign node_ok[gn] = ~cov[L*MAXN+gn] | (g_ctr[CTR+gn*STRIDE].q >= LAT);
             end
             assign row_ok[gr] = (in_cmd != NEXT) | (&node_ok);
         end

@@ -53,6 +53,9 @@ def timing_tables(spec, latency_override: dict[str, int] | None = None) -> dict:
 
     latency_override maps a row's latency expression (e.g. "nRCDRD") to the value to use instead: a
     test-only hook for mutation tests; the shipped header never uses it."""
+    if spec.command_bus != "single":
+        raise ConfigError("(verilog)", f"{spec.name} has a {spec.command_bus} command bus; the RTL timing engine "
+                                       "issues one command per cycle (single bus) only", source=spec.name)
     rows = []
     for r in spec.constraints:
         if r.get("sibling"):

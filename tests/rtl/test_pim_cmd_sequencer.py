@@ -132,6 +132,15 @@ def test_timing_header_covers_every_constraint_row(spec) -> None:
     assert faw and all(r["stride"] == 4 for r in faw)
 
 
+@pytest.mark.parametrize(("preset", "match"), [("DDR4_3200AA_x8_8Gb", "sibling"), ("HBM2_2Gbps_PC", "dual")])
+def test_timing_header_refuses_what_the_rtl_does_not_implement(preset: str, match: str) -> None:
+    from archsim.dram.spec import load_spec
+    from archsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=match):
+        timing_verilog.timing_header(load_spec(preset, overrides={"org.channels": 1}))
+
+
 # ---- directed tight-gate tests --------------------------------------------------------------------------
 def _directed(spec) -> list[dict]:
     """Streams whose issue cycles follow by hand from one or two constraint rows; the bench samples in_ready
@@ -251,6 +260,42 @@ def test_mutated_timing_parameter_is_caught(spec, tmp_path_factory) -> None:
     assert spec.command_names[case["cmd"][i]] in ("RD", "RDA")
     assert results[0]["cycle"][i] == case["cycle"][i] - 1, first
     print(f"mutation nRCDRD-1 caught: {first}")
+
+
+# Mutants no stream can tell apart from the shipped table on GDDR6_AiM_16Gbps (so the sweep expects them to
+# pass): the mutated rows are shadowed by other rows with the same or a larger bound.
+EQUIVALENT_MUTANTS = {
+    "nCCDS": "every channel-level nCCDS row (RD->RD, WR->WR, ...) has an nBL row with the same pair, level and value",
+    "nRRDL": "the bankgroup ACT->ACT row is shadowed by the channel-level nRRDS row (nRRDS = nRRDL = 11)",
+    "nFAW": "4 ACTs take 3 x nRRDS = 33 cycles and a 5th one waits nRRDS more (44 >= nFAW = 42): never binds",
+    "nWRRD_bus": "WR->RD 1 -> 0: the single command bus already puts every command a cycle after the last",
+}
+
+
+def _lat_exprs() -> list[str]:
+    return sorted({r["expr"] for r in sequencer_spec().constraints})
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+@needs_iverilog
+@pytest.mark.parametrize("expr", _lat_exprs())
+def test_every_timing_parameter_mutation(spec, tmp_path_factory, expr: str) -> None:
+    """Sweep (slow, `-m slow`): each latency expression of the table - 1, against random seed 101. Every
+    mutant is caught except the equivalent ones listed in EQUIVALENT_MUTANTS."""
+    lat = next(r["latency"] for r in spec.constraints if r["expr"] == expr)
+    mutated = timing_verilog.timing_tables(spec, latency_override={expr: lat - 1})
+    mp = pytest.MonkeyPatch()
+    mp.syspath_prepend(str(HERE))
+    try:
+        sm = Sim(tmp_path_factory.mktemp("seq_mut"), {"ROW_LAT": timing_verilog.lat_vector(mutated)})
+        passed, results, tail = sm.run([_random_case(spec, RANDOM_SEEDS[0])], "mutant")
+    finally:
+        mp.undo()
+    if expr in EQUIVALENT_MUTANTS:
+        assert passed, f"{expr} - 1 was expected to be an equivalent mutant: {results}"
+    else:
+        assert not passed and results and results[0]["errors"], f"{expr} - 1 not caught by the random bench"
 
 
 # ---- lint ----------------------------------------------------------------------------------------------

@@ -220,7 +220,28 @@ def write_header(spec, out_dir: str | Path) -> Path:
     return path
 
 
-if __name__ == "__main__":  # pragma: no cover - regeneration entry point
+def main(argv: list[str] | None = None) -> int:
+    """`python -m archsim.dram.verilog [--check] [-o DIR]`: write (or check) the shipped timing header."""
+    import argparse
+    import sys
+
     from archsim import paths
 
-    print(write_header(default_spec(), paths.REPO_ROOT / "rtl" / "include"))
+    ap = argparse.ArgumentParser(prog="python -m archsim.dram.verilog", description=main.__doc__)
+    ap.add_argument("-o", "--out-dir", default=str(paths.REPO_ROOT / "rtl" / "include"))
+    ap.add_argument("--check", action="store_true", help="exit 1 if the header is missing or stale")
+    args = ap.parse_args(argv)
+    spec = default_spec()
+    path = Path(args.out_dir) / header_filename(spec)
+    if args.check:
+        if not path.is_file() or path.read_text(encoding="ascii") != timing_header(spec):
+            print(f"{path}: {'stale' if path.is_file() else 'missing'}", file=sys.stderr)
+            return 1
+        print(f"{path}: current")
+        return 0
+    print(write_header(spec, args.out_dir))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - command-line entry point
+    raise SystemExit(main())

@@ -122,6 +122,16 @@ def test_committed_timing_header_is_current(spec) -> None:
         f"{path} is stale relative to the {spec.name} spec: run `python -m archsim.dram.verilog`")
 
 
+def test_timing_header_check_command(tmp_path: Path) -> None:
+    assert timing_verilog.main(["--check"]) == 0
+    assert timing_verilog.main(["--check", "-o", str(tmp_path)]) == 1          # missing
+    assert timing_verilog.main(["-o", str(tmp_path)]) == 0
+    assert timing_verilog.main(["--check", "-o", str(tmp_path)]) == 0
+    path = tmp_path / "gddr6_aim_timing.vh"
+    path.write_text(path.read_text().replace("nRCDRD = 36", "nRCDRD = 35"))
+    assert timing_verilog.main(["--check", "-o", str(tmp_path)]) == 1          # stale
+
+
 def test_timing_header_covers_every_constraint_row(spec) -> None:
     t = timing_verilog.timing_tables(spec)
     assert len(t["rows"]) == len(spec.constraints) > 100

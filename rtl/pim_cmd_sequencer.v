@@ -10,10 +10,11 @@
 // binds an all-bank command through any of its banks).
 //
 // The constraint table comes from include/gddr6_aim_timing.vh, generated from the spec
-// (python -m archsim.dram.verilog; tests/rtl checks it is current). Per (preceding command, level) pair
-// that some row uses, and per node of the level, the engine keeps saturating counters of the cycles
-// elapsed since the last `depth` issues of that command there (depth = the largest window, e.g. 4 for
-// nFAW); a row is met when the counter of its window-th most recent issue is >= its latency. A counter
+// (python -m archsim.dram.verilog; tests/rtl checks it is current). Per (preceding-command list, level)
+// pair that some row uses (a window counts issues of any command of the row's list, as the engine does),
+// and per node of the level, the engine keeps saturating counters of the cycles elapsed since the last
+// `depth` issues there (depth = the largest window, e.g. 4 for nFAW); a row is met when the counter of its
+// window-th most recent issue is >= its latency. A counter
 // that never saw an issue sits at its saturation value, which is >= every latency (no constraint).
 //
 // Handshake: in_ready is combinational from in_cmd/in_bank and the counters; the command issues in the
@@ -72,7 +73,7 @@ module pim_cmd_sequencer #(
     localparam [NR*CTRB-1:0] ROW_CTR = `GDDR6_AIM_ROW_CTR;
     localparam [NR*WINB-1:0] ROW_STRIDE = `GDDR6_AIM_ROW_STRIDE;
     localparam [NR*LB-1:0] ROW_LEVEL = `GDDR6_AIM_ROW_LEVEL;
-    localparam [NCTR*CB-1:0] CTR_CMD = `GDDR6_AIM_CTR_CMD;
+    localparam [NCTR*NC-1:0] CTR_CMDS = `GDDR6_AIM_CTR_CMDS;
     localparam [NCTR*LB-1:0] CTR_LEVEL = `GDDR6_AIM_CTR_LEVEL;
     localparam [NCTR*NODEB-1:0] CTR_NODE = `GDDR6_AIM_CTR_NODE;
     localparam [NCTR*WINB-1:0] CTR_K = `GDDR6_AIM_CTR_K;
@@ -119,7 +120,7 @@ module pim_cmd_sequencer #(
     genvar gc;
     generate
         for (gc = 0; gc < NCTR; gc = gc + 1) begin : g_ctr
-            localparam [CB-1:0] C = CTR_CMD[gc*CB +: CB];
+            localparam [NC-1:0] CMDS = CTR_CMDS[gc*NC +: NC];
             localparam [LB-1:0] L = CTR_LEVEL[gc*LB +: LB];
             localparam [NODEB-1:0] N = CTR_NODE[gc*NODEB +: NODEB];
             localparam [WINB-1:0] K = CTR_K[gc*WINB +: WINB];
@@ -130,7 +131,7 @@ module pim_cmd_sequencer #(
             end else begin : g_shift
                 assign older = g_ctr[gc-1].q;
             end
-            wire hit = fire & (in_cmd == C) & cov[L*MAXN+N];
+            wire hit = fire & CMDS[in_cmd] & cov[L*MAXN+N];
             wire [LATB-1:0] base = hit ? older : q;
             always @(posedge clk) begin
                 if (!rst_n) q <= SAT;

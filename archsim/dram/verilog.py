@@ -13,11 +13,11 @@ Layout (every table is a packed vector, entry i at bits [i*W +: W] for its field
   of banks under the node (NODE_BANKS);
 * constraint rows (ROW_PREV, ROW_NEXT, ROW_LEVEL, ROW_WIN, ROW_LAT): one per (preceding, following)
   command pair of `spec.constraints`;
-* history counters: a row waits for the `window`-th most recent preceding command at a node, so the RTL
-  keeps, per (preceding command, level) pair that some row uses ("slot"), per node of the level, the
+* history counters: a row waits for the `window`-th most recent of its preceding commands at a node, so
+  the RTL keeps, per (preceding-command list, level) pair that some row uses ("slot"), per node of the level, the
   elapsed cycles since the last `depth` issues (depth = the largest window of the slot's rows). Counter
   (slot s, node n, k-th most recent) has index SLOT_BASE[s] + n * SLOT_DEPTH[s] + k; per counter the
-  header lists its command, level, node and k (CTR_*), per row the counter of node 0 at k = window - 1
+  header lists its command mask, level, node and k (CTR_*), per row the counter of node 0 at k = window - 1
   (ROW_CTR) and the node stride (ROW_STRIDE).
 
 Regenerate with `python -m archsim.dram.verilog` (writes rtl/include/gddr6_aim_timing.vh).
@@ -84,22 +84,28 @@ def timing_tables(spec, latency_override: dict[str, int] | None = None) -> dict:
     max_nodes = max(n_nodes)
     node_banks = [[sum(1 << x for x in range(nb) if local[li][x] == n) for n in range(max_nodes)]
                   for li in range(len(levels))]
-    # history slots: (prev command, level), depth = largest window
-    slots: dict[tuple[int, int], int] = {}
+    # History slots. A row's window counts issues of *any* command of its preceding list (the engine's
+    # semantics: [level, [ACT, ACTAB], [...], lat, 2] waits for the 2nd most recent ACT or ACTAB), so a slot
+    # is (the preceding list of the row as written in the standard, level); depth = its largest window.
+    prevs: dict[int, set[int]] = {}
+    for r in spec.constraints:
+        prevs.setdefault(int(r["group"]), set()).add(int(r["prev"]))
+    for r, src in zip(rows, spec.constraints, strict=True):
+        r["prevs"] = tuple(sorted(prevs[int(src["group"])]))
+    slots: dict[tuple[tuple[int, ...], int], int] = {}
     for r in rows:
-        key = (r["prev"], r["level"])
+        key = (r["prevs"], r["level"])
         slots[key] = max(slots.get(key, 0), r["win"])
-    slot_list = sorted(slots)
     base = {}
     ctrs = []
-    for key in slot_list:
-        cmd, lvl = key
+    for key in sorted(slots, key=lambda k: (k[1], k[0])):
+        cmds, lvl = key
         base[key] = len(ctrs)
         for n in range(n_nodes[lvl]):
             for k in range(slots[key]):
-                ctrs.append({"cmd": cmd, "level": lvl, "node": n, "k": k})
+                ctrs.append({"cmds": sum(1 << c for c in cmds), "level": lvl, "node": n, "k": k})
     for r in rows:
-        key = (r["prev"], r["level"])
+        key = (r["prevs"], r["level"])
         r["stride"] = slots[key]
         r["ctr"] = base[key] + r["win"] - 1
     max_lat = max([r["lat"] for r in rows] + [1])
@@ -194,7 +200,8 @@ def timing_header(spec) -> str:
     w("")
     w("// History counters (elapsed cycles since the k-th most recent issue of CMD at NODE of LEVEL)")
     w(f"`define {p}_NUM_CTRS {len(ctrs)}")
-    w(f"`define {p}_CTR_CMD {_vec([c['cmd'] for c in ctrs], cb)}")
+    w(f"// CTR_CMDS[i]: mask of the commands ({ncmd} bits) whose issue the counter records")
+    w(f"`define {p}_CTR_CMDS {_vec([c['cmds'] for c in ctrs], ncmd)}")
     w(f"`define {p}_CTR_LEVEL {_vec([c['level'] for c in ctrs], lb)}")
     w(f"`define {p}_CTR_NODE {_vec([c['node'] for c in ctrs], nodeb)}")
     w(f"`define {p}_CTR_K {_vec([c['k'] for c in ctrs], winb)}")

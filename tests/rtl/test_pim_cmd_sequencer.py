@@ -50,14 +50,14 @@ def _case(spec, name, cmd, bank, row=-1, at=None, strict=False, cycle=None):
 class Sim:
     """One Icarus build of the sequencer (optionally with the ROW_LAT parameter overridden) and its runs."""
 
-    def __init__(self, build_dir: Path, parameters: dict | None = None):
+    def __init__(self, build_dir: Path, parameters: dict | None = None, include: Path = INCLUDE):
         from cocotb_tools.runner import get_runner
 
         self.runner = get_runner("icarus")
         self.build_dir = build_dir
         self.runner.build(
             sources=[RTL / f"{TOP}.v"],
-            includes=[INCLUDE],
+            includes=[include],
             hdl_toplevel=TOP,
             build_dir=build_dir,
             parameters=parameters or {},
@@ -243,6 +243,57 @@ def test_windowed_nfaw_row_with_a_binding_nfaw(sim, tmp_path_factory) -> None:
                          strict=True)
         assert directed["cycle"] == [0, T["nRRDS"], 2 * T["nRRDS"], 3 * T["nRRDS"], T["nFAW"]]
         _assert_ok(s60, [directed, _random_case(spec60, 404)], "nfaw60")
+    finally:
+        mp.undo()
+
+
+# A test-only variant of the GDDR6-AiM standard with rows the shipped table lacks but the engine's semantics
+# cover: bank rows that bind an all-bank command through each of its banks, all-bank commands recorded at
+# every bank / bank group, and a window over a two-command preceding list at a level with several nodes
+# (issues of either command count, wide commands count at every node). Same standard name, so the header
+# keeps its file name and macro prefix.
+SYNTHETIC_STANDARD = """\
+name: GDDR6-AiM
+source: "test-only variant of gddr6_aim (tests/rtl/test_pim_cmd_sequencer.py)"
+extends: gddr6_aim
+constraints:
+  - [bank, [PRE], [ACTAB], nRP + 20]
+  - [bank, [ACTAB], [RD, WR], nRCDRD + 10]
+  - [bankgroup, [MACAB, WRGB], [RD, WR, ACT], 20]
+  - [bankgroup, [RD, WR], [ACTAB], 25]
+  - [bankgroup, [ACT, ACTAB], [ACT, ACTAB], 150, 2]
+"""
+
+
+@pytest.mark.rtl
+@needs_iverilog
+def test_wide_targets_and_windows_on_a_synthetic_standard(tmp_path_factory) -> None:
+    from archsim.dram.spec import load_preset_dict, load_spec
+
+    root = tmp_path_factory.mktemp("seq_synthetic")
+    std = root / "gddr6_aim_variant.yaml"
+    std.write_text(SYNTHETIC_STANDARD)
+    data, _ = load_preset_dict(timing_verilog.TIMING_PRESET)
+    data = {**data, "standard": str(std)}
+    # nRRD 3 and nFAW 30 so that the four-activate window binds too
+    spec = load_spec(data, overrides={"org.channels": 1, "timing.nRRDS": 3, "timing.nRRDL": 3, "timing.nFAW": 30})
+    assert len(spec.constraints) > len(sequencer_spec().constraints)
+    include = root / "include"
+    timing_verilog.write_header(spec, include)
+    C = spec.cmd
+    # the window counts ACT and ACTAB together: the 2nd ACT of bank group 0 waits 150 after the ACTAB (per
+    # command it would be the first ACT of the window and go at nRRD after the first)
+    window = _case(spec, "window over [ACT, ACTAB]", [C("ACTAB"), C("PREAB"), C("ACT"), C("ACT")], [0, 0, 0, 1], 7,
+                   strict=True)
+    T = spec.timing
+    assert window["cycle"] == [0, T["nRAS"], max(T["nRAS"] + T["nRP"], T["nFAWAB"]), 150]
+    faw = _case(spec, "nFAW binds", [C("ACT")] * 5, [0, 4, 8, 12, 1], 7, strict=True)
+    assert faw["cycle"] == [0, 3, 6, 9, 30]
+    mp = pytest.MonkeyPatch()
+    mp.syspath_prepend(str(HERE))
+    try:
+        s = Sim(root / "build", include=include)
+        _assert_ok(s, [window, faw, _random_case(spec, 505), _random_case(spec, 606)], "synthetic")
     finally:
         mp.undo()
 

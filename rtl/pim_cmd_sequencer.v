@@ -12,10 +12,11 @@
 // The constraint table comes from include/gddr6_aim_timing.vh, generated from the spec
 // (python -m archsim.dram.verilog; tests/rtl checks it is current). Per (preceding-command list, level)
 // pair that some row uses (a window counts issues of any command of the row's list, as the engine does),
-// and per node of the level, the engine keeps saturating counters of the cycles elapsed since the last
-// `depth` issues there (depth = the largest window, e.g. 4 for nFAW); a row is met when the counter of its
-// window-th most recent issue is >= its latency. A counter
-// that never saw an issue sits at its saturation value, which is >= every latency (no constraint).
+// and per node of the level, the block keeps saturating counters of the cycles elapsed since the last
+// `depth` issues there (depth = the largest window, e.g. 4 for nFAW; a wide command counts at every node
+// it touches). A row is met when, at every node the head's target touches, the counter of the window-th
+// most recent issue is >= the row's latency. A counter that never saw an issue sits at its saturation
+// value, which is >= every latency (no constraint).
 //
 // Handshake: in_ready is combinational from in_cmd/in_bank and the counters; the command issues in the
 // cycle in which in_valid && in_ready (at the rising edge closing that cycle), and appears on the
@@ -30,13 +31,17 @@
 //    closes or restores of docs/channel-engine.md 3.3; the RTL issues exactly the stream's commands;
 //  * one command per cycle: GDDR6-AiM has a single command bus (`GDDR6_AIM_SINGLE_BUS), so the engine
 //    also issues at most one command of the stream per cycle; dual-bus standards need a second port;
+//  * no sibling rows and no dual command bus (the header generator refuses such standards);
 //  * command indices >= `GDDR6_AIM_NUM_CMDS are never ready (the stream stalls).
+// A REFab/REFpb in the stream must find its banks closed: the engine issues a stream's refresh as is
+// (docs/channel-engine.md 3.3, "anything else: H"), with rows open if the stream left them open.
 `default_nettype none
 `include "gddr6_aim_timing.vh"
 
 module pim_cmd_sequencer #(
     // Latency of every constraint row, entry r at [r*LAT_BITS +: LAT_BITS]. The default is the generated
-    // table; only the mutation test (tests/rtl) overrides it, to show the bench catches a wrong latency.
+    // table; only tests override it (a mutant with one latency - 1 must be caught; a spec variant with
+    // the same row structure and other latencies).
     parameter [`GDDR6_AIM_NUM_ROWS*`GDDR6_AIM_LAT_BITS-1:0] ROW_LAT = `GDDR6_AIM_ROW_LAT
 ) (
     input  wire                           clk,

@@ -11,7 +11,8 @@ command is presented (the engine's cycle 0). `strict` cases sample in_ready ever
 it low in every cycle before the issue (the tight-gate tests); the others wait for in_ready's rising edge.
 The registered command-bus output must show the command one cycle after its issue.
 
-The result (issue cycles and the first mismatch per case) is written to ARCHSIM_TB_RESULT.
+Before the cases, command indices outside the table (ARCHSIM_TB_NUM_CMDS and the all-ones index) must
+never be ready. The result (issue cycles and the first mismatch per case) is written to ARCHSIM_TB_RESULT.
 """
 
 from __future__ import annotations
@@ -89,12 +90,34 @@ async def _run_case(dut, case: dict) -> tuple[list[int], list[str]]:
     return got, errors
 
 
+async def _unknown_command_is_never_ready(dut) -> None:
+    """A command index outside the table (>= NUM_CMDS) is never ready and never reaches the command bus."""
+    dut.rst_n.value = 0
+    dut.in_valid.value = 0
+    await ClockCycles(dut.clk, 3)
+    await FallingEdge(dut.clk)
+    dut.rst_n.value = 1
+    n_cmds = int(os.environ.get("ARCHSIM_TB_NUM_CMDS", "0"))
+    width = len(dut.in_cmd)
+    for bad in sorted({n_cmds, (1 << width) - 1}):
+        if not 0 < bad < (1 << width):
+            continue
+        dut.in_cmd.value = bad
+        dut.in_bank.value = 0
+        dut.in_valid.value = 1
+        for _ in range(20):
+            await FallingEdge(dut.clk)
+            assert _u(dut.in_ready) == 0 and _u(dut.cmd_valid) == 0, f"unknown command {bad} was accepted"
+    dut.in_valid.value = 0
+
+
 @cocotb.test()
 async def sequencer_matches_engine(dut) -> None:
     with open(os.environ["ARCHSIM_TB_CASES"]) as f:
         cases = json.load(f)
     Clock(dut.clk, PERIOD_NS, unit="ns").start()
     results = []
+    await _unknown_command_is_never_ready(dut)
     for case in cases:
         got, errors = await _run_case(dut, case)
         results.append({"name": case["name"], "cycle": got, "errors": errors})

@@ -79,7 +79,8 @@ class Sim:
                 test_module="tb_pim_cmd_sequencer",
                 build_dir=self.build_dir,
                 test_dir=work,
-                extra_env={"ARCHSIM_TB_CASES": str(cases_file), "ARCHSIM_TB_RESULT": str(result_file)},
+                extra_env={"ARCHSIM_TB_CASES": str(cases_file), "ARCHSIM_TB_RESULT": str(result_file),
+                           "ARCHSIM_TB_NUM_CMDS": str(len(sequencer_spec().commands))},
                 log_file=log,
             )
             from cocotb_tools.runner import get_results

@@ -1,0 +1,254 @@
+"""Verilog header with a DRAM standard's timing-constraint table, for rtl/pim_cmd_sequencer.v.
+
+The header is a pure function of the loaded spec (no dates, no absolute paths): regenerating it gives the
+same bytes, and tests/rtl compares the committed rtl/include/<standard>_timing.vh with a fresh render, so
+the RTL can never drift from the constraint rows the channel engine uses (archsim.engine.channel lowers
+the same `spec.constraints`).
+
+Layout (every table is a packed vector, entry i at bits [i*W +: W] for its field width W):
+
+* commands: index, scope level (CMD_SCOPE);
+* the address tree of one channel: for every (level, bank) the mask of banks that share the bank's node of
+  that level (SCOPE_MASK: the banks a command of that scope acts on), and for every (level, node) the mask
+  of banks under the node (NODE_BANKS);
+* constraint rows (ROW_PREV, ROW_NEXT, ROW_LEVEL, ROW_WIN, ROW_LAT): one per (preceding, following)
+  command pair of `spec.constraints`;
+* history counters: a row waits for the `window`-th most recent of its preceding commands at a node, so
+  the RTL keeps, per (preceding-command list, level) pair that some row uses ("slot"), per node of the level, the
+  elapsed cycles since the last `depth` issues (depth = the largest window of the slot's rows). Counter
+  (slot s, node n, k-th most recent) has index SLOT_BASE[s] + n * SLOT_DEPTH[s] + k; per counter the
+  header lists its command mask, level, node and k (CTR_*), per row the counter of node 0 at k = window - 1
+  (ROW_CTR) and the node stride (ROW_STRIDE).
+
+Regenerate with `python -m archsim.dram.verilog` (writes rtl/include/gddr6_aim_timing.vh).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from archsim.errors import ConfigError
+
+#: The device the shipped header (and rtl/pim_cmd_sequencer.v) is generated for: PIM-GPT's GDDR6-AiM.
+TIMING_PRESET = "GDDR6_AiM_16Gbps"
+
+
+def _bits(n: int) -> int:
+    """Bits to hold the values 0..n (at least 1)."""
+    return max(1, int(n).bit_length())
+
+
+def _ident(spec) -> str:
+    """The standard's name as a Verilog identifier part (gddr6-aim -> gddr6_aim)."""
+    return re.sub(r"[^0-9a-zA-Z]+", "_", spec.standard).strip("_").lower()
+
+
+def header_filename(spec) -> str:
+    return f"{_ident(spec)}_timing.vh"
+
+
+def timing_tables(spec, latency_override: dict[str, int] | None = None) -> dict:
+    """The tables of the header as Python values (also used by tests to build mutated latency vectors).
+
+    latency_override maps a row's latency expression (e.g. "nRCDRD") to the value to use instead: a
+    test-only hook for mutation tests; the shipped header never uses it."""
+    if spec.command_bus != "single":
+        raise ConfigError("(verilog)", f"{spec.name} has a {spec.command_bus} command bus; the RTL timing engine "
+                                       "issues one command per cycle (single bus) only", source=spec.name)
+    rows = []
+    for r in spec.constraints:
+        if r.get("sibling"):
+            raise ConfigError("(verilog)", f"sibling constraint rows are not supported by the RTL timing "
+                                           f"engine: {r['level_name']} {r['prev_name']} -> {r['next_name']}",
+                              source=spec.name)
+        lat = int(r["latency"])
+        if latency_override and r["expr"] in latency_override:
+            lat = int(latency_override[r["expr"]])
+        rows.append({"prev": int(r["prev"]), "next": int(r["next"]), "level": int(r["level"]),
+                     "win": int(r["window"]), "lat": lat, "expr": r["expr"], "prev_name": r["prev_name"],
+                     "next_name": r["next_name"], "level_name": r["level_name"]})
+    nb = int(spec.banks_per_channel)
+    levels = list(spec.levels)
+    node_of = spec.node_of[:nb]
+    # local node numbering per level (0..nodes-1, in order of first bank)
+    local = []
+    for li in range(len(levels)):
+        ids: dict[int, int] = {}
+        for b in range(nb):
+            ids.setdefault(int(node_of[b, li]), len(ids))
+        local.append([ids[int(node_of[b, li])] for b in range(nb)])
+    n_nodes = [max(col) + 1 for col in local]
+    scope_mask = [[sum(1 << x for x in range(nb) if local[li][x] == local[li][b]) for b in range(nb)]
+                  for li in range(len(levels))]
+    max_nodes = max(n_nodes)
+    node_banks = [[sum(1 << x for x in range(nb) if local[li][x] == n) for n in range(max_nodes)]
+                  for li in range(len(levels))]
+    # History slots. A row's window counts issues of *any* command of its preceding list (the engine's
+    # semantics: [level, [ACT, ACTAB], [...], lat, 2] waits for the 2nd most recent ACT or ACTAB), so a slot
+    # is (the preceding list of the row as written in the standard, level); depth = its largest window.
+    prevs: dict[int, set[int]] = {}
+    for r in spec.constraints:
+        prevs.setdefault(int(r["group"]), set()).add(int(r["prev"]))
+    for r, src in zip(rows, spec.constraints, strict=True):
+        r["prevs"] = tuple(sorted(prevs[int(src["group"])]))
+    slots: dict[tuple[tuple[int, ...], int], int] = {}
+    for r in rows:
+        key = (r["prevs"], r["level"])
+        slots[key] = max(slots.get(key, 0), r["win"])
+    base = {}
+    ctrs = []
+    for key in sorted(slots, key=lambda k: (k[1], k[0])):
+        cmds, lvl = key
+        base[key] = len(ctrs)
+        for n in range(n_nodes[lvl]):
+            for k in range(slots[key]):
+                ctrs.append({"cmds": sum(1 << c for c in cmds), "level": lvl, "node": n, "k": k})
+    for r in rows:
+        key = (r["prevs"], r["level"])
+        r["stride"] = slots[key]
+        r["ctr"] = base[key] + r["win"] - 1
+    max_lat = max([r["lat"] for r in rows] + [1])
+    return {
+        "commands": [(c.name, int(c.scope)) for c in spec.commands],
+        "levels": levels, "n_nodes": n_nodes, "max_nodes": max_nodes, "banks": nb,
+        "scope_mask": scope_mask, "node_banks": node_banks, "rows": rows, "ctrs": ctrs,
+        "lat_bits": _bits(max_lat), "max_lat": max_lat, "command_bus": spec.command_bus,
+    }
+
+
+def _vec(values: list[int], width: int) -> str:
+    """A packed vector literal, entry 0 in the least significant bits."""
+    total = width * len(values)
+    acc = 0
+    for i, v in enumerate(values):
+        if not 0 <= v < (1 << width):
+            raise ConfigError("(verilog)", f"value {v} does not fit in {width} bits")
+        acc |= v << (i * width)
+    return f"{total}'h{acc:0{(total + 3) // 4}x}"
+
+
+def lat_vector(tables: dict) -> str:
+    """The ROW_LAT vector literal of `tables` (what a test passes to override the parameter)."""
+    return _vec([r["lat"] for r in tables["rows"]], tables["lat_bits"])
+
+
+def timing_header(spec) -> str:
+    """Render rtl/include/<standard>_timing.vh for one channel of `spec`."""
+    t = timing_tables(spec)
+    p = _ident(spec).upper()
+    nb, nl = t["banks"], len(t["levels"])
+    ncmd = len(t["commands"])
+    rows, ctrs = t["rows"], t["ctrs"]
+    cb, bb, lb = _bits(ncmd - 1), _bits(nb - 1), _bits(nl - 1)
+    nodeb = _bits(t["max_nodes"] - 1)
+    winb = _bits(max(r["win"] for r in rows))
+    ctrb = _bits(len(ctrs) - 1)
+    guard = f"{p}_TIMING_VH"
+    out: list[str] = []
+    w = out.append
+    w(f"// {header_filename(spec)}: generated by archsim from the {spec.name} preset (standard {spec.standard},")
+    w("// one channel) - do not edit. Regenerate with: python -m archsim.dram.verilog")
+    w("// Every table is a packed vector: entry i at [i*W +: W] for the field width W below.")
+    w(f"`ifndef {guard}")
+    w(f"`define {guard}")
+    w("")
+    w(f"// Command bus: {t['command_bus']} (one command per cycle)" if t["command_bus"] == "single"
+      else f"// Command bus: {t['command_bus']}")
+    w(f"`define {p}_SINGLE_BUS {1 if t['command_bus'] == 'single' else 0}")
+    w("")
+    w("// Commands: index and scope level")
+    w(f"`define {p}_NUM_CMDS {ncmd}")
+    w(f"`define {p}_CMD_BITS {cb}")
+    for i, (name, scope) in enumerate(t["commands"]):
+        w(f"`define {p}_CMD_{name.upper()} {cb}'d{i}  // scope {t['levels'][scope]}")
+    w(f"`define {p}_CMD_SCOPE {_vec([s for _, s in t['commands']], lb)}")
+    w("")
+    w("// Address tree of one channel: levels outermost first")
+    w(f"`define {p}_NUM_BANKS {nb}")
+    w(f"`define {p}_BANK_BITS {bb}")
+    w(f"`define {p}_NUM_LEVELS {nl}")
+    w(f"`define {p}_LEVEL_BITS {lb}")
+    for li, name in enumerate(t["levels"]):
+        w(f"`define {p}_LEVEL_{name.upper()} {li}  // {t['n_nodes'][li]} node(s)")
+    w(f"`define {p}_MAX_NODES {t['max_nodes']}")
+    w(f"`define {p}_NODE_BITS {nodeb}")
+    w(f"`define {p}_NODE_CNT_BITS {_bits(t['max_nodes'])}")
+    w("// LEVEL_NODES[level]: nodes of the level in one channel")
+    w(f"`define {p}_LEVEL_NODES {_vec(t['n_nodes'], _bits(t['max_nodes']))}")
+    w(f"// SCOPE_MASK[level * NUM_BANKS + bank]: banks sharing the bank's node of the level ({nb} bits each)")
+    w(f"`define {p}_SCOPE_MASK {_vec([m for lv in t['scope_mask'] for m in lv], nb)}")
+    w(f"// NODE_BANKS[level * MAX_NODES + node]: banks under the node ({nb} bits each)")
+    w(f"`define {p}_NODE_BANKS {_vec([m for lv in t['node_banks'] for m in lv], nb)}")
+    w("")
+    w("// Constraint rows: a following command NEXT waits LAT cycles after the WIN-th most recent PREV")
+    w("// issued to a target sharing a node of LEVEL with its own target (docs/channel-engine.md, 1 and 4).")
+    w(f"`define {p}_NUM_ROWS {len(rows)}")
+    w(f"`define {p}_LAT_BITS {t['lat_bits']}  // max latency {t['max_lat']}")
+    w(f"`define {p}_WIN_BITS {winb}")
+    w(f"`define {p}_CTR_BITS {ctrb}")
+    for i, r in enumerate(rows):
+        w(f"//   row {i:3d}: {r['level_name']:<9} {r['prev_name']:>5} -> {r['next_name']:<5} {r['expr']} = "
+          f"{r['lat']}" + (f", window {r['win']}" if r["win"] > 1 else ""))
+    w(f"`define {p}_ROW_PREV {_vec([r['prev'] for r in rows], cb)}")
+    w(f"`define {p}_ROW_NEXT {_vec([r['next'] for r in rows], cb)}")
+    w(f"`define {p}_ROW_LEVEL {_vec([r['level'] for r in rows], lb)}")
+    w(f"`define {p}_ROW_WIN {_vec([r['win'] for r in rows], winb)}")
+    w(f"`define {p}_ROW_LAT {lat_vector(t)}")
+    w(f"`define {p}_ROW_CTR {_vec([r['ctr'] for r in rows], ctrb)}")
+    w(f"`define {p}_ROW_STRIDE {_vec([r['stride'] for r in rows], winb)}")
+    w("")
+    w("// History counters (elapsed cycles since the k-th most recent issue of CMD at NODE of LEVEL)")
+    w(f"`define {p}_NUM_CTRS {len(ctrs)}")
+    w(f"// CTR_CMDS[i]: mask of the commands ({ncmd} bits) whose issue the counter records")
+    w(f"`define {p}_CTR_CMDS {_vec([c['cmds'] for c in ctrs], ncmd)}")
+    w(f"`define {p}_CTR_LEVEL {_vec([c['level'] for c in ctrs], lb)}")
+    w(f"`define {p}_CTR_NODE {_vec([c['node'] for c in ctrs], nodeb)}")
+    w(f"`define {p}_CTR_K {_vec([c['k'] for c in ctrs], winb)}")
+    w("")
+    w(f"`endif  // {guard}")
+    return "\n".join(out) + "\n"
+
+
+def default_spec():
+    from archsim.dram.spec import load_spec
+
+    return load_spec(TIMING_PRESET, overrides={"org.channels": 1})
+
+
+def write_header(spec, out_dir: str | Path) -> Path:
+    """Write the header into `out_dir` (created if needed), atomically; returns its path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / header_filename(spec)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(timing_header(spec), encoding="ascii")
+    tmp.replace(path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m archsim.dram.verilog [--check] [-o DIR]`: write (or check) the shipped timing header."""
+    import argparse
+    import sys
+
+    from archsim import paths
+
+    ap = argparse.ArgumentParser(prog="python -m archsim.dram.verilog", description=main.__doc__)
+    ap.add_argument("-o", "--out-dir", default=str(paths.REPO_ROOT / "rtl" / "include"))
+    ap.add_argument("--check", action="store_true", help="exit 1 if the header is missing or stale")
+    args = ap.parse_args(argv)
+    spec = default_spec()
+    path = Path(args.out_dir) / header_filename(spec)
+    if args.check:
+        if not path.is_file() or path.read_text(encoding="ascii") != timing_header(spec):
+            print(f"{path}: {'stale' if path.is_file() else 'missing'}", file=sys.stderr)
+            return 1
+        print(f"{path}: current")
+        return 0
+    print(write_header(spec, args.out_dir))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - command-line entry point
+    raise SystemExit(main())

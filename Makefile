@@ -14,12 +14,13 @@ $(STAMP): pyproject.toml setup.py
 
 setup: $(STAMP)
 
-# Icarus Verilog (cocotb simulator) and Verilator (lint) come from the OS packages.
+# Icarus Verilog (cocotb simulator), Verilator (lint) and Yosys (synthesis statistics) come from the OS packages.
 tools:
-	@if ! command -v iverilog >/dev/null 2>&1 || ! command -v verilator >/dev/null 2>&1; then \
-	  echo "installing iverilog and verilator from the OS packages"; \
+	@if ! command -v iverilog >/dev/null 2>&1 || ! command -v verilator >/dev/null 2>&1 \
+	    || ! command -v yosys >/dev/null 2>&1; then \
+	  echo "installing iverilog, verilator and yosys from the OS packages"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq iverilog verilator >/dev/null; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq iverilog verilator yosys >/dev/null; \
 	fi
 
 # Main job on a built-in default: PIM-GPT decodes 64 tokens of GPT-2 small, then a report with figures.

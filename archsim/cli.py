@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "archsim.commands.check_log",
     "archsim.commands.presets",
     "archsim.commands.isa",
+    "archsim.commands.rtl",
     "archsim.commands.sweep",
     "archsim.commands.report",
 ]

@@ -17,7 +17,7 @@ def run(config: dict[str, Any], seed: int = 0) -> Result:
 
 
 def run_trace(trace: Any, preset: str = "DDR4_3200AA_x8_8Gb", **kwargs: Any) -> Result:
-    """Simulate a memory trace (path, or arrays) on a DRAM preset. See archsim.dram.system.run_trace."""
-    from archsim.dram.system import run_trace as _run_trace
+    """Simulate a memory trace (path, or arrays) on a DRAM preset. See archsim.systems.dram_trace.run_trace."""
+    from archsim.systems.dram_trace import run_trace as _run_trace
 
     return _run_trace(trace, preset=preset, **kwargs)

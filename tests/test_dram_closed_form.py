@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from archsim.dram.spec import load_spec, preset_names
-from archsim.dram.system import run_trace
 from archsim.dram.trace import Trace
+from archsim.systems.dram_trace import run_trace
 
 PRESETS = preset_names()
 

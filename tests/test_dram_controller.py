@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from archsim.dram.spec import load_spec
-from archsim.dram.system import run_trace
 from archsim.dram.trace import Trace
+from archsim.systems.dram_trace import run_trace
 
 DDR4 = "DDR4_3200AA_x8_8Gb"
 

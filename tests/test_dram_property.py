@@ -12,9 +12,9 @@ from archsim.dram import mapping as mapping_mod
 from archsim.dram.checker import check_log
 from archsim.dram.controller import ControllerConfig
 from archsim.dram.spec import load_spec, preset_names
-from archsim.dram.system import run_trace
 from archsim.dram.trace import Trace
 from archsim.engine.reference import ReferenceController
+from archsim.systems.dram_trace import run_trace
 
 SPECS = {p: load_spec(p) for p in preset_names()}
 MAPPINGS = ["RoBaRaCoCh", "RoRaBaCoBgPcCh", "rorabgbachco", "ChRaBaRoCo", "RoCoBaRaCh"]

@@ -303,8 +303,8 @@ def test_trace_run_does_not_import_pandas(tmp_path):
 def test_result_table_from_rows_is_a_dataframe(tmp_path):
     import pandas as pd
 
-    from archsim.dram.system import run_trace
     from archsim.results import Result
+    from archsim.systems.dram_trace import run_trace
 
     rows = [{"channel": 0, "requests": 3}, {"channel": 1, "requests": 4}]
     res = Result(stats={}, df=rows, manifest={})

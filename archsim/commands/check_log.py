@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from archsim.dram.checker import check_log
     from archsim.dram.spec import load_spec
-    from archsim.dram.system import CommandLog
+    from archsim.systems.dram_trace import CommandLog
 
     overrides = _dram_overrides(args)
     if args.channels:

@@ -61,7 +61,7 @@ def _trace_arg(text: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from archsim.dram.system import run_trace
+    from archsim.systems.dram_trace import run_trace
 
     controller = {}
     if args.row_policy:

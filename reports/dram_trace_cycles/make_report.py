@@ -15,9 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from bench_dram import RAMULATOR_CYCLES, RAMULATOR_REQUESTS  # noqa: E402
+
 from archsim.results import atomic_write_text  # noqa: E402
 from archsim.sweep import load_results  # noqa: E402
-from bench_dram import RAMULATOR_CYCLES, RAMULATOR_REQUESTS  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 RAMULATOR = {("DDR4_3200AA_x8_8Gb", 1, "random"): RAMULATOR_CYCLES["ddr4-random"],

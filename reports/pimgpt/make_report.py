@@ -20,8 +20,8 @@ import yaml  # noqa: E402
 
 from archsim import __version__  # noqa: E402
 from archsim.host.baselines import Baseline  # noqa: E402
-from archsim.pim.system import run_pimgpt  # noqa: E402
 from archsim.results import atomic_write_text  # noqa: E402
+from archsim.systems.pimgpt import run_pimgpt  # noqa: E402
 from archsim.workload import build_graph, load_model  # noqa: E402
 
 OUT = Path(__file__).resolve().parent

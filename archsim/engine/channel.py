@@ -23,8 +23,24 @@ from collections import namedtuple
 import numba
 import numpy as np
 
-from archsim.engine.tables import (E_CLOSE, E_COMPUTE, E_OPEN, E_READ, E_READ_CLOSE, E_REFRESH, E_WRITE,
-                                   E_WRITE_CLOSE, R_ACT, R_PRE, R_RD, R_RDA, R_REFAB, R_REFPB, R_WR, R_WRA)
+from archsim.engine.tables import (
+    E_CLOSE,
+    E_COMPUTE,
+    E_OPEN,
+    E_READ,
+    E_READ_CLOSE,
+    E_REFRESH,
+    E_WRITE,
+    E_WRITE_CLOSE,
+    R_ACT,
+    R_PRE,
+    R_RD,
+    R_RDA,
+    R_REFAB,
+    R_REFPB,
+    R_WR,
+    R_WRA,
+)
 
 INF = np.int64(1) << np.int64(62)
 # advance(RUN_TO_END): stop when every command has issued, without waiting for completion latencies
@@ -33,10 +49,15 @@ RUN_TO_END = INF + np.int64(1)
 
 # Every helper is compiled without reference counting: the kernel allocates nothing (arrays live outside), and
 # reference counting every array of the state tuple at every call costs more than the work.
-# Inlining the helpers at the IR level (numba inline="always") runs ~3x faster but makes numba's own analysis of
-# the kernel quadratic (minutes of cold compile); they stay calls until the state is packed into fewer arrays.
+# A call passes S and T by value, flattened into ~1000 scalar arguments (every array's pointer, shape and
+# strides), so a helper that stays an out-of-line call costs ~1000 stack pushes per call. LLVM inlines the
+# small helpers by itself once they are linked into the kernel; the three big per-step functions (`_step`,
+# `_cands`, `_issue_pick`, too large for LLVM's inliner) are inlined at the numba IR level (`_inl`), which
+# leaves the whole kernel one function without argument marshalling (4-6x faster than calls). Inlining *every*
+# helper at the IR level instead makes numba's own analysis quadratic (minutes of cold compile).
 _helper = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 _call = _helper
+_inl = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False, inline='always')
 
 # CF: controller config array slots
 (CF_CH, CF_NSRC, CF_NRW, CF_NST, CF_CLOSED_ROW, CF_REFRESH, CF_DUAL_BUS, CF_LOG, CF_NREFI, CF_NREFIPB,
@@ -132,7 +153,6 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
     state, observers. row/col: the request's or stream command's (-1 unknown); src: source index in the
     channel (-1 = refresh manager), stream sources have src_kind 1."""
     B = T.banks
-    C = T.n_cmds
     gb0 = ch * B
     # --- timing (forward form, archsim.engine.tables)
     k = c * B + bl
@@ -267,7 +287,6 @@ def _recount_hits(S, b, q):
 @_call
 def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
     """Column command c issued for request ri (rw source k of channel ch, global bank b)."""
-    B = T.banks
     n_rw = CF[CF_NRW]
     w = 1 if S.r_kind[ri] != KIND_READ else 0
     q = k * 2 + w
@@ -739,7 +758,7 @@ def _at_boundary(S, CF, ch, s):
 
 
 # ---------------------------------------------------------------------------------------------------------
-@_call
+@_inl
 def _cands(S, T, CF, ch, clk, cand):
     """Every source's ready candidates into cand[s] (columns: 0-3 column bus, 4-7 row bus: command, local
     bank, request or row, age); cand[s, 8] = earliest cycle of a candidate not ready now. Returns the min."""
@@ -803,7 +822,7 @@ def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
     return -1, 0
 
 
-@_call
+@_inl
 def _issue_pick(S, T, CF, ch, s, slot, clk):
     """Issue source s's candidate in `slot` (0 column, 4 row)."""
     B = T.banks
@@ -855,7 +874,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
         S.s_lastend[sl] = 0
 
 
-@_call
+@_inl
 def _step(S, T, CF, ch, clk, cand):
     """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
     nsrc = CF[CF_NSRC]
@@ -1030,7 +1049,6 @@ def advance(S, T, CF, until):
     (ST_IDLE), or when the command log is about to overflow (ST_LOG_FULL: grow it and call again)."""
     clk = S.clock[0]
     nch = CF[CF_CH]
-    nsrc = CF[CF_NSRC]
     cand = S.cand
     status = ST_UNTIL
     p_next = INF

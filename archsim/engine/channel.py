@@ -71,6 +71,8 @@ SEG_START, SEG_END = 1, 2
 KIND_READ, KIND_WRITE, KIND_RMW = 0, 1, 2
 # advance() status
 ST_UNTIL, ST_COMPLETION, ST_IDLE, ST_LOG_FULL, ST_DEADLOCK, ST_TIMEOUT = 0, 1, 2, 3, 4, 5
+KEY_SHIFT = np.int64(16)                     # candidate keys in the rw scan: age << KEY_SHIFT | list position
+KEY_MASK = (np.int64(1) << KEY_SHIFT) - np.int64(1)
 STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long while work is left: a deadlock
 
 State = namedtuple("State", [
@@ -87,7 +89,7 @@ State = namedtuple("State", [
     "qlen", "qcap", "wmode",                   # (ch * n_rw * 2,), (.. ,), (ch * n_rw,)
     "l_head", "l_tail", "l_cnt", "hitq", "first_hit",   # (banks, n_rw * 2)
     "act_list", "act_n", "act_pos",            # (ch * n_rw * 2, banks_per_ch), (..), (banks, n_rw * 2)
-    "cand_ri", "cand_cmd", "dirty", "dirty_list", "dirty_n",
+    "cand_ri", "cand_cmd", "cand_seq", "cand_nb", "dirty", "dirty_list", "dirty_n",
     "pin_list", "pin_n",                       # (ch * n_rw, cap), (ch * n_rw,)
     # streams: s = ch * n_st + m
     "s_cmd", "s_bank", "s_row", "s_col", "s_flags", "s_est", "s_tag", "s_seq", "s_head", "s_tail", "s_lastend",
@@ -555,13 +557,21 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
                 ri, c = _bank_cand(S, T, CF, kq, ww, b)
                 S.cand_ri[kq * 2 + ww, b] = ri
                 S.cand_cmd[kq * 2 + ww, b] = c
+                if ri >= 0:
+                    # the request's age and (rmw WR) not-before cycle, kept beside the candidate so the scan
+                    # below reads no per-request arrays (random accesses into the request pool)
+                    S.cand_seq[kq * 2 + ww, b] = S.r_seq[ri]
+                    S.cand_nb[kq * 2 + ww, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
     S.dirty_n[ch] = 0
     if S.qlen[qi] == 0:
         out[8] = nxt
         return
+    # The scan keeps its data-dependent choices out of branches (they mispredict): a candidate's key is
+    # (age << KEY_SHIFT) | position in the active list, INF when it is blocked or not ready, and the oldest
+    # ready column / row candidates are plain minima of keys (ages are distinct).
     best_col = INF
     best_row = INF
-    ref_check = S.ch_ref_pending[ch] != 0
+    ref_check = S.ch_ref_pending[ch] != 0 and refresh != REFRESH_NONE
     c_pre = T.role[R_PRE]
     c_act = T.role[R_ACT]
     nbuf = CF[CF_NBUF]
@@ -571,44 +581,38 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
         c = S.cand_cmd[q, b]
         if c < 0:
             continue
-        if ref_check and refresh != REFRESH_NONE:
+        if ref_check:
             if _ref_blocked(S, T, CF, ch, c, bl):
                 continue
-        if c == c_pre:
-            if S.bank_pin[b] > 0 or (S.owner[b, 0] != -1 and S.owner[b, 0] != me):
-                continue
-        elif c == c_act:
-            if S.reserve[b] > 0:
-                continue
-            if nbuf > 1:
-                row = S.r_row[S.cand_ri[q, b]]
-                clash = False
-                for bb in range(1, nbuf):
-                    if S.open_row[b, bb] == row:
-                        clash = True
-                if clash:
-                    continue
+        own = S.owner[b, 0]
+        blocked = ((c == c_pre) & ((S.bank_pin[b] > 0) | ((own != -1) & (own != me)))) | (
+            (c == c_act) & (S.reserve[b] > 0))
+        if nbuf > 1 and c == c_act and not blocked:
+            row = S.r_row[S.cand_ri[q, b]]
+            for bb in range(1, nbuf):
+                if S.open_row[b, bb] == row:
+                    blocked = True
         t = _earliest(S, T, ch, c, bl)
-        ri = S.cand_ri[q, b]
-        if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 and S.r_nb[ri] > t:
-            t = S.r_nb[ri]
-        if t < nxt:
-            nxt = t
-        if t <= clk:
-            sq = S.r_seq[ri]
-            if T.cmd_bus[c] == 1:
-                if sq < best_col:
-                    best_col = sq
-                    out[0] = c
-                    out[1] = bl
-                    out[2] = ri
-                    out[3] = sq
-            elif sq < best_row:
-                best_row = sq
-                out[4] = c
-                out[5] = bl
-                out[6] = ri
-                out[7] = sq
+        t = max(t, S.cand_nb[q, b])
+        t = INF if blocked else t
+        nxt = min(nxt, t)
+        key = (S.cand_seq[q, b] << KEY_SHIFT) | kk
+        key = key if t <= clk else INF
+        col = T.cmd_bus[c] == 1
+        best_col = min(best_col, key if col else INF)
+        best_row = min(best_row, INF if col else key)
+    if best_col < INF:
+        b = S.act_list[qi, best_col & KEY_MASK]
+        out[0] = S.cand_cmd[q, b]
+        out[1] = b - gb0
+        out[2] = S.cand_ri[q, b]
+        out[3] = best_col >> KEY_SHIFT
+    if best_row < INF:
+        b = S.act_list[qi, best_row & KEY_MASK]
+        out[4] = S.cand_cmd[q, b]
+        out[5] = b - gb0
+        out[6] = S.cand_ri[q, b]
+        out[7] = best_row >> KEY_SHIFT
     out[8] = nxt
 
 
@@ -1169,6 +1173,8 @@ class MemorySystem:
         self.names = names
         nch = spec.channels
         B = T.banks
+        if B > KEY_MASK:
+            raise ConfigError("org", f"{B} banks per channel: the kernel supports at most {int(KEY_MASK)}")
         nsrc = len(self.sources)
         n_rw = sum(s["kind"] == "rw" for s in self.sources)
         n_st = nsrc - n_rw
@@ -1243,6 +1249,7 @@ class MemorySystem:
             first_hit=np.full((nb, max(n_rw, 1) * 2), -1, i64),
             act_list=np.zeros((nq, B), i64), act_n=np.zeros(nq, i64), act_pos=np.zeros((nb, max(n_rw, 1) * 2), i64),
             cand_ri=np.zeros((max(n_rw, 1) * 2, nb), i64), cand_cmd=np.zeros((max(n_rw, 1) * 2, nb), i64),
+            cand_seq=np.zeros((max(n_rw, 1) * 2, nb), i64), cand_nb=np.zeros((max(n_rw, 1) * 2, nb), i64),
             dirty=np.zeros(nb, np.bool_), dirty_list=np.zeros((nch, B), i64), dirty_n=np.zeros(nch, i64),
             pin_list=np.zeros((nch * max(n_rw, 1), max(ctrl.read_queue, ctrl.write_queue) * 2 + 2), i64),
             pin_n=np.zeros(nch * max(n_rw, 1), i64),

@@ -510,54 +510,10 @@ def _bank_cand(S, T, CF, kq, ww, b):
     return j, T.role[R_PRE]
 
 
-@_helper
-def _update_dirty(S, T, CF, ch, q, clk, me):
-    """Bring the candidates of the banks changed since the channel's last pass up to date. With q >= 0,
-    returns the earliest cycle (_cand_time) of their new candidates in queue q (INF if none)."""
-    n_rw = CF[CF_NRW]
-    t_min = INF
-    for kk in range(S.dirty_n[ch]):
-        b = S.dirty_list[ch, kk]
-        S.dirty[b] = False
-        for kq in range(n_rw):
-            for ww in range(2):
-                ri, c = _bank_cand(S, T, CF, kq, ww, b)
-                S.cand_ri[kq * 2 + ww, b] = ri
-                S.cand_cmd[kq * 2 + ww, b] = c
-                if ri >= 0:
-                    # the request's age and (rmw WR) not-before cycle, kept beside the candidate so the scan
-                    # reads no per-request arrays (random accesses into the request pool)
-                    S.cand_seq[kq * 2 + ww, b] = S.r_seq[ri]
-                    S.cand_nb[kq * 2 + ww, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
-        if q >= 0 and S.cand_cmd[q, b] >= 0:
-            t_min = min(t_min, _cand_time(S, T, CF, ch, q, b, me))
-    S.dirty_n[ch] = 0
-    return t_min
-
-
-@_helper
-def _cand_time(S, T, CF, ch, q, b, me):
-    """Earliest cycle of bank b's candidate in queue q (global bank b, rw source index me), INF if it is
-    blocked (3.2; refresh blocking is the caller's)."""
-    c = S.cand_cmd[q, b]
-    own = S.owner[b, 0]
-    blocked = ((c == T.role[R_PRE]) & ((S.bank_pin[b] > 0) | ((own != -1) & (own != me)))) | (
-        (c == T.role[R_ACT]) & (S.reserve[b] > 0))
-    if CF[CF_NBUF] > 1 and c == T.role[R_ACT] and not blocked:
-        row = S.r_row[S.cand_ri[q, b]]
-        for bb in range(1, CF[CF_NBUF]):
-            if S.open_row[b, bb] == row:
-                blocked = True
-    t = max(_earliest(S, T, ch, c, b - ch * T.banks), S.cand_nb[q, b])
-    return INF if blocked else t
-
-
 @_call
 def _rw_cands(S, T, CF, ch, k, clk, out):
     """FR-FCFS candidates of rw source k: out[0..3] = col (cmd, local bank, request), out[4..7] = row;
-    out[8] = earliest cycle of a candidate not ready now. Requests absent: -1. For _after_issue_wake:
-    out[9] = 1 if the banks of the active queue were scanned with no request pinned, out[10] the number of
-    ready candidates, out[11] the earliest cycle of the candidates not ready now (later than clk)."""
+    out[8] = earliest cycle of a candidate not ready now. Requests absent: -1."""
     B = T.banks
     n_rw = CF[CF_NRW]
     gb0 = ch * B
@@ -586,19 +542,29 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
                 out[3] = S.r_seq[ri]
         elif t < nxt:
             nxt = t
-    out[9] = 0
     if out[0] >= 0:
         out[8] = nxt
         return
     w = S.wmode[pk]
     q = k * 2 + w
     qi = pk * 2 + w
-    _update_dirty(S, T, CF, ch, -1, clk, me)
+    # bring the candidates of the banks changed since the channel's last pass up to date
+    for kk in range(S.dirty_n[ch]):
+        b = S.dirty_list[ch, kk]
+        S.dirty[b] = False
+        for kq in range(n_rw):
+            for ww in range(2):
+                ri, c = _bank_cand(S, T, CF, kq, ww, b)
+                S.cand_ri[kq * 2 + ww, b] = ri
+                S.cand_cmd[kq * 2 + ww, b] = c
+                if ri >= 0:
+                    # the request's age and (rmw WR) not-before cycle, kept beside the candidate so the scan
+                    # below reads no per-request arrays (random accesses into the request pool)
+                    S.cand_seq[kq * 2 + ww, b] = S.r_seq[ri]
+                    S.cand_nb[kq * 2 + ww, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
+    S.dirty_n[ch] = 0
     if S.qlen[qi] == 0:
         out[8] = nxt
-        out[9] = 1 if S.pin_n[pk] == 0 else 0
-        out[10] = 0
-        out[11] = INF
         return
     # The scan keeps its data-dependent choices out of branches (they mispredict): a candidate's key is
     # (age << KEY_SHIFT) | position in the active list, INF when it is blocked or not ready, and the oldest
@@ -606,8 +572,9 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     best_col = INF
     best_row = INF
     ref_check = S.ch_ref_pending[ch] != 0 and refresh != REFRESH_NONE
-    later = INF
-    n_ready = 0
+    c_pre = T.role[R_PRE]
+    c_act = T.role[R_ACT]
+    nbuf = CF[CF_NBUF]
     for kk in range(S.act_n[qi]):
         b = S.act_list[qi, kk]
         bl = b - gb0
@@ -617,10 +584,18 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
         if ref_check:
             if _ref_blocked(S, T, CF, ch, c, bl):
                 continue
-        t = _cand_time(S, T, CF, ch, q, b, me)
+        own = S.owner[b, 0]
+        blocked = ((c == c_pre) & ((S.bank_pin[b] > 0) | ((own != -1) & (own != me)))) | (
+            (c == c_act) & (S.reserve[b] > 0))
+        if nbuf > 1 and c == c_act and not blocked:
+            row = S.r_row[S.cand_ri[q, b]]
+            for bb in range(1, nbuf):
+                if S.open_row[b, bb] == row:
+                    blocked = True
+        t = _earliest(S, T, ch, c, bl)
+        t = max(t, S.cand_nb[q, b])
+        t = INF if blocked else t
         nxt = min(nxt, t)
-        later = min(later, t if t > clk else INF)
-        n_ready += t <= clk
         key = (S.cand_seq[q, b] << KEY_SHIFT) | kk
         key = key if t <= clk else INF
         col = T.cmd_bus[c] == 1
@@ -639,9 +614,6 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
         out[6] = S.cand_ri[q, b]
         out[7] = best_row >> KEY_SHIFT
     out[8] = nxt
-    out[9] = 1 if S.pin_n[pk] == 0 else 0
-    out[10] = n_ready
-    out[11] = later
 
 
 @_helper
@@ -906,38 +878,6 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
         S.s_lastend[sl] = 0
 
 
-@_helper
-def _after_issue_wake(S, T, CF, ch, clk, cand, nxt_ref, after):
-    """Wake cycle of channel ch after a step that issued a source's command at clk: a lower bound of the next
-    cycle it can issue at. clk + 1 unless the channel has one rw source, no refresh pending and no request
-    pinned, the next step keeps the write mode, and no candidate of the last pass that was ready is left
-    unissued. Then: the earliest of the next refresh event, the candidates of the last pass that were not
-    ready (ready cells only grow, and whatever else changes a bank's candidate or unblocks it marks the bank
-    dirty), and the new candidates of the dirty banks (the issued bank among them). Requests offered later
-    wake the channel themselves (_offer)."""
-    lo = clk + 1
-    if CF[CF_NSRC] != 1 or S.src_kind[ch, 0] != 0 or S.ch_ref_pending[ch] != 0 or cand[0, 9] == 0:
-        return lo
-    if cand[0, 10] > after:
-        return lo
-    n_rw = CF[CF_NRW]
-    k = S.src_idx[ch, 0]
-    pk = ch * n_rw + k
-    if S.pin_n[pk] != 0:
-        return lo
-    ql_r = S.qlen[pk * 2]
-    ql_w = S.qlen[pk * 2 + 1]
-    w = S.wmode[pk]
-    if w == 0:
-        if ql_w >= CF[CF_WM_HIGH] or (ql_r == 0 and ql_w > 0):
-            return lo
-    elif ql_w == 0 or (ql_w <= CF[CF_WM_LOW] and ql_r > 0):
-        return lo
-    t = min(nxt_ref, cand[0, 11])
-    t = min(t, _update_dirty(S, T, CF, ch, k * 2 + w, clk, _rw_src(S, ch, k)))
-    return max(t, lo)
-
-
 @_inl
 def _step(S, T, CF, ch, clk, cand):
     """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
@@ -948,8 +888,6 @@ def _step(S, T, CF, ch, clk, cand):
     col_free = True
     dual = CF[CF_DUAL_BUS] != 0
     issued = False
-    ref_issued = False
-    after = 0                 # issues since the last candidate pass
     none = np.int64(-1)
     # ---- refresh
     refresh = CF[CF_REFRESH]
@@ -971,7 +909,6 @@ def _step(S, T, CF, ch, clk, cand):
             if t <= clk and row_free:
                 eff = _issue(S, T, CF, ch, c, bl, none, none, none, clk)
                 issued = True
-                ref_issued = True
                 row_free = False
                 if not dual:
                     col_free = False
@@ -987,7 +924,6 @@ def _step(S, T, CF, ch, clk, cand):
                             S.ref_bank[g] = 0
             elif t < nxt:
                 nxt = t
-    nxt_ref = nxt
     # ---- decisions taken once per step: write modes, promotions, the blocked active source, the gate
     for k in range(n_rw):
         pk = ch * n_rw + k
@@ -1035,7 +971,6 @@ def _step(S, T, CF, ch, clk, cand):
     track = cap > 0 and arb != ARB_FRFCFS
     if col_free or row_free or track:
         t = _cands(S, T, CF, ch, clk, cand)
-        after = 0
         if t < nxt:
             nxt = t
         for s in range(nsrc):
@@ -1046,12 +981,10 @@ def _step(S, T, CF, ch, clk, cand):
                 win_c, slot = _arbitrate(S, CF, ch, cand, 0, promoted, gate)
                 if win_c >= 0:
                     _issue_pick(S, T, CF, ch, win_c, 0, clk)
-                    after += 1
                     issued = True
             if row_free:
                 if win_c >= 0:
                     t = _cands(S, T, CF, ch, clk, cand)
-                    after = 0
                     if t < nxt:
                         nxt = t
                     for s in range(nsrc):
@@ -1060,13 +993,11 @@ def _step(S, T, CF, ch, clk, cand):
                 win_r, slot = _arbitrate(S, CF, ch, cand, 1, promoted, gate)
                 if win_r >= 0:
                     _issue_pick(S, T, CF, ch, win_r, 4, clk)
-                    after += 1
                     issued = True
         elif col_free:
             w, slot = _arbitrate(S, CF, ch, cand, 2, promoted, gate)
             if w >= 0:
                 _issue_pick(S, T, CF, ch, w, slot, clk)
-                after += 1
                 issued = True
                 if slot == 0:
                     win_c = w
@@ -1087,10 +1018,7 @@ def _step(S, T, CF, ch, clk, cand):
                 if clk < tp < nxt:
                     nxt = tp
     if issued:
-        if ref_issued or track:
-            nxt = clk + 1
-        else:
-            nxt = _after_issue_wake(S, T, CF, ch, clk, cand, nxt_ref, after)
+        nxt = clk + 1
     return nxt
 
 
@@ -1343,7 +1271,7 @@ class MemorySystem:
             n_log=np.zeros(1, i64),
             c_tag=np.zeros(1024, i64), c_done=np.zeros(1024, i64), c_id=np.zeros(1024, i64), n_comp=np.zeros(1, i64),
             min_pending=np.full(1, INF, i64), outstanding=np.zeros(1, i64), progress=np.zeros(4, i64),
-            cand=np.zeros((max(nsrc, 1), 12), i64), s_maxdone=np.zeros(nst_slots, i64),
+            cand=np.zeros((max(nsrc, 1), 9), i64), s_maxdone=np.zeros(nst_slots, i64),
             r_pin=np.zeros(R, i64), s_at=np.zeros((nst_slots, SC), i64), s_in=np.zeros(nst_slots, i64),
             st_next=np.full(1, INF, i64),
             promo=np.zeros((nch, max(nsrc, 1)), i64), promo_ready=np.zeros((nch, max(nsrc, 1)), i64),

@@ -23,8 +23,24 @@ from collections import namedtuple
 import numba
 import numpy as np
 
-from archsim.engine.tables import (E_CLOSE, E_COMPUTE, E_OPEN, E_READ, E_READ_CLOSE, E_REFRESH, E_WRITE,
-                                   E_WRITE_CLOSE, R_ACT, R_PRE, R_RD, R_RDA, R_REFAB, R_REFPB, R_WR, R_WRA)
+from archsim.engine.tables import (
+    E_CLOSE,
+    E_COMPUTE,
+    E_OPEN,
+    E_READ,
+    E_READ_CLOSE,
+    E_REFRESH,
+    E_WRITE,
+    E_WRITE_CLOSE,
+    R_ACT,
+    R_PRE,
+    R_RD,
+    R_RDA,
+    R_REFAB,
+    R_REFPB,
+    R_WR,
+    R_WRA,
+)
 
 INF = np.int64(1) << np.int64(62)
 # advance(RUN_TO_END): stop when every command has issued, without waiting for completion latencies
@@ -33,10 +49,15 @@ RUN_TO_END = INF + np.int64(1)
 
 # Every helper is compiled without reference counting: the kernel allocates nothing (arrays live outside), and
 # reference counting every array of the state tuple at every call costs more than the work.
-# Inlining the helpers at the IR level (numba inline="always") runs ~3x faster but makes numba's own analysis of
-# the kernel quadratic (minutes of cold compile); they stay calls until the state is packed into fewer arrays.
+# A call passes S and T by value, flattened into ~1000 scalar arguments (every array's pointer, shape and
+# strides), so a helper that stays an out-of-line call costs ~1000 stack pushes per call. LLVM inlines the
+# small helpers by itself once they are linked into the kernel; the three big per-step functions (`_step`,
+# `_cands`, `_issue_pick`, too large for LLVM's inliner) are inlined at the numba IR level (`_inl`), which
+# leaves the whole kernel one function without argument marshalling (4-6x faster than calls). Inlining *every*
+# helper at the IR level instead makes numba's own analysis quadratic (minutes of cold compile).
 _helper = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 _call = _helper
+_inl = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False, inline='always')
 
 # CF: controller config array slots
 (CF_CH, CF_NSRC, CF_NRW, CF_NST, CF_CLOSED_ROW, CF_REFRESH, CF_DUAL_BUS, CF_LOG, CF_NREFI, CF_NREFIPB,
@@ -50,6 +71,8 @@ SEG_START, SEG_END = 1, 2
 KIND_READ, KIND_WRITE, KIND_RMW = 0, 1, 2
 # advance() status
 ST_UNTIL, ST_COMPLETION, ST_IDLE, ST_LOG_FULL, ST_DEADLOCK, ST_TIMEOUT = 0, 1, 2, 3, 4, 5
+KEY_SHIFT = np.int64(16)                     # candidate keys in the rw scan: age << KEY_SHIFT | list position
+KEY_MASK = (np.int64(1) << KEY_SHIFT) - np.int64(1)
 STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long while work is left: a deadlock
 
 State = namedtuple("State", [
@@ -66,7 +89,7 @@ State = namedtuple("State", [
     "qlen", "qcap", "wmode",                   # (ch * n_rw * 2,), (.. ,), (ch * n_rw,)
     "l_head", "l_tail", "l_cnt", "hitq", "first_hit",   # (banks, n_rw * 2)
     "act_list", "act_n", "act_pos",            # (ch * n_rw * 2, banks_per_ch), (..), (banks, n_rw * 2)
-    "cand_ri", "cand_cmd", "dirty", "dirty_list", "dirty_n",
+    "cand_ri", "cand_cmd", "cand_seq", "cand_nb", "dirty", "dirty_list", "dirty_n",
     "pin_list", "pin_n",                       # (ch * n_rw, cap), (ch * n_rw,)
     # streams: s = ch * n_st + m
     "s_cmd", "s_bank", "s_row", "s_col", "s_flags", "s_est", "s_tag", "s_seq", "s_head", "s_tail", "s_lastend",
@@ -132,7 +155,6 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
     state, observers. row/col: the request's or stream command's (-1 unknown); src: source index in the
     channel (-1 = refresh manager), stream sources have src_kind 1."""
     B = T.banks
-    C = T.n_cmds
     gb0 = ch * B
     # --- timing (forward form, archsim.engine.tables)
     k = c * B + bl
@@ -267,7 +289,6 @@ def _recount_hits(S, b, q):
 @_call
 def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
     """Column command c issued for request ri (rw source k of channel ch, global bank b)."""
-    B = T.banks
     n_rw = CF[CF_NRW]
     w = 1 if S.r_kind[ri] != KIND_READ else 0
     q = k * 2 + w
@@ -536,62 +557,65 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
                 ri, c = _bank_cand(S, T, CF, kq, ww, b)
                 S.cand_ri[kq * 2 + ww, b] = ri
                 S.cand_cmd[kq * 2 + ww, b] = c
+                if ri >= 0:
+                    # the request's age and (rmw WR) not-before cycle, kept beside the candidate so the scan
+                    # below reads no per-request arrays (random accesses into the request pool)
+                    S.cand_seq[kq * 2 + ww, b] = S.r_seq[ri]
+                    S.cand_nb[kq * 2 + ww, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
     S.dirty_n[ch] = 0
     if S.qlen[qi] == 0:
         out[8] = nxt
         return
+    # The scan keeps its data-dependent choices out of branches (they mispredict): a candidate's key is
+    # (age << KEY_SHIFT) | position in the active list, INF when it is blocked or not ready, and the oldest
+    # ready column / row candidates are plain minima of keys (ages are distinct).
     best_col = INF
     best_row = INF
-    ref_check = S.ch_ref_pending[ch] != 0
+    ref_check = S.ch_ref_pending[ch] != 0 and refresh != REFRESH_NONE
     c_pre = T.role[R_PRE]
     c_act = T.role[R_ACT]
     nbuf = CF[CF_NBUF]
+    ignore_reserve = CF[CF_ARB] == ARB_BLOCKED
     for kk in range(S.act_n[qi]):
         b = S.act_list[qi, kk]
         bl = b - gb0
         c = S.cand_cmd[q, b]
         if c < 0:
             continue
-        if ref_check and refresh != REFRESH_NONE:
+        if ref_check:
             if _ref_blocked(S, T, CF, ch, c, bl):
                 continue
-        if c == c_pre:
-            if S.bank_pin[b] > 0 or (S.owner[b, 0] != -1 and S.owner[b, 0] != me):
-                continue
-        elif c == c_act:
-            # (under `blocked` only the active source issues: a reservation would only hold the active rw
-            # source back for an inactive stream, so blocked arbitration ignores reservations)
-            if S.reserve[b] > 0 and CF[CF_ARB] != ARB_BLOCKED:
-                continue
-            if nbuf > 1:
-                row = S.r_row[S.cand_ri[q, b]]
-                clash = False
-                for bb in range(1, nbuf):
-                    if S.open_row[b, bb] == row:
-                        clash = True
-                if clash:
-                    continue
+        own = S.owner[b, 0]
+        # (under `blocked` only the active source issues: a reservation would only hold the active rw source
+        # back for an inactive stream, so blocked arbitration ignores reservations)
+        blocked = ((c == c_pre) & ((S.bank_pin[b] > 0) | ((own != -1) & (own != me)))) | (
+            (c == c_act) & (S.reserve[b] > 0) & (not ignore_reserve))
+        if nbuf > 1 and c == c_act and not blocked:
+            row = S.r_row[S.cand_ri[q, b]]
+            for bb in range(1, nbuf):
+                if S.open_row[b, bb] == row:
+                    blocked = True
         t = _earliest(S, T, ch, c, bl)
-        ri = S.cand_ri[q, b]
-        if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 and S.r_nb[ri] > t:
-            t = S.r_nb[ri]
-        if t < nxt:
-            nxt = t
-        if t <= clk:
-            sq = S.r_seq[ri]
-            if T.cmd_bus[c] == 1:
-                if sq < best_col:
-                    best_col = sq
-                    out[0] = c
-                    out[1] = bl
-                    out[2] = ri
-                    out[3] = sq
-            elif sq < best_row:
-                best_row = sq
-                out[4] = c
-                out[5] = bl
-                out[6] = ri
-                out[7] = sq
+        t = max(t, S.cand_nb[q, b])
+        t = INF if blocked else t
+        nxt = min(nxt, t)
+        key = (S.cand_seq[q, b] << KEY_SHIFT) | kk
+        key = key if t <= clk else INF
+        col = T.cmd_bus[c] == 1
+        best_col = min(best_col, key if col else INF)
+        best_row = min(best_row, INF if col else key)
+    if best_col < INF:
+        b = S.act_list[qi, best_col & KEY_MASK]
+        out[0] = S.cand_cmd[q, b]
+        out[1] = b - gb0
+        out[2] = S.cand_ri[q, b]
+        out[3] = best_col >> KEY_SHIFT
+    if best_row < INF:
+        b = S.act_list[qi, best_row & KEY_MASK]
+        out[4] = S.cand_cmd[q, b]
+        out[5] = b - gb0
+        out[6] = S.cand_ri[q, b]
+        out[7] = best_row >> KEY_SHIFT
     out[8] = nxt
 
 
@@ -741,7 +765,7 @@ def _at_boundary(S, CF, ch, s):
 
 
 # ---------------------------------------------------------------------------------------------------------
-@_call
+@_inl
 def _cands(S, T, CF, ch, clk, cand):
     """Every source's ready candidates into cand[s] (columns: 0-3 column bus, 4-7 row bus: command, local
     bank, request or row, age); cand[s, 8] = earliest cycle of a candidate not ready now. Returns the min."""
@@ -805,7 +829,7 @@ def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
     return -1, 0
 
 
-@_call
+@_inl
 def _issue_pick(S, T, CF, ch, s, slot, clk):
     """Issue source s's candidate in `slot` (0 column, 4 row)."""
     B = T.banks
@@ -857,7 +881,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
         S.s_lastend[sl] = 0
 
 
-@_call
+@_inl
 def _step(S, T, CF, ch, clk, cand):
     """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
     nsrc = CF[CF_NSRC]
@@ -1032,7 +1056,6 @@ def advance(S, T, CF, until):
     (ST_IDLE), or when the command log is about to overflow (ST_LOG_FULL: grow it and call again)."""
     clk = S.clock[0]
     nch = CF[CF_CH]
-    nsrc = CF[CF_NSRC]
     cand = S.cand
     status = ST_UNTIL
     p_next = INF
@@ -1153,6 +1176,8 @@ class MemorySystem:
         self.names = names
         nch = spec.channels
         B = T.banks
+        if B > KEY_MASK:
+            raise ConfigError("org", f"{B} banks per channel: the kernel supports at most {int(KEY_MASK)}")
         nsrc = len(self.sources)
         n_rw = sum(s["kind"] == "rw" for s in self.sources)
         n_st = nsrc - n_rw
@@ -1227,6 +1252,7 @@ class MemorySystem:
             first_hit=np.full((nb, max(n_rw, 1) * 2), -1, i64),
             act_list=np.zeros((nq, B), i64), act_n=np.zeros(nq, i64), act_pos=np.zeros((nb, max(n_rw, 1) * 2), i64),
             cand_ri=np.zeros((max(n_rw, 1) * 2, nb), i64), cand_cmd=np.zeros((max(n_rw, 1) * 2, nb), i64),
+            cand_seq=np.zeros((max(n_rw, 1) * 2, nb), i64), cand_nb=np.zeros((max(n_rw, 1) * 2, nb), i64),
             dirty=np.zeros(nb, np.bool_), dirty_list=np.zeros((nch, B), i64), dirty_n=np.zeros(nch, i64),
             pin_list=np.zeros((nch * max(n_rw, 1), max(ctrl.read_queue, ctrl.write_queue) * 2 + 2), i64),
             pin_n=np.zeros(nch * max(n_rw, 1), i64),

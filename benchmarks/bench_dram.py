@@ -128,7 +128,7 @@ def run_case(name: str, requests: int, repeat: int) -> dict:
         "cpu_s": statistics.median(cpus),
         "cycles": cycles, "cycles_per_s": cycles / wall, "requests_per_s": requests / wall,
         "kernel_requests_per_s": requests / kern, "commands": commands, "commands_per_s": commands / wall,
-        "scheduler_passes": raw.get("scheduler_passes", 0), "peak_rss_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "bandwidth_GBps": requests * spec.access_bytes / seconds / 1e9,
         "peak_bandwidth_GBps": spec.peak_bw_bytes_per_s / 1e9,
         "row_hit_rate": float((raw["req_kind"] == 0).mean()),

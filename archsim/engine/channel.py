@@ -1485,7 +1485,6 @@ class MemorySystem:
         pend = S.c_done[:n]
         later = pend[pend > S.clock[0]]
         S.min_pending[0] = later.min() if later.size else INF
-        self._released = getattr(self, "_released", 0)
 
     def drain(self) -> list[tuple[int, int]]:
         """Tagged completions done by now, as (tag, done cycle) in done order; they leave the ring."""

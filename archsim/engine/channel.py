@@ -1348,7 +1348,9 @@ class MemorySystem:
             # compact the consumed prefix, then grow
             h = S.p_head[port]
             live = S.p_buf[:, :]
-            width = max(2 * S.p_buf.shape[1], tail - h + n)
+            cap = S.p_buf.shape[1]
+            need = max(int((S.p_tail - S.p_head).max()), tail - h + n)
+            width = cap if need <= cap else max(2 * cap, need)
             pb = np.zeros((S.p_buf.shape[0], width), dtype=np.int64)
             for p in range(S.p_buf.shape[0]):
                 hp, tp = S.p_head[p], S.p_tail[p]
@@ -1399,7 +1401,10 @@ class MemorySystem:
         sl = channel * self.n_st + int(S.src_idx[0, s])
         h, t = S.s_head[sl], S.s_tail[sl]
         if t + n > S.s_cmd.shape[1]:
-            width = max(2 * S.s_cmd.shape[1], t - h + n)
+            # compact every stream (drop issued commands); widen only if the live commands do not fit
+            cap = S.s_cmd.shape[1]
+            need = max(int((S.s_tail - S.s_head).max()), t - h + n)
+            width = cap if need <= cap else max(2 * cap, need)
             upd = {}
             for f in ("s_cmd", "s_bank", "s_row", "s_col", "s_flags", "s_est", "s_tag", "s_seq", "s_at"):
                 arr = getattr(S, f)

@@ -36,3 +36,19 @@ def test_sibling_rows_bind_only_other_ranks():
     assert sib and all(r["level_name"] == "rank" for r in sib)
     hbm3 = load_spec("HBM3_6400Mbps")
     assert "sid" in hbm3.levels and any(r["sibling"] and r["level_name"] == "sid" for r in hbm3.constraints)
+
+
+def test_a_close_form_looser_than_its_plain_command_is_refused():
+    """The kernel's wake-up for a new row hit assumes RDA is never ready before RD (WRA before WR); a
+    standard that constrains RD by a row RDA lacks is refused at lowering, naming the row."""
+    import dataclasses
+
+    from archsim.dram.spec import load_spec
+    from archsim.engine.tables import lower
+    from archsim.errors import ConfigError
+
+    spec = load_spec("DDR4_3200AA_x8_8Gb")
+    rda = spec.cmd("RDA")
+    loose = [r for r in spec.constraints if not (r["next"] == rda and r["prev_name"] == "ACT")]
+    with pytest.raises(ConfigError, match=r"ACT -> RD >= \d+ has no row binding RDA"):
+        lower(dataclasses.replace(spec, constraints=loose))

@@ -57,6 +57,28 @@ def _tables_error(spec: DramSpec, key: str, problem: str) -> ConfigError:
     return ConfigError(key, problem, source=f"standard {spec.standard}")
 
 
+def _check_close_forms_not_looser(spec: DramSpec, role: np.ndarray) -> None:
+    """The kernel wakes a channel for a newly offered row hit at the earliest cycle of its RD / WR, though
+    under the closed-row policy the hit may issue as RDA / WRA: that is exact only if RDA (WRA) is never
+    ready before RD (WR), i.e. every row binding RD also binds RDA with at least its latency."""
+    for plain, close in ((R_RD, R_RDA), (R_WR, R_WRA)):
+        p, c = int(role[plain]), int(role[close])
+        by = {}
+        for r in spec.constraints:
+            if r["next"] == c:
+                key = (r["level"], r["prev"], r["window"], r["sibling"])
+                by[key] = max(by.get(key, -1), r["latency"])
+        for r in spec.constraints:
+            if r["next"] != p or r["latency"] <= 1:
+                continue
+            key = (r["level"], r["prev"], r["window"], r["sibling"])
+            if by.get(key, -1) < r["latency"]:
+                raise _tables_error(spec, "constraints", (
+                    f"{spec.levels[r['level']]}: {r['prev_name']} -> {r['next_name']} >= {r['latency']} has no "
+                    f"row binding {spec.commands[c].name} at least as long; the engine needs "
+                    f"{spec.commands[c].name} never to be ready before {spec.commands[p].name}"))
+
+
 def lower(spec: DramSpec) -> Lowered:
     """Integer tables of one channel of `spec` (every channel is laid out alike)."""
     B = spec.banks_per_channel
@@ -235,6 +257,7 @@ def lower(spec: DramSpec) -> Lowered:
         if role[r] < 0:
             raise _tables_error(spec, "commands", f"no bank-scope `{eff}` command of buffer "
                                 f"{spec.row_buffers[0]} (the controller's {name})")
+    _check_close_forms_not_looser(spec, role)
     role[R_REFPB] = find("refresh")
     wide_ref = [c for c in cmds if c.effect == "refresh" and c.index != role[R_REFPB]]
     role[R_REFAB] = wide_ref[0].index if wide_ref else -1

@@ -259,8 +259,8 @@ source: "test-only variant of gddr6_aim (tests/rtl/test_pim_cmd_sequencer.py)"
 extends: gddr6_aim
 constraints:
   - [bank, [PRE], [ACTAB], nRP + 20]
-  - [bank, [ACTAB], [RD, WR], nRCDRD + 10]
-  - [bankgroup, [MACAB, WRGB], [RD, WR, ACT], 20]
+  - [bank, [ACTAB], [RD, RDA, WR, WRA], nRCDRD + 10]
+  - [bankgroup, [MACAB, WRGB], [RD, RDA, WR, WRA, ACT], 20]
   - [bankgroup, [RD, WR], [ACTAB], 25]
   - [bankgroup, [ACT, ACTAB], [ACT, ACTAB], 150, 2]
 """

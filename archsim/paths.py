@@ -43,3 +43,20 @@ def resolve(kind: str, name_or_path: str | Path, suffixes: tuple[str, ...] = (".
                 return hit
     known = ", ".join(shipped_names(kind, suffixes)) or "(none)"
     raise UserError(f"{kind}: no file or shipped name {text!r}; shipped names: {known}")
+
+
+def preset_file(label: str, preset_dir: Path, name_or_path: str | Path) -> Path:
+    """A packaged preset (`preset_dir/<name>.yaml`, e.g. the NPU or ASIC presets) by name, or a user's file.
+    `label` names the kind in errors ("NPU", "ASIC")."""
+    from archsim.errors import unknown_name
+
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.is_file():
+        return path
+    known = sorted(p.stem for p in preset_dir.glob("*.yaml"))
+    if "/" in text or text.endswith((".yaml", ".yml")):
+        raise UserError(f"{text}: {label} config file not found (shipped: {', '.join(known)})")
+    if text not in known:
+        raise unknown_name(f"{label} preset", text, known)
+    return preset_dir / f"{text}.yaml"

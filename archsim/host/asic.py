@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from archsim import paths
 from archsim.config import Doc, load_yaml, require_choice, require_int, require_number
 from archsim.errors import ConfigError, UserError, unknown_name
 from archsim.workload.graph import ATTENTION_KINDS, MATMUL_KINDS, Op
@@ -343,16 +344,7 @@ def op_counts(kind: str, n: int, rows: int = 1, *, parts: int = 1, degree: int =
 
 # ---- configuration -------------------------------------------------------------------------------------
 def _preset_path(name_or_path: str | Path) -> Path:
-    text = str(name_or_path)
-    path = Path(text).expanduser()
-    if path.is_file():
-        return path
-    known = sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
-    if "/" in text or text.endswith((".yaml", ".yml")):
-        raise UserError(f"{text}: ASIC config file not found (shipped: {', '.join(known)})")
-    if text not in known:
-        raise unknown_name("ASIC preset", text, known)
-    return PRESET_DIR / f"{text}.yaml"
+    return paths.preset_file("ASIC", PRESET_DIR, name_or_path)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from archsim import paths
 from archsim.config import Doc, load_yaml, require_choice, require_int, require_number
-from archsim.errors import ConfigError, UserError, unknown_name
+from archsim.errors import ConfigError
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "npu"
 DATAFLOWS = ["ws", "os"]
@@ -83,16 +84,7 @@ SystolicArray = NpuConfig
 
 
 def _preset_path(name_or_path: str | Path) -> Path:
-    text = str(name_or_path)
-    path = Path(text).expanduser()
-    if path.is_file():
-        return path
-    known = sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
-    if "/" in text or text.endswith((".yaml", ".yml")):
-        raise UserError(f"{text}: NPU config file not found (shipped: {', '.join(known)})")
-    if text not in known:
-        raise unknown_name("NPU preset", text, known)
-    return PRESET_DIR / f"{text}.yaml"
+    return paths.preset_file("NPU", PRESET_DIR, name_or_path)
 
 
 def _section(doc: Doc, key: str, allowed: tuple[str, ...]) -> dict[str, Any]:

@@ -9,21 +9,10 @@ import json
 import pytest
 import yaml
 
-from archsim.cli import build_parser, main
+from archsim.cli import build_parser, main, subparsers
 
 PIM = ["--model", "gpt2-small", "--tokens", "2", "--no-baselines"]
 TRACE_SET = ["--set", "trace.kind=random", "--set", "trace.requests=2000"]
-
-
-def subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
-    """(command path, parser) of every subcommand, nested ones included (e.g. "isa asm")."""
-    out = []
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, child in action.choices.items():
-                out.append((name, child))
-                out.extend((f"{name} {sub}", p) for sub, p in subparsers(child))
-    return out
 
 
 def _cli(capsys, *argv):

@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 
 from archsim.errors import ConfigError
+from archsim.results import atomic_write_text
 
 #: The device the shipped header (and rtl/pim_cmd_sequencer.v) is generated for: PIM-GPT's GDDR6-AiM.
 TIMING_PRESET = "GDDR6_AiM_16Gbps"
@@ -221,9 +222,7 @@ def write_header(spec, out_dir: str | Path) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / header_filename(spec)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(timing_header(spec), encoding="ascii")
-    tmp.replace(path)
+    atomic_write_text(path, timing_header(spec))
     return path
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from archsim.errors import ConfigError
 from archsim.isa.spec import Isa
+from archsim.results import atomic_write_text
 
 
 def header_filename(isa: Isa) -> str:
@@ -129,7 +130,5 @@ def write_header(isa: Isa, out_dir: str | Path) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / header_filename(isa)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(verilog_header(isa), encoding="ascii")
-    tmp.replace(path)
+    atomic_write_text(path, verilog_header(isa))
     return path

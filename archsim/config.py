@@ -51,14 +51,18 @@ def _collect_lines(node: yaml.Node, prefix: str, out: dict[str, int], source: st
 
 def load_yaml(path: str | Path) -> Doc:
     """Load a YAML mapping, recording the line of every key. Errors name the file and line."""
+    return load_yaml_text(read_text(path), str(path))
+
+
+def read_text(path: str | Path, what: str = "file") -> str:
+    """A user's text file; a missing or unreadable one is a one-line UserError naming it."""
     path = Path(path)
     try:
-        text = path.read_text()
+        return path.read_text()
     except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
+        raise UserError(f"{path}: {what} not found") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror})") from None
-    return load_yaml_text(text, str(path))
 
 
 def load_yaml_text(text: str, source: str) -> Doc:

@@ -197,13 +197,10 @@ def _parse_row(path: Path, line: int, values: dict, from_json: bool) -> tuple[fl
 def read_trace(path: str | Path) -> list[Request]:
     """Read a user trace (.csv with a header, or .jsonl); requests are numbered in file order and returned
     sorted by arrival (stable). Any bad line raises UserError naming the file, the line and the columns."""
+    from archsim.config import read_text
+
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: trace file not found") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    text = read_text(path, "trace file")
     parsed: list[tuple[float, int, int]] = []
     if path.suffix == ".csv":
         lines = text.splitlines()

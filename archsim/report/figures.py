@@ -39,6 +39,20 @@ class FigureOut:
 Builder = Callable[[list[Source]], "tuple[list[FigureOut], list[str]]"]
 
 
+def _time_axis(col: str, values: pd.Series) -> tuple[float, str]:
+    """(factor, label) that show a column in seconds with an SI prefix ("seconds (µs)"), so its tick labels
+    are not 0.000025; other columns unchanged."""
+    from archsim.units import _PREFIX
+
+    if not (col == "seconds" or col.endswith("_s")) or not len(values):
+        return 1.0, col
+    top = float(values.abs().max())
+    if not np.isfinite(top) or top <= 0:
+        return 1.0, col
+    exp3 = max(min(3 * int(np.floor(np.log10(top) / 3)), 0), min(_PREFIX))
+    return 10.0 ** -exp3, f"{col} ({_PREFIX[exp3]}s)"
+
+
 def palette(n: int) -> list:
     """n colours, all different: tab10 up to 10, tab20 up to 20 (its 10 strong shades first, then the 10
     light ones), else evenly spaced on a perceptual colormap (the default colour cycle repeats after 10)."""
@@ -433,17 +447,18 @@ def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
     for ax, y in zip(axes, ycols, strict=True):
         yv = _numeric(data[y]).dropna()
         log_y = bool(len(yv) and yv.min() > 0 and yv.max() / yv.min() >= 100)
+        factor, ylabel = _time_axis(y, yv)
         for j, (line, color) in enumerate(zip(lines, colors, strict=True)):
             part = data[data["_line"] == line]
             if numeric_x:   # an ordered quantity: lines between the points
                 part = part.sort_values(key)
-                ax.plot(part[key].to_numpy(dtype=float), _numeric(part[y]).to_numpy(dtype=float), marker="o",
-                        label=line, color=color)
+                ax.plot(part[key].to_numpy(dtype=float), _numeric(part[y]).to_numpy(dtype=float) * factor,
+                        marker="o", label=line, color=color)
                 continue
             # Categories (model names ...) have no order in between: grouped bars, or dodged points on a
             # log axis (where bars have no natural start).
             xs = part[key].astype(str).map(pos).to_numpy(dtype=float) + (j - (len(lines) - 1) / 2) * width
-            vals = _numeric(part[y]).to_numpy(dtype=float)
+            vals = _numeric(part[y]).to_numpy(dtype=float) * factor
             if log_y:
                 ax.plot(xs, vals, marker="o", ls="none", label=line, color=color)
             else:
@@ -458,7 +473,7 @@ def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
         if log_y:
             ax.set_yscale("log")
         ax.set_xlabel(key)
-        ax.set_ylabel(y)
+        ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, axis="y" if not numeric_x else "both")
     if len(lines) > 1:  # outside the axes: lines often fill the whole plot area
         handles, labels = axes[-1].get_legend_handles_labels()

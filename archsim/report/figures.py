@@ -44,7 +44,7 @@ def _time_axis(col: str, values: pd.Series) -> tuple[float, str]:
     are not 0.000025; other columns unchanged."""
     from archsim.units import _PREFIX
 
-    if not (col == "seconds" or col.endswith("_s")) or not len(values):
+    if not _in_seconds(col) or not len(values):
         return 1.0, col
     top = float(values.abs().max())
     if not np.isfinite(top) or top <= 0:
@@ -386,10 +386,15 @@ def _energy_figure(name: str, long: pd.DataFrame, origins: list[str], per: str =
 # latency / throughput vs a swept parameter
 
 
+def _in_seconds(col: str) -> bool:
+    c = col.lower()
+    return c == "seconds" or (c.endswith("_s") and not c.endswith("_per_s"))
+
+
 def _is_latency(col: str) -> bool:
     c = col.lower()
-    return c == "seconds" or (c.endswith("_s") and not c.endswith("_per_s")
-                              and any(w in c for w in ("latency", "time", "runtime", "duration", "total")))
+    return _in_seconds(c) and (c == "seconds" or any(w in c for w in ("latency", "time", "runtime", "duration",
+                                                                     "total")))
 
 
 def _is_throughput(col: str) -> bool:

@@ -86,7 +86,9 @@ class Device:
             return []
         bank_scope = spec.commands[spec.cmd("ACT")].scope
         same = [c for c in cands if c.scope == scope]
-        if same and scope != bank_scope:
+        # the wide command only if every bank of its target needs it (a bank opened alone must not be
+        # opened again: HBM3-Duplex's bundle read after a single-bank ACT in the bundle)
+        if same and scope != bank_scope and set(target_banks(spec, same[0].name, banks[0])) <= set(banks):
             return [Cmd(-1, same[0].name, banks[0], row)]
         pick = next((c for c in cands if c.scope == bank_scope), None) or min(
             cands, key=lambda c: len(target_banks(spec, c.name, banks[0])))

@@ -23,7 +23,7 @@ POSITIONS = ["learned", "rope", "none"]
 _REQUIRED = ("d_model", "n_layers", "n_heads", "vocab", "max_context")
 _OPTIONAL = ("name", "family", "published_params", "d_head", "d_ff", "n_kv_heads", "dtype", "norm",
              "activation", "gated_ffn", "position", "bias", "tied_embeddings", "source", "n_experts",
-             "experts_per_token")
+             "experts_per_token", "moe_every")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class ModelSpec:
     tied_embeddings: bool = True    # LM head shares the token-embedding matrix
     n_experts: int = 1              # mixture of experts: FFN copies per layer (1 = a dense FFN)
     experts_per_token: int = 1      # experts each token is routed to (Mixtral: 2 of 8)
+    moe_every: int = 1              # every k-th block has the MoE FFN, the others a dense one (GLaM: 2)
     family: str = ""
     published_params: int | None = None
     source: str = ""
@@ -86,19 +87,39 @@ class ModelSpec:
         return self.d_model * self.n_experts if self.n_experts > 1 else 0
 
     @property
-    def layer_params(self) -> int:
-        """Weights + biases + norm parameters of one transformer block (every expert counted)."""
+    def attention_params(self) -> int:
+        """Q, K, V and output projections of one block (with biases)."""
         d = self.d_model
         attn = d * (self.q_dim + 2 * self.kv_dim) + self.q_dim * d
         if self.bias:
             attn += (self.q_dim + 2 * self.kv_dim) + d
+        return attn
+
+    @property
+    def layer_params(self) -> int:
+        """Weights + biases + norm parameters of one transformer block with the MoE FFN (every expert
+        counted; the only kind of block when moe_every = 1)."""
         ffn = self.n_experts * self.expert_params + self.router_params
-        return attn + ffn + 2 * self.norm_params
+        return self.attention_params + ffn + 2 * self.norm_params
+
+    @property
+    def dense_layer_params(self) -> int:
+        """Parameters of a block with a dense FFN (the blocks between MoE blocks when moe_every > 1)."""
+        return self.attention_params + self.expert_params + 2 * self.norm_params
+
+    @property
+    def n_moe_layers(self) -> int:
+        """Blocks with the MoE FFN: every moe_every-th block (blocks moe_every-1, 2 moe_every-1, ...)."""
+        return self.n_layers // self.moe_every if self.n_experts > 1 else 0
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.n_experts > 1 and (layer + 1) % self.moe_every == 0
 
     @property
     def active_params(self) -> int:
-        """Parameters one token uses: like n_params, but only experts_per_token experts per layer."""
-        idle = self.n_layers * (self.n_experts - self.experts_per_token) * self.expert_params
+        """Parameters one token uses: like n_params, but only experts_per_token experts per MoE block."""
+        moe_layers = self.n_layers if self.moe_every == 1 else self.n_moe_layers
+        idle = moe_layers * (self.n_experts - self.experts_per_token) * self.expert_params
         return self.n_params - idle
 
     @property
@@ -115,7 +136,11 @@ class ModelSpec:
     @property
     def n_params(self) -> int:
         """All parameters: embeddings (token + learned position), blocks, final norm, untied LM head."""
-        return self.embedding_params + self.n_layers * self.layer_params + self.norm_params + self.lm_head_params
+        if self.moe_every == 1:
+            blocks = self.n_layers * self.layer_params
+        else:
+            blocks = self.n_moe_layers * self.layer_params + (self.n_layers - self.n_moe_layers) * self.dense_layer_params
+        return self.embedding_params + blocks + self.norm_params + self.lm_head_params
 
     @property
     def n_params_non_embedding(self) -> int:
@@ -232,6 +257,9 @@ def spec_from_mapping(doc: Doc | dict[str, Any], default_name: str = "model", so
     experts_per_token = require_int(doc, "experts_per_token", data.get("experts_per_token", 1), minimum=1)
     if experts_per_token > n_experts:
         raise doc.error("experts_per_token", f"{experts_per_token} is more than n_experts = {n_experts}")
+    moe_every = require_int(doc, "moe_every", data.get("moe_every", 1), minimum=1)
+    if moe_every > n_layers:
+        raise doc.error("moe_every", f"{moe_every} is more than n_layers = {n_layers}")
     published = data.get("published_params")
     if published is not None:
         published = require_int(doc, "published_params", published, minimum=1)
@@ -257,6 +285,7 @@ def spec_from_mapping(doc: Doc | dict[str, Any], default_name: str = "model", so
         tied_embeddings=_bool(doc, "tied_embeddings", True),
         n_experts=n_experts,
         experts_per_token=experts_per_token,
+        moe_every=moe_every,
         family=str(data.get("family", "")),
         published_params=published,
         source=str(data.get("source", "")),

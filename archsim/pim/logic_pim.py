@@ -1,0 +1,319 @@
+"""Duplex's Logic-PIM (MICRO'24): GEMM modules on each HBM3 stack's logic die, fed by bank bundles.
+
+Timing of one Logic-PIM operator (a weight or KV stream multiplied by `m` input rows) has two estimators:
+
+* ``engine``: the operator's bundle command stream (ACTBD, 32 x RDBD, PREBD per bundle row) for the two
+  pseudo-channels of one channel, run by the channel engine on the HBM3-Duplex standard (refresh on). The
+  layout stripes every tensor evenly over all pseudo-channels, so every channel of every stack runs the same
+  stream and one channel's time is the operator's time. The GEMM modules pace the stream: a pseudo-channel's
+  share of the MACs (512 per PIM cycle) takes m x 128 MACs per RDBD (256 B = 128 FP16 weights), and the
+  module buffer (8 KB = 32 RDBDs per pseudo-channel) lets the reads run that far ahead of the compute; a read
+  enters the stream no earlier than the compute of the read 32 before it has finished. The operator ends when
+  the compute of the last chunk ends (finish_j = max(data_j, finish_{j-1}) + compute per RDBD).
+* ``roofline``: max(FLOPs / peak FLOP/s, bytes / peak bundle bandwidth), per stack.
+
+Long streams: streams of more than `max_sim_rows` bundle rows per pseudo-channel are timed at two sizes
+(max_sim_rows / 2 and max_sim_rows) and extended linearly (the stream is periodic per bundle row apart from
+refresh; tests/test_duplex_hw.py checks the error against a full simulation).
+
+Layout: 4 bundle-indexed spaces per pseudo-channel, space s = bundle (SID s // 2, half s % 2). A bundle row
+of space s is row r of the 8 banks of that bundle (8 KB per pseudo-channel).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from archsim.config import load_yaml
+from archsim.dram.spec import DramSpec, load_spec
+from archsim.errors import ConfigError
+
+PRESET = Path(__file__).resolve().parent.parent / "presets" / "duplex" / "devices.yaml"
+SPACES = 4
+RDBD_PER_ROW = 32            # 1 KB row per bank / 32 B column
+WEIGHTS_PER_RDBD = 128       # 8 banks x 32 B = 256 B of FP16 per pseudo-channel per RDBD
+
+
+@lru_cache(maxsize=4)
+def devices(path: str | None = None) -> dict[str, Any]:
+    """The Duplex devices preset (archsim/presets/duplex/devices.yaml) as a dict."""
+    return load_yaml(Path(path) if path else PRESET).data
+
+
+@dataclass(frozen=True)
+class LogicPimConfig:
+    """The Logic-PIM unit of one stack."""
+
+    gemm_modules: int = 32
+    macs_per_module: int = 512
+    clock_hz: float = 650e6
+    module_buffer_bytes: int = 8192
+    input_buffer_bytes: int = 1 << 20
+    buffers: int = 2
+
+    @classmethod
+    def load(cls, data: dict[str, Any] | None = None) -> LogicPimConfig:
+        data = dict(devices()["logic_pim"] if data is None else data)
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ConfigError(f"logic_pim.{unknown[0]}", f"unknown key; allowed: {', '.join(cls.__dataclass_fields__)}",
+                              source=str(PRESET))
+        cfg = cls(**data)
+        for k in ("gemm_modules", "macs_per_module", "module_buffer_bytes", "input_buffer_bytes", "buffers"):
+            v = getattr(cfg, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"logic_pim.{k}", f"must be an integer >= 1, got {v!r}", source=str(PRESET))
+        if not isinstance(cfg.clock_hz, int | float) or cfg.clock_hz <= 0:
+            raise ConfigError("logic_pim.clock_hz", f"must be > 0, got {cfg.clock_hz!r}", source=str(PRESET))
+        return cfg
+
+    @property
+    def macs_per_cycle(self) -> int:
+        return self.gemm_modules * self.macs_per_module
+
+    @property
+    def flops_per_s(self) -> float:
+        """Peak FP16 FLOP/s of one stack (2 FLOPs per MAC)."""
+        return 2.0 * self.macs_per_cycle * self.clock_hz
+
+
+def pch_per_stack(spec: DramSpec) -> int:
+    return spec.channels * spec.counts[1]
+
+
+def bundle_bandwidth_bytes_per_s(spec: DramSpec) -> float:
+    """Peak Logic-PIM bandwidth of one stack: 256 B per pseudo-channel per nCCDL."""
+    return pch_per_stack(spec) * WEIGHTS_PER_RDBD * 2 / (spec.timing["nCCDL"] * spec.tCK_s)
+
+
+def external_bandwidth_bytes_per_s(spec: DramSpec) -> float:
+    """Peak xPU-path bandwidth of one stack: 32 B per pseudo-channel per nBL."""
+    return pch_per_stack(spec) * spec.access_bytes / (spec.timing["nBL"] * spec.tCK_s)
+
+
+def bundle_bank(spec: DramSpec, channel: int, pch: int, space: int, bankgroup: int = 0) -> int:
+    """Global id of the first bank of bank group `bankgroup` in bundle `space` of (channel, pch)."""
+    if not 0 <= space < SPACES:
+        raise ConfigError("space", f"must be 0..{SPACES - 1}, got {space}")
+    _, npc, nsid, nbg, nb = spec.counts
+    sid, half = divmod(space, 2)
+    return (((channel * npc + pch) * nsid + sid) * nbg + bankgroup) * nb + 2 * half
+
+
+def bundle_of_bank(spec: DramSpec) -> np.ndarray:
+    """Space index (0..3) of every bank of the device."""
+    _, _, nsid, nbg, nb = spec.counts
+    b = np.arange(spec.total_banks)
+    sid = b // (nbg * nb) % nsid
+    return sid * 2 + (b % nb) // 2
+
+
+@dataclass(frozen=True)
+class Segment:
+    """`rows` bundle rows per pseudo-channel in `space`, multiplied by `m` input rows (m = 0: a plain
+    read, e.g. a KV migration; no compute pacing)."""
+
+    space: int
+    rows: int
+    m: int
+
+
+def compute_cycles_per_rdbd(spec: DramSpec, cfg: LogicPimConfig, m: int) -> float:
+    """DRAM cycles the GEMM modules spend on one RDBD of one pseudo-channel with `m` input rows."""
+    macs_per_pch = cfg.macs_per_cycle / pch_per_stack(spec)
+    pim_cycles = m * WEIGHTS_PER_RDBD / macs_per_pch
+    return pim_cycles / cfg.clock_hz / spec.tCK_s
+
+
+def bundle_stream(spec: DramSpec, cfg: LogicPimConfig, segments: list[Segment], channel: int = 0, pch: int = 0,
+                  row0: int = 0, stack: DramSpec | None = None):
+    """Commands (cmd, bank, row, col, at, compute-per-RDBD) of the stream of one pseudo-channel. Rows of
+    segments in different spaces alternate, and the next row's ACTBD is placed right after the current
+    row's ACTBD when it is in another bundle (its activate overlaps the current row's reads). `stack`: the
+    whole stack's spec when `spec` holds fewer channels (the MACs are shared by all its pseudo-channels)."""
+    C = spec.cmd
+    order: list[tuple[int, int, float]] = []      # (space, row, compute cycles per RDBD)
+    left = [s.rows for s in segments]
+    nxt = [row0] * len(segments)
+    while any(left):
+        for i, s in enumerate(segments):
+            if left[i]:
+                order.append((s.space, nxt[i], compute_cycles_per_rdbd(stack or spec, cfg, s.m)))
+                nxt[i] += 1
+                left[i] -= 1
+    # the next bundle's ACTBD goes after this many reads of the current row: by then the precharge of that
+    # bundle (issued just before the current row's reads) has recovered, so the in-order stream never waits
+    lookahead = min(RDBD_PER_ROW, math.ceil(spec.timing["nRP"] / spec.timing["nCCDL"]) + 1)
+    cmd, bank, row, col, comp = [], [], [], [], []
+    opened = set()
+    for k, (sp, r, c) in enumerate(order):
+        b = bundle_bank(spec, channel, pch, sp)
+        if k not in opened:
+            cmd.append(C("ACTBD")), bank.append(b), row.append(r), col.append(-1), comp.append(0.0)
+            opened.add(k)
+        for j in range(RDBD_PER_ROW):
+            if j == lookahead and k + 1 < len(order) and order[k + 1][0] != sp:
+                nb = bundle_bank(spec, channel, pch, order[k + 1][0])
+                cmd.append(C("ACTBD")), bank.append(nb), row.append(order[k + 1][1]), col.append(-1)
+                comp.append(0.0)
+                opened.add(k + 1)
+            cmd.append(C("RDBD")), bank.append(b), row.append(r), col.append(j), comp.append(c)
+        cmd.append(C("PREBD")), bank.append(b), row.append(-1), col.append(-1), comp.append(0.0)
+    return (np.array(cmd, dtype=np.int64), np.array(bank, dtype=np.int64), np.array(row, dtype=np.int64),
+            np.array(col, dtype=np.int64), np.array(comp))
+
+
+def _paced_at(cmd: np.ndarray, comp: np.ndarray, rd: int, depth: int) -> np.ndarray:
+    """Enqueue cycle of every command: a RDBD no earlier than the compute of the RDBD `depth` before it has
+    finished when compute runs back to back (the module buffer holds `depth` RDBDs)."""
+    is_rd = cmd == rd
+    done = np.cumsum(np.where(is_rd, comp, 0.0))          # compute finished after each RDBD, back to back
+    rd_idx = np.cumsum(is_rd) - 1
+    at = np.zeros(len(cmd), dtype=np.int64)
+    rd_done = done[is_rd]
+    for i in np.nonzero(is_rd)[0]:
+        j = rd_idx[i] - depth
+        if j >= 0:
+            at[i] = int(math.floor(rd_done[j]))
+    return np.maximum.accumulate(at)
+
+
+@dataclass
+class PimOpTime:
+    cycles: int                     # DRAM cycles of one channel (= the operator on every stack)
+    counts: dict[str, int]          # commands of the whole stack
+    estimator: str
+
+
+class LogicPimTimer:
+    """Times Logic-PIM operators on the channel engine (memoised by the exact stream shape)."""
+
+    def __init__(self, spec: DramSpec | None = None, cfg: LogicPimConfig | None = None, max_sim_rows: int = 256,
+                 refresh: str = "allbank"):
+        self.spec = spec or load_spec(devices()["dram"])
+        self.one = load_spec(self.spec.raw, overrides={"org.channels": 1})
+        self.cfg = cfg or LogicPimConfig.load()
+        self.max_sim_rows = max_sim_rows
+        self.refresh = refresh
+        self.memo: dict[tuple, tuple[int, dict[str, int]]] = {}
+        self.simulated = 0
+        self.engine_wall_s = 0.0
+
+    def simulate(self, segments: list[Segment], log: bool = False):
+        """Run the stream of both pseudo-channels of one channel; returns (cycles, commands of the channel,
+        MemorySystem)."""
+        from archsim.engine.channel import MemorySystem
+
+        spec = self.one
+        npc = spec.counts[1]
+        ms = MemorySystem(spec, {"refresh": self.refresh},
+                          sources=[{"name": f"pim{p}", "kind": "stream"} for p in range(npc)], log=True)
+        depth = self.cfg.module_buffer_bytes // (WEIGHTS_PER_RDBD * 2)
+        rd = spec.cmd("RDBD")
+        lat = spec.commands[rd].latency
+        rd_cmds = {}
+        for p in range(npc):
+            cmd, bank, row, col, comp = bundle_stream(spec, self.cfg, segments, 0, p, stack=self.spec)
+            at = _paced_at(cmd, comp, rd, depth)
+            ms.enqueue_stream(f"pim{p}", 0, cmd, bank, row=row, column=col, at=at)
+            rd_cmds[p] = comp[cmd == rd]
+        ms.run()
+        self.engine_wall_s += ms.wall_s
+        self.simulated += 1
+        lg = ms.command_log()
+        end = 0
+        for p in range(npc):
+            issue = lg[(lg.command == "RDBD") & (lg.pseudochannel == p)].cycle.to_numpy()
+            finish = 0.0
+            for t, c in zip(issue + lat, rd_cmds[p], strict=True):
+                finish = max(float(t), finish) + c
+            end = max(end, math.ceil(finish), int(lg[lg.pseudochannel == p].cycle.max()) + 1)
+        counts = {k: int(v) for k, v in ms.action_counts().items()} if hasattr(ms, "action_counts") else {}
+        cmd_counts = lg.command.value_counts().to_dict()
+        return end, {k: int(v) for k, v in cmd_counts.items()}, (ms if log else counts)
+
+    def _exact(self, segs: tuple[Segment, ...]) -> tuple[int, dict[str, int]]:
+        if segs not in self.memo:
+            cycles, counts, _ = self.simulate(list(segs))
+            self.memo[segs] = (cycles, counts)
+        return self.memo[segs]
+
+    def time(self, segments: list[Segment]) -> PimOpTime:
+        """Engine time of the operator whose per-pseudo-channel stream is `segments`."""
+        segs = tuple(s for s in segments if s.rows > 0)
+        if not segs:
+            return PimOpTime(0, {}, "engine")
+        total = sum(s.rows for s in segs)
+        chans = self.spec.channels
+        if total <= self.max_sim_rows:
+            cycles, counts = self._exact(segs)
+        else:   # linear extension from two simulated sizes with the same mixture
+            def scaled(target: int) -> tuple[Segment, ...]:
+                return tuple(Segment(s.space, max(1, round(s.rows * target / total)), s.m) for s in segs)
+            a, b = scaled(self.max_sim_rows // 2), scaled(self.max_sim_rows)
+            ra, rb = sum(s.rows for s in a), sum(s.rows for s in b)
+            (ca, na), (cb, nb) = self._exact(a), self._exact(b)
+            slope = (cb - ca) / (rb - ra)
+            cycles = round(cb + slope * (total - rb))
+            counts = {k: round(nb.get(k, 0) + (nb.get(k, 0) - na.get(k, 0)) / (rb - ra) * (total - rb))
+                      for k in set(na) | set(nb)}
+        return PimOpTime(int(cycles), {k: v * chans for k, v in counts.items()}, "engine")
+
+    def seconds(self, segments: list[Segment]) -> float:
+        return self.time(segments).cycles * self.spec.tCK_s
+
+
+def roofline_seconds(spec: DramSpec, cfg: LogicPimConfig, flops: float, nbytes: float) -> float:
+    """Logic-PIM roofline of one stack: max(FLOPs / peak, bytes / bundle bandwidth)."""
+    return max(flops / cfg.flops_per_s, nbytes / bundle_bandwidth_bytes_per_s(spec))
+
+
+def bundle_conflicts(spec: DramSpec, log, pim_sources: tuple[str, ...], xpu_sources: tuple[str, ...]) -> list[str]:
+    """Bundle conflicts in a command log: an xPU-source command to a bank of a bundle while a Logic-PIM
+    source holds that bundle open (from its ACTBD to its PREBD). Returns one message per conflict."""
+    if len(log) == 0:
+        return []
+    bank_ids = _bank_ids(spec, log)
+    bundle = spec.node_of[bank_ids, spec.levels.index("bundle")]
+    cyc = log.cycle.to_numpy()
+    cmd = log.command.to_numpy()
+    src = log.source.to_numpy()
+    held: dict[int, int] = {}               # bundle node -> cycle opened by PIM
+    out = []
+    for i in range(len(log)):
+        if src[i] in pim_sources:
+            if cmd[i] == "ACTBD":
+                held[int(bundle[i])] = int(cyc[i])
+            elif cmd[i] == "PREBD":
+                held.pop(int(bundle[i]), None)
+        elif src[i] in xpu_sources and int(bundle[i]) in held:
+            out.append(f"cycle {cyc[i]}: {src[i]} {cmd[i]} to bank {bank_ids[i]} of bundle {bundle[i]}, "
+                       f"held by Logic-PIM since cycle {held[int(bundle[i])]}")
+    return out
+
+
+def _bank_ids(spec: DramSpec, log) -> np.ndarray:
+    c = spec.counts
+    a = [log[k].to_numpy().astype(np.int64) for k in ("channel", "pseudochannel", "rank", "bankgroup", "bank")]
+    return (((a[0] * c[1] + a[1]) * c[2] + a[2]) * c[3] + a[3]) * c[4] + a[4]
+
+
+# ---- functional model -----------------------------------------------------------------------------------
+def gemm_functional(x: np.ndarray, w: np.ndarray, stacks: int, split: str = "columns") -> np.ndarray:
+    """x @ w computed as Logic-PIM does: FP16 operands, FP32 accumulation, the weight split over `stacks`
+    (columns: each stack owns a column slice and writes its outputs; rows: each stack owns a slice of the
+    reduction dimension and leaves a partial sum, which the xPU all-reduces)."""
+    x16, w16 = x.astype(np.float16), w.astype(np.float16)
+    if split == "columns":
+        parts = np.array_split(np.arange(w.shape[1]), stacks)
+        return np.concatenate([x16.astype(np.float32) @ w16[:, p].astype(np.float32) for p in parts], axis=1)
+    if split == "rows":
+        parts = np.array_split(np.arange(w.shape[0]), stacks)
+        partial = [x16[:, p].astype(np.float32) @ w16[p, :].astype(np.float32) for p in parts]
+        return np.sum(partial, axis=0)       # the xPU's all-reduce over stacks
+    raise ConfigError("split", f"must be columns or rows, got {split!r}")

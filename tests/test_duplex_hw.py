@@ -13,8 +13,18 @@ from archsim.dram.spec import load_spec
 from archsim.energy import dram_action_energy_pj
 from archsim.engine.channel import MemorySystem
 from archsim.pim.logic_pim import (
-    LogicPimConfig, LogicPimTimer, _bank_ids, Segment, bundle_bandwidth_bytes_per_s, bundle_bank, bundle_conflicts,
-    bundle_of_bank, bundle_stream, compute_cycles_per_rdbd, external_bandwidth_bytes_per_s, gemm_functional,
+    LogicPimConfig,
+    LogicPimTimer,
+    Segment,
+    _bank_ids,
+    bundle_bandwidth_bytes_per_s,
+    bundle_bank,
+    bundle_conflicts,
+    bundle_of_bank,
+    bundle_stream,
+    compute_cycles_per_rdbd,
+    external_bandwidth_bytes_per_s,
+    gemm_functional,
     roofline_seconds,
 )
 

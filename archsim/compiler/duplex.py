@@ -1,0 +1,542 @@
+"""Duplex compiler: one serving stage (a continuous-batching iteration) of a model on a multi-device system,
+as operators with their Op/B, dispatched to the xPU or the low-Op/B unit, laid out in bundle spaces, timed
+and costed.
+
+Parallelism (the paper's baseline scheme, DeepSpeed-MoE style): attention, dense FFNs and the LM head are
+tensor-parallel over all `devices`; experts are expert-parallel (expert e on device e mod devices), and
+tensor-parallel inside an expert when devices outnumber experts. A layer's time is the slowest device's.
+Within a device, a low-unit expert is split over all stacks (gate/up by columns, down by rows) and its
+partial sums are all-reduced by the xPU across stacks, once per layer after all experts [P].
+
+Per layer: attention block  qkv (xPU) -> prefill attention (xPU) || decode attention (low) -> out_proj (xPU)
+-> all-reduce; FFN block  gate (xPU) -> all-to-all -> experts on xPU || experts on low -> stack all-reduce ->
+all-to-all (MoE), or dense FFN -> all-reduce. `||` runs in parallel only with co-processing (attention
+co-processing / expert co-processing); otherwise one unit is active at a time.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from archsim.config import load_yaml
+from archsim.dram.spec import load_spec
+from archsim.errors import ConfigError
+from archsim.paths import resolve
+from archsim.pim.logic_pim import (
+    SPACES,
+    LogicPimConfig,
+    LogicPimTimer,
+    Segment,
+    bundle_bandwidth_bytes_per_s,
+    external_bandwidth_bytes_per_s,
+    pch_per_stack,
+)
+from archsim.pim.logic_pim import (
+    devices as device_preset,
+)
+from archsim.workload.spec import ModelSpec
+
+DEVICE_KINDS = ("gpu", "2xgpu", "duplex", "bank_pim", "bankgroup_pim")
+UNITS = ("xpu", "low")
+STAGE_KINDS = ("decode", "mixed")
+LAYER_KINDS = ("qkv", "attention_prefill", "attention_decode", "out_proj", "moe", "dense_ffn", "lm_head")
+LOW_CAPABLE = ("attention_decode", "moe", "dense_ffn")      # memory-streaming ops the low unit can run
+BYTES_PER_ROW = 8192                                         # one bundle row of one pseudo-channel
+
+
+# ---- policy ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Policy:
+    rule: str
+    opb_threshold: float
+    dispatch: dict[str, dict[str, str]]
+    attention_coprocessing: bool
+    expert_coprocessing: bool
+    expert_spaces: tuple[int, ...]
+    kv_spaces: tuple[int, ...]
+    prefill_qkv_space: int
+
+
+def load_policy(name: str = "duplex", overrides: dict[str, Any] | None = None) -> Policy:
+    doc = load_yaml(resolve("mappings", name))
+    d = {**doc.data, **(overrides or {})}
+    src = doc.source
+
+    def err(key: str, problem: str) -> ConfigError:
+        return ConfigError(key, problem, source=src)
+
+    allowed = {"name", "rule", "opb_threshold", "dispatch", "attention_coprocessing", "expert_coprocessing", "layout"}
+    unknown = sorted(set(d) - allowed)
+    if unknown:
+        raise err(unknown[0], f"unknown key; allowed: {', '.join(sorted(allowed))}")
+    if d.get("rule") not in ("table", "opb"):
+        raise err("rule", f"must be table or opb, got {d.get('rule')!r}")
+    thr = d.get("opb_threshold")
+    if isinstance(thr, bool) or not isinstance(thr, int | float) or thr <= 0:
+        raise err("opb_threshold", f"must be a number > 0, got {thr!r}")
+    disp = d.get("dispatch") or {}
+    for stage in STAGE_KINDS:
+        if stage not in disp or not isinstance(disp[stage], dict):
+            raise err(f"dispatch.{stage}", f"missing; give a unit ({', '.join(UNITS)}) per layer kind")
+        for kind, unit in disp[stage].items():
+            if kind not in LAYER_KINDS:
+                raise err(f"dispatch.{stage}.{kind}", f"unknown layer kind; allowed: {', '.join(LAYER_KINDS)}")
+            if unit not in UNITS:
+                raise err(f"dispatch.{stage}.{kind}", f"must be one of {', '.join(UNITS)}, got {unit!r}")
+            if unit == "low" and kind not in LOW_CAPABLE:
+                raise err(f"dispatch.{stage}.{kind}", f"the low unit runs only {', '.join(LOW_CAPABLE)}")
+    for key in ("attention_coprocessing", "expert_coprocessing"):
+        if not isinstance(d.get(key), bool):
+            raise err(key, f"must be true or false, got {d.get(key)!r}")
+    lay = d.get("layout") or {}
+    for key in ("expert_spaces", "kv_spaces"):
+        v = lay.get(key)
+        if not isinstance(v, list) or not v or any(not isinstance(s, int) or not 0 <= s < SPACES for s in v):
+            raise err(f"layout.{key}", f"must be a non-empty list of spaces 0..{SPACES - 1}, got {v!r}")
+    q = lay.get("prefill_qkv_space")
+    if not isinstance(q, int) or not 0 <= q < SPACES or q in lay["kv_spaces"]:
+        raise err("layout.prefill_qkv_space", f"must be a space 0..{SPACES - 1} not among kv_spaces, got {q!r}")
+    return Policy(d["rule"], float(thr), {s: dict(disp[s]) for s in STAGE_KINDS}, d["attention_coprocessing"],
+                  d["expert_coprocessing"], tuple(lay["expert_spaces"]), tuple(lay["kv_spaces"]), q)
+
+
+# ---- devices ---------------------------------------------------------------------------------------------
+@dataclass
+class Device:
+    """One package: xPU roofline plus (optionally) a low-Op/B unit, and the links between packages."""
+
+    kind: str
+    xpu_flops: float
+    xpu_bw: float
+    memory_bytes: int
+    stacks: int
+    low: str | None                        # logic_pim / bank_pim / bankgroup_pim / None
+    low_flops: float = 0.0
+    low_bw: float = 0.0
+    low_pj_per_bit: float = 0.0
+    xpu_pj_per_bit: float = 0.0
+    act_pj: float = 0.0
+    row_bytes: int = 1024
+    mac_pj: float = 0.0
+    timer: LogicPimTimer | None = None     # engine timing of Logic-PIM ops (None: roofline)
+    links: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def xpu_ridge(self) -> float:
+        return self.xpu_flops / self.xpu_bw
+
+
+def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | None = None) -> Device:
+    """A device of `kind` (DEVICE_KINDS; 2xgpu is a GPU, the system doubles the count) from the presets."""
+    if kind not in DEVICE_KINDS:
+        raise ConfigError("device", f"unknown device {kind!r}; allowed: {', '.join(DEVICE_KINDS)}")
+    if pim_timing not in ("engine", "roofline"):
+        raise ConfigError("pim_timing", f"must be engine or roofline, got {pim_timing!r}")
+    pre = device_preset()
+    spec = load_spec(pre["dram"])
+    from archsim.energy import dram_action_energy_pj
+
+    e = dram_action_energy_pj(spec)
+    x = pre["xpu"]
+    stacks = int(pre["stacks"])
+    dev = Device(kind=kind, xpu_flops=float(x["peak_flops"]) * float(x["compute_efficiency"]),
+                 xpu_bw=float(x["hbm_bandwidth_bytes_per_s"]) * float(x["bandwidth_efficiency"]),
+                 memory_bytes=int(x["memory_bytes"]), stacks=stacks, low=None,
+                 xpu_pj_per_bit=e["RD"] / (spec.access_bytes * 8), act_pj=e["ACT"], row_bytes=spec.row_bytes,
+                 mac_pj=float(pre["energy"]["mac_pj"]), links=dict(pre["links"]))
+    if kind in ("gpu", "2xgpu"):
+        return dev
+    low = {"duplex": "logic_pim", "bank_pim": "bank_pim", "bankgroup_pim": "bankgroup_pim"}[kind]
+    p = pre["processors"][low]
+    dev.low = low
+    if low == "logic_pim":
+        cfg = LogicPimConfig.load()
+        dev.low_bw = bundle_bandwidth_bytes_per_s(spec) * stacks
+        dev.low_flops = cfg.flops_per_s * stacks
+        dev.low_pj_per_bit = e["RDBD"] / (8 * spec.access_bytes * 8)
+        if pim_timing == "engine":
+            dev.timer = timer or LogicPimTimer(spec, cfg)
+    else:
+        dev.low_bw = float(p["bandwidth_x"]) * external_bandwidth_bytes_per_s(spec) * stacks
+        dev.low_flops = float(p["op_b"]) * dev.low_bw
+        dev.low_pj_per_bit = float(p["pj_per_bit"])
+    return dev
+
+
+# ---- operators -------------------------------------------------------------------------------------------
+@dataclass
+class Op:
+    name: str
+    kind: str                  # LAYER_KINDS or a communication kind
+    flops: float
+    bytes: float               # DRAM bytes read + written
+    unit: str = "xpu"          # xpu / low / link
+    seconds: float = 0.0
+    roofline_s: float = 0.0
+    energy_pj: float = 0.0
+    count: int = 1             # how many layers it stands for
+    tokens: int = 0
+
+    @property
+    def op_b(self) -> float:
+        return self.flops / self.bytes if self.bytes else math.inf
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A serving iteration: prompt lengths of the sequences in prefill, context lengths of the decoding ones
+    (KV length after this step)."""
+
+    prefill: tuple[int, ...]
+    decode: tuple[int, ...]
+
+    @property
+    def kind(self) -> str:
+        return "mixed" if self.prefill else "decode"
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.prefill) + len(self.decode)
+
+    @property
+    def sequences(self) -> int:
+        return len(self.prefill) + len(self.decode)
+
+
+def routing_counts(model: ModelSpec, tokens: int, routing: str = "uniform", zipf_s: float = 1.0,
+                   layer: int = 0) -> np.ndarray:
+    """Tokens per expert of one MoE layer (expected counts, largest-remainder rounding, summing to
+    tokens x experts_per_token). uniform: equal probabilities; zipf: p_e ~ 1 / rank^s with the popularity
+    order rotated by the layer index (a different hot expert per layer)."""
+    n = model.n_experts
+    total = tokens * model.experts_per_token
+    if routing == "uniform":
+        p = np.full(n, 1.0 / n)
+    elif routing == "zipf":
+        if not isinstance(zipf_s, int | float) or zipf_s < 0:
+            raise ConfigError("zipf_s", f"must be a number >= 0, got {zipf_s!r}")
+        p = 1.0 / np.arange(1, n + 1) ** float(zipf_s)
+        p = np.roll(p / p.sum(), layer % n)
+    else:
+        raise ConfigError("routing", f"must be uniform or zipf, got {routing!r}")
+    raw = p * total
+    out = np.floor(raw).astype(np.int64)
+    left = int(total - out.sum())
+    out[np.argsort(-(raw - out), kind="stable")[:left]] += 1
+    # a token goes to experts_per_token distinct experts: no expert gets more than `tokens`
+    return np.minimum(out, tokens)
+
+
+def sample_routing(rng: np.random.Generator, logits: np.ndarray, k: int) -> np.ndarray:
+    """Top-k gating of the functional model: expert ids (tokens x k) of the k largest logits per token."""
+    return np.argsort(-logits, axis=1, kind="stable")[:, :k]
+
+
+class Compiler:
+    """Builds and times the operators of stages for one model on `n_devices` devices of one kind."""
+
+    def __init__(self, model: ModelSpec, device: Device, n_devices: int, policy: Policy,
+                 routing: str = "uniform", zipf_s: float = 1.0):
+        self.m, self.dev, self.D, self.pol = model, device, n_devices, policy
+        self.routing, self.zipf_s = routing, zipf_s
+        self.B = model.dtype_bytes
+        self._table_x: dict[tuple, float] = {}
+        self._table_l: dict[tuple, float] = {}
+        from archsim.energy import dram_action_energy_pj
+
+        spec = load_spec(device_preset()["dram"])
+        self.action_pj = dram_action_energy_pj(spec)
+        self.pch = pch_per_stack(spec)
+        self.tck = spec.tCK_s
+        self.stage_memo: dict[tuple, tuple[float, list[Op]]] = {}
+
+    # -- unit timing ------------------------------------------------------------------------------------
+    def xpu_time(self, flops: float, nbytes: float) -> float:
+        return max(flops / self.dev.xpu_flops, nbytes / self.dev.xpu_bw)
+
+    def low_roofline(self, flops: float, nbytes: float) -> float:
+        return max(flops / self.dev.low_flops, nbytes / self.dev.low_bw)
+
+    def _rows(self, bytes_per_device: float) -> int:
+        return math.ceil(bytes_per_device / self.dev.stacks / self.pch / BYTES_PER_ROW)
+
+    def low_time(self, flops: float, nbytes: float, segments: list[Segment] | None) -> tuple[float, dict]:
+        """Time of an operator on the low unit: the engine (Logic-PIM with a timer) or its roofline."""
+        if self.dev.timer is not None and segments is not None:
+            t = self.dev.timer.time(segments)
+            return t.cycles * self.tck, t.counts
+        return self.low_roofline(flops, nbytes), {}
+
+    # -- energy -----------------------------------------------------------------------------------------
+    def energy(self, op: Op, counts: dict[str, int] | None = None) -> float:
+        d = self.dev
+        mac = op.flops / 2 * d.mac_pj
+        if op.unit == "link":
+            return 0.0
+        if op.unit == "low" and counts:
+            per = self.action_pj
+            dram = sum(per.get(k, 0.0) * v for k, v in counts.items() if k in ("RDBD", "WRBD", "ACTBD", "REFab"))
+            return dram * self.dev.stacks + mac
+        pj_bit = d.low_pj_per_bit if op.unit == "low" else d.xpu_pj_per_bit
+        acts = op.bytes / d.row_bytes
+        return op.bytes * 8 * pj_bit + acts * d.act_pj + mac
+
+    # -- dispatch ---------------------------------------------------------------------------------------
+    def unit_for(self, stage: str, kind: str, op_b: float) -> str:
+        """Which unit runs a layer kind in a stage: the policy's table, or (rule opb) the Op/B threshold.
+        A device without a low unit runs everything on the xPU."""
+        if self.dev.low is None:
+            return "xpu"
+        if self.pol.rule == "opb":
+            return "low" if kind in LOW_CAPABLE and op_b <= self.pol.opb_threshold else "xpu"
+        return self.pol.dispatch[stage].get(kind, "xpu")
+
+    # -- experts ----------------------------------------------------------------------------------------
+    def expert_shape(self) -> tuple[float, int]:
+        """(weight bytes of one expert on one device, expert tensor-parallel degree)."""
+        m = self.m
+        tp = max(1, self.D // m.n_experts)
+        return m.expert_params * self.B / tp, tp
+
+    def expert_ops(self, t: int) -> tuple[float, float]:
+        """(FLOPs, bytes) of one expert slice with t tokens on one device."""
+        w, tp = self.expert_shape()
+        m = self.m
+        flops = 2.0 * t * m.expert_params / tp
+        act = t * (m.d_model * 2 + m.d_ff * (3 if m.gated_ffn else 2) / tp) * self.B
+        return flops, w + act
+
+    def expert_segments(self, experts: list[tuple[int, int]]) -> list[Segment]:
+        """Bundle-stream segments of a set of (expert id, tokens) on the low unit: expert e lives in space
+        expert_spaces[e mod len]; the inputs of one pass fill one input buffer (t x d_model x 2 B), so more
+        tokens re-stream the weights."""
+        w, _ = self.expert_shape()
+        rows = self._rows(w)
+        buf = (self.dev.timer.cfg.input_buffer_bytes if self.dev.timer else 1 << 20)
+        segs = []
+        for e, t in experts:
+            passes = max(1, math.ceil(t * self.m.d_model * self.B / buf))
+            segs.append(Segment(self.pol.expert_spaces[e % len(self.pol.expert_spaces)], rows * passes,
+                                math.ceil(t / passes)))
+        return segs
+
+    def expert_table(self, t: int, space_index: int = 0) -> tuple[float, float]:
+        """The token-count lookup table: (xPU time, low-unit time) of one expert slice with t tokens."""
+        if t not in self._table_x:
+            f, b = self.expert_ops(t)
+            self._table_x[t] = self.xpu_time(f, b)
+            self._table_l[t] = self.low_time(f, b, self.expert_segments([(space_index, t)]))[0]
+        return self._table_x[t], self._table_l[t]
+
+    def split_experts(self, experts: list[tuple[int, int]]) -> tuple[list, list]:
+        """Expert co-processing: all experts start on the xPU; move the fewest-token ones to the low unit one
+        at a time and keep the split with the smallest max(xPU sum, low sum) of lookup-table times."""
+        order = sorted(experts, key=lambda et: (et[1], et[0]))
+        xs = [self.expert_table(t)[0] for _, t in order]
+        ls = [self.expert_table(t)[1] for _, t in order]
+        best_k, best = 0, sum(xs)
+        for k in range(1, len(order) + 1):
+            cost = max(sum(xs[k:]), sum(ls[:k]))
+            if cost < best:
+                best_k, best = k, cost
+        return order[best_k:], order[:best_k]
+
+    # -- communication ----------------------------------------------------------------------------------
+    def link_time(self, nbytes: float, kind: str = "allreduce") -> float:
+        """Ring all-reduce (2 (D-1)/D of the bytes per device, 2 (D-1) latency hops) or all-to-all ((D-1)/D,
+        D-1 hops) over NVLink inside a node, InfiniBand when the devices span nodes."""
+        D = self.D
+        if D <= 1 or nbytes <= 0:
+            return 0.0
+        links = self.dev.links
+        link = links["nvlink"] if D <= int(links["devices_per_node"]) else links["infiniband"]
+        bw, lat = float(link["bandwidth_bytes_per_s"]), float(link["latency_s"])
+        if kind == "allreduce":
+            return 2 * (D - 1) / D * nbytes / bw + 2 * (D - 1) * lat
+        return (D - 1) / D * nbytes / bw + (D - 1) * lat
+
+    # -- one stage --------------------------------------------------------------------------------------
+    def stage(self, st: Stage) -> tuple[float, list[Op]]:
+        """(seconds, operators of one representative layer of each kind + LM head) of a stage. The layer ops
+        carry `count` = how many layers they stand for."""
+        key = (st.prefill, self._decode_key(st))
+        if key in self.stage_memo:
+            return self.stage_memo[key]
+        m, D, B = self.m, self.D, self.B
+        ops: list[Op] = []
+        total = 0.0
+        moe_layers = m.n_moe_layers
+        dense_layers = m.n_layers - moe_layers
+        # attention block -----------------------------------------------------------------------------
+        att_ops, att_t = self._attention_block(st)
+        for o in att_ops:
+            o.count = m.n_layers
+        ops += att_ops
+        total += att_t * m.n_layers
+        # FFN blocks -----------------------------------------------------------------------------------
+        if dense_layers:
+            f_ops, f_t = self._dense_block(st)
+            for o in f_ops:
+                o.count = dense_layers
+            ops += f_ops
+            total += f_t * dense_layers
+        if moe_layers:
+            if self.routing == "zipf":   # the hot expert rotates per layer: one distinct layer per rotation
+                reps = min(moe_layers, m.n_experts)
+                for r in range(reps):
+                    cnt = len(range(r, moe_layers, reps))
+                    f_ops, f_t = self._moe_block(st, layer=r)
+                    for o in f_ops:
+                        o.count = cnt
+                    ops += f_ops
+                    total += f_t * cnt
+            else:
+                f_ops, f_t = self._moe_block(st, layer=0)
+                for o in f_ops:
+                    o.count = moe_layers
+                ops += f_ops
+                total += f_t * moe_layers
+        # LM head for every sequence ------------------------------------------------------------------
+        n = st.sequences
+        f = 2.0 * n * m.d_model * m.vocab / D
+        b = (m.d_model * m.vocab + n * (m.d_model + m.vocab / D)) * B / D
+        head = self._xop("lm_head", "lm_head", f, b, n)
+        ops.append(head)
+        total += head.seconds
+        self.stage_memo[key] = (total, ops)
+        return total, ops
+
+    def _decode_key(self, st: Stage) -> tuple:
+        """Decode contexts enter the timing only through their sum (KV bytes and FLOPs are linear in it) and
+        count, so stages with equal sums and counts share a result."""
+        return (len(st.decode), sum(st.decode))
+
+    def _xop(self, name: str, kind: str, flops: float, nbytes: float, tokens: int = 0) -> Op:
+        op = Op(name, kind, flops, nbytes, "xpu", tokens=tokens)
+        op.seconds = op.roofline_s = self.xpu_time(flops, nbytes)
+        op.energy_pj = self.energy(op)
+        return op
+
+    def _lop(self, name: str, kind: str, flops: float, nbytes: float, unit: str, segments, tokens: int = 0) -> Op:
+        if unit == "xpu":
+            return self._xop(name, kind, flops, nbytes, tokens)
+        op = Op(name, kind, flops, nbytes, "low", tokens=tokens)
+        op.roofline_s = self.low_roofline(flops, nbytes)
+        op.seconds, counts = self.low_time(flops, nbytes, segments)
+        op.energy_pj = self.energy(op, counts)
+        return op
+
+    def _link(self, name: str, nbytes: float, kind: str) -> Op:
+        op = Op(name, kind, 0.0, nbytes, "link")
+        op.seconds = op.roofline_s = self.link_time(nbytes, "allreduce" if kind == "allreduce" else "alltoall")
+        return op
+
+    def _attention_block(self, st: Stage) -> tuple[list[Op], float]:
+        m, D, B = self.m, self.D, self.B
+        T = st.tokens
+        qkv_w = m.d_model * (m.q_dim + 2 * m.kv_dim)
+        qkv = self._xop("qkv", "qkv", 2.0 * T * qkv_w / D, (qkv_w / D + T * (m.d_model + (m.q_dim + 2 * m.kv_dim) / D)) * B, T)
+        ops = [qkv]
+        pre = dec = None
+        if st.prefill:
+            f = sum(2.0 * p * p * m.q_dim for p in st.prefill) / D            # QK^T and PV, causal half
+            b = sum(p * (2 * m.q_dim + 2 * m.kv_dim + 2 * m.kv_dim) for p in st.prefill) * B / D   # + KV migration
+            pre = self._xop("attention_prefill", "attention_prefill", f, b, sum(st.prefill))
+            ops.append(pre)
+        if st.decode:
+            ctx = sum(st.decode)
+            f = 4.0 * ctx * m.q_dim / D
+            b = 2.0 * ctx * m.kv_dim * B / D
+            op_b = f / b
+            unit = self.unit_for(st.kind, "attention_decode", op_b)
+            g = m.n_heads // m.n_kv_heads
+            rows = self._rows(b)
+            ks = self.pol.kv_spaces
+            segs = [Segment(sp, rows // len(ks) + (1 if i < rows % len(ks) else 0), g) for i, sp in enumerate(ks)]
+            dec = self._lop("attention_decode", "attention_decode", f, b, unit, segs, len(st.decode))
+            ops.append(dec)
+        out = self._xop("out_proj", "out_proj", 2.0 * T * m.q_dim * m.d_model / D,
+                        (m.q_dim * m.d_model / D + T * (m.q_dim / D + m.d_model)) * B, T)
+        ops.append(out)
+        ar = self._link("allreduce_attention", T * m.d_model * B, "allreduce")
+        ops.append(ar)
+        # timing: qkv, then prefill || decode attention (co-processing) or one after the other
+        xs = pre.seconds if pre else 0.0
+        if dec is not None and dec.unit == "xpu":
+            xs += dec.seconds
+            mid = xs
+        else:
+            ls = dec.seconds if dec else 0.0
+            mid = max(xs, ls) if self.pol.attention_coprocessing else xs + ls
+        return ops, qkv.seconds + mid + out.seconds + ar.seconds
+
+    def _dense_block(self, st: Stage) -> tuple[list[Op], float]:
+        m, D, B = self.m, self.D, self.B
+        T = st.tokens
+        w = m.expert_params / D
+        f = 2.0 * T * w
+        b = (w + T * (m.d_model * 2 + m.d_ff * (3 if m.gated_ffn else 2) / D)) * B
+        unit = self.unit_for(st.kind, "dense_ffn", f / b)
+        rows = self._rows(w * B)
+        segs = [Segment(self.pol.expert_spaces[0], rows, T)] if T * m.d_model * B <= (1 << 20) else None
+        op = self._lop("dense_ffn", "dense_ffn", f, b, unit, segs, T)
+        ar = self._link("allreduce_ffn", T * m.d_model * B, "allreduce")
+        return [op, ar], op.seconds + ar.seconds
+
+    def _moe_block(self, st: Stage, layer: int) -> tuple[list[Op], float]:
+        m, D, B = self.m, self.D, self.B
+        T = st.tokens
+        counts = routing_counts(m, T, self.routing, self.zipf_s, layer)
+        gate = self._xop("moe_gate", "moe_gate", 2.0 * T * m.d_model * m.n_experts / D,
+                         (m.d_model * m.n_experts / D + T * m.d_model) * B, T)
+        a2a = self._link("moe_all_to_all", 2 * T * m.experts_per_token * m.d_model * B / D, "alltoall")
+        # experts per device (EP; TP inside an expert when devices outnumber experts)
+        per_dev: list[list[tuple[int, int]]] = [[] for _ in range(min(D, m.n_experts))]
+        for e in range(m.n_experts):
+            per_dev[e % len(per_dev)].append((e, int(counts[e])))
+        worst, worst_ops = -1.0, []
+        f_probe, b_probe = self.expert_ops(max(1, int(counts.mean())))
+        unit = self.unit_for(st.kind, "moe", f_probe / b_probe)
+        for experts in per_dev:
+            experts = [(e, t) for e, t in experts if t > 0]
+            if self.dev.low is not None and self.pol.expert_coprocessing:
+                on_x, on_l = self.split_experts(experts)
+            elif unit == "low":
+                on_x, on_l = [], experts
+            else:
+                on_x, on_l = experts, []
+            ops = []
+            xt = 0.0
+            for e, t in on_x:
+                f, b = self.expert_ops(t)
+                o = self._xop(f"expert{e}", "moe", f, b, t)
+                ops.append(o)
+                xt += o.seconds
+            lt = 0.0
+            if on_l:
+                f = b = 0.0
+                for _, t in on_l:
+                    fe, be = self.expert_ops(t)
+                    f, b = f + fe, b + be
+                o = self._lop("experts_low", "moe", f, b, "low", self.expert_segments(on_l), sum(t for _, t in on_l))
+                ops.append(o)
+                lt = o.seconds
+                # partial sums of every stack, all-reduced by the xPU (read all, write one)
+                red = self._xop("stack_allreduce", "stack_allreduce", float(T * m.d_model * self.dev.stacks),
+                                (self.dev.stacks + 1) * T * m.d_model * B, T)
+                ops.append(red)
+                lt += red.seconds
+            both = self.pol.expert_coprocessing
+            t_dev = max(xt, lt) if both else xt + lt
+            if t_dev > worst:
+                worst, worst_ops = t_dev, ops
+        ops = [gate, a2a, *worst_ops]
+        return ops, gate.seconds + 2 * a2a.seconds + worst
+
+
+def paper_devices(model: str) -> int | None:
+    """Devices the paper gives a model (devices.yaml `paper_devices`), None if it does not list it."""
+    return device_preset()["paper_devices"].get(model)

@@ -1,0 +1,151 @@
+"""Duplex (MICRO'24) serving runs: xPU + Logic-PIM devices, or the baselines GPU, 2xGPU, Bank-PIM and
+BankGroup-PIM, under continuous batching (closed loop or Poisson arrivals at a QPS).
+
+Each iteration (stage) of archsim.workload.serving.ContinuousBatcher is compiled by archsim.compiler.duplex
+into operators dispatched by the mapping policy (mappings/duplex.yaml), timed (xPU: roofline; Logic-PIM:
+bundle command streams on the channel engine, or its roofline with `pim_timing: roofline`; Bank-PIM and
+BankGroup-PIM: rooflines; links: ring all-reduce / all-to-all) and costed (DRAM bits per path, activates,
+MACs). Registered as system `duplex`.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from archsim.compiler.duplex import DEVICE_KINDS, Compiler, Stage, load_policy, make_device, paper_devices
+from archsim.errors import ConfigError, UserError
+from archsim.results import Result, make_manifest
+from archsim.systems import register
+from archsim.workload.duplex_serving import make_requests, serving_metrics
+from archsim.workload.serving import Batch, ContinuousBatcher
+
+DEFAULTS: dict[str, Any] = {
+    "system": "duplex", "model": "mixtral-8x7b", "device": "duplex", "devices": None,
+    "mapping": "duplex", "mapping_overrides": {}, "pim_timing": "engine",
+    "requests": 64, "input_len": 1024, "output_len": 1024, "length_std": 0.0, "qps": None,
+    "max_batch": 64, "routing": "uniform", "zipf_s": 1.0,
+}
+
+
+def _pos_int(cfg: dict, key: str) -> None:
+    v = cfg[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(key, f"must be an integer >= 1, got {v!r}")
+
+
+def resolve(config: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(config) - set(DEFAULTS))
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown key for system duplex; allowed: {', '.join(sorted(DEFAULTS))}")
+    out = {**DEFAULTS, **config}
+    if out["device"] not in DEVICE_KINDS:
+        raise ConfigError("device", f"must be one of {', '.join(DEVICE_KINDS)}, got {out['device']!r}")
+    if out["pim_timing"] not in ("engine", "roofline"):
+        raise ConfigError("pim_timing", f"must be engine or roofline, got {out['pim_timing']!r}")
+    if out["routing"] not in ("uniform", "zipf"):
+        raise ConfigError("routing", f"must be uniform or zipf, got {out['routing']!r}")
+    for key in ("requests", "input_len", "output_len", "max_batch"):
+        _pos_int(out, key)
+    if out["devices"] is not None:
+        _pos_int(out, "devices")
+    q = out["qps"]
+    if q is not None and (isinstance(q, bool) or not isinstance(q, int | float) or q <= 0):
+        raise ConfigError("qps", f"must be null (closed loop) or a rate > 0 requests/s, got {q!r}")
+    s = out["length_std"]
+    if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s < 1:
+        raise ConfigError("length_std", f"must be a fraction in [0, 1) of the mean length, got {s!r}")
+    z = out["zipf_s"]
+    if isinstance(z, bool) or not isinstance(z, int | float) or z < 0:
+        raise ConfigError("zipf_s", f"must be a number >= 0, got {z!r}")
+    if not isinstance(out["mapping_overrides"], dict):
+        raise ConfigError("mapping_overrides", f"must be a mapping, got {out['mapping_overrides']!r}")
+    return out
+
+
+def n_devices(cfg: dict[str, Any], model_name: str) -> int:
+    n = cfg["devices"] if cfg["devices"] is not None else paper_devices(model_name)
+    if n is None:
+        raise ConfigError("devices", f"the paper gives no device count for model {model_name!r}; set devices")
+    return 2 * n if cfg["device"] == "2xgpu" else n
+
+
+class DuplexRun:
+    """One serving run: compiler, batcher and per-operator accounting."""
+
+    def __init__(self, config: dict[str, Any], seed: int = 0, timer=None):
+        from archsim.workload import load_model
+
+        self.cfg = cfg = resolve(config)
+        self.model = load_model(cfg["model"])
+        self.D = n_devices(cfg, cfg["model"])
+        self.device = make_device(cfg["device"], cfg["pim_timing"], timer=timer)
+        self.policy = load_policy(cfg["mapping"], cfg["mapping_overrides"])
+        self.compiler = Compiler(self.model, self.device, self.D, self.policy, cfg["routing"], cfg["zipf_s"])
+        self.seed = seed
+        longest = cfg["input_len"] + cfg["output_len"]
+        if longest > self.model.max_context:
+            raise UserError(f"input_len + output_len = {longest} exceeds {self.model.name}'s max context "
+                            f"{self.model.max_context}")
+        weights = self.model.weight_bytes
+        self.kv_capacity = self.D * self.device.memory_bytes - weights
+        if self.kv_capacity <= 0:
+            raise UserError(f"{self.model.name} ({weights / 2**30:.0f} GiB of weights) does not fit in {self.D} "
+                            f"devices of {self.device.memory_bytes / 2**30:.0f} GiB")
+        self.acc: dict[tuple, list[float]] = defaultdict(lambda: [0.0] * 6)
+        self.stage_kinds = {"decode": 0, "mixed": 0}
+
+    def iteration_time(self, batch: Batch) -> float:
+        pre = tuple(e.new_tokens for e in batch.entries if e.phase == "prefill")
+        dec = tuple(e.context_tokens for e in batch.entries if e.phase == "decode")
+        st = Stage(pre, dec)
+        seconds, ops = self.compiler.stage(st)
+        self.stage_kinds[st.kind] += 1
+        for o in ops:
+            a = self.acc[(st.kind, o.kind, o.unit)]
+            a[0] += o.seconds * o.count
+            a[1] += o.roofline_s * o.count
+            a[2] += o.energy_pj * o.count * self.D
+            a[3] += o.flops * o.count
+            a[4] += o.bytes * o.count
+            a[5] += o.count
+        return seconds
+
+    def run(self) -> Result:
+        cfg = self.cfg
+        rng = np.random.default_rng(self.seed)
+        reqs = make_requests(cfg["requests"], cfg["input_len"], cfg["output_len"], rng, cfg["length_std"], cfg["qps"],
+                             max_context=self.model.max_context)
+        batcher = ContinuousBatcher(cfg["max_batch"], int(self.kv_capacity), self.model.kv_bytes_per_token,
+                                    self.iteration_time)
+        t0 = time.perf_counter()
+        served = batcher.run(reqs)
+        wall = time.perf_counter() - t0
+        metrics = serving_metrics(served)
+        rows = []
+        for (stage, kind, unit), (sec, roof, e, f, b, n) in sorted(self.acc.items()):
+            rows.append({"stage": stage, "op": kind, "unit": unit, "seconds": sec, "roofline_seconds": roof,
+                         "energy_pj": e, "flops": f, "bytes": b, "op_b": f / b if b else float("inf"),
+                         "invocations": n})
+        df = pd.DataFrame(rows)
+        energy_j = float(df.energy_pj.sum()) * 1e-12 if len(df) else 0.0
+        tokens = metrics["output_tokens"]
+        timer = self.device.timer
+        stats = {
+            **metrics, "model": self.model.name, "device": cfg["device"], "devices": self.D,
+            "energy_j": energy_j, "energy_per_token_j": energy_j / tokens if tokens else 0.0,
+            "decode_stages": self.stage_kinds["decode"], "mixed_stages": self.stage_kinds["mixed"],
+            "kv_capacity_bytes": int(self.kv_capacity), "wall_s": wall,
+            "engine_streams_simulated": timer.simulated if timer else 0,
+            "engine_wall_s": timer.engine_wall_s if timer else 0.0,
+        }
+        manifest = make_manifest("duplex", cfg, self.seed)
+        return Result(df=df, manifest=manifest, stats=stats, extra={"serving": served, "compiler": self.compiler})
+
+
+@register("duplex", resolve=resolve)
+def run(config: dict[str, Any], seed: int = 0) -> Result:
+    return DuplexRun(config, seed).run()

@@ -540,3 +540,37 @@ class Compiler:
 def paper_devices(model: str) -> int | None:
     """Devices the paper gives a model (devices.yaml `paper_devices`), None if it does not list it."""
     return device_preset()["paper_devices"].get(model)
+
+
+# ---- functional MoE (numbers, for checking the split against numpy) -----------------------------------
+def moe_functional(x: np.ndarray, gate_w: np.ndarray, experts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                   k: int, on_low: set[int], stacks: int) -> np.ndarray:
+    """A gated (SwiGLU) MoE layer computed as a Duplex device does: top-k gating on the xPU; experts in
+    `on_low` on Logic-PIM (gate/up split by columns over `stacks`, down by rows with the partial sums reduced
+    by the xPU: archsim.pim.logic_pim.gemm_functional), the others on the xPU; FP16 operands, FP32
+    accumulation. experts[e] = (w_gate d x f, w_up d x f, w_down f x d)."""
+    from archsim.pim.logic_pim import gemm_functional
+
+    logits = x.astype(np.float32) @ gate_w.astype(np.float32)
+    top = sample_routing(np.random.default_rng(0), logits, k)
+    sel = np.take_along_axis(logits, top, axis=1)
+    wts = np.exp(sel - sel.max(axis=1, keepdims=True))
+    wts /= wts.sum(axis=1, keepdims=True)
+    out = np.zeros((x.shape[0], experts[0][2].shape[1]), dtype=np.float32)
+    for e, (wg, wu, wd) in enumerate(experts):
+        rows, slot = np.nonzero(top == e)
+        if not len(rows):
+            continue
+        xe = x[rows]
+        if e in on_low:
+            g = gemm_functional(xe, wg, stacks, "columns")
+            u = gemm_functional(xe, wu, stacks, "columns")
+            h = (g / (1 + np.exp(-g))) * u
+            y = gemm_functional(h, wd, stacks, "rows")
+        else:
+            f16 = lambda a: a.astype(np.float16).astype(np.float32)      # noqa: E731
+            g, u = f16(xe) @ f16(wg), f16(xe) @ f16(wu)
+            h = (g / (1 + np.exp(-g))) * u
+            y = f16(h) @ f16(wd)
+        out[rows] += wts[rows, slot][:, None] * y
+    return out

@@ -1,0 +1,226 @@
+"""Duplex compiler, serving and system: dispatch by Op/B on crafted stages, routing, expert co-processing,
+the functional MoE against numpy, serving metrics, small end-to-end comparisons, config errors. The full
+paper-scale runs are in reports/duplex/ and marked slow here."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archsim.compiler.duplex import (
+    Compiler, Stage, load_policy, make_device, moe_functional, routing_counts,
+)
+from archsim.errors import ConfigError, UserError
+from archsim.pim.logic_pim import LogicPimTimer
+from archsim.systems.duplex import DuplexRun, resolve
+from archsim.workload import load_model
+from archsim.workload.duplex_serving import make_requests, serving_metrics, tbt_samples
+from archsim.workload.serving import ContinuousBatcher
+
+TIMER = LogicPimTimer()
+
+
+def _compiler(model="mixtral-8x7b", device="duplex", n=4, timing="engine", **pol):
+    return Compiler(load_model(model), make_device(device, timing, timer=TIMER), n, load_policy("duplex", pol))
+
+
+def _units(ops):
+    return {o.kind: o.unit for o in ops if o.unit != "link"}
+
+
+def test_table_dispatch_decode_and_mixed_stages():
+    c = _compiler()
+    _, ops = c.stage(Stage((), (1100,) * 16))
+    u = _units(ops)
+    assert u["attention_decode"] == "low" and u["moe"] == "low"
+    assert u["qkv"] == u["out_proj"] == u["lm_head"] == "xpu"
+    _, ops = c.stage(Stage((1024,), (1100,) * 15))
+    u = _units(ops)
+    assert u["attention_prefill"] == "xpu" and u["attention_decode"] == "low" and u["moe"] == "xpu"
+    g = _compiler(device="gpu")
+    assert set(_units(g.stage(Stage((), (1100,) * 16))[1]).values()) == {"xpu"}
+
+
+def test_decode_attention_op_b_is_the_query_group_size():
+    for model, group in (("mixtral-8x7b", 4), ("opt-66b", 1), ("llama3-70b", 8), ("grok-1", 6)):
+        c = _compiler(model, n=4)
+        ops = c.stage(Stage((), (500, 700, 900)))[1]
+        att = next(o for o in ops if o.kind == "attention_decode")
+        assert att.op_b == pytest.approx(group)
+
+
+@pytest.mark.parametrize("threshold,model,want", [(16, "opt-66b", "low"), (16, "llama3-70b", "low"),
+                                                  (4, "llama3-70b", "xpu"), (4, "opt-66b", "low"),
+                                                  (0.5, "opt-66b", "xpu")])
+def test_opb_rule_sends_low_op_b_memory_ops_to_the_low_unit(threshold, model, want):
+    c = _compiler(model, rule="opb", opb_threshold=threshold)
+    ops = c.stage(Stage((), (800,) * 8))[1]
+    assert _units(ops)["attention_decode"] == want
+    assert _units(ops)["qkv"] == "xpu"                       # never a low-unit op kind
+
+
+def test_opb_rule_moves_moe_to_the_xpu_when_tokens_lift_op_b():
+    c = _compiler(rule="opb", opb_threshold=16)
+    few = _units(c.stage(Stage((), (600,) * 16))[1])["moe"]      # 16 x 2 / 8 = 4 tokens per expert
+    many = _units(c.stage(Stage((512,), (600,) * 16))[1])["moe"]  # 528 x 2 / 8 = 132 per expert
+    assert (few, many) == ("low", "xpu")
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 5000), st.sampled_from(["uniform", "zipf"]), st.floats(0, 2), st.integers(0, 40))
+def test_routing_counts(tokens, routing, s, layer):
+    m = load_model("glam")
+    c = routing_counts(m, tokens, routing, s, layer)
+    assert c.sum() == tokens * m.experts_per_token or c.max() == tokens
+    assert c.min() >= 0 and c.max() <= tokens
+    if routing == "uniform":
+        assert c.max() - c.min() <= 1
+    else:
+        hot = np.roll(c, -(layer % m.n_experts))
+        assert (np.diff(hot) <= 1).all()                     # popularity falls with rank (up to rounding)
+
+
+def test_expert_coprocessing_is_the_best_prefix_split_and_beats_either_unit_alone():
+    c = _compiler(expert_coprocessing=True)
+    experts = [(0, 3), (1, 40), (2, 7), (3, 90), (4, 1)]
+    on_x, on_l = c.split_experts(experts)
+    assert sorted(on_x + on_l) == sorted(experts)
+    cost = max(sum(c.expert_table(t)[0] for _, t in on_x), sum(c.expert_table(t)[1] for _, t in on_l))
+    all_x = sum(c.expert_table(t)[0] for _, t in experts)
+    all_l = sum(c.expert_table(t)[1] for _, t in experts)
+    assert cost <= min(all_x, all_l)
+    order = sorted(experts, key=lambda et: (et[1], et[0]))
+    prefix = min(max(sum(c.expert_table(t)[0] for _, t in order[k:]), sum(c.expert_table(t)[1] for _, t in order[:k]))
+                 for k in range(len(order) + 1))
+    assert cost == pytest.approx(prefix)
+    if on_l and on_x:       # the low unit takes the experts with the fewest tokens
+        assert max(t for _, t in on_l) <= min(t for _, t in on_x)
+
+
+def test_moe_functional_matches_numpy_for_every_split():
+    rng = np.random.default_rng(3)
+    d, f, n_ex, k, tokens = 32, 48, 4, 2, 10
+    x = rng.standard_normal((tokens, d)).astype(np.float32)
+    gate = rng.standard_normal((d, n_ex)).astype(np.float32)
+    experts = [tuple(rng.standard_normal(s).astype(np.float32) / 4 for s in ((d, f), (d, f), (f, d)))
+               for _ in range(n_ex)]
+    # numpy reference: float64 MoE on the FP16-rounded weights
+    r16 = lambda a: a.astype(np.float16).astype(np.float64)          # noqa: E731
+    logits = x @ gate
+    ref = np.zeros((tokens, d))
+    for i in range(tokens):
+        top = np.argsort(-logits[i], kind="stable")[:k]
+        w = np.exp(logits[i, top] - logits[i, top].max())
+        w /= w.sum()
+        for e, wt in zip(top, w, strict=True):
+            wg, wu, wd = experts[e]
+            g, u = r16(x[i]) @ r16(wg), r16(x[i]) @ r16(wu)
+            ref[i] += wt * (r16((g / (1 + np.exp(-g))) * u) @ r16(wd))
+    for on_low in ({0, 1, 2, 3}, set(), {1, 3}):
+        got = moe_functional(x, gate, experts, k, on_low, stacks=5)
+        np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
+
+
+def test_engine_time_is_at_least_the_roofline_for_every_low_op():
+    c = _compiler()
+    for stage in (Stage((), (1500,) * 32), Stage((), (300,) * 8)):
+        for o in c.stage(stage)[1]:
+            if o.unit == "low":
+                assert o.seconds >= o.roofline_s * 0.999, o
+
+
+def test_serving_metrics_closed_loop_and_poisson():
+    rng = np.random.default_rng(0)
+    reqs = make_requests(6, 100, 5, rng)
+    assert [r.arrival_s for r in reqs] == [0.0] * 6
+    served = ContinuousBatcher(3, 10**9, 1, lambda b: 0.01 + 0.001 * b.prefill_tokens).run(reqs)
+    m = serving_metrics(served)
+    assert m["output_tokens"] == 30
+    assert len(tbt_samples(served)) == 6 * 4                 # every token after the first
+    assert m["tbt_p50_s"] == pytest.approx(0.01)
+    assert m["ttft_p50_s"] >= 0.11
+    poisson = make_requests(200, 10, 10, np.random.default_rng(1), qps=50.0)
+    gaps = np.diff([0.0] + [r.arrival_s for r in poisson])
+    assert gaps.mean() == pytest.approx(1 / 50, rel=0.2)
+    jitter = make_requests(300, 100, 50, np.random.default_rng(2), length_std=0.2, max_context=160)
+    assert all(r.prompt_tokens + r.output_tokens <= 160 for r in jitter)
+    assert np.std([r.prompt_tokens for r in jitter]) > 5
+
+
+# batch 64: the regime of the paper's Bank-PIM comparison (at batch 16 a Mixtral expert sees 4 tokens, Op/B 4,
+# where Bank-PIM's 16x bandwidth wins)
+SMALL = {"requests": 64, "input_len": 256, "output_len": 64, "max_batch": 64}
+
+
+@pytest.fixture(scope="module")
+def small_runs():
+    out = {}
+    for model in ("mixtral-8x7b", "opt-66b"):
+        for dev in ("gpu", "2xgpu", "duplex", "bank_pim"):
+            out[model, dev] = DuplexRun({"model": model, "device": dev, **SMALL}, timer=TIMER).run().stats
+    return out
+
+
+def test_small_serving_comparison(small_runs):
+    r = small_runs
+    mx = {d: r["mixtral-8x7b", d] for d in ("gpu", "2xgpu", "duplex", "bank_pim")}
+    assert mx["duplex"]["throughput_tokens_per_s"] > 1.3 * mx["gpu"]["throughput_tokens_per_s"]
+    assert mx["duplex"]["tbt_p50_s"] < mx["gpu"]["tbt_p50_s"]
+    assert mx["duplex"]["energy_per_token_j"] < mx["gpu"]["energy_per_token_j"]
+    assert mx["2xgpu"]["throughput_tokens_per_s"] > mx["gpu"]["throughput_tokens_per_s"]
+    # GQA (Mixtral): Duplex above Bank-PIM; MHA (OPT, decode Op/B 1): Bank-PIM above Duplex (the paper's finding)
+    assert mx["duplex"]["throughput_tokens_per_s"] > mx["bank_pim"]["throughput_tokens_per_s"]
+    assert r["opt-66b", "bank_pim"]["throughput_tokens_per_s"] > r["opt-66b", "duplex"]["throughput_tokens_per_s"]
+    for s in r.values():
+        assert s["output_tokens"] == 64 * 64
+        assert s["tbt_p50_s"] <= s["tbt_p90_s"] <= s["tbt_p99_s"]
+
+
+def test_poisson_load_saturates():
+    tput = []
+    for qps in (1.0, 1000.0):
+        s = DuplexRun({"device": "gpu", "requests": 24, "input_len": 256, "output_len": 32, "max_batch": 8,
+                       "qps": qps}).run().stats
+        tput.append(s["throughput_requests_per_s"])
+    assert tput[0] == pytest.approx(1.0, rel=0.5)            # light load: served as it arrives
+    assert tput[1] < 1000 / 4                                # heavy load: capped by the device
+
+
+def test_registered_and_config_errors():
+    from archsim import api
+
+    res = api.run({"system": "duplex", "device": "gpu", "requests": 2, "input_len": 64, "output_len": 4,
+                   "max_batch": 2})
+    assert res.stats["output_tokens"] == 8
+    for bad, key in (({"device": "tpu"}, "device"), ({"pim_timing": "fast"}, "pim_timing"),
+                     ({"qps": -1}, "qps"), ({"requests": 0}, "requests"), ({"bogus": 1}, "bogus"),
+                     ({"routing": "hot"}, "routing")):
+        with pytest.raises(ConfigError) as exc:
+            resolve(bad)
+        assert exc.value.key_path == key
+    with pytest.raises(UserError, match="max context"):
+        DuplexRun({"model": "opt-66b", "input_len": 2000, "output_len": 100})
+    with pytest.raises(ConfigError, match="dispatch.decode.qkv"):
+        load_policy("duplex", {"dispatch": {"decode": {"qkv": "low"}, "mixed": {}}})
+
+
+def test_cli_bad_value_exits_2(tmp_path, capsys):
+    from archsim.cli import main
+
+    code = main(["run", "--system", "duplex", "--set", "device=tpu"])
+    assert code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["mixtral-8x7b", "glam", "grok-1", "llama3-70b", "opt-66b"])
+def test_full_model_runs_against_gpu(model):
+    """Paper-scale shape (batch 64, (1024, 1024)) for every model: Duplex at least matches the GPU."""
+    cfg = {"model": model, "requests": 128, "input_len": 1024, "output_len": 1024, "max_batch": 64}
+    gpu = DuplexRun({**cfg, "device": "gpu"}).run().stats
+    dx = DuplexRun({**cfg, "device": "duplex"}, timer=TIMER).run().stats
+    assert dx["throughput_tokens_per_s"] >= 0.95 * gpu["throughput_tokens_per_s"]
+    assert dx["energy_per_token_j"] <= gpu["energy_per_token_j"]

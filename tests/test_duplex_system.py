@@ -17,7 +17,7 @@ from archsim.errors import ConfigError, UserError
 from archsim.pim.logic_pim import LogicPimTimer
 from archsim.systems.duplex import DuplexRun, resolve
 from archsim.workload import load_model
-from archsim.workload.duplex_serving import make_requests, serving_metrics, tbt_samples
+from archsim.workload.duplex_serving import DuplexBatcher, make_requests, serving_metrics, tbt_samples
 from archsim.workload.serving import ContinuousBatcher
 
 TIMER = LogicPimTimer()
@@ -187,6 +187,19 @@ def test_poisson_load_saturates():
         tput.append(s["throughput_requests_per_s"])
     assert tput[0] == pytest.approx(1.0, rel=0.5)            # light load: served as it arrives
     assert tput[1] < 1000 / 4                                # heavy load: capped by the device
+
+
+def test_prefill_budget_splits_a_burst_into_mixed_stages():
+    reqs = make_requests(6, 100, 3, np.random.default_rng(0))
+    served = DuplexBatcher(8, 10**9, 1, lambda b: 0.01, max_prefill_tokens=250).run(reqs)
+    pre = [sum(1 for e in it.batch.entries if e.phase == "prefill") for it in served.iterations]
+    assert pre[:3] == [2, 2, 2]
+    assert max(it.batch.size for it in served.iterations) == 6
+    unbounded = DuplexBatcher(8, 10**9, 1, lambda b: 0.01).run(reqs)
+    assert sum(1 for e in unbounded.iterations[0].batch.entries if e.phase == "prefill") == 6
+    # the KV reservation holds requests back like ContinuousBatcher's
+    tight = DuplexBatcher(8, 2 * 103, 1, lambda b: 0.01).run(reqs)
+    assert max(it.batch.size for it in tight.iterations) == 2
 
 
 def test_registered_and_config_errors():

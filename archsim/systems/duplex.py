@@ -20,14 +20,14 @@ from archsim.compiler.duplex import DEVICE_KINDS, Compiler, Stage, load_policy, 
 from archsim.errors import ConfigError, UserError
 from archsim.results import Result, make_manifest
 from archsim.systems import register
-from archsim.workload.duplex_serving import make_requests, serving_metrics
-from archsim.workload.serving import Batch, ContinuousBatcher
+from archsim.workload.duplex_serving import DuplexBatcher, make_requests, serving_metrics
+from archsim.workload.serving import Batch
 
 DEFAULTS: dict[str, Any] = {
     "system": "duplex", "model": "mixtral-8x7b", "device": "duplex", "devices": None,
     "mapping": "duplex", "mapping_overrides": {}, "pim_timing": "engine",
     "requests": 64, "input_len": 1024, "output_len": 1024, "length_std": 0.0, "qps": None,
-    "max_batch": 64, "routing": "uniform", "zipf_s": 1.0,
+    "max_batch": 64, "max_prefill_tokens": 8192, "routing": "uniform", "zipf_s": 1.0,
 }
 
 
@@ -50,8 +50,9 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError("routing", f"must be uniform or zipf, got {out['routing']!r}")
     for key in ("requests", "input_len", "output_len", "max_batch"):
         _pos_int(out, key)
-    if out["devices"] is not None:
-        _pos_int(out, "devices")
+    for key in ("devices", "max_prefill_tokens"):
+        if out[key] is not None:
+            _pos_int(out, key)
     q = out["qps"]
     if q is not None and (isinstance(q, bool) or not isinstance(q, int | float) or q <= 0):
         raise ConfigError("qps", f"must be null (closed loop) or a rate > 0 requests/s, got {q!r}")
@@ -119,8 +120,8 @@ class DuplexRun:
         rng = np.random.default_rng(self.seed)
         reqs = make_requests(cfg["requests"], cfg["input_len"], cfg["output_len"], rng, cfg["length_std"], cfg["qps"],
                              max_context=self.model.max_context)
-        batcher = ContinuousBatcher(cfg["max_batch"], int(self.kv_capacity), self.model.kv_bytes_per_token,
-                                    self.iteration_time)
+        batcher = DuplexBatcher(cfg["max_batch"], int(self.kv_capacity), self.model.kv_bytes_per_token,
+                                self.iteration_time, cfg["max_prefill_tokens"])
         t0 = time.perf_counter()
         served = batcher.run(reqs)
         wall = time.perf_counter() - t0

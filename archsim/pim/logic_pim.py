@@ -82,6 +82,21 @@ class LogicPimConfig:
         return 2.0 * self.macs_per_cycle * self.clock_hz
 
 
+def pim_area_mm2(processor: str, spec: DramSpec | None = None) -> float:
+    """Area per stack of a low-Op/B processor (devices.yaml `area_mm2`): Logic-PIM as the paper sums it;
+    Bank-PIM / BankGroup-PIM derived (GEMM area x peak ratio x DRAM-process factor + buffers + softmax)."""
+    d = devices()
+    a = d["area_mm2"]
+    common = float(a["buffers"]) + float(a["softmax"])
+    if processor == "logic_pim":
+        return float(a["tsv"]) + float(a["gemm_modules"]) + common
+    if processor not in d["processors"]:
+        raise ConfigError("processor", f"unknown {processor!r}; allowed: {', '.join(d['processors'])}")
+    p, lp = d["processors"][processor], d["processors"]["logic_pim"]
+    ratio = float(p["op_b"]) * float(p["bandwidth_x"]) / (float(lp["op_b"]) * float(lp["bandwidth_x"]))
+    return float(a["gemm_modules"]) * ratio * float(a["dram_process_factor"]) + common
+
+
 def pch_per_stack(spec: DramSpec) -> int:
     return spec.channels * spec.counts[1]
 

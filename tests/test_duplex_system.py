@@ -3,15 +3,18 @@ the functional MoE against numpy, serving metrics, small end-to-end comparisons,
 paper-scale runs are in reports/duplex/ and marked slow here."""
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archsim.compiler.duplex import (
-    Compiler, Stage, load_policy, make_device, moe_functional, routing_counts,
+    Compiler,
+    Stage,
+    load_policy,
+    make_device,
+    moe_functional,
+    routing_counts,
 )
 from archsim.errors import ConfigError, UserError
 from archsim.pim.logic_pim import LogicPimTimer

@@ -43,6 +43,7 @@ test-all: setup tools
 bench: setup
 	$(BIN)/python benchmarks/bench_dram.py
 	$(BIN)/python benchmarks/bench_pimgpt.py
+	$(BIN)/python benchmarks/bench_duplex.py
 
 lint: setup
 	$(BIN)/ruff check archsim tests benchmarks

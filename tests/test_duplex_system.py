@@ -65,6 +65,16 @@ def test_opb_rule_sends_low_op_b_memory_ops_to_the_low_unit(threshold, model, wa
     assert _units(ops)["qkv"] == "xpu"                       # never a low-unit op kind
 
 
+def test_opb_rule_runs_a_small_batch_dense_ffn_on_logic_pim_through_the_engine():
+    c = _compiler("llama3-70b", rule="opb", opb_threshold=16)
+    small = c.stage(Stage((), (700,) * 8))[1]
+    ffn = next(o for o in small if o.kind == "dense_ffn")
+    assert ffn.unit == "low" and ffn.op_b < 16
+    assert ffn.seconds >= ffn.roofline_s * 0.999
+    big = next(o for o in c.stage(Stage((), (700,) * 64))[1] if o.kind == "dense_ffn")
+    assert big.unit == "xpu"
+
+
 def test_opb_rule_moves_moe_to_the_xpu_when_tokens_lift_op_b():
     c = _compiler(rule="opb", opb_threshold=16)
     few = _units(c.stage(Stage((), (600,) * 16))[1])["moe"]      # 16 x 2 / 8 = 4 tokens per expert

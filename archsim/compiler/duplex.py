@@ -481,7 +481,9 @@ class Compiler:
         b = (w + T * (m.d_model * 2 + m.d_ff * (3 if m.gated_ffn else 2) / D)) * B
         unit = self.unit_for(st.kind, "dense_ffn", f / b)
         rows = self._rows(w * B)
-        segs = [Segment(self.pol.expert_spaces[0], rows, T)] if T * m.d_model * B <= (1 << 20) else None
+        buf = self.dev.timer.cfg.input_buffer_bytes if self.dev.timer else 1 << 20
+        passes = max(1, math.ceil(T * m.d_model * B / buf))      # inputs of one pass fill one input buffer
+        segs = [Segment(self.pol.expert_spaces[0], rows * passes, math.ceil(T / passes))]
         op = self._lop("dense_ffn", "dense_ffn", f, b, unit, segs, T)
         ar = self._link("allreduce_ffn", T * m.d_model * B, "allreduce")
         return [op, ar], op.seconds + ar.seconds

@@ -220,8 +220,8 @@ class LogicPimTimer:
         self.engine_wall_s = 0.0
 
     def simulate(self, segments: list[Segment], log: bool = False):
-        """Run the stream of both pseudo-channels of one channel; returns (cycles, commands of the channel,
-        MemorySystem)."""
+        """Run the stream of both pseudo-channels of one channel; returns (cycles, command counts of the
+        channel, the MemorySystem when `log` else None)."""
         from archsim.engine.channel import MemorySystem
 
         spec = self.one
@@ -248,9 +248,8 @@ class LogicPimTimer:
             for t, c in zip(issue + lat, rd_cmds[p], strict=True):
                 finish = max(float(t), finish) + c
             end = max(end, math.ceil(finish), int(lg[lg.pseudochannel == p].cycle.max()) + 1)
-        counts = {k: int(v) for k, v in ms.action_counts().items()} if hasattr(ms, "action_counts") else {}
-        cmd_counts = lg.command.value_counts().to_dict()
-        return end, {k: int(v) for k, v in cmd_counts.items()}, (ms if log else counts)
+        cmd_counts = {k: int(v) for k, v in lg.command.value_counts().to_dict().items()}
+        return end, cmd_counts, (ms if log else None)
 
     def _exact(self, segs: tuple[Segment, ...]) -> tuple[int, dict[str, int]]:
         if segs not in self.memo:

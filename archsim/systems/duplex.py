@@ -75,7 +75,9 @@ def n_devices(cfg: dict[str, Any], model_name: str) -> int:
 
 
 class DuplexRun:
-    """One serving run: compiler, batcher and per-operator accounting."""
+    """One serving run: compiler, batcher and per-operator accounting. Operator times and energies are those
+    of one device (for MoE the slowest device); run energy = per-device energy x devices (exact for the
+    tensor-parallel parts and uniform routing, an approximation under skewed routing)."""
 
     def __init__(self, config: dict[str, Any], seed: int = 0, timer=None):
         from archsim.workload import load_model

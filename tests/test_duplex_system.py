@@ -145,6 +145,21 @@ def test_engine_time_is_at_least_the_roofline_for_every_low_op():
                 assert o.seconds >= o.roofline_s * 0.999, o
 
 
+def test_edap_by_op_b_orders_the_designs_as_the_paper():
+    """Paper Fig. 8: Bank-PIM best below Op/B 8, Logic-PIM best from 8 up, BankGroup-PIM never better than
+    Logic-PIM (same peak, DRAM-process units and 2.68 vs 1.81 pJ/b)."""
+    from archsim.compiler.duplex import edap_by_opb
+
+    df = edap_by_opb(timer=TIMER)
+    best = df.loc[df.groupby("op_b").edap.idxmin()].set_index("op_b").design
+    assert [best[o] for o in (1, 2, 4)] == ["Bank-PIM"] * 3
+    assert [best[o] for o in (8, 16, 32)] == ["Logic-PIM"] * 3
+    piv = df.pivot(index="design", columns="op_b", values="edap")
+    assert (piv.loc["BankGroup-PIM"] > piv.loc["Logic-PIM"]).all()
+    lp = df[df.design == "Logic-PIM"]
+    assert (lp.engine_delay_s >= lp.delay_s * 0.999).all()
+
+
 def test_serving_metrics_closed_loop_and_poisson():
     rng = np.random.default_rng(0)
     reqs = make_requests(6, 100, 5, rng)

@@ -576,3 +576,37 @@ def moe_functional(x: np.ndarray, gate_w: np.ndarray, experts: list[tuple[np.nda
             y = f16(h) @ f16(wd)
         out[rows] += wts[rows, slot][:, None] * y
     return out
+
+
+# ---- EDAP vs Op/B (the paper's Fig. 8 experiment) --------------------------------------------------------
+def edap_by_opb(opbs: tuple[int, ...] = (1, 2, 4, 8, 16, 32), k: int = 16384, n: int = 4096,
+                timer: LogicPimTimer | None = None):
+    """Energy-delay-area product of an FP16 GEMM with a k x n weight on one stack of each low-Op/B design,
+    with m = Op/B input rows (FLOPs per weight byte = m). Delay: the design's roofline (and for Logic-PIM also
+    the channel engine, `engine_delay_s`); energy: weight bits x pJ/b + activates + MACs; area: per stack
+    (archsim.pim.logic_pim.pim_area_mm2). `edap_norm`: normalised per Op/B to the worst design."""
+    import pandas as pd
+
+    from archsim.pim.logic_pim import pim_area_mm2
+
+    timer = timer or LogicPimTimer()
+    w_bytes = k * n * 2
+    rows = []
+    for opb in opbs:
+        flops = 2.0 * opb * k * n
+        for name, kind in (("Bank-PIM", "bank_pim"), ("BankGroup-PIM", "bankgroup_pim"), ("Logic-PIM", "duplex")):
+            dev = make_device(kind, "roofline")
+            bw, peak = dev.low_bw / dev.stacks, dev.low_flops / dev.stacks
+            delay = max(flops / peak, w_bytes / bw)
+            eng = float("nan")
+            if kind == "duplex":      # the weight striped over two spaces of every pseudo-channel
+                rows_pch = math.ceil(w_bytes / pch_per_stack(timer.spec) / BYTES_PER_ROW)
+                half = rows_pch // 2
+                eng = timer.time([Segment(0, half, opb), Segment(1, rows_pch - half, opb)]).cycles * timer.spec.tCK_s
+            energy = w_bytes * 8 * dev.low_pj_per_bit + w_bytes / dev.row_bytes * dev.act_pj + flops / 2 * dev.mac_pj
+            area = pim_area_mm2("logic_pim" if kind == "duplex" else kind)
+            rows.append({"op_b": opb, "design": name, "delay_s": delay, "engine_delay_s": eng, "energy_pj": energy,
+                         "area_mm2": area, "edap": energy * delay * area})
+    df = pd.DataFrame(rows)
+    df["edap_norm"] = df.edap / df.groupby("op_b").edap.transform("max")
+    return df

@@ -8,7 +8,6 @@ next to them as the paper states them (docs/presets.md [Duplex]).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
@@ -81,35 +80,9 @@ def operator_table(args, timer):
 
 
 def edap_table():
-    """EDAP of an FP16 GEMM with a 16384 x 4096 weight per stack vs Op/B (= input rows m), per design."""
-    from archsim.compiler.duplex import make_device
-    from archsim.pim.logic_pim import LogicPimTimer, Segment, pim_area_mm2
+    from archsim.compiler.duplex import edap_by_opb
 
-    timer = LogicPimTimer()
-    rows = []
-    w_bytes = 16384 * 4096 * 2
-    designs = {"Bank-PIM": "bank_pim", "BankGroup-PIM": "bankgroup_pim", "Logic-PIM": "duplex"}
-    for opb in (1, 2, 4, 8, 16, 32):
-        flops = 2.0 * opb * 16384 * 4096
-        for name, kind in designs.items():
-            dev = make_device(kind, "roofline")
-            stacks = dev.stacks
-            bw, peak = dev.low_bw / stacks, dev.low_flops / stacks          # one stack
-            delay = max(flops / peak, w_bytes / bw)
-            if kind == "duplex":     # the same GEMM on the channel engine (rows per pseudo-channel)
-                rows_pch = math.ceil(w_bytes / 32 / 8192)
-                half = rows_pch // 2
-                eng = timer.time([Segment(0, half, opb), Segment(1, rows_pch - half, opb)]).cycles * timer.spec.tCK_s
-            else:
-                eng = float("nan")
-            energy = w_bytes * 8 * dev.low_pj_per_bit + w_bytes / dev.row_bytes * dev.act_pj + flops / 2 * dev.mac_pj
-            area = pim_area_mm2("logic_pim" if kind == "duplex" else kind)
-            rows.append({"op_b": opb, "design": name, "delay_s": delay, "engine_delay_s": eng, "energy_pj": energy,
-                         "area_mm2": area, "edap": energy * delay * area,
-                         "edap_engine": energy * (eng if kind == "duplex" else delay) * area})
-    df = pd.DataFrame(rows)
-    df["edap_norm"] = df.edap / df.groupby("op_b").edap.transform("max")
-    return df
+    return edap_by_opb()
 
 
 def load_study(args, timer):

@@ -207,6 +207,17 @@ def test_small_serving_comparison(small_runs):
         assert s["tbt_p50_s"] <= s["tbt_p90_s"] <= s["tbt_p99_s"]
 
 
+def test_expert_coprocessing_pays_off_under_skewed_routing():
+    """The paper: expert co-processing is best with hot and cold experts and weak under uniform routing."""
+    gain = {}
+    for routing in ("uniform", "zipf"):
+        tput = [DuplexRun({"routing": routing, "zipf_s": 1.2, **SMALL, "mapping_overrides": {"expert_coprocessing": pe}},
+                          timer=TIMER).run().stats["throughput_tokens_per_s"] for pe in (False, True)]
+        gain[routing] = tput[1] / tput[0]
+    assert 1.0 <= gain["uniform"] < 1.05
+    assert gain["zipf"] > 1.2
+
+
 def test_poisson_load_saturates():
     tput = []
     for qps in (1.0, 1000.0):

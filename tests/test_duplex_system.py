@@ -207,6 +207,20 @@ def test_small_serving_comparison(small_runs):
         assert s["tbt_p50_s"] <= s["tbt_p90_s"] <= s["tbt_p99_s"]
 
 
+def test_expert_tensor_parallelism_splits_experts_over_a_node():
+    et = _compiler("grok-1", n=16, expert_coprocessing=True, expert_tensor_parallel=True)
+    ep = _compiler("grok-1", n=16)
+    assert et.expert_groups() == (8, 2) and ep.expert_groups() == (2, 8)
+    assert et.expert_shape()[0] * 4 == pytest.approx(ep.expert_shape()[0])
+    ops = et.stage(Stage((), (900,) * 32))[1]
+    ar = next(o for o in ops if o.name == "moe_allreduce")
+    assert ar.seconds == pytest.approx(et.link_time(ar.bytes, "allreduce", group=8))   # NVLink inside the node
+    assert et.link_time(1e6, "allreduce", group=8) < et.link_time(1e6, "allreduce")    # 16 devices: InfiniBand
+    mx = _compiler("mixtral-8x7b", n=4, expert_coprocessing=True, expert_tensor_parallel=True)
+    assert mx.expert_groups() == (4, 1)
+    assert not any(o.name == "moe_all_to_all" for o in mx.stage(Stage((), (900,) * 32))[1])
+
+
 def test_expert_coprocessing_pays_off_under_skewed_routing():
     """The paper: expert co-processing is best with hot and cold experts and weak under uniform routing."""
     gain = {}

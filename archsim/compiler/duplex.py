@@ -55,6 +55,7 @@ class Policy:
     dispatch: dict[str, dict[str, str]]
     attention_coprocessing: bool
     expert_coprocessing: bool
+    expert_tensor_parallel: bool
     expert_spaces: tuple[int, ...]
     kv_spaces: tuple[int, ...]
     prefill_qkv_space: int
@@ -68,7 +69,8 @@ def load_policy(name: str = "duplex", overrides: dict[str, Any] | None = None) -
     def err(key: str, problem: str) -> ConfigError:
         return ConfigError(key, problem, source=src)
 
-    allowed = {"name", "rule", "opb_threshold", "dispatch", "attention_coprocessing", "expert_coprocessing", "layout"}
+    allowed = {"name", "rule", "opb_threshold", "dispatch", "attention_coprocessing", "expert_coprocessing",
+               "expert_tensor_parallel", "layout"}
     unknown = sorted(set(d) - allowed)
     if unknown:
         raise err(unknown[0], f"unknown key; allowed: {', '.join(sorted(allowed))}")
@@ -88,7 +90,7 @@ def load_policy(name: str = "duplex", overrides: dict[str, Any] | None = None) -
                 raise err(f"dispatch.{stage}.{kind}", f"must be one of {', '.join(UNITS)}, got {unit!r}")
             if unit == "low" and kind not in LOW_CAPABLE:
                 raise err(f"dispatch.{stage}.{kind}", f"the low unit runs only {', '.join(LOW_CAPABLE)}")
-    for key in ("attention_coprocessing", "expert_coprocessing"):
+    for key in ("attention_coprocessing", "expert_coprocessing", "expert_tensor_parallel"):
         if not isinstance(d.get(key), bool):
             raise err(key, f"must be true or false, got {d.get(key)!r}")
     lay = d.get("layout") or {}
@@ -100,7 +102,8 @@ def load_policy(name: str = "duplex", overrides: dict[str, Any] | None = None) -
     if not isinstance(q, int) or not 0 <= q < SPACES or q in lay["kv_spaces"]:
         raise err("layout.prefill_qkv_space", f"must be a space 0..{SPACES - 1} not among kv_spaces, got {q!r}")
     return Policy(d["rule"], float(thr), {s: dict(disp[s]) for s in STAGE_KINDS}, d["attention_coprocessing"],
-                  d["expert_coprocessing"], tuple(lay["expert_spaces"]), tuple(lay["kv_spaces"]), q)
+                  d["expert_coprocessing"], d["expert_tensor_parallel"], tuple(lay["expert_spaces"]),
+                  tuple(lay["kv_spaces"]), q)
 
 
 # ---- devices ---------------------------------------------------------------------------------------------
@@ -295,11 +298,21 @@ class Compiler:
         return self.pol.dispatch[stage].get(kind, "xpu")
 
     # -- experts ----------------------------------------------------------------------------------------
+    def expert_groups(self) -> tuple[int, int]:
+        """(tensor-parallel degree inside an expert, expert-parallel groups). Default (DeepSpeed-MoE style):
+        experts spread over devices, split only when devices outnumber experts. expert_tensor_parallel (the
+        paper's ET): every expert split over the devices of a node, experts spread over nodes."""
+        m, D = self.m, self.D
+        if self.pol.expert_tensor_parallel:
+            tp = min(D, int(self.dev.links["devices_per_node"]))
+        else:
+            tp = max(1, D // m.n_experts)
+        return tp, max(1, D // tp)
+
     def expert_shape(self) -> tuple[float, int]:
-        """(weight bytes of one expert on one device, expert tensor-parallel degree)."""
-        m = self.m
-        tp = max(1, self.D // m.n_experts)
-        return m.expert_params * self.B / tp, tp
+        """(weight bytes of one expert slice on one device, expert tensor-parallel degree)."""
+        tp, _ = self.expert_groups()
+        return self.m.expert_params * self.B / tp, tp
 
     def expert_ops(self, t: int) -> tuple[float, float]:
         """(FLOPs, bytes) of one expert slice with t tokens on one device."""
@@ -345,10 +358,11 @@ class Compiler:
         return order[best_k:], order[:best_k]
 
     # -- communication ----------------------------------------------------------------------------------
-    def link_time(self, nbytes: float, kind: str = "allreduce") -> float:
+    def link_time(self, nbytes: float, kind: str = "allreduce", group: int | None = None) -> float:
         """Ring all-reduce (2 (D-1)/D of the bytes per device, 2 (D-1) latency hops) or all-to-all ((D-1)/D,
-        D-1 hops) over NVLink inside a node, InfiniBand when the devices span nodes."""
-        D = self.D
+        D-1 hops) among `group` devices (default all), over NVLink inside a node, InfiniBand when the group
+        spans nodes."""
+        D = self.D if group is None else group
         if D <= 1 or nbytes <= 0:
             return 0.0
         links = self.dev.links
@@ -429,9 +443,9 @@ class Compiler:
         op.energy_pj = self.energy(op, counts)
         return op
 
-    def _link(self, name: str, nbytes: float, kind: str) -> Op:
+    def _link(self, name: str, nbytes: float, kind: str, group: int | None = None) -> Op:
         op = Op(name, kind, 0.0, nbytes, "link")
-        op.seconds = op.roofline_s = self.link_time(nbytes, "allreduce" if kind == "allreduce" else "alltoall")
+        op.seconds = op.roofline_s = self.link_time(nbytes, "allreduce" if kind == "allreduce" else "alltoall", group)
         return op
 
     def _attention_block(self, st: Stage) -> tuple[list[Op], float]:
@@ -494,9 +508,17 @@ class Compiler:
         counts = routing_counts(m, T, self.routing, self.zipf_s, layer)
         gate = self._xop("moe_gate", "moe_gate", 2.0 * T * m.d_model * m.n_experts / D,
                          (m.d_model * m.n_experts / D + T * m.d_model) * B, T)
-        a2a = self._link("moe_all_to_all", 2 * T * m.experts_per_token * m.d_model * B / D, "alltoall")
-        # experts per device (EP; TP inside an expert when devices outnumber experts)
-        per_dev: list[list[tuple[int, int]]] = [[] for _ in range(min(D, m.n_experts))]
+        tp, ep = self.expert_groups()
+        # tokens to their experts and back (all-to-all over the expert-parallel groups); with experts split
+        # over a node (ET) the slices' partial outputs are all-reduced over the node instead
+        comm = []
+        if ep > 1 or not self.pol.expert_tensor_parallel:
+            comm.append(self._link("moe_all_to_all", 2 * T * m.experts_per_token * m.d_model * B / D, "alltoall"))
+            comm.append(comm[-1])
+        if self.pol.expert_tensor_parallel and tp > 1:
+            comm.append(self._link("moe_allreduce", T * m.d_model * B, "allreduce", group=tp))
+        # experts per device: expert e on expert-parallel group e mod groups
+        per_dev: list[list[tuple[int, int]]] = [[] for _ in range(min(ep, m.n_experts))]
         for e in range(m.n_experts):
             per_dev[e % len(per_dev)].append((e, int(counts[e])))
         worst, worst_ops = -1.0, []
@@ -535,8 +557,8 @@ class Compiler:
             t_dev = max(xt, lt) if both else xt + lt
             if t_dev > worst:
                 worst, worst_ops = t_dev, ops
-        ops = [gate, a2a, *worst_ops]
-        return ops, gate.seconds + 2 * a2a.seconds + worst
+        ops = [gate, *comm, *worst_ops]
+        return ops, gate.seconds + sum(c.seconds for c in comm) + worst
 
 
 def paper_devices(model: str) -> int | None:

@@ -211,3 +211,13 @@ def test_all_four_systems_are_registered():
     assert {"neupims", "npu_pim", "npu_only", "gpu_only"} <= set(systems.names())
     assert math.isfinite(api.run({"system": "gpu_only", "model": "gpt3-7b", "batch": 64}).stats["tokens_per_s"])
     assert serving.DATASETS
+
+
+def test_tp_all_reduce_is_a_ring_over_the_link_and_ideal_by_default():
+    cfg = N.resolve({"system": "neupims", "model": "gpt3-7b", "tp": 4})
+    assert N.DecodeSimulator(N.build_device(cfg), refresh=False)._allreduce(1 << 20) == 0
+    cfg = N.resolve({"system": "neupims", "model": "gpt3-7b", "tp": 4, "link_bytes_per_s": 64e9,
+                     "link_latency_s": 1e-6})
+    sim = N.DecodeSimulator(N.build_device(cfg), refresh=False)
+    # reduce-scatter + all-gather: 2 (p-1)/p of the bytes over the link, 2 (p-1) hop latencies (1 GHz cycles)
+    assert sim._allreduce(1 << 20) == math.ceil((2 * 3 / 4 * (1 << 20) / 64e9 + 6e-6) * 1e9)

@@ -25,7 +25,8 @@ requests with sampled lengths, one decode iteration each over all layers) and `s
 `requests` requests; prefill on standalone NPUs, every decode iteration simulated; TTFT / TBT percentiles).
 
 Assumptions (stated in reports/neupims/README.md): TP devices are symmetric, so one device is simulated and
-the all-reduce is a ring over `link` (NeuPIMs gives no link; PCIe 5.0 x16-class default); GEMM weights are
+the all-reduce is a ring over `link_bytes_per_s` / `link_latency_s` (default: an ideal interconnect, as in
+NeuPIMs' simulator, which models no inter-device traffic); GEMM weights are
 stored per array (the N dimension split over `arrays` arrays, each streaming its own block); vector ops read
 their operands from the NPU SRAM (no DRAM traffic); softmax jobs queue on the vector pipelines in the order the
 logits GEMVs finish.
@@ -70,7 +71,9 @@ DEFAULTS: dict[str, Any] = {
     "model": "gpt3-7b", "tp": None, "batch": 256, "dataset": "sharegpt", "mode": "iteration", "samples": 1,
     "requests": 512, "max_iterations": 100_000, "mapping": "neupims", "sub_batch": None, "channel_assignment": None,
     "preset": None, "npu": "neupims_npu", "layers": None, "refresh": True,
-    "link_bytes_per_s": 64.0e9, "link_latency_s": 1.0e-6, "gpu": "a100-40gb", "prefill_npus": None,
+    # the TP all-reduce link; None = an ideal interconnect (NeuPIMs' simulator models no inter-device traffic),
+    # e.g. 64e9 and 1e-6 for a PCIe 5.0 x16-class link
+    "link_bytes_per_s": None, "link_latency_s": 0.0, "gpu": "a100-40gb",
 }
 OPTIONAL_KEYS = ("dram",)
 
@@ -114,7 +117,6 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     for key in ("tp", "batch", "samples", "requests", "max_iterations"):
         _int(out, key)
     _int(out, "layers", allow_none=True)
-    _int(out, "prefill_npus", allow_none=True)
     if out["mode"] not in MODES:
         raise ConfigError("mode", f"must be one of {', '.join(MODES)}, got {out['mode']!r}")
     if model.n_heads % out["tp"]:
@@ -131,8 +133,10 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
         out["preset"] = DEVICE_PRESET[name]
     for key in ("link_bytes_per_s", "link_latency_s"):
         v = out[key]
+        if v is None and key == "link_bytes_per_s":
+            continue
         if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or (key == "link_bytes_per_s" and v == 0):
-            raise ConfigError(key, f"must be a number > 0, got {v!r}")
+            raise ConfigError(key, f"must be a number > 0 (link_bytes_per_s may be null: ideal), got {v!r}")
     if not isinstance(out["refresh"], bool):
         raise ConfigError("refresh", f"must be true or false, got {out['refresh']!r}")
     if "dram" in out and not isinstance(out["dram"], dict):
@@ -159,7 +163,7 @@ class Device:
     spec: DramSpec | None
     npu: NpuConfig
     policy: dict[str, Any]
-    link_bytes_per_s: float
+    link_bytes_per_s: float | None       # None: ideal interconnect
     link_latency_s: float
     cache: dict = field(default_factory=dict)     # GEMM schedules and the attention compiler, kept across iterations
 
@@ -201,8 +205,9 @@ def build_device(cfg: dict[str, Any]) -> Device:
             raise UserError(f"{model.name}: its weights take {per_device / 1e9:.1f} GB per device at tp {cfg['tp']}, "
                             f"more than the {spec.capacity_bytes / 1e9:.1f} GB of {spec.name}; raise tp (NeuPIMs "
                             "also splits GPT3-175B over 4 pipeline stages, which archsim does not model)")
+    link = cfg["link_bytes_per_s"]
     return Device(cfg["system"], model, cfg["tp"], layers, spec, npu, _policy(cfg["mapping"]),
-                  float(cfg["link_bytes_per_s"]), float(cfg["link_latency_s"]))
+                  None if link is None else float(link), float(cfg["link_latency_s"]))
 
 
 def _dram_overrides(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -339,7 +344,7 @@ class DecodeSimulator:
     def _allreduce(self, nbytes: int) -> int:
         """Ring all-reduce across the tp devices (reduce-scatter + all-gather)."""
         p = self.dev.tp
-        if p == 1:
+        if p == 1 or self.dev.link_bytes_per_s is None:
             return 0
         seconds = 2 * (p - 1) / p * nbytes / self.dev.link_bytes_per_s + 2 * (p - 1) * self.dev.link_latency_s
         return math.ceil(seconds * self.dev.dram_hz)
@@ -626,7 +631,10 @@ def gpu_iteration_s(cfg: dict[str, Any], model: ModelSpec, contexts: list[int], 
         gemm += max(2 * b * k * n / flops_s, (k * n + b * (k + n)) * eb / bw)
     kv_bytes = sum(contexts) * 2 * E // tp * eb
     attn = max(4 * sum(contexts) * E // tp / flops_s, kv_bytes / bw)
-    ar = 2 * (2 * (tp - 1) / tp * b * E * eb / cfg["link_bytes_per_s"] + 2 * (tp - 1) * cfg["link_latency_s"]) if tp > 1 else 0
+    link = cfg["link_bytes_per_s"]
+    ar = 0.0
+    if tp > 1 and link is not None:
+        ar = 2 * (2 * (tp - 1) / tp * b * E * eb / link + 2 * (tp - 1) * cfg["link_latency_s"])
     per_layer = gemm + attn + ar
     return per_layer * layers, {"gemm_s": gemm * layers, "attention_s": attn * layers, "allreduce_s": ar * layers}
 

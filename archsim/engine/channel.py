@@ -1387,7 +1387,7 @@ class MemorySystem:
             live = S.p_buf[:, :]
             cap = S.p_buf.shape[1]
             need = max(int((S.p_tail - S.p_head).max()), tail - h + n)
-            width = cap if need <= cap else max(2 * cap, need)
+            width = cap if 2 * need <= cap else max(2 * cap, 2 * need)     # keep half free: amortised O(1)
             pb = np.zeros((S.p_buf.shape[0], width), dtype=np.int64)
             for p in range(S.p_buf.shape[0]):
                 hp, tp = S.p_head[p], S.p_tail[p]
@@ -1441,7 +1441,7 @@ class MemorySystem:
             # compact every stream (drop issued commands); widen only if the live commands do not fit
             cap = S.s_cmd.shape[1]
             need = max(int((S.s_tail - S.s_head).max()), t - h + n)
-            width = cap if need <= cap else max(2 * cap, need)
+            width = cap if 2 * need <= cap else max(2 * cap, 2 * need)     # keep half free: amortised O(1)
             upd = {}
             for f in ("s_cmd", "s_bank", "s_row", "s_col", "s_flags", "s_est", "s_tag", "s_seq", "s_at"):
                 arr = getattr(S, f)

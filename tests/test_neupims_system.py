@@ -64,10 +64,15 @@ def test_attention_commands_match_the_compiled_streams():
     sim.iteration(ctx, N.assign(dev, ctx, "gmlbp"), False)
     want = {"COMP": 0, "READRES": 0, "GWRITE": 0}
     for L in ctx:
-        lg, at, _rows, _k = N._attention_streams(sim.compiler, L)
-        for name in want:
-            c = dev.spec.cmd(name)
-            want[name] += dev.heads * (int((lg[0] == c).sum()) + int((at[0] == c).sum()))
+        for h in range(dev.heads):
+            lg, at, _rows, _k = N._attention_streams(sim.compiler, L, h)
+            for name in want:
+                c = dev.spec.cmd(name)
+                want[name] += int((lg[0] == c).sum()) + int((at[0] == c).sum())
+    # q of row_elems / d_head heads arrives with one GWRITE; every attend chunk needs its own
+    per_gwrite = sim.compiler.row_elems // sim.compiler.dk
+    chunks = sum(math.ceil(L / sim.compiler.row_elems) for L in ctx) * dev.heads
+    assert want["GWRITE"] == len(ctx) * math.ceil(dev.heads / per_gwrite) + chunks
     got = sim.stages[1].commands
     assert {k: got.get(k, 0) for k in want} == want
 

@@ -62,7 +62,9 @@ from archsim.workload.spec import ModelSpec, load_model
 
 SYSTEMS = ("neupims", "npu_pim", "npu_only", "gpu_only")
 DEVICE_PRESET = {"neupims": "NeuPIMs_HBM2_Dual", "npu_pim": "NeuPIMs_HBM2_Single", "npu_only": "NeuPIMs_HBM2_Single"}
-TP_DEFAULT = {"gpt3-7b": 4, "gpt3-13b": 4, "gpt3-30b": 4, "gpt3-175b": 8}    # NeuPIMs' model configs (TP x PP)
+# Devices per model as NeuPIMs configures them (TP x PP: 7B 4x1, 13B 4x1, 30B 4x2, 175B 8x4). archsim has no
+# pipeline parallelism, so a model's PP stages become more TP: the same devices, the same weight bytes per device.
+TP_DEFAULT = {"gpt3-7b": 4, "gpt3-13b": 4, "gpt3-30b": 8, "gpt3-175b": 32}
 MODES = ("iteration", "serving")
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
                "channel_assignment": ("gmlbp", "round_robin")}
@@ -241,15 +243,17 @@ def _schedule(dev: Device, m: int, k: int, n: int):
 
 
 @lru_cache(maxsize=65536)
-def _attention_streams(compiler: AttentionCompiler, context: int) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], int, int]:
+def _attention_streams(compiler: AttentionCompiler, context: int, head: int = 0) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], int, int]:
     """One head's logits and attend streams with rows relative to the request's first KV row, and the rows
-    its K and V tiles take (one layer)."""
+    its K and V tiles take (one layer). `head` only matters modulo the heads one GWRITE of q serves (the
+    first of them carries the GWRITE)."""
+    head = head % (compiler.row_elems // compiler.dk)
     lg, at = Stream(), Stream()
     keys_per_row = compiler.row_elems // compiler.dk
     k_rows = math.ceil(math.ceil(context / compiler.banks) / keys_per_row)
     v_rows = math.ceil(compiler.dk / compiler.banks) * math.ceil(context / compiler.row_elems)
     # the query / score staging rows live just past the KV rows of the head (GWRITE source rows)
-    compiler.logits(lg, context, 0, q_row=k_rows + v_rows, head=0)
+    compiler.logits(lg, context, 0, q_row=k_rows + v_rows, head=head)
     compiler.attend(at, context, k_rows, s_row=k_rows + v_rows + 1)
     return lg.arrays(), at.arrays(), k_rows + v_rows + 2, k_rows
 
@@ -460,8 +464,8 @@ class DecodeSimulator:
             row = self.kv_row0
             lg_parts, at_jobs = [], []
             for L in contexts:
-                (lg, at, rows_per_head, _k) = _attention_streams(comp, L)
-                for _h in range(heads):
+                for h in range(heads):
+                    (lg, at, rows_per_head, _k) = _attention_streams(comp, L, h % (comp.row_elems // comp.dk))
                     lg_parts.append((lg, row))
                     at_jobs.append((at, row, L))
                     row += rows_per_head

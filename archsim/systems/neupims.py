@@ -734,12 +734,24 @@ def run_serving_mode(cfg: dict[str, Any], seed: int) -> Result:
     sim_cycles = [0]
     state: dict[str, Any] = {}
 
+    npu = load_npu_config(cfg["npu"])
+    prefill_cache: dict[int, float] = {}
+
     def prefill_s(prompt: int) -> float:
-        # standalone NPUs (as many as the TP group): the prompt's GEMMs, compute-bound, roofline of the tile model
-        npu = load_npu_config(cfg["npu"])
-        E, F, tp = model.d_model, model.d_ff, cfg["tp"]
-        macs = prompt * (4 * E * E + 2 * E * F) // tp + 2 * prompt * prompt * E // tp
-        return layers * macs / (npu.macs_per_cycle * npu.arrays * npu.clock_hz)
+        """The prompt on standalone NPUs (one per TP shard, the same NPU model): every GEMM of a layer with the
+        tile model on its arrays (N split over the arrays; prompt GEMMs are compute-bound, so DMA is not
+        simulated), q.K^T and s.V per head, x layers."""
+        if prompt not in prefill_cache:
+            E, F, tp, dk = model.d_model, model.d_ff, cfg["tp"], model.d_head
+            cycles = 0
+            for k, n in ((E, 3 * E // tp), (E // tp, E), (E, F // tp), (F // tp, E)):
+                cycles += schedule_gemm(npu, prompt, k, math.ceil(n / npu.arrays)).compute_only_cycles()
+            heads = model.n_heads // tp
+            per_head = (schedule_gemm(npu, prompt, dk, prompt).compute_only_cycles()
+                        + schedule_gemm(npu, prompt, prompt, dk).compute_only_cycles())
+            cycles += math.ceil(heads / npu.arrays) * per_head
+            prefill_cache[prompt] = layers * cycles / npu.clock_hz
+        return prefill_cache[prompt]
 
     def iteration_s(batch: serving.Batch) -> float:
         decode = [e for e in batch.entries if e.phase == "decode"]

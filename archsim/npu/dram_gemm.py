@@ -29,7 +29,6 @@ from archsim.npu.config import NpuConfig
 from archsim.npu.systolic import DmaTile, DoubleBufferTimeline, GemmSchedule, Timeline, schedule_gemm
 
 
-
 @dataclass
 class DramGemm:
     """Outcome of `simulate_gemm`: the NPU timeline, the memory system (log, counters) and byte counts."""
@@ -46,12 +45,32 @@ class DramGemm:
         return (self.read_bytes + self.write_bytes) / max(self.npu_cycles, 1)
 
 
-def _requests(spec: DramSpec, tiles: tuple[DmaTile, ...], bases: dict[str, int]) -> np.ndarray:
-    """Byte addresses of every DRAM access the DMA tiles touch (access-aligned)."""
+LAYOUTS = ("row_major", "blocked")
+
+
+def _blocked_range(schedule: GemmSchedule, d: DmaTile, base: int) -> tuple[int, int]:
+    """The tile's bytes in the tile-blocked layout: the tensor stored tile after tile (row-major over tiles,
+    every slot a full tile), so one DMA tile is one contiguous range."""
+    sh, eb = schedule.shape, schedule.cfg.dtype_bytes
+    role = schedule.names.index(d.tensor)
+    rows, cols, tr, tc = ((schedule.m, schedule.k, sh.m, sh.k), (schedule.k, schedule.n, sh.k, sh.n),
+                          (schedule.m, schedule.n, sh.m, sh.n))[role]
+    r0, c0 = divmod(d.offset_bytes // eb, cols)
+    block = (r0 // tr) * math.ceil(cols / tc) + c0 // tc
+    start = base + block * tr * tc * eb
+    return start, start + d.bytes
+
+
+def _requests(spec: DramSpec, tiles: tuple[DmaTile, ...], bases: dict[str, int],
+              schedule: GemmSchedule | None = None, layout: str = "row_major") -> np.ndarray:
+    """Byte addresses of every DRAM access the DMA tiles touch (access-aligned). `layout`: row_major tensors,
+    or blocked (needs `schedule`: each tile contiguous, the layout an NPU compiler gives its operands)."""
     a = spec.access_bytes
     out = []
     for d in tiles:
-        for lo, hi in d.address_ranges(bases[d.tensor]):
+        ranges = [_blocked_range(schedule, d, bases[d.tensor])] if layout == "blocked" else \
+            d.address_ranges(bases[d.tensor])
+        for lo, hi in ranges:
             out.append(np.arange(lo // a * a, hi, a, dtype=np.uint64))
     return np.concatenate(out) if out else np.zeros(0, dtype=np.uint64)
 
@@ -65,11 +84,12 @@ class GemmAgent:
     use separate ports (a load DMA engine and a store DMA engine, as ONNXim's ld and st queues), so a store
     waiting for compute never holds back the next tile's loads. `start_npu` is the NPU cycle at which the
     GEMM may begin; `on_finish(agent)` is called when its last store is done (`end_npu` then holds the cycle).
+    `layout`: how A, B and C lie in DRAM (row_major, or blocked: tile after tile, see `_blocked_range`).
     """
 
     def __init__(self, driver: Driver, schedule: GemmSchedule, bases: dict[str, int], start_npu: int,
                  load_port: int, store_port: int, mapping: str, npu_hz: float,
-                 on_finish: Callable[[GemmAgent], None] | None = None):
+                 on_finish: Callable[[GemmAgent], None] | None = None, layout: str = "row_major"):
         ms = driver.ms
         self.driver, self.schedule, self.bases = driver, schedule, bases
         self.spec = ms.spec
@@ -78,6 +98,9 @@ class GemmAgent:
         self.load_port, self.store_port = load_port, store_port
         self.ratio = (1e12 / npu_hz) / self.spec.tCK_ps           # DRAM cycles per NPU cycle
         self.on_finish = on_finish
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+        self.layout = layout
         self.dbt = DoubleBufferTimeline(schedule)
         self.load_done: dict[int, int] = {}       # tile -> loads done (relative NPU cycles)
         self.store_done: dict[int, int] = {}      # output block -> stores done (relative NPU cycles)
@@ -95,7 +118,7 @@ class GemmAgent:
         return math.ceil(dram / self.ratio - 1e-9) - self.start_npu
 
     def _enqueue(self, tiles: tuple[DmaTile, ...], write: bool, at_rel: int, callback: Callable[[int], None]) -> None:
-        addr = _requests(self.spec, tiles, self.bases)
+        addr = _requests(self.spec, tiles, self.bases, self.schedule, self.layout)
         if len(addr) == 0:
             callback(self._to_dram(at_rel))
             return

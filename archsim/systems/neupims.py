@@ -334,8 +334,11 @@ class DecodeSimulator:
             stats.npu_busy += dev.npu_to_dram(busy)
             bases = {"A": self.act_base, "B": base + a * self.block_stride[name],
                      "C": self.act_base + (1 + a) * (1 << 24)}
+            # operands in the tile-blocked layout (weights arranged offline, activations written that way), so
+            # a tile is one contiguous range spread over every channel (row-major A with 8 KB rows would put
+            # a tile's 1 KB row pieces on a quarter of the channels)
             agent = GemmAgent(self.driver, sched, bases, start_npu, *self.ports[a], self.mapping, dev.npu.clock_hz,
-                              on_finish=lambda ag: done.append(self.dev.npu_to_dram(ag.end_npu)))
+                              on_finish=lambda ag: done.append(self.dev.npu_to_dram(ag.end_npu)), layout="blocked")
             agent.start()
 
     def _arrays_used(self, name: str) -> int:

@@ -1,0 +1,474 @@
+// dual_rowbuf_arbiter: NeuPIMs' per-channel arbitration between memory requests (the NPU's DMA) and PIM
+// commands on one channel whose banks have two row buffers (mem, pim), or one (the blocked baseline).
+//
+// Golden model: archsim's channel engine, archsim.engine.channel.MemorySystem on the same device with
+// sources [pim: stream, mem: rw], arbitration `priority` (dual mode, PIM first) or `blocked` (BLOCKED=1),
+// read and write queues of ONE entry each, row policy `open`, refresh `none`, active_buffer off, no rmw.
+// The block issues the same commands at the same cycles (tests/rtl/test_dual_rowbuf_arbiter.py compares
+// the two cycle for cycle). Semantics: docs/channel-engine.md 3.2-3.5 and 4:
+//  * timing: every constraint row of the standard (include/dual_rowbuf_arbiter_timing.vh, generated from
+//    the spec by archsim.dram.verilog; sibling rows too), kept as saturating counters of the cycles since
+//    the last `depth` issues per (preceding-command list, level node), as in pim_cmd_sequencer.v;
+//  * dual command bus: per cycle one column-bus command, then one row-bus command with the candidates
+//    recomputed (clarification 3): the row bus sees the column command issued in the same cycle (timing)
+//    and the stream's next command when the stream's head went on the column bus;
+//  * row exclusivity: a row is never open in both buffers of a bank. A memory ACT of the row the PIM buffer
+//    holds waits (the stream's PIM_PRE frees it); a stream open of a row the mem buffer holds issues the
+//    bank-scope close (PRE) first; a stream open onto an open buffer closes it first (its scope's close if
+//    the standard has one, else the bank-scope close of the lowest open bank);
+//  * a stream head that is an open reserves its banks: the memory side issues no ACT there (priority mode);
+//    the memory side never precharges a row the stream opened;
+//  * PIM priority: on each bus the stream's ready candidate wins; the memory side takes a bus the stream
+//    leaves free. BLOCKED=1: only the active source issues; the active source changes at a boundary (the
+//    stream: empty or its last issued command ended a segment (SEG_END); memory: both queues empty) to the
+//    next source, cyclically, that has work.
+//  * memory side (FR-FCFS with queues of one entry): write mode switches as in 3.2 (WM_HIGH / WM_LOW in
+//    entries); the active queue's request gives RD/WR if its row is open in the mem buffer, else ACT if the
+//    buffer is closed, else PRE.
+//
+// What this block does NOT do (issue #10; the bench and its configuration builder refuse these):
+//  * refresh (the engine runs with refresh `none`); hence no stream restores (a stream command whose row
+//    was closed under it): the block raises `unsupported` and stalls the stream instead;
+//  * queues deeper than one entry, the `closed` row policy, rmw requests, active_buffer, starvation caps,
+//    `frfcfs`/`threshold` arbitration, several rw or stream sources, stream_refresh `wait`;
+//  * read_close/write_close commands in the PIM stream (the block assumes column commands leave bank
+//    state unchanged within a cycle); the column address (not part of arbitration).
+//
+// Interfaces. Memory requests: valid/ready, accepted at the rising edge, in a queue from the next cycle
+// (so the engine's port intake at cycle t corresponds to acceptance in cycle t - 1). PIM stream: the head
+// (0) and the command after it (1) of a show-ahead FIFO; pim_pop0/1 say the head (and the one after it)
+// issued in this cycle. Issued commands appear on the registered buses one cycle after the issue cycle;
+// col_/row_bank is the lowest bank of the command's target.
+`default_nettype none
+`include "dual_rowbuf_arbiter_timing.vh"
+
+module dual_rowbuf_arbiter #(
+    parameter BLOCKED = 0,                  // 1: blocked single-buffer mode (only the active source issues)
+    parameter WM_HIGH = 1,                  // write queue watermarks in entries (engine: round(x * 1))
+    parameter WM_LOW = 0,
+    // Latency of every constraint row (default: the generated table; only mutation tests override it)
+    parameter [`ARB_NUM_ROWS*`ARB_LAT_BITS-1:0] ROW_LAT = `ARB_ROW_LAT
+) (
+    input  wire                        clk,
+    input  wire                        rst_n,
+    // memory requests
+    input  wire                        req_valid,
+    output wire                        req_ready,
+    input  wire                        req_write,
+    input  wire [`ARB_BANK_BITS-1:0]   req_bank,
+    input  wire [`ARB_ROW_BITS-1:0]    req_row,
+    // PIM command stream: head and next
+    input  wire                        pim_valid0,
+    input  wire [`ARB_CMD_BITS-1:0]    pim_cmd0,
+    input  wire [`ARB_BANK_BITS-1:0]   pim_bank0,
+    input  wire [`ARB_ROW_BITS-1:0]    pim_row0,
+    input  wire                        pim_end0,
+    input  wire                        pim_valid1,
+    input  wire [`ARB_CMD_BITS-1:0]    pim_cmd1,
+    input  wire [`ARB_BANK_BITS-1:0]   pim_bank1,
+    input  wire [`ARB_ROW_BITS-1:0]    pim_row1,
+    input  wire                        pim_end1,
+    output wire                        pim_pop0,
+    output wire                        pim_pop1,
+    // command buses, one cycle after the issue
+    output reg                         col_valid,
+    output reg  [`ARB_CMD_BITS-1:0]    col_cmd,
+    output reg  [`ARB_BANK_BITS-1:0]   col_bank,
+    output reg                         col_pim,
+    output reg                         row_valid,
+    output reg  [`ARB_CMD_BITS-1:0]    row_cmd,
+    output reg  [`ARB_BANK_BITS-1:0]   row_bank,
+    output reg  [`ARB_ROW_BITS-1:0]    row_row,
+    output reg                         row_pim,
+    // status (registered): popped stream commands and accepted request of the last cycle, queues busy
+    output reg  [1:0]                  pim_popped,
+    output reg                         req_taken,
+    output wire                        mem_busy,
+    output reg                         unsupported
+);
+    localparam NC = `ARB_NUM_CMDS;
+    localparam CB = `ARB_CMD_BITS;
+    localparam NB = `ARB_NUM_BANKS;
+    localparam BB = `ARB_BANK_BITS;
+    localparam RB = `ARB_ROW_BITS;
+    localparam NL = `ARB_NUM_LEVELS;
+    localparam LB = `ARB_LEVEL_BITS;
+    localparam MAXN = `ARB_MAX_NODES;
+    localparam NODEB = `ARB_NODE_BITS;
+    localparam NR = `ARB_NUM_ROWS;
+    localparam LATB = `ARB_LAT_BITS;
+    localparam WINB = `ARB_WIN_BITS;
+    localparam CTRB = `ARB_CTR_BITS;
+    localparam NCTR = `ARB_NUM_CTRS;
+    localparam NCB = `ARB_NODE_CNT_BITS;
+    localparam NBUF = `ARB_NUM_BUFS;
+    localparam [CB-1:0] NONE = `ARB_CMD_NONE;
+    localparam [NL*NCB-1:0] LEVEL_NODES = `ARB_LEVEL_NODES;
+    localparam [NC*LB-1:0] CMD_SCOPE = `ARB_CMD_SCOPE;
+    localparam [NC-1:0] CMD_COLBUS = `ARB_CMD_COLBUS;
+    localparam [NC*4-1:0] CMD_EFFECT = `ARB_CMD_EFFECT;
+    localparam [NC-1:0] CMD_BUFFER = `ARB_CMD_BUFFER;
+    localparam [2*CB-1:0] CLOSE_BANK = `ARB_CLOSE_BANK;
+    localparam [2*NL*CB-1:0] CLOSE_WIDE = `ARB_CLOSE_WIDE;
+    localparam [NL*NB*NB-1:0] SCOPE_MASK = `ARB_SCOPE_MASK;
+    localparam [NL*MAXN*NB-1:0] NODE_BANKS = `ARB_NODE_BANKS;
+    localparam [NL*MAXN*MAXN-1:0] SIB_NODES = `ARB_SIB_NODES;
+    localparam [NR*CB-1:0] ROW_NEXT = `ARB_ROW_NEXT;
+    localparam [NR-1:0] ROW_SIB = `ARB_ROW_SIB;
+    localparam [NR*CTRB-1:0] ROW_CTR = `ARB_ROW_CTR;
+    localparam [NR*WINB-1:0] ROW_STRIDE = `ARB_ROW_STRIDE;
+    localparam [NR*LB-1:0] ROW_LEVEL = `ARB_ROW_LEVEL;
+    localparam [NCTR*NC-1:0] CTR_CMDS = `ARB_CTR_CMDS;
+    localparam [NCTR*LB-1:0] CTR_LEVEL = `ARB_CTR_LEVEL;
+    localparam [NCTR*NODEB-1:0] CTR_NODE = `ARB_CTR_NODE;
+    localparam [NCTR*WINB-1:0] CTR_K = `ARB_CTR_K;
+    localparam [LATB-1:0] SAT = {LATB{1'b1}};
+    localparam [3:0] E_OPEN = 4'd0, E_CLOSE = 4'd1, E_READ = 4'd2, E_WRITE = 4'd3, E_READ_CLOSE = 4'd4,
+                     E_WRITE_CLOSE = 4'd5, E_COMPUTE = 4'd7;
+    localparam [CB-1:0] C_ACT = `ARB_ROLE_ACT, C_PRE = `ARB_ROLE_PRE, C_RD = `ARB_ROLE_RD, C_WR = `ARB_ROLE_WR;
+
+    // ---- small helpers ------------------------------------------------------------------------------
+    function automatic [BB-1:0] lowest(input [NB-1:0] m);   // lowest set bit (0 if none)
+        integer j;
+        begin
+            lowest = {BB{1'b0}};
+            for (j = NB - 1; j >= 0; j = j - 1)
+                if (m[j]) lowest = j[BB-1:0];
+        end
+    endfunction
+    function automatic [NB-1:0] target(input [CB-1:0] c, input [BB-1:0] b);   // banks c acts on
+        integer j;
+        reg [LB-1:0] s;
+        begin
+            s = CMD_SCOPE[c*LB +: LB];
+            target = {NB{1'b0}};
+            for (j = 0; j < NL; j = j + 1)
+                if (s == j[LB-1:0]) target = SCOPE_MASK[(j*NB + {{(32-BB){1'b0}}, b})*NB +: NB];
+        end
+    endfunction
+    function automatic [3:0] effect(input [CB-1:0] c);
+        effect = CMD_EFFECT[c*4 +: 4];
+    endfunction
+    function automatic known(input [CB-1:0] c);
+        known = c < NC[CB-1:0];
+    endfunction
+
+    // ---- state --------------------------------------------------------------------------------------
+    reg [NB-1:0] open0, open1;           // buffer open per bank (mem, pim)
+    reg [NB-1:0] own0;                   // mem buffer opened by the stream
+    reg [RB-1:0] row0 [0:NB-1];
+    reg [RB-1:0] row1 [0:NB-1];
+    reg          rq_v, wq_v, wmode;
+    reg [BB-1:0] rq_bank, wq_bank;
+    reg [RB-1:0] rq_row, wq_row;
+    reg [1:0]    active;                 // blocked: 0 none, 1 stream, 2 memory
+    reg          lastend;                // the stream's last issued command ended a segment
+
+    // banks whose buffer b holds row r: for the two stream heads and the memory request
+    reg [NB-1:0] eq0_h0, eq1_h0, eq0_h1, eq1_h1, eq0_m, eq1_m;
+    wire         wm_eff;
+    wire [BB-1:0] m_bank = wm_eff ? wq_bank : rq_bank;
+    wire [RB-1:0] m_rrow = wm_eff ? wq_row : rq_row;
+    integer x;
+    always @(*) begin
+        for (x = 0; x < NB; x = x + 1) begin
+            eq0_h0[x] = open0[x] && row0[x] == pim_row0;
+            eq0_h1[x] = open0[x] && row0[x] == pim_row1;
+            eq0_m[x] = open0[x] && row0[x] == m_rrow;
+            eq1_h0[x] = NBUF > 1 && open1[x] && row1[x] == pim_row0;
+            eq1_h1[x] = NBUF > 1 && open1[x] && row1[x] == pim_row1;
+            eq1_m[x] = NBUF > 1 && open1[x] && row1[x] == m_rrow;
+        end
+    end
+
+    // ---- per-step decisions: write mode, the blocked active source ----------------------------------
+    wire [1:0] wq_n = {1'b0, wq_v};
+    assign wm_eff = !wmode ? (wq_n >= WM_HIGH || (!rq_v && wq_v)) : !(!wq_v || (wq_n <= WM_LOW && rq_v));
+    wire has_pim = pim_valid0;
+    wire has_mem = rq_v | wq_v;
+    assign mem_busy = has_mem;
+    reg [1:0] act_eff;
+    reg       clear_end;
+    always @(*) begin
+        act_eff = active;
+        clear_end = 1'b0;
+        if (active == 2'd0 || (active == 2'd1 ? (!has_pim || lastend) : !has_mem)) begin
+            // cyclic search from the source after the active one (sources: 1 stream, 2 memory)
+            if (active == 2'd1) begin
+                if (has_mem) act_eff = 2'd2;
+                else if (has_pim) act_eff = 2'd1;
+            end else begin
+                if (has_pim) begin
+                    act_eff = 2'd1;
+                    clear_end = 1'b1;
+                end else if (has_mem) act_eff = 2'd2;
+            end
+        end
+    end
+    wire allow_pim = BLOCKED == 0 || act_eff == 2'd1;
+    wire allow_mem = BLOCKED == 0 || act_eff == 2'd2;
+
+    // ---- stream candidates (docs/channel-engine.md 3.3) for the head (0) and the next command (1) ---
+    // Column commands never change bank state here, so both are computed from the state at the cycle start.
+    reg [CB-1:0] sc_cmd [0:1];
+    reg [BB-1:0] sc_bank [0:1];
+    reg          sc_head [0:1];          // the candidate is the command itself (not a close first)
+    reg          sc_restore [0:1];       // the command needs a restore (not implemented: unsupported)
+    reg [NB-1:0] sc_res [0:1];           // banks the command reserves (an open head)
+    integer h;
+    always @(*) begin : stream_cand
+        reg [CB-1:0] c;
+        reg [BB-1:0] b;
+        reg [NB-1:0] tg, other, bopen, blost;
+        reg [CB-1:0] cw;
+        reg          buf1;
+        for (h = 0; h < 2; h = h + 1) begin
+            c = h == 0 ? pim_cmd0 : pim_cmd1;
+            b = h == 0 ? pim_bank0 : pim_bank1;
+            tg = known(c) ? target(c, b) : {NB{1'b0}};
+            buf1 = known(c) ? CMD_BUFFER[c] : 1'b0;
+            other = tg & (buf1 ? (h == 0 ? eq0_h0 : eq0_h1) : (h == 0 ? eq1_h0 : eq1_h1));
+            bopen = tg & (buf1 ? open1 : open0);
+            blost = tg & ~(buf1 ? (h == 0 ? eq1_h0 : eq1_h1) : (h == 0 ? eq0_h0 : eq0_h1));
+            cw = CLOSE_WIDE[({1'b0, buf1} * NL + {1'b0, CMD_SCOPE[c*LB +: LB]}) * CB +: CB];
+            sc_cmd[h] = known(c) ? c : NONE;
+            sc_bank[h] = b;
+            sc_head[h] = known(c);
+            sc_restore[h] = 1'b0;
+            sc_res[h] = {NB{1'b0}};
+            if (known(c) && effect(c) == E_OPEN) begin
+                sc_res[h] = tg;
+                if (|other) begin                       // the row is open in the other buffer: close it
+                    sc_cmd[h] = CLOSE_BANK[(buf1 ? 0 : 1)*CB +: CB];
+                    sc_bank[h] = lowest(other);
+                    sc_head[h] = 1'b0;
+                end else if (|bopen) begin              // its own buffer is open: close it first
+                    sc_head[h] = 1'b0;
+                    if (cw != NONE) sc_cmd[h] = cw;
+                    else begin
+                        sc_cmd[h] = CLOSE_BANK[buf1*CB +: CB];
+                        sc_bank[h] = lowest(bopen);
+                    end
+                end
+            end else if (known(c) && (effect(c) == E_COMPUTE || effect(c) == E_READ || effect(c) == E_WRITE
+                                      || effect(c) == E_READ_CLOSE || effect(c) == E_WRITE_CLOSE)) begin
+                if (|blost) begin
+                    sc_cmd[h] = NONE;
+                    sc_head[h] = 1'b0;
+                    sc_restore[h] = 1'b1;
+                end
+            end
+        end
+    end
+
+    // ---- memory-side candidate (3.2 with one request per queue) ---------------------------------------
+    wire        m_valid = wm_eff ? wq_v : rq_v;
+    wire        m_hit = eq0_m[m_bank];
+    wire [CB-1:0] m_cmd = m_hit ? (wm_eff ? C_WR : C_RD) : (open0[m_bank] ? C_PRE : C_ACT);
+    wire        m_excl = m_cmd == C_ACT && eq1_m[m_bank];           // the PIM buffer holds the row
+    wire        m_own = m_cmd == C_PRE && own0[m_bank];             // the stream opened the row
+
+    // ---- timing check ports: 0 stream column, 1 memory column (cycle-start view), 2 stream row,
+    //      3 memory row (view after this cycle's column command) ----------------------------------------
+    wire s_col_go, m_col_go, s_row_go, m_row_go;
+    wire col_fire = s_col_go | m_col_go;
+    wire row_fire = s_row_go | m_row_go;
+    // stream's row-bus candidate: the next command's if the head went on the column bus
+    wire        hr = s_col_go;
+    wire [CB-1:0] sr_cmd = hr ? (pim_valid1 ? sc_cmd[1] : NONE) : (pim_valid0 ? sc_cmd[0] : NONE);
+    wire [BB-1:0] sr_bank = hr ? sc_bank[1] : sc_bank[0];
+    wire [NB-1:0] res2 = hr ? (pim_valid1 ? sc_res[1] : {NB{1'b0}}) : (pim_valid0 ? sc_res[0] : {NB{1'b0}});
+    wire [CB-1:0] pc0 = pim_valid0 ? sc_cmd[0] : NONE;
+    wire [CB-1:0] pc1 = m_valid ? m_cmd : NONE;
+    wire [CB-1:0] pc2 = sr_cmd;
+    wire [CB-1:0] pc3 = m_valid ? m_cmd : NONE;
+    wire [BB-1:0] pb0 = sc_bank[0];
+    wire [BB-1:0] pb1 = m_bank;
+    wire [BB-1:0] pb2 = sr_bank;
+    wire [BB-1:0] pb3 = m_bank;
+    wire p_ok0, p_ok1, p_ok2, p_ok3;
+
+    assign s_col_go = allow_pim && pc0 != NONE && CMD_COLBUS[pc0] && p_ok0;
+    assign m_col_go = allow_mem && !s_col_go && pc1 != NONE && CMD_COLBUS[pc1] && p_ok1;
+    assign s_row_go = allow_pim && pc2 != NONE && !CMD_COLBUS[pc2] && p_ok2;
+    assign m_row_go = allow_mem && !s_row_go && !m_col_go && pc3 != NONE && !CMD_COLBUS[pc3] && p_ok3
+                   && !m_excl && !m_own && !(BLOCKED == 0 && m_cmd == C_ACT && res2[m_bank]);
+    assign pim_pop0 = (s_col_go && sc_head[0]) || (s_row_go && !hr && sc_head[0]);
+    assign pim_pop1 = s_row_go && hr && sc_head[1];
+    wire [CB-1:0] col_c = s_col_go ? pc0 : pc1;
+    wire [BB-1:0] col_b = s_col_go ? pb0 : pb1;
+    wire [CB-1:0] row_c = s_row_go ? pc2 : pc3;
+    wire [BB-1:0] row_b = s_row_go ? pb2 : pb3;
+
+    // per port p: g_port[p].cov[l*MAXN+n]: the target shares node n of level l; .sib: a sibling of node n
+    genvar gp, gl, gn, gc, gr;
+    generate
+        for (gp = 0; gp < 4; gp = gp + 1) begin : g_port
+            wire [CB-1:0] cmd = gp == 0 ? pc0 : gp == 1 ? pc1 : gp == 2 ? pc2 : pc3;
+            wire [BB-1:0] bank = gp == 0 ? pb0 : gp == 1 ? pb1 : gp == 2 ? pb2 : pb3;
+            wire [NB-1:0] tgt = (cmd != NONE && known(cmd)) ? target(cmd, bank) : {NB{1'b0}};
+            wire [NL*MAXN-1:0] cov, sib;
+            for (gl = 0; gl < NL; gl = gl + 1) begin : g_l
+                for (gn = 0; gn < MAXN; gn = gn + 1) begin : g_n
+                    assign cov[gl*MAXN+gn] = |(tgt & NODE_BANKS[(gl*MAXN+gn)*NB +: NB]);
+                    assign sib[gl*MAXN+gn] = |(cov[gl*MAXN +: MAXN] & SIB_NODES[(gl*MAXN+gn)*MAXN +: MAXN]);
+                end
+            end
+        end
+    endgenerate
+    wire [NL*MAXN-1:0] cov_col = s_col_go ? g_port[0].cov : g_port[1].cov;
+    wire [NL*MAXN-1:0] cov_row = s_row_go ? g_port[2].cov : g_port[3].cov;
+
+    // history counters; v2: after this cycle's column command, v3: after its row command
+    generate
+        for (gc = 0; gc < NCTR; gc = gc + 1) begin : g_ctr
+            localparam [NC-1:0] CMDS = CTR_CMDS[gc*NC +: NC];
+            localparam [LB-1:0] L = CTR_LEVEL[gc*LB +: LB];
+            localparam [NODEB-1:0] N = CTR_NODE[gc*NODEB +: NODEB];
+            localparam [WINB-1:0] K = CTR_K[gc*WINB +: WINB];
+            reg [LATB-1:0] q;
+            wire [LATB-1:0] q_old, v2_old;
+            if (K == 0) begin : g_newest
+                assign q_old = {LATB{1'b0}};
+                assign v2_old = {LATB{1'b0}};
+            end else begin : g_shift
+                assign q_old = g_ctr[gc-1].q;
+                assign v2_old = g_ctr[gc-1].v2;
+            end
+            wire hit_c = col_fire & CMDS[col_c] & cov_col[L*MAXN+N];
+            wire [LATB-1:0] v2 = hit_c ? q_old : q;
+            wire hit_r = row_fire & CMDS[row_c] & cov_row[L*MAXN+N];
+            wire [LATB-1:0] v3 = hit_r ? v2_old : v2;
+            always @(posedge clk) begin
+                if (!rst_n) q <= SAT;
+                else if (v3 != SAT) q <= v3 + {{(LATB-1){1'b0}}, 1'b1};
+                else q <= SAT;
+            end
+        end
+    endgenerate
+
+    // constraint rows per port
+    generate
+        for (gp = 0; gp < 4; gp = gp + 1) begin : g_chk
+            wire [NR-1:0] row_ok;
+            for (gr = 0; gr < NR; gr = gr + 1) begin : g_row
+                localparam [CB-1:0] NEXT = ROW_NEXT[gr*CB +: CB];
+                localparam [LB-1:0] L = ROW_LEVEL[gr*LB +: LB];
+                localparam [CTRB-1:0] CTR = ROW_CTR[gr*CTRB +: CTRB];
+                localparam [WINB-1:0] STRIDE = ROW_STRIDE[gr*WINB +: WINB];
+                localparam [LATB-1:0] LAT = ROW_LAT[gr*LATB +: LATB];
+                localparam [NCB-1:0] NODES = LEVEL_NODES[L*NCB +: NCB];
+                wire [NODES-1:0] node_ok;
+                for (gn = 0; gn < NODES; gn = gn + 1) begin : g_node
+                    wire sel = ROW_SIB[gr] ? g_port[gp].sib[L*MAXN+gn] : g_port[gp].cov[L*MAXN+gn];
+                    if (gp < 2) begin : g_start
+                        assign node_ok[gn] = ~sel | (g_ctr[CTR+gn*STRIDE].q >= LAT);
+                    end else begin : g_after
+                        assign node_ok[gn] = ~sel | (g_ctr[CTR+gn*STRIDE].v2 >= LAT);
+                    end
+                end
+                assign row_ok[gr] = (g_port[gp].cmd != NEXT) | (&node_ok);
+            end
+            wire ok = &row_ok;
+        end
+    endgenerate
+
+    assign p_ok0 = g_chk[0].ok;
+    assign p_ok1 = g_chk[1].ok;
+    assign p_ok2 = g_chk[2].ok;
+    assign p_ok3 = g_chk[3].ok;
+
+    // ---- intake: a queue entry frees when its column command issues (refilled from the next cycle) ---
+    wire free_r = m_col_go && !wm_eff;
+    wire free_w = m_col_go && wm_eff;
+    assign req_ready = req_write ? (!wq_v || free_w) : (!rq_v || free_r);
+    wire take = req_valid && req_ready;
+
+    // ---- state update ---------------------------------------------------------------------------------
+    wire [NB-1:0] col_tgt = target(col_c, col_b);
+    wire [NB-1:0] row_tgt = target(row_c, row_b);
+    wire [RB-1:0] row_open_row = s_row_go ? (hr ? pim_row1 : pim_row0) : m_rrow;
+    wire          row_is_open = row_fire && effect(row_c) == E_OPEN;
+    wire          row_is_close = row_fire && effect(row_c) == E_CLOSE;
+    wire          row_buf = CMD_BUFFER[row_c];
+    integer y;
+    always @(posedge clk) begin
+        if (!rst_n) begin
+            open0 <= {NB{1'b0}};
+            open1 <= {NB{1'b0}};
+            own0 <= {NB{1'b0}};
+            rq_v <= 1'b0;
+            wq_v <= 1'b0;
+            wmode <= 1'b0;
+            active <= 2'd0;
+            lastend <= 1'b0;
+            unsupported <= 1'b0;
+            col_valid <= 1'b0;
+            row_valid <= 1'b0;
+            pim_popped <= 2'd0;
+            req_taken <= 1'b0;
+        end else begin
+            wmode <= wm_eff;
+            active <= act_eff;
+            // the stream's segment mark: every issued stream command sets it (closes clear it)
+            if (s_row_go) lastend <= hr ? (sc_head[1] & pim_end1) : (sc_head[0] & pim_end0);
+            else if (s_col_go) lastend <= sc_head[0] & pim_end0;
+            else if (BLOCKED != 0 && clear_end) lastend <= 1'b0;
+            if ((allow_pim && pim_valid0 && !s_col_go && sc_restore[0])
+                || (s_col_go && pim_valid1 && sc_restore[1] && allow_pim))
+                unsupported <= 1'b1;
+            // memory queues
+            if (free_r) rq_v <= 1'b0;
+            if (free_w) wq_v <= 1'b0;
+            if (take) begin
+                if (req_write) begin
+                    wq_v <= 1'b1;
+                    wq_bank <= req_bank;
+                    wq_row <= req_row;
+                end else begin
+                    rq_v <= 1'b1;
+                    rq_bank <= req_bank;
+                    rq_row <= req_row;
+                end
+            end
+            // bank state: opens and closes go on the row bus (column commands with a close effect are
+            // not issued by this block's configurations)
+            for (y = 0; y < NB; y = y + 1) begin
+                if (row_is_open && row_tgt[y]) begin
+                    if (row_buf) begin
+                        open1[y] <= 1'b1;
+                        row1[y] <= row_open_row;
+                    end else begin
+                        open0[y] <= 1'b1;
+                        row0[y] <= row_open_row;
+                        own0[y] <= s_row_go;
+                    end
+                end
+                if (row_is_close && row_tgt[y]) begin
+                    if (row_buf) open1[y] <= 1'b0;
+                    else begin
+                        open0[y] <= 1'b0;
+                        own0[y] <= 1'b0;
+                    end
+                end
+            end
+            // buses
+            col_valid <= col_fire;
+            row_valid <= row_fire;
+            if (col_fire) begin
+                col_cmd <= col_c;
+                col_bank <= lowest(col_tgt);
+                col_pim <= s_col_go;
+            end
+            if (row_fire) begin
+                row_cmd <= row_c;
+                row_bank <= lowest(row_tgt);
+                row_row <= row_is_open ? row_open_row : {RB{1'b0}};
+                row_pim <= s_row_go;
+            end
+            pim_popped <= {1'b0, pim_pop0} + {1'b0, pim_pop1};
+            req_taken <= take;
+        end
+    end
+endmodule
+`default_nettype wire

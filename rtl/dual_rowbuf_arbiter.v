@@ -8,7 +8,8 @@
 // the two cycle for cycle). Semantics: docs/channel-engine.md 3.2-3.5 and 4:
 //  * timing: every constraint row of the standard (include/dual_rowbuf_arbiter_timing.vh, generated from
 //    the spec by archsim.dram.verilog; sibling rows too), kept as saturating counters of the cycles since
-//    the last `depth` issues per (preceding-command list, level node), as in pim_cmd_sequencer.v;
+//    the last `depth` issues per (preceding-command list, level node), as in pim_cmd_sequencer.v, each
+//    saturating at the largest latency it is compared with (CTR_SAT);
 //  * dual command bus: per cycle one column-bus command, then one row-bus command with the candidates
 //    recomputed (clarification 3): the row bus sees the column command issued in the same cycle (timing)
 //    and the stream's next command when the stream's head went on the column bus;
@@ -47,7 +48,9 @@ module dual_rowbuf_arbiter #(
     parameter WM_HIGH = 1,                  // write queue watermarks in entries (engine: round(x * 1))
     parameter WM_LOW = 0,
     // Latency of every constraint row (default: the generated table; only mutation tests override it)
-    parameter [`ARB_NUM_ROWS*`ARB_LAT_BITS-1:0] ROW_LAT = `ARB_ROW_LAT
+    parameter [`ARB_NUM_ROWS*`ARB_LAT_BITS-1:0] ROW_LAT = `ARB_ROW_LAT,
+    // Saturation value per history counter (>= every latency compared with it; from the same tables)
+    parameter [`ARB_NUM_CTRS*`ARB_LAT_BITS-1:0] CTR_SAT = `ARB_CTR_SAT
 ) (
     input  wire                        clk,
     input  wire                        rst_n,
@@ -84,7 +87,10 @@ module dual_rowbuf_arbiter #(
     output reg  [1:0]                  pim_popped,
     output reg                         req_taken,
     output wire                        mem_busy,
-    output reg                         unsupported
+    output reg                         unsupported,
+    // the above in one word (a bench reads one signal per cycle):
+    // {unsupported, mem_busy, req_taken, pim_popped[1:0], row_valid, col_valid}
+    output wire [6:0]                  status
 );
     localparam NC = `ARB_NUM_CMDS;
     localparam CB = `ARB_CMD_BITS;
@@ -122,10 +128,19 @@ module dual_rowbuf_arbiter #(
     localparam [NCTR*LB-1:0] CTR_LEVEL = `ARB_CTR_LEVEL;
     localparam [NCTR*NODEB-1:0] CTR_NODE = `ARB_CTR_NODE;
     localparam [NCTR*WINB-1:0] CTR_K = `ARB_CTR_K;
-    localparam [LATB-1:0] SAT = {LATB{1'b1}};
     localparam [3:0] E_OPEN = 4'd0, E_CLOSE = 4'd1, E_READ = 4'd2, E_WRITE = 4'd3, E_READ_CLOSE = 4'd4,
                      E_WRITE_CLOSE = 4'd5, E_COMPUTE = 4'd7;
     localparam [CB-1:0] C_ACT = `ARB_ROLE_ACT, C_PRE = `ARB_ROLE_PRE, C_RD = `ARB_ROLE_RD, C_WR = `ARB_ROLE_WR;
+
+    // ---- lookup tables as arrays (a dynamic select from a wide constant vector is slow to simulate) -----
+    // scope_tab[level * NB + bank]: the banks sharing the bank's node of the level
+    wire [NB-1:0] scope_tab [0:NL*NB-1];
+    genvar gt;
+    generate
+        for (gt = 0; gt < NL*NB; gt = gt + 1) begin : g_scope_tab
+            assign scope_tab[gt] = SCOPE_MASK[gt*NB +: NB];
+        end
+    endgenerate
 
     // ---- small helpers ------------------------------------------------------------------------------
     function automatic [BB-1:0] lowest(input [NB-1:0] m);   // lowest set bit (0 if none)
@@ -136,15 +151,8 @@ module dual_rowbuf_arbiter #(
                 if (m[j]) lowest = j[BB-1:0];
         end
     endfunction
-    function automatic [NB-1:0] target(input [CB-1:0] c, input [BB-1:0] b);   // banks c acts on
-        integer j;
-        reg [LB-1:0] s;
-        begin
-            s = CMD_SCOPE[c*LB +: LB];
-            target = {NB{1'b0}};
-            for (j = 0; j < NL; j = j + 1)
-                if (s == j[LB-1:0]) target = SCOPE_MASK[(j*NB + {{(32-BB){1'b0}}, b})*NB +: NB];
-        end
+    function automatic [LB+BB-1:0] tgt_index(input [CB-1:0] c, input [BB-1:0] b);   // scope_tab index
+        tgt_index = {CMD_SCOPE[c*LB +: LB], b};
     endfunction
     function automatic [3:0] effect(input [CB-1:0] c);
         effect = CMD_EFFECT[c*4 +: 4];
@@ -157,7 +165,9 @@ module dual_rowbuf_arbiter #(
     reg [NB-1:0] open0, open1;           // buffer open per bank (mem, pim)
     reg [NB-1:0] own0;                   // mem buffer opened by the stream
     reg [RB-1:0] row0 [0:NB-1];
+    /* verilator lint_off UNUSEDSIGNAL */   // (single-buffer devices: no pim buffer rows)
     reg [RB-1:0] row1 [0:NB-1];
+    /* verilator lint_on UNUSEDSIGNAL */
     reg          rq_v, wq_v, wmode;
     reg [BB-1:0] rq_bank, wq_bank;
     reg [RB-1:0] rq_row, wq_row;
@@ -165,21 +175,27 @@ module dual_rowbuf_arbiter #(
     reg          lastend;                // the stream's last issued command ended a segment
 
     // banks whose buffer b holds row r: for the two stream heads and the memory request
-    reg [NB-1:0] eq0_h0, eq1_h0, eq0_h1, eq1_h1, eq0_m, eq1_m;
+    wire [NB-1:0] eq0_h0, eq1_h0, eq0_h1, eq1_h1, eq0_m, eq1_m;
     wire         wm_eff;
     wire [BB-1:0] m_bank = wm_eff ? wq_bank : rq_bank;
     wire [RB-1:0] m_rrow = wm_eff ? wq_row : rq_row;
-    integer x;
-    always @(*) begin
-        for (x = 0; x < NB; x = x + 1) begin
-            eq0_h0[x] = open0[x] && row0[x] == pim_row0;
-            eq0_h1[x] = open0[x] && row0[x] == pim_row1;
-            eq0_m[x] = open0[x] && row0[x] == m_rrow;
-            eq1_h0[x] = NBUF > 1 && open1[x] && row1[x] == pim_row0;
-            eq1_h1[x] = NBUF > 1 && open1[x] && row1[x] == pim_row1;
-            eq1_m[x] = NBUF > 1 && open1[x] && row1[x] == m_rrow;
+    genvar gx;
+    generate
+        for (gx = 0; gx < NB; gx = gx + 1) begin : g_eq
+            assign eq0_h0[gx] = open0[gx] && row0[gx] == pim_row0;
+            assign eq0_h1[gx] = open0[gx] && row0[gx] == pim_row1;
+            assign eq0_m[gx] = open0[gx] && row0[gx] == m_rrow;
+            if (NBUF > 1) begin : g_two
+                assign eq1_h0[gx] = open1[gx] && row1[gx] == pim_row0;
+                assign eq1_h1[gx] = open1[gx] && row1[gx] == pim_row1;
+                assign eq1_m[gx] = open1[gx] && row1[gx] == m_rrow;
+            end else begin : g_one
+                assign eq1_h0[gx] = 1'b0;
+                assign eq1_h1[gx] = 1'b0;
+                assign eq1_m[gx] = 1'b0;
+            end
         end
-    end
+    endgenerate
 
     // ---- per-step decisions: write mode, the blocked active source ----------------------------------
     wire [1:0] wq_n = {1'b0, wq_v};
@@ -187,6 +203,7 @@ module dual_rowbuf_arbiter #(
     wire has_pim = pim_valid0;
     wire has_mem = rq_v | wq_v;
     assign mem_busy = has_mem;
+    assign status = {unsupported, mem_busy, req_taken, pim_popped, row_valid, col_valid};
     reg [1:0] act_eff;
     reg       clear_end;
     always @(*) begin
@@ -225,7 +242,7 @@ module dual_rowbuf_arbiter #(
         for (h = 0; h < 2; h = h + 1) begin
             c = h == 0 ? pim_cmd0 : pim_cmd1;
             b = h == 0 ? pim_bank0 : pim_bank1;
-            tg = known(c) ? target(c, b) : {NB{1'b0}};
+            tg = known(c) ? scope_tab[tgt_index(c, b)] : {NB{1'b0}};
             buf1 = known(c) ? CMD_BUFFER[c] : 1'b0;
             other = tg & (buf1 ? (h == 0 ? eq0_h0 : eq0_h1) : (h == 0 ? eq1_h0 : eq1_h1));
             bopen = tg & (buf1 ? open1 : open0);
@@ -306,8 +323,11 @@ module dual_rowbuf_arbiter #(
         for (gp = 0; gp < 4; gp = gp + 1) begin : g_port
             wire [CB-1:0] cmd = gp == 0 ? pc0 : gp == 1 ? pc1 : gp == 2 ? pc2 : pc3;
             wire [BB-1:0] bank = gp == 0 ? pb0 : gp == 1 ? pb1 : gp == 2 ? pb2 : pb3;
-            wire [NB-1:0] tgt = (cmd != NONE && known(cmd)) ? target(cmd, bank) : {NB{1'b0}};
-            wire [NL*MAXN-1:0] cov, sib;
+            wire [NB-1:0] tgt = (cmd != NONE && known(cmd)) ? scope_tab[tgt_index(cmd, bank)] : {NB{1'b0}};
+            wire [NL*MAXN-1:0] cov;
+            /* verilator lint_off UNUSEDSIGNAL */   // only the levels of sibling rows read it
+            wire [NL*MAXN-1:0] sib;
+            /* verilator lint_on UNUSEDSIGNAL */
             for (gl = 0; gl < NL; gl = gl + 1) begin : g_l
                 for (gn = 0; gn < MAXN; gn = gn + 1) begin : g_n
                     assign cov[gl*MAXN+gn] = |(tgt & NODE_BANKS[(gl*MAXN+gn)*NB +: NB]);
@@ -316,8 +336,9 @@ module dual_rowbuf_arbiter #(
             end
         end
     endgenerate
-    wire [NL*MAXN-1:0] cov_col = s_col_go ? g_port[0].cov : g_port[1].cov;
-    wire [NL*MAXN-1:0] cov_row = s_row_go ? g_port[2].cov : g_port[3].cov;
+    // nodes the issued commands touch (all-zero without an issue: the counters then see no change)
+    wire [NL*MAXN-1:0] cov_col = s_col_go ? g_port[0].cov : m_col_go ? g_port[1].cov : {NL*MAXN{1'b0}};
+    wire [NL*MAXN-1:0] cov_row = s_row_go ? g_port[2].cov : m_row_go ? g_port[3].cov : {NL*MAXN{1'b0}};
 
     // history counters; v2: after this cycle's column command, v3: after its row command
     generate
@@ -326,6 +347,7 @@ module dual_rowbuf_arbiter #(
             localparam [LB-1:0] L = CTR_LEVEL[gc*LB +: LB];
             localparam [NODEB-1:0] N = CTR_NODE[gc*NODEB +: NODEB];
             localparam [WINB-1:0] K = CTR_K[gc*WINB +: WINB];
+            localparam [LATB-1:0] SAT = CTR_SAT[gc*LATB +: LATB];
             reg [LATB-1:0] q;
             wire [LATB-1:0] q_old, v2_old;
             if (K == 0) begin : g_newest
@@ -335,39 +357,43 @@ module dual_rowbuf_arbiter #(
                 assign q_old = g_ctr[gc-1].q;
                 assign v2_old = g_ctr[gc-1].v2;
             end
-            wire hit_c = col_fire & CMDS[col_c] & cov_col[L*MAXN+N];
+            wire hit_c = cov_col[L*MAXN+N] && CMDS[col_c];
             wire [LATB-1:0] v2 = hit_c ? q_old : q;
-            wire hit_r = row_fire & CMDS[row_c] & cov_row[L*MAXN+N];
+            wire hit_r = cov_row[L*MAXN+N] && CMDS[row_c];
             wire [LATB-1:0] v3 = hit_r ? v2_old : v2;
             always @(posedge clk) begin
                 if (!rst_n) q <= SAT;
-                else if (v3 != SAT) q <= v3 + {{(LATB-1){1'b0}}, 1'b1};
-                else q <= SAT;
+                else if (v3 < SAT) q <= v3 + {{(LATB-1){1'b0}}, 1'b1};
+                else if (q != SAT) q <= SAT;     // (no write while idle: a simulator skips the event)
             end
         end
     endgenerate
 
-    // constraint rows per port
+    // constraint rows: per (row, node) the comparisons with the row's latency, in the cycle-start view and
+    // the view after the column command (shared by the ports: they change only when a counter crosses the
+    // latency, not at every tick), then per port the rows whose following command the port's command is
     generate
+        for (gr = 0; gr < NR; gr = gr + 1) begin : g_lat
+            localparam [LB-1:0] L = ROW_LEVEL[gr*LB +: LB];
+            localparam [CTRB-1:0] CTR = ROW_CTR[gr*CTRB +: CTRB];
+            localparam [WINB-1:0] STRIDE = ROW_STRIDE[gr*WINB +: WINB];
+            localparam [LATB-1:0] LAT = ROW_LAT[gr*LATB +: LATB];
+            localparam [NCB-1:0] NODES = LEVEL_NODES[L*NCB +: NCB];
+            wire [NODES-1:0] ge1, ge2;
+            for (gn = 0; gn < NODES; gn = gn + 1) begin : g_node
+                assign ge1[gn] = g_ctr[CTR+gn*STRIDE].q >= LAT;
+                assign ge2[gn] = g_ctr[CTR+gn*STRIDE].v2 >= LAT;
+            end
+        end
         for (gp = 0; gp < 4; gp = gp + 1) begin : g_chk
             wire [NR-1:0] row_ok;
             for (gr = 0; gr < NR; gr = gr + 1) begin : g_row
                 localparam [CB-1:0] NEXT = ROW_NEXT[gr*CB +: CB];
                 localparam [LB-1:0] L = ROW_LEVEL[gr*LB +: LB];
-                localparam [CTRB-1:0] CTR = ROW_CTR[gr*CTRB +: CTRB];
-                localparam [WINB-1:0] STRIDE = ROW_STRIDE[gr*WINB +: WINB];
-                localparam [LATB-1:0] LAT = ROW_LAT[gr*LATB +: LATB];
                 localparam [NCB-1:0] NODES = LEVEL_NODES[L*NCB +: NCB];
-                wire [NODES-1:0] node_ok;
-                for (gn = 0; gn < NODES; gn = gn + 1) begin : g_node
-                    wire sel = ROW_SIB[gr] ? g_port[gp].sib[L*MAXN+gn] : g_port[gp].cov[L*MAXN+gn];
-                    if (gp < 2) begin : g_start
-                        assign node_ok[gn] = ~sel | (g_ctr[CTR+gn*STRIDE].q >= LAT);
-                    end else begin : g_after
-                        assign node_ok[gn] = ~sel | (g_ctr[CTR+gn*STRIDE].v2 >= LAT);
-                    end
-                end
-                assign row_ok[gr] = (g_port[gp].cmd != NEXT) | (&node_ok);
+                wire [NODES-1:0] sel = ROW_SIB[gr] ? g_port[gp].sib[L*MAXN +: NODES] : g_port[gp].cov[L*MAXN +: NODES];
+                wire [NODES-1:0] ge = gp < 2 ? g_lat[gr].ge1 : g_lat[gr].ge2;
+                assign row_ok[gr] = (g_port[gp].cmd != NEXT) | (&(~sel | ge));
             end
             wire ok = &row_ok;
         end
@@ -385,8 +411,8 @@ module dual_rowbuf_arbiter #(
     wire take = req_valid && req_ready;
 
     // ---- state update ---------------------------------------------------------------------------------
-    wire [NB-1:0] col_tgt = target(col_c, col_b);
-    wire [NB-1:0] row_tgt = target(row_c, row_b);
+    wire [NB-1:0] col_tgt = col_fire ? scope_tab[tgt_index(col_c, col_b)] : {NB{1'b0}};
+    wire [NB-1:0] row_tgt = row_fire ? scope_tab[tgt_index(row_c, row_b)] : {NB{1'b0}};
     wire [RB-1:0] row_open_row = s_row_go ? (hr ? pim_row1 : pim_row0) : m_rrow;
     wire          row_is_open = row_fire && effect(row_c) == E_OPEN;
     wire          row_is_close = row_fire && effect(row_c) == E_CLOSE;
@@ -433,7 +459,7 @@ module dual_rowbuf_arbiter #(
             end
             // bank state: opens and closes go on the row bus (column commands with a close effect are
             // not issued by this block's configurations)
-            for (y = 0; y < NB; y = y + 1) begin
+            if (row_fire) for (y = 0; y < NB; y = y + 1) begin
                 if (row_is_open && row_tgt[y]) begin
                     if (row_buf) begin
                         open1[y] <= 1'b1;
@@ -443,8 +469,7 @@ module dual_rowbuf_arbiter #(
                         row0[y] <= row_open_row;
                         own0[y] <= s_row_go;
                     end
-                end
-                if (row_is_close && row_tgt[y]) begin
+                end else if (row_is_close && row_tgt[y]) begin
                     if (row_buf) open1[y] <= 1'b0;
                     else begin
                         open0[y] <= 1'b0;

@@ -270,11 +270,23 @@ def arbiter_tables(spec, latency_override: dict[str, int] | None = None) -> dict
         "close_bank": [int(T.close_bank[k]) for k in range(nbuf)],
         "close_wide": [[int(T.close_wide[k, lv]) for lv in range(nl)] for k in range(nbuf)],
     })
+    # Saturation value per counter: the largest latency any row compares it with, over the counter and the
+    # younger ones of its node that shift into it (k' <= k): an idle counter then stops at that value
+    # instead of the all-ones value (a simulator only wakes the rows of counters that still tick).
+    sat = [0] * len(t["ctrs"])
+    for r in t["rows"]:
+        base = r["ctr"] - (r["win"] - 1)
+        for n in range(t["n_nodes"][r["level"]]):
+            for k in range(r["win"]):
+                i = base + n * r["stride"] + k
+                sat[i] = max(sat[i], r["lat"])
+    t["ctr_sat"] = sat
     return t
 
 
-def arbiter_lat_vector(tables: dict) -> str:
-    return lat_vector(tables)
+def ctr_sat_vector(tables: dict) -> str:
+    """The CTR_SAT vector literal of arbiter tables (a test overriding ROW_LAT passes this one too)."""
+    return _vec(tables["ctr_sat"], tables["lat_bits"])
 
 
 def arbiter_header(spec) -> str:
@@ -363,6 +375,8 @@ def arbiter_header(spec) -> str:
     w(f"`define {p}_CTR_LEVEL {_vec([c['level'] for c in ctrs], lb)}")
     w(f"`define {p}_CTR_NODE {_vec([c['node'] for c in ctrs], nodeb)}")
     w(f"`define {p}_CTR_K {_vec([c['k'] for c in ctrs], winb)}")
+    w("// CTR_SAT[i]: the counter's saturation value (the largest latency compared with it or an older one)")
+    w(f"`define {p}_CTR_SAT {ctr_sat_vector(t)}")
     w("")
     w(f"`endif  // {guard}")
     return "\n".join(out) + "\n"

@@ -173,7 +173,7 @@ def random_workload(spec, seed: int, n_stream: int = 1500, n_requests: int = 700
     w = Workload()
     t = 0
     while len(w.stream) < n_stream:
-        t += rng.choice([0, 0, 50, 200, 600, 1500])
+        t += rng.choice([0, 0, 20, 60, 200, 500])
         for cmd, bank, row, flags in pim_segment(spec, rng, rows, staging):
             w.stream.append((t, cmd, bank, row, flags, 0))
     horizon = t + 2000

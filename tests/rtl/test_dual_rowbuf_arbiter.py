@@ -174,3 +174,12 @@ def test_random_mix_matches_engine_dual(sims, dual, seed, tmp_path) -> None:
     case = _case(dual, "dual", f"dual random seed {seed}", random_workload(dual, seed))
     assert len(case["want"]) > 2000
     _check(sims("dual"), [case], f"random{seed}", tmp_path)
+
+
+@pytest.mark.rtl
+@needs_iverilog
+@pytest.mark.parametrize("seed", BLOCKED_SEEDS)
+def test_random_mix_matches_engine_blocked(sims, single, seed, tmp_path) -> None:
+    case = _case(single, "blocked", f"blocked random seed {seed}", random_workload(single, seed))
+    assert len(case["want"]) > 2000
+    _check(sims("blocked"), [case], f"random{seed}", tmp_path)

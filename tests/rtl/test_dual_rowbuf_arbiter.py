@@ -183,3 +183,179 @@ def test_random_mix_matches_engine_blocked(sims, single, seed, tmp_path) -> None
     case = _case(single, "blocked", f"blocked random seed {seed}", random_workload(single, seed))
     assert len(case["want"]) > 2000
     _check(sims("blocked"), [case], f"random{seed}", tmp_path)
+
+
+# ---- directed cases ---------------------------------------------------------------------------------------
+def _gemv(spec, row: int, at: int = 0, comps: int = 2, first_group: int = 0) -> list[tuple]:
+    """One PIM segment: G_ACT on every bank group (from `first_group` on, cyclically), COMPs, READRES, PIM_PRE."""
+    C = spec.cmd
+    per = spec.counts[4]
+    n = spec.banks_per_channel // per
+    groups = [((first_group + i) % n) * per for i in range(n)]
+    cmds = [(C("G_ACT"), g, row) for g in groups] + [(C("COMP"), 0, row)] * comps + [(C("READRES"), 0, row),
+                                                                                     (C("PIM_PRE"), 0, -1)]
+    out = [(at, c, b, r, 0, 0) for c, b, r in cmds]
+    out[0] = out[0][:4] + (SEG_START, 0)
+    out[-1] = out[-1][:4] + (SEG_END, 0)
+    return out
+
+
+def _find(log, cmd, bank=None, src=None, after=-1):
+    for e in log:
+        if e[2] == cmd and (bank is None or e[3] == bank) and (src is None or e[4] == src) and e[0] > after:
+            return e
+    raise AssertionError(f"no {cmd} bank {bank} from {src} after {after} in the engine log")
+
+
+def _directed_dual(spec) -> list[dict]:
+    T = spec.timing
+    cases = []
+    # (a) a memory access to the row the PIM buffer holds waits for PIM_PRE, then exactly nRP
+    #     ([bank, [PIM_PRE], [ACT], nRP]): an RTL issuing the ACT a cycle early (or late) mismatches
+    w = Workload(requests=[(0, 0, 3, 5)], stream=_gemv(spec, 5))
+    log = engine_log(spec, "dual", w)
+    pre = _find(log, "PIM_PRE", src="pim")
+    act = _find(log, "ACT", 3, "mem")
+    assert act[0] == pre[0] + T["nRP"], (act, pre)
+    assert _find(log, "RD", 3, "mem")[0] == act[0] + T["nRCDRD"]
+    cases.append(_case(spec, "dual", "mem ACT of the PIM buffer's row: PIM_PRE + nRP", w, log))
+    # (b) a PIM open of a row the mem buffer holds: the stream precharges it first (PRE from the pim source),
+    #     after the memory read's nRTP and the ACT's nRAS
+    w = Workload(requests=[(0, 0, 5, 9)], stream=_gemv(spec, 9, at=20, first_group=1))
+    log = engine_log(spec, "dual", w)
+    act, rd = _find(log, "ACT", 5, "mem"), _find(log, "RD", 5, "mem")
+    pre = _find(log, "PRE", 5, "pim")
+    assert pre[0] == max(act[0] + T["nRAS"], rd[0] + T["nRTP"], 20), (act, rd, pre)
+    assert _find(log, "G_ACT", 4, "pim")[0] > pre[0]
+    cases.append(_case(spec, "dual", "PIM open of the mem buffer's row: PRE first", w, log))
+    # (c) PIM priority and the dual bus: COMPs win the column bus while memory ACTs use the row bus in the
+    #     same cycles; a memory read ready together with a COMP waits for it
+    reqs = [(t, 0, b, 40 + b) for t, b in ((0, 1), (0, 9), (0, 17), (0, 25), (30, 2), (30, 10))]
+    w = Workload(requests=reqs, stream=_gemv(spec, 6, comps=12))
+    log = engine_log(spec, "dual", w)
+    cyc = {}
+    for e in log:
+        cyc.setdefault(e[0], []).append(e)
+    both = [c for c, es in cyc.items() if {(e[1], e[4]) for e in es} == {("col", "pim"), ("row", "mem")}]
+    assert both, "no cycle with a PIM column command and a memory row command"
+    cases.append(_case(spec, "dual", "PIM priority on the column bus, memory on the row bus", w, log))
+    return cases
+
+
+def _directed_blocked(spec) -> list[dict]:
+    cases = []
+    # while a segment runs only PIM issues; the next segment waits until the memory queues are empty
+    reqs = [(2, 0, 3, 30), (2, 1, 7, 31), (40, 0, 12, 32)]
+    stream = _gemv(spec, 5, comps=4) + _gemv(spec, 6, at=60, comps=4)
+    w = Workload(requests=reqs, stream=stream)
+    log = engine_log(spec, "blocked", w)
+    end1 = [e for e in log if e[2] == "PIM_PRE"][0][0]
+    mem = [e[0] for e in log if e[4] == "mem"]
+    assert mem and min(mem) > end1, "memory issued during the first segment"
+    start2 = [e for e in log if e[2] == "G_ACT" and e[0] > end1][0][0]
+    assert start2 > max(mem), "the second segment started before the memory queues drained"
+    cases.append(_case(spec, "blocked", "blocked: memory waits for SEG_END, PIM for empty queues", w, log))
+    return cases
+
+
+@pytest.mark.rtl
+@needs_iverilog
+def test_directed_dual(sims, dual, tmp_path) -> None:
+    _check(sims("dual"), _directed_dual(dual), "directed", tmp_path)
+
+
+@pytest.mark.rtl
+@needs_iverilog
+def test_directed_blocked(sims, single, tmp_path) -> None:
+    _check(sims("blocked"), _directed_blocked(single), "directed", tmp_path)
+
+
+# ---- a NeuPIMs attention step ------------------------------------------------------------------------------
+@pytest.mark.rtl
+@needs_iverilog
+def test_attention_step_with_memory_traffic_matches_engine(sims, dual, tmp_path) -> None:
+    work, what = attention_workload(dual)
+    case = _case(dual, "dual", f"NeuPIMs attention step ({what}) + DMA requests", work)
+    assert {"GWRITE", "G_ACT", "COMP", "READRES", "PIM_PRE"} <= {e[2] for e in case["want"]}
+    _check(sims("dual"), [case], "attention", tmp_path)
+
+
+# ---- mutation test ------------------------------------------------------------------------------------------
+@pytest.mark.rtl
+@needs_iverilog
+def test_mutated_timing_parameter_is_caught(dual, tmp_path_factory) -> None:
+    """Build the RTL with nRP - 1 (PRE/PIM_PRE -> ACT/G_ACT/..., the cross-buffer row PIM_PRE -> ACT among
+    them): the random bench must report a mismatch, one cycle early."""
+    t = timing_verilog.arbiter_tables(dual, latency_override={"nRP": dual.timing["nRP"] - 1})
+    params = {"ROW_LAT": timing_verilog.lat_vector(t), "CTR_SAT": timing_verilog.ctr_sat_vector(t)}
+    assert params["ROW_LAT"] != timing_verilog.lat_vector(timing_verilog.arbiter_tables(dual))
+    mp = pytest.MonkeyPatch()
+    mp.syspath_prepend(str(HERE))
+    try:
+        root = tmp_path_factory.mktemp("arb_mutant")
+        sm = Sim(root / "build", "dual", params)
+        case = _case(dual, "dual", "random seed 11 on the nRP-1 mutant", random_workload(dual, RANDOM_SEEDS[0], 600, 300))
+        with pytest.raises(AssertionError) as err:
+            _check(sm, [case], "mutant", root)
+    finally:
+        mp.undo()
+    msg = str(err.value)
+    assert "first mismatch at log entry" in msg and "waveform: " in msg and ".fst" in msg, msg
+    print(f"mutation nRP-1 caught: {msg.splitlines()[0]}")
+
+
+# ---- scope: what the RTL does not implement is refused ------------------------------------------------------
+@pytest.mark.parametrize(("change", "match"), [
+    ({"controller": {"refresh": "allbank"}}, "refresh"),
+    ({"controller": {"read_queue": 4}}, "queues"),
+    ({"controller": {"row_policy": "closed"}}, "row policy"),
+    ({"controller": {"active_buffer": True}}, "active_buffer"),
+    ({"arbitration": "frfcfs"}, "arbitration"),
+    ({"starvation_cap": 100}, "starvation"),
+    ({"stream_refresh": "wait"}, "stream_refresh"),
+    ({"requests": [(0, 2, 0, 1)]}, "rmw"),
+    ({"stream": "RDA"}, "read_close"),
+])
+def test_scope_refuses_what_the_rtl_does_not_implement(dual, change, match) -> None:
+    work = Workload(requests=change.get("requests", []))
+    if change.get("stream"):
+        work.stream = [(0, dual.cmd(change["stream"]), 0, 1, 0, 0)]
+    with pytest.raises(NotImplementedError, match=f"{match}.*issue #10"):
+        check_scope(dual, change.get("controller", {}), change.get("arbitration", "priority"), work,
+                    change.get("starvation_cap", 0), change.get("stream_refresh", "split"))
+    check_scope(dual, CONTROLLER, "priority", Workload())       # the supported configuration passes
+
+
+def test_arbiter_header_refuses_a_single_bus_standard() -> None:
+    from archsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="issue #10"):
+        timing_verilog.arbiter_header(timing_verilog.default_spec())
+
+
+@pytest.mark.parametrize("preset", list(timing_verilog.ARBITER_PRESETS))
+def test_committed_arbiter_headers_are_current(preset) -> None:
+    spec = timing_verilog.arbiter_spec(preset)
+    path = timing_verilog.arbiter_header_path(preset, INCLUDE)
+    assert path.is_file(), f"{path} missing: run `python -m archsim.dram.verilog`"
+    assert path.read_text(encoding="ascii") == timing_verilog.arbiter_header(spec), (
+        f"{path} is stale relative to {preset}: run `python -m archsim.dram.verilog`")
+    t = timing_verilog.arbiter_tables(spec)
+    assert len(t["rows"]) == len(spec.constraints) and any(r["sib"] for r in t["rows"])
+    # every counter saturates at or above every latency compared with it
+    for r in t["rows"]:
+        base = r["ctr"] - (r["win"] - 1)
+        assert all(t["ctr_sat"][base + n * r["stride"] + r["win"] - 1] >= r["lat"]
+                   for n in range(t["n_nodes"][r["level"]]))
+
+
+# ---- lint ------------------------------------------------------------------------------------------------
+@pytest.mark.rtl
+@needs_verilator
+@pytest.mark.parametrize("mode", list(MODES))
+def test_arbiter_lints_clean(tmp_path: Path, mode: str) -> None:
+    sub = MODES[mode][3]
+    inc = ([f"-I{INCLUDE / sub}"] if sub else []) + [f"-I{INCLUDE}"]
+    proc = subprocess.run(["verilator", "--lint-only", "-Wall", *inc, f"-GBLOCKED={MODES[mode][2]}",
+                           str(RTL / f"{TOP}.v")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"verilator lint failed:\n{proc.stdout}\n{proc.stderr}"

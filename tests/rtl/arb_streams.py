@@ -164,7 +164,7 @@ def pim_segment(spec, rng: random.Random, rows: list[int], staging_rows: list[in
     return [tuple(x) for x in out]
 
 
-def random_workload(spec, seed: int, n_stream: int = 1500, n_requests: int = 700) -> Workload:
+def random_workload(spec, seed: int, n_stream: int = 1000, n_requests: int = 450) -> Workload:
     """Seeded mix: PIM segments arriving in bursts with gaps, and memory reads/writes to random banks whose
     rows overlap the PIM rows (so the exclusivity rules and the stream's closes are exercised)."""
     rng = random.Random(seed)

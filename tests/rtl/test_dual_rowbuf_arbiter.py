@@ -6,7 +6,8 @@ The golden model is archsim.engine.channel.MemorySystem on one channel of NeuPIM
 `priority`, PIM first) or NeuPIMs_HBM2_Single (`blocked`), sources [pim: stream, mem: rw], queues of one
 entry, refresh none (tests/rtl/arb_streams.py). tests/rtl/tb_dual_rowbuf_arbiter.py drives the RTL and
 records its command buses; this file compares the two logs entry by entry (cycle, bus, command, bank,
-source, opened row).
+source, opened row). The bench's top level is tests/rtl/arb_harness.v, a transactor that feeds the block
+and logs its buses without a Python call per cycle.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ REPO = HERE.parents[1]
 RTL = REPO / "rtl"
 INCLUDE = RTL / "include"
 TOP = "dual_rowbuf_arbiter"
+HARNESS = "arb_harness"          # tests/rtl/arb_harness.v: feeds the block and logs its buses
 
 needs_iverilog = pytest.mark.skipif(shutil.which("iverilog") is None, reason="iverilog (Icarus Verilog) is not on PATH")
 needs_verilator = pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator is not on PATH")
@@ -64,7 +66,8 @@ class Sim:
         self.waves = waves
         sub = MODES[mode][3]
         includes = ([INCLUDE / sub] if sub else []) + [INCLUDE]
-        self.runner.build(sources=[RTL / f"{TOP}.v"], includes=includes, hdl_toplevel=TOP, build_dir=build_dir,
+        self.runner.build(sources=[RTL / f"{TOP}.v", HERE / "arb_harness.v"], includes=includes,
+                          hdl_toplevel=HARNESS, build_dir=build_dir,
                           parameters={"BLOCKED": MODES[mode][2], **(parameters or {})}, always=True,
                           timescale=("1ns", "1ps"), waves=waves, log_file=build_dir / "build.log")
 
@@ -74,9 +77,10 @@ class Sim:
         cases_file, result_file, log = work / "cases.json", work / "result.json", work / "sim.log"
         cases_file.write_text(json.dumps(cases))
         try:
-            self.runner.test(hdl_toplevel=TOP, test_module="tb_dual_rowbuf_arbiter", build_dir=self.build_dir,
-                             test_dir=work, waves=self.waves,
-                             extra_env={"ARCHSIM_TB_CASES": str(cases_file), "ARCHSIM_TB_RESULT": str(result_file)},
+            self.runner.test(hdl_toplevel=HARNESS, test_module="tb_dual_rowbuf_arbiter", build_dir=self.build_dir,
+                             test_dir=work, waves=self.waves, plusargs=[f"+ARB_DIR={work}"],
+                             extra_env={"ARCHSIM_TB_CASES": str(cases_file), "ARCHSIM_TB_RESULT": str(result_file),
+                                        "ARCHSIM_TB_DIR": str(work)},
                              log_file=log)
         except SystemExit:
             pass

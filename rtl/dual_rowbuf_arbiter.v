@@ -117,10 +117,6 @@ module dual_rowbuf_arbiter #(
     localparam [2*CB-1:0] CLOSE_BANK = `ARB_CLOSE_BANK;
     localparam [2*NL*CB-1:0] CLOSE_WIDE = `ARB_CLOSE_WIDE;
     localparam [NL*NB*NB-1:0] SCOPE_MASK = `ARB_SCOPE_MASK;
-    localparam [NL*MAXN*NB-1:0] NODE_BANKS = `ARB_NODE_BANKS;
-    localparam [NL*MAXN*MAXN-1:0] SIB_NODES = `ARB_SIB_NODES;
-    localparam [NR*CB-1:0] ROW_NEXT = `ARB_ROW_NEXT;
-    localparam [NR-1:0] ROW_SIB = `ARB_ROW_SIB;
     localparam [NR*CTRB-1:0] ROW_CTR = `ARB_ROW_CTR;
     localparam [NR*WINB-1:0] ROW_STRIDE = `ARB_ROW_STRIDE;
     localparam [NR*LB-1:0] ROW_LEVEL = `ARB_ROW_LEVEL;
@@ -128,17 +124,30 @@ module dual_rowbuf_arbiter #(
     localparam [NCTR*LB-1:0] CTR_LEVEL = `ARB_CTR_LEVEL;
     localparam [NCTR*NODEB-1:0] CTR_NODE = `ARB_CTR_NODE;
     localparam [NCTR*WINB-1:0] CTR_K = `ARB_CTR_K;
+    localparam NLM = NL * MAXN;
+    localparam [NL*NB*NLM-1:0] COV_TAB = `ARB_COV_TAB;
+    localparam [NL*NB*NLM-1:0] SIB_TAB = `ARB_SIB_TAB;
+    localparam GMAX = `ARB_GRP_MAX;
+    localparam RIB = `ARB_ROW_IDX_BITS;
+    localparam GCB = $clog2(GMAX + 1);
+    localparam [NC*NL*2*GCB-1:0] GRP_CNT = `ARB_GRP_CNT;
+    localparam [NC*NL*2*GMAX*RIB-1:0] GRP_ROWS = `ARB_GRP_ROWS;
     localparam [3:0] E_OPEN = 4'd0, E_CLOSE = 4'd1, E_READ = 4'd2, E_WRITE = 4'd3, E_READ_CLOSE = 4'd4,
                      E_WRITE_CLOSE = 4'd5, E_COMPUTE = 4'd7;
     localparam [CB-1:0] C_ACT = `ARB_ROLE_ACT, C_PRE = `ARB_ROLE_PRE, C_RD = `ARB_ROLE_RD, C_WR = `ARB_ROLE_WR;
 
     // ---- lookup tables as arrays (a dynamic select from a wide constant vector is slow to simulate) -----
     // scope_tab[level * NB + bank]: the banks sharing the bank's node of the level
+    // cov_tab / sib_tab[level * NB + bank]: the nodes such a target covers / has a covered sibling of
     wire [NB-1:0] scope_tab [0:NL*NB-1];
+    wire [NLM-1:0] cov_tab [0:NL*NB-1];
+    wire [NLM-1:0] sib_tab [0:NL*NB-1];
     genvar gt;
     generate
         for (gt = 0; gt < NL*NB; gt = gt + 1) begin : g_scope_tab
             assign scope_tab[gt] = SCOPE_MASK[gt*NB +: NB];
+            assign cov_tab[gt] = COV_TAB[gt*NLM +: NLM];
+            assign sib_tab[gt] = SIB_TAB[gt*NLM +: NLM];
         end
     endgenerate
 
@@ -303,7 +312,10 @@ module dual_rowbuf_arbiter #(
     wire [BB-1:0] pb1 = m_bank;
     wire [BB-1:0] pb2 = sr_bank;
     wire [BB-1:0] pb3 = m_bank;
-    wire p_ok0, p_ok1, p_ok2, p_ok3;
+    wire [NLM-1:0] rdy1 [0:NC-1];
+    wire [NLM-1:0] rdy2 [0:NC-1];
+    wire [NLM-1:0] srdy1 [0:NC-1];
+    wire [NLM-1:0] srdy2 [0:NC-1];
 
     assign s_col_go = allow_pim && pc0 != NONE && CMD_COLBUS[pc0] && p_ok0;
     assign m_col_go = allow_mem && !s_col_go && pc1 != NONE && CMD_COLBUS[pc1] && p_ok1;
@@ -318,22 +330,14 @@ module dual_rowbuf_arbiter #(
     wire [BB-1:0] row_b = s_row_go ? pb2 : pb3;
 
     // per port p: g_port[p].cov[l*MAXN+n]: the target shares node n of level l; .sib: a sibling of node n
-    genvar gp, gl, gn, gc, gr;
+    genvar gp, gl, gn, gc, gr, gs, gk;
     generate
         for (gp = 0; gp < 4; gp = gp + 1) begin : g_port
             wire [CB-1:0] cmd = gp == 0 ? pc0 : gp == 1 ? pc1 : gp == 2 ? pc2 : pc3;
             wire [BB-1:0] bank = gp == 0 ? pb0 : gp == 1 ? pb1 : gp == 2 ? pb2 : pb3;
-            wire [NB-1:0] tgt = (cmd != NONE && known(cmd)) ? scope_tab[tgt_index(cmd, bank)] : {NB{1'b0}};
-            wire [NL*MAXN-1:0] cov;
-            /* verilator lint_off UNUSEDSIGNAL */   // only the levels of sibling rows read it
-            wire [NL*MAXN-1:0] sib;
-            /* verilator lint_on UNUSEDSIGNAL */
-            for (gl = 0; gl < NL; gl = gl + 1) begin : g_l
-                for (gn = 0; gn < MAXN; gn = gn + 1) begin : g_n
-                    assign cov[gl*MAXN+gn] = |(tgt & NODE_BANKS[(gl*MAXN+gn)*NB +: NB]);
-                    assign sib[gl*MAXN+gn] = |(cov[gl*MAXN +: MAXN] & SIB_NODES[(gl*MAXN+gn)*MAXN +: MAXN]);
-                end
-            end
+            wire valid = cmd != NONE && known(cmd);
+            wire [NLM-1:0] cov = valid ? cov_tab[tgt_index(cmd, bank)] : {NLM{1'b0}};
+            wire [NLM-1:0] sib = valid ? sib_tab[tgt_index(cmd, bank)] : {NLM{1'b0}};
         end
     endgenerate
     // nodes the issued commands touch (all-zero without an issue: the counters then see no change)
@@ -370,8 +374,7 @@ module dual_rowbuf_arbiter #(
     endgenerate
 
     // constraint rows: per (row, node) the comparisons with the row's latency, in the cycle-start view and
-    // the view after the column command (shared by the ports: they change only when a counter crosses the
-    // latency, not at every tick), then per port the rows whose following command the port's command is
+    // the view after the column command (they change only when a counter crosses the latency)
     generate
         for (gr = 0; gr < NR; gr = gr + 1) begin : g_lat
             localparam [LB-1:0] L = ROW_LEVEL[gr*LB +: LB];
@@ -385,24 +388,52 @@ module dual_rowbuf_arbiter #(
                 assign ge2[gn] = g_ctr[CTR+gn*STRIDE].v2 >= LAT;
             end
         end
-        for (gp = 0; gp < 4; gp = gp + 1) begin : g_chk
-            wire [NR-1:0] row_ok;
-            for (gr = 0; gr < NR; gr = gr + 1) begin : g_row
-                localparam [CB-1:0] NEXT = ROW_NEXT[gr*CB +: CB];
-                localparam [LB-1:0] L = ROW_LEVEL[gr*LB +: LB];
-                localparam [NCB-1:0] NODES = LEVEL_NODES[L*NCB +: NCB];
-                wire [NODES-1:0] sel = ROW_SIB[gr] ? g_port[gp].sib[L*MAXN +: NODES] : g_port[gp].cov[L*MAXN +: NODES];
-                wire [NODES-1:0] ge = gp < 2 ? g_lat[gr].ge1 : g_lat[gr].ge2;
-                assign row_ok[gr] = (g_port[gp].cmd != NEXT) | (&(~sel | ge));
+        // per command X: rdy1/rdy2[X][l*MAXN+n]: every row "X after ... at level l" holds at node n (cycle-
+        // start view / after the column command); srdy: the same for the sibling rows. They change only when
+        // a counter crosses a latency, so a port's check is a lookup and an AND with its cover.
+        for (gc = 0; gc < NC; gc = gc + 1) begin : g_cmd
+            wire [NLM-1:0] r1, r2, s1, s2;
+            for (gl = 0; gl < NL; gl = gl + 1) begin : g_lv
+                for (gs = 0; gs < 2; gs = gs + 1) begin : g_s
+                    localparam G = (gc * NL + gl) * 2 + gs;
+                    localparam [GCB-1:0] CNT = GRP_CNT[G*GCB +: GCB];
+                    localparam [NCB-1:0] NODES = LEVEL_NODES[gl*NCB +: NCB];
+                    wire [MAXN-1:0] a1, a2;        // the group's AND per node (1: no row binds there)
+                    for (gn = 0; gn < MAXN; gn = gn + 1) begin : g_n
+                        if (CNT != 0 && gn < NODES) begin : g_rows
+                            wire [CNT-1:0] t1, t2;
+                            for (gk = 0; gk < CNT; gk = gk + 1) begin : g_k
+                                localparam [RIB-1:0] R = GRP_ROWS[(G*GMAX+gk)*RIB +: RIB];
+                                assign t1[gk] = g_lat[R].ge1[gn];
+                                assign t2[gk] = g_lat[R].ge2[gn];
+                            end
+                            assign a1[gn] = &t1;
+                            assign a2[gn] = &t2;
+                        end else begin : g_free
+                            assign a1[gn] = 1'b1;
+                            assign a2[gn] = 1'b1;
+                        end
+                    end
+                    if (gs == 0) begin : g_plain
+                        assign r1[gl*MAXN +: MAXN] = a1;
+                        assign r2[gl*MAXN +: MAXN] = a2;
+                    end else begin : g_sib
+                        assign s1[gl*MAXN +: MAXN] = a1;
+                        assign s2[gl*MAXN +: MAXN] = a2;
+                    end
+                end
             end
-            wire ok = &row_ok;
+            assign rdy1[gc] = r1;
+            assign rdy2[gc] = r2;
+            assign srdy1[gc] = s1;
+            assign srdy2[gc] = s2;
         end
     endgenerate
+    wire p_ok0 = &(~g_port[0].cov | rdy1[pc0]) & &(~g_port[0].sib | srdy1[pc0]);
+    wire p_ok1 = &(~g_port[1].cov | rdy1[pc1]) & &(~g_port[1].sib | srdy1[pc1]);
+    wire p_ok2 = &(~g_port[2].cov | rdy2[pc2]) & &(~g_port[2].sib | srdy2[pc2]);
+    wire p_ok3 = &(~g_port[3].cov | rdy2[pc3]) & &(~g_port[3].sib | srdy2[pc3]);
 
-    assign p_ok0 = g_chk[0].ok;
-    assign p_ok1 = g_chk[1].ok;
-    assign p_ok2 = g_chk[2].ok;
-    assign p_ok3 = g_chk[3].ok;
 
     // ---- intake: a queue entry frees when its column command issues (refilled from the next cycle) ---
     wire free_r = m_col_go && !wm_eff;

@@ -281,6 +281,31 @@ def arbiter_tables(spec, latency_override: dict[str, int] | None = None) -> dict
                 i = base + n * r["stride"] + k
                 sat[i] = max(sat[i], r["lat"])
     t["ctr_sat"] = sat
+    # Nodes a target covers, per (scope level, bank): COV_TAB (nodes of every level sharing a bank with the
+    # target) and SIB_TAB (nodes with a covered sibling: another node of the level under the same parent)
+    maxn = t["max_nodes"]
+    cov_tab, sib_tab = [], []
+    for sl in range(nl):
+        for b in range(nb):
+            banks = [x for x in range(nb) if t["scope_mask"][sl][b] >> x & 1]
+            cov = sib_v = 0
+            for li in range(nl):
+                hit = {local[li][x] for x in banks}
+                for n in hit:
+                    cov |= 1 << (li * maxn + n)
+                for n in range(t["n_nodes"][li]):
+                    if any(t["sib_nodes"][li * maxn + n] >> m & 1 for m in hit):
+                        sib_v |= 1 << (li * maxn + n)
+            cov_tab.append(cov)
+            sib_tab.append(sib_v)
+    t["cov_tab"], t["sib_tab"] = cov_tab, sib_tab
+    # Rows grouped by (following command, level, sibling): a command's check at a node is the AND of its
+    # group's comparisons there
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for i, r in enumerate(t["rows"]):
+        groups.setdefault((r["next"], r["level"], int(r["sib"])), []).append(i)
+    t["groups"] = groups
+    t["group_max"] = max(len(v) for v in groups.values())
     return t
 
 
@@ -375,6 +400,19 @@ def arbiter_header(spec) -> str:
     w(f"`define {p}_CTR_LEVEL {_vec([c['level'] for c in ctrs], lb)}")
     w(f"`define {p}_CTR_NODE {_vec([c['node'] for c in ctrs], nodeb)}")
     w(f"`define {p}_CTR_K {_vec([c['k'] for c in ctrs], winb)}")
+    w("// COV_TAB / SIB_TAB[level * NUM_BANKS + bank]: the nodes (bit level * MAX_NODES + node) a command of")
+    w("// that scope level holding the bank covers / has a covered sibling of")
+    w(f"`define {p}_COV_TAB {_vec(t['cov_tab'], nl * t['max_nodes'])}")
+    w(f"`define {p}_SIB_TAB {_vec(t['sib_tab'], nl * t['max_nodes'])}")
+    rowb = _bits(len(rows) - 1)
+    gmax = t["group_max"]
+    w("// Row groups per (command, level, sibling), entry (cmd * NUM_LEVELS + level) * 2 + sibling: the number")
+    w(f"// of rows (GRP_CNT) and their indices (GRP_ROWS, {gmax} entries of ROW_IDX_BITS each)")
+    w(f"`define {p}_GRP_MAX {gmax}")
+    w(f"`define {p}_ROW_IDX_BITS {rowb}")
+    keys = [(c, lv, sb) for c in range(ncmd) for lv in range(nl) for sb in range(2)]
+    w(f"`define {p}_GRP_CNT {_vec([len(t['groups'].get(k, [])) for k in keys], _bits(gmax))}")
+    w(f"`define {p}_GRP_ROWS {_vec([x for k in keys for x in (t['groups'].get(k, []) + [0] * gmax)[:gmax]], rowb)}")
     w("// CTR_SAT[i]: the counter's saturation value (the largest latency compared with it or an older one)")
     w(f"`define {p}_CTR_SAT {ctr_sat_vector(t)}")
     w("")

@@ -50,7 +50,7 @@ def _case(spec, mode: str, name: str, work: Workload, want: list[tuple] | None =
     log = engine_log(spec, mode, work) if want is None else want
     last = max([e[0] for e in log] + [0])
     return {"name": name, "requests": [list(r) for r in work.requests], "stream": [list(s) for s in work.stream],
-            "cycles": last + 200, "names": list(spec.command_names),
+            "cycles": last + 200, "names": list(spec.command_names), "mode": mode,
             "opens": [c.name for c in spec.commands if c.effect == "open"], "want": [list(e) for e in log]}
 
 
@@ -89,11 +89,25 @@ class Sim:
         return results, tail
 
 
-def _state(log: list, upto: int) -> str:
-    """Open rows per (bank, buffer) and the last commands of one side, from its log before cycle `upto`."""
+def _state(spec, log: list, upto: int) -> str:
+    """One side's state before cycle `upto`, from its own log: the open rows per (bank, buffer) and the
+    last commands."""
+    scope = timing_verilog.arbiter_tables(spec)["scope_mask"]
+    rows: dict[tuple[int, int], int] = {}
+    for e in log:
+        if e[0] >= upto:
+            break
+        c = spec.commands[spec.cmd(e[2])]
+        banks = [x for x in range(spec.banks_per_channel) if scope[c.scope][e[3]] >> x & 1]
+        for x in banks:
+            if c.effect == "open":
+                rows[(x, c.buffer)] = e[5]
+            elif c.effect in ("close", "read_close", "write_close"):
+                rows.pop((x, c.buffer), None)
+    opened = ", ".join(f"b{x}.{spec.row_buffers[k]}={r}" for (x, k), r in sorted(rows.items()))
     last = [e for e in log if e[0] < upto][-6:]
-    return "last commands: " + "; ".join(f"{e[0]} {e[1]} {e[2]} b{e[3]} {e[4]}" + (f" r{e[5]}" if e[5] >= 0 else "")
-                                         for e in last)
+    return (f"open rows: {opened or '-'}\n    last commands: "
+            + "; ".join(f"{e[0]} {e[1]} {e[2]} b{e[3]} {e[4]}" + (f" r{e[5]}" if e[5] >= 0 else "") for e in last))
 
 
 def first_mismatch(case: dict, got: list) -> str | None:
@@ -105,8 +119,10 @@ def first_mismatch(case: dict, got: list) -> str | None:
         g = got[i] if i < len(got) else None
         if w != g:
             cyc = min(x[0] for x in (w, g) if x is not None)
+            spec = arbiter_spec(case["mode"])
             return (f"first mismatch at log entry {i}, cycle {cyc}: engine {w}, RTL {g}\n"
-                    f"  engine {_state(want, cyc + 1)}\n  RTL    {_state(got, cyc + 1)}")
+                    f"  engine (before cycle {cyc}) {_state(spec, want, cyc)}\n"
+                    f"  RTL    (before cycle {cyc}) {_state(spec, got, cyc)}")
     return None
 
 
@@ -232,6 +248,15 @@ def _directed_dual(spec) -> list[dict]:
     assert pre[0] == max(act[0] + T["nRAS"], rd[0] + T["nRTP"], 20), (act, rd, pre)
     assert _find(log, "G_ACT", 4, "pim")[0] > pre[0]
     cases.append(_case(spec, "dual", "PIM open of the mem buffer's row: PRE first", w, log))
+    # (b2) the two buffers of a bank activate like two banks of a group: a memory ACT to another row of a
+    #      bank whose PIM buffer was just opened waits nRRDL after that G_ACT (and nRRDS after the last one)
+    w = Workload(requests=[(0, 0, 2, 40)], stream=_gemv(spec, 5))
+    log = engine_log(spec, "dual", w)
+    gacts = [e for e in log if e[2] == "G_ACT"]
+    act = _find(log, "ACT", 2, "mem")
+    last = max(e[0] for e in gacts if e[0] < act[0])
+    assert act[0] == max(gacts[0][0] + T["nRRDL"], last + T["nRRDS"]), (act, gacts)
+    cases.append(_case(spec, "dual", "mem ACT after G_ACT on the same bank: nRRDL", w, log))
     # (c) PIM priority and the dual bus: COMPs win the column bus while memory ACTs use the row bus in the
     #     same cycles; a memory read ready together with a COMP waits for it
     reqs = [(t, 0, b, 40 + b) for t, b in ((0, 1), (0, 9), (0, 17), (0, 25), (30, 2), (30, 10))]
@@ -305,7 +330,7 @@ def test_mutated_timing_parameter_is_caught(dual, tmp_path_factory) -> None:
         mp.undo()
     msg = str(err.value)
     assert "first mismatch at log entry" in msg and "waveform: " in msg and ".fst" in msg, msg
-    print(f"mutation nRP-1 caught: {msg.splitlines()[0]}")
+    print(f"mutation nRP-1 caught: {msg}")
 
 
 # ---- scope: what the RTL does not implement is refused ------------------------------------------------------

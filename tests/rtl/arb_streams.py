@@ -65,10 +65,9 @@ def check_scope(spec, controller: dict, arbitration: str, work: Workload, starva
         no(f"stream_refresh {stream_refresh!r}")
     if spec.command_bus != "dual" or len(spec.row_buffers) > 2:
         no(f"{spec.name} ({spec.command_bus} command bus, {len(spec.row_buffers)} row buffers)")
-    for arrive, write, bank, row in work.requests:
-        if write not in (0, 1):
-            no("rmw requests")
-    for at, c, bank, row, flags, est in work.stream:
+    if any(r[1] not in (0, 1) for r in work.requests):
+        no("rmw requests")
+    for _, c, _, row, _, _ in work.stream:
         eff = spec.commands[c].effect
         if eff in ("read_close", "write_close"):
             no(f"{spec.command_names[c]} ({eff}) in the PIM stream")

@@ -110,6 +110,25 @@ def _state(spec, log: list, upto: int) -> str:
             + "; ".join(f"{e[0]} {e[1]} {e[2]} b{e[3]} {e[4]}" + (f" r{e[5]}" if e[5] >= 0 else "") for e in last))
 
 
+def exclusivity_violation(spec, log: list) -> str | None:
+    """The first open in `log` of a row another buffer of one of its banks holds (checked on the RTL's own
+    output, independently of the comparison with the engine)."""
+    scope = timing_verilog.arbiter_tables(spec)["scope_mask"]
+    rows: dict[tuple[int, int], int] = {}
+    for e in log:
+        c = spec.commands[spec.cmd(e[2])]
+        for x in range(spec.banks_per_channel):
+            if not scope[c.scope][e[3]] >> x & 1:
+                continue
+            if c.effect == "open":
+                if any(rows.get((x, k)) == e[5] for k in range(len(spec.row_buffers)) if k != c.buffer):
+                    return f"{e}: row {e[5]} of bank {x} is already open in another buffer"
+                rows[(x, c.buffer)] = e[5]
+            elif c.effect in ("close", "read_close", "write_close"):
+                rows.pop((x, c.buffer), None)
+    return None
+
+
 def first_mismatch(case: dict, got: list) -> str | None:
     """None if the RTL's log equals the engine's, else a description of the first differing entry."""
     want = [tuple(e) for e in case["want"]]
@@ -132,6 +151,9 @@ def _check(sim: Sim, cases: list[dict], tag: str, tmp_root: Path | None = None) 
     errors = []
     for case, res in zip(cases, results, strict=True):
         bad = first_mismatch(case, res["log"])
+        excl = exclusivity_violation(arbiter_spec(case["mode"]), res["log"])
+        if excl:
+            errors.append(f"{case['name']}: the RTL broke row exclusivity at {excl}")
         if res["unsupported"]:
             errors.append(f"{case['name']}: the RTL flagged `unsupported` (a stream restore) at cycle "
                           f"{res['end_cycle'] - 1}" + (f"; {bad}" if bad else ""))
@@ -388,3 +410,13 @@ def test_arbiter_lints_clean(tmp_path: Path, mode: str) -> None:
     proc = subprocess.run(["verilator", "--lint-only", "-Wall", *inc, f"-GBLOCKED={MODES[mode][2]}",
                            str(RTL / f"{TOP}.v")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"verilator lint failed:\n{proc.stdout}\n{proc.stderr}"
+
+
+def test_exclusivity_check_catches_a_row_open_in_both_buffers(dual) -> None:
+    """The bench's own exclusivity check on the RTL's log (beside the comparison with the engine)."""
+    ok = [(0, "row", "G_ACT", 0, "pim", 5), (1, "row", "PIM_PRE", 0, "pim", -1), (20, "row", "ACT", 2, "mem", 5)]
+    assert exclusivity_violation(dual, ok) is None
+    bad = [(0, "row", "G_ACT", 0, "pim", 5), (20, "row", "ACT", 2, "mem", 5)]
+    assert "bank 2" in exclusivity_violation(dual, bad)
+    bad = [(0, "row", "ACT", 6, "mem", 9), (20, "row", "G_ACT", 4, "pim", 9)]
+    assert "bank 6" in exclusivity_violation(dual, bad)

@@ -306,6 +306,21 @@ def arbiter_tables(spec, latency_override: dict[str, int] | None = None) -> dict
         groups.setdefault((r["next"], r["level"], int(r["sib"])), []).append(i)
     t["groups"] = groups
     t["group_max"] = max(len(v) for v in groups.values())
+    # all-bank refresh (docs/channel-engine.md 3.1): nodes of REFab's scope, their banks, and per buffer the
+    # close the refresh uses (the widest close of the buffer covering the node, lowest command index)
+    from archsim.engine.tables import R_REFAB
+
+    ref = int(T.role[R_REFAB])
+    t["refresh"] = None
+    if ref >= 0:
+        lv = int(T.ref_level)
+        nodes = [sum(1 << int(b) for b in T.ref_banks[T.ref_off[n]:T.ref_off[n + 1]]) for n in range(int(T.ref_nodes))]
+        closes = []
+        for k in range(nbuf):
+            wide = [int(T.close_wide[k, x]) for x in range(nl) if x <= lv and int(T.close_wide[k, x]) >= 0]
+            closes.append(wide[0] if wide else -1)
+        t["refresh"] = {"cmd": ref, "level": lv, "nodes": nodes, "close": closes,
+                        "nREFI": int(spec.timing["nREFI"])}
     return t
 
 
@@ -413,6 +428,16 @@ def arbiter_header(spec) -> str:
     keys = [(c, lv, sb) for c in range(ncmd) for lv in range(nl) for sb in range(2)]
     w(f"`define {p}_GRP_CNT {_vec([len(t['groups'].get(k, [])) for k in keys], _bits(gmax))}")
     w(f"`define {p}_GRP_ROWS {_vec([x for k in keys for x in (t['groups'].get(k, []) + [0] * gmax)[:gmax]], rowb)}")
+    rf = t["refresh"]
+    if rf is None:
+        raise ConfigError("(verilog)", f"{spec.name} has no all-bank refresh command", source=spec.name)
+    w("// All-bank refresh: command, nodes (REFab's scope) and their banks, the close per buffer (NONE: the")
+    w("// bank-scope close of the lowest open bank), the refresh interval")
+    w(f"`define {p}_REF_CMD {cb}'d{rf['cmd']}")
+    w(f"`define {p}_REF_NODES {len(rf['nodes'])}")
+    w(f"`define {p}_REF_NODE_BANKS {_vec(rf['nodes'], nb)}")
+    w(f"`define {p}_REF_CLOSE {_vec([none if c < 0 else c for c in rf['close']] + [none] * (2 - t['nbuf']), cb)}")
+    w(f"`define {p}_NREFI {rf['nREFI']}")
     w("// CTR_SAT[i]: the counter's saturation value (the largest latency compared with it or an older one)")
     w(f"`define {p}_CTR_SAT {ctr_sat_vector(t)}")
     w("")

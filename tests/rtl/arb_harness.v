@@ -7,7 +7,8 @@
 // Files (plusarg +ARB_DIR=<dir>), per case i: case<i>_stream.hex (one 64-bit word per stream command:
 // at[63:32], seg_end[31], row[30:16], bank[15:8], cmd[7:0]), case<i>_reqs.hex (arrive[63:32],
 // write[31], row[30:16], bank[15:8]), case<i>_info.hex (3 words: stream length, request count, cycle
-// limit). Log case<i>_log.txt: "<engine cycle> <bus 1 col / 0 row> <cmd> <bank> <pim> <row>" per issue,
+// limit). Log case<i>_log.txt: "<engine cycle> <bus 1 col / 0 row> <cmd> <bank> <source: 0 mem, 1 pim,
+// 2 refresh> <row>" per issue,
 // then "END <last cycle> <stream commands popped> <requests taken> <unsupported>".
 //
 // Cycle mapping (the block's header): RTL cycle c, counted from the first cycle after reset, is the engine's
@@ -21,6 +22,8 @@
 
 module arb_harness #(
     parameter BLOCKED = 0,
+    parameter REFRESH = 1,
+    parameter REF_PHASE = 2,         // the harness's RTL cycle 0 is the block's cycle 2 after reset
     parameter [`ARB_NUM_ROWS*`ARB_LAT_BITS-1:0] ROW_LAT = `ARB_ROW_LAT,
     parameter [`ARB_NUM_CTRS*`ARB_LAT_BITS-1:0] CTR_SAT = `ARB_CTR_SAT,
     parameter MAXS = 8192,
@@ -43,14 +46,16 @@ module arb_harness #(
     reg [CB-1:0] pc0, pc1;
     reg [BB-1:0] pb0, pb1;
     reg [RB-1:0] pr0, pr1;
-    wire         req_ready, pop0, pop1, col_valid, col_pim, row_valid, row_pim, req_taken, mem_busy, unsupported;
+    wire         req_ready, pop0, pop1, col_valid, col_pim, row_valid, row_pim, row_ref, req_taken, mem_busy;
+    wire         unsupported;
     wire [CB-1:0] col_cmd, row_cmd;
     wire [BB-1:0] col_bank, row_bank;
     wire [RB-1:0] row_row;
     wire [1:0]   pim_popped;
     wire [6:0]   status;
 
-    dual_rowbuf_arbiter #(.BLOCKED(BLOCKED), .ROW_LAT(ROW_LAT), .CTR_SAT(CTR_SAT)) dut (
+    dual_rowbuf_arbiter #(.BLOCKED(BLOCKED), .REFRESH(REFRESH), .REF_PHASE(REF_PHASE), .ROW_LAT(ROW_LAT),
+                          .CTR_SAT(CTR_SAT)) dut (
         .clk(clk), .rst_n(rst_n),
         .req_valid(req_valid), .req_ready(req_ready), .req_write(req_write), .req_bank(req_bank), .req_row(req_row),
         .pim_valid0(pv0), .pim_cmd0(pc0), .pim_bank0(pb0), .pim_row0(pr0), .pim_end0(pe0),
@@ -58,6 +63,7 @@ module arb_harness #(
         .pim_pop0(pop0), .pim_pop1(pop1),
         .col_valid(col_valid), .col_cmd(col_cmd), .col_bank(col_bank), .col_pim(col_pim),
         .row_valid(row_valid), .row_cmd(row_cmd), .row_bank(row_bank), .row_row(row_row), .row_pim(row_pim),
+        .row_ref(row_ref),
         .pim_popped(pim_popped), .req_taken(req_taken), .mem_busy(mem_busy), .unsupported(unsupported),
         .status(status));
 
@@ -127,7 +133,7 @@ module arb_harness #(
                     last_issue = e;
                 end
                 if (row_valid) begin
-                    $fwrite(fd, "%0d 0 %0d %0d %0d %0d\n", e, row_cmd, row_bank, row_pim, row_row);
+                    $fwrite(fd, "%0d 0 %0d %0d %0d %0d\n", e, row_cmd, row_bank, row_ref ? 2 : row_pim, row_row);
                     last_issue = e;
                 end
                 head = head + pim_popped;

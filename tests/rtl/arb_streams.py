@@ -3,12 +3,11 @@
 The golden model is the simulator itself: `engine_log` runs a memory request stream and a PIM command
 stream through archsim.engine.channel.MemorySystem on one channel of the NeuPIMs device, configured as the
 RTL block is built (`arbiter_engine`): sources [pim: stream, mem: rw], read and write queues of one entry,
-open row policy, refresh none, arbitration `priority` (dual) or `blocked` (single buffer). It returns the
+open row policy, all-bank refresh, arbitration `priority` (dual) or `blocked` (single buffer). It returns the
 command log as (cycle, bus, command, bank, source, row) tuples: bank is the lowest bank of the target, row
-the opened row for opens (else -1), source "pim" or "mem".
+the opened row for opens (else -1), source "pim", "mem" or "refresh".
 
-`check_scope` refuses, before anything runs, what the RTL does not implement (issue #10); `engine_log`
-also refuses a run in which the engine restored a stream row (a restore needs refresh or a malformed stream).
+`check_scope` refuses, before anything runs, what the RTL does not implement (issue #10).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from archsim.engine.channel import SEG_END, SEG_START
 MODES = {"dual": ("NeuPIMs_HBM2_Dual", "priority", 0, ""),
          "blocked": ("NeuPIMs_HBM2_Single", "blocked", 1, "neupims_single")}
 #: the memory controller the RTL implements
-CONTROLLER = {"refresh": "none", "read_queue": 1, "write_queue": 1, "row_policy": "open", "active_buffer": False}
+CONTROLLER = {"refresh": "allbank", "read_queue": 1, "write_queue": 1, "row_policy": "open", "active_buffer": False}
 SOURCES = [{"name": "pim", "kind": "stream"}, {"name": "mem", "kind": "rw"}]
 
 
@@ -49,8 +48,8 @@ def check_scope(spec, controller: dict, arbitration: str, work: Workload, starva
         raise NotImplementedError(f"dual_rowbuf_arbiter: {what} is not implemented in the RTL (issue #10)")
 
     ctrl = {**CONTROLLER, **controller}
-    if ctrl["refresh"] != "none":
-        no(f"refresh {ctrl['refresh']!r} (refresh preemption)")
+    if ctrl["refresh"] not in ("allbank", "none"):
+        no(f"refresh {ctrl['refresh']!r} (only all-bank refresh)")
     if ctrl["read_queue"] != 1 or ctrl["write_queue"] != 1:
         no(f"read/write queues of {ctrl['read_queue']}/{ctrl['write_queue']} entries (only 1/1)")
     if ctrl["row_policy"] != "open":
@@ -106,8 +105,8 @@ def engine_log(spec, mode: str, work: Workload) -> list[tuple]:
     names = list(spec.command_names)
     banks = local_bank(spec, df)
     out = []
-    # walk the stream: a logged pim command is the next stream command, or a close the engine put first;
-    # anything else (an open that is not the next command) is a restore, which the RTL does not implement
+    # walk the stream: a logged pim command is the next stream command, or a close or a restore (an open)
+    # the engine put first
     nxt = 0
     for cyc, cmd, b, row, src in zip(df["cycle"], df["command"], banks, df["row"], df["source"], strict=True):
         c = names.index(cmd)
@@ -116,12 +115,8 @@ def engine_log(spec, mode: str, work: Workload) -> list[tuple]:
             s = work.stream[nxt] if nxt < len(work.stream) else None
             if s is not None and s[1] == c and int(spec_rep(spec, c, s[2])) == int(b):
                 nxt += 1
-            elif eff != "close":
-                raise NotImplementedError(
-                    f"the engine restored a stream row at cycle {cyc} ({cmd} bank {b}): stream restores "
-                    "(after refresh or a malformed stream) are not implemented in the RTL (issue #10)")
-        elif src not in ("mem",):
-            raise NotImplementedError(f"{src} commands (refresh) are not implemented in the RTL (issue #10)")
+            else:
+                assert eff in ("close", "open"), f"stream command {cmd} at {cyc} is neither the next one nor a close/restore"
         bus = "col" if spec.commands[c].bus == "column" else "row"
         out.append((int(cyc), bus, cmd, int(b), src, int(row) if eff == "open" else -1))
     assert nxt == len(work.stream), "the engine did not issue the whole stream"

@@ -42,7 +42,8 @@ def read_log(folder: Path, i: int, case: dict) -> dict:
             continue
         e, col, cmd, bank, pim, row = (int(x) for x in f)
         name = names[cmd] if cmd < len(names) else f"?{cmd}"
-        log.append([e, "col" if col else "row", name, bank, "pim" if pim else "mem", row if name in opens else -1])
+        src = ("mem", "pim", "refresh")[pim]
+        log.append([e, "col" if col else "row", name, bank, src, row if name in opens else -1])
     assert end is not None, f"case {i}: the harness did not finish its log"
     return {"name": case["name"], "log": log, "end_cycle": end[0], "popped": end[1], "accepted": end[2],
             "unsupported": end[3]}

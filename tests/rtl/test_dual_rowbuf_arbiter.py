@@ -68,7 +68,8 @@ class Sim:
         includes = ([INCLUDE / sub] if sub else []) + [INCLUDE]
         self.runner.build(sources=[RTL / f"{TOP}.v", HERE / "arb_harness.v"], includes=includes,
                           hdl_toplevel=HARNESS, build_dir=build_dir,
-                          parameters={"BLOCKED": MODES[mode][2], **(parameters or {})}, always=True,
+                          parameters={"BLOCKED": MODES[mode][2], "REFRESH": int(CONTROLLER["refresh"] == "allbank"),
+                                      **(parameters or {})}, always=True,
                           timescale=("1ns", "1ps"), waves=waves, log_file=build_dir / "build.log")
 
     def run(self, cases: list[dict], tag: str) -> tuple[list[dict], str]:
@@ -155,7 +156,7 @@ def _check(sim: Sim, cases: list[dict], tag: str, tmp_root: Path | None = None) 
         if excl:
             errors.append(f"{case['name']}: the RTL broke row exclusivity at {excl}")
         if res["unsupported"]:
-            errors.append(f"{case['name']}: the RTL flagged `unsupported` (a stream restore) at cycle "
+            errors.append(f"{case['name']}: the RTL flagged `unsupported` (a restore without an earlier open) at cycle "
                           f"{res['end_cycle'] - 1}" + (f"; {bad}" if bad else ""))
             continue
         if bad:
@@ -357,7 +358,7 @@ def test_mutated_timing_parameter_is_caught(dual, tmp_path_factory) -> None:
 
 # ---- scope: what the RTL does not implement is refused ------------------------------------------------------
 @pytest.mark.parametrize(("change", "match"), [
-    ({"controller": {"refresh": "allbank"}}, "refresh"),
+    ({"controller": {"refresh": "perbank"}}, "refresh"),
     ({"controller": {"read_queue": 4}}, "queues"),
     ({"controller": {"row_policy": "closed"}}, "row policy"),
     ({"controller": {"active_buffer": True}}, "active_buffer"),

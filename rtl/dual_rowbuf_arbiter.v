@@ -3,7 +3,8 @@
 //
 // Golden model: archsim's channel engine, archsim.engine.channel.MemorySystem on the same device with
 // sources [pim: stream, mem: rw], arbitration `priority` (dual mode, PIM first) or `blocked` (BLOCKED=1),
-// read and write queues of ONE entry each, row policy `open`, refresh `none`, active_buffer off, no rmw.
+// read and write queues of ONE entry each, row policy `open`, refresh `allbank` (REFRESH=1) or `none`,
+// stream_refresh `split`, active_buffer off, no rmw.
 // The block issues the same commands at the same cycles (tests/rtl/test_dual_rowbuf_arbiter.py compares
 // the two cycle for cycle). Semantics: docs/channel-engine.md 3.2-3.5 and 4:
 //  * timing: every constraint row of the standard (include/dual_rowbuf_arbiter_timing.vh, generated from
@@ -26,12 +27,18 @@
 //  * memory side (FR-FCFS with queues of one entry): write mode switches as in 3.2 (WM_HIGH / WM_LOW in
 //    entries); the active queue's request gives RD/WR if its row is open in the mem buffer, else ACT if the
 //    buffer is closed, else PRE.
+//  * refresh preemption (3.1, all-bank): a refresh node (rank) is pending from its due cycle (nREFI +
+//    REF_PHASE after reset, then every nREFI); it goes first on the row bus: the close of an open buffer
+//    of the node (PREA / PIM_PRE: the widest close covering it), then REFab. While a node is pending no
+//    source issues to its banks; the sources see this cycle's refresh command (bank state and timing);
+//  * stream restores (3.3, clarification 9): a compute/read/write head whose row was closed under it (a
+//    refresh) re-issues the stream's last open covering the lowest such bank, under the open rule above.
+//    `unsupported` flags a restore with no earlier open (a malformed stream: the engine stalls there too).
 //
 // What this block does NOT do (issue #10; the bench and its configuration builder refuse these):
-//  * refresh (the engine runs with refresh `none`); hence no stream restores (a stream command whose row
-//    was closed under it): the block raises `unsupported` and stalls the stream instead;
+//  * per-bank refresh; stream_refresh `wait` (segment admission before a refresh);
 //  * queues deeper than one entry, the `closed` row policy, rmw requests, active_buffer, starvation caps,
-//    `frfcfs`/`threshold` arbitration, several rw or stream sources, stream_refresh `wait`;
+//    `frfcfs`/`threshold` arbitration, several rw or stream sources, more than 2 refresh nodes;
 //  * read_close/write_close commands in the PIM stream (the block assumes column commands leave bank
 //    state unchanged within a cycle); the column address (not part of arbitration).
 //

@@ -4,7 +4,7 @@ scope refusals, a mutation test and Verilator lint.
 
 The golden model is archsim.engine.channel.MemorySystem on one channel of NeuPIMs_HBM2_Dual (arbitration
 `priority`, PIM first) or NeuPIMs_HBM2_Single (`blocked`), sources [pim: stream, mem: rw], queues of one
-entry, refresh none (tests/rtl/arb_streams.py). tests/rtl/tb_dual_rowbuf_arbiter.py drives the RTL and
+entry, all-bank refresh (tests/rtl/arb_streams.py). tests/rtl/tb_dual_rowbuf_arbiter.py drives the RTL and
 records its command buses; this file compares the two logs entry by entry (cycle, bus, command, bank,
 source, opened row). The bench's top level is tests/rtl/arb_harness.v, a transactor that feeds the block
 and logs its buses without a Python call per cycle.
@@ -294,6 +294,26 @@ def _directed_dual(spec) -> list[dict]:
     return cases
 
 
+def _directed_refresh(spec) -> dict:
+    """Refresh preemption: a GEMV and memory rows open when the refresh of both ranks falls due. The refresh
+    goes first (at its due cycle), closes the mem buffers (PREA per rank) and the PIM buffers (PIM_PRE), then
+    REFab; nothing else issues to the ranks meanwhile; after nRFC the stream goes on and restores the PIM
+    rows the refresh closed (its last G_ACT per bank group) before its next COMP."""
+    T = spec.timing
+    w = Workload(requests=[(3860, 0, 3, 30), (3880, 1, 20, 31)], stream=_gemv(spec, 5, at=3850, comps=60))
+    log = engine_log(spec, "dual", w)
+    ref = [e for e in log if e[4] == "refresh"]
+    assert ref[0][0] == T["nREFI"] and [e[2] for e in ref] == ["PREA", "PREA", "PIM_PRE", "REFab", "REFab"], ref
+    last_ref = ref[-1][0]
+    assert not [e for e in log if ref[0][0] <= e[0] <= last_ref and e[4] != "refresh"], "a source issued"
+    after = [e for e in log if e[0] > last_ref]
+    assert after[0][2] == "G_ACT" and after[0][0] == last_ref + T["nRFC"], after[0]
+    stream_gacts = sum(1 for x in w.stream if spec.command_names[x[1]] == "G_ACT")
+    restores = sum(1 for e in log if e[2] == "G_ACT") - stream_gacts
+    assert restores >= 6, f"{restores} restores"
+    return _case(spec, "dual", "refresh preempts a GEMV; the stream restores its rows", w, log)
+
+
 def _directed_blocked(spec) -> list[dict]:
     cases = []
     # while a segment runs only PIM issues; the next segment waits until the memory queues are empty
@@ -314,6 +334,12 @@ def _directed_blocked(spec) -> list[dict]:
 @needs_iverilog
 def test_directed_dual(sims, dual, tmp_path) -> None:
     _check(sims("dual"), _directed_dual(dual), "directed", tmp_path)
+
+
+@pytest.mark.rtl
+@needs_iverilog
+def test_directed_refresh_preemption(sims, dual, tmp_path) -> None:
+    _check(sims("dual"), [_directed_refresh(dual)], "refresh", tmp_path)
 
 
 @pytest.mark.rtl

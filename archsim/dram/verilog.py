@@ -429,8 +429,9 @@ def arbiter_header(spec) -> str:
     w(f"`define {p}_GRP_CNT {_vec([len(t['groups'].get(k, [])) for k in keys], _bits(gmax))}")
     w(f"`define {p}_GRP_ROWS {_vec([x for k in keys for x in (t['groups'].get(k, []) + [0] * gmax)[:gmax]], rowb)}")
     rf = t["refresh"]
-    if rf is None:
-        raise ConfigError("(verilog)", f"{spec.name} has no all-bank refresh command", source=spec.name)
+    if rf is None or not 1 <= len(rf["nodes"]) <= 2:
+        raise ConfigError("(verilog)", f"{spec.name}: the arbiter's refresh step handles an all-bank refresh "
+                                       "command over 1 or 2 nodes (issue #10)", source=spec.name)
     w("// All-bank refresh: command, nodes (REFab's scope) and their banks, the close per buffer (NONE: the")
     w("// bank-scope close of the lowest open bank), the refresh interval")
     w(f"`define {p}_REF_CMD {cb}'d{rf['cmd']}")

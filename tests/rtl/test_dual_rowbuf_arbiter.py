@@ -372,7 +372,7 @@ def test_mutated_timing_parameter_is_caught(dual, tmp_path_factory) -> None:
     try:
         root = tmp_path_factory.mktemp("arb_mutant")
         sm = Sim(root / "build", "dual", params)
-        case = _case(dual, "dual", "random seed 11 on the nRP-1 mutant", random_workload(dual, RANDOM_SEEDS[0], 600, 300))
+        case = _case(dual, "dual", "random seed 11 on the nRP-1 mutant", random_workload(dual, RANDOM_SEEDS[0], 300, 150))
         with pytest.raises(AssertionError) as err:
             _check(sm, [case], "mutant", root)
     finally:

@@ -35,7 +35,7 @@
 `define ARB_ROLE_RD 4'd3
 `define ARB_ROLE_WR 4'd4
 // close commands per buffer: bank scope, and per scope level (CMD_NONE: none)
-`define ARB_CLOSE_BANK 8'hf1
+`define ARB_CLOSE_BANK 8'hd1
 `define ARB_CLOSE_WIDE 32'hfffdff2f
 
 // Address tree of one channel: levels outermost first

@@ -54,6 +54,8 @@ def main() -> int:
     out["iteration_simulated_cycles"] = r.stats["simulated_cycles"]
     out["iteration_cycles_per_s"] = r.stats["simulated_cycles"] / out["iteration_wall_s"]
     out["iteration_kernel_s"] = float(r.df["kernel_wall_s"].sum())
+    st = r.tables["stages"]
+    out["iteration_dram_commands"] = int(sum(st[c].sum() for c in st.columns if c.startswith("n_")))
 
     if args.serving_iterations:
         srv = {"system": "neupims", "model": args.model, "mode": "serving", "batch": args.serving_batch,

@@ -326,3 +326,38 @@ def test_mutation_coverage():
             if not _why_not_binding(spec, g) and not _exercising(v, g):
                 missing.append(f"{name}:g{g}:" + ",".join(sorted(set(_group_rules(spec)[g]))))
     assert len(missing) <= total // 3, f"{len(missing)} of {total}:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("refresh", ["none", "allbank"])
+def test_open_onto_a_buffer_without_a_bank_scope_close_uses_its_narrowest_close(fast_engine, refresh):
+    """NeuPIMs' PIM buffer closes only channel-wide (PIM_PRE). A stream that opens a new PIM row set while
+    another is open gets PIM_PRE inserted before its G_ACT (docs/channel-engine.md 1, "bank-scope close")
+    instead of deadlocking; kernel and reference agree and the log is legal."""
+    from archsim.dram.spec import load_spec
+
+    spec = load_spec("NeuPIMs_HBM2_Dual", overrides={"org.channels": 1})
+    groups = list(range(0, spec.banks_per_channel, spec.counts[-1]))     # one bank of every bank group
+    names, bank, row = [], [], []
+    for r in (5, 6):                  # open row r in every PIM buffer (COMP is channel-wide), compute, read out
+        names += ["G_ACT"] * len(groups) + ["COMP", "READRES"]
+        bank += groups + [0, 0]
+        row += [r] * (len(groups) + 2)
+    names.append("PIM_PRE")
+    bank.append(0)
+    row.append(-1)
+    cmd = np.array([spec.cmd(n) for n in names], dtype=np.int64)
+    row = np.array(row, dtype=np.int64)
+    z = np.zeros(len(cmd), dtype=np.int64)
+    case = {"seed": -1, "preset": "NeuPIMs_HBM2_Dual", "overrides": {"org.channels": 1},
+            "controller": {"refresh": refresh}, "sources": [{"name": "pim", "kind": "stream"}],
+            "arbitration": "frfcfs", "starvation_cap": 0, "threshold": 1, "stream_refresh": "split",
+            "alu_latency": 4, "ports": [], "requests": [],
+            "streams": [{"source": "pim", "channel": z, "cmd": cmd, "bank": np.array(bank), "row": row, "column": z - 1,
+                         "flags": z, "est": z, "tag": z - 1, "at": z}]}
+    a = run_case(fast_engine, case)
+    b = run_case(ReferenceController, case)
+    assert_same(case, a, b)
+    assert_clean(case, a, "fast")
+    issued = [c for c in a["log"]["command"] if c not in ("REFab", "PREA")]
+    k = len(groups)
+    assert issued[k:k + 4] == ["COMP", "READRES", "PIM_PRE", "G_ACT"]

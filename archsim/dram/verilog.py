@@ -20,7 +20,9 @@ Layout (every table is a packed vector, entry i at bits [i*W +: W] for its field
   header lists its command mask, level, node and k (CTR_*), per row the counter of node 0 at k = window - 1
   (ROW_CTR) and the node stride (ROW_STRIDE).
 
-Regenerate with `python -m archsim.dram.verilog` (writes rtl/include/gddr6_aim_timing.vh).
+Regenerate with `python -m archsim.dram.verilog` (writes rtl/include/gddr6_aim_timing.vh, and the headers of
+rtl/dual_rowbuf_arbiter.v: rtl/include/dual_rowbuf_arbiter_timing.vh for NeuPIMs_HBM2_Dual and
+rtl/include/neupims_single/dual_rowbuf_arbiter_timing.vh for NeuPIMs_HBM2_Single, macro prefix ARB_).
 """
 
 from __future__ import annotations
@@ -49,17 +51,23 @@ def header_filename(spec) -> str:
     return f"{_ident(spec)}_timing.vh"
 
 
-def timing_tables(spec, latency_override: dict[str, int] | None = None) -> dict:
+def timing_tables(spec, latency_override: dict[str, int] | None = None, arbiter: bool = False) -> dict:
     """The tables of the header as Python values (also used by tests to build mutated latency vectors).
 
     latency_override maps a row's latency expression (e.g. "nRCDRD") to the value to use instead: a
-    test-only hook for mutation tests; the shipped header never uses it."""
-    if spec.command_bus != "single":
+    test-only hook for mutation tests; the shipped header never uses it. arbiter: the tables of
+    rtl/dual_rowbuf_arbiter.v, which has a row and a column command bus and reads sibling rows (window 1)
+    from the counters of the other nodes of the level."""
+    if spec.command_bus != "single" and not arbiter:
         raise ConfigError("(verilog)", f"{spec.name} has a {spec.command_bus} command bus; the RTL timing engine "
                                        "issues one command per cycle (single bus) only", source=spec.name)
     rows = []
     for r in spec.constraints:
-        if r.get("sibling"):
+        if r.get("sibling") and arbiter and int(r["window"]) != 1:
+            raise ConfigError("(verilog)", f"sibling rows with a window > 1 are not supported by the RTL "
+                                           f"(issue #10): {r['level_name']} {r['prev_name']} -> {r['next_name']}",
+                              source=spec.name)
+        if r.get("sibling") and not arbiter:
             raise ConfigError("(verilog)", f"sibling constraint rows are not supported by the RTL timing "
                                            f"engine: {r['level_name']} {r['prev_name']} -> {r['next_name']}",
                               source=spec.name)
@@ -68,7 +76,8 @@ def timing_tables(spec, latency_override: dict[str, int] | None = None) -> dict:
             lat = int(latency_override[r["expr"]])
         rows.append({"prev": int(r["prev"]), "next": int(r["next"]), "level": int(r["level"]),
                      "win": int(r["window"]), "lat": lat, "expr": r["expr"], "prev_name": r["prev_name"],
-                     "next_name": r["next_name"], "level_name": r["level_name"]})
+                     "next_name": r["next_name"], "level_name": r["level_name"],
+                     "sib": bool(r.get("sibling"))})
     nb = int(spec.banks_per_channel)
     levels = list(spec.levels)
     node_of = spec.node_of[:nb]
@@ -211,6 +220,242 @@ def timing_header(spec) -> str:
     return "\n".join(out) + "\n"
 
 
+# ---- rtl/dual_rowbuf_arbiter.v -------------------------------------------------------------------------
+#: The devices of the arbiter's headers: NeuPIMs with dual row buffers (the default include) and the
+#: single-buffer baseline (its header in a subdirectory, put first on the include path for blocked mode).
+ARBITER_PRESETS = {"NeuPIMs_HBM2_Dual": "", "NeuPIMs_HBM2_Single": "neupims_single"}
+ARBITER_HEADER = "dual_rowbuf_arbiter_timing.vh"
+_EFFECTS = ["open", "close", "read", "write", "read_close", "write_close", "refresh", "compute", "transfer"]
+
+
+def arbiter_tables(spec, latency_override: dict[str, int] | None = None) -> dict:
+    """timing_tables plus what the arbiter needs beyond timing: buses, effects and buffers of the commands,
+    the controller's roles (ACT/PRE/RD/WR of the memory buffer), the close command of each buffer per scope
+    (the engine's lowered tables: one source of truth), sibling nodes, and the row address width."""
+    from archsim.engine.channel import lowered
+    from archsim.engine.tables import R_ACT, R_PRE, R_RD, R_WR
+
+    if spec.command_bus != "dual":
+        raise ConfigError("(verilog)", f"{spec.name} has a {spec.command_bus} command bus; dual_rowbuf_arbiter "
+                                       "implements the dual (row + column) command bus only (issue #10)",
+                          source=spec.name)
+    nbuf = len(spec.row_buffers)
+    if nbuf > 2:
+        raise ConfigError("(verilog)", f"{spec.name}: {nbuf} row buffers; the arbiter has at most 2 (issue #10)",
+                          source=spec.name)
+    t = timing_tables(spec, latency_override, arbiter=True)
+    T = lowered(spec).tables
+    nl, nb = len(t["levels"]), t["banks"]
+    node_of = spec.node_of[:nb]
+    local = []
+    for li in range(nl):
+        ids: dict[int, int] = {}
+        for b in range(nb):
+            ids.setdefault(int(node_of[b, li]), len(ids))
+        local.append([ids[int(node_of[b, li])] for b in range(nb)])
+    sib = []
+    for li in range(nl):
+        parent = {}
+        for b in range(nb):
+            parent[local[li][b]] = local[li - 1][b] if li > 0 else 0
+        for n in range(t["max_nodes"]):
+            sib.append(sum(1 << m for m in parent if n in parent and m != n and parent[m] == parent[n]))
+    t.update({
+        "bus": [1 if c.bus == "column" else 0 for c in spec.commands],
+        "effect": [_EFFECTS.index(c.effect) for c in spec.commands],
+        "buffer": [int(c.buffer) for c in spec.commands],
+        "nbuf": nbuf, "sib_nodes": sib, "row_bits": _bits(int(spec.rows) - 1),
+        "roles": {"ACT": int(T.role[R_ACT]), "PRE": int(T.role[R_PRE]), "RD": int(T.role[R_RD]),
+                  "WR": int(T.role[R_WR])},
+        "close_bank": [int(T.close_bank[k]) for k in range(nbuf)],
+        "close_wide": [[int(T.close_wide[k, lv]) for lv in range(nl)] for k in range(nbuf)],
+    })
+    # Saturation value per counter: the largest latency any row compares it with, over the counter and the
+    # younger ones of its node that shift into it (k' <= k): an idle counter then stops at that value
+    # instead of the all-ones value (a simulator only wakes the rows of counters that still tick).
+    sat = [0] * len(t["ctrs"])
+    for r in t["rows"]:
+        base = r["ctr"] - (r["win"] - 1)
+        for n in range(t["n_nodes"][r["level"]]):
+            for k in range(r["win"]):
+                i = base + n * r["stride"] + k
+                sat[i] = max(sat[i], r["lat"])
+    t["ctr_sat"] = sat
+    # Nodes a target covers, per (scope level, bank): COV_TAB (nodes of every level sharing a bank with the
+    # target) and SIB_TAB (nodes with a covered sibling: another node of the level under the same parent)
+    maxn = t["max_nodes"]
+    cov_tab, sib_tab = [], []
+    for sl in range(nl):
+        for b in range(nb):
+            banks = [x for x in range(nb) if t["scope_mask"][sl][b] >> x & 1]
+            cov = sib_v = 0
+            for li in range(nl):
+                hit = {local[li][x] for x in banks}
+                for n in hit:
+                    cov |= 1 << (li * maxn + n)
+                for n in range(t["n_nodes"][li]):
+                    if any(t["sib_nodes"][li * maxn + n] >> m & 1 for m in hit):
+                        sib_v |= 1 << (li * maxn + n)
+            cov_tab.append(cov)
+            sib_tab.append(sib_v)
+    t["cov_tab"], t["sib_tab"] = cov_tab, sib_tab
+    # Rows grouped by (following command, level, sibling): a command's check at a node is the AND of its
+    # group's comparisons there
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for i, r in enumerate(t["rows"]):
+        groups.setdefault((r["next"], r["level"], int(r["sib"])), []).append(i)
+    t["groups"] = groups
+    t["group_max"] = max(len(v) for v in groups.values())
+    # all-bank refresh (docs/channel-engine.md 3.1): nodes of REFab's scope, their banks, and per buffer the
+    # close the refresh uses (the widest close of the buffer covering the node, lowest command index)
+    from archsim.engine.tables import R_REFAB
+
+    ref = int(T.role[R_REFAB])
+    t["refresh"] = None
+    if ref >= 0:
+        lv = int(T.ref_level)
+        nodes = [sum(1 << int(b) for b in T.ref_banks[T.ref_off[n]:T.ref_off[n + 1]]) for n in range(int(T.ref_nodes))]
+        closes = []
+        for k in range(nbuf):
+            wide = [int(T.close_wide[k, x]) for x in range(nl) if x <= lv and int(T.close_wide[k, x]) >= 0]
+            closes.append(wide[0] if wide else -1)
+        t["refresh"] = {"cmd": ref, "level": lv, "nodes": nodes, "close": closes,
+                        "nREFI": int(spec.timing["nREFI"])}
+    return t
+
+
+def ctr_sat_vector(tables: dict) -> str:
+    """The CTR_SAT vector literal of arbiter tables (a test overriding ROW_LAT passes this one too)."""
+    return _vec(tables["ctr_sat"], tables["lat_bits"])
+
+
+def arbiter_header(spec) -> str:
+    """Render the arbiter's header (macro prefix ARB_, so that one RTL source takes either device)."""
+    t = arbiter_tables(spec)
+    p = "ARB"
+    nb, nl = t["banks"], len(t["levels"])
+    ncmd = len(t["commands"])
+    rows, ctrs = t["rows"], t["ctrs"]
+    cb, lb = _bits(ncmd - 1), _bits(nl - 1)
+    nodeb = _bits(t["max_nodes"] - 1)
+    winb = _bits(max(r["win"] for r in rows))
+    ctrb = _bits(len(ctrs) - 1)
+    none = (1 << cb) - 1
+    if ncmd > none:
+        raise ConfigError("(verilog)", f"{ncmd} commands leave no spare command index for 'none'")
+    guard = f"{p}_TIMING_VH"
+    out: list[str] = []
+    w = out.append
+    w(f"// {ARBITER_HEADER}: generated by archsim from the {spec.name} preset (standard {spec.standard}, one")
+    w("// channel) for rtl/dual_rowbuf_arbiter.v - do not edit. Regenerate with: python -m archsim.dram.verilog")
+    w("// Every table is a packed vector: entry i at [i*W +: W] for the field width W below.")
+    w(f"`ifndef {guard}")
+    w(f"`define {guard}")
+    w("")
+    w(f"`define {p}_DEVICE \"{spec.name}\"")
+    w("// Commands: index, scope level, bus (1 column, 0 row), effect, row buffer")
+    w(f"`define {p}_NUM_CMDS {ncmd}")
+    w(f"`define {p}_CMD_BITS {cb}")
+    w(f"`define {p}_CMD_NONE {cb}'d{none}")
+    for i, (name, scope) in enumerate(t["commands"]):
+        w(f"`define {p}_CMD_{name.upper()} {cb}'d{i}  // scope {t['levels'][scope]}, "
+          f"{'column' if t['bus'][i] else 'row'} bus, {_EFFECTS[t['effect'][i]]}, buffer "
+          f"{spec.row_buffers[t['buffer'][i]]}")
+    w(f"`define {p}_CMD_SCOPE {_vec([s for _, s in t['commands']], lb)}")
+    w(f"`define {p}_CMD_COLBUS {_vec(t['bus'], 1)}")
+    w("// effects: " + ", ".join(f"{i} {e}" for i, e in enumerate(_EFFECTS)))
+    w(f"`define {p}_CMD_EFFECT {_vec(t['effect'], 4)}")
+    w(f"`define {p}_CMD_BUFFER {_vec(t['buffer'], 1)}")
+    w(f"`define {p}_NUM_BUFS {t['nbuf']}  // row buffers: {', '.join(spec.row_buffers)}")
+    w("// the memory controller's commands (bank scope, buffer 0)")
+    for role, c in t["roles"].items():
+        w(f"`define {p}_ROLE_{role} {cb}'d{c}")
+    w("// close commands per buffer: bank scope, and per scope level (CMD_NONE: none)")
+    w(f"`define {p}_CLOSE_BANK {_vec([none if c < 0 else c for c in t['close_bank']] + [none] * (2 - t['nbuf']), cb)}")
+    wide = [none if c < 0 else c for k in range(2) for c in (t["close_wide"][k] if k < t["nbuf"] else [-1] * nl)]
+    w(f"`define {p}_CLOSE_WIDE {_vec(wide, cb)}")
+    w("")
+    w("// Address tree of one channel: levels outermost first")
+    w(f"`define {p}_NUM_BANKS {nb}")
+    w(f"`define {p}_BANK_BITS {_bits(nb - 1)}")
+    w(f"`define {p}_ROW_BITS {t['row_bits']}")
+    w(f"`define {p}_NUM_LEVELS {nl}")
+    w(f"`define {p}_LEVEL_BITS {lb}")
+    for li, name in enumerate(t["levels"]):
+        w(f"`define {p}_LEVEL_{name.upper()} {li}  // {t['n_nodes'][li]} node(s)")
+    w(f"`define {p}_MAX_NODES {t['max_nodes']}")
+    w(f"`define {p}_NODE_BITS {nodeb}")
+    w(f"`define {p}_NODE_CNT_BITS {_bits(t['max_nodes'])}")
+    w(f"`define {p}_LEVEL_NODES {_vec(t['n_nodes'], _bits(t['max_nodes']))}")
+    w(f"// SCOPE_MASK[level * NUM_BANKS + bank]: banks sharing the bank's node of the level ({nb} bits each)")
+    w(f"`define {p}_SCOPE_MASK {_vec([m for lv in t['scope_mask'] for m in lv], nb)}")
+    w(f"// NODE_BANKS[level * MAX_NODES + node]: banks under the node ({nb} bits each)")
+    w(f"`define {p}_NODE_BANKS {_vec([m for lv in t['node_banks'] for m in lv], nb)}")
+    w("// SIB_NODES[level * MAX_NODES + node]: the other nodes of the level under the same parent")
+    w(f"`define {p}_SIB_NODES {_vec(t['sib_nodes'], t['max_nodes'])}")
+    w("")
+    w("// Constraint rows (docs/channel-engine.md, 1 and 4); SIB: the preceding command went to a sibling node")
+    w(f"`define {p}_NUM_ROWS {len(rows)}")
+    w(f"`define {p}_LAT_BITS {t['lat_bits']}  // max latency {t['max_lat']}")
+    w(f"`define {p}_WIN_BITS {winb}")
+    w(f"`define {p}_CTR_BITS {ctrb}")
+    for i, r in enumerate(rows):
+        w(f"//   row {i:3d}: {r['level_name']:<9} {r['prev_name']:>7} -> {r['next_name']:<7} {r['expr']} = "
+          f"{r['lat']}" + (f", window {r['win']}" if r["win"] > 1 else "") + (", sibling" if r["sib"] else ""))
+    w(f"`define {p}_ROW_NEXT {_vec([r['next'] for r in rows], cb)}")
+    w(f"`define {p}_ROW_LEVEL {_vec([r['level'] for r in rows], lb)}")
+    w(f"`define {p}_ROW_SIB {_vec([int(r['sib']) for r in rows], 1)}")
+    w(f"`define {p}_ROW_LAT {lat_vector(t)}")
+    w(f"`define {p}_ROW_CTR {_vec([r['ctr'] for r in rows], ctrb)}")
+    w(f"`define {p}_ROW_STRIDE {_vec([r['stride'] for r in rows], winb)}")
+    w("")
+    w("// History counters (elapsed cycles since the k-th most recent issue of CMD at NODE of LEVEL)")
+    w(f"`define {p}_NUM_CTRS {len(ctrs)}")
+    w(f"`define {p}_CTR_CMDS {_vec([c['cmds'] for c in ctrs], ncmd)}")
+    w(f"`define {p}_CTR_LEVEL {_vec([c['level'] for c in ctrs], lb)}")
+    w(f"`define {p}_CTR_NODE {_vec([c['node'] for c in ctrs], nodeb)}")
+    w(f"`define {p}_CTR_K {_vec([c['k'] for c in ctrs], winb)}")
+    w("// COV_TAB / SIB_TAB[level * NUM_BANKS + bank]: the nodes (bit level * MAX_NODES + node) a command of")
+    w("// that scope level holding the bank covers / has a covered sibling of")
+    w(f"`define {p}_COV_TAB {_vec(t['cov_tab'], nl * t['max_nodes'])}")
+    w(f"`define {p}_SIB_TAB {_vec(t['sib_tab'], nl * t['max_nodes'])}")
+    rowb = _bits(len(rows) - 1)
+    gmax = t["group_max"]
+    w("// Row groups per (command, level, sibling), entry (cmd * NUM_LEVELS + level) * 2 + sibling: the number")
+    w(f"// of rows (GRP_CNT) and their indices (GRP_ROWS, {gmax} entries of ROW_IDX_BITS each)")
+    w(f"`define {p}_GRP_MAX {gmax}")
+    w(f"`define {p}_ROW_IDX_BITS {rowb}")
+    keys = [(c, lv, sb) for c in range(ncmd) for lv in range(nl) for sb in range(2)]
+    w(f"`define {p}_GRP_CNT {_vec([len(t['groups'].get(k, [])) for k in keys], _bits(gmax))}")
+    w(f"`define {p}_GRP_ROWS {_vec([x for k in keys for x in (t['groups'].get(k, []) + [0] * gmax)[:gmax]], rowb)}")
+    rf = t["refresh"]
+    if rf is None or not 1 <= len(rf["nodes"]) <= 2:
+        raise ConfigError("(verilog)", f"{spec.name}: the arbiter's refresh step handles an all-bank refresh "
+                                       "command over 1 or 2 nodes (issue #10)", source=spec.name)
+    w("// All-bank refresh: command, nodes (REFab's scope) and their banks, the close per buffer (NONE: the")
+    w("// bank-scope close of the lowest open bank), the refresh interval")
+    w(f"`define {p}_REF_CMD {cb}'d{rf['cmd']}")
+    w(f"`define {p}_REF_NODES {len(rf['nodes'])}")
+    w(f"`define {p}_REF_NODE_BANKS {_vec(rf['nodes'], nb)}")
+    w(f"`define {p}_REF_CLOSE {_vec([none if c < 0 else c for c in rf['close']] + [none] * (2 - t['nbuf']), cb)}")
+    w(f"`define {p}_NREFI {rf['nREFI']}")
+    w("// CTR_SAT[i]: the counter's saturation value (the largest latency compared with it or an older one)")
+    w(f"`define {p}_CTR_SAT {ctr_sat_vector(t)}")
+    w("")
+    w(f"`endif  // {guard}")
+    return "\n".join(out) + "\n"
+
+
+def arbiter_spec(preset: str):
+    from archsim.dram.spec import load_spec
+
+    return load_spec(preset, overrides={"org.channels": 1})
+
+
+def arbiter_header_path(preset: str, include_dir: str | Path) -> Path:
+    return Path(include_dir) / ARBITER_PRESETS[preset] / ARBITER_HEADER
+
+
 def default_spec():
     from archsim.dram.spec import load_spec
 
@@ -227,7 +472,8 @@ def write_header(spec, out_dir: str | Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m archsim.dram.verilog [--check] [-o DIR]`: write (or check) the shipped timing header."""
+    """`python -m archsim.dram.verilog [--check] [-o DIR]`: write (or check) the shipped timing headers (the
+    sequencer's, and the arbiter's for both NeuPIMs devices)."""
     import argparse
     import sys
 
@@ -237,15 +483,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--out-dir", default=str(paths.REPO_ROOT / "rtl" / "include"))
     ap.add_argument("--check", action="store_true", help="exit 1 if the header is missing or stale")
     args = ap.parse_args(argv)
-    spec = default_spec()
-    path = Path(args.out_dir) / header_filename(spec)
+    outs = [(Path(args.out_dir) / header_filename(default_spec()), timing_header(default_spec()))]
+    for preset in ARBITER_PRESETS:
+        outs.append((arbiter_header_path(preset, args.out_dir), arbiter_header(arbiter_spec(preset))))
     if args.check:
-        if not path.is_file() or path.read_text(encoding="ascii") != timing_header(spec):
-            print(f"{path}: {'stale' if path.is_file() else 'missing'}", file=sys.stderr)
-            return 1
-        print(f"{path}: current")
-        return 0
-    print(write_header(spec, args.out_dir))
+        bad = 0
+        for path, text in outs:
+            if not path.is_file() or path.read_text(encoding="ascii") != text:
+                print(f"{path}: {'stale' if path.is_file() else 'missing'}", file=sys.stderr)
+                bad += 1
+            else:
+                print(f"{path}: current")
+        return 1 if bad else 0
+    for path, text in outs:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+        print(path)
     return 0
 
 

@@ -194,7 +194,11 @@ class ReferenceController:
         self.ACT, self.PRE = find("open"), find("close")
         self.RD, self.WR = find("read"), find("write")
         self.RDA, self.WRA = find("read_close"), find("write_close")
-        self.bank_close = [find("close", b) for b in range(len(spec.row_buffers))]
+        # closing one bank's buffer: its bank-scope close, else the narrowest close of that buffer
+        self.bank_close = []
+        for b in range(len(spec.row_buffers)):
+            closes = [c for c in cmds if c.effect == "close" and c.buffer == b]
+            self.bank_close.append(min(closes, key=lambda c: (-c.scope, c.index)).index if closes else -1)
         refs = [c for c in cmds if c.effect == "refresh"]
         self.ref_ab = min(refs, key=lambda c: (len(self.banks((c.scope, 0))) * -1, c.index)).index if refs else -1
         self.ref_pb = find("refresh")

@@ -262,7 +262,13 @@ def lower(spec: DramSpec) -> Lowered:
     wide_ref = [c for c in cmds if c.effect == "refresh" and c.index != role[R_REFPB]]
     role[R_REFAB] = wide_ref[0].index if wide_ref else -1
     nbuf = len(spec.row_buffers)
-    close_bank = np.array([find("close", True, k) for k in range(nbuf)], dtype=np.int64)
+    def narrowest_close(k: int) -> int:
+        """The bank-scope close of buffer k, else its narrowest close (the NeuPIMs PIM buffer closes only
+        channel-wide), else -1. Used where one bank's buffer must be closed (docs/channel-engine.md 3.3)."""
+        got = [c for c in cmds if c.effect == "close" and c.buffer == k]
+        return min(got, key=lambda c: (-c.scope, c.index)).index if got else -1
+
+    close_bank = np.array([narrowest_close(k) for k in range(nbuf)], dtype=np.int64)
     close_wide = np.full((nbuf, L), -1, dtype=np.int64)
     bank_level = spec.levels.index("bank")
     for c in cmds:

@@ -12,7 +12,7 @@ needs = lambda tool: pytest.mark.skipif(shutil.which(tool) is None, reason=f"{to
 
 
 def test_blocks_are_the_rtl_files():
-    assert {"pim_cmd_decoder", "pim_cmd_sequencer"} <= set(blocks())
+    assert {"pim_cmd_decoder", "pim_cmd_sequencer", "dual_rowbuf_arbiter"} <= set(blocks())
 
 
 @pytest.mark.rtl

@@ -95,6 +95,7 @@ class T3Params:
     mca_threshold: int | str = "auto"
     starvation_cap_cycles: int = 1000
     window_cycles: int = 16
+    update_energy: str = "WR + RD"
     name: str = "t3"
 
 
@@ -106,6 +107,35 @@ def _section(doc: Doc, data: dict, key: str, allowed: tuple[str, ...]) -> dict:
     if unknown:
         raise doc.error(f"{key}.{unknown[0]}", f"unknown key; allowed keys: {', '.join(allowed)}")
     return sec
+
+
+def _energy_expr(doc: Doc, text: Any, spec: DramSpec) -> str:
+    from archsim import expr
+    from archsim.energy import dram_action_energy_pj
+
+    if not isinstance(text, str):
+        raise doc.error("nmc.update_energy", f"must be an expression over RD, WR, ACT (a string), got {text!r}")
+    base = {k: v for k, v in dram_action_energy_pj(spec).items() if k in ("ACT", "RD", "WR")}
+    try:
+        expr.evaluate(text, base)
+    except Exception as exc:  # noqa: BLE001 - the expression module raises several kinds
+        raise doc.error("nmc.update_energy", f"{text!r}: {exc}; allowed names: ACT, RD, WR") from None
+    return text
+
+
+def dram_energy(run: SublayerRun, params: T3Params) -> dict[str, float]:
+    """DRAM energy (pJ, summed over the simulated devices) with NMC updates priced as NMC_UPDATE."""
+    from archsim import expr
+    from archsim.energy import ACTION_COMPONENT, dram_action_energy_pj
+
+    per = dram_action_energy_pj(run.spec)
+    per["NMC_UPDATE"] = float(expr.evaluate(params.update_energy, {k: per[k] for k in ("ACT", "RD", "WR")}))
+    out: dict[str, float] = {}
+    for action, n in nmc_energy_actions(run).items():
+        comp = ACTION_COMPONENT.get(action, "nmc" if action == "NMC_UPDATE" else None)
+        if comp is not None and action in per:
+            out[comp] = out.get(comp, 0.0) + per[action] * n
+    return out
 
 
 def params_from_mapping(doc: Doc) -> T3Params:
@@ -129,7 +159,7 @@ def params_from_mapping(doc: Doc) -> T3Params:
     ctrl = m.get("controller", {}) or {}
     if not isinstance(ctrl, dict):
         raise doc.error("memory.controller", "must be a mapping")
-    nmc = _section(doc, data, "nmc", ("alu_latency_cycles",))
+    nmc = _section(doc, data, "nmc", ("alu_latency_cycles", "update_energy"))
     tr = _section(doc, data, "tracker", ("entries",))
     mca = _section(doc, data, "mca", ("threshold", "starvation_cap_cycles"))
     drv = _section(doc, data, "driver", ("window_cycles",))
@@ -147,6 +177,7 @@ def params_from_mapping(doc: Doc) -> T3Params:
                     starvation_cap_cycles=require_int(doc, "mca.starvation_cap_cycles",
                                                       mca.get("starvation_cap_cycles", 1000), minimum=1),
                     window_cycles=require_int(doc, "driver.window_cycles", drv.get("window_cycles", 16), minimum=1),
+                    update_energy=_energy_expr(doc, nmc.get("update_energy", "WR + RD"), spec),
                     name=str(data.get("name", "t3")))
 
 

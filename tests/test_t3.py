@@ -300,3 +300,17 @@ def test_tnlg_fc2_tp8_reproduction_direction():
     assert 1.05 < s["speedup_t3"] <= s["speedup_ideal"] * 1.001
     assert 1.05 < s["speedup_t3_mca"] <= s["speedup_ideal"] * 1.001
     assert -0.5 < s["data_movement_change_t3"] < -0.1
+
+
+def test_advance_never_jumps_past_its_bound(params):
+    """A driver enqueues work between advances; a memory with nothing due before its next refresh must stop
+    at the bound, or work arriving in between would start late (shared-engine fix made for T3)."""
+    ms = MemorySystem(params.spec, params.controller)
+    port = ms.add_port()
+    ms.advance(100)
+    assert ms.clock == 100
+    rid = ms.enqueue_requests(port, 0, 0, 1, 0, KIND_READ, 150)
+    ms.advance(140)
+    assert ms.clock == 140
+    ms.run()
+    assert ms.S.r_enq[rid[0]] == 150

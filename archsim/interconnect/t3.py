@@ -282,8 +282,9 @@ class Tracker:
     def expect(self, key: Any, count: int) -> None:
         if count < 1:
             raise ValueError(f"tracker: expected count of {key} must be >= 1, got {count}")
-        if key in self.expected:
-            raise ValueError(f"tracker: {key} programmed twice")
+        if key in self.expected and key not in self.fired:
+            raise ValueError(f"tracker: {key} programmed twice before it fired")
+        self.fired.pop(key, None)          # wrap-around: a key is reused once its tile has fired
         self.expected[key] = count
 
     def update(self, key: Any, n: int, t: int) -> list[Any]:

@@ -112,7 +112,7 @@ def test_tracker_full_table_holds_updates_until_an_entry_frees():
 
 def test_tracker_random_streams_fire_once_when_complete():
     rng = np.random.default_rng(7)
-    for trial in range(30):
+    for _trial in range(30):
         entries = int(rng.integers(1, 6))
         tr = t3.Tracker(entries)
         expected = {k: int(rng.integers(1, 5)) for k in range(12)}

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from archsim import paths
-from archsim.config import Doc, load_yaml, require_choice, require_int, require_number
+from archsim.config import Doc, load_yaml, require_int, require_number
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.spec import DramSpec, load_spec
 from archsim.engine.channel import INF, KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
@@ -359,7 +359,6 @@ class SublayerRun:
     final_tiles: dict[tuple[int, Any], int]
     memories: list[MemorySystem]
     outputs: list[np.ndarray] | None = None
-    gemm_alone_cycles: int | None = None
     threshold: int | None = None
     comm_latency_max: int = 0
     wall_s: float = 0.0
@@ -967,6 +966,3 @@ def expected_rs_accesses(n: int, chunk_accesses: int) -> dict[str, dict[str, int
     return {"sequential": {"rs_read": (2 * n - 1) * chunk_accesses, "rs_write": n * chunk_accesses},
             "t3": {"rs_read": (n - 2) * chunk_accesses, "updates": 2 * (n - 1) * chunk_accesses}}
 
-
-def choice(value: str, allowed: list[str], key: str) -> str:
-    return require_choice("t3", key, value, allowed)

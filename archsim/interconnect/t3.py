@@ -1,6 +1,6 @@
 """T3 (ASPLOS'24): a tensor-parallel GEMM fused with its ring reduce-scatter, on the channel engine.
 
-What is modelled (reference/duplex-t3.md sec. 6):
+What is modelled (T3, Pati et al., ASPLOS'24, sec. 4; facts in the project's T3 research note):
 
 * **Producer GEMM** (GPU-like, `GpuConfig`): each device computes its partial C_d = A_d @ B_d (T x H) in
   *waves* of `cus` workgroup tiles (tile_m x tile_n); a wave's operands are read from DRAM unless an LRU L2

@@ -71,7 +71,10 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
         "tracker.entries": cfg["tracker_entries"], "mca.threshold": cfg["mca_threshold"],
         "mca.starvation_cap_cycles": cfg["starvation_cap_cycles"], "driver.window_cycles": cfg["window_cycles"]})
     shape = t3.sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"])
-    runs = {c: t3.simulate_sublayer(params, shape, cfg["tp"], c, devices=cfg["devices"]) for c in cfg["configs"]}
+    runs = {}
+    for c in cfg["configs"]:
+        runs[c] = t3.simulate_sublayer(params, shape, cfg["tp"], c, devices=cfg["devices"])
+        runs[c].memories = []       # the request tables are large (GBs for 500B-class layers); counts are kept
     tck = params.spec.tCK_s
     rows = []
     stats: dict[str, Any] = {"model": model.name, "sublayer": shape.name, "tp": cfg["tp"], "tokens": shape.tokens,

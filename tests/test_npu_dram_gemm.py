@@ -56,3 +56,23 @@ def test_slower_memory_makes_a_memory_bound_gemm_slower():
     a = simulate_gemm(CFG, fast, 8, 1024, 512, controller=NO_REFRESH)
     b = simulate_gemm(CFG, slow, 8, 1024, 512, controller=NO_REFRESH)
     assert b.npu_cycles == pytest.approx(4 * a.npu_cycles, rel=0.25)
+
+
+@pytest.mark.parametrize("m,k,n", [(8, 1024, 512), (200, 700, 300), (512, 512, 512)])
+def test_blocked_layout_gives_each_tile_one_disjoint_contiguous_range(m, k, n):
+    """In the tile-blocked layout every DMA tile is one range; the loads of the tiles of one output block cover
+    each operand tile once (no two tiles of A or B overlap unless they are the same tile)."""
+    from archsim.npu.dram_gemm import _blocked_range
+    from archsim.npu.systolic import schedule_gemm
+
+    s = schedule_gemm(CFG, m, k, n)
+    seen: dict[tuple[str, int], int] = {}
+    for t in s.tiles:
+        for d in (*t.loads, *t.stores):
+            lo, hi = _blocked_range(s, d, 0)
+            assert hi - lo == d.bytes
+            key = (d.tensor, lo)
+            assert seen.setdefault(key, hi) == hi       # the same tile always maps to the same range
+    for name in ("A", "B", "C"):
+        ranges = sorted((lo, hi) for (tn, lo), hi in seen.items() if tn == name)
+        assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:], strict=False))   # disjoint

@@ -105,6 +105,7 @@ State = namedtuple("State", [
     "cand", "s_maxdone",                       # scratch: candidates per source; max done cycle per stream
     "r_pin", "s_at", "s_in", "st_next",        # request pinned?; stream entry cycle, first not entered, next entry
     "promo", "promo_ready",                    # scratch per (channel, source): promoted now, had a ready candidate
+    "g_left", "g_done",                        # completion groups by tag: items still to complete, latest done
 ])
 
 
@@ -243,7 +244,17 @@ def _observe(S, CF, ch, c, gbank, row, col, src, clk):
 
 @_helper
 def _complete(S, tag, done, ident):
-    """Record a completion; tagged ones stop advance() at their done cycle."""
+    """Record a completion; tagged ones stop advance() at their done cycle. A tag with a completion group
+    (`MemorySystem.expect`) records one completion, when its last item completes, at the latest done cycle."""
+    if tag >= 0 and tag < S.g_left.shape[0] and S.g_left[tag] > 0:
+        if done > S.g_done[tag]:
+            S.g_done[tag] = done
+        S.g_left[tag] -= 1
+        if S.g_left[tag] > 0:
+            return
+        done = S.g_done[tag]
+        S.g_done[tag] = -1
+        ident = -1
     if tag >= 0:
         n = S.n_comp[0]
         S.c_tag[n] = tag
@@ -353,11 +364,17 @@ def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
 
 @_call
 def _offer(S, T, CF, clk):
-    """Ports offer requests in order (head-of-line blocking); returns the next cycle a port can offer."""
+    """Ports offer requests in order (head-of-line blocking), the first port rotating with the cycle (clk mod
+    ports: no port has a fixed priority); returns the next cycle a port can offer."""
     nxt = INF
     B = T.banks
     n_rw = CF[CF_NRW]
-    for p in range(S.p_head.shape[0]):
+    n_ports = S.p_head.shape[0]
+    first = clk % n_ports if n_ports > 0 else 0
+    for pi in range(n_ports):
+        p = first + pi
+        if p >= n_ports:
+            p -= n_ports
         if S.p_next[p] > clk:
             if S.p_next[p] < nxt:
                 nxt = S.p_next[p]
@@ -1279,6 +1296,7 @@ class MemorySystem:
             r_pin=np.zeros(R, i64), s_at=np.zeros((nst_slots, SC), i64), s_in=np.zeros(nst_slots, i64),
             st_next=np.full(1, INF, i64),
             promo=np.zeros((nch, max(nsrc, 1)), i64), promo_ready=np.zeros((nch, max(nsrc, 1)), i64),
+            g_left=np.zeros(0, i64), g_done=np.zeros(0, i64),
         )
         self.n_req = 0
         self.wall_s = 0.0
@@ -1303,6 +1321,25 @@ class MemorySystem:
             b[:cap] = a
             upd[f] = b
         self._grow(**upd)
+
+    def recycle_requests(self) -> bool:
+        """Free the request pool for reuse when every port is empty and every request's column command has
+        issued (their completions stay in the ring); returns whether it did. Long co-simulations (a decode
+        iteration streams tens of millions of DMA requests) call it at barriers so memory stays bounded;
+        request_done()/request_class() then only cover requests enqueued since."""
+        S = self.S
+        n = self.n_req
+        if n == 0:
+            return True
+        if (S.p_head != S.p_tail).any() or (S.r_done[:n] < 0).any():
+            return False
+        for f, v in (("r_tag", -1), ("r_enq", -1), ("r_done", -1), ("l_next", -1), ("l_prev", -1), ("r_class", 0),
+                     ("r_seq", 0), ("r_phase", 0), ("r_nb", 0), ("r_pin", 0)):
+            getattr(S, f)[:n] = v
+        S.p_head[:] = 0
+        S.p_tail[:] = 0
+        self.n_req = 0
+        return True
 
     def source_index(self, name: str) -> int:
         from archsim.errors import unknown_name
@@ -1351,7 +1388,7 @@ class MemorySystem:
             live = S.p_buf[:, :]
             cap = S.p_buf.shape[1]
             need = max(int((S.p_tail - S.p_head).max()), tail - h + n)
-            width = cap if need <= cap else max(2 * cap, need)
+            width = cap if 2 * need <= cap else max(2 * cap, 2 * need)     # keep half free: amortised O(1)
             pb = np.zeros((S.p_buf.shape[0], width), dtype=np.int64)
             for p in range(S.p_buf.shape[0]):
                 hp, tp = S.p_head[p], S.p_tail[p]
@@ -1405,7 +1442,7 @@ class MemorySystem:
             # compact every stream (drop issued commands); widen only if the live commands do not fit
             cap = S.s_cmd.shape[1]
             need = max(int((S.s_tail - S.s_head).max()), t - h + n)
-            width = cap if need <= cap else max(2 * cap, need)
+            width = cap if 2 * need <= cap else max(2 * cap, 2 * need)     # keep half free: amortised O(1)
             upd = {}
             for f in ("s_cmd", "s_bank", "s_row", "s_col", "s_flags", "s_est", "s_tag", "s_seq", "s_at"):
                 arr = getattr(S, f)
@@ -1433,6 +1470,26 @@ class MemorySystem:
         S.s_tail[sl] = t + n
         S.outstanding[0] += n
         S.st_next[0] = min(S.st_next[0], int(at_arr.min()))
+
+    def expect(self, tag: int, n: int) -> None:
+        """Make `tag` a completion group of `n` more items (requests or stream commands enqueued with this tag,
+        before or after this call): drain() then yields (tag, latest done cycle) once, when all n completed,
+        instead of one completion per item, and advance() stops only then. Groups keep drivers that wait for
+        whole tiles or GEMVs from stopping the kernel at every request."""
+        from archsim.errors import ConfigError
+
+        if tag < 0 or n < 1:
+            raise ConfigError("expect", f"tag must be >= 0 and n >= 1, got tag {tag}, n {n}")
+        S = self.S
+        if tag >= S.g_left.shape[0]:
+            m = max(2 * S.g_left.shape[0], tag + 1, 1024)
+            g_left = np.zeros(m, np.int64)
+            g_done = np.full(m, -1, np.int64)
+            g_left[:S.g_left.shape[0]] = S.g_left
+            g_done[:S.g_done.shape[0]] = S.g_done
+            self._grow(g_left=g_left, g_done=g_done)
+            S = self.S
+        S.g_left[tag] += n
 
     # -- running -------------------------------------------------------------------------------------------
     def advance(self, until: int | None = None) -> int:

@@ -381,8 +381,10 @@ class ReferenceController:
         return True
 
     def _intake(self, t: int) -> None:
-        """Section 2: ports offer requests (port order), then streams take the commands enqueued for t."""
-        for p in self.ports:
+        """Section 2: ports offer requests (port order from port t mod ports), then streams take the commands
+        enqueued for t."""
+        n = len(self.ports)
+        for p in (self.ports[(t + i) % n] for i in range(n)):
             offered = 0
             while p["head"] < len(p["backlog"]) and offered < p["width"]:
                 req = p["backlog"][p["head"]]

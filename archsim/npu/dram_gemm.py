@@ -2,9 +2,9 @@
 
 The tile schedule and the double-buffer rules are archsim.npu.systolic's (`schedule_gemm`,
 `DoubleBufferTimeline`); here every load and store of a tile becomes one read / write request per DRAM access
-of its address ranges, offered through one port of a `MemorySystem` at the cycle the DMA engine issues it, and
-the tile's operands are ready when the last of its reads completes (its done cycle, from the engine's
-completion ring). Stores are written when their output block is complete; a block two behind must be stored
+of its address ranges, offered through a load (or store) port of a `MemorySystem` at the cycle the DMA engine
+issues it, and the tile's operands are ready when the last of its reads completes (one completion-group event
+per tile, archsim.engine.driver). Stores are written when their output block is complete; a block two behind must be stored
 before its accumulator half is reused.
 
 Time: the engine counts DRAM cycles, the timeline NPU cycles; conversions round up (a result is never
@@ -15,6 +15,7 @@ anything else, so no request is ever offered in the engine's past.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +23,10 @@ import numpy as np
 
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.spec import DramSpec
-from archsim.engine.channel import ST_COMPLETION, MemorySystem
+from archsim.engine.channel import MemorySystem
+from archsim.engine.driver import Driver
 from archsim.npu.config import NpuConfig
 from archsim.npu.systolic import DmaTile, DoubleBufferTimeline, GemmSchedule, Timeline, schedule_gemm
-
-STORE_TAG = 1 << 40        # store requests: STORE_TAG + output block; loads: the tile index
 
 
 @dataclass
@@ -45,87 +45,173 @@ class DramGemm:
         return (self.read_bytes + self.write_bytes) / max(self.npu_cycles, 1)
 
 
-def _requests(spec: DramSpec, tiles: tuple[DmaTile, ...], bases: dict[str, int]) -> np.ndarray:
-    """Byte addresses of every DRAM access the DMA tiles touch (access-aligned)."""
+LAYOUTS = ("row_major", "blocked")
+
+
+def _blocked_range(schedule: GemmSchedule, d: DmaTile, base: int) -> tuple[int, int]:
+    """The tile's bytes in the tile-blocked layout: the tensor stored tile after tile (row-major over tiles,
+    every slot a full tile), so one DMA tile is one contiguous range."""
+    sh, eb = schedule.shape, schedule.cfg.dtype_bytes
+    role = schedule.names.index(d.tensor)
+    rows, cols, tr, tc = ((schedule.m, schedule.k, sh.m, sh.k), (schedule.k, schedule.n, sh.k, sh.n),
+                          (schedule.m, schedule.n, sh.m, sh.n))[role]
+    r0, c0 = divmod(d.offset_bytes // eb, cols)
+    block = (r0 // tr) * math.ceil(cols / tc) + c0 // tc
+    start = base + block * tr * tc * eb
+    return start, start + d.bytes
+
+
+def _requests(spec: DramSpec, tiles: tuple[DmaTile, ...], bases: dict[str, int],
+              schedule: GemmSchedule | None = None, layout: str = "row_major") -> np.ndarray:
+    """Byte addresses of every DRAM access the DMA tiles touch (access-aligned). `layout`: row_major tensors,
+    or blocked (needs `schedule`: each tile contiguous, the layout an NPU compiler gives its operands)."""
     a = spec.access_bytes
     out = []
     for d in tiles:
-        for lo, hi in d.address_ranges(bases[d.tensor]):
+        ranges = [_blocked_range(schedule, d, bases[d.tensor])] if layout == "blocked" else \
+            d.address_ranges(bases[d.tensor])
+        for lo, hi in ranges:
             out.append(np.arange(lo // a * a, hi, a, dtype=np.uint64))
     return np.concatenate(out) if out else np.zeros(0, dtype=np.uint64)
+
+
+class GemmAgent:
+    """One GEMM on one NPU array whose DMA goes through a shared `MemorySystem` (see archsim.engine.driver).
+
+    Event-driven form of the double-buffer rules (`DoubleBufferTimeline`): the loads of tile i+1 are enqueued
+    once tile i's loads are done and tile i-1 has read its operands; the first tile of output block o waits for
+    block o-2's store; a block's stores are enqueued when its last K tile finishes computing. Loads and stores
+    use separate ports (a load DMA engine and a store DMA engine, as ONNXim's ld and st queues), so a store
+    waiting for compute never holds back the next tile's loads. `start_npu` is the NPU cycle at which the
+    GEMM may begin; `on_finish(agent)` is called when its last store is done (`end_npu` then holds the cycle).
+    `layout`: how A, B and C lie in DRAM (row_major, or blocked: tile after tile, see `_blocked_range`).
+    """
+
+    def __init__(self, driver: Driver, schedule: GemmSchedule, bases: dict[str, int], start_npu: int,
+                 load_port: int, store_port: int, mapping: str, npu_hz: float,
+                 on_finish: Callable[[GemmAgent], None] | None = None, layout: str = "row_major"):
+        ms = driver.ms
+        self.driver, self.schedule, self.bases = driver, schedule, bases
+        self.spec = ms.spec
+        self.mapping = mapping
+        self.start_npu = start_npu
+        self.load_port, self.store_port = load_port, store_port
+        self.ratio = (1e12 / npu_hz) / self.spec.tCK_ps           # DRAM cycles per NPU cycle
+        self.on_finish = on_finish
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+        self.layout = layout
+        self.dbt = DoubleBufferTimeline(schedule)
+        self.load_done: dict[int, int] = {}       # tile -> loads done (relative NPU cycles)
+        self.store_done: dict[int, int] = {}      # output block -> stores done (relative NPU cycles)
+        self.store_timing: dict[int, Any] = {}
+        self.enqueued = 0                         # tiles whose loads are enqueued
+        self.reads = self.writes = 0
+        self.end_npu: int | None = None
+        self._stores_left = 0
+
+    # NPU cycles relative to the GEMM start <-> absolute DRAM cycles (rounded up: nothing is early)
+    def _to_dram(self, rel_npu: int) -> int:
+        return math.ceil((self.start_npu + rel_npu) * self.ratio - 1e-9)
+
+    def _to_rel_npu(self, dram: int) -> int:
+        return math.ceil(dram / self.ratio - 1e-9) - self.start_npu
+
+    def _enqueue(self, tiles: tuple[DmaTile, ...], write: bool, at_rel: int, callback: Callable[[int], None]) -> None:
+        addr = _requests(self.spec, tiles, self.bases, self.schedule, self.layout)
+        if len(addr) == 0:
+            callback(self._to_dram(at_rel))
+            return
+        dec = mapping_mod.decode(self.spec, addr, self.mapping)
+        tag = self.driver.group(len(addr), callback)
+        self.driver.ms.enqueue_requests(self.store_port if write else self.load_port, dec["channel"], dec["bank"],
+                                        dec["row"], dec["column"], int(write), self._to_dram(at_rel), tag)
+        if write:
+            self.writes += len(addr)
+        else:
+            self.reads += len(addr)
+
+    def start(self) -> None:
+        tiles = self.schedule.tiles
+        if not tiles:
+            self._finish()
+            return
+        self.enqueued = 1
+        self._enqueue(tiles[0].loads, False, 0, lambda done: self._loaded(0, done))
+
+    def _loaded(self, i: int, done_dram: int) -> None:
+        self.load_done[i] = max(self._to_rel_npu(done_dram), 0)
+        self._progress()
+
+    def _stored(self, o: int, done_dram: int) -> None:
+        self.store_done[o] = self._to_rel_npu(done_dram)
+        self._stores_left -= 1
+        self._progress()
+
+    def _progress(self) -> None:
+        """Record every tile whose inputs are known, in order; enqueue loads and stores as they become known."""
+        tiles = self.schedule.tiles
+        dbt = self.dbt
+        while not dbt.done:
+            i = len(dbt.timeline.tiles)
+            if i not in self.load_done:
+                return
+            ready = self.load_done[i]
+            if self.enqueued == i + 1 and i + 1 < len(tiles):
+                prev = dbt.timeline.tiles[i - 1].inputs_consumed_cycles if i >= 1 else 0
+                self.enqueued += 1
+                self._enqueue(tiles[i + 1].loads, False, max(ready, prev),
+                              lambda done, j=i + 1: self._loaded(j, done))
+            tile = tiles[i]
+            if tile.first_k and tile.output_index >= 2:
+                o = tile.output_index - 2
+                if o not in self.store_done:
+                    return
+                if self.store_timing.get(o) is not None:
+                    dbt.record_store_done(self.store_timing[o], self.store_done[o])
+                    self.store_timing[o] = None
+            timing = dbt.record_load_done(ready)
+            if tile.last_k:
+                self.store_timing[tile.output_index] = timing
+                self._stores_left += 1
+                self._enqueue(tile.stores, True, timing.compute_done_cycles,
+                              lambda done, o=tile.output_index: self._stored(o, done))
+        if self._stores_left == 0 and self.end_npu is None:
+            for o, timing in self.store_timing.items():
+                if timing is not None:
+                    dbt.record_store_done(timing, self.store_done[o])
+                    self.store_timing[o] = None
+            self._finish()
+
+    def _finish(self) -> None:
+        self.end_npu = self.start_npu + self.dbt.timeline.total_cycles
+        if self.on_finish is not None:
+            self.on_finish(self)
+
+
+def default_bases(spec: DramSpec, dtype_bytes: int, m: int, k: int, n: int, at: int = 0) -> dict[str, int]:
+    """A, B, C one after another from byte `at`, each aligned to a DRAM row of every bank."""
+    align = spec.row_bytes * spec.total_banks
+    bases = {}
+    for name, size in (("A", m * k * dtype_bytes), ("B", k * n * dtype_bytes), ("C", m * n * dtype_bytes)):
+        bases[name] = at
+        at += math.ceil(size / align) * align
+    return bases
 
 
 def simulate_gemm(cfg: NpuConfig, spec: DramSpec, m: int, k: int, n: int, controller: Any = None,
                   mapping: str | None = None, bases: dict[str, int] | None = None, log: bool = False,
                   dma_width: int | None = None) -> DramGemm:
     """C = A @ B on one NPU array with every DMA access simulated by the channel engine on `spec`.
-    `dma_width`: requests the DMA engine may offer per DRAM cycle (default one per channel)."""
+    `dma_width`: requests each DMA engine may offer per DRAM cycle (default one per channel)."""
     schedule = schedule_gemm(cfg, m, k, n)
-    d = cfg.dtype_bytes
-    if bases is None:      # A, B, C one after another, each aligned to a DRAM row of every bank
-        align = spec.row_bytes * spec.total_banks
-        sizes = {"A": m * k * d, "B": k * n * d, "C": m * n * d}
-        bases, at = {}, 0
-        for name, size in sizes.items():
-            bases[name] = at
-            at += math.ceil(size / align) * align
-    mapping = mapping or spec.default_mapping
+    bases = bases or default_bases(spec, cfg.dtype_bytes, m, k, n)
     ms = MemorySystem(spec, controller, log=log)
-    port = ms.add_port(width=dma_width or spec.channels)
-    dram_ps = spec.tCK_ps
-    npu_ps = 1e12 / cfg.clock_hz
-    to_dram = lambda c: math.ceil(c * npu_ps / dram_ps - 1e-9)      # noqa: E731  (NPU cycle -> DRAM cycle)
-    to_npu = lambda c: math.ceil(c * dram_ps / npu_ps - 1e-9)       # noqa: E731
-
-    pending: dict[int, int] = {}      # tag -> requests not yet complete
-    last_done: dict[int, int] = {}    # tag -> latest done cycle (DRAM)
-    reads = writes = 0
-
-    def enqueue(addr: np.ndarray, write: bool, at_npu: int, tag: int) -> None:
-        dec = mapping_mod.decode(spec, addr, mapping)
-        ms.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"], int(write),
-                            to_dram(at_npu), tag)
-        pending[tag] = pending.get(tag, 0) + len(addr)
-        last_done.setdefault(tag, 0)
-
-    def wait(tag: int) -> int:
-        """Advance the engine until every request of `tag` is done; its last done cycle (NPU cycles)."""
-        while pending.get(tag, 0) > 0:
-            st = ms.advance()
-            if st != ST_COMPLETION:
-                raise RuntimeError(f"memory idle with requests of tag {tag} outstanding")
-            for t, done in ms.drain():
-                pending[t] -= 1
-                last_done[t] = max(last_done[t], done)
-        return to_npu(last_done[tag])
-
-    dbt = DoubleBufferTimeline(schedule)
-    tiles = schedule.tiles
-    store_of: dict[int, Any] = {}     # output block -> its TileTiming (store recorded later)
-    if tiles:
-        addr = _requests(spec, tiles[0].loads, bases)
-        reads += len(addr)
-        enqueue(addr, False, 0, 0)
-    for i, tile in enumerate(tiles):
-        ready = wait(i)
-        if i + 1 < len(tiles):
-            # the next tile's loads issue once this tile's are done and tile i-1's half is free: both known
-            # now, so enqueue them before waiting for anything else
-            prev = dbt.timeline.tiles[i - 1].inputs_consumed_cycles if i >= 1 else 0
-            issue = max(ready, prev)
-            addr = _requests(spec, tiles[i + 1].loads, bases)
-            reads += len(addr)
-            enqueue(addr, False, issue, i + 1)
-        if tile.first_k and tile.output_index >= 2:
-            o = tile.output_index - 2
-            dbt.record_store_done(store_of[o], wait(STORE_TAG + o))
-        timing = dbt.record_load_done(ready)
-        if tile.last_k:
-            store_of[tile.output_index] = timing
-            addr = _requests(spec, tile.stores, bases)
-            writes += len(addr)
-            enqueue(addr, True, timing.compute_done_cycles, STORE_TAG + tile.output_index)
-    for o, timing in store_of.items():
-        dbt.record_store_done(timing, wait(STORE_TAG + o))
+    width = dma_width or spec.channels
+    driver = Driver(ms)
+    agent = GemmAgent(driver, schedule, bases, 0, ms.add_port(width=width), ms.add_port(width=width),
+                      mapping or spec.default_mapping, cfg.clock_hz)
+    agent.start()
+    driver.run()
     a = spec.access_bytes
-    return DramGemm(schedule, dbt.timeline, ms, reads * a, writes * a, dbt.timeline.total_cycles)
+    return DramGemm(schedule, agent.dbt.timeline, ms, agent.reads * a, agent.writes * a, agent.dbt.timeline.total_cycles)

@@ -21,7 +21,8 @@ _RESOLVERS: dict[str, ResolveFn] = {}
 # resolved config does not spell out (e.g. dram.timing.* of the DRAM preset). See config_leaves().
 _KEYS: dict[str, KeysFn] = {}
 # Modules that register systems on import (kept lazy so importing archsim stays cheap).
-_PROVIDERS = ["archsim.systems.dram_trace", "archsim.systems.pimgpt", "archsim.systems.t3"]
+_PROVIDERS = ["archsim.systems.dram_trace", "archsim.systems.pimgpt", "archsim.systems.neupims",
+              "archsim.systems.t3"]
 
 
 def register(name: str, resolve: ResolveFn | None = None, keys: KeysFn | None = None) -> Callable[[RunFn], RunFn]:

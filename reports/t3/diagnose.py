@@ -60,7 +60,7 @@ def main() -> None:
     lines += ["", "GEMM time alone and under T3, and the fused reduce-scatter per ring hop (one-device model):", "",
               "| case | GEMM alone us | GEMM under T3 us | tiles per chunk | hop median us | hop mean us | "
               "link time per chunk + hop latency us |", "|---|---|---|---|---|---|---|"]
-    for args in (("t-nlg", "fc2_fwd", 8, 1024), ("gpt3", "op_fwd", 32, 256)):
+    for args in (("t-nlg", "fc2_fwd", 8, 1024), ("gpt3-175b", "op_fwd", 32, 256)):
         r = hops(params, *args)
         lines.append(f"| {r['case']} | {r['gemm_alone_us']:.1f} | {r['gemm_t3_us']:.1f} | {r['tiles_per_chunk']} | "
                      f"{r['hop_median_us']:.1f} | {r['hop_mean_us']:.1f} | {r['link_per_chunk_us']:.1f} |")

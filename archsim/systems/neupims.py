@@ -1,0 +1,820 @@
+"""NeuPIMs and its baselines: decode iterations of a GPT-3 model on NPU + HBM-PIM devices, every layer simulated.
+
+One TP shard of the model runs on one device: an NPU (systolic arrays + vector units, archsim.npu) and 32
+HBM2 channels with PIM banks (preset NeuPIMs_HBM2_Dual / _Single). Per layer and sub-batch:
+
+  QKV      LayerNorm (vector) -> GEMM b x E x 3E/tp (NPU arrays; DMA through the channel engine)
+  MHA      per request and head q.K^T (PIM GEMV) -> softmax (NPU vector units) -> s.V (PIM GEMV), on the channel
+           that holds the request's KV cache (archsim.compiler.neupims streams), or on the NPU (npu_only)
+  Proj+FFN GEMM b x E/tp x E -> all-reduce -> residual add -> LayerNorm -> GEMM b x E x 4E/tp -> GELU ->
+           GEMM b x 4E/tp x E -> all-reduce -> residual add
+
+Stages follow mappings/neupims.yaml: with sub-batch interleaving, two sub-batches through stages A..F (NPU runs
+QKV / Proj+FFN of one while PIM runs the other's MHA; every stage ends at a barrier); without it, QKV, MHA and
+Proj+FFN of the whole batch one after the other. Everything that touches DRAM in a stage runs in ONE channel
+engine at the same time: the NPU's DMA requests (an rw source, FR-FCFS) and the PIM command streams (a stream
+source). The four systems differ only in data:
+
+  neupims   dual row buffers (PIM and memory rows open at once); PIM commands first (`priority`)
+  npu_pim   one row buffer; `blocked`: while a PIM GEMV runs, the channel serves only PIM (Newton-style)
+  npu_only  plain HBM (the single-buffer device, no PIM command issued); attention on the NPU
+  gpu_only  A100 40GB roofline per operator (archsim/presets/baselines/a100-40gb.yaml), no cycle simulation
+
+Modes: `iteration` (NeuPIMs' own method, without its one-layer extrapolation: `samples` batches of `batch`
+requests with sampled lengths, one decode iteration each over all layers) and `serving` (continuous batching of
+`requests` requests; prefill on standalone NPUs, every decode iteration simulated; TTFT / TBT percentiles).
+
+Assumptions (stated in reports/neupims/README.md): TP devices are symmetric, so one device is simulated and
+the all-reduce is a ring over `link_bytes_per_s` / `link_latency_s` (default: an ideal interconnect, as in
+NeuPIMs' simulator, which models no inter-device traffic); GEMM weights are
+stored per array (the N dimension split over `arrays` arrays, each streaming its own block); vector ops read
+their operands from the NPU SRAM (no DRAM traffic); softmax jobs queue on the vector pipelines in the order the
+logits GEMVs finish.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from archsim import paths
+from archsim.compiler.neupims import AttentionCompiler, Stream
+from archsim.config import load_yaml
+from archsim.dram import mapping as mapping_mod
+from archsim.dram.spec import DramSpec, load_spec
+from archsim.engine.channel import MemorySystem
+from archsim.engine.driver import Driver
+from archsim.errors import ConfigError, UserError
+from archsim.npu.config import NpuConfig, load_npu_config
+from archsim.npu.dram_gemm import GemmAgent
+from archsim.npu.systolic import schedule_gemm
+from archsim.npu.vector import vector_op_cycles, vector_row_cycles
+from archsim.results import Result, make_manifest
+from archsim.systems import register
+from archsim.workload import serving
+from archsim.workload.spec import ModelSpec, load_model
+
+SYSTEMS = ("neupims", "npu_pim", "npu_only", "gpu_only")
+DEVICE_PRESET = {"neupims": "NeuPIMs_HBM2_Dual", "npu_pim": "NeuPIMs_HBM2_Single", "npu_only": "NeuPIMs_HBM2_Single"}
+# Devices per model as NeuPIMs configures them (TP x PP: 7B 4x1, 13B 4x1, 30B 4x2, 175B 8x4). archsim has no
+# pipeline parallelism, so a model's PP stages become more TP: the same devices, the same weight bytes per device.
+TP_DEFAULT = {"gpt3-7b": 4, "gpt3-13b": 4, "gpt3-30b": 8, "gpt3-175b": 32}
+MODES = ("iteration", "serving")
+POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
+               "channel_assignment": ("gmlbp", "round_robin")}
+
+DEFAULTS: dict[str, Any] = {
+    "model": "gpt3-7b", "tp": None, "batch": 256, "dataset": "sharegpt", "mode": "iteration", "samples": 1,
+    "requests": 512, "max_iterations": 100_000, "mapping": "neupims", "sub_batch": None, "channel_assignment": None,
+    "preset": None, "npu": "neupims_npu", "layers": None, "refresh": True,
+    # the TP all-reduce link; None = an ideal interconnect (NeuPIMs' simulator models no inter-device traffic),
+    # e.g. 64e9 and 1e-6 for a PCIe 5.0 x16-class link
+    "link_bytes_per_s": None, "link_latency_s": 0.0, "gpu": "a100-40gb",
+}
+OPTIONAL_KEYS = ("dram",)
+
+
+# ---- configuration -------------------------------------------------------------------------------------------
+def _policy(name: str) -> dict[str, Any]:
+    path = paths.resolve("mappings", name)
+    doc = load_yaml(path)
+    out = {}
+    for key, allowed in POLICY_KEYS.items():
+        if key not in doc.data:
+            raise doc.error(key, f"missing; allowed: {', '.join(map(str, allowed))}")
+        if doc.data[key] not in allowed:
+            raise doc.error(key, f"must be one of {', '.join(map(str, allowed))}, got {doc.data[key]!r}")
+        out[key] = doc.data[key]
+    row = doc.data.get("kv_base_row", 16384)
+    if isinstance(row, bool) or not isinstance(row, int) or row < 0:
+        raise doc.error("kv_base_row", f"must be an integer >= 0, got {row!r}")
+    out["kv_base_row"] = row
+    return out
+
+
+def _int(cfg: dict, key: str, minimum: int = 1, allow_none: bool = False) -> None:
+    v = cfg[key]
+    if v is None and allow_none:
+        return
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise ConfigError(key, f"must be an integer >= {minimum}, got {v!r}")
+
+
+def resolve(config: dict[str, Any]) -> dict[str, Any]:
+    name = config.get("system", "neupims")
+    allowed = sorted({"system", *DEFAULTS, *OPTIONAL_KEYS})
+    unknown = sorted(set(config) - set(allowed))
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown key for system {name}; allowed: {', '.join(allowed)}")
+    out = {**DEFAULTS, **config, "system": name}
+    model = load_model(out["model"])
+    if out["tp"] is None:
+        out["tp"] = TP_DEFAULT.get(model.name, 1)
+    for key in ("tp", "batch", "samples", "requests", "max_iterations"):
+        _int(out, key)
+    _int(out, "layers", allow_none=True)
+    if out["mode"] not in MODES:
+        raise ConfigError("mode", f"must be one of {', '.join(MODES)}, got {out['mode']!r}")
+    if model.n_heads % out["tp"]:
+        raise ConfigError("tp", f"{model.name} has {model.n_heads} heads; tp must divide it, got {out['tp']}")
+    policy = _policy(out["mapping"])
+    for key in ("sub_batch", "channel_assignment"):
+        if out[key] is None:
+            out[key] = policy[key]
+        elif out[key] not in POLICY_KEYS[key]:
+            raise ConfigError(key, f"must be one of {', '.join(map(str, POLICY_KEYS[key]))}, got {out[key]!r}")
+    if name in ("npu_only", "gpu_only"):
+        out["sub_batch"] = False          # nothing runs beside the NPU's attention to interleave with
+    if out["preset"] is None and name != "gpu_only":
+        out["preset"] = DEVICE_PRESET[name]
+    for key in ("link_bytes_per_s", "link_latency_s"):
+        v = out[key]
+        if v is None and key == "link_bytes_per_s":
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or (key == "link_bytes_per_s" and v == 0):
+            raise ConfigError(key, f"must be a number > 0 (link_bytes_per_s may be null: ideal), got {v!r}")
+    if not isinstance(out["refresh"], bool):
+        raise ConfigError("refresh", f"must be true or false, got {out['refresh']!r}")
+    if "dram" in out and not isinstance(out["dram"], dict):
+        raise ConfigError("dram", f"must be a mapping of preset overrides, got {out['dram']!r}")
+    if not _is_trace(out["dataset"]) and out["dataset"] not in serving.DATASETS:
+        raise ConfigError("dataset", f"unknown dataset {out['dataset']!r}; known: {', '.join(sorted(serving.DATASETS))}"
+                          " or a trace file (.csv / .jsonl)")
+    return out
+
+
+def _is_trace(dataset: str) -> bool:
+    return str(dataset).endswith((".csv", ".jsonl"))
+
+
+# ---- hardware ------------------------------------------------------------------------------------------------
+@dataclass
+class Device:
+    """One TP shard's hardware: DRAM spec, NPU, and the model slice it holds."""
+
+    system: str
+    model: ModelSpec
+    tp: int
+    layers: int
+    spec: DramSpec | None
+    npu: NpuConfig
+    policy: dict[str, Any]
+    link_bytes_per_s: float | None       # None: ideal interconnect
+    link_latency_s: float
+    cache: dict = field(default_factory=dict)     # GEMM schedules and the attention compiler, kept across iterations
+
+    @property
+    def heads(self) -> int:
+        return self.model.n_heads // self.tp
+
+    @property
+    def dram_hz(self) -> float:
+        return 1e12 / self.spec.tCK_ps
+
+    def npu_to_dram(self, npu_cycles: float) -> int:
+        return math.ceil(npu_cycles * self.dram_hz / self.npu.clock_hz - 1e-9)
+
+    @property
+    def kv_capacity_bytes(self) -> int:
+        """KV cache room of the TP group: memory of tp devices minus the weights."""
+        return self.tp * self.spec.capacity_bytes - self.model.weight_bytes
+
+    @property
+    def capacity_tokens_per_channel(self) -> int:
+        """A request's KV cache (this device's heads, all layers) lives in one channel (NeuPIMs' PIM tiles)."""
+        per_token = self.model.kv_bytes_per_token // self.tp
+        free = self.spec.capacity_bytes - self.model.weight_bytes // self.tp
+        return max(free // self.spec.channels // per_token, 0)
+
+
+def build_device(cfg: dict[str, Any]) -> Device:
+    model = load_model(cfg["model"])
+    layers = cfg["layers"] or model.n_layers
+    npu = load_npu_config(cfg["npu"])
+    spec = None
+    if cfg["system"] != "gpu_only":
+        spec = load_spec(cfg["preset"], _dram_overrides(cfg))
+        if cfg["system"] != "npu_only" and "COMP" not in spec.command_names:
+            raise ConfigError("preset", f"{spec.name} has no PIM commands; system {cfg['system']} needs a NeuPIMs device")
+        per_device = model.weight_bytes / cfg["tp"]
+        if per_device >= spec.capacity_bytes:
+            raise UserError(f"{model.name}: its weights take {per_device / 1e9:.1f} GB per device at tp {cfg['tp']}, "
+                            f"more than the {spec.capacity_bytes / 1e9:.1f} GB of {spec.name}; raise tp (NeuPIMs "
+                            "also splits GPT3-175B over 4 pipeline stages, which archsim does not model)")
+    link = cfg["link_bytes_per_s"]
+    return Device(cfg["system"], model, cfg["tp"], layers, spec, npu, _policy(cfg["mapping"]),
+                  None if link is None else float(link), float(cfg["link_latency_s"]))
+
+
+def _dram_overrides(cfg: dict[str, Any]) -> dict[str, Any]:
+    from archsim.config import flatten
+
+    return flatten(cfg.get("dram") or {})
+
+
+# ---- the DRAM co-simulation of one stage ---------------------------------------------------------------------
+@dataclass
+class StageStats:
+    name: str
+    layer: int
+    start: int = 0            # DRAM cycles
+    end: int = 0
+    npu_busy: int = 0         # NPU array cycles doing GEMM work (summed over arrays), in DRAM cycles
+    npu_end: int = 0
+    pim_end: int = 0
+    vector_busy: int = 0
+    link_busy: int = 0
+    commands: dict[str, int] = field(default_factory=dict)
+
+
+def _schedule(dev: Device, m: int, k: int, n: int):
+    """(schedule, busy array cycles) of an m x k x n GEMM on one array, cached per device."""
+    key = ("gemm", m, k, n)
+    if key not in dev.cache:
+        sched = schedule_gemm(dev.npu, m, k, n)
+        dev.cache[key] = (sched, sched.array_cycles())
+    return dev.cache[key]
+
+
+@lru_cache(maxsize=65536)
+def _attention_streams(compiler: AttentionCompiler, context: int, head: int = 0) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], int, int]:
+    """One head's logits and attend streams with rows relative to the request's first KV row, and the rows
+    its K and V tiles take (one layer). `head` only matters modulo the heads one GWRITE of q serves (the
+    first of them carries the GWRITE)."""
+    head = head % (compiler.row_elems // compiler.dk)
+    lg, at = Stream(), Stream()
+    keys_per_row = compiler.row_elems // compiler.dk
+    k_rows = math.ceil(math.ceil(context / compiler.banks) / keys_per_row)
+    v_rows = math.ceil(compiler.dk / compiler.banks) * math.ceil(context / compiler.row_elems)
+    # the query / score staging rows live just past the KV rows of the head (GWRITE source rows)
+    compiler.logits(lg, context, 0, q_row=k_rows + v_rows, head=head)
+    compiler.attend(at, context, k_rows, s_row=k_rows + v_rows + 1)
+    return lg.arrays(), at.arrays(), k_rows + v_rows + 2, k_rows
+
+
+class DecodeSimulator:
+    """Simulates decode iterations of one device, stage by stage, on one long-lived channel engine."""
+
+    def __init__(self, dev: Device, refresh: bool = True, log: bool = False):
+        self.dev = dev
+        self.log = log
+        self.stream_flags: dict[int, list[tuple[int, int]]] = {}
+        spec = dev.spec
+        self.attention_on_pim = dev.system in ("neupims", "npu_pim") and dev.policy["attention"] == "pim"
+        if self.attention_on_pim:
+            sources = [{"name": "pim", "kind": "stream"}, {"name": "npu", "kind": "rw"}]
+            arbitration = "priority" if dev.system == "neupims" else "blocked"
+        else:
+            sources = [{"name": "npu", "kind": "rw"}]
+            arbitration = "frfcfs"
+        ctrl = {"refresh": "allbank" if refresh else "none"}
+        # a PIM GEMV that would cross a refresh waits for it (NeuPIMs' PIM_HEADER admission)
+        self.ms = MemorySystem(spec, ctrl, sources=sources, arbitration=arbitration, log=log,
+                               stream_refresh="wait" if self.attention_on_pim else "split", requests=1 << 20,
+                               stream_capacity=1 << 14)
+        self.driver = Driver(self.ms)
+        # one load and one store DMA engine per array, each offering up to one request per channel per cycle
+        width = spec.channels
+        self.ports = [(self.ms.add_port("npu", width), self.ms.add_port("npu", width)) for _ in range(dev.npu.arrays)]
+        self.mapping = spec.default_mapping
+        if self.attention_on_pim and "compiler" not in dev.cache:
+            dev.cache["compiler"] = AttentionCompiler(spec, dev.model.d_head)
+        self.compiler = dev.cache.get("compiler")
+        self.stages: list[StageStats] = []
+        self.eb = dev.npu.dtype_bytes
+        # address space: weights of every layer from 0, activations after them; KV rows from kv_base_row
+        E, tp = dev.model.d_model, dev.tp
+        self.gemm_shapes = {"qkv": (E, 3 * E // tp), "proj": (E // tp, E), "ffn1": (E, dev.model.d_ff // tp),
+                            "ffn2": (dev.model.d_ff // tp, E)}
+        align = spec.row_bytes * spec.total_banks
+        self.weight_base: dict[tuple[int, str], int] = {}
+        # Each array streams its own block of a GEMM's weights (k x n/arrays, contiguous). Blocks are staggered
+        # by channels/arrays channels and banks/arrays banks: arrays streaming side by side then work on
+        # different channels and banks. (Aligned blocks all start at channel 0, bank 0: the arrays move through
+        # the channels as a convoy, head-of-line blocked at the same channel queue, and fight over one bank.)
+        ra = spec.row_bytes
+        stagger = ra * max(spec.channels // dev.npu.arrays, 1) + ra * spec.channels * max(
+            spec.banks_per_channel // dev.npu.arrays, 1)
+        self.block_stride = {}
+        at = 0
+        for name, (k, n) in self.gemm_shapes.items():
+            self.block_stride[name] = math.ceil(k * math.ceil(n / dev.npu.arrays) * self.eb / align) * align + stagger
+        for layer in range(dev.layers):
+            for name in self.gemm_shapes:
+                self.weight_base[(layer, name)] = at
+                at += self.block_stride[name] * dev.npu.arrays
+        self.act_base = at
+        rows_needed = at // (spec.row_bytes * spec.total_banks) + 64
+        self.kv_row0 = max(dev.policy["kv_base_row"], rows_needed)
+        if self.kv_row0 >= spec.rows:
+            raise UserError(f"{dev.model.name} / tp {tp}: the weights need {rows_needed} rows of every bank, more "
+                            f"than {spec.name}'s {spec.rows}")
+        self.vector_free = [0] * dev.npu.vector.pipelines
+
+    # -- NPU ops ---------------------------------------------------------------------------------------------
+    def _gemm(self, layer: int, name: str, m: int, start: int, done: list[int], stats: StageStats) -> None:
+        """Start GEMM `name` of `layer` at DRAM cycle `start` split over the arrays; append each array's end."""
+        dev = self.dev
+        k, n = self.gemm_shapes[name]
+        arrays = dev.npu.arrays
+        n_per = math.ceil(n / arrays)
+        start_npu = math.ceil(start * dev.npu.clock_hz / self.dev.dram_hz - 1e-9)
+        base = self.weight_base[(layer, name)]
+        for a in range(arrays):
+            na = min(n_per, n - a * n_per)
+            if na <= 0:
+                continue
+            sched, busy = _schedule(dev, m, k, na)
+            stats.npu_busy += dev.npu_to_dram(busy)
+            bases = {"A": self.act_base, "B": base + a * self.block_stride[name],
+                     "C": self.act_base + (1 + a) * (1 << 24)}
+            # operands in the tile-blocked layout (weights arranged offline, activations written that way), so
+            # a tile is one contiguous range spread over every channel (row-major A with 8 KB rows would put
+            # a tile's 1 KB row pieces on a quarter of the channels)
+            agent = GemmAgent(self.driver, sched, bases, start_npu, *self.ports[a], self.mapping, dev.npu.clock_hz,
+                              on_finish=lambda ag: done.append(self.dev.npu_to_dram(ag.end_npu)), layout="blocked")
+            agent.start()
+
+    def _arrays_used(self, name: str) -> int:
+        n = self.gemm_shapes[name][1]
+        return math.ceil(n / math.ceil(n / self.dev.npu.arrays))
+
+    def _vector(self, kind: str, n: int, rows: int) -> int:
+        return self.dev.npu_to_dram(vector_op_cycles(self.dev.npu, kind, n, rows))
+
+    def _allreduce(self, nbytes: int) -> int:
+        """Ring all-reduce across the tp devices (reduce-scatter + all-gather)."""
+        p = self.dev.tp
+        if p == 1 or self.dev.link_bytes_per_s is None:
+            return 0
+        seconds = 2 * (p - 1) / p * nbytes / self.dev.link_bytes_per_s + 2 * (p - 1) * self.dev.link_latency_s
+        return math.ceil(seconds * self.dev.dram_hz)
+
+    def _npu_program(self, ops: list[tuple], start: int, stats: StageStats) -> None:
+        """Run ops in order from `start` (GEMMs through the memory, the rest as fixed latencies); sets
+        stats.npu_end when the last op finishes. Ops: ("gemm", layer, name, m), ("vector", kind, n, rows),
+        ("allreduce", bytes), ("npu_attention", contexts)."""
+        def run(i: int, t: int) -> None:
+            while i < len(ops):
+                op = ops[i]
+                if op[0] == "gemm":
+                    ends: list[int] = []
+                    expected = self._arrays_used(op[2])
+
+                    def finished(_end: int, i=i, ends=ends, expected=expected) -> None:
+                        if len(ends) == expected:
+                            run(i + 1, max(ends))
+                    self._gemm(op[1], op[2], op[3], t, _Notify(ends, finished), stats)
+                    return
+                if op[0] == "vector":
+                    d = self._vector(*op[1:])
+                    stats.vector_busy += d
+                    t += d
+                elif op[0] == "allreduce":
+                    d = self._allreduce(op[1])
+                    stats.link_busy += d
+                    t += d
+                elif op[0] == "npu_attention":
+                    self._npu_attention(op[1], op[2], t, stats, lambda end, i=i: run(i + 1, end))
+                    return
+                i += 1
+            stats.npu_end = max(stats.npu_end, t)
+        run(0, start)
+
+    # -- attention on the NPU (npu_only) -----------------------------------------------------------------------
+    def _npu_attention(self, layer: int, contexts: list[int], start: int, stats: StageStats, then) -> None:
+        """Each request's K and V (its heads on this device) stream over the external bus into the NPU; the
+        arrays take requests in turn, loading the next request while computing one (double buffering)."""
+        dev = self.dev
+        arrays = dev.npu.arrays
+        dk, heads = dev.model.d_head, self.heads
+        kv_tok = 2 * heads * dk * self.eb
+        state = {"left": arrays}
+        ends = [start] * arrays
+        base = self.act_base + (64 << 24) + layer * (1 << 30) % (self.dev.spec.capacity_bytes // 2)
+        offsets = np.cumsum([0] + [c * kv_tok for c in contexts])
+        per_array = [list(range(a, len(contexts), arrays)) for a in range(arrays)]
+
+        def compute_cycles(L: int) -> int:
+            array = (_schedule(dev, 1, dk, L)[1] + _schedule(dev, 1, L, dk)[1]) * heads
+            soft = vector_row_cycles(dev.npu, "softmax", L) * math.ceil(heads / dev.npu.vector.pipelines)
+            return dev.npu_to_dram(array + soft)
+
+        def array_run(a: int) -> None:
+            reqs = per_array[a]
+            loaded: dict[int, int] = {}
+            comp_end = [start]
+
+            def issue(j: int, at: int) -> None:
+                r = reqs[j]
+                lo = int(base + offsets[r])
+                addr = np.arange(lo // 64 * 64, lo + contexts[r] * kv_tok, self.dev.spec.access_bytes, dtype=np.uint64)
+                addr %= np.uint64(self.dev.spec.capacity_bytes)
+                dec = mapping_mod.decode(self.dev.spec, addr, self.mapping)
+                tag = self.driver.group(len(addr), lambda done, j=j: loaded_cb(j, done))
+                self.ms.enqueue_requests(self.ports[a][0], dec["channel"], dec["bank"], dec["row"], dec["column"], 0,
+                                         at, tag)
+
+            def loaded_cb(j: int, done: int) -> None:
+                loaded[j] = done
+                c0 = max(done, comp_end[0])
+                c = compute_cycles(contexts[reqs[j]])
+                stats.npu_busy += c
+                comp_end[0] = c0 + c
+                if j + 1 < len(reqs):
+                    issue(j + 1, max(done, c0))       # the other buffer half is free once j starts computing
+                else:
+                    ends[a] = comp_end[0]
+                    state["left"] -= 1
+                    if state["left"] == 0:
+                        then(max(ends))
+
+            if reqs:
+                issue(0, start)
+            else:
+                state["left"] -= 1
+                if state["left"] == 0:
+                    then(max(ends))
+
+        for a in range(arrays):
+            array_run(a)
+
+    @property
+    def heads(self) -> int:
+        return self.dev.heads
+
+    # -- attention on PIM ----------------------------------------------------------------------------------------
+    def _pim_attention(self, layer: int, requests: list[tuple[int, int]], start: int, stats: StageStats) -> None:
+        """requests: (context, channel). Per channel, the logits GEMVs of every request and head go first (one
+        stream); each head's softmax runs on a vector pipeline when its logits are done, and its attend GEMV
+        is appended to the channel's stream at the softmax's end."""
+        spec = self.dev.spec
+        B = spec.banks_per_channel
+        comp = self.compiler
+        heads = self.heads
+        by_ch: dict[int, list[int]] = {}
+        for L, ch in requests:
+            by_ch.setdefault(ch, []).append(L)
+        stats.pim_end = max(stats.pim_end, start)
+        rows = spec.rows
+        for ch, contexts in by_ch.items():
+            row = self.kv_row0
+            lg_parts, at_jobs = [], []
+            for L in contexts:
+                for h in range(heads):
+                    (lg, at, rows_per_head, _k) = _attention_streams(comp, L, h % (comp.row_elems // comp.dk))
+                    lg_parts.append((lg, row))
+                    at_jobs.append((at, row, L))
+                    row += rows_per_head
+            # tags: one completion group per head's logits GEMV
+            cmd = np.concatenate([p[0][0] for p in lg_parts])
+            bank = np.concatenate([p[0][1] for p in lg_parts]) + ch * B
+            rel = np.concatenate([p[0][2] for p in lg_parts])
+            base = np.concatenate([np.full(len(p[0][0]), p[1], np.int64) for p in lg_parts])
+            row_arr = np.where(rel >= 0, (rel + base + layer * 97) % (rows - self.kv_row0) + self.kv_row0, -1)
+            flags = np.concatenate([p[0][3] for p in lg_parts])
+            est = np.concatenate([p[0][4] for p in lg_parts])
+            tags = np.empty(len(cmd), np.int64)
+            pos = 0
+            for j, (p, _r) in enumerate(lg_parts):
+                n = len(p[0])
+                tags[pos:pos + n] = self.driver.group(n, lambda done, ch=ch, j=j, jobs=at_jobs:
+                                                      self._softmax_then_attend(layer, ch, jobs[j], done, stats))
+                pos += n
+            self._stream("pim", ch, cmd, bank, row_arr, flags, est, tags, start)
+
+    def _softmax_then_attend(self, layer: int, ch: int, job, logits_done: int, stats: StageStats) -> None:
+        at, row, L = job
+        d = self.dev.npu_to_dram(vector_row_cycles(self.dev.npu, "softmax", L))
+        free = heapq.heappop(self.vector_free)
+        begin = max(free, logits_done)
+        heapq.heappush(self.vector_free, begin + d)
+        stats.vector_busy += d
+        spec = self.dev.spec
+        rows = spec.rows
+        cmd, bank, rel, flags, est = at
+        row_arr = np.where(rel >= 0, (rel + row + layer * 97) % (rows - self.kv_row0) + self.kv_row0, -1)
+        tag = self.driver.group(len(cmd), lambda done: self._pim_done(stats, done))
+        self._stream("pim", ch, cmd, bank + ch * spec.banks_per_channel, row_arr, flags, est, tag, begin + d)
+
+    def _stream(self, source, ch, cmd, bank, row, flags, est, tag, at) -> None:
+        self.ms.enqueue_stream(source, ch, cmd, bank, row, -1, flags, est, tag, at=at)
+        if self.log:     # per channel, (command, segment flags) of the stream in enqueue order (tests read them)
+            self.stream_flags.setdefault(ch, []).extend(zip(np.asarray(cmd).tolist(),
+                                                            np.broadcast_to(flags, np.shape(cmd)).tolist(), strict=True))
+
+    @staticmethod
+    def _pim_done(stats: StageStats, done: int) -> None:
+        stats.pim_end = max(stats.pim_end, done)
+
+    # -- one stage -----------------------------------------------------------------------------------------------
+    def run_stage(self, name: str, layer: int, npu_ops: list[tuple], pim: tuple[int, list[tuple[int, int]]] | None,
+                  start: int) -> StageStats:
+        st = StageStats(name, layer, start=start, npu_end=start, pim_end=start)
+        before = self.ms.S.cmd_count.sum(axis=0).copy()
+        self.vector_free = [start] * self.dev.npu.vector.pipelines
+        if pim is not None and pim[1]:
+            self._pim_attention(pim[0], pim[1], start, st)
+        if npu_ops:
+            self._npu_program(npu_ops, start, st)
+        self.driver.run()
+        st.end = max(st.npu_end, st.pim_end, start)
+        counts = self.ms.S.cmd_count.sum(axis=0) - before
+        st.commands = {n: int(c) for n, c in zip(self.dev.spec.command_names, counts, strict=True) if c}
+        self.ms.recycle_requests()
+        self.stages.append(st)
+        return st
+
+    # -- one decode iteration -------------------------------------------------------------------------------------
+    def layer_ops(self, layer: int, b: int) -> tuple[list[tuple], list[tuple]]:
+        """(QKV ops, Proj+FFN ops) of one layer for a sub-batch of b requests."""
+        m = self.dev.model
+        E = m.d_model
+        act = b * E * self.eb
+        qkv = [("vector", "layernorm", E, b), ("gemm", layer, "qkv", b)]
+        post = [("gemm", layer, "proj", b), ("allreduce", act), ("vector", "add", E, b),
+                ("vector", "layernorm", E, b), ("gemm", layer, "ffn1", b),
+                ("vector", "gelu", m.d_ff // self.dev.tp, b), ("gemm", layer, "ffn2", b), ("allreduce", act),
+                ("vector", "add", E, b)]
+        return qkv, post
+
+    def iteration(self, contexts: list[int], channels: list[int], sub_batch: bool, start: int = 0) -> int:
+        """One decode step of every request (context lengths after the step) through all layers; returns the
+        end cycle. channels: the channel holding each request's KV cache (-1 never happens here)."""
+        n = len(contexts)
+        L = self.dev.layers
+        reqs = list(zip(contexts, channels, strict=True))
+        t = start
+        if not sub_batch:
+            for layer in range(L):
+                qkv, post = self.layer_ops(layer, n)
+                t = self.run_stage("A", layer, qkv, None, t).end
+                if self.attention_on_pim:
+                    t = self.run_stage("B", layer, [], (layer, reqs), t).end
+                else:
+                    t = self.run_stage("B", layer, [("npu_attention", layer, contexts)], None, t).end
+                t = self.run_stage("E", layer, post, None, t).end
+            return t
+        sb1, sb2 = serving.partition_sub_batches(channels, self.dev.spec.channels)
+        subs = [[reqs[i] for i in sb1], [reqs[i] for i in sb2]]
+        sizes = [len(s) for s in subs]
+        ops = [[self.layer_ops(layer, max(sizes[s], 1)) for s in (0, 1)] for layer in range(L)]
+        # A: QKV(SB1) | B: QKV(SB2) + MHA(SB1) | C: post(SB1)+QKV'(SB1) + MHA(SB2) | D: post(SB2)+QKV'(SB2) +
+        # MHA'(SB1) ... | E: post(SB1) + MHA(SB2) | F: post(SB2)   (primes: the next layer)
+        t = self.run_stage("A", 0, ops[0][0][0], None, t).end
+        t = self.run_stage("B", 0, ops[0][1][0], (0, subs[0]), t).end
+        for layer in range(L - 1):
+            t = self.run_stage("C", layer, ops[layer][0][1] + ops[layer + 1][0][0], (layer, subs[1]), t).end
+            t = self.run_stage("D", layer, ops[layer][1][1] + ops[layer + 1][1][0], (layer + 1, subs[0]), t).end
+        t = self.run_stage("E", L - 1, ops[L - 1][0][1], (L - 1, subs[1]), t).end
+        t = self.run_stage("F", L - 1, ops[L - 1][1][1], None, t).end
+        return t
+
+
+class _Notify(list):
+    """A list that calls `fn(value)` after every append (GEMM arrays reporting their end)."""
+
+    def __init__(self, target: list, fn):
+        super().__init__()
+        self.target, self.fn = target, fn
+
+    def append(self, value) -> None:
+        self.target.append(value)
+        self.fn(value)
+
+
+# ---- channel assignment and batches ---------------------------------------------------------------------------
+def assign(dev: Device, contexts: list[int], policy: str) -> list[int]:
+    nch = dev.spec.channels
+    cap = dev.capacity_tokens_per_channel
+    if policy == "gmlbp":
+        out = serving.assign_channels_gmlbp(contexts, nch, serving.mha_load_fn(dev.model, dev.tp), capacity_tokens=cap)
+    else:
+        out = serving.assign_channels_round_robin(contexts, nch, capacity_tokens=cap)
+    if -1 in out:
+        need = sum(contexts) * dev.model.kv_bytes_per_token
+        raise UserError(f"the batch's KV cache does not fit: {len(contexts)} requests with {sum(contexts)} tokens "
+                        f"need {need / 2**30:.1f} GiB of KV cache, the {dev.tp} device(s) hold "
+                        f"{dev.kv_capacity_bytes / 2**30:.1f} GiB next to the weights")
+    return out
+
+
+def sample_batch(dataset: str, batch: int, rng: np.random.Generator) -> list[int]:
+    """Context lengths of a running batch: requests sampled from the dataset, each at a uniformly random
+    point of its generation (NeuPIMs warms a batch with sampled lengths)."""
+    if _is_trace(dataset):
+        reqs = serving.read_trace(dataset)
+        pick = rng.integers(0, len(reqs), batch)
+        prompt = np.array([reqs[i].prompt_tokens for i in pick])
+        out = np.array([reqs[i].output_tokens for i in pick])
+    else:
+        reqs = serving.generate_requests(batch, dataset, seed=int(rng.integers(1 << 31)))
+        prompt = np.array([r.prompt_tokens for r in reqs])
+        out = np.array([r.output_tokens for r in reqs])
+    done = rng.integers(0, np.maximum(out, 1))
+    return (prompt + done + 1).tolist()
+
+
+# ---- GPU-only ---------------------------------------------------------------------------------------------------
+def gpu_iteration_s(cfg: dict[str, Any], model: ModelSpec, contexts: list[int], layers: int) -> tuple[float, dict]:
+    """A100 roofline per operator: max(FLOPs / peak, bytes / bandwidth) (efficiencies from the preset), one
+    TP shard; the all-reduces over the same link as the NPU systems."""
+    from archsim.host.baselines import Baseline
+
+    gpu = Baseline.load(cfg["gpu"])
+    tp = cfg["tp"]
+    flops_s = gpu.peak_matmul_flops_per_s * gpu.compute_efficiency
+    bw = gpu.peak_bandwidth_bytes_per_s * gpu.bandwidth_efficiency
+    b = len(contexts)
+    E, F, eb = model.d_model, model.d_ff, 2
+    gemm = 0.0
+    for k, n in ((E, 3 * E // tp), (E // tp, E), (E, F // tp), (F // tp, E)):
+        gemm += max(2 * b * k * n / flops_s, (k * n + b * (k + n)) * eb / bw)
+    kv_bytes = sum(contexts) * 2 * E // tp * eb
+    attn = max(4 * sum(contexts) * E // tp / flops_s, kv_bytes / bw)
+    link = cfg["link_bytes_per_s"]
+    ar = 0.0
+    if tp > 1 and link is not None:
+        ar = 2 * (2 * (tp - 1) / tp * b * E * eb / link + 2 * (tp - 1) * cfg["link_latency_s"])
+    per_layer = gemm + attn + ar
+    return per_layer * layers, {"gemm_s": gemm * layers, "attention_s": attn * layers, "allreduce_s": ar * layers}
+
+
+# ---- runs ------------------------------------------------------------------------------------------------------
+def _stage_frame(stages: list[StageStats], dev: Device) -> pd.DataFrame:
+    ns = dev.spec.tCK_ps / 1000
+    rows = []
+    for s in stages:
+        dur = max(s.end - s.start, 1)
+        bursts = sum(s.commands.get(c, 0) for c in ("RD", "RDA", "WR", "WRA"))
+        comps = s.commands.get("COMP", 0)
+        rows.append({
+            "stage": s.name, "layer": s.layer, "start_cycle": s.start, "cycles": s.end - s.start,
+            "seconds": (s.end - s.start) * ns * 1e-9,
+            "npu_util": s.npu_busy / (dur * dev.npu.arrays),
+            "pim_util": comps * dev.spec.timing["nCOMP"] / (dur * dev.spec.channels),
+            "mem_bw_util": bursts * dev.spec.timing["nBL"] / (dur * dev.spec.channels),
+            "npu_end_cycle": s.npu_end, "pim_end_cycle": s.pim_end, "vector_cycles": s.vector_busy,
+            "link_cycles": s.link_busy, **{f"n_{k}": v for k, v in s.commands.items()},
+        })
+    return pd.DataFrame(rows).fillna(0)
+
+
+def _energy_j(dev: Device, stage_df: pd.DataFrame, cycles: int) -> dict[str, float]:
+    """DRAM energy of one device by component (J): the post-pass over the command counts (NeuPIMs compares
+    memory energy, its Table 5)."""
+    from archsim import energy as energy_mod
+
+    counts = {c[2:]: int(stage_df[c].sum()) for c in stage_df.columns if c.startswith("n_")}
+    pj = energy_mod.dram_energy_pj(dev.spec, counts, cycles, dev.spec.channels)
+    return {k: v * 1e-12 for k, v in pj.items()}
+
+
+def run_iteration_mode(cfg: dict[str, Any], seed: int) -> Result:
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    model = load_model(cfg["model"])
+    layers = cfg["layers"] or model.n_layers
+    rows, stage_frames = [], []
+    if cfg["system"] == "gpu_only":
+        for s in range(cfg["samples"]):
+            ctx = sample_batch(cfg["dataset"], cfg["batch"], rng)
+            sec, parts = gpu_iteration_s(cfg, model, ctx, layers)
+            rows.append({"sample": s, "batch": len(ctx), "mean_context": float(np.mean(ctx)), "seconds": sec,
+                         "tokens_per_s": len(ctx) / sec, **parts})
+        df = pd.DataFrame(rows)
+        stats = {"tokens_per_s": float(df["tokens_per_s"].mean()), "iteration_s": float(df["seconds"].mean()),
+                 "wall_s": time.perf_counter() - t0}
+        return Result(stats=stats, df=df, manifest=make_manifest(cfg["system"], cfg, seed=seed))
+    dev = build_device(cfg)
+    sim_cycles = 0
+    for s in range(cfg["samples"]):
+        ctx = sample_batch(cfg["dataset"], cfg["batch"], rng)
+        chans = assign(dev, ctx, cfg["channel_assignment"])
+        sim = DecodeSimulator(dev, refresh=cfg["refresh"])
+        end = sim.iteration(ctx, chans, cfg["sub_batch"])
+        sec = end * dev.spec.tCK_ps * 1e-12
+        sf = _stage_frame(sim.stages, dev)
+        sf.insert(0, "sample", s)
+        stage_frames.append(sf)
+        e = _energy_j(dev, sf, end)
+        rows.append({"sample": s, "batch": len(ctx), "mean_context": float(np.mean(ctx)), "cycles": end,
+                     "seconds": sec, "tokens_per_s": len(ctx) / sec,
+                     "npu_util": float((sf["npu_util"] * sf["cycles"]).sum() / end),
+                     "pim_util": float((sf["pim_util"] * sf["cycles"]).sum() / end),
+                     "mem_bw_util": float((sf["mem_bw_util"] * sf["cycles"]).sum() / end),
+                     "energy_j": sum(e.values()) * dev.tp, "kernel_wall_s": sim.ms.wall_s})
+        sim_cycles += end
+    df = pd.DataFrame(rows)
+    stages = pd.concat(stage_frames, ignore_index=True)
+    wall = time.perf_counter() - t0
+    tok = float(df["batch"].sum())
+    stats = {"tokens_per_s": float(df["tokens_per_s"].mean()), "iteration_s": float(df["seconds"].mean()),
+             "npu_util": float(df["npu_util"].mean()), "pim_util": float(df["pim_util"].mean()),
+             "mem_bw_util": float(df["mem_bw_util"].mean()), "energy_per_token_j": float(df["energy_j"].sum() / tok),
+             "simulated_cycles": int(sim_cycles), "wall_s": wall, "cycles_per_s": sim_cycles / wall}
+    res = Result(stats=stats, df=df, manifest=make_manifest(cfg["system"], cfg, seed=seed))
+    res.tables["stages"] = stages
+    return res
+
+
+def run_serving_mode(cfg: dict[str, Any], seed: int) -> Result:
+    t0 = time.perf_counter()
+    model = load_model(cfg["model"])
+    layers = cfg["layers"] or model.n_layers
+    if _is_trace(cfg["dataset"]):
+        requests = serving.read_trace(cfg["dataset"])[:cfg["requests"]]
+    else:
+        requests = serving.generate_requests(cfg["requests"], cfg["dataset"], seed=seed)
+    dev = build_device(cfg) if cfg["system"] != "gpu_only" else None
+    channel_of: dict[int, int] = {}
+    sim_cycles = [0]
+    state: dict[str, Any] = {}
+
+    npu = load_npu_config(cfg["npu"])
+    prefill_cache: dict[int, float] = {}
+
+    def prefill_s(prompt: int) -> float:
+        """The prompt on standalone NPUs (one per TP shard, the same NPU model): every GEMM of a layer with the
+        tile model on its arrays (N split over the arrays; prompt GEMMs are compute-bound, so DMA is not
+        simulated), q.K^T and s.V per head, x layers."""
+        if prompt not in prefill_cache:
+            E, F, tp, dk = model.d_model, model.d_ff, cfg["tp"], model.d_head
+            cycles = 0
+            for k, n in ((E, 3 * E // tp), (E // tp, E), (E, F // tp), (F // tp, E)):
+                cycles += schedule_gemm(npu, prompt, k, math.ceil(n / npu.arrays)).compute_only_cycles()
+            heads = model.n_heads // tp
+            per_head = (schedule_gemm(npu, prompt, dk, prompt).compute_only_cycles()
+                        + schedule_gemm(npu, prompt, prompt, dk).compute_only_cycles())
+            cycles += math.ceil(heads / npu.arrays) * per_head
+            prefill_cache[prompt] = layers * cycles / npu.clock_hz
+        return prefill_cache[prompt]
+
+    def iteration_s(batch: serving.Batch) -> float:
+        decode = [e for e in batch.entries if e.phase == "decode"]
+        pre = max((prefill_s(e.new_tokens) for e in batch.entries if e.phase == "prefill"), default=0.0)
+        if not decode:
+            return pre
+        ctx = [e.context_tokens for e in decode]
+        if dev is None:
+            return max(pre, gpu_iteration_s(cfg, model, ctx, layers)[0])
+        # a request keeps the channel its KV cache was placed on at admission (greedy on current loads)
+        new = [i for i, e in enumerate(decode) if e.request_id not in channel_of]
+        if new:
+            loads = [0.0] * dev.spec.channels
+            load_fn = serving.mha_load_fn(model, dev.tp)
+            for e in decode:
+                if e.request_id in channel_of:
+                    loads[channel_of[e.request_id]] += load_fn(e.context_tokens)
+            sub = [ctx[i] for i in new]
+            if cfg["channel_assignment"] == "gmlbp":
+                chans = serving.assign_channels_gmlbp(sub, dev.spec.channels, load_fn, initial_loads=loads)
+            else:
+                chans = [(len(channel_of) + j) % dev.spec.channels for j in range(len(sub))]
+            for i, ch in zip(new, chans, strict=True):
+                channel_of[decode[i].request_id] = ch
+        chans = [channel_of[e.request_id] for e in decode]
+        # one device for the whole run: its DRAM state (open rows, refresh phase) carries over between iterations
+        if "sim" not in state:
+            state["sim"] = DecodeSimulator(dev, refresh=cfg["refresh"])
+        sim = state["sim"]
+        start = state.get("clock", 0)
+        end = sim.iteration(ctx, chans, cfg["sub_batch"], start=start)
+        state["clock"] = end
+        sim_cycles[0] += end - start
+        return max(pre, (end - start) * dev.spec.tCK_ps * 1e-12)
+
+    cap = (dev.kv_capacity_bytes if dev is not None else cfg["tp"] * 40 * 2**30 - model.weight_bytes)
+    batcher = serving.ContinuousBatcher(cfg["batch"], int(cap), model.kv_bytes_per_token, iteration_s,
+                                        max_iterations=cfg["max_iterations"])
+    out = batcher.run(requests)
+    it = out.iterations_df()
+    rq = out.requests_df()
+    tbt = np.repeat(it["duration_s"].to_numpy(), it["decode_tokens"].to_numpy())
+    ttft = (rq["first_token_s"] - rq["arrival_s"]).to_numpy()
+    wall = time.perf_counter() - t0
+    stats = {"tokens_per_s": out.output_tokens_per_s, "makespan_s": out.makespan_s, "iterations": len(it),
+             "wall_s": wall, "simulated_cycles": sim_cycles[0]}
+    for p in (50, 90, 99):
+        stats[f"tbt_p{p}_s"] = float(np.percentile(tbt, p)) if len(tbt) else 0.0
+        stats[f"ttft_p{p}_s"] = float(np.percentile(ttft, p))
+    res = Result(stats=stats, df=it, manifest=make_manifest(cfg["system"], cfg, seed=seed))
+    res.tables["requests"] = rq
+    return res
+
+
+def run(config: dict[str, Any], seed: int = 0) -> Result:
+    cfg = resolve(config)
+    if cfg["mode"] == "serving":
+        return run_serving_mode(cfg, seed)
+    return run_iteration_mode(cfg, seed)
+
+
+for _name in SYSTEMS:
+    register(_name, resolve=resolve)(run)

@@ -1,0 +1,82 @@
+"""Simulator speed of the NeuPIMs system (issue #9 targets on this 2-core machine, after JIT):
+  * one decode iteration of GPT3-7B at batch 512 (TP 4, ShareGPT lengths), all 32 layers, cycle-accurate:
+    <= 30 s wall (the NeuPIMs C++ simulator: 2-7 min for ONE layer of one iteration, ~2.5-5 k cycles/s);
+  * 100 iterations of continuous batching: <= 10 min;
+  * SCALE-Sim-class GEMM timing: an 8 x 4096 x 4096 GEMM on a 128 x 128 array (tile model) <= 0.1 s.
+
+Prints a Markdown table (simulated cycles per wall second next to wall time); --json writes the numbers.
+
+Run: .venv/bin/python benchmarks/bench_neupims.py [--batch 512] [--layers 32] [--serving-iterations 100]
+     (--serving-iterations 0 skips the serving run; --layers N simulates only the first N layers)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="gpt3-7b")
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=None)
+    ap.add_argument("--serving-iterations", type=int, default=100)
+    ap.add_argument("--serving-batch", type=int, default=64)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    from archsim import api
+    from archsim.npu import load_npu_config, schedule_gemm
+    from archsim.npu.systolic import overlap_timeline
+
+    out = {}
+    # JIT / cache load: a tiny run compiles (or loads) the channel kernel
+    t0 = time.perf_counter()
+    api.run({"system": "neupims", "model": args.model, "layers": 1, "batch": 2, "refresh": False})
+    out["jit_and_tiny_run_s"] = time.perf_counter() - t0
+
+    cfg = load_npu_config("neupims_npu")
+    t0 = time.perf_counter()
+    tl = overlap_timeline(schedule_gemm(cfg, 8, 4096, 4096))
+    out["gemm_8x4096x4096_s"] = time.perf_counter() - t0
+    out["gemm_8x4096x4096_cycles"] = tl.total_cycles
+
+    run = {"system": "neupims", "model": args.model, "batch": args.batch, "dataset": "sharegpt"}
+    if args.layers:
+        run["layers"] = args.layers
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    r = api.run(run)
+    out["iteration_wall_s"] = time.perf_counter() - t0
+    out["iteration_cpu_s"] = time.process_time() - cpu0
+    out["iteration_simulated_cycles"] = r.stats["simulated_cycles"]
+    out["iteration_cycles_per_s"] = r.stats["simulated_cycles"] / out["iteration_wall_s"]
+    out["iteration_kernel_s"] = float(r.df["kernel_wall_s"].sum())
+
+    if args.serving_iterations:
+        srv = {"system": "neupims", "model": args.model, "mode": "serving", "batch": args.serving_batch,
+               "requests": args.serving_batch, "max_iterations": args.serving_iterations, "dataset": "alpaca"}
+        if args.layers:
+            srv["layers"] = args.layers
+        t0 = time.perf_counter()
+        try:
+            s = api.run(srv)
+            out["serving_iterations"] = s.stats["iterations"]
+        except Exception as exc:   # max_iterations reached before every request finished: time what ran
+            out["serving_note"] = str(exc)
+        out["serving_wall_s"] = time.perf_counter() - t0
+    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    print("| measurement | value |\n|---|---|")
+    for k, v in out.items():
+        print(f"| {k} | {v:,.3f} |" if isinstance(v, float) else f"| {k} | {v} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

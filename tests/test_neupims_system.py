@@ -1,0 +1,228 @@
+"""The NeuPIMs system and its baselines (archsim.systems.neupims): small decode iterations, every layer simulated.
+
+The full reproduction (reports/neupims/) is marked slow; these run one or two layers of GPT3-7B at small batch.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from archsim import api
+from archsim.dram.checker import check_log
+from archsim.errors import ConfigError, UserError
+from archsim.systems import neupims as N
+from archsim.workload import serving
+
+# GPT-3 Small (d_model 768, 12 heads of 64) on one device keeps a layer to ~0.2 M DRAM commands
+SMALL = {"model": "gpt3-small", "layers": 1, "batch": 8}
+
+
+def _sim(system: str, refresh: bool = True, log: bool = True, **extra):
+    cfg = N.resolve({"system": system, **SMALL, **extra})
+    dev = N.build_device(cfg)
+    return cfg, dev, N.DecodeSimulator(dev, refresh=refresh, log=log)
+
+
+def _contexts(n: int, seed: int = 0) -> list[int]:
+    return N.sample_batch("sharegpt", n, np.random.default_rng(seed))
+
+
+@pytest.mark.parametrize("system,sub_batch", [("neupims", True), ("neupims", False), ("npu_pim", True),
+                                              ("npu_only", False)])
+def test_every_command_stream_passes_the_checker(system, sub_batch):
+    cfg, dev, sim = _sim(system, sub_batch=sub_batch)
+    ctx = _contexts(8)
+    sim.iteration(ctx, N.assign(dev, ctx, "gmlbp"), sub_batch)
+    log = sim.ms.command_log()
+    assert len(log) > 10_000
+    assert check_log(dev.spec, log) == []
+
+
+def test_stage_plan_follows_the_six_stage_pipeline_and_the_serialized_baseline():
+    for sub_batch, names in ((True, ["A", "B", "C", "D", "E", "F"]), (False, ["A", "B", "E"] * 2)):
+        cfg = N.resolve({"system": "neupims", **SMALL, "layers": 2, "sub_batch": sub_batch})
+        dev = N.build_device(cfg)
+        sim = N.DecodeSimulator(dev, refresh=False)
+        ctx = _contexts(8, 1)
+        end = sim.iteration(ctx, N.assign(dev, ctx, "gmlbp"), sub_batch)
+        assert [s.name for s in sim.stages] == names
+        # stages are back to back (a barrier ends each) and the iteration ends with the last one
+        for a, b in zip(sim.stages, sim.stages[1:], strict=False):
+            assert b.start == a.end
+        assert end == sim.stages[-1].end == sum(s.end - s.start for s in sim.stages)
+        # each stage ends when its slower side ends
+        for s in sim.stages:
+            assert s.end == max(s.npu_end, s.pim_end, s.start)
+
+
+def test_attention_commands_match_the_compiled_streams():
+    """Every COMP / READRES / GWRITE the compiler emits for the batch's requests and heads is issued once."""
+    cfg, dev, sim = _sim("neupims", refresh=False, log=False, sub_batch=False)
+    ctx = _contexts(8, 2)
+    sim.iteration(ctx, N.assign(dev, ctx, "gmlbp"), False)
+    want = {"COMP": 0, "READRES": 0, "GWRITE": 0}
+    for L in ctx:
+        for h in range(dev.heads):
+            lg, at, _rows, _k = N._attention_streams(sim.compiler, L, h)
+            for name in want:
+                c = dev.spec.cmd(name)
+                want[name] += int((lg[0] == c).sum()) + int((at[0] == c).sum())
+    # q of row_elems / d_head heads arrives with one GWRITE; every attend chunk needs its own
+    per_gwrite = sim.compiler.row_elems // sim.compiler.dk
+    chunks = sum(math.ceil(L / sim.compiler.row_elems) for L in ctx) * dev.heads
+    assert want["GWRITE"] == len(ctx) * math.ceil(dev.heads / per_gwrite) + chunks
+    got = sim.stages[1].commands
+    assert {k: got.get(k, 0) for k in want} == want
+
+
+def test_gemm_stage_is_above_its_bounds_and_memory_bound_at_small_batch():
+    """A decode QKV GEMM at batch 8 is bound by streaming its weights: slower than the weight bytes at peak
+    bandwidth, slower than the arrays' compute, and within 2x of the bandwidth bound."""
+    cfg, dev, sim = _sim("neupims", refresh=False, log=False, model="gpt3-7b")
+    st = sim.run_stage("A", 0, [("gemm", 0, "qkv", 8)], None, 0)
+    k, n = sim.gemm_shapes["qkv"]
+    spec = dev.spec
+    peak_bytes_per_cycle = spec.channels * spec.access_bytes / spec.timing["nBL"]
+    bw_bound = k * n * 2 / peak_bytes_per_cycle
+    compute_bound = st.npu_busy / dev.npu.arrays
+    cycles = st.end - st.start
+    assert cycles >= bw_bound and cycles >= compute_bound
+    assert cycles <= 2 * bw_bound
+    assert st.commands["RD"] * spec.access_bytes >= k * n * 2
+
+
+def test_blocked_mode_serves_only_pim_while_a_gemv_runs():
+    """npu_pim (one row buffer, blocked arbitration): strictly between the issue of a GEMV's first command
+    (SEG_START) and its last (SEG_END) no NPU command issues on that channel; with dual row buffers (neupims)
+    the NPU does issue inside GEMVs."""
+    from archsim.engine.channel import SEG_END, SEG_START
+
+    inside = {}
+    for system in ("npu_pim", "neupims"):
+        cfg, dev, sim = _sim(system, refresh=False, sub_batch=True)
+        ctx = _contexts(16, 3)
+        sim.iteration(ctx, N.assign(dev, ctx, "gmlbp"), True)
+        log = sim.ms.command_log()
+        count = segments = 0
+        names = dev.spec.command_names
+        for ch, entries in sim.stream_flags.items():
+            on_ch = log[log["channel"] == ch]
+            pim = on_ch[on_ch["source"] == "pim"]
+            npu = on_ch[on_ch["source"] == "npu"]["cycle"].to_numpy()
+            # the PIM source's issued commands are the stream's, plus the closes / row restores the engine
+            # inserts (docs/channel-engine.md 3.3), never equal to the command they precede: match greedily
+            j, start = 0, None
+            for cyc, cmd in zip(pim["cycle"].to_numpy(), pim["command"].to_numpy(), strict=True):
+                if j < len(entries) and names[entries[j][0]] == cmd:
+                    flags = entries[j][1]
+                    j += 1
+                    if flags & SEG_START:
+                        start = cyc
+                    if flags & SEG_END:
+                        count += int(((npu > start) & (npu < cyc)).sum())
+                        segments += 1
+            assert j == len(entries)
+        assert segments > 100
+        inside[system] = count
+    assert inside["npu_pim"] == 0
+    assert inside["neupims"] > 0
+
+
+def test_dual_row_buffers_beat_blocked_single_buffer_with_interleaving():
+    base = {"model": "gpt3-small", "layers": 2, "batch": 64, "refresh": False, "sub_batch": True}
+    dual = api.run({"system": "neupims", **base})
+    single = api.run({"system": "npu_pim", **base})
+    assert dual.stats["tokens_per_s"] > single.stats["tokens_per_s"]
+
+
+def test_results_are_deterministic_and_utilisations_are_fractions():
+    cfg = {"system": "neupims", **SMALL, "refresh": False}
+    a, b = api.run(cfg, seed=3), api.run(cfg, seed=3)
+    assert a.stats["simulated_cycles"] == b.stats["simulated_cycles"]
+    st = a.tables["stages"]
+    for col in ("npu_util", "pim_util", "mem_bw_util"):
+        assert ((st[col] >= 0) & (st[col] <= 1)).all(), col
+    assert a.stats["tokens_per_s"] == pytest.approx(8 / a.stats["iteration_s"])
+    assert a.stats["energy_per_token_j"] > 0
+
+
+def test_gpu_only_is_the_roofline_of_its_operators():
+    cfg = N.resolve({"system": "gpu_only", "model": "gpt3-7b", "batch": 4})
+    model = N.load_model("gpt3-7b")
+    ctx = [100, 200, 300, 400]
+    sec, parts = N.gpu_iteration_s(cfg, model, ctx, model.n_layers)
+    bw = 1555e9 * 0.85
+    E, tp = 4096, 4
+    weights = (E * 3 * E + E * E + 2 * E * 4 * E) // tp * 2
+    kv = sum(ctx) * 2 * E // tp * 2
+    # batch 4 decode is memory-bound: weights + KV at the sustained bandwidth (activations are < 0.5 %)
+    assert parts["gemm_s"] + parts["attention_s"] == pytest.approx((weights + kv) / bw * model.n_layers, rel=5e-3)
+    assert sec == pytest.approx(sum(parts.values()))
+
+
+def test_serving_mode_reports_ttft_and_tbt_percentiles(tmp_path):
+    trace = tmp_path / "t.csv"
+    serving.write_trace(trace, [serving.Request(i, 0.0, 20 + 10 * i, 3 + i % 3) for i in range(6)])
+    r = api.run({"system": "neupims", "model": "gpt3-small", "layers": 1, "mode": "serving", "requests": 6,
+                 "batch": 4, "refresh": False, "sub_batch": False, "dataset": str(trace)}, seed=1)
+    reqs = r.tables["requests"]
+    assert len(reqs) == 6 and reqs["finish_s"].notna().all()
+    s = r.stats
+    assert 0 < s["tbt_p50_s"] <= s["tbt_p90_s"] <= s["tbt_p99_s"]
+    assert 0 < s["ttft_p50_s"] <= s["ttft_p99_s"]
+    assert s["tokens_per_s"] == pytest.approx(reqs["output_tokens"].sum() / s["makespan_s"])
+    # each decode iteration's duration is one token interval of every request in it
+    d = r.df.loc[r.df["decode_tokens"] > 0, "duration_s"]
+    assert d.min() <= s["tbt_p50_s"] <= s["tbt_p99_s"] <= d.max()
+
+
+def test_a_batch_whose_kv_cache_does_not_fit_says_how_much_it_needs():
+    dev = N.build_device(N.resolve({"system": "neupims", "model": "gpt3-7b", "batch": 4}))
+    N.assign(dev, [2048] * 64, "gmlbp")        # 64 x 2048 tokens x 0.5 MiB = 64 GiB fits next to the weights
+    with pytest.raises(UserError, match=r"need [0-9.]+ GiB of KV cache"):
+        N.assign(dev, [2048] * 256, "gmlbp")   # 256 GiB: not in 4 x 32 GB
+
+
+def test_weights_that_do_not_fit_the_tp_group_are_a_user_error():
+    with pytest.raises(UserError, match=r"weights .* GB per device .* more than the .* of NeuPIMs_HBM2_Dual"):
+        N.build_device(N.resolve({"system": "neupims", "model": "gpt3-175b", "tp": 8}))
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("dataset", "sharegtp", "unknown dataset 'sharegtp'"),
+    ("mode", "batch", "must be one of iteration, serving"),
+    ("tp", 3, "tp must divide it"),
+    ("sub_batch", "yes", "must be one of True, False"),
+    ("batch", 0, "must be an integer >= 1"),
+    ("bogus", 1, "unknown key for system neupims"),
+])
+def test_bad_config_names_the_key(key, value, match):
+    with pytest.raises(ConfigError, match=match):
+        N.resolve({"system": "neupims", key: value})
+
+
+def test_malformed_trace_names_the_line(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.1,x,5\n")
+    with pytest.raises(UserError, match="trace.csv:3"):
+        api.run({"system": "neupims", "model": "gpt3-7b", "layers": 1, "batch": 2, "dataset": str(path)})
+
+
+def test_all_four_systems_are_registered():
+    from archsim import systems
+
+    assert {"neupims", "npu_pim", "npu_only", "gpu_only"} <= set(systems.names())
+    assert math.isfinite(api.run({"system": "gpu_only", "model": "gpt3-7b", "batch": 64}).stats["tokens_per_s"])
+    assert serving.DATASETS
+
+
+def test_tp_all_reduce_is_a_ring_over_the_link_and_ideal_by_default():
+    cfg = N.resolve({"system": "neupims", "model": "gpt3-7b", "tp": 4})
+    assert N.DecodeSimulator(N.build_device(cfg), refresh=False)._allreduce(1 << 20) == 0
+    cfg = N.resolve({"system": "neupims", "model": "gpt3-7b", "tp": 4, "link_bytes_per_s": 64e9,
+                     "link_latency_s": 1e-6})
+    sim = N.DecodeSimulator(N.build_device(cfg), refresh=False)
+    # reduce-scatter + all-gather: 2 (p-1)/p of the bytes over the link, 2 (p-1) hop latencies (1 GHz cycles)
+    assert sim._allreduce(1 << 20) == math.ceil((2 * 3 / 4 * (1 << 20) / 64e9 + 6e-6) * 1e9)

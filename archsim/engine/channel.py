@@ -1121,7 +1121,8 @@ def advance(S, T, CF, until):
             break
         if t_next <= clk:
             t_next = clk + 1
-        clk = t_next
+        # never jump past the bound: a driver may enqueue work for cycles in [until, t_next) next
+        clk = min(t_next, until)
     S.clock[0] = clk
     return status
 

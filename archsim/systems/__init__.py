@@ -22,7 +22,7 @@ _RESOLVERS: dict[str, ResolveFn] = {}
 _KEYS: dict[str, KeysFn] = {}
 # Modules that register systems on import (kept lazy so importing archsim stays cheap).
 _PROVIDERS = ["archsim.systems.dram_trace", "archsim.systems.pimgpt", "archsim.systems.neupims",
-              "archsim.systems.duplex"]
+              "archsim.systems.duplex", "archsim.systems.t3"]
 
 
 def register(name: str, resolve: ResolveFn | None = None, keys: KeysFn | None = None) -> Callable[[RunFn], RunFn]:

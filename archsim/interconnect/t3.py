@@ -1,0 +1,968 @@
+"""T3 (ASPLOS'24): a tensor-parallel GEMM fused with its ring reduce-scatter, on the channel engine.
+
+What is modelled (T3, Pati et al., ASPLOS'24, sec. 4; facts in the project's T3 research note):
+
+* **Producer GEMM** (GPU-like, `GpuConfig`): each device computes its partial C_d = A_d @ B_d (T x H) in
+  *waves* of `cus` workgroup tiles (tile_m x tile_n); a wave's operands are read from DRAM unless an LRU L2
+  (block granularity: an A row block, a B column block) still holds them; the reads of wave w+1 overlap the
+  compute of wave w (double buffering), the compute of a wave takes its largest tile's FLOPs / per-CU rate.
+* **Chunks and stagger**: the output's columns are cut into N chunks (ring order); device d produces chunk
+  (d - 1 - s) mod N at stage s (`stage_chunk`), so production order matches the ring (ring.rs_send_chunk).
+* **Output address-space configuration per stage** (`role`): stage 0 -> `remote` (the GEMM's stores go to
+  the next device, arriving there as NMC updates), stages 1..N-2 -> `local_dma` (local NMC updates; the
+  tracker fires a pre-programmed DMA to the next device when a tile has all its updates), stage N-1 ->
+  `final` (local updates; the tile is done when complete).
+* **Tracker** (`Tracker`): a table of `entries` counting updates per output tile (local and remote/DMA, one
+  count per 32 B access that completed); a tile whose count reaches its expected value fires and frees its
+  entry. An update for a tile without an entry when the table is full waits in arrival order in an overflow
+  queue (back-pressure at the memory controller in hardware) until an entry frees.
+* **NMC**: every update is a read-modify-write request of the channel engine (RD, ALU latency, WR to the
+  open row); it crosses the memory bus once (data movement) and costs an NMC action (energy post-pass).
+* **DMA engine**: reads a fired tile through the communication source and sends it over the link.
+* **MCA**: the memory's two request sources are `compute` (GEMM reads and stores) and `comm` (DMA reads,
+  incoming updates, the sequential reduce-scatter's sends); `T3-MCA` uses the engine's `threshold`
+  arbitration (compute first, comm only while the compute queue is below the threshold, or after
+  `starvation_cap` cycles of waiting), `T3` and `Sequential` use FR-FCFS over both.
+* **Sequential**: the GEMM stores C with plain writes; then a ring RS (NCCL-like, pipelined per tile): step
+  0 reads the chunk and sends it; steps 1..N-2 read the received copy and the local partial, add (CUs) and
+  send; the owner reads both and writes the sum. The receiver writes each incoming tile to a receive buffer.
+* **All-gather** is not fused in T3; it follows in every configuration as ring.collective_s (link-bound).
+
+Devices: `devices="all"` simulates every device's memory cycle-accurately; `devices="one"` simulates device
+0 and feeds it, as its incoming traffic, its own outgoing traffic relabelled one chunk back (the ring is
+symmetric: what device N-1 sends to device 0 at time t is what device 0 sends to device 1 at t, for the
+previous chunk). "one" needs equal chunks and no functional mode.
+
+Time base: DRAM cycles of the device memory. GPU cycles and link times convert with ceil. The driver
+advances every memory in windows of `window_cycles` and acts on the requests that completed in a window at
+their exact done cycle; work they cause in the *same* memory can enter it up to window-1 cycles late.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from archsim import paths
+from archsim.config import Doc, load_yaml, require_int, require_number
+from archsim.dram import mapping as mapping_mod
+from archsim.dram.spec import DramSpec, load_spec
+from archsim.engine.channel import INF, KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
+from archsim.errors import ConfigError, UserError
+from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s, load_ring
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "t3"
+CONFIGS = ["sequential", "t3", "t3-mca"]          # simulated; "ideal" is derived from the sequential run
+ALL_CONFIGS = CONFIGS + ["ideal"]
+SUBLAYERS = ["op_fwd", "fc2_fwd", "fc1_bwd", "ip_bwd"]
+ROLES = ("remote", "local_dma", "final")
+COL_UNIT = 16                                      # chunk edges on 16 FP16 columns = one 32 B access
+
+
+# ---- configuration ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuConfig:
+    cus: int = 80
+    clock_hz: float = 1.4e9
+    flops_per_cu_cycle: int = 1024
+    l2_bytes: int = 16 << 20
+    tile_m: int = 128
+    tile_n: int = 128
+    k_step: int = 256             # K elements a workgroup loads per step of its K loop
+    dtype_bytes: int = 2
+
+    @property
+    def peak_flops(self) -> float:
+        return self.cus * self.clock_hz * self.flops_per_cu_cycle
+
+
+@dataclass(frozen=True)
+class T3Params:
+    """A T3 device preset (archsim/presets/t3/*.yaml), resolved."""
+
+    gpu: GpuConfig
+    spec: DramSpec
+    controller: dict[str, Any]
+    ring_name: str
+    alu_latency_cycles: int = 4
+    tracker_entries: int = 256
+    mca_threshold: int | str = "auto"
+    starvation_cap_cycles: int = 1000
+    window_cycles: int = 16
+    update_energy: str = "WR + RD"
+    name: str = "t3"
+
+
+def _section(doc: Doc, data: dict, key: str, allowed: tuple[str, ...]) -> dict:
+    sec = data.get(key, {})
+    if not isinstance(sec, dict):
+        raise doc.error(key, "must be a mapping")
+    unknown = sorted(set(sec) - set(allowed))
+    if unknown:
+        raise doc.error(f"{key}.{unknown[0]}", f"unknown key; allowed keys: {', '.join(allowed)}")
+    return sec
+
+
+def _energy_expr(doc: Doc, text: Any, spec: DramSpec) -> str:
+    from archsim import expr
+    from archsim.energy import dram_action_energy_pj
+
+    if not isinstance(text, str):
+        raise doc.error("nmc.update_energy", f"must be an expression over RD, WR, ACT (a string), got {text!r}")
+    base = {k: v for k, v in dram_action_energy_pj(spec).items() if k in ("ACT", "RD", "WR")}
+    try:
+        expr.evaluate(text, base)
+    except Exception as exc:  # noqa: BLE001 - the expression module raises several kinds
+        raise doc.error("nmc.update_energy", f"{text!r}: {exc}; allowed names: ACT, RD, WR") from None
+    return text
+
+
+def dram_energy(run: SublayerRun, params: T3Params) -> dict[str, float]:
+    """DRAM energy (pJ, summed over the simulated devices) with NMC updates priced as NMC_UPDATE."""
+    from archsim import expr
+    from archsim.energy import ACTION_COMPONENT, dram_action_energy_pj
+
+    per = dram_action_energy_pj(run.spec)
+    per["NMC_UPDATE"] = float(expr.evaluate(params.update_energy, {k: per[k] for k in ("ACT", "RD", "WR")}))
+    out: dict[str, float] = {}
+    for action, n in nmc_energy_actions(run).items():
+        comp = ACTION_COMPONENT.get(action, "nmc" if action == "NMC_UPDATE" else None)
+        if comp is not None and action in per:
+            out[comp] = out.get(comp, 0.0) + per[action] * n
+    return out
+
+
+def params_from_mapping(doc: Doc) -> T3Params:
+    data = doc.data
+    if not isinstance(data, dict):
+        raise doc.error("<top>", "must be a mapping")
+    top = ("name", "source", "gpu", "memory", "ring", "nmc", "tracker", "mca", "driver")
+    unknown = sorted(set(data) - set(top))
+    if unknown:
+        raise doc.error(unknown[0], f"unknown key; allowed keys: {', '.join(top)}")
+    g = _section(doc, data, "gpu", tuple(GpuConfig.__dataclass_fields__))
+    gpu = GpuConfig(**{k: (require_number(doc, f"gpu.{k}", v, minimum=1.0) if k == "clock_hz"
+                          else require_int(doc, f"gpu.{k}", v, minimum=1)) for k, v in g.items()})
+    if gpu.tile_n % COL_UNIT:
+        raise doc.error("gpu.tile_n", f"must be a multiple of {COL_UNIT} columns (one 32 B access), got {gpu.tile_n}")
+    m = _section(doc, data, "memory", ("preset", "channels", "controller"))
+    overrides = {}
+    if "channels" in m:
+        overrides["org.channels"] = require_int(doc, "memory.channels", m["channels"], minimum=1)
+    spec = load_spec(m.get("preset", "HBM2_2Gbps_PC"), overrides=overrides)
+    ctrl = m.get("controller", {}) or {}
+    if not isinstance(ctrl, dict):
+        raise doc.error("memory.controller", "must be a mapping")
+    nmc = _section(doc, data, "nmc", ("alu_latency_cycles", "update_energy"))
+    tr = _section(doc, data, "tracker", ("entries",))
+    mca = _section(doc, data, "mca", ("threshold", "starvation_cap_cycles"))
+    drv = _section(doc, data, "driver", ("window_cycles",))
+    thr = mca.get("threshold", "auto")
+    if thr != "auto":
+        thr = require_int(doc, "mca.threshold", thr, minimum=1)
+    ring = data.get("ring", "t3_ring")
+    if not isinstance(ring, str):
+        raise doc.error("ring", f"must be a ring preset name or file, got {ring!r}")
+    return T3Params(gpu=gpu, spec=spec, controller=dict(ctrl), ring_name=ring,
+                    alu_latency_cycles=require_int(doc, "nmc.alu_latency_cycles", nmc.get("alu_latency_cycles", 4),
+                                                   minimum=0),
+                    tracker_entries=require_int(doc, "tracker.entries", tr.get("entries", 256), minimum=1),
+                    mca_threshold=thr,
+                    starvation_cap_cycles=require_int(doc, "mca.starvation_cap_cycles",
+                                                      mca.get("starvation_cap_cycles", 1000), minimum=1),
+                    window_cycles=require_int(doc, "driver.window_cycles", drv.get("window_cycles", 16), minimum=1),
+                    update_energy=_energy_expr(doc, nmc.get("update_energy", "WR + RD"), spec),
+                    name=str(data.get("name", "t3")))
+
+
+def load_params(name_or_path: str | Path = "t3_paper", overrides: dict[str, Any] | None = None) -> T3Params:
+    """A T3 preset by name or path; `overrides` = {dotted key: value} applied to the file's mapping."""
+    import copy
+
+    from archsim.config import set_path
+
+    path = paths.preset_file("T3", PRESET_DIR, name_or_path)
+    doc = load_yaml(path)
+    if overrides:
+        data = copy.deepcopy(doc.data)
+        for k, v in overrides.items():
+            set_path(data, k, v, source=str(path))
+        doc = Doc(data=data, source=doc.source, lines=doc.lines)
+    return params_from_mapping(doc)
+
+
+# ---- sublayers --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SublayerShape:
+    """The per-device GEMM of a sliced sublayer: (T x K) @ (K x H) -> T x H partial sums to reduce-scatter."""
+
+    name: str
+    tokens: int
+    k: int
+    h: int
+
+
+def sublayer_shape(model: Any, sublayer: str, tp: int, tokens: int) -> SublayerShape:
+    """Megatron slicing: out-projection and FC-2 (forward) and FC-1 / input projection input gradients
+    (backward) each leave a T x d_model partial sum on every device; K is the sliced dimension."""
+    from archsim.errors import unknown_name
+
+    if sublayer not in SUBLAYERS:
+        raise unknown_name("sublayer", sublayer, SUBLAYERS)
+    h = model.d_model
+    full_k = {"op_fwd": model.n_heads * model.d_head,           # attention context -> hidden
+              "fc2_fwd": model.d_ff,                            # FFN intermediate -> hidden
+              "fc1_bwd": model.d_ff * (2 if model.gated_ffn else 1),   # dX = dY1 @ W1^T
+              "ip_bwd": model.n_heads * model.d_head + 2 * model.n_kv_heads * model.d_head}[sublayer]
+    if full_k % tp:
+        raise ConfigError("tp", f"{model.name} {sublayer}: K = {full_k} is not divisible by tp = {tp}")
+    return SublayerShape(sublayer, tokens, full_k // tp, h)
+
+
+# ---- schedule ---------------------------------------------------------------------------------------------
+def stage_chunk(n: int, device: int, stage: int) -> int:
+    """The output chunk device `device` produces at stage `stage` (staggered: matches ring order)."""
+    return (device - 1 - stage) % n
+
+
+def role(n: int, stage: int) -> str:
+    """Output address-space configuration of a stage's chunk: remote_update, local_update + DMA, final."""
+    if stage == 0:
+        return "remote"
+    return "final" if stage == n - 1 else "local_dma"
+
+
+@dataclass(frozen=True)
+class Tile:
+    chunk: int
+    index: int           # within the chunk
+    m0: int
+    tm: int
+    n0: int
+    tn: int
+
+
+def chunk_tiles(shape: SublayerShape, n: int, gpu: GpuConfig) -> list[list[Tile]]:
+    """Tiles of each chunk in production order (row-major within the chunk)."""
+    if shape.h % COL_UNIT:
+        raise ConfigError("model.d_model", f"{shape.h} is not a multiple of {COL_UNIT}")
+    out = []
+    for c, (lo, hi) in enumerate(chunk_bounds(shape.h, n, COL_UNIT)):
+        tiles = []
+        for m0 in range(0, shape.tokens, gpu.tile_m):
+            for n0 in range(lo, hi, gpu.tile_n):
+                tiles.append(Tile(c, len(tiles), m0, min(gpu.tile_m, shape.tokens - m0), n0, min(gpu.tile_n, hi - n0)))
+        out.append(tiles)
+    return out
+
+
+# ---- tracker ----------------------------------------------------------------------------------------------
+class Tracker:
+    """Track-and-trigger table near one memory controller (module doc). `expect(key, count)` pre-programs a
+    tile's expected update count and its action; `update(key, n, t)` counts n completed updates at cycle t.
+    Fired keys are returned by `update` (at most one per call plus the overflow updates it unblocks)."""
+
+    def __init__(self, entries: int = 256):
+        if entries < 1:
+            raise ConfigError("tracker.entries", f"must be >= 1, got {entries}")
+        self.entries = entries
+        self.expected: dict[Any, int] = {}
+        self.table: dict[Any, int] = {}             # key -> count so far (an occupied entry)
+        self.overflow: deque[tuple[Any, int]] = deque()
+        self.fired: dict[Any, int] = {}            # key -> cycle it fired
+        self.high_water = 0
+        self.full_events = 0                       # updates that found the table full
+
+    def expect(self, key: Any, count: int) -> None:
+        if count < 1:
+            raise ValueError(f"tracker: expected count of {key} must be >= 1, got {count}")
+        if key in self.expected and key not in self.fired:
+            raise ValueError(f"tracker: {key} programmed twice before it fired")
+        self.fired.pop(key, None)          # wrap-around: a key is reused once its tile has fired
+        self.expected[key] = count
+
+    def update(self, key: Any, n: int, t: int) -> list[Any]:
+        if key not in self.expected:
+            raise ValueError(f"tracker: update for unprogrammed tile {key}")
+        if key in self.fired:
+            raise ValueError(f"tracker: update for tile {key} after it fired (count would exceed its expected)")
+        fired: list[Any] = []
+        if key not in self.table and (len(self.table) >= self.entries or self.overflow):
+            self.full_events += 1
+            self.overflow.append((key, n))
+            return fired
+        self._count(key, n, t, fired)
+        return fired
+
+    def _count(self, key: Any, n: int, t: int, fired: list[Any]) -> None:
+        self.table[key] = self.table.get(key, 0) + n
+        self.high_water = max(self.high_water, len(self.table))
+        c = self.table[key]
+        if c > self.expected[key]:
+            raise ValueError(f"tracker: tile {key} counted {c} updates, expected {self.expected[key]}")
+        if c == self.expected[key]:
+            del self.table[key]
+            self.fired[key] = t
+            fired.append(key)
+            # a freed entry admits waiting updates in arrival order (updates to tiles already in the table
+            # could not be waiting: they are counted at once)
+            while self.overflow and (self.overflow[0][0] in self.table or len(self.table) < self.entries):
+                k2, n2 = self.overflow.popleft()
+                self._count(k2, n2, t, fired)
+
+    @property
+    def pending(self) -> int:
+        return len(self.table) + len(self.overflow)
+
+
+def mca_threshold(params: T3Params, first_wave_accesses: int, first_wave_cycles: int) -> int:
+    """`auto` threshold on the compute source's queued entries (reads + writes), above which communication
+    waits: the compute source's steady state. Its reads need max(read queue, Little's-law entries of the
+    first K step's memory intensity) - a K step's operands are issued as one burst and fill the read queue -
+    and its updates sit in the write queue until the drain watermark. Communication backs off only when the
+    compute source is congested beyond that."""
+    if params.mca_threshold != "auto":
+        return int(params.mca_threshold)
+    from archsim.dram.controller import ControllerConfig
+
+    ctrl = ControllerConfig.from_dict(params.controller)
+    t = params.spec.timing
+    latency = t.get("nRCDRD", t.get("nRCD", 14)) + t["nCL"] + t["nBL"]
+    per_ch_rate = first_wave_accesses / params.spec.channels / max(first_wave_cycles, 1)
+    reads = max(ctrl.read_queue, math.ceil(per_ch_rate * latency))
+    return reads + max(1, int(round(ctrl.write_high_watermark * ctrl.write_queue)))
+
+
+# ---- the run ----------------------------------------------------------------------------------------------
+@dataclass
+class SublayerRun:
+    config: str
+    shape: SublayerShape
+    tp: int
+    devices: str
+    gemm_cycles: int                   # GEMM compute + stores done (max over devices)
+    rs_end_cycles: int                 # last reduce-scatter tile final (max over devices)
+    ag_s: float
+    spec: DramSpec
+    ring: RingConfig
+    traffic: dict[str, int]            # per simulated device (mean): accesses by class
+    commands: dict[str, int]           # DRAM commands, summed over simulated devices
+    nmc_updates: int
+    tracker: dict[str, int]
+    dma_fires: dict[tuple[int, Any], int]   # (device, tile key) -> fire count (tests)
+    final_tiles: dict[tuple[int, Any], int]
+    memories: list[MemorySystem]
+    outputs: list[np.ndarray] | None = None
+    threshold: int | None = None
+    comm_latency_max: int = 0
+    wall_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rs_cycles(self) -> int:
+        return self.rs_end_cycles - (self.gemm_cycles if self.config == "sequential" else 0)
+
+    @property
+    def sublayer_s(self) -> float:
+        return self.rs_end_cycles * self.spec.tCK_s + self.ag_s
+
+
+def _interleave(dec: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """Requests of one batch reordered round-robin over channels (each channel's own order kept): the GPU's
+    memory partitions take requests independently, so one busy channel must not hold the port's head for
+    the others (the engine's ports block at the head)."""
+    ch = dec[0]
+    if len(ch) < 2:
+        return dec
+    order = np.argsort(ch, kind="stable")
+    sorted_ch = ch[order]
+    starts = np.r_[0, np.nonzero(np.diff(sorted_ch))[0] + 1]
+    counts = np.diff(np.r_[starts, len(ch)])
+    rank = np.arange(len(ch)) - np.repeat(starts, counts)
+    final = order[np.lexsort((sorted_ch, rank))]
+    return tuple(x[final] for x in dec)
+
+
+class _Out:
+    """Outstanding request ids of one device in enqueue order. Only a bounded prefix can have completed (the
+    rest wait in the ports' backlogs), so each window checks `pend` (accepted, not yet seen done) topped up
+    from the backlog to `limit` ids; a completion beyond it is seen a window later, at its exact cycle."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.pend = np.zeros(0, np.int64)
+        self.segs: deque[np.ndarray] = deque()
+        self.pos = 0
+        self.size = 0
+
+    def add(self, ids: np.ndarray) -> None:
+        self.segs.append(ids)
+        self.size += len(ids)
+
+    def window(self) -> np.ndarray:
+        need = self.limit - len(self.pend)
+        if need > 0 and self.segs:
+            parts = [self.pend]
+            while need > 0 and self.segs:
+                seg = self.segs[0]
+                k = min(need, len(seg) - self.pos)
+                parts.append(seg[self.pos:self.pos + k])
+                self.pos += k
+                need -= k
+                if self.pos == len(seg):
+                    self.segs.popleft()
+                    self.pos = 0
+            self.pend = np.concatenate(parts)
+        return self.pend
+
+
+class _Sim:
+    def __init__(self, params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
+                 functional: bool = False, log: bool = False, seed: int = 0, window_cycles: int | None = None):
+        from archsim.errors import unknown_name
+
+        if config not in CONFIGS:
+            raise unknown_name("T3 configuration", config, CONFIGS)
+        if devices not in ("all", "one"):
+            raise ConfigError("devices", f"must be all or one, got {devices!r}")
+        require_int("t3", "tp", tp, minimum=2)
+        require_int("t3", "tokens", shape.tokens, minimum=1)
+        self.p = params
+        self.n = tp
+        self.shape = shape
+        self.padded_from: int | None = None
+        self.config = config
+        self.ring = load_ring(params.ring_name, tp)
+        self.spec = params.spec
+        self.gpu = params.gpu
+        self.l2_used: dict[int, int] = {}
+        self.W = window_cycles or params.window_cycles
+        self.chunks = chunk_tiles(shape, tp, self.gpu)
+        if devices == "one":
+            if functional:
+                raise ConfigError("devices", "functional mode needs devices: all (every device's data differs)")
+            if len({tuple((t.tm, t.tn) for t in c) for c in self.chunks}) != 1:
+                # the relabelling needs equal chunks: pad d_model to a multiple of tp x 16 columns (the padded
+                # columns are computed, stored and reduced like real ones; the run records the padding)
+                unit = COL_UNIT * tp
+                shape = SublayerShape(shape.name, shape.tokens, shape.k, math.ceil(shape.h / unit) * unit)
+                self.padded_from = self.shape.h
+                self.shape = shape
+                self.chunks = chunk_tiles(shape, tp, self.gpu)
+        self.devices = devices
+        self.sim = list(range(tp)) if devices == "all" else [0]
+        self.functional = functional
+        d = self.gpu.dtype_bytes
+        align = self.spec.row_bytes * self.spec.total_banks
+        sizes = {"A": shape.tokens * shape.k * d, "B": shape.k * shape.h * d, "C": shape.tokens * shape.h * d,
+                 "R": shape.tokens * shape.h * d}
+        self.base, at = {}, 0
+        for name, size in sizes.items():
+            self.base[name] = at
+            at += math.ceil(size / align) * align
+        cap = self.spec.capacity_bytes
+        if at > cap:
+            raise UserError(f"t3: {shape.name} at {shape.tokens} tokens needs {at} B per device, more than "
+                            f"the {cap} B of {self.spec.name}")
+        self.mapping = self.spec.default_mapping
+        self.addr_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
+        self.now = 0
+        self.heap: list[tuple[int, int, Callable[[], None]]] = []
+        self.seq = 0
+        # GPU waves: the production order of device d (stage by stage, staggered)
+        self.mems: dict[int, MemorySystem] = {}
+        self.pc: dict[int, int] = {}
+        self.pm: dict[int, int] = {}
+        self.threshold = None
+        first_acc, first_cyc = self._first_wave_estimate()
+        if config == "t3-mca":
+            self.threshold = mca_threshold(params, first_acc, first_cyc)
+        for dev in self.sim:
+            ms = MemorySystem(self.spec, params.controller, sources=[{"name": "compute", "kind": "rw"},
+                                                                     {"name": "comm", "kind": "rw"}],
+                              arbitration="threshold" if config == "t3-mca" else "frfcfs",
+                              threshold=self.threshold or 0,
+                              starvation_cap=params.starvation_cap_cycles if config == "t3-mca" else 0,
+                              alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16)
+            self.mems[dev] = ms
+            self.pc[dev] = ms.add_port("compute", width=self.spec.channels)
+            self.pm[dev] = ms.add_port("comm", width=self.spec.channels)
+        # outstanding request tracking per device: ids, owning task, counts
+        ctrl = self.mems[self.sim[0]].ctrl
+        limit = 2 * 2 * (ctrl.read_queue + ctrl.write_queue) * self.spec.channels + 8 * self.W * self.spec.channels
+        self.out_ids: dict[int, _Out] = {dev: _Out(limit) for dev in self.sim}
+        self.tasks: dict[int, list] = {}           # task id -> [remaining, max_done, cb]
+        self.owner: dict[int, np.ndarray] = {dev: np.zeros(1 << 16, np.int64) for dev in self.sim}
+        self.next_task = 0
+        self.traffic = {dev: {"gemm_read": 0, "gemm_write": 0, "gemm_update": 0, "rs_read": 0, "rs_write": 0,
+                              "rs_update": 0} for dev in self.sim}
+        self.nmc_updates = 0
+        self.link_free = {dev: 0 for dev in range(tp)}
+        self.trackers = {dev: Tracker(params.tracker_entries) for dev in self.sim}
+        self.dma_fires: dict[tuple[int, Any], int] = {}
+        self.final_tiles: dict[tuple[int, Any], int] = {}
+        self.gemm_done: dict[int, int] = {}
+        if functional:
+            rng = np.random.default_rng(seed)
+            # small integers: every sum is exact in float64, so any order of additions gives the same result
+            self.A = {e: rng.integers(-3, 4, size=(shape.tokens, shape.k)).astype(np.float64) for e in range(tp)}
+            self.B = {e: rng.integers(-3, 4, size=(shape.k, shape.h)).astype(np.float64) for e in range(tp)}
+            self.P = {e: self.A[e] @ self.B[e] for e in range(tp)}
+            self.C = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
+            self.R = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+    def cyc_gpu(self, gpu_cycles: float) -> int:
+        return int(math.ceil(gpu_cycles / self.gpu.clock_hz / self.spec.tCK_s - 1e-9))
+
+    def at(self, t: int, fn: Callable[[], None]) -> None:
+        heapq.heappush(self.heap, (int(t), self.seq, fn))
+        self.seq += 1
+
+    def _tile_addr(self, region: str, tile: Tile) -> np.ndarray:
+        d = self.gpu.dtype_bytes
+        a = self.spec.access_bytes
+        rows = np.arange(tile.m0, tile.m0 + tile.tm, dtype=np.uint64)[:, None]
+        cols = np.arange(0, tile.tn * d, a, dtype=np.uint64)[None, :]
+        return (self.base[region] + (rows * self.shape.h + tile.n0) * d + cols).ravel()
+
+    def _decoded(self, key: tuple, addr_fn: Callable[[], np.ndarray]) -> tuple[np.ndarray, ...]:
+        got = self.addr_cache.get(key)
+        if got is None:
+            addr = addr_fn()
+            dec = mapping_mod.decode(self.spec, addr, self.mapping)
+            got = (dec["channel"], dec["bank"], dec["row"], dec["column"])
+            self.addr_cache[key] = got
+        return got
+
+    def tile_requests(self, region: str, tile: Tile) -> tuple[np.ndarray, ...]:
+        return self._decoded((region, tile.chunk, tile.index), lambda: self._tile_addr(region, tile))
+
+    def mem(self, dev: int, source: str, dec: tuple[np.ndarray, ...], kind: int, t: int, cb: Callable[[int], None],
+            cls: str) -> None:
+        """Offer requests at cycle t (not before the memory's clock); cb(done cycle of the last) when all are done."""
+        ms = self.mems[dev]
+        ch, bank, row, col = _interleave(dec)
+        n = len(ch)
+        self.traffic[dev][cls] += n
+        if kind == KIND_RMW:
+            self.nmc_updates += n
+        tid = self.next_task
+        self.next_task += 1
+        self.tasks[tid] = [n, 0, cb]
+        ids = ms.enqueue_requests(self.pc[dev] if source == "compute" else self.pm[dev], ch, bank, row, col, kind,
+                                  max(int(t), ms.clock), -1)
+        own = self.owner[dev]
+        if ids[-1] >= own.shape[0]:
+            new = np.zeros(max(2 * own.shape[0], int(ids[-1]) + 1), np.int64)
+            new[:own.shape[0]] = own
+            self.owner[dev] = own = new
+        own[ids] = tid
+        self.out_ids[dev].add(ids)
+
+    def link(self, src: int, nbytes: int, t: int, fn: Callable[[int], None]) -> None:
+        """Send nbytes from device src to src+1 (serialised on the link; arrives after the hop latency)."""
+        ser = int(math.ceil(nbytes / self.ring.link_bytes_per_s / self.spec.tCK_s - 1e-9))
+        lat = int(math.ceil(self.ring.hop_latency_s / self.spec.tCK_s - 1e-9))
+        start = max(t, self.link_free[src])
+        self.link_free[src] = start + ser
+        arrive = start + ser + lat
+        self.at(arrive, lambda: fn(arrive))
+
+    def next_of(self, dev: int, tile: Tile) -> tuple[int, Tile]:
+        """Where a tile sent by dev lands: (device, tile) - relabelled one chunk back with devices: one."""
+        if self.devices == "all":
+            return (dev + 1) % self.n, tile
+        c = (tile.chunk - 1) % self.n
+        return 0, self.chunks[c][tile.index]
+
+    # -- GEMM producer ----------------------------------------------------------------------------------------
+    def order(self, dev: int) -> list[Tile]:
+        return [t for s in range(self.n) for t in self.chunks[stage_chunk(self.n, dev, s)]]
+
+    def waves(self, dev: int) -> list[list[Tile]]:
+        o = self.order(dev)
+        c = self.gpu.cus
+        return [o[i:i + c] for i in range(0, len(o), c)]
+
+    def kslices(self) -> list[tuple[int, int]]:
+        k, ks = self.shape.k, self.gpu.k_step
+        return [(k0, min(ks, k - k0)) for k0 in range(0, k, ks)]
+
+    def _step_reads(self, l2: OrderedDict, wave: list[Tile], k0: int, kw: int) -> list[tuple]:
+        """Operand blocks of one K step of a wave that the L2 does not hold (LRU, block granularity)."""
+        d = self.gpu.dtype_bytes
+        need = []
+        for t in wave:
+            need.append(("A", t.m0, t.tm, k0, kw))
+            need.append(("B", t.n0, t.tn, k0, kw))
+        out = []
+        for key in dict.fromkeys(need):
+            if key in l2:
+                l2.move_to_end(key)
+                continue
+            l2[key] = key[2] * kw * d
+            self.l2_used[id(l2)] = self.l2_used.get(id(l2), 0) + l2[key]
+            while self.l2_used[id(l2)] > self.gpu.l2_bytes and len(l2) > 1:
+                _, size = l2.popitem(last=False)
+                self.l2_used[id(l2)] -= size
+            out.append(key)
+        return out
+
+    def _block_requests(self, key: tuple) -> tuple[np.ndarray, ...]:
+        name, o0, w, k0, kw = key
+        d = self.gpu.dtype_bytes
+        a = self.spec.access_bytes
+        k, h = self.shape.k, self.shape.h
+
+        def addr() -> np.ndarray:
+            if name == "A":       # rows o0..o0+w, columns k0..k0+kw of A (T x K)
+                rows = np.arange(o0, o0 + w, dtype=np.uint64)[:, None]
+                cols = np.arange(k0 * d // a * a, (k0 + kw) * d, a, dtype=np.uint64)[None, :]
+                return (self.base["A"] + rows * (k * d) + cols).ravel()
+            rows = np.arange(k0, k0 + kw, dtype=np.uint64)[:, None]       # B (K x H): rows of the K step
+            cols = np.arange(0, w * d, a, dtype=np.uint64)[None, :]
+            return (self.base["B"] + (rows * h + o0) * d + cols).ravel()
+        return self._decoded(("blk",) + key, addr)
+
+    def step_cycles(self, wave: list[Tile], kw: int) -> int:
+        """One K step of a wave: every CU runs its tile's 2 tm tn kw FLOPs at once; the largest one decides."""
+        flops = max(2 * t.tm * t.tn * kw for t in wave)
+        return self.cyc_gpu(math.ceil(flops / self.gpu.flops_per_cu_cycle))
+
+    def _first_wave_estimate(self) -> tuple[int, int]:
+        w = self.waves(0)[0]
+        k0, kw = self.kslices()[0]
+        self.l2_used = {}
+        reqs = self._step_reads(OrderedDict(), w, k0, kw)
+        n = sum(len(self._block_requests(k)[0]) for k in reqs)
+        return n, self.step_cycles(w, kw)
+
+    def start_gemm(self, dev: int) -> None:
+        """Steps = (wave, K step) in order; the reads of step i+1 are issued once step i's reads are done and
+        step i-1's compute has freed its buffer (double buffering); a wave's tiles are stored after its last
+        K step."""
+        waves = self.waves(dev)
+        ks = self.kslices()
+        steps = [(w, k0, kw) for w in range(len(waves)) for (k0, kw) in ks]
+        l2: OrderedDict = OrderedDict()
+        st = {"reads_done": {}, "comp_done": {}, "issued": set(), "stores_left": sum(len(w) for w in waves),
+              "comp_end": 0}
+        n_s = len(steps)
+
+        def issue_reads(i: int, t: int) -> None:
+            st["issued"].add(i)
+            w, k0, kw = steps[i]
+            keys = self._step_reads(l2, waves[w], k0, kw)
+            if not keys:
+                reads_done(i, t)
+                return
+            parts = [self._block_requests(k) for k in keys]
+            dec = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
+            self.mem(dev, "compute", dec, KIND_READ, t, lambda td: reads_done(i, td), "gemm_read")
+
+        def reads_done(i: int, t: int) -> None:
+            st["reads_done"][i] = t
+            try_compute(i)
+            try_reads(i + 1)
+
+        def try_reads(i: int) -> None:
+            if i >= n_s or i in st["issued"]:
+                return
+            if i - 1 in st["reads_done"] and (i < 2 or i - 2 in st["comp_done"]):
+                issue_reads(i, max(st["reads_done"][i - 1], st["comp_done"].get(i - 2, 0)))
+
+        def try_compute(i: int) -> None:
+            if i not in st["reads_done"] or (i > 0 and i - 1 not in st["comp_done"]):
+                return
+            start = max(st["reads_done"][i], st["comp_done"].get(i - 1, 0))
+            w, _, kw = steps[i]
+            end = start + self.step_cycles(waves[w], kw)
+            self.at(end, lambda: comp_done(i, end))
+
+        def comp_done(i: int, t: int) -> None:
+            st["comp_done"][i] = t
+            st["comp_end"] = t
+            w, k0, kw = steps[i]
+            if k0 + kw >= self.shape.k:
+                for tile in waves[w]:
+                    self.store(dev, tile, t, store_done)
+            try_compute(i + 1)
+            try_reads(i + 2)
+
+        def store_done(t: int) -> None:
+            st["stores_left"] -= 1
+            if st["stores_left"] == 0:
+                self.gemm_done[dev] = max(t, st["comp_end"])
+                if self.config == "sequential":
+                    self.start_rs(dev, self.gemm_done[dev])
+
+        issue_reads(0, 0)
+
+    def stage_of(self, dev: int, chunk: int) -> int:
+        return (dev - 1 - chunk) % self.n
+
+    def store(self, dev: int, tile: Tile, t: int, done: Callable[[int], None]) -> None:
+        nacc = len(self.tile_requests("C", tile)[0])
+        if self.config == "sequential":
+            def wrote(td: int) -> None:
+                if self.functional:
+                    self.C[dev][self._sl(tile)] = self.P[dev][self._sl(tile)]
+                done(td)
+            self.mem(dev, "compute", self.tile_requests("C", tile), KIND_WRITE, t, wrote, "gemm_write")
+            return
+        r = role(self.n, self.stage_of(dev, tile.chunk))
+        if r == "remote":
+            # remote_update: the GEMM's stores leave through the link and update the neighbour's memory
+            data = self.P[dev][self._sl(tile)].copy() if self.functional else None
+            self.send_update(dev, tile, t, data)
+            done(t + 0)
+            return
+
+        def updated(td: int) -> None:
+            if self.functional:
+                self.C[dev][self._sl(tile)] += self.P[dev][self._sl(tile)]
+            self.count(dev, tile, nacc, td)
+            done(td)
+        self.mem(dev, "compute", self.tile_requests("C", tile), KIND_RMW, t, updated, "gemm_update")
+
+    def _sl(self, tile: Tile) -> tuple[slice, slice]:
+        return slice(tile.m0, tile.m0 + tile.tm), slice(tile.n0, tile.n0 + tile.tn)
+
+    # -- T3: updates, tracker, DMA ------------------------------------------------------------------------------
+    def send_update(self, dev: int, tile: Tile, t: int, data: np.ndarray | None) -> None:
+        nbytes = tile.tm * tile.tn * self.gpu.dtype_bytes
+        dst, dtile = self.next_of(dev, tile)
+
+        def arrived(ta: int) -> None:
+            def updated(td: int) -> None:
+                if self.functional:
+                    self.C[dst][self._sl(dtile)] += data
+                self.count(dst, dtile, len(self.tile_requests("C", dtile)[0]), td)
+            self.mem(dst, "comm", self.tile_requests("C", dtile), KIND_RMW, ta, updated, "rs_update")
+        self.link(dev, nbytes, t, arrived)
+
+    def program_trackers(self) -> None:
+        for dev in self.sim:
+            tr = self.trackers[dev]
+            for s in range(1, self.n):
+                c = stage_chunk(self.n, dev, s)
+                for tile in self.chunks[c]:
+                    # one local update and one remote/DMA update of every access of the tile
+                    tr.expect((c, tile.index), 2 * len(self.tile_requests("C", tile)[0]))
+
+    def count(self, dev: int, tile: Tile, n: int, t: int) -> None:
+        for key in self.trackers[dev].update((tile.chunk, tile.index), n, t):
+            self.fire(dev, self.chunks[key[0]][key[1]], t)
+
+    def fire(self, dev: int, tile: Tile, t: int) -> None:
+        key = (dev, (tile.chunk, tile.index))
+        self.dma_fires[key] = self.dma_fires.get(key, 0) + 1
+        if role(self.n, self.stage_of(dev, tile.chunk)) == "final":
+            self.final_tiles[key] = t
+            return
+
+        def read(td: int) -> None:     # the DMA engine read the complete tile: send it on
+            data = self.C[dev][self._sl(tile)].copy() if self.functional else None
+            self.send_update(dev, tile, td, data)
+        self.mem(dev, "comm", self.tile_requests("C", tile), KIND_READ, t, read, "rs_read")
+
+    # -- sequential reduce-scatter ----------------------------------------------------------------------------
+    def start_rs(self, dev: int, t: int) -> None:
+        """NCCL-like ring RS after the GEMM, pipelined per tile (module doc)."""
+        c0 = stage_chunk(self.n, dev, 0)
+        for tile in self.chunks[c0]:
+            def read(td: int, tile=tile) -> None:
+                data = self.C[dev][self._sl(tile)].copy() if self.functional else None
+                self.seq_send(dev, tile, td, data)
+            self.mem(dev, "comm", self.tile_requests("C", tile), KIND_READ, t, read, "rs_read")
+        # reductions whose received tile came before this device's GEMM finished
+        for fn in self.waiting.pop(dev, []):
+            fn(t)
+
+    def seq_send(self, dev: int, tile: Tile, t: int, data: np.ndarray | None) -> None:
+        dst, dtile = self.next_of(dev, tile)
+
+        def arrived(ta: int) -> None:
+            def wrote(td: int) -> None:
+                if self.functional:
+                    self.R[dst][self._sl(dtile)] = data
+                if dst in self.gemm_done:
+                    self.seq_reduce(dst, dtile, td)
+                else:
+                    self.waiting.setdefault(dst, []).append(lambda tg: self.seq_reduce(dst, dtile, tg))
+            self.mem(dst, "comm", self.tile_requests("R", dtile), KIND_WRITE, ta, wrote, "rs_write")
+        self.link(dev, tile.tm * tile.tn * self.gpu.dtype_bytes, t, arrived)
+
+    def seq_reduce(self, dev: int, tile: Tile, t: int) -> None:
+        """The reduction kernel (on CUs): read the received copy and the local partial, add, then send the sum
+        on (steps 1..N-2) or write it (the owner)."""
+        final = role(self.n, self.stage_of(dev, tile.chunk)) == "final"
+        left = [2]
+
+        def read(td: int) -> None:
+            left[0] -= 1
+            if left[0]:
+                return
+            s = self.R[dev][self._sl(tile)] + self.C[dev][self._sl(tile)] if self.functional else None
+            if final:
+                def wrote(tw: int) -> None:
+                    if self.functional:
+                        self.C[dev][self._sl(tile)] = s
+                    self.dma_fires[(dev, (tile.chunk, tile.index))] = 1
+                    self.final_tiles[(dev, (tile.chunk, tile.index))] = tw
+                self.mem(dev, "comm", self.tile_requests("C", tile), KIND_WRITE, td, wrote, "rs_write")
+            else:
+                self.seq_send(dev, tile, td, s)
+        self.mem(dev, "comm", self.tile_requests("R", tile), KIND_READ, t, read, "rs_read")
+        self.mem(dev, "comm", self.tile_requests("C", tile), KIND_READ, t, read, "rs_read")
+
+    # -- driver -------------------------------------------------------------------------------------------------
+    def _collect(self, dev: int) -> list[tuple[int, Callable[[int], None]]]:
+        out_ = self.out_ids[dev]
+        if out_.size == 0:
+            return []
+        ids = out_.window()
+        done = self.mems[dev].S.r_done[ids]
+        fin = done >= 0
+        if not fin.any():
+            return []
+        out_.pend = ids[~fin]
+        out_.size -= int(fin.sum())
+        tids = self.owner[dev][ids[fin]]
+        dts = done[fin]
+        out = []
+        uniq, inv = np.unique(tids, return_inverse=True)
+        cnt = np.bincount(inv)
+        mx = np.full(len(uniq), -1, np.int64)
+        np.maximum.at(mx, inv, dts)
+        for tid, c, m in zip(uniq.tolist(), cnt.tolist(), mx.tolist(), strict=True):
+            task = self.tasks[tid]
+            task[0] -= c
+            task[1] = max(task[1], m)
+            if task[0] == 0:
+                del self.tasks[tid]
+                out.append((task[1], task[2]))
+        return out
+
+    def run(self) -> None:
+        import time
+
+        t0 = time.perf_counter()
+        self.waiting: dict[int, list] = {}
+        if self.config != "sequential":
+            self.program_trackers()
+        for dev in self.sim:
+            self.start_gemm(dev)
+        idle_windows = 0
+        while True:
+            busy = any(o.size for o in self.out_ids.values())
+            t_heap = self.heap[0][0] if self.heap else INF
+            if not busy and t_heap >= INF:
+                break
+            horizon = min(t_heap, self.now + self.W) if busy else t_heap
+            if horizon > self.now:
+                for ms in self.mems.values():
+                    if busy and ms.clock < horizon:
+                        ms.advance(horizon)
+                self.now = horizon
+            ready: list[tuple[int, int, Callable[[int], None]]] = []
+            for dev in self.sim:
+                for td, cb in self._collect(dev):
+                    ready.append((td, len(ready), cb))
+            ready.sort(key=lambda x: (x[0], x[1]))
+            for td, _, cb in ready:
+                cb(td)
+            while self.heap and self.heap[0][0] <= self.now:
+                _, _, fn = heapq.heappop(self.heap)
+                fn()
+            if busy and not ready:
+                idle_windows += 1
+                if idle_windows * self.W > (1 << 26):
+                    raise UserError("t3: no request completed for 2^26 cycles (a deadlock in the schedule)")
+            else:
+                idle_windows = 0
+        self.wall_s = time.perf_counter() - t0
+        if self.config != "sequential":
+            for dev in self.sim:
+                tr = self.trackers[dev]
+                if tr.pending or len(tr.fired) != len(tr.expected):
+                    raise UserError(f"t3: device {dev}: tracker ended with {tr.pending} tiles incomplete "
+                                    f"({tr.entries} entries; {tr.full_events} updates found the table full)")
+
+
+def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
+                      functional: bool = False, log: bool = False, seed: int = 0,
+                      window_cycles: int | None = None) -> SublayerRun:
+    """Simulate one sliced sublayer (GEMM + reduce-scatter; all-gather in closed form) in one configuration."""
+    sim = _Sim(params, shape, tp, config, devices, functional, log, seed, window_cycles)
+    sim.run()
+    shape = sim.shape
+    n_sim = len(sim.sim)
+    traffic = {k: sum(sim.traffic[d][k] for d in sim.sim) // n_sim for k in sim.traffic[sim.sim[0]]}
+    cmds: dict[str, int] = {}
+    comm_lat = 0
+    for ms in sim.mems.values():
+        tot = ms.S.cmd_count.sum(axis=0)
+        for c in sim.spec.commands:
+            cmds[c.name] = cmds.get(c.name, 0) + int(tot[c.index])
+        n = ms.n_req
+        src = ms.S.r_src[:n]
+        lat = ms.S.r_done[:n] - ms.S.r_enq[:n]
+        if (src == 1).any():
+            comm_lat = max(comm_lat, int(lat[src == 1].max()))
+    final_end = max(sim.final_tiles.values()) if sim.final_tiles else 0
+    gemm = max(sim.gemm_done.values())
+    total_bytes = shape.tokens * shape.h * params.gpu.dtype_bytes
+    tr = {"entries": params.tracker_entries,
+          "high_water": max((t.high_water for t in sim.trackers.values()), default=0),
+          "full_events": sum(t.full_events for t in sim.trackers.values()),
+          "fired": sum(len(t.fired) for t in sim.trackers.values())}
+    outputs = None
+    if functional:
+        bounds = chunk_bounds(shape.h, tp, COL_UNIT)
+        outputs = [sim.C[e][:, bounds[e][0]:bounds[e][1]].copy() for e in range(tp)]
+    run = SublayerRun(config=config, shape=shape, tp=tp, devices=devices, gemm_cycles=gemm,
+                      rs_end_cycles=max(final_end, gemm), ag_s=collective_s(sim.ring, "all_gather", total_bytes),
+                      spec=sim.spec, ring=sim.ring, traffic=traffic, commands=cmds, nmc_updates=sim.nmc_updates,
+                      tracker=tr, dma_fires=sim.dma_fires, final_tiles=sim.final_tiles,
+                      memories=list(sim.mems.values()), outputs=outputs, threshold=sim.threshold,
+                      comm_latency_max=comm_lat, wall_s=sim.wall_s)
+    run.extra["padded_from_h"] = sim.padded_from
+    if functional:
+        run.extra["partials"] = sim.P
+        run.extra["chunk_bounds"] = chunk_bounds(shape.h, tp, COL_UNIT)
+    return run
+
+
+def data_movement_bytes(run: SublayerRun) -> int:
+    """Bytes crossing the memory interface of one device for GEMM + reduce-scatter (an NMC update carries its
+    data once; the read and write inside the DRAM do not cross the interface)."""
+    return sum(run.traffic.values()) * run.spec.access_bytes
+
+
+def nmc_energy_actions(run: SublayerRun) -> dict[str, int]:
+    """DRAM actions with each NMC update's RD and WR moved to the NMC_UPDATE action (energy table)."""
+    from archsim import energy as energy_mod
+
+    acts = energy_mod.action_counts(run.spec, run.commands)
+    n = run.nmc_updates
+    acts["RD"] = acts.get("RD", 0) - n
+    acts["WR"] = acts.get("WR", 0) - n
+    if n:
+        acts["NMC_UPDATE"] = n
+    return acts
+
+
+def expected_rs_accesses(n: int, chunk_accesses: int) -> dict[str, dict[str, int]]:
+    """Closed-form reduce-scatter traffic per device (in accesses) of the two schedules (module doc):
+    sequential reads 2N-1 chunks and writes N; T3 reads N-2 (DMA) and updates 2(N-1) (local + incoming)."""
+    return {"sequential": {"rs_read": (2 * n - 1) * chunk_accesses, "rs_write": n * chunk_accesses},
+            "t3": {"rs_read": (n - 2) * chunk_accesses, "updates": 2 * (n - 1) * chunk_accesses}}
+

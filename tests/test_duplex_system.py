@@ -312,3 +312,17 @@ def test_reproduction_against_the_paper():
     assert tp("opt-66b", "bank_pim") > tp("opt-66b", "duplex")                      # MHA: Bank-PIM wins
     for m in ("mixtral-8x7b", "llama3-70b", "grok-1"):                               # GQA: Duplex wins
         assert tp(m, "duplex") > tp(m, "bank_pim")
+
+
+def test_data_parallel_replicas_serve_their_share_side_by_side():
+    """Two replicas of the device group, each serving every second request: with identical requests (fixed
+    lengths, closed loop) each replica runs exactly what one group runs for half the requests, so the
+    makespan is the same, throughput doubles and the devices double."""
+    base = {"model": "mixtral-8x7b", "device": "duplex", "input_len": 128, "output_len": 8, "max_batch": 8}
+    one = DuplexRun({**base, "requests": 16}, timer=TIMER).run().stats
+    two = DuplexRun({**base, "requests": 32, "data_parallel": 2}, timer=TIMER).run().stats
+    assert two["makespan_s"] == pytest.approx(one["makespan_s"], rel=1e-12)
+    assert two["throughput_tokens_per_s"] == pytest.approx(2 * one["throughput_tokens_per_s"], rel=1e-12)
+    assert two["devices"] == 2 * one["devices"] and two["requests"] == 32
+    assert two["tbt_p50_s"] == pytest.approx(one["tbt_p50_s"])
+    assert two["energy_j"] == pytest.approx(2 * one["energy_j"], rel=1e-9)

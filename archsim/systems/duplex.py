@@ -28,6 +28,8 @@ DEFAULTS: dict[str, Any] = {
     "mapping": "duplex", "mapping_overrides": {}, "pim_timing": "engine",
     "requests": 64, "input_len": 1024, "output_len": 1024, "length_std": 0.0, "qps": None,
     "max_batch": 64, "max_prefill_tokens": 8192, "routing": "uniform", "zipf_s": 1.0,
+    # data parallelism: replicas of the whole `devices` group, each serving every k-th request
+    "data_parallel": 1,
 }
 
 
@@ -48,7 +50,7 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError("pim_timing", f"must be engine or roofline, got {out['pim_timing']!r}")
     if out["routing"] not in ("uniform", "zipf"):
         raise ConfigError("routing", f"must be uniform or zipf, got {out['routing']!r}")
-    for key in ("requests", "input_len", "output_len", "max_batch"):
+    for key in ("requests", "input_len", "output_len", "max_batch", "data_parallel"):
         _pos_int(out, key)
     for key in ("devices", "max_prefill_tokens"):
         if out[key] is not None:
@@ -125,7 +127,16 @@ class DuplexRun:
         batcher = DuplexBatcher(cfg["max_batch"], int(self.kv_capacity), self.model.kv_bytes_per_token,
                                 self.iteration_time, cfg["max_prefill_tokens"])
         t0 = time.perf_counter()
-        served = batcher.run(reqs)
+        # data parallelism: replica r serves requests r, r + k, ... with its own batcher on its own devices;
+        # the replicas run side by side, so the merged run ends with the last replica (iterations of all
+        # replicas together give the token intervals; operator time and energy add up over replicas)
+        k = cfg["data_parallel"]
+        parts = [batcher.run(reqs[r::k]) for r in range(k) if reqs[r::k]]
+        served = parts[0]
+        for p in parts[1:]:
+            served.iterations.extend(p.iterations)
+            served.records.update(p.records)
+            served.admission_order.extend(p.admission_order)
         wall = time.perf_counter() - t0
         metrics = serving_metrics(served)
         rows = []
@@ -138,7 +149,8 @@ class DuplexRun:
         tokens = metrics["output_tokens"]
         timer = self.device.timer
         stats = {
-            **metrics, "model": self.model.name, "device": cfg["device"], "devices": self.D,
+            **metrics, "model": self.model.name, "device": cfg["device"], "devices": self.D * cfg["data_parallel"],
+            "devices_per_replica": self.D, "data_parallel": cfg["data_parallel"],
             "energy_j": energy_j, "energy_per_token_j": energy_j / tokens if tokens else 0.0,
             "decode_stages": self.stage_kinds["decode"], "mixed_stages": self.stage_kinds["mixed"],
             "kv_capacity_bytes": int(self.kv_capacity), "wall_s": wall,

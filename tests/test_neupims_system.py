@@ -146,6 +146,9 @@ def test_results_are_deterministic_and_utilisations_are_fractions():
         assert ((st[col] >= 0) & (st[col] <= 1)).all(), col
     assert a.stats["tokens_per_s"] == pytest.approx(8 / a.stats["iteration_s"])
     assert a.stats["energy_per_token_j"] > 0
+    tl = a.tables["timeline"]            # what `archsim report` draws as the unit-busy timeline
+    assert set(tl["unit"]) == {"NPU", "PIM"} and (tl["end_s"] > tl["start_s"]).all()
+    assert tl["end_s"].max() == pytest.approx(a.stats["iteration_s"])
 
 
 def test_gpu_only_is_the_roofline_of_its_operators():

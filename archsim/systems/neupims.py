@@ -721,7 +721,21 @@ def run_iteration_mode(cfg: dict[str, Any], seed: int) -> Result:
              "simulated_cycles": int(sim_cycles), "wall_s": wall, "cycles_per_s": sim_cycles / wall}
     res = Result(stats=stats, df=df, manifest=make_manifest(cfg["system"], cfg, seed=seed))
     res.tables["stages"] = stages
+    res.tables["timeline"] = _timeline(stages[stages["sample"] == 0], dev)
     return res
+
+
+def _timeline(stages: pd.DataFrame, dev: Device) -> pd.DataFrame:
+    """Per stage, when the NPU and the PIM side were busy (start of the stage to each side's last event),
+    in the columns `archsim report` draws as a unit-busy timeline."""
+    s = dev.spec.tCK_ps * 1e-12
+    rows = []
+    for _, r in stages.iterrows():
+        op = f"{r['stage']}{int(r['layer'])}"
+        for unit, end in (("NPU", r["npu_end_cycle"]), ("PIM", r["pim_end_cycle"])):
+            if end > r["start_cycle"]:
+                rows.append({"unit": unit, "op": op, "start_s": r["start_cycle"] * s, "end_s": end * s})
+    return pd.DataFrame(rows, columns=["unit", "op", "start_s", "end_s"])
 
 
 def run_serving_mode(cfg: dict[str, Any], seed: int) -> Result:

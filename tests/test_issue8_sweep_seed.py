@@ -68,3 +68,20 @@ def test_explicit_seed_axis_still_wins(tmp_path):
 def test_bad_seed_by(tmp_path, value, message):
     with pytest.raises(UserError, match=message):
         _dram(tmp_path, seed_by=value)
+
+
+def test_neupims_and_duplex_hardware_keys_share_the_workload_seed(tmp_path):
+    """Comparing NeuPIMs with its baselines (system, scheduling policy) or Duplex devices must draw the same
+    requests for every point; only the batch (a workload key) changes the seed."""
+    body = {"name": "np", "base": {"system": "neupims", "model": "gpt3-7b", "batch": 64}, "seed": 3,
+            "axes": [{"grid": {"system": ["neupims", "npu_pim"], "sub_batch": [True, False],
+                               "batch": [64, 256]}}]}
+    sweep = load_sweep(write_sweep(tmp_path, body))
+    seeds: dict[int, set[int]] = {}
+    for p in sweep.points:
+        seeds.setdefault(p.axes["batch"], set()).add(p.seed)
+    assert [len(v) for v in seeds.values()] == [1, 1] and seeds[64] != seeds[256]
+    body = {"name": "dx", "base": {"system": "duplex", "model": "mixtral-8x7b"}, "seed": 3,
+            "axes": [{"grid": {"device": ["duplex", "gpu", "bank_pim"], "pim_timing": ["engine", "roofline"]}}]}
+    sweep = load_sweep(write_sweep(tmp_path, body, name="dx.yaml"))
+    assert len({p.seed for p in sweep.points}) == 1

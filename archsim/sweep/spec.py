@@ -57,7 +57,11 @@ TOP_KEYS = ("name", "description", "imports", "base", "seed", "seed_by", "axes",
 # Top-level config keys that describe the hardware or how it is simulated, not the workload: they do not
 # change a point's derived seed (see "Seeds" above).
 HARDWARE_KEYS = ("system", "preset", "channels", "mapping", "mapping_overrides", "controller", "dram", "asic",
-                 "asic_clock_hz", "baselines", "engine", "memo", "refresh", "timeline", "hw")
+                 "asic_clock_hz", "baselines", "engine", "memo", "refresh", "timeline", "hw",
+                 # NeuPIMs: NPU preset, scheduling policy, tensor parallelism and its link, the GPU baseline
+                 "npu", "sub_batch", "channel_assignment", "tp", "link_bytes_per_s", "link_latency_s", "gpu",
+                 # Duplex: device kind and count, Logic-PIM timing model, replicas
+                 "device", "devices", "pim_timing", "data_parallel")
 AXIS_KINDS = ("grid", "zip", "points")
 SEED_KEY = "seed"
 

@@ -4,7 +4,8 @@ Time is an integer number of picoseconds. Units:
 * `FixedUnit` - runs one task at a time (or `capacity` at a time); a task takes `cycles` of the unit's clock
   (ASIC, NPU arrays, vector units, DMA set-up, links);
 * `MemoryUnit` - a `MemorySystem` (archsim.engine.channel); a task submits requests or stream commands with
-  a tag and is done when every tagged item has completed (its done cycle, converted to picoseconds).
+  a tag and is done when every tagged item has completed (its done cycle, converted to picoseconds; one
+  completion group, `MemorySystem.expect`).
 
 A `Task` starts when all its dependencies are done and its unit has room; a task may also be started by a
 trigger (`loop.start(task)` from another task's `on_done` callback, e.g. an observer that counted enough
@@ -42,7 +43,6 @@ class Task:
     start_ps: int = -1
     end_ps: int = -1
     _waiting: int = 0
-    _pending: int = 0
     _children: list[Task] = field(default_factory=list)
 
 
@@ -96,9 +96,10 @@ class MemoryUnit(Unit):
         self._next_tag += 1
         self.tasks[tag] = task
         n = task.submit(self.ms, cyc, tag)
-        task._pending = int(n)
         if n == 0:
             loop.at(task.start_ps, lambda: loop._finish(task))
+        else:
+            self.ms.expect(tag, int(n))      # one completion when the task's last item is done
 
     def advance_to(self, loop: EventLoop, t_ps: int) -> int | None:
         """Advance up to t_ps (exclusive); return the time of the first completion on the way, if any."""
@@ -108,12 +109,8 @@ class MemoryUnit(Unit):
             return None
         now = self.ms.clock
         for tag, _done in self.ms.drain():
-            task = self.tasks.get(tag)
-            if task is None:
-                continue
-            task._pending -= 1
-            if task._pending == 0:
-                del self.tasks[tag]
+            task = self.tasks.pop(tag, None)
+            if task is not None:
                 loop.at(self.ps(now), lambda task=task: loop._finish(task))
         return self.ps(now)
 

@@ -51,6 +51,7 @@ from archsim.dram.spec import DramSpec, load_spec
 from archsim.engine.channel import MemorySystem
 from archsim.engine.driver import Driver
 from archsim.errors import ConfigError, UserError
+from archsim.interconnect.ring import RingConfig, collective_s
 from archsim.npu.config import NpuConfig, load_npu_config
 from archsim.npu.dram_gemm import GemmAgent
 from archsim.npu.systolic import schedule_gemm
@@ -212,6 +213,14 @@ def build_device(cfg: dict[str, Any]) -> Device:
                   None if link is None else float(link), float(cfg["link_latency_s"]))
 
 
+def allreduce_s(tp: int, link_bytes_per_s: float | None, link_latency_s: float, nbytes: int) -> float:
+    """A ring all-reduce of `nbytes` per device over the TP group (archsim.interconnect.ring's closed form);
+    0 on one device or an ideal link (None)."""
+    if tp == 1 or link_bytes_per_s is None:
+        return 0.0
+    return collective_s(RingConfig(tp, link_bytes_per_s, link_latency_s), "all_reduce", nbytes)
+
+
 def _dram_overrides(cfg: dict[str, Any]) -> dict[str, Any]:
     from archsim.config import flatten
 
@@ -318,8 +327,9 @@ class DecodeSimulator:
         self.vector_free = [0] * dev.npu.vector.pipelines
 
     # -- NPU ops ---------------------------------------------------------------------------------------------
-    def _gemm(self, layer: int, name: str, m: int, start: int, done: list[int], stats: StageStats) -> None:
-        """Start GEMM `name` of `layer` at DRAM cycle `start` split over the arrays; append each array's end."""
+    def _gemm(self, layer: int, name: str, m: int, start: int, on_array_done, stats: StageStats) -> None:
+        """Start GEMM `name` of `layer` at DRAM cycle `start` split over the arrays; `on_array_done(end)` is
+        called with each array's end (DRAM cycles)."""
         dev = self.dev
         k, n = self.gemm_shapes[name]
         arrays = dev.npu.arrays
@@ -338,7 +348,7 @@ class DecodeSimulator:
             # a tile is one contiguous range spread over every channel (row-major A with 8 KB rows would put
             # a tile's 1 KB row pieces on a quarter of the channels)
             agent = GemmAgent(self.driver, sched, bases, start_npu, *self.ports[a], self.mapping, dev.npu.clock_hz,
-                              on_finish=lambda ag: done.append(self.dev.npu_to_dram(ag.end_npu)), layout="blocked")
+                              on_finish=lambda ag: on_array_done(self.dev.npu_to_dram(ag.end_npu)), layout="blocked")
             agent.start()
 
     def _arrays_used(self, name: str) -> int:
@@ -349,12 +359,9 @@ class DecodeSimulator:
         return self.dev.npu_to_dram(vector_op_cycles(self.dev.npu, kind, n, rows))
 
     def _allreduce(self, nbytes: int) -> int:
-        """Ring all-reduce across the tp devices (reduce-scatter + all-gather)."""
-        p = self.dev.tp
-        if p == 1 or self.dev.link_bytes_per_s is None:
-            return 0
-        seconds = 2 * (p - 1) / p * nbytes / self.dev.link_bytes_per_s + 2 * (p - 1) * self.dev.link_latency_s
-        return math.ceil(seconds * self.dev.dram_hz)
+        """Ring all-reduce across the tp devices (reduce-scatter + all-gather), in DRAM cycles."""
+        return math.ceil(allreduce_s(self.dev.tp, self.dev.link_bytes_per_s, self.dev.link_latency_s, nbytes)
+                         * self.dev.dram_hz)
 
     def _npu_program(self, ops: list[tuple], start: int, stats: StageStats) -> None:
         """Run ops in order from `start` (GEMMs through the memory, the rest as fixed latencies); sets
@@ -367,10 +374,11 @@ class DecodeSimulator:
                     ends: list[int] = []
                     expected = self._arrays_used(op[2])
 
-                    def finished(_end: int, i=i, ends=ends, expected=expected) -> None:
+                    def finished(end: int, i=i, ends=ends, expected=expected) -> None:
+                        ends.append(end)
                         if len(ends) == expected:
                             run(i + 1, max(ends))
-                    self._gemm(op[1], op[2], op[3], t, _Notify(ends, finished), stats)
+                    self._gemm(op[1], op[2], op[3], t, finished, stats)
                     return
                 if op[0] == "vector":
                     d = self._vector(*op[1:])
@@ -577,18 +585,6 @@ class DecodeSimulator:
         return t
 
 
-class _Notify(list):
-    """A list that calls `fn(value)` after every append (GEMM arrays reporting their end)."""
-
-    def __init__(self, target: list, fn):
-        super().__init__()
-        self.target, self.fn = target, fn
-
-    def append(self, value) -> None:
-        self.target.append(value)
-        self.fn(value)
-
-
 # ---- channel assignment and batches ---------------------------------------------------------------------------
 def assign(dev: Device, contexts: list[int], policy: str) -> list[int]:
     nch = dev.spec.channels
@@ -638,10 +634,7 @@ def gpu_iteration_s(cfg: dict[str, Any], model: ModelSpec, contexts: list[int], 
         gemm += max(2 * b * k * n / flops_s, (k * n + b * (k + n)) * eb / bw)
     kv_bytes = sum(contexts) * 2 * E // tp * eb
     attn = max(4 * sum(contexts) * E // tp / flops_s, kv_bytes / bw)
-    link = cfg["link_bytes_per_s"]
-    ar = 0.0
-    if tp > 1 and link is not None:
-        ar = 2 * (2 * (tp - 1) / tp * b * E * eb / link + 2 * (tp - 1) * cfg["link_latency_s"])
+    ar = 2 * allreduce_s(tp, cfg["link_bytes_per_s"], cfg["link_latency_s"], b * E * eb)
     per_layer = gemm + attn + ar
     return per_layer * layers, {"gemm_s": gemm * layers, "attention_s": attn * layers, "allreduce_s": ar * layers}
 

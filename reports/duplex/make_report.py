@@ -126,18 +126,27 @@ def roofline_plot(ops: pd.DataFrame, path: Path) -> None:
 
     dev = make_device("duplex", "roofline")
     x = np.logspace(-1, 4, 200)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.loglog(x, np.minimum(dev.xpu_flops, x * dev.xpu_bw) / 1e12, label="xPU roofline")
-    ax.loglog(x, np.minimum(dev.low_flops, x * dev.low_bw) / 1e12, label="Logic-PIM roofline (5 stacks)")
-    for _, r in ops[(ops.flops > 0) & (ops.seconds > 0)].iterrows():
+    fig, ax = plt.subplots(figsize=(10, 5))
+    ax.loglog(x, np.minimum(dev.xpu_flops, x * dev.xpu_bw) / 1e12, color="tab:blue", label="xPU roofline")
+    ax.loglog(x, np.minimum(dev.low_flops, x * dev.low_bw) / 1e12, color="tab:orange",
+              label="Logic-PIM roofline (5 stacks)")
+    pts = ops[(ops.flops > 0) & (ops.seconds > 0)].reset_index(drop=True)
+    key = []
+    for i, r in pts.iterrows():
         perf = r.flops / r.seconds / 1e12
-        ax.scatter(r.op_b, perf, marker="o" if r.unit == "xpu" else "s", s=18)
-        ax.annotate(f"{r.stage}:{r.op}", (r.op_b, perf), fontsize=6)
+        xpu = r.unit == "xpu"
+        ax.scatter(r.op_b, perf, marker="o" if xpu else "s", s=22, color="tab:blue" if xpu else "tab:orange",
+                   edgecolor="black", linewidth=0.4, zorder=3)
+        # numbered points and a key beside the plot: operator names overlap where points cluster
+        ax.annotate(str(i + 1), (r.op_b, perf), xytext=(3, 3 if i % 2 else -9), textcoords="offset points",
+                    fontsize=7)
+        key.append(f"{i + 1}: {r.stage} {r.op} ({'xPU' if xpu else 'Logic-PIM'})")
     ax.set_xlabel("Op/B (FLOPs per DRAM byte)")
     ax.set_ylabel("attained TFLOP/s per device")
-    ax.legend(fontsize=8)
-    ax.set_title("Mixtral 8x7B operators on Duplex (circle: xPU, square: Logic-PIM)")
-    fig.tight_layout()
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("Mixtral 8x7B operators on Duplex (circles: xPU, squares: Logic-PIM)")
+    fig.text(0.72, 0.5, "\n".join(key), fontsize=7, va="center", family="monospace")
+    fig.subplots_adjust(left=0.08, right=0.7, bottom=0.11, top=0.92)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

@@ -125,16 +125,22 @@ def timeline(res) -> None:
 
     st = res.tables["stages"]
     st = st[st["sample"] == 0]
-    fig, ax = plt.subplots(figsize=(10, 2.6))
+    fig, ax = plt.subplots(figsize=(10, 3.2))
     for _, r in st.iterrows():
-        t0 = r["start_cycle"] / 1e3
-        ax.barh(1, (r["npu_end_cycle"] - r["start_cycle"]) / 1e3, left=t0, color="tab:blue", edgecolor="white")
+        t0, t1 = r["start_cycle"] / 1e3, (r["start_cycle"] + r["cycles"]) / 1e3
+        ax.axvline(t0, color="black", linewidth=0.8, linestyle=":", zorder=3)
+        ax.text((t0 + t1) / 2, 1.55, f"{r['stage']}{int(r['layer'])}", fontsize=8, ha="center")
+        ax.barh(1, (r["npu_end_cycle"] - r["start_cycle"]) / 1e3, left=t0, color="tab:blue")
         if r["pim_end_cycle"] > r["start_cycle"]:
-            ax.barh(0, (r["pim_end_cycle"] - r["start_cycle"]) / 1e3, left=t0, color="tab:orange", edgecolor="white")
-        ax.text(t0 + 1, 1.45, f"{r['stage']}{int(r['layer'])}", fontsize=7)
-    ax.set_yticks([0, 1], ["PIM", "NPU"])
-    ax.set_xlabel("time (µs = thousands of 1 GHz cycles)")
-    ax.set_title("NeuPIMs, GPT3-7B, batch 256, ShareGPT: busy time per stage (stages end at a barrier)")
+            ax.barh(0, (r["pim_end_cycle"] - r["start_cycle"]) / 1e3, left=t0, color="tab:orange")
+    ax.axvline(st["start_cycle"].iloc[-1] / 1e3 + st["cycles"].iloc[-1] / 1e3, color="black", linewidth=0.8, zorder=3,
+               linestyle=":")
+    ax.set_ylim(-0.6, 1.85)
+    ax.set_yticks([0, 1], ["PIM (attention GEMVs)", "NPU (GEMMs, vector ops)"])
+    ax.set_xlabel("time (µs; 1 µs = 1,000 cycles at 1 GHz)")
+    ax.set_title("NeuPIMs, GPT3-7B, batch 256, ShareGPT, first 2 layers: stages A-F (label: stage + layer; "
+                 "dotted lines: stage barriers).\nEach bar runs from its stage's start to that side's last "
+                 "event; the stage ends when the later side does.", fontsize=9)
     fig.tight_layout()
     fig.savefig(OUT / "timeline.png", dpi=120)
     plt.close(fig)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -41,7 +40,6 @@ def main() -> None:
     rows = pd.read_csv(csv).to_dict("records") if csv.exists() else []
     rows = [r for r in rows if r["tokens"] == args.tokens]
     done = {(r["model"], r["tp"], r["sublayer"]) for r in rows}
-    t0 = time.perf_counter()
     missing = []
     for model, tp in CASES:
         for sub in SUBLAYERS[:1] if args.quick else SUBLAYERS:

@@ -143,14 +143,34 @@ def lat_vector(tables: dict) -> str:
     return _vec([r["lat"] for r in tables["rows"]], tables["lat_bits"])
 
 
+def _address_tree(p: str, t: dict, extra: list[str] = ()) -> list[str]:
+    """The header section both blocks share: one channel's address tree (levels, nodes, bank masks).
+    `extra` lines follow the bank defines."""
+    nb, nl = t["banks"], len(t["levels"])
+    lb, nodeb, cntb = _bits(nl - 1), _bits(t["max_nodes"] - 1), _bits(t["max_nodes"])
+    out = ["// Address tree of one channel: levels outermost first",
+           f"`define {p}_NUM_BANKS {nb}", f"`define {p}_BANK_BITS {_bits(nb - 1)}", *extra,
+           f"`define {p}_NUM_LEVELS {nl}", f"`define {p}_LEVEL_BITS {lb}"]
+    out += [f"`define {p}_LEVEL_{name.upper()} {li}  // {t['n_nodes'][li]} node(s)" for li, name in enumerate(t["levels"])]
+    out += [f"`define {p}_MAX_NODES {t['max_nodes']}", f"`define {p}_NODE_BITS {nodeb}",
+            f"`define {p}_NODE_CNT_BITS {cntb}",
+            "// LEVEL_NODES[level]: nodes of the level in one channel",
+            f"`define {p}_LEVEL_NODES {_vec(t['n_nodes'], cntb)}",
+            f"// SCOPE_MASK[level * NUM_BANKS + bank]: banks sharing the bank's node of the level ({nb} bits each)",
+            f"`define {p}_SCOPE_MASK {_vec([m for lv in t['scope_mask'] for m in lv], nb)}",
+            f"// NODE_BANKS[level * MAX_NODES + node]: banks under the node ({nb} bits each)",
+            f"`define {p}_NODE_BANKS {_vec([m for lv in t['node_banks'] for m in lv], nb)}"]
+    return out
+
+
 def timing_header(spec) -> str:
     """Render rtl/include/<standard>_timing.vh for one channel of `spec`."""
     t = timing_tables(spec)
     p = _ident(spec).upper()
-    nb, nl = t["banks"], len(t["levels"])
+    nl = len(t["levels"])
     ncmd = len(t["commands"])
     rows, ctrs = t["rows"], t["ctrs"]
-    cb, bb, lb = _bits(ncmd - 1), _bits(nb - 1), _bits(nl - 1)
+    cb, lb = _bits(ncmd - 1), _bits(nl - 1)
     nodeb = _bits(t["max_nodes"] - 1)
     winb = _bits(max(r["win"] for r in rows))
     ctrb = _bits(len(ctrs) - 1)
@@ -174,22 +194,7 @@ def timing_header(spec) -> str:
         w(f"`define {p}_CMD_{name.upper()} {cb}'d{i}  // scope {t['levels'][scope]}")
     w(f"`define {p}_CMD_SCOPE {_vec([s for _, s in t['commands']], lb)}")
     w("")
-    w("// Address tree of one channel: levels outermost first")
-    w(f"`define {p}_NUM_BANKS {nb}")
-    w(f"`define {p}_BANK_BITS {bb}")
-    w(f"`define {p}_NUM_LEVELS {nl}")
-    w(f"`define {p}_LEVEL_BITS {lb}")
-    for li, name in enumerate(t["levels"]):
-        w(f"`define {p}_LEVEL_{name.upper()} {li}  // {t['n_nodes'][li]} node(s)")
-    w(f"`define {p}_MAX_NODES {t['max_nodes']}")
-    w(f"`define {p}_NODE_BITS {nodeb}")
-    w(f"`define {p}_NODE_CNT_BITS {_bits(t['max_nodes'])}")
-    w("// LEVEL_NODES[level]: nodes of the level in one channel")
-    w(f"`define {p}_LEVEL_NODES {_vec(t['n_nodes'], _bits(t['max_nodes']))}")
-    w(f"// SCOPE_MASK[level * NUM_BANKS + bank]: banks sharing the bank's node of the level ({nb} bits each)")
-    w(f"`define {p}_SCOPE_MASK {_vec([m for lv in t['scope_mask'] for m in lv], nb)}")
-    w(f"// NODE_BANKS[level * MAX_NODES + node]: banks under the node ({nb} bits each)")
-    w(f"`define {p}_NODE_BANKS {_vec([m for lv in t['node_banks'] for m in lv], nb)}")
+    out += _address_tree(p, t)
     w("")
     w("// Constraint rows: a following command NEXT waits LAT cycles after the WIN-th most recent PREV")
     w("// issued to a target sharing a node of LEVEL with its own target (docs/channel-engine.md, 1 and 4).")
@@ -375,22 +380,7 @@ def arbiter_header(spec) -> str:
     wide = [none if c < 0 else c for k in range(2) for c in (t["close_wide"][k] if k < t["nbuf"] else [-1] * nl)]
     w(f"`define {p}_CLOSE_WIDE {_vec(wide, cb)}")
     w("")
-    w("// Address tree of one channel: levels outermost first")
-    w(f"`define {p}_NUM_BANKS {nb}")
-    w(f"`define {p}_BANK_BITS {_bits(nb - 1)}")
-    w(f"`define {p}_ROW_BITS {t['row_bits']}")
-    w(f"`define {p}_NUM_LEVELS {nl}")
-    w(f"`define {p}_LEVEL_BITS {lb}")
-    for li, name in enumerate(t["levels"]):
-        w(f"`define {p}_LEVEL_{name.upper()} {li}  // {t['n_nodes'][li]} node(s)")
-    w(f"`define {p}_MAX_NODES {t['max_nodes']}")
-    w(f"`define {p}_NODE_BITS {nodeb}")
-    w(f"`define {p}_NODE_CNT_BITS {_bits(t['max_nodes'])}")
-    w(f"`define {p}_LEVEL_NODES {_vec(t['n_nodes'], _bits(t['max_nodes']))}")
-    w(f"// SCOPE_MASK[level * NUM_BANKS + bank]: banks sharing the bank's node of the level ({nb} bits each)")
-    w(f"`define {p}_SCOPE_MASK {_vec([m for lv in t['scope_mask'] for m in lv], nb)}")
-    w(f"// NODE_BANKS[level * MAX_NODES + node]: banks under the node ({nb} bits each)")
-    w(f"`define {p}_NODE_BANKS {_vec([m for lv in t['node_banks'] for m in lv], nb)}")
+    out += _address_tree(p, t, extra=[f"`define {p}_ROW_BITS {t['row_bits']}"])
     w("// SIB_NODES[level * MAX_NODES + node]: the other nodes of the level under the same parent")
     w(f"`define {p}_SIB_NODES {_vec(t['sib_nodes'], t['max_nodes'])}")
     w("")

@@ -106,6 +106,10 @@ State = namedtuple("State", [
     "r_pin", "s_at", "s_in", "st_next",        # request pinned?; stream entry cycle, first not entered, next entry
     "promo", "promo_ready",                    # scratch per (channel, source): promoted now, had a ready candidate
     "g_left", "g_done",                        # completion groups by tag: items still to complete, latest done
+    # caches (never change results): per rw candidate a lower bound of its earliest cycle (timing cells only
+    # rise, so a value computed earlier stays a lower bound; 0 = unknown); per channel a count of row-buffer
+    # changes, and per stream the (count, target, row) at which its head's rows were last found open
+    "cand_t", "ch_rows_epoch", "s_ok_epoch", "s_ok_tgt", "s_ok_row",
 ])
 
 
@@ -187,6 +191,8 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
     k0 = T.tgt_off[c * B + r]
     k1 = T.tgt_off[c * B + r + 1]
     logged_row = row
+    if eff == E_OPEN or eff == E_CLOSE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE:
+        S.ch_rows_epoch[ch] += 1
     if eff == E_OPEN:
         is_stream = src >= 0 and S.src_kind[ch, src] == 1
         n_rw = CF[CF_NRW]
@@ -574,6 +580,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
                 ri, c = _bank_cand(S, T, CF, kq, ww, b)
                 S.cand_ri[kq * 2 + ww, b] = ri
                 S.cand_cmd[kq * 2 + ww, b] = c
+                S.cand_t[kq * 2 + ww, b] = 0
                 if ri >= 0:
                     # the request's age and (rmw WR) not-before cycle, kept beside the candidate so the scan
                     # below reads no per-request arrays (random accesses into the request pool)
@@ -599,6 +606,12 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
         c = S.cand_cmd[q, b]
         if c < 0:
             continue
+        tc = S.cand_t[q, b]
+        if tc > clk:
+            # not ready: its timing was found later than now and timing only moves later (a lower bound is
+            # all the wake needs)
+            nxt = min(nxt, tc)
+            continue
         if ref_check:
             if _ref_blocked(S, T, CF, ch, c, bl):
                 continue
@@ -614,6 +627,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
                     blocked = True
         t = _earliest(S, T, ch, c, bl)
         t = max(t, S.cand_nb[q, b])
+        S.cand_t[q, b] = t
         t = INF if blocked else t
         nxt = min(nxt, t)
         key = (S.cand_seq[q, b] << KEY_SHIFT) | kk
@@ -700,7 +714,10 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
     crow = hrow
     if eff == E_OPEN:
         c, cb = _open_rule(S, T, ch, H, bl, hrow, nbuf)
-    elif eff == E_COMPUTE or eff == E_READ or eff == E_WRITE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE:
+    elif (eff == E_COMPUTE or eff == E_READ or eff == E_WRITE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE) and not (
+            S.s_ok_epoch[sl] == S.ch_rows_epoch[ch] and S.s_ok_tgt[sl] == H * B + r and S.s_ok_row[sl] == hrow):
+        # (skipped when no row buffer of the channel changed since these rows were last found open)
+        lost = False
         for kk in range(k0, k1):
             x = gb0 + T.tgt_banks[kk]
             orow = S.open_row[x, buf]
@@ -712,7 +729,12 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
                 rb = S.last_open_tgt[x, buf] - gb0
                 crow = S.last_open_row[x, buf]
                 c, cb = _open_rule(S, T, ch, rc, rb, crow, nbuf)
+                lost = True
                 break
+        if not lost:
+            S.s_ok_epoch[sl] = S.ch_rows_epoch[ch]
+            S.s_ok_tgt[sl] = H * B + r
+            S.s_ok_row[sl] = hrow
     if c != H and T.cmd_effect[c] == E_CLOSE:
         crow = -1
     # a close on a pinned bank waits
@@ -1297,6 +1319,9 @@ class MemorySystem:
             st_next=np.full(1, INF, i64),
             promo=np.zeros((nch, max(nsrc, 1)), i64), promo_ready=np.zeros((nch, max(nsrc, 1)), i64),
             g_left=np.zeros(0, i64), g_done=np.zeros(0, i64),
+            cand_t=np.zeros((max(n_rw, 1) * 2, nb), i64), ch_rows_epoch=np.zeros(nch, i64),
+            s_ok_epoch=np.full(nst_slots, -1, i64), s_ok_tgt=np.full(nst_slots, -1, i64),
+            s_ok_row=np.full(nst_slots, -1, i64),
         )
         self.n_req = 0
         self.wall_s = 0.0
@@ -1442,21 +1467,31 @@ class MemorySystem:
             # compact every stream (drop issued commands); widen only if the live commands do not fit
             cap = S.s_cmd.shape[1]
             need = max(int((S.s_tail - S.s_head).max()), t - h + n)
-            width = cap if 2 * need <= cap else max(2 * cap, 2 * need)     # keep half free: amortised O(1)
-            upd = {}
-            for f in ("s_cmd", "s_bank", "s_row", "s_col", "s_flags", "s_est", "s_tag", "s_seq", "s_at"):
-                arr = getattr(S, f)
-                new = np.full((arr.shape[0], width), -1 if f in ("s_row", "s_col", "s_tag") else 0, dtype=arr.dtype)
-                for q in range(arr.shape[0]):
-                    hq, tq = S.s_head[q], S.s_tail[q]
-                    new[q, :tq - hq] = arr[q, hq:tq]
-                upd[f] = new
+            fields = ("s_cmd", "s_bank", "s_row", "s_col", "s_flags", "s_est", "s_tag", "s_seq", "s_at")
+            if 2 * need <= cap:
+                # in place (no allocation: compacting is frequent, and fresh pages cost more than the copy)
+                for q in range(S.s_head.shape[0]):
+                    hq, tq = int(S.s_head[q]), int(S.s_tail[q])
+                    if hq > 0:
+                        for f in fields:
+                            arr = getattr(S, f)
+                            arr[q, :tq - hq] = arr[q, hq:tq].copy()
+            else:
+                width = max(2 * cap, 2 * need)     # keep half free: amortised O(1)
+                upd = {}
+                for f in fields:
+                    arr = getattr(S, f)
+                    new = np.full((arr.shape[0], width), -1 if f in ("s_row", "s_col", "s_tag") else 0, dtype=arr.dtype)
+                    for q in range(arr.shape[0]):
+                        hq, tq = S.s_head[q], S.s_tail[q]
+                        new[q, :tq - hq] = arr[q, hq:tq]
+                    upd[f] = new
+                self._grow(**upd)
+            S = self.S
             for q in range(S.s_head.shape[0]):
                 S.s_tail[q] -= S.s_head[q]
                 S.s_in[q] -= S.s_head[q]
                 S.s_head[q] = 0
-            self._grow(**upd)
-            S = self.S
             h, t = S.s_head[sl], S.s_tail[sl]
         S.s_cmd[sl, t:t + n] = cmd
         S.s_bank[sl, t:t + n] = rep_bank

@@ -136,6 +136,8 @@ class StreamChannels:
         S.ready[:] = ready + t0
         S.hist[:] = np.where(hist <= -self.max_lat - 1, -INF, hist + t0)
         S.hist_pos[:] = hist_pos
+        S.cand_t[:] = 0            # the kernel's timing caches are lower bounds of the old timing state
+        S.s_ok_epoch[:] = -1
         self._arrays_ok = True
 
     def sync(self) -> None:

@@ -110,6 +110,7 @@ State = namedtuple("State", [
     # rise, so a value computed earlier stays a lower bound; 0 = unknown); per channel a count of row-buffer
     # changes, and per stream the (count, target, row) at which its head's rows were last found open
     "cand_t", "ch_rows_epoch", "s_ok_epoch", "s_ok_tgt", "s_ok_row",
+    "ch_pin_epoch",                            # per channel: count of bank pin / reservation changes
 ])
 
 
@@ -320,6 +321,7 @@ def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
             S.pin_n[pk] += 1
             S.bank_pin[b] += 1
             S.r_pin[ri] = 1
+            S.ch_pin_epoch[ch] += 1
         _mark_dirty(S, ch, b)
         return
     # the request is served; its bank's candidate changes
@@ -334,6 +336,7 @@ def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
             S.pin_n[pk] -= 1
             S.bank_pin[b] -= 1
             S.r_pin[ri] = 0
+            S.ch_pin_epoch[ch] += 1
             break
     nx = S.l_next[ri]
     if eff != E_READ_CLOSE and eff != E_WRITE_CLOSE:   # (a closing access: _issue cleared the bank's hits)
@@ -571,22 +574,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     w = S.wmode[pk]
     q = k * 2 + w
     qi = pk * 2 + w
-    # bring the candidates of the banks changed since the channel's last pass up to date
-    for kk in range(S.dirty_n[ch]):
-        b = S.dirty_list[ch, kk]
-        S.dirty[b] = False
-        for kq in range(n_rw):
-            for ww in range(2):
-                ri, c = _bank_cand(S, T, CF, kq, ww, b)
-                S.cand_ri[kq * 2 + ww, b] = ri
-                S.cand_cmd[kq * 2 + ww, b] = c
-                S.cand_t[kq * 2 + ww, b] = 0
-                if ri >= 0:
-                    # the request's age and (rmw WR) not-before cycle, kept beside the candidate so the scan
-                    # below reads no per-request arrays (random accesses into the request pool)
-                    S.cand_seq[kq * 2 + ww, b] = S.r_seq[ri]
-                    S.cand_nb[kq * 2 + ww, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
-    S.dirty_n[ch] = 0
+    _update_dirty(S, T, CF, ch)
     if S.qlen[qi] == 0:
         out[8] = nxt
         return
@@ -615,16 +603,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
         if ref_check:
             if _ref_blocked(S, T, CF, ch, c, bl):
                 continue
-        own = S.owner[b, 0]
-        # (under `blocked` only the active source issues: a reservation would only hold the active rw source
-        # back for an inactive stream, so blocked arbitration ignores reservations)
-        blocked = ((c == c_pre) & ((S.bank_pin[b] > 0) | ((own != -1) & (own != me)))) | (
-            (c == c_act) & (S.reserve[b] > 0) & (not ignore_reserve))
-        if nbuf > 1 and c == c_act and not blocked:
-            row = S.r_row[S.cand_ri[q, b]]
-            for bb in range(1, nbuf):
-                if S.open_row[b, bb] == row:
-                    blocked = True
+        blocked = _rw_blocked(S, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf)
         t = _earliest(S, T, ch, c, bl)
         t = max(t, S.cand_nb[q, b])
         S.cand_t[q, b] = t
@@ -648,6 +627,82 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
         out[6] = S.cand_ri[q, b]
         out[7] = best_row >> KEY_SHIFT
     out[8] = nxt
+
+
+@_call
+def _update_dirty(S, T, CF, ch):
+    """Bring the rw candidates of the banks changed since the channel's last pass up to date."""
+    n_rw = CF[CF_NRW]
+    for kk in range(S.dirty_n[ch]):
+        b = S.dirty_list[ch, kk]
+        S.dirty[b] = False
+        for kq in range(n_rw):
+            for ww in range(2):
+                ri, c = _bank_cand(S, T, CF, kq, ww, b)
+                S.cand_ri[kq * 2 + ww, b] = ri
+                S.cand_cmd[kq * 2 + ww, b] = c
+                S.cand_t[kq * 2 + ww, b] = 0
+                if ri >= 0:
+                    # the request's age and (rmw WR) not-before cycle, kept beside the candidate so the scan
+                    # reads no per-request arrays (random accesses into the request pool)
+                    S.cand_seq[kq * 2 + ww, b] = S.r_seq[ri]
+                    S.cand_nb[kq * 2 + ww, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
+    S.dirty_n[ch] = 0
+
+
+@_helper
+def _rw_blocked(S, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf):
+    """Whether bank b's candidate c (queue q) may not issue for a reason other than timing: a PRE of a bank
+    pinned or whose row another source opened; an ACT of a reserved bank or of a row open in another buffer.
+    (Under `blocked` only the active source issues: a reservation would only hold the active rw source back
+    for an inactive stream, so blocked arbitration ignores reservations.)"""
+    own = S.owner[b, 0]
+    blocked = ((c == c_pre) & ((S.bank_pin[b] > 0) | ((own != -1) & (own != me)))) | (
+        (c == c_act) & (S.reserve[b] > 0) & (not ignore_reserve))
+    if nbuf > 1 and c == c_act and not blocked:
+        row = S.r_row[S.cand_ri[q, b]]
+        for bb in range(1, nbuf):
+            if S.open_row[b, bb] == row:
+                blocked = True
+    return blocked
+
+
+@_call
+def _rw_row_after_col(S, T, CF, ch, k, clk, out):
+    """Row-bus candidate of rw source k after its own column command issued this cycle, without a rescan:
+    only the served bank's candidate changed, and every other candidate's timing can only have moved later
+    (the caller rules out changes of rows, pins and reservations). out[4..7] as _rw_cands. Returns False
+    if a full rescan is needed (the row candidate found before is no longer ready, or pinned requests)."""
+    n_rw = CF[CF_NRW]
+    pk = ch * n_rw + k
+    if S.pin_n[pk] > 0:
+        return False
+    if out[4] >= 0 and _earliest(S, T, ch, out[4], out[5]) > clk:
+        return False
+    w = S.wmode[pk]
+    q = k * 2 + w
+    qi = pk * 2 + w
+    b = ch * T.banks + out[1]                  # the served bank (the column candidate that issued)
+    _update_dirty(S, T, CF, ch)
+    if S.qlen[qi] == 0:
+        out[4] = -1
+        return True
+    c = S.cand_cmd[q, b]
+    if c < 0 or T.cmd_bus[c] == 1:
+        return True
+    if S.ch_ref_pending[ch] != 0 and CF[CF_REFRESH] != REFRESH_NONE and _ref_blocked(S, T, CF, ch, c, out[1]):
+        return True
+    if _rw_blocked(S, q, b, c, T.role[R_PRE], T.role[R_ACT], _rw_src(S, ch, k), CF[CF_ARB] == ARB_BLOCKED,
+                   CF[CF_NBUF]):
+        return True
+    if max(_earliest(S, T, ch, c, out[1]), S.cand_nb[q, b]) > clk:
+        return True
+    if out[4] < 0 or S.cand_seq[q, b] < out[7]:
+        out[4] = c
+        out[5] = out[1]
+        out[6] = S.cand_ri[q, b]
+        out[7] = S.cand_seq[q, b]
+    return True
 
 
 @_helper
@@ -781,6 +836,7 @@ def _stream_head_changed(S, T, CF, ch, m, delta):
     r = T.rep[H, bl]
     for kk in range(T.tgt_off[H * B + r], T.tgt_off[H * B + r + 1]):
         S.reserve[ch * B + T.tgt_banks[kk]] += delta
+        S.ch_pin_epoch[ch] += 1
 
 
 @_helper
@@ -811,20 +867,52 @@ def _cands(S, T, CF, ch, clk, cand):
     nxt = INF
     for s in range(CF[CF_NSRC]):
         o = cand[s]
-        if S.src_kind[ch, s] == 0:
-            _rw_cands(S, T, CF, ch, S.src_idx[ch, s], clk, o)
-        else:
-            _stream_cand(S, T, CF, ch, S.src_idx[ch, s], s, clk, o)
-            o[4] = -1
-            if o[0] >= 0:
-                if o[8] > clk:
-                    o[0] = -1
-                elif T.cmd_bus[o[0]] == 0:            # a row-bus command goes in the row slots
-                    o[4] = o[0]
-                    o[5] = o[1]
-                    o[6] = o[2]
-                    o[7] = o[3]
-                    o[0] = -1
+        _source_cands(S, T, CF, ch, s, clk, o)
+        if o[8] < nxt:
+            nxt = o[8]
+    return nxt
+
+
+@_inl
+def _source_cands(S, T, CF, ch, s, clk, o):
+    """Source s's ready candidates into o (as _cands)."""
+    if S.src_kind[ch, s] == 0:
+        _rw_cands(S, T, CF, ch, S.src_idx[ch, s], clk, o)
+    else:
+        _stream_cand(S, T, CF, ch, S.src_idx[ch, s], s, clk, o)
+        o[4] = -1
+        if o[0] >= 0:
+            if o[8] > clk:
+                o[0] = -1
+            elif T.cmd_bus[o[0]] == 0:            # a row-bus command goes in the row slots
+                o[4] = o[0]
+                o[5] = o[1]
+                o[6] = o[2]
+                o[7] = o[3]
+                o[0] = -1
+
+
+@_inl
+def _cands_after_col(S, T, CF, ch, clk, cand, win, rows0, pins0):
+    """The row-bus candidates after source `win` issued on the column bus this cycle (dual command bus):
+    what a full _cands would give, recomputing only what the column command can have changed. Timing only
+    moves later, so when no row buffer, pin or reservation changed, another source's row candidate that is
+    still ready is still its oldest ready one, and one that had none still has none; the winner's own
+    candidates changed (a stream's head moved; an rw source served one bank)."""
+    structural = S.ch_rows_epoch[ch] != rows0 or S.ch_pin_epoch[ch] != pins0
+    nxt = INF
+    for s in range(CF[CF_NSRC]):
+        o = cand[s]
+        full = structural
+        if not full:
+            if s == win:
+                full = S.src_kind[ch, s] == 1 or not _rw_row_after_col(S, T, CF, ch, S.src_idx[ch, s], clk, o)
+            elif S.src_kind[ch, s] == 0 and S.pin_n[ch * CF[CF_NRW] + S.src_idx[ch, s]] > 0:
+                full = True       # its ready pinned request may no longer be ready, and it hid row candidates
+            elif o[4] >= 0:
+                full = _earliest(S, T, ch, o[4], o[5]) > clk
+        if full:
+            _source_cands(S, T, CF, ch, s, clk, o)
         if o[8] < nxt:
             nxt = o[8]
     return nxt
@@ -895,6 +983,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
                 S.pin_n[pk] += 1
                 S.bank_pin[b] += 1
                 S.r_pin[ri] = 1
+                S.ch_pin_epoch[ch] += 1
         elif T.cmd_bus[c] == 1:
             _serve_request(S, T, CF, ch, k, ri, c, b, clk)
         return
@@ -1010,6 +1099,8 @@ def _step(S, T, CF, ch, clk, cand):
         ready[s] = 0
     win_c = -1
     win_r = -1
+    rows0 = np.int64(0)
+    pins0 = np.int64(0)
     track = cap > 0 and arb != ARB_FRFCFS
     if col_free or row_free or track:
         t = _cands(S, T, CF, ch, clk, cand)
@@ -1022,11 +1113,13 @@ def _step(S, T, CF, ch, clk, cand):
             if col_free:
                 win_c, slot = _arbitrate(S, CF, ch, cand, 0, promoted, gate)
                 if win_c >= 0:
+                    rows0 = S.ch_rows_epoch[ch]
+                    pins0 = S.ch_pin_epoch[ch]
                     _issue_pick(S, T, CF, ch, win_c, 0, clk)
                     issued = True
             if row_free:
                 if win_c >= 0:
-                    t = _cands(S, T, CF, ch, clk, cand)
+                    t = _cands_after_col(S, T, CF, ch, clk, cand, win_c, rows0, pins0)
                     if t < nxt:
                         nxt = t
                     for s in range(nsrc):
@@ -1321,7 +1414,7 @@ class MemorySystem:
             g_left=np.zeros(0, i64), g_done=np.zeros(0, i64),
             cand_t=np.zeros((max(n_rw, 1) * 2, nb), i64), ch_rows_epoch=np.zeros(nch, i64),
             s_ok_epoch=np.full(nst_slots, -1, i64), s_ok_tgt=np.full(nst_slots, -1, i64),
-            s_ok_row=np.full(nst_slots, -1, i64),
+            s_ok_row=np.full(nst_slots, -1, i64), ch_pin_epoch=np.zeros(nch, i64),
         )
         self.n_req = 0
         self.wall_s = 0.0

@@ -1418,10 +1418,24 @@ class MemorySystem:
         )
         self.n_req = 0
         self.wall_s = 0.0
+        self._kernel = None
 
     # -- building ------------------------------------------------------------------------------------------
     def _grow(self, **fields):
         self.S = self.S._replace(**fields)
+        self._kernel = None
+
+    def _call_kernel(self, until: int) -> int:
+        """One call of the kernel. Numba's dispatcher types ~140 arguments on every call (~60 us, which
+        co-simulations that stop at every tile completion pay thousands of times), so the compiled entry point
+        for the state's exact types is looked up once and reused until the state arrays are replaced."""
+        if self._kernel is None:
+            st = advance(self.S, self.tables, self.cf, np.int64(until))
+            sig = tuple(numba.typeof(a) for a in (self.S, self.tables, self.cf, np.int64(until)))
+            got = advance.overloads.get(sig)
+            self._kernel = got.entry_point if got is not None else advance
+            return st
+        return self._kernel(self.S, self.tables, self.cf, np.int64(until))
 
     def _ensure_requests(self, extra: int) -> None:
         S = self.S
@@ -1632,7 +1646,7 @@ class MemorySystem:
 
         t0 = time.perf_counter()
         while True:
-            st = advance(self.S, self.tables, self.cf, np.int64(until))
+            st = self._call_kernel(until)
             if st == ST_LOG_FULL:
                 self._grow_log()
                 continue

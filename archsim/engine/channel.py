@@ -477,15 +477,22 @@ def _refresh_want(S, T, CF, ch, node):
                         break
                 if first < 0:
                     continue
-                for kk in range(lo, hi):
-                    if S.bank_pin[ch * B + T.ref_banks[kk]] > 0:
-                        return -1, 1
-                # the widest close of this buffer whose target covers the node
+                # the widest close of this buffer whose target covers the node, else the bank's own close
+                c = T.close_bank[buf]
+                cb = first
                 for lv in range(T.n_levels):
                     cw = T.close_wide[buf, lv]
                     if cw >= 0 and lv <= T.ref_level:
-                        return cw, T.ref_banks[lo]
-                return T.close_bank[buf], first
+                        c = cw
+                        cb = T.ref_banks[lo]
+                        break
+                # it waits while a pinned request holds any bank it closes (the target may be wider than
+                # the node: a channel-wide close for a pseudochannel's refresh)
+                rr = T.rep[c, cb]
+                for kk in range(T.tgt_off[c * B + rr], T.tgt_off[c * B + rr + 1]):
+                    if S.bank_pin[ch * B + T.tgt_banks[kk]] > 0:
+                        return -1, 1
+                return c, cb
         return T.role[R_REFAB], T.ref_banks[lo]
     b = T.ref_banks[lo + S.ref_bank[g]]
     for buf in range(nbuf):

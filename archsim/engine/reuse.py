@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from archsim.engine.channel import INF, MemorySystem
+from archsim.engine.tables import E_OPEN
 
 
 class StreamChannels:
@@ -59,7 +60,13 @@ class StreamChannels:
         self.memo_misses = 0
         self.commands_simulated = 0
         self.kernel_s = 0.0
-        self._rows: list[Any] = []
+        self.unsafe_runs = 0               # simulated ops that may not enter the memo (see _stream_effects)
+        self._lo_mark: np.ndarray | None = None
+        self._unsafe_mark = 0
+        self._B = t.banks
+        self._rep = t.rep
+        self._is_open = np.asarray(t.cmd_effect) == E_OPEN
+        self._src_slot = int(self.ms.S.src_idx[0, self.ms.source_index("pim")])
 
     # -- state normalisation -----------------------------------------------------------------------------
     def _canonicalise(self) -> None:
@@ -83,9 +90,11 @@ class StreamChannels:
         return sid
 
     def _static(self) -> bytes:
-        """The time-independent part of the state (bank rows): part of the key, restored as is."""
-        S = self.ms.S
-        return S.open_row.tobytes() + S.last_open_cmd.tobytes() + S.last_open_row.tobytes()
+        """The time-independent part of the key: which rows are open. A stream's last open per bank
+        (`last_open_*`, read only when the stream restores a row) is not part of the key: an op enters the
+        memo only if it restored nothing (so it never read them), and its own writes to them are replayed
+        on a hit (`_apply_last_open`); the arrays themselves always hold the true values."""
+        return self.ms.S.open_row.tobytes()
 
     def _sid_of_arrays(self, t0: int) -> int:
         self._canonicalise()
@@ -142,6 +151,33 @@ class StreamChannels:
         self._materialise()
 
     # -- running -------------------------------------------------------------------------------------------
+    def _enqueue(self, ch: int, cmd: np.ndarray, local_bank: np.ndarray, row: Any, col: Any, at: int) -> None:
+        """`MemorySystem.enqueue_stream` for one channel of the `pim` source, without its per-call checks
+        (done once per op by the caller): the same array writes (docs/channel-engine.md, section 2)."""
+        ms = self.ms
+        S = ms.S
+        n = len(cmd)
+        sl = ch * ms.n_st + self._src_slot
+        t = S.s_tail[sl]
+        if t + n > S.s_cmd.shape[1] or not isinstance(row, int) or not isinstance(col, int):
+            ms.enqueue_stream("pim", ch, cmd, local_bank + ch * self._B, row, col)
+            return
+        at = max(at, int(S.clock[0]))
+        e = t + n
+        S.s_cmd[sl, t:e] = cmd
+        S.s_bank[sl, t:e] = self._rep[cmd, local_bank] + ch * self._B
+        S.s_row[sl, t:e] = row
+        S.s_col[sl, t:e] = col
+        S.s_flags[sl, t:e] = 0
+        S.s_est[sl, t:e] = 0
+        S.s_tag[sl, t:e] = -1
+        S.s_seq[sl, t:e] = -1
+        S.s_at[sl, t:e] = at
+        S.s_tail[sl] = e
+        S.outstanding[0] += n
+        if at < S.st_next[0]:
+            S.st_next[0] = at
+
     def _run_streams(self, per_channel: list[tuple[np.ndarray, ...] | None], t_min: int) -> tuple[np.ndarray, np.ndarray]:
         """Enqueue each channel's stream at t_min and run until all are done. Returns (end cycle per channel,
         command counts per channel)."""
@@ -152,17 +188,21 @@ class StreamChannels:
             S.clock[0] = t_min            # nothing is queued between ops: the engine may jump
         before = S.cmd_count.copy()
         S.s_maxdone[:] = t_min
-        B = ms.tables.banks
+        B = self._B
+        n_cmds = self.n_cmds
         n = 0
         for ch in range(C):
             s = per_channel[ch]
             if s is None or len(s[0]) == 0:
                 continue
-            cmd = s[0]
-            bank = np.maximum(np.asarray(s[1], dtype=np.int64), 0) + ch * B
+            cmd = np.asarray(s[0], dtype=np.int64)
+            bank = np.maximum(np.asarray(s[1], dtype=np.int64), 0)
+            if bank.max() >= B or cmd.min() < 0 or cmd.max() >= n_cmds:
+                from archsim.errors import ConfigError
+                raise ConfigError("stream", f"command or bank out of range for {self.spec.name} channel {ch}")
             row = s[2] if len(s) > 2 else -1
             col = s[3] if len(s) > 3 else -1
-            ms.enqueue_stream("pim", ch, cmd, bank, row, col)
+            self._enqueue(ch, cmd, bank, row, col, t_min)
             n += len(cmd)
         t0 = time.perf_counter()
         if n:
@@ -181,9 +221,12 @@ class StreamChannels:
         self._materialise()
         if callable(streams):
             streams = streams()
+        pre = self._pre_run() if skey is not None else None
         ends, counts = self._run_streams(streams, t_min)
         if skey is not None:
-            self._store(skey, ends, counts, t_min)
+            flat = [(np.asarray(s[0], dtype=np.int64), np.maximum(np.asarray(s[1], dtype=np.int64), 0))
+                    if s is not None and len(s[0]) else None for s in streams]
+            self._store(skey, ends, counts, t_min, pre, self._stream_effects(flat, counts))
         return ends, counts
 
     def run_flat(self, key: Any, flat: Any, t_min: int) -> tuple[int, np.ndarray]:
@@ -199,10 +242,12 @@ class StreamChannels:
         cmd, bank, offs = flat
         per = [(cmd[offs[c]:offs[c + 1]], bank[offs[c]:offs[c + 1]]) if offs[c + 1] > offs[c] else None
                for c in range(self.channels)]
+        pre = self._pre_run() if skey is not None else None
         ends, counts = self._run_streams(per, t_min)
         if skey is not None:
-            hit = self._store(skey, ends, counts, t_min)
-            return t_min + hit[0], hit[1]
+            hit = self._store(skey, ends, counts, t_min, pre, self._stream_effects(per, counts))
+            if hit is not None:
+                return t_min + hit[0], hit[1]
         return int(ends.max()), counts.sum(axis=0)
 
     def _memo_lookup(self, key: Any, t_min: int) -> tuple[Any, Any]:
@@ -215,12 +260,78 @@ class StreamChannels:
         else:
             self.memo_hits += 1
             self.set_state(hit[2], t_min)
+            self._apply_last_open(hit[5])
         return skey, hit
 
-    def _store(self, skey: Any, ends: np.ndarray, counts: np.ndarray, t_min: int) -> tuple:
+    # -- what a memo entry must carry besides timing: the stream's last opens ---------------------------------
+    def _pre_run(self) -> np.ndarray:
+        return self.ms.S.open_row.copy()
+
+    def _stream_effects(self, per: list, counts: np.ndarray) -> tuple | None:
+        """(mask, last_open_cmd, last_open_tgt, last_open_row) the op wrote, or None if it may not enter the
+        memo: it issued a command its streams do not hold (a restore, which reads the last opens the key
+        leaves out, or a close of a row found open)."""
+        T = self.ms.tables
+        B = self._B
+        mask = np.zeros(self.ms.S.last_open_cmd.shape, dtype=bool)
+        for ch, s in enumerate(per):
+            if s is None:
+                if counts[ch].any():
+                    return None
+                continue
+            cmd, bank = s[0], s[1]
+            if not np.array_equal(np.bincount(cmd, minlength=self.n_cmds), counts[ch]):
+                return None
+            op = self._is_open[cmd]
+            if op.any():
+                for c, r in set(zip(cmd[op].tolist(), self._rep[cmd[op], bank[op]].tolist())):
+                    k0, k1 = T.tgt_off[c * B + r], T.tgt_off[c * B + r + 1]
+                    mask[ch * B + T.tgt_banks[k0:k1], T.cmd_buf[c]] = True
+        S = self.ms.S
+        return mask, S.last_open_cmd[mask], S.last_open_tgt[mask], S.last_open_row[mask]
+
+    def _apply_last_open(self, lo: tuple | None) -> None:
+        if lo is None:
+            return
+        mask, c, t, r = lo
+        S = self.ms.S
+        S.last_open_cmd[mask] = c
+        S.last_open_tgt[mask] = t
+        S.last_open_row[mask] = r
+        if self._lo_mark is not None:
+            self._lo_mark |= mask
+
+    def mark_last_open(self) -> None:
+        """Start recording which last-open entries the ops run from now on write (for a caller's memo of
+        several ops, e.g. PIM-GPT's layer memo)."""
+        self._lo_mark = np.zeros(self.ms.S.last_open_cmd.shape, dtype=bool)
+        self._unsafe_mark = self.unsafe_runs
+
+    def last_open_since_mark(self) -> tuple | None:
+        """The last-open writes since `mark_last_open` (to replay with `apply_last_open`), or None if an op
+        since the mark was not memo-safe (its outcome may depend on what the key leaves out)."""
+        mask = self._lo_mark
+        self._lo_mark = None
+        if mask is None or self.unsafe_runs != self._unsafe_mark:
+            return None
+        S = self.ms.S
+        return mask, S.last_open_cmd[mask], S.last_open_tgt[mask], S.last_open_row[mask]
+
+    def apply_last_open(self, lo: tuple) -> None:
+        self._apply_last_open(lo)
+
+    def _store(self, skey: Any, ends: np.ndarray, counts: np.ndarray, t_min: int, open_before: np.ndarray,
+               lo: tuple | None) -> tuple | None:
+        if lo is None or not np.array_equal(open_before, self.ms.S.open_row):
+            # not memo-safe (a restore, or rows left open/closed that a hit would not reproduce): simulated
+            # in full, never reused
+            self.unsafe_runs += 1
+            return None
+        if self._lo_mark is not None:
+            self._lo_mark |= lo[0]
         rel = ends - t_min
         out = self._sid_of_arrays(t_min)
-        hit = (int(rel.max()), counts.sum(axis=0), out, rel, counts)
+        hit = (int(rel.max()), counts.sum(axis=0), out, rel, counts, lo)
         self.memo[skey] = hit
         self._virtual = (out, t_min)
         self._arrays_ok = True

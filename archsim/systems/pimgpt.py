@@ -316,7 +316,7 @@ class PimGptSimulator:
         return acc, dp, cnt, cyc, pj
 
     @staticmethod
-    def _layer_entry(rec: list[tuple], advance: int, out_sid: int) -> tuple:
+    def _layer_entry(rec: list[tuple], advance: int, out_sid: int, lo: tuple) -> tuple:
         """Per-accumulator totals of one layer's ops (ASIC pJ kept as the ordered list of addends)."""
         agg: dict[int, list] = {}
         for acc, dp, cnt, cyc, pj in rec:
@@ -329,11 +329,11 @@ class PimGptSimulator:
                 e[3] = cnt.copy() if e[3] is None else e[3] + cnt
             e[4] += cyc
             e[5].append(pj)
-        return advance, out_sid, [tuple(e[:5]) + (tuple(e[5]),) for e in agg.values()]
+        return advance, out_sid, [tuple(e[:5]) + (tuple(e[5]),) for e in agg.values()], lo
 
     def _replay(self, ent: tuple, k: int) -> None:
         """Apply a memoised layer k times in a row (it ends in the state it starts from when k > 1)."""
-        advance, out_sid, agg = ent
+        advance, out_sid, agg, lo = ent
         for acc, nops, dp, cnt, cyc, pjs in agg:
             acc["ops"] += k * nops
             acc["pim_cycles"] += k * dp
@@ -347,6 +347,7 @@ class PimGptSimulator:
             acc["asic_energy_pj"] = e
         self.clock += k * advance
         self.engine.set_state(out_sid, self.clock)
+        self.engine.apply_last_open(lo)            # the stream's last opens the layer wrote (not in the key)
 
     def _run_token_fast(self, t: int) -> int:
         from archsim.workload import build_graph
@@ -382,8 +383,11 @@ class PimGptSimulator:
             if ent is None:
                 self.layer_memo_misses += 1
                 c0 = self.clock
+                eng.mark_last_open()
                 rec = [self._exec(st) for st in blocks[s]]
-                self._layer_memo[lkey] = self._layer_entry(rec, self.clock - c0, eng.state_id(self.clock))
+                lo = eng.last_open_since_mark()
+                if lo is not None:                 # every op of the layer was memo-safe
+                    self._layer_memo[lkey] = self._layer_entry(rec, self.clock - c0, eng.state_id(self.clock), lo)
                 i += 1
                 continue
             k = 1

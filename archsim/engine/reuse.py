@@ -187,10 +187,16 @@ class StreamChannels:
         if S.clock[0] < t_min:
             S.clock[0] = t_min            # nothing is queued between ops: the engine may jump
         before = S.cmd_count.copy()
+        seq_before = S.seq.copy()
         S.s_maxdone[:] = t_min
         B = self._B
         n_cmds = self.n_cmds
         n = 0
+        # Channels are independent (docs/channel-engine.md, section 2): with the memo on (no refresh, nothing
+        # else queued), a channel whose stream and relative state equal an earlier channel's in this op does
+        # exactly what that channel does, so it is not simulated but given that channel's outcome (`_copy_channel`)
+        seen: dict[bytes, int] = {}
+        dups: list[tuple[int, int]] = []
         for ch in range(C):
             s = per_channel[ch]
             if s is None or len(s[0]) == 0:
@@ -202,6 +208,13 @@ class StreamChannels:
                 raise ConfigError("stream", f"command or bank out of range for {self.spec.name} channel {ch}")
             row = s[2] if len(s) > 2 else -1
             col = s[3] if len(s) > 3 else -1
+            if self.memo_on and C > 1:
+                sig = self._channel_sig(ch, t_min) + cmd.tobytes() + bank.tobytes()
+                rep = seen.get(sig)
+                if rep is not None:
+                    dups.append((ch, rep))
+                    continue
+                seen[sig] = ch
             self._enqueue(ch, cmd, bank, row, col, t_min)
             n += len(cmd)
         t0 = time.perf_counter()
@@ -209,8 +222,43 @@ class StreamChannels:
             ms.run()
         self.kernel_s += time.perf_counter() - t0
         self.commands_simulated += n
+        for ch, rep in dups:
+            self._copy_channel(rep, ch, before, seq_before)
+        S = ms.S
         ends = S.s_maxdone[:C].copy() if self.ms.n_st == 1 else None
         return ends, S.cmd_count - before
+
+    def _channel_sig(self, ch: int, t0: int) -> bytes:
+        """Channel ch's state relative to t0, everything its future depends on (timing, rows, the stream's
+        last opens relative to the channel's first bank)."""
+        S = self.ms.S
+        B = self._B
+        b0, b1 = ch * B, (ch + 1) * B
+        return (np.maximum(S.ready[ch] - t0, 0).tobytes() + np.maximum(S.hist[ch] - t0, -self.max_lat - 1).tobytes()
+                + S.hist_pos[ch].tobytes() + S.open_row[b0:b1].tobytes() + S.owner[b0:b1].tobytes()
+                + S.last_open_cmd[b0:b1].tobytes() + (S.last_open_tgt[b0:b1] - b0).tobytes()
+                + S.last_open_row[b0:b1].tobytes())
+
+    def _copy_channel(self, src: int, dst: int, counts_before: np.ndarray, seq_before: np.ndarray) -> None:
+        """Give channel dst the outcome channel src had in this run (same stream, same starting state)."""
+        ms = self.ms
+        S = ms.S
+        B = self._B
+        s0, d0 = src * B, dst * B
+        for f in ("ready", "hist", "hist_pos", "wake", "active", "starve"):
+            getattr(S, f)[dst] = getattr(S, f)[src]
+        for f in ("open_row", "owner", "last_open_cmd", "last_open_row"):
+            a = getattr(S, f)
+            a[d0:d0 + B] = a[s0:s0 + B]
+        S.last_open_tgt[d0:d0 + B] = S.last_open_tgt[s0:s0 + B] - s0 + d0
+        R = ms.tables.ref_nodes
+        S.n_open[dst * R:(dst + 1) * R] = S.n_open[src * R:(src + 1) * R]
+        S.seq[dst] += S.seq[src] - seq_before[src]
+        S.cmd_count[dst] += S.cmd_count[src] - counts_before[src]
+        nst = ms.n_st
+        for k in range(nst):
+            S.s_maxdone[dst * nst + k] = S.s_maxdone[src * nst + k]
+            S.s_lastend[dst * nst + k] = S.s_lastend[src * nst + k]
 
     def run(self, key: Any, streams: Any, t_min: int) -> tuple[np.ndarray, np.ndarray]:
         """Run one op: `streams` is a list (per channel) of (cmd, bank[, row, col]) arrays or None, or a callable

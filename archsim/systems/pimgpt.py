@@ -117,7 +117,7 @@ class PimGptSimulator:
         self.clock = 0
         self.rng = np.random.default_rng(0)
         self._flat_w: dict[Any, tuple] = {}        # weight streams (timing form), for the whole run
-        self._flat_t: dict[Any, tuple] = {}        # this token's attention streams (timing form)
+        self._flat_t: dict[Any, tuple] = {}        # attention streams (timing form) by timing class
         self._layer_memo: dict[Any, tuple] = {}
         self.layer_memo_hits = 0
         self.layer_memo_misses = 0
@@ -245,8 +245,12 @@ class PimGptSimulator:
         return a
 
     def _flat_token(self, key: Any, fn: Any, arg: int) -> tuple:
+        """Attention stream of timing class `key` (AttentionLayout.timing_class: every argument of the class
+        has this stream), kept across tokens (bounded)."""
         got = self._flat_t.get(key)
         if got is None:
+            if len(self._flat_t) > 256:
+                self._flat_t.clear()
             got = self._flat_t[key] = fn(arg)
         return got
 
@@ -282,15 +286,15 @@ class PimGptSimulator:
             make = lambda: self._flat_weight(key, w)  # noqa: E731
         elif kind == "attn_score":
             att = lay.layers[layer]["attn"]
-            key = ("score", L)
+            key = att.timing_class("score", L)
             make = lambda: self._flat_token(key, att.score_timing, L)  # noqa: E731
         elif kind == "attn_context":
             att = lay.layers[layer]["attn"]
-            key = ("ctx", L)
+            key = att.timing_class("context", L)
             make = lambda: self._flat_token(key, att.context_timing, L)  # noqa: E731
         elif kind == "kv_append":
             att = lay.layers[layer]["attn"]
-            key = ("kv", t)
+            key = att.timing_class("kv", t)
             make = lambda: self._flat_token(key, att.kv_timing, t)  # noqa: E731
         elif kind == "embedding":
             tok = int(self._token_id)
@@ -359,7 +363,6 @@ class PimGptSimulator:
         for op in ops:                                 # block ops stand for every layer
             self._add_work(op, self.model.n_layers if op.layer is not None else 1)
         self._token_id = self.rng.integers(0, self.model.vocab)
-        self._flat_t.clear()
         npre, nb = self._npre, self._nblock
         pre = [self._step(op, None, t, L) for op in ops[:npre]]
         blocks = {s: [self._step(op, r, t, L) for op in ops[npre:npre + nb]] for s, r in self._struct_rep.items()}

@@ -52,8 +52,11 @@ ENERGY_COMPONENTS = ("dram_array", "pim_mac", "global_buffer", "io", "asic", "ba
 
 
 # Optional keys without a default (absent from the resolved config unless given, so configs that do not use
-# them keep their hash): dram = overrides of the DRAM preset, e.g. {timing: {nRCDRD: 20}}.
-OPTIONAL_KEYS = ("dram",)
+# them keep their hash): dram = overrides of the DRAM preset, e.g. {timing: {nRCDRD: 20}}; schedule = serial
+# (the paper's engine: the next op starts when the ASIC and the PIM are idle; the default) or overlap (the
+# token's op graph on the event loop, ASIC and PIM overlapping where the data allow: systems/pimgpt_overlap.py).
+OPTIONAL_KEYS = ("dram", "schedule")
+SCHEDULES = ("serial", "overlap")
 
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +82,8 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError("asic_clock_hz", f"must be a frequency > 0 in Hz, got {f!r}")
     if not isinstance(out["refresh"], bool):
         raise ConfigError("refresh", f"must be true or false, got {out['refresh']!r}")
+    if "schedule" in out and out["schedule"] not in SCHEDULES:
+        raise ConfigError("schedule", f"must be one of {', '.join(SCHEDULES)}, got {out['schedule']!r}")
     return out
 
 
@@ -104,8 +109,11 @@ class PimGptSimulator:
             raise UserError(f"tokens={cfg['tokens']} exceeds {self.model.name}'s max context {self.model.max_context}")
         over = {} if cfg["asic_clock_hz"] is None else {"clock_hz": float(cfg["asic_clock_hz"])}
         self.asic = AsicModel(AsicConfig.load(cfg["asic"], **over))
-        self.engine = StreamChannels(spec, memo=bool(cfg["memo"]), log=log, refresh=bool(cfg["refresh"]),
-                                     engine=cfg["engine"])
+        self.schedule = cfg.get("schedule", "serial")
+        overlap = self.schedule == "overlap"
+        # overlap: the event loop drives the channel engine directly (nothing to memoise op by op)
+        self.engine = StreamChannels(spec, memo=bool(cfg["memo"]) and not overlap, log=log,
+                                     refresh=bool(cfg["refresh"]), engine=cfg["engine"])
         self.log = log
         self.n_cmds = len(spec.commands)
         self._streams: dict[Any, list] = {}
@@ -122,6 +130,10 @@ class PimGptSimulator:
         self.layer_memo_hits = 0
         self.layer_memo_misses = 0
         self._fast = self._setup_fast()
+        self._overlap = None
+        if overlap:
+            from archsim.systems.pimgpt_overlap import OverlapRunner
+            self._overlap = OverlapRunner(self)
 
     # -- streams --------------------------------------------------------------------------------------------
     def _cols(self, s: Any) -> tuple:
@@ -186,6 +198,14 @@ class PimGptSimulator:
             got = (math.ceil(s / self.spec.tCK_s - 1e-9), self.asic.energy_pj(op))
             self._asic_memo[key] = got
         return got
+
+    def asic_cost_parts(self, op: Any) -> tuple[int, int]:
+        """(issue, total) DRAM-clock cycles of the ASIC part of `op`: the ASIC takes the next op after `issue`,
+        the result is ready after `total` (= `asic_cost(op)[0]`; archsim.host.asic `latency_parts`)."""
+        total, _ = self.asic_cost(op)
+        issue, _drain = self.asic.latency_parts(op)
+        f = self.asic.config.clock_hz
+        return min(total, math.ceil(issue / f / self.spec.tCK_s - 1e-9)), total
 
     # -- fast path: per-token plans, timing-form streams, layer memo --------------------------------------------
     def _setup_fast(self) -> bool:
@@ -408,6 +428,8 @@ class PimGptSimulator:
     # -- the run ----------------------------------------------------------------------------------------------
     def run_token(self, t: int) -> int:
         """Simulate decode step t (context L = t + 1); returns its cycles."""
+        if self._overlap is not None:
+            return self._run_token_overlap(t)
         if self._fast:
             return self._run_token_fast(t)
         return self._run_token_ops(t)
@@ -442,6 +464,38 @@ class PimGptSimulator:
             self.clock += cyc
         self.token_cycles.append(self.clock - start)
         return self.clock - start
+
+    def _run_token_overlap(self, t: int) -> int:
+        """Decode step t as a task graph on the event loop (schedule: overlap, systems/pimgpt_overlap.py).
+        Per op: the same command counts, ASIC cycles (busy time) and energy as serially; `pim_cycles` is the
+        span from the op's first PIM piece's start to its last one's end."""
+        from archsim.workload import build_graph
+
+        L = t + 1
+        graph = build_graph(self.model, "decode", context_len=L)
+        self._token_id = self.rng.integers(0, self.model.vocab)
+        start, end, counts = self._overlap.run_token(graph, t, L)
+        span: dict[str, list[int]] = {}
+        for p in self._overlap.tasks:
+            if p.unit == "PIM":
+                s = span.setdefault(p.op.name, [p.task.start_ps, p.task.end_ps])
+                s[0] = min(s[0], p.task.start_ps)
+                s[1] = max(s[1], p.task.end_ps)
+        tck = self.spec.tCK_ps
+        for op in graph:
+            self._add_work(op, 1)
+            a = self._acc_for(op)
+            a["ops"] += 1
+            cyc, pj = self.asic_cost(op)
+            if op.name in counts:
+                a["counts"] += counts[op.name]
+                s = span[op.name]
+                a["pim_cycles"] += (s[1] - s[0]) // tck
+            a["asic_cycles"] += cyc
+            a["asic_energy_pj"] += pj
+        self.clock = end
+        self.token_cycles.append(int(end - start))
+        return int(end - start)
 
     def _add_work(self, op: Any, times: int) -> None:
         w = self.work.setdefault(op.role or op.kind, [0.0, 0.0])

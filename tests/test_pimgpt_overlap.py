@@ -121,6 +121,9 @@ def test_schedule_key():
     assert "schedule" not in base.manifest["config"]                 # the default keeps configs' hashes
     with pytest.raises(ConfigError, match="schedule"):
         run_pimgpt("gpt2-small", tokens=2, schedule="parallel")
-    ov = run_pimgpt("gpt2-small", tokens=2, baselines=[], schedule="overlap")
+    ov = run_pimgpt("gpt2-small", tokens=2, baselines=[], schedule="overlap", timeline=True)
     assert ov.stats["latency_per_token_s"] <= base.stats["latency_per_token_s"]
     assert ov.stats["commands"] == base.stats["commands"]
+    tl = ov.tables["timeline"]                                     # the pieces, per unit, of the last step
+    assert {"ASIC", "PIM ch0"} <= set(tl.unit) and (tl.end_s > tl.start_s).all()
+    assert ov.extra["token_latency_s"][-1] * 0.99 <= tl.end_s.max() <= ov.extra["token_latency_s"][-1]  # + last drain

@@ -515,9 +515,19 @@ class PimGptSimulator:
         return res
 
     def timeline(self, t: int) -> pd.DataFrame:
-        """Per-unit busy intervals of decode step t, simulated op by op on a fresh simulator (the PIM channels
-        and the ASIC never overlap in PIM-GPT: each op starts when the previous one ends)."""
+        """Per-unit busy intervals of decode step t on a fresh simulator: op by op (serial: the PIM channels
+        and the ASIC never overlap, each op starts when the previous one ends), or the pieces of the task graph
+        (overlap)."""
         sim = PimGptSimulator({**self.cfg, "tokens": max(t + 1, 1), "memo": False, "timeline": False})
+        if sim._overlap is not None:              # the task graph's pieces: the ASIC datapath and each channel
+            sim.rng = np.random.default_rng(0)
+            sim.run_token(t)
+            ps = 1e-12
+            rows = [{"unit": "ASIC" if p.unit == "ASIC" else "PIM ch" + ",".join(str(c) for c, _, _ in p.stream),
+                     "op": p.name, "start_s": p.task.start_ps * ps, "end_s": p.task.end_ps * ps}
+                    for p in sim._overlap.tasks if p.task.end_ps > p.task.start_ps]
+            t0 = min((r["start_s"] for r in rows), default=0.0)
+            return pd.DataFrame([{**r, "start_s": r["start_s"] - t0, "end_s": r["end_s"] - t0} for r in rows])
         sim._fast = False
         sim.intervals = []
         sim.rng = np.random.default_rng(0)
@@ -669,8 +679,9 @@ class PimGptSimulator:
 
 def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     """Keys settable beyond the resolved config's leaves (archsim.systems.config_leaves): dram.* from the
-    preset, mapping_overrides.<section>.<key> from the mapping policy."""
+    preset, mapping_overrides.<section>.<key> from the mapping policy, schedule."""
     out = override_leaves(resolved["preset"])
+    out["schedule"] = resolved.get("schedule", "serial")
     policy = load_policy(resolved["mapping"])
     for sec in ("weights", "attention", "rows"):
         for key, value in (policy.raw.get(sec) or {}).items():

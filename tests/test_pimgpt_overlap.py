@@ -93,24 +93,29 @@ def test_one_piece_per_op_is_the_serial_engine():
 
 def test_attention_edges_by_hand():
     """gpt2-small on 8 channels: 12 heads, head h on channel h mod 8 (channels 0-3 hold two heads, 4-7 one).
-    The p.V of channel 5 (head 5) reads the softmax rows of head 5 and the V of head 5: it depends on the
-    softmax piece of channel 5 and the K/V append of channel 5 only; the attention output GEMV of every channel
-    reads the whole context vector, so it depends on all 8 context reductions."""
+    Softmax is one piece per head (rows are independent). Channel 5's p.V program (head 5, the only
+    global-buffer chunk at L = 8) reads head 5's softmax row and head 5's V: it depends on the softmax piece of
+    head 5 and the K/V append of channel 5 only. The attention output GEMV of every channel reads the whole
+    context vector: it depends on all 12 per-head context reductions. LayerNorm needs the whole vector: one
+    piece, after every piece of the residual add."""
     sim = PimGptSimulator({"model": "gpt2-small", "tokens": 8, "baselines": [], "schedule": "overlap"})
     sim._token_id = 0
     graph = build_graph(sim.model, "decode", context_len=8)
     pieces = sim._overlap.plan(graph, 7, 8)
     by = {p.name: p for p in pieces}
-    ctx5 = by["L0.attn_context/pim/ch5"]
-    assert sorted(d.name for d in ctx5.deps) == sorted([by["L0.kv_append/asic/5"].name, by["L0.softmax/asic/5"].name])
+    ctx5 = by["L0.attn_context/pim/ch5/h5/j0"]
+    assert sorted(d.name for d in ctx5.deps) == ["L0.kv_append/asic/5", "L0.softmax/asic/5"]
     sm5 = by["L0.softmax/asic/5"]
     assert list(sm5.writes) == list(5 * 8 + np.arange(8))          # head 5's row of 8 scores
-    assert [d.name for d in sm5.deps] == ["L0.attn_score/asic/5"]
+    assert [d.name for d in sm5.deps] == ["L0.attn_score/asic/5"]  # channel 5's q.K^T (head 5)
+    sm8 = by["L0.softmax/asic/8"]
+    assert [d.name for d in sm8.deps] == ["L0.attn_score/asic/0"]  # head 8 lives on channel 0
+    ctx_red = [p for p in pieces if p.name.startswith("L0.attn_context/asic/")]
+    assert len(ctx_red) == 12
     out0 = by["L0.attn_out/pim/ch0"]
-    assert sorted(d.name for d in out0.deps) == sorted(f"L0.attn_context/asic/{c}" for c in range(8))
-    ln2 = by["L0.ln2/asic"]                                  # LayerNorm needs the whole vector: one piece
+    assert sorted(d.name for d in out0.deps) == sorted(p.name for p in ctx_red)
     assert len([p for p in pieces if p.name.startswith("L0.ln2/")]) == 1
-    assert len(ln2.deps) == 8                                # every piece of residual1 (per attn_out channel)
+    assert len(by["L0.ln2/asic"].deps) == 8                  # every piece of residual1 (per attn_out channel)
 
 
 def test_schedule_key():

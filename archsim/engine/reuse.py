@@ -13,6 +13,10 @@ simulation exactly. With refresh on, or with queued work of other sources, the s
 the memo is bypassed (`state_id` returns None): every op is simulated in full. Tests compare memo and full
 simulation cycle for cycle, with refresh and with concurrent sources.
 
+Within an op, channels are independent: a channel whose stream and relative state equal another channel's in
+the same op is not simulated but given that channel's outcome (`_copy_channel`; memo on only). The stream's last
+open per bank (read only by a restore) is not part of the key; see `_static` for why that stays exact.
+
 Normalised states are interned (`state_id` -> small int). After a memo hit the state is kept *virtually* as
 (id, base cycle) and written back into the engine arrays only when a kernel has to run; moving the base
 forward by delta maps an id to another id (cached), so chains of hits cost a few dictionary look-ups.

@@ -155,26 +155,27 @@ class OverlapRunner:
             _acc, _key, make, _cyc, _pj = sim._step(op, op.layer, t, L)
             size = self._size(op)
             pim: list[Piece] = []
+            parts: list[tuple[list[Piece] | None, np.ndarray]] = []     # ASIC pieces: (PIM sources, outputs)
             if make is not None:
                 cmd, bank, offs = make()
                 chans = [c for c in range(C) if offs[c + 1] > offs[c]]
                 if self.pieces == "op" or op.kind == "embedding":
-                    groups = [chans]
-                else:
-                    groups = [[c] for c in chans]
-                for grp in groups:
-                    c_reads = None if len(grp) > 1 or self.pieces == "op" or op.kind == "embedding" else grp[0]
-                    p = Piece(f"{op.name}/pim" + (f"/ch{grp[0]}" if c_reads is not None else ""), op, "PIM",
-                              np.zeros(0, np.int64), self._reads_of(op, c_reads, by_name))
-                    p.stream = [(c, cmd[offs[c]:offs[c + 1]], bank[offs[c]:offs[c + 1]]) for c in grp]
+                    p = Piece(f"{op.name}/pim", op, "PIM", np.zeros(0, np.int64), self._reads_of(op, None, by_name))
+                    p.stream = [(c, cmd[offs[c]:offs[c + 1]], bank[offs[c]:offs[c + 1]]) for c in chans]
                     pim.append(p)
+                    parts = [([p], np.arange(size))]
+                elif op.kind == "attn_context":
+                    parts = self._context_pieces(op, cmd, bank, offs, chans, by_name, pim)
+                else:
+                    outs = self._channel_of_outputs(op)
+                    for c in chans:
+                        p = Piece(f"{op.name}/pim/ch{c}", op, "PIM", np.zeros(0, np.int64),
+                                  self._reads_of(op, c, by_name))
+                        p.stream = [(c, cmd[offs[c]:offs[c + 1]], bank[offs[c]:offs[c + 1]])]
+                        pim.append(p)
+                        parts.append(([p], outs[c]))
+                for p in pim:
                     add(p)
-            # ASIC pieces: one per PIM piece (its outputs), or following the input's pieces, or the whole op
-            if pim and len(pim) > 1:
-                outs = self._channel_of_outputs(op)
-                parts = [(p, outs[p.stream[0][0]]) for p in pim]
-            elif pim:
-                parts = [(pim[0], np.arange(size))]
             else:
                 parts = [(None, e) for e in self._follow(op, by_name, asic_pieces, size)]
             own = np.full(size, -1, dtype=np.int64)
@@ -193,9 +194,7 @@ class OverlapRunner:
                 p = Piece(f"{op.name}/asic" + (f"/{len(mine)}" if len(parts) > 1 else ""), op, "ASIC", elems, reads,
                           cycles=cyc, drain=total - issue)
                 if src is not None:
-                    p.deps.append(src)
-                else:
-                    p.deps.extend(pim)                 # (no PIM part: nothing)
+                    p.deps.extend(src)                 # the op's own PIM pieces that hold these partials
                 own[elems] = add(p)
                 mine.append(p)
             owner[op.name] = own
@@ -207,21 +206,54 @@ class OverlapRunner:
         self.tasks = pieces
         return pieces
 
+    def _context_pieces(self, op: Any, cmd: np.ndarray, bank: np.ndarray, offs: np.ndarray, chans: list[int],
+                        by_name: dict, pim: list[Piece]) -> list[tuple[list[Piece], np.ndarray]]:
+        """p.V: a channel's stream is one program per (head, global-buffer chunk of p): the WRGB run loading
+        the chunk, then the MACs using it. Each program is a PIM piece reading that chunk of the head's softmax
+        row and the head's V; the ASIC reduces each head's chunk partials into its d_head outputs."""
+        m = self.sim.model
+        d, L = m.d_head, op.k
+        att = self.sim.layout.layers[op.layer]["attn"]
+        gb = self.g.gb_elems
+        J = -(-L // gb)
+        wrgb = self.g.cmd["WRGB"]
+        p_name, kv_name = op.inputs
+        parts = []
+        for c in chans:
+            s_cmd, s_bank = cmd[offs[c]:offs[c + 1]], bank[offs[c]:offs[c + 1]]
+            is_w = s_cmd == wrgb
+            starts = np.flatnonzero(is_w & np.r_[True, ~is_w[:-1]]).tolist() + [len(s_cmd)]
+            heads = att.heads[c]
+            if len(starts) - 1 != len(heads) * J:
+                raise AssertionError(f"{op.name}: channel {c} has {len(starts) - 1} programs, expected {len(heads) * J}")
+            k = 0
+            for h in heads:
+                mine = []
+                for j in range(J):
+                    rows = h * L + np.arange(j * gb, min(L, (j + 1) * gb))
+                    p = Piece(f"{op.name}/pim/ch{c}/h{h}/j{j}", op, "PIM", np.zeros(0, np.int64),
+                              [(p_name, rows), (kv_name, m.kv_dim + h * d + np.arange(d))])
+                    p.stream = [(c, s_cmd[starts[k]:starts[k + 1]], s_bank[starts[k]:starts[k + 1]])]
+                    k += 1
+                    pim.append(p)
+                    mine.append(p)
+                parts.append((mine, h * d + np.arange(d)))
+        return parts
+
     def _follow(self, op: Any, by_name: dict, asic_pieces: dict, size: int) -> list[np.ndarray]:
-        """Element sets of an ASIC-only op: its first input's pieces if the op may be split along them."""
+        """Element sets of an ASIC-only op: one per row for a row-wise op (rows are independent: softmax per
+        head), its first input's pieces for an element-wise op, else the whole op."""
         whole = [np.arange(size)]
-        if self.pieces == "op" or not op.inputs or op.kind not in ELEMENTWISE + ROWWISE:
-            return whole
-        src = asic_pieces.get(op.inputs[0], [])
-        sets = [p.writes for p in src]
-        if len(sets) < 2 or sum(len(s) for s in sets) != size:
+        if self.pieces == "op" or not op.inputs:
             return whole
         if op.kind in ROWWISE:
-            row = op.n
-            for s in sets:
-                r = np.unique(s // row)
-                if len(s) != len(r) * row:             # not whole rows: one piece
-                    return whole
+            rows = size // op.n
+            return [r * op.n + np.arange(op.n) for r in range(rows)] if rows > 1 else whole
+        if op.kind not in ELEMENTWISE:
+            return whole
+        sets = [p.writes for p in asic_pieces.get(op.inputs[0], [])]
+        if len(sets) < 2 or sum(len(s) for s in sets) != size:
+            return whole
         return sets
 
     def _reads_for_elems(self, op: Any, elems: np.ndarray, by_name: dict) -> list[tuple[str, np.ndarray]]:

@@ -138,3 +138,30 @@ def test_pimgpt_reuse_equals_full_simulation_over_many_tokens():
         assert np.array_equal(x["counts"], y["counts"]), role
     assert fast.engine.memo_hits > 4 * fast.engine.memo_misses
     assert fast.engine.commands_simulated * 5 < full.engine.commands_simulated
+
+
+def test_direct_enqueue_equals_enqueue_stream(spec4):
+    """StreamChannels writes stream commands into the engine arrays itself (no per-call checks); the same ops
+    through MemorySystem.enqueue_stream end at the same cycles with the same counts and engine state."""
+    from archsim.engine.channel import MemorySystem
+
+    ms = MemorySystem(spec4, {"refresh": "none"}, sources=[{"name": "pim", "kind": "stream"}], stream_capacity=64)
+    sc = StreamChannels(spec4, memo=False)
+    B = spec4.banks_per_channel
+    t = 0
+    for op in _ops(spec4) * 2:
+        cmd, bank, offs = _flat(op, 4)
+        if ms.S.clock[0] < t:
+            ms.S.clock[0] = t
+        before = ms.S.cmd_count.copy()
+        ms.S.s_maxdone[:] = t
+        for c in range(4):
+            if offs[c + 1] > offs[c]:
+                ms.enqueue_stream("pim", c, cmd[offs[c]:offs[c + 1]], bank[offs[c]:offs[c + 1]] + c * B)
+        ms.run()
+        end_a, cnt_a = int(ms.S.s_maxdone[:4].max()), (ms.S.cmd_count - before).sum(axis=0)
+        end_b, cnt_b = sc.run_flat(None, (cmd, bank, offs), t)
+        assert end_a == end_b and np.array_equal(cnt_a, cnt_b)
+        t = end_a + 5
+    for f in ("ready", "hist", "open_row", "last_open_cmd", "last_open_tgt", "seq", "cmd_count"):
+        assert np.array_equal(getattr(ms.S, f), getattr(sc.ms.S, f)), f

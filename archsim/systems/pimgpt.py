@@ -1,7 +1,8 @@
 """PIM-GPT end to end: decode token by token on GDDR6-AiM channels + the non-linear ASIC.
 
 Per token (context L = t + 1) every op of the graph runs in order (the PIM-GPT engine issues the next
-instruction when the ASIC and the PIM package are idle, the PIM-GPT paper (Wu, Wang & Lu 2024)):
+instruction when the ASIC and the PIM package are idle, the PIM-GPT paper (Wu, Wang & Lu 2024); `schedule:
+overlap` instead runs the step as a task graph on the event loop, archsim.systems.pimgpt_overlap):
   * weight GEMVs, q.K^T, p.V, K/V appends and embedding reads -> per-channel command streams timed by the
     channel engine (archsim.engine.channel, one stream source per channel, via archsim.engine.reuse); their
     I/O (WRGB, RDMAC, RD/WR bursts) is part of the streams; refresh (option `refresh: true`) interrupts a
@@ -16,8 +17,15 @@ Simulation speed (all exact: results equal a full simulation cycle for cycle, te
     graph is exactly that block repeated n_layers times (otherwise every token builds the full graph);
   * streams are generated in timing-only form (opcode, bank) for all channels at once and run by one kernel
     call per op (archsim.compiler.pimgpt `*_timing`, archsim.engine.reuse `run_flat`);
+  * attention streams are keyed by their timing class (AttentionLayout.timing_class: q.K^T depends on L only
+    through ceil(L / banks), p.V through ceil(L / lanes), the K/V append through the bank and row alignment of
+    token t), so one simulated op serves every token of its class;
+  * within an op, a channel whose stream and relative state equal another channel's takes that channel's
+    outcome instead of being simulated (channels are independent; StreamChannels);
   * two memo levels keyed on the exact normalised timing state (interned to an int by the engine): one op
-    (StreamChannels memo; off with refresh, which depends on absolute time) and one whole layer (`_layer_memo`: same layer structure, token and context length).
+    (StreamChannels memo; off with refresh, which depends on absolute time; an op enters it only if it issued
+    exactly its own commands, so the stream's last opens, read only by restores, stay out of the key) and one
+    whole layer (`_layer_memo`: same layer structure, token and context length).
     A layer hit replays the layer's per-op contributions (integers scaled, the ASIC energy added op by op
     so floating-point sums are bit-identical); when a layer ends in the state it started from, the
     following layers of the same structure are replayed at once.

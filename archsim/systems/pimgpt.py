@@ -501,6 +501,9 @@ class PimGptSimulator:
                 a["pim_cycles"] += (s[1] - s[0]) // tck
             a["asic_cycles"] += cyc
             a["asic_energy_pj"] += pj
+        if "refresh" in counts:                   # refreshes and the restores after them (refresh: true)
+            from archsim.workload.graph import Op
+            self._acc_for(Op(name="refresh", kind="refresh", layer=None, m=0, n=0))["counts"] += counts["refresh"]
         self.clock = end
         self.token_cycles.append(int(end - start))
         return int(end - start)

@@ -277,8 +277,11 @@ class OverlapRunner:
 
     # -- running ----------------------------------------------------------------------------------------------
     def run_token(self, graph: list, t: int, L: int) -> tuple[int, int, dict[str, np.ndarray]]:
-        """Run decode step t; returns (start cycle, end cycle, command counts per op name)."""
+        """Run decode step t; returns (start cycle, end cycle, command counts per op name). Commands the
+        engine issued beyond the ops' streams (refresh, and the row restores after it) are under the key
+        "refresh" (ops overlap, so they are not attributed to one op)."""
         pieces = self.plan(graph, t, L)
+        before = self.mem.ms.S.cmd_count.sum(axis=0)
         loop = self.loop
         tck = self.sim.spec.tCK_ps
         start_ps = loop.now
@@ -303,6 +306,9 @@ class OverlapRunner:
                 c = counts.setdefault(p.op.name, np.zeros(n_cmds, dtype=np.int64))
                 for _ch, cmd, _bank in p.stream:
                     c += np.bincount(cmd, minlength=n_cmds)
+        extra = self.mem.ms.S.cmd_count.sum(axis=0) - before - sum(counts.values())
+        if extra.any():
+            counts["refresh"] = extra
         return round(start_ps / tck), round(end_ps / tck), counts
 
     @staticmethod

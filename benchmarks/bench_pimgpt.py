@@ -1,5 +1,5 @@
-"""Simulator speed of PIM-GPT decode (not a timed test; issue #3 targets on the 2-core machine, single process,
-after JIT: one GPT-2 XL token <= 1 s, 1024 tokens of GPT-2 XL <= 60 s).
+"""Simulator speed of PIM-GPT decode (not a timed test; targets on the 2-core machine, single process, after JIT:
+one GPT-2 XL token <= 1 s (issue #3), 1024 tokens of GPT-2 XL <= 3 s (issue #7)).
 
 Measures, in this order in one process:
   * JIT / cache load: first calls of the numba kernels (compile, or load from numba's on-disk cache);
@@ -69,9 +69,10 @@ def main(argv: list[str] | None = None) -> dict:
     out["one_token_sim_latency_s"] = r1.stats["latency_per_token_s"]
     out["rss_after_one_mib"] = peak_rss_mib()
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = run_pimgpt(a.model, tokens=a.tokens, baselines=[])
     wall = time.perf_counter() - t0
+    out["n_tokens_cpu_s"] = time.process_time() - c0     # the machine is shared: CPU time beside wall time
     s = r.stats
     out.update({
         "n_tokens_s": wall, "sim_tokens_per_wall_s": a.tokens / wall,
@@ -87,7 +88,8 @@ def main(argv: list[str] | None = None) -> dict:
         ("JIT / cache load", f"{out['jit_s']:.2f} s ({out['jit_kind']})", ""),
         (f"1 token of {M}, end to end", f"{out['one_token_s']:.3f} s", "target <= 1 s"),
         (f"first decode step of {M} (simulator built)", f"{out['first_step_s']:.3f} s", ""),
-        (f"{N} tokens of {M}, end to end", f"{wall:.1f} s", "target <= 60 s (1024 tokens)"),
+        (f"{N} tokens of {M}, end to end", f"{wall:.2f} s (CPU {out['n_tokens_cpu_s']:.2f} s)",
+         "target <= 3 s (1024 tokens)"),
         ("simulation speed", f"{out['sim_tokens_per_wall_s']:.1f} tokens/s", ""),
         ("simulated latency / token", f"{s['latency_per_token_s'] * 1e3:.4f} ms", f"{s['tokens_per_s']:.1f} tokens/s on PIM-GPT"),
         ("kernel", f"{out['kernel_s']:.2f} s", f"{out['commands_simulated']:,} commands"),

@@ -518,6 +518,26 @@ class AttentionLayout:
             bank = np.tile(np.r_[0, np.arange(g.banks), 0], S).astype(np.int64)
             self._v_timing.append((cmd, bank))
 
+    def timing_class(self, kind: str, arg: int) -> tuple:
+        """What the timing form of `kind` ("score"/"context" at context length L, "kv" at token t) depends on:
+        equal classes give equal (cmd, bank) streams (tests/test_pim_engine.py), so one stream and one memo key
+        serve every argument of a class. score: the token slots per bank ceil(L / banks); context: the
+        columns ceil(L / lanes) (the global-buffer chunks follow from them); kv: the bank t mod banks and
+        where token t's K slot falls within a row, periodic in t // banks."""
+        g = self.g
+        if kind == "score":
+            return ("score", -(-arg // g.banks))
+        if kind == "context":
+            return ("ctx", -(-arg // g.lanes))
+        if kind == "kv":
+            period = 1
+            for groups in self.groups:
+                for grp in groups:
+                    step = len(grp) * self.cph
+                    period = math.lcm(period, g.cols_per_row // math.gcd(g.cols_per_row, step))
+            return ("kv", arg % g.banks, (arg // g.banks) % period)
+        raise ValueError(f"timing_class: unknown kind {kind!r}")
+
     def score_timing(self, L: int) -> Flat:
         """Timing form of `score_program(c, L)` for every channel."""
         if not hasattr(self, "_grp_ch"):

@@ -13,6 +13,10 @@ simulation exactly. With refresh on, or with queued work of other sources, the s
 the memo is bypassed (`state_id` returns None): every op is simulated in full. Tests compare memo and full
 simulation cycle for cycle, with refresh and with concurrent sources.
 
+Within an op, channels are independent: a channel whose stream and relative state equal another channel's in
+the same op is not simulated but given that channel's outcome (`_copy_channel`; memo on only). The stream's last
+open per bank (read only by a restore) is not part of the key; see `_static` for why that stays exact.
+
 Normalised states are interned (`state_id` -> small int). After a memo hit the state is kept *virtually* as
 (id, base cycle) and written back into the engine arrays only when a kernel has to run; moving the base
 forward by delta maps an id to another id (cached), so chains of hits cost a few dictionary look-ups.
@@ -25,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from archsim.engine.channel import INF, MemorySystem
+from archsim.engine.tables import E_OPEN
 
 
 class StreamChannels:
@@ -59,7 +64,13 @@ class StreamChannels:
         self.memo_misses = 0
         self.commands_simulated = 0
         self.kernel_s = 0.0
-        self._rows: list[Any] = []
+        self.unsafe_runs = 0               # simulated ops that may not enter the memo (see _stream_effects)
+        self._lo_mark: np.ndarray | None = None
+        self._unsafe_mark = 0
+        self._B = t.banks
+        self._rep = t.rep
+        self._is_open = np.asarray(t.cmd_effect) == E_OPEN
+        self._src_slot = int(self.ms.S.src_idx[0, self.ms.source_index("pim")])
 
     # -- state normalisation -----------------------------------------------------------------------------
     def _canonicalise(self) -> None:
@@ -83,9 +94,11 @@ class StreamChannels:
         return sid
 
     def _static(self) -> bytes:
-        """The time-independent part of the state (bank rows): part of the key, restored as is."""
-        S = self.ms.S
-        return S.open_row.tobytes() + S.last_open_cmd.tobytes() + S.last_open_row.tobytes()
+        """The time-independent part of the key: which rows are open. A stream's last open per bank
+        (`last_open_*`, read only when the stream restores a row) is not part of the key: an op enters the
+        memo only if it restored nothing (so it never read them), and its own writes to them are replayed
+        on a hit (`_apply_last_open`); the arrays themselves always hold the true values."""
+        return self.ms.S.open_row.tobytes()
 
     def _sid_of_arrays(self, t0: int) -> int:
         self._canonicalise()
@@ -144,6 +157,33 @@ class StreamChannels:
         self._materialise()
 
     # -- running -------------------------------------------------------------------------------------------
+    def _enqueue(self, ch: int, cmd: np.ndarray, local_bank: np.ndarray, row: Any, col: Any, at: int) -> None:
+        """`MemorySystem.enqueue_stream` for one channel of the `pim` source, without its per-call checks
+        (done once per op by the caller): the same array writes (docs/channel-engine.md, section 2)."""
+        ms = self.ms
+        S = ms.S
+        n = len(cmd)
+        sl = ch * ms.n_st + self._src_slot
+        t = S.s_tail[sl]
+        if t + n > S.s_cmd.shape[1] or not isinstance(row, int) or not isinstance(col, int):
+            ms.enqueue_stream("pim", ch, cmd, local_bank + ch * self._B, row, col)
+            return
+        at = max(at, int(S.clock[0]))
+        e = t + n
+        S.s_cmd[sl, t:e] = cmd
+        S.s_bank[sl, t:e] = self._rep[cmd, local_bank] + ch * self._B
+        S.s_row[sl, t:e] = row
+        S.s_col[sl, t:e] = col
+        S.s_flags[sl, t:e] = 0
+        S.s_est[sl, t:e] = 0
+        S.s_tag[sl, t:e] = -1
+        S.s_seq[sl, t:e] = -1
+        S.s_at[sl, t:e] = at
+        S.s_tail[sl] = e
+        S.outstanding[0] += n
+        if at < S.st_next[0]:
+            S.st_next[0] = at
+
     def _run_streams(self, per_channel: list[tuple[np.ndarray, ...] | None], t_min: int) -> tuple[np.ndarray, np.ndarray]:
         """Enqueue each channel's stream at t_min and run until all are done. Returns (end cycle per channel,
         command counts per channel)."""
@@ -153,26 +193,78 @@ class StreamChannels:
         if S.clock[0] < t_min:
             S.clock[0] = t_min            # nothing is queued between ops: the engine may jump
         before = S.cmd_count.copy()
+        seq_before = S.seq.copy()
         S.s_maxdone[:] = t_min
-        B = ms.tables.banks
+        B = self._B
+        n_cmds = self.n_cmds
         n = 0
+        # Channels are independent (docs/channel-engine.md, section 2): with the memo on (no refresh, nothing
+        # else queued), a channel whose stream and relative state equal an earlier channel's in this op does
+        # exactly what that channel does, so it is not simulated but given that channel's outcome (`_copy_channel`)
+        seen: dict[bytes, int] = {}
+        dups: list[tuple[int, int]] = []
         for ch in range(C):
             s = per_channel[ch]
             if s is None or len(s[0]) == 0:
                 continue
-            cmd = s[0]
-            bank = np.maximum(np.asarray(s[1], dtype=np.int64), 0) + ch * B
+            cmd = np.asarray(s[0], dtype=np.int64)
+            bank = np.maximum(np.asarray(s[1], dtype=np.int64), 0)
+            if bank.max() >= B or cmd.min() < 0 or cmd.max() >= n_cmds:
+                from archsim.errors import ConfigError
+                raise ConfigError("stream", f"command or bank out of range for {self.spec.name} channel {ch}")
             row = s[2] if len(s) > 2 else -1
             col = s[3] if len(s) > 3 else -1
-            ms.enqueue_stream("pim", ch, cmd, bank, row, col)
+            if self.memo_on and C > 1:
+                sig = self._channel_sig(ch, t_min) + cmd.tobytes() + bank.tobytes()
+                rep = seen.get(sig)
+                if rep is not None:
+                    dups.append((ch, rep))
+                    continue
+                seen[sig] = ch
+            self._enqueue(ch, cmd, bank, row, col, t_min)
             n += len(cmd)
         t0 = time.perf_counter()
         if n:
             ms.run()
         self.kernel_s += time.perf_counter() - t0
         self.commands_simulated += n
+        for ch, rep in dups:
+            self._copy_channel(rep, ch, before, seq_before)
+        S = ms.S
         ends = S.s_maxdone[:C].copy() if self.ms.n_st == 1 else None
         return ends, S.cmd_count - before
+
+    def _channel_sig(self, ch: int, t0: int) -> bytes:
+        """Channel ch's state relative to t0, everything its future depends on (timing, rows, the stream's
+        last opens relative to the channel's first bank)."""
+        S = self.ms.S
+        B = self._B
+        b0, b1 = ch * B, (ch + 1) * B
+        return (np.maximum(S.ready[ch] - t0, 0).tobytes() + np.maximum(S.hist[ch] - t0, -self.max_lat - 1).tobytes()
+                + S.hist_pos[ch].tobytes() + S.open_row[b0:b1].tobytes() + S.owner[b0:b1].tobytes()
+                + S.last_open_cmd[b0:b1].tobytes() + (S.last_open_tgt[b0:b1] - b0).tobytes()
+                + S.last_open_row[b0:b1].tobytes())
+
+    def _copy_channel(self, src: int, dst: int, counts_before: np.ndarray, seq_before: np.ndarray) -> None:
+        """Give channel dst the outcome channel src had in this run (same stream, same starting state)."""
+        ms = self.ms
+        S = ms.S
+        B = self._B
+        s0, d0 = src * B, dst * B
+        for f in ("ready", "hist", "hist_pos", "wake", "active", "starve"):
+            getattr(S, f)[dst] = getattr(S, f)[src]
+        for f in ("open_row", "owner", "last_open_cmd", "last_open_row"):
+            a = getattr(S, f)
+            a[d0:d0 + B] = a[s0:s0 + B]
+        S.last_open_tgt[d0:d0 + B] = S.last_open_tgt[s0:s0 + B] - s0 + d0
+        R = ms.tables.ref_nodes
+        S.n_open[dst * R:(dst + 1) * R] = S.n_open[src * R:(src + 1) * R]
+        S.seq[dst] += S.seq[src] - seq_before[src]
+        S.cmd_count[dst] += S.cmd_count[src] - counts_before[src]
+        nst = ms.n_st
+        for k in range(nst):
+            S.s_maxdone[dst * nst + k] = S.s_maxdone[src * nst + k]
+            S.s_lastend[dst * nst + k] = S.s_lastend[src * nst + k]
 
     def run(self, key: Any, streams: Any, t_min: int) -> tuple[np.ndarray, np.ndarray]:
         """Run one op: `streams` is a list (per channel) of (cmd, bank[, row, col]) arrays or None, or a callable
@@ -183,9 +275,12 @@ class StreamChannels:
         self._materialise()
         if callable(streams):
             streams = streams()
+        pre = self._pre_run() if skey is not None else None
         ends, counts = self._run_streams(streams, t_min)
         if skey is not None:
-            self._store(skey, ends, counts, t_min)
+            flat = [(np.asarray(s[0], dtype=np.int64), np.maximum(np.asarray(s[1], dtype=np.int64), 0))
+                    if s is not None and len(s[0]) else None for s in streams]
+            self._store(skey, ends, counts, t_min, pre, self._stream_effects(flat, counts))
         return ends, counts
 
     def run_flat(self, key: Any, flat: Any, t_min: int) -> tuple[int, np.ndarray]:
@@ -201,10 +296,12 @@ class StreamChannels:
         cmd, bank, offs = flat
         per = [(cmd[offs[c]:offs[c + 1]], bank[offs[c]:offs[c + 1]]) if offs[c + 1] > offs[c] else None
                for c in range(self.channels)]
+        pre = self._pre_run() if skey is not None else None
         ends, counts = self._run_streams(per, t_min)
         if skey is not None:
-            hit = self._store(skey, ends, counts, t_min)
-            return t_min + hit[0], hit[1]
+            hit = self._store(skey, ends, counts, t_min, pre, self._stream_effects(per, counts))
+            if hit is not None:
+                return t_min + hit[0], hit[1]
         return int(ends.max()), counts.sum(axis=0)
 
     def _memo_lookup(self, key: Any, t_min: int) -> tuple[Any, Any]:
@@ -217,12 +314,78 @@ class StreamChannels:
         else:
             self.memo_hits += 1
             self.set_state(hit[2], t_min)
+            self._apply_last_open(hit[5])
         return skey, hit
 
-    def _store(self, skey: Any, ends: np.ndarray, counts: np.ndarray, t_min: int) -> tuple:
+    # -- what a memo entry must carry besides timing: the stream's last opens ---------------------------------
+    def _pre_run(self) -> np.ndarray:
+        return self.ms.S.open_row.copy()
+
+    def _stream_effects(self, per: list, counts: np.ndarray) -> tuple | None:
+        """(mask, last_open_cmd, last_open_tgt, last_open_row) the op wrote, or None if it may not enter the
+        memo: it issued a command its streams do not hold (a restore, which reads the last opens the key
+        leaves out, or a close of a row found open)."""
+        T = self.ms.tables
+        B = self._B
+        mask = np.zeros(self.ms.S.last_open_cmd.shape, dtype=bool)
+        for ch, s in enumerate(per):
+            if s is None:
+                if counts[ch].any():
+                    return None
+                continue
+            cmd, bank = s[0], s[1]
+            if not np.array_equal(np.bincount(cmd, minlength=self.n_cmds), counts[ch]):
+                return None
+            op = self._is_open[cmd]
+            if op.any():
+                for c, r in set(zip(cmd[op].tolist(), self._rep[cmd[op], bank[op]].tolist())):
+                    k0, k1 = T.tgt_off[c * B + r], T.tgt_off[c * B + r + 1]
+                    mask[ch * B + T.tgt_banks[k0:k1], T.cmd_buf[c]] = True
+        S = self.ms.S
+        return mask, S.last_open_cmd[mask], S.last_open_tgt[mask], S.last_open_row[mask]
+
+    def _apply_last_open(self, lo: tuple | None) -> None:
+        if lo is None:
+            return
+        mask, c, t, r = lo
+        S = self.ms.S
+        S.last_open_cmd[mask] = c
+        S.last_open_tgt[mask] = t
+        S.last_open_row[mask] = r
+        if self._lo_mark is not None:
+            self._lo_mark |= mask
+
+    def mark_last_open(self) -> None:
+        """Start recording which last-open entries the ops run from now on write (for a caller's memo of
+        several ops, e.g. PIM-GPT's layer memo)."""
+        self._lo_mark = np.zeros(self.ms.S.last_open_cmd.shape, dtype=bool)
+        self._unsafe_mark = self.unsafe_runs
+
+    def last_open_since_mark(self) -> tuple | None:
+        """The last-open writes since `mark_last_open` (to replay with `apply_last_open`), or None if an op
+        since the mark was not memo-safe (its outcome may depend on what the key leaves out)."""
+        mask = self._lo_mark
+        self._lo_mark = None
+        if mask is None or self.unsafe_runs != self._unsafe_mark:
+            return None
+        S = self.ms.S
+        return mask, S.last_open_cmd[mask], S.last_open_tgt[mask], S.last_open_row[mask]
+
+    def apply_last_open(self, lo: tuple) -> None:
+        self._apply_last_open(lo)
+
+    def _store(self, skey: Any, ends: np.ndarray, counts: np.ndarray, t_min: int, open_before: np.ndarray,
+               lo: tuple | None) -> tuple | None:
+        if lo is None or not np.array_equal(open_before, self.ms.S.open_row):
+            # not memo-safe (a restore, or rows left open/closed that a hit would not reproduce): simulated
+            # in full, never reused
+            self.unsafe_runs += 1
+            return None
+        if self._lo_mark is not None:
+            self._lo_mark |= lo[0]
         rel = ends - t_min
         out = self._sid_of_arrays(t_min)
-        hit = (int(rel.max()), counts.sum(axis=0), out, rel, counts)
+        hit = (int(rel.max()), counts.sum(axis=0), out, rel, counts, lo)
         self.memo[skey] = hit
         self._virtual = (out, t_min)
         self._arrays_ok = True

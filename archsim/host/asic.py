@@ -502,6 +502,17 @@ class AsicModel:
         # dependency chain is exposed, not one per row: Graham's list-scheduling bound, throughput + chain.
         return throughput + per_row * c.pipeline_depth_cycles
 
+    def latency_parts(self, op: Op) -> tuple[int, int]:
+        """(issue, drain) ASIC clock cycles of `op`, summing to `latency_cycles(op)`: the datapath takes new
+        work after `issue` cycles (throughput), the result is ready `drain` cycles later (one row's dependency
+        chain through the pipeline). Work queued behind the op overlaps its drain."""
+        counts = self.op_counts(op)
+        total = self.cycles_for(counts)
+        if total == 0:
+            return 0, 0
+        issue = math.ceil(max(counts.adder_ops, counts.fmul) / self.config.lanes)
+        return issue, total - issue
+
     def latency_cycles(self, op: Op, include_io: bool = False) -> int:
         """ASIC clock cycles of `op` (its own datapath only, unless include_io adds the GDDR6 transfers)."""
         cycles = self.cycles_for(self.op_counts(op))

@@ -1,7 +1,8 @@
 """PIM-GPT end to end: decode token by token on GDDR6-AiM channels + the non-linear ASIC.
 
 Per token (context L = t + 1) every op of the graph runs in order (the PIM-GPT engine issues the next
-instruction when the ASIC and the PIM package are idle, the PIM-GPT paper (Wu, Wang & Lu 2024)):
+instruction when the ASIC and the PIM package are idle, the PIM-GPT paper (Wu, Wang & Lu 2024); `schedule:
+overlap` instead runs the step as a task graph on the event loop, archsim.systems.pimgpt_overlap):
   * weight GEMVs, q.K^T, p.V, K/V appends and embedding reads -> per-channel command streams timed by the
     channel engine (archsim.engine.channel, one stream source per channel, via archsim.engine.reuse); their
     I/O (WRGB, RDMAC, RD/WR bursts) is part of the streams; refresh (option `refresh: true`) interrupts a
@@ -16,8 +17,15 @@ Simulation speed (all exact: results equal a full simulation cycle for cycle, te
     graph is exactly that block repeated n_layers times (otherwise every token builds the full graph);
   * streams are generated in timing-only form (opcode, bank) for all channels at once and run by one kernel
     call per op (archsim.compiler.pimgpt `*_timing`, archsim.engine.reuse `run_flat`);
+  * attention streams are keyed by their timing class (AttentionLayout.timing_class: q.K^T depends on L only
+    through ceil(L / banks), p.V through ceil(L / lanes), the K/V append through the bank and row alignment of
+    token t), so one simulated op serves every token of its class;
+  * within an op, a channel whose stream and relative state equal another channel's takes that channel's
+    outcome instead of being simulated (channels are independent; StreamChannels);
   * two memo levels keyed on the exact normalised timing state (interned to an int by the engine): one op
-    (StreamChannels memo; off with refresh, which depends on absolute time) and one whole layer (`_layer_memo`: same layer structure, token and context length).
+    (StreamChannels memo; off with refresh, which depends on absolute time; an op enters it only if it issued
+    exactly its own commands, so the stream's last opens, read only by restores, stay out of the key) and one
+    whole layer (`_layer_memo`: same layer structure, token and context length).
     A layer hit replays the layer's per-op contributions (integers scaled, the ASIC energy added op by op
     so floating-point sums are bit-identical); when a layer ends in the state it started from, the
     following layers of the same structure are replayed at once.
@@ -52,8 +60,11 @@ ENERGY_COMPONENTS = ("dram_array", "pim_mac", "global_buffer", "io", "asic", "ba
 
 
 # Optional keys without a default (absent from the resolved config unless given, so configs that do not use
-# them keep their hash): dram = overrides of the DRAM preset, e.g. {timing: {nRCDRD: 20}}.
-OPTIONAL_KEYS = ("dram",)
+# them keep their hash): dram = overrides of the DRAM preset, e.g. {timing: {nRCDRD: 20}}; schedule = serial
+# (the paper's engine: the next op starts when the ASIC and the PIM are idle; the default) or overlap (the
+# token's op graph on the event loop, ASIC and PIM overlapping where the data allow: systems/pimgpt_overlap.py).
+OPTIONAL_KEYS = ("dram", "schedule")
+SCHEDULES = ("serial", "overlap")
 
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +90,8 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError("asic_clock_hz", f"must be a frequency > 0 in Hz, got {f!r}")
     if not isinstance(out["refresh"], bool):
         raise ConfigError("refresh", f"must be true or false, got {out['refresh']!r}")
+    if "schedule" in out and out["schedule"] not in SCHEDULES:
+        raise ConfigError("schedule", f"must be one of {', '.join(SCHEDULES)}, got {out['schedule']!r}")
     return out
 
 
@@ -104,8 +117,11 @@ class PimGptSimulator:
             raise UserError(f"tokens={cfg['tokens']} exceeds {self.model.name}'s max context {self.model.max_context}")
         over = {} if cfg["asic_clock_hz"] is None else {"clock_hz": float(cfg["asic_clock_hz"])}
         self.asic = AsicModel(AsicConfig.load(cfg["asic"], **over))
-        self.engine = StreamChannels(spec, memo=bool(cfg["memo"]), log=log, refresh=bool(cfg["refresh"]),
-                                     engine=cfg["engine"])
+        self.schedule = cfg.get("schedule", "serial")
+        overlap = self.schedule == "overlap"
+        # overlap: the event loop drives the channel engine directly (nothing to memoise op by op)
+        self.engine = StreamChannels(spec, memo=bool(cfg["memo"]) and not overlap, log=log,
+                                     refresh=bool(cfg["refresh"]), engine=cfg["engine"])
         self.log = log
         self.n_cmds = len(spec.commands)
         self._streams: dict[Any, list] = {}
@@ -117,11 +133,15 @@ class PimGptSimulator:
         self.clock = 0
         self.rng = np.random.default_rng(0)
         self._flat_w: dict[Any, tuple] = {}        # weight streams (timing form), for the whole run
-        self._flat_t: dict[Any, tuple] = {}        # this token's attention streams (timing form)
+        self._flat_t: dict[Any, tuple] = {}        # attention streams (timing form) by timing class
         self._layer_memo: dict[Any, tuple] = {}
         self.layer_memo_hits = 0
         self.layer_memo_misses = 0
         self._fast = self._setup_fast()
+        self._overlap = None
+        if overlap:
+            from archsim.systems.pimgpt_overlap import OverlapRunner
+            self._overlap = OverlapRunner(self)
 
     # -- streams --------------------------------------------------------------------------------------------
     def _cols(self, s: Any) -> tuple:
@@ -187,6 +207,14 @@ class PimGptSimulator:
             self._asic_memo[key] = got
         return got
 
+    def asic_cost_parts(self, op: Any) -> tuple[int, int]:
+        """(issue, total) DRAM-clock cycles of the ASIC part of `op`: the ASIC takes the next op after `issue`,
+        the result is ready after `total` (= `asic_cost(op)[0]`; archsim.host.asic `latency_parts`)."""
+        total, _ = self.asic_cost(op)
+        issue, _drain = self.asic.latency_parts(op)
+        f = self.asic.config.clock_hz
+        return min(total, math.ceil(issue / f / self.spec.tCK_s - 1e-9)), total
+
     # -- fast path: per-token plans, timing-form streams, layer memo --------------------------------------------
     def _setup_fast(self) -> bool:
         """Use the one-layer template if the full graph is its block repeated n_layers times (checked at a few
@@ -245,8 +273,12 @@ class PimGptSimulator:
         return a
 
     def _flat_token(self, key: Any, fn: Any, arg: int) -> tuple:
+        """Attention stream of timing class `key` (AttentionLayout.timing_class: every argument of the class
+        has this stream), kept across tokens (bounded)."""
         got = self._flat_t.get(key)
         if got is None:
+            if len(self._flat_t) > 256:
+                self._flat_t.clear()
             got = self._flat_t[key] = fn(arg)
         return got
 
@@ -282,15 +314,15 @@ class PimGptSimulator:
             make = lambda: self._flat_weight(key, w)  # noqa: E731
         elif kind == "attn_score":
             att = lay.layers[layer]["attn"]
-            key = ("score", L)
+            key = att.timing_class("score", L)
             make = lambda: self._flat_token(key, att.score_timing, L)  # noqa: E731
         elif kind == "attn_context":
             att = lay.layers[layer]["attn"]
-            key = ("ctx", L)
+            key = att.timing_class("context", L)
             make = lambda: self._flat_token(key, att.context_timing, L)  # noqa: E731
         elif kind == "kv_append":
             att = lay.layers[layer]["attn"]
-            key = ("kv", t)
+            key = att.timing_class("kv", t)
             make = lambda: self._flat_token(key, att.kv_timing, t)  # noqa: E731
         elif kind == "embedding":
             tok = int(self._token_id)
@@ -316,7 +348,7 @@ class PimGptSimulator:
         return acc, dp, cnt, cyc, pj
 
     @staticmethod
-    def _layer_entry(rec: list[tuple], advance: int, out_sid: int) -> tuple:
+    def _layer_entry(rec: list[tuple], advance: int, out_sid: int, lo: tuple) -> tuple:
         """Per-accumulator totals of one layer's ops (ASIC pJ kept as the ordered list of addends)."""
         agg: dict[int, list] = {}
         for acc, dp, cnt, cyc, pj in rec:
@@ -329,11 +361,11 @@ class PimGptSimulator:
                 e[3] = cnt.copy() if e[3] is None else e[3] + cnt
             e[4] += cyc
             e[5].append(pj)
-        return advance, out_sid, [tuple(e[:5]) + (tuple(e[5]),) for e in agg.values()]
+        return advance, out_sid, [tuple(e[:5]) + (tuple(e[5]),) for e in agg.values()], lo
 
     def _replay(self, ent: tuple, k: int) -> None:
         """Apply a memoised layer k times in a row (it ends in the state it starts from when k > 1)."""
-        advance, out_sid, agg = ent
+        advance, out_sid, agg, lo = ent
         for acc, nops, dp, cnt, cyc, pjs in agg:
             acc["ops"] += k * nops
             acc["pim_cycles"] += k * dp
@@ -347,6 +379,7 @@ class PimGptSimulator:
             acc["asic_energy_pj"] = e
         self.clock += k * advance
         self.engine.set_state(out_sid, self.clock)
+        self.engine.apply_last_open(lo)            # the stream's last opens the layer wrote (not in the key)
 
     def _run_token_fast(self, t: int) -> int:
         from archsim.workload import build_graph
@@ -358,7 +391,6 @@ class PimGptSimulator:
         for op in ops:                                 # block ops stand for every layer
             self._add_work(op, self.model.n_layers if op.layer is not None else 1)
         self._token_id = self.rng.integers(0, self.model.vocab)
-        self._flat_t.clear()
         npre, nb = self._npre, self._nblock
         pre = [self._step(op, None, t, L) for op in ops[:npre]]
         blocks = {s: [self._step(op, r, t, L) for op in ops[npre:npre + nb]] for s, r in self._struct_rep.items()}
@@ -382,8 +414,11 @@ class PimGptSimulator:
             if ent is None:
                 self.layer_memo_misses += 1
                 c0 = self.clock
+                eng.mark_last_open()
                 rec = [self._exec(st) for st in blocks[s]]
-                self._layer_memo[lkey] = self._layer_entry(rec, self.clock - c0, eng.state_id(self.clock))
+                lo = eng.last_open_since_mark()
+                if lo is not None:                 # every op of the layer was memo-safe
+                    self._layer_memo[lkey] = self._layer_entry(rec, self.clock - c0, eng.state_id(self.clock), lo)
                 i += 1
                 continue
             k = 1
@@ -401,6 +436,8 @@ class PimGptSimulator:
     # -- the run ----------------------------------------------------------------------------------------------
     def run_token(self, t: int) -> int:
         """Simulate decode step t (context L = t + 1); returns its cycles."""
+        if self._overlap is not None:
+            return self._run_token_overlap(t)
         if self._fast:
             return self._run_token_fast(t)
         return self._run_token_ops(t)
@@ -436,6 +473,41 @@ class PimGptSimulator:
         self.token_cycles.append(self.clock - start)
         return self.clock - start
 
+    def _run_token_overlap(self, t: int) -> int:
+        """Decode step t as a task graph on the event loop (schedule: overlap, systems/pimgpt_overlap.py).
+        Per op: the same command counts, ASIC cycles (busy time) and energy as serially; `pim_cycles` is the
+        span from the op's first PIM piece's start to its last one's end."""
+        from archsim.workload import build_graph
+
+        L = t + 1
+        graph = build_graph(self.model, "decode", context_len=L)
+        self._token_id = self.rng.integers(0, self.model.vocab)
+        start, end, counts = self._overlap.run_token(graph, t, L)
+        span: dict[str, list[int]] = {}
+        for p in self._overlap.tasks:
+            if p.unit == "PIM":
+                s = span.setdefault(p.op.name, [p.task.start_ps, p.task.end_ps])
+                s[0] = min(s[0], p.task.start_ps)
+                s[1] = max(s[1], p.task.end_ps)
+        tck = self.spec.tCK_ps
+        for op in graph:
+            self._add_work(op, 1)
+            a = self._acc_for(op)
+            a["ops"] += 1
+            cyc, pj = self.asic_cost(op)
+            if op.name in counts:
+                a["counts"] += counts[op.name]
+                s = span[op.name]
+                a["pim_cycles"] += (s[1] - s[0]) // tck
+            a["asic_cycles"] += cyc
+            a["asic_energy_pj"] += pj
+        if "refresh" in counts:                   # refreshes and the restores after them (refresh: true)
+            from archsim.workload.graph import Op
+            self._acc_for(Op(name="refresh", kind="refresh", layer=None, m=0, n=0))["counts"] += counts["refresh"]
+        self.clock = end
+        self.token_cycles.append(int(end - start))
+        return int(end - start)
+
     def _add_work(self, op: Any, times: int) -> None:
         w = self.work.setdefault(op.role or op.kind, [0.0, 0.0])
         w[0] += op.flops * times
@@ -454,9 +526,19 @@ class PimGptSimulator:
         return res
 
     def timeline(self, t: int) -> pd.DataFrame:
-        """Per-unit busy intervals of decode step t, simulated op by op on a fresh simulator (the PIM channels
-        and the ASIC never overlap in PIM-GPT: each op starts when the previous one ends)."""
+        """Per-unit busy intervals of decode step t on a fresh simulator: op by op (serial: the PIM channels
+        and the ASIC never overlap, each op starts when the previous one ends), or the pieces of the task graph
+        (overlap)."""
         sim = PimGptSimulator({**self.cfg, "tokens": max(t + 1, 1), "memo": False, "timeline": False})
+        if sim._overlap is not None:              # the task graph's pieces: the ASIC datapath and each channel
+            sim.rng = np.random.default_rng(0)
+            sim.run_token(t)
+            ps = 1e-12
+            rows = [{"unit": "ASIC" if p.unit == "ASIC" else "PIM ch" + ",".join(str(c) for c, _, _ in p.stream),
+                     "op": p.name, "start_s": p.task.start_ps * ps, "end_s": p.task.end_ps * ps}
+                    for p in sim._overlap.tasks if p.task.end_ps > p.task.start_ps]
+            t0 = min((r["start_s"] for r in rows), default=0.0)
+            return pd.DataFrame([{**r, "start_s": r["start_s"] - t0, "end_s": r["end_s"] - t0} for r in rows])
         sim._fast = False
         sim.intervals = []
         sim.rng = np.random.default_rng(0)
@@ -608,8 +690,9 @@ class PimGptSimulator:
 
 def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     """Keys settable beyond the resolved config's leaves (archsim.systems.config_leaves): dram.* from the
-    preset, mapping_overrides.<section>.<key> from the mapping policy."""
+    preset, mapping_overrides.<section>.<key> from the mapping policy, schedule."""
     out = override_leaves(resolved["preset"])
+    out["schedule"] = resolved.get("schedule", "serial")
     policy = load_policy(resolved["mapping"])
     for sec in ("weights", "attention", "rows"):
         for key, value in (policy.raw.get(sec) or {}).items():

@@ -19,7 +19,7 @@ rooflines; the ASIC model (archsim.host.asic) has the exact add/mul counts of it
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
@@ -62,6 +62,9 @@ class Op:
     has_bias: bool = False
     phase: str = "decode"
     role: str = ""               # what the op is in the model: qkv, attn_out, ffn1, ffn2, lm_head, ln1 ...
+    # names of the ops whose outputs this op reads (its data dependencies; the K/V cache counts as the output
+    # of this step's kv_append); not part of equality, so ops of different layers compare by shape
+    inputs: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def bytes_read(self) -> int:
@@ -91,6 +94,7 @@ class Op:
 
     def to_dict(self) -> dict:
         row = asdict(self)
+        row.pop("inputs")
         row.update(bytes_read=self.bytes_read, bytes_written=self.bytes_written,
                    bytes_total=self.bytes_total, op_per_byte=self.op_per_byte)
         return row
@@ -172,40 +176,46 @@ class _Builder:
 
     # ---- op factories ---------------------------------------------------------------------------
     def linear(self, name: str, layer: int | None, k: int, n: int, rows: int, role: str,
-               bias: bool | None = None) -> Op:
+               bias: bool | None = None, inputs: tuple[str, ...] = ()) -> Op:
         bias = self.s.bias if bias is None else bias
         B = self.B
         flops = 2 * rows * n * k + (rows * n if bias else 0)
         return Op(name=name, kind="gemv" if rows == 1 else "gemm", layer=layer, m=rows, n=n, k=k,
                   flops=flops, weight_bytes=(k * n + (n if bias else 0)) * B, act_read_bytes=rows * k * B,
-                  act_write_bytes=rows * n * B, dtype_bytes=B, has_bias=bias, phase=self.phase, role=role)
+                  act_write_bytes=rows * n * B, dtype_bytes=B, has_bias=bias, phase=self.phase, role=role,
+                  inputs=inputs)
 
     def vector(self, name: str, layer: int | None, kind: str, n: int, rows: int, role: str, *,
-               groups: int = 1, inputs: int = 1, weight_elems: int = 0, elements: int | None = None) -> Op:
+               groups: int = 1, inputs: int = 1, weight_elems: int = 0, elements: int | None = None,
+               reads: tuple[str, ...] = ()) -> Op:
         B = self.B
         elems = groups * rows * n if elements is None else elements
         return Op(name=name, kind=kind, layer=layer, m=rows, n=n, groups=groups,
                   flops=VECTOR_FLOPS[kind] * elems, weight_bytes=weight_elems * B,
                   act_read_bytes=inputs * elems * B, act_write_bytes=elems * B, dtype_bytes=B,
-                  phase=self.phase, role=role)
+                  phase=self.phase, role=role, inputs=reads)
 
-    def norm(self, name: str, layer: int | None, rows: int, role: str) -> Op:
-        return self.vector(name, layer, self.s.norm, self.s.d_model, rows, role, weight_elems=self.s.norm_params)
+    def norm(self, name: str, layer: int | None, rows: int, role: str, reads: tuple[str, ...] = ()) -> Op:
+        return self.vector(name, layer, self.s.norm, self.s.d_model, rows, role, weight_elems=self.s.norm_params,
+                           reads=reads)
 
-    def attention(self, layer: int) -> list[Op]:
+    def attention(self, layer: int, q_src: str, kv: str) -> list[Op]:
+        """q . K^T, softmax, p . V; q comes from op `q_src`, K and V from the cache op `kv`."""
         s, B, b, p = self.s, self.B, self.b, f"L{layer}."
         groups = b * s.n_heads
         kv_elems = b * s.n_kv_heads * self.ctx * s.d_head     # each cached K (or V) element read once
         score = Op(name=p + "attn_score", kind="attn_score", layer=layer, m=self.tokens, n=self.ctx,
                    k=s.d_head, groups=groups, flops=2 * groups * self.pairs * s.d_head,
                    act_read_bytes=groups * self.tokens * s.d_head * B, act_write_bytes=groups * self.pairs * B,
-                   kv_read_bytes=kv_elems * B, dtype_bytes=B, phase=self.phase, role="attn_score")
+                   kv_read_bytes=kv_elems * B, dtype_bytes=B, phase=self.phase, role="attn_score",
+                   inputs=(q_src, kv))
         softmax = self.vector(p + "softmax", layer, "softmax", self.ctx, self.tokens, "softmax",
-                              groups=groups, elements=groups * self.pairs)
+                              groups=groups, elements=groups * self.pairs, reads=(score.name,))
         context = Op(name=p + "attn_context", kind="attn_context", layer=layer, m=self.tokens, n=s.d_head,
                      k=self.ctx, groups=groups, flops=2 * groups * self.pairs * s.d_head,
                      act_read_bytes=groups * self.pairs * B, act_write_bytes=groups * self.tokens * s.d_head * B,
-                     kv_read_bytes=kv_elems * B, dtype_bytes=B, phase=self.phase, role="attn_context")
+                     kv_read_bytes=kv_elems * B, dtype_bytes=B, phase=self.phase, role="attn_context",
+                     inputs=(softmax.name, kv))
         return [score, softmax, context]
 
     # ---- the graph ------------------------------------------------------------------------------
@@ -218,33 +228,43 @@ class _Builder:
         ops.append(Op(name="embed", kind="embedding", layer=None, m=rows, n=d,
                       flops=rows * d if pos else 0, weight_bytes=rows * d * B * (2 if pos else 1),
                       act_write_bytes=rows * d * B, dtype_bytes=B, phase=self.phase, role="embedding"))
+        x = "embed"                                    # the residual stream entering the next block
         for i in range(s.n_layers):
             p = f"L{i}."
-            ops.append(self.norm(p + "ln1", i, rows, "ln1"))
-            ops.append(self.linear(p + "qkv", i, d, s.q_dim + 2 * s.kv_dim, rows, "qkv"))
+            ops.append(self.norm(p + "ln1", i, rows, "ln1", reads=(x,)))
+            ops.append(self.linear(p + "qkv", i, d, s.q_dim + 2 * s.kv_dim, rows, "qkv", inputs=(p + "ln1",)))
+            q_src = p + "qkv"
             if s.position == "rope":
-                ops.append(self.vector(p + "rope", i, "rope", s.q_dim + s.kv_dim, rows, "rope"))
+                ops.append(self.vector(p + "rope", i, "rope", s.q_dim + s.kv_dim, rows, "rope", reads=(q_src,)))
+                q_src = p + "rope"
             kv_bytes = rows * 2 * s.kv_dim * B
             ops.append(Op(name=p + "kv_append", kind="kv_append", layer=i, m=rows, n=2 * s.kv_dim,
                           act_read_bytes=kv_bytes, kv_write_bytes=kv_bytes, dtype_bytes=B, phase=self.phase,
-                          role="kv_append"))
-            ops.extend(self.attention(i))
-            ops.append(self.linear(p + "attn_out", i, s.q_dim, d, rows, "attn_out"))
-            ops.append(self.vector(p + "residual1", i, "residual_add", d, rows, "residual1", inputs=2))
-            ops.append(self.norm(p + "ln2", i, rows, "ln2"))
+                          role="kv_append", inputs=(q_src,) if s.position == "rope" else (p + "qkv",)))
+            ops.extend(self.attention(i, q_src, p + "kv_append"))
+            ops.append(self.linear(p + "attn_out", i, s.q_dim, d, rows, "attn_out", inputs=(p + "attn_context",)))
+            ops.append(self.vector(p + "residual1", i, "residual_add", d, rows, "residual1", inputs=2,
+                                   reads=(p + "attn_out", x)))
+            ops.append(self.norm(p + "ln2", i, rows, "ln2", reads=(p + "residual1",)))
             if s.gated_ffn:
-                ops.append(self.linear(p + "ffn_gate", i, d, s.d_ff, rows, "ffn_gate"))
-                ops.append(self.linear(p + "ffn_up", i, d, s.d_ff, rows, "ffn_up"))
-                ops.append(self.vector(p + s.activation, i, s.activation, s.d_ff, rows, "act"))
-                ops.append(self.vector(p + "ffn_mul", i, "mul", s.d_ff, rows, "ffn_mul", inputs=2))
-                ops.append(self.linear(p + "ffn_down", i, s.d_ff, d, rows, "ffn2"))
+                ops.append(self.linear(p + "ffn_gate", i, d, s.d_ff, rows, "ffn_gate", inputs=(p + "ln2",)))
+                ops.append(self.linear(p + "ffn_up", i, d, s.d_ff, rows, "ffn_up", inputs=(p + "ln2",)))
+                ops.append(self.vector(p + s.activation, i, s.activation, s.d_ff, rows, "act",
+                                       reads=(p + "ffn_gate",)))
+                ops.append(self.vector(p + "ffn_mul", i, "mul", s.d_ff, rows, "ffn_mul", inputs=2,
+                                       reads=(p + s.activation, p + "ffn_up")))
+                ops.append(self.linear(p + "ffn_down", i, s.d_ff, d, rows, "ffn2", inputs=(p + "ffn_mul",)))
+                last = p + "ffn_down"
             else:
-                ops.append(self.linear(p + "ffn1", i, d, s.d_ff, rows, "ffn1"))
-                ops.append(self.vector(p + s.activation, i, s.activation, s.d_ff, rows, "act"))
-                ops.append(self.linear(p + "ffn2", i, s.d_ff, d, rows, "ffn2"))
-            ops.append(self.vector(p + "residual2", i, "residual_add", d, rows, "residual2", inputs=2))
+                ops.append(self.linear(p + "ffn1", i, d, s.d_ff, rows, "ffn1", inputs=(p + "ln2",)))
+                ops.append(self.vector(p + s.activation, i, s.activation, s.d_ff, rows, "act", reads=(p + "ffn1",)))
+                ops.append(self.linear(p + "ffn2", i, s.d_ff, d, rows, "ffn2", inputs=(p + s.activation,)))
+                last = p + "ffn2"
+            ops.append(self.vector(p + "residual2", i, "residual_add", d, rows, "residual2", inputs=2,
+                                   reads=(last, p + "residual1")))
+            x = p + "residual2"
         # Only each sequence's last position is needed to predict the next token.
-        ops.append(self.norm("ln_f", None, self.b, "ln_f"))
+        ops.append(self.norm("ln_f", None, self.b, "ln_f", reads=(x,)))
         # The LM head has no bias in GPT-2/3 or LLaMA; tied or not, it streams vocab x d weights.
-        ops.append(self.linear("lm_head", None, d, s.vocab, self.b, "lm_head", bias=False))
+        ops.append(self.linear("lm_head", None, d, s.vocab, self.b, "lm_head", bias=False, inputs=("ln_f",)))
         return ops

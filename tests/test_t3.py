@@ -296,12 +296,20 @@ def test_bad_inputs(params, tmp_path):
     bad.write_text("mca: {treshold: 3}\n")
     with pytest.raises(ConfigError, match="mca.treshold: unknown key"):
         t3.load_params(str(bad))
+    bad.write_text("nmc: {update: rdwr}\n")
+    with pytest.raises(ConfigError, match="nmc.update: must be one of command, rd_wr"):
+        t3.load_params(str(bad))
+    # the adder latency has one source: the NMC standard's nALU
+    bad.write_text("memory: {preset: HBM2_2Gbps_NMC}\nnmc: {alu_latency_cycles: 3}\n")
+    with pytest.raises(ConfigError, match="nmc.alu_latency_cycles: HBM2_2Gbps_NMC gives the adder latency"):
+        t3.load_params(str(bad))
 
 
 def test_cli_errors_exit_2(capsys):
     from archsim.cli import main
 
-    for arg in ("tp=1", "tp=128", "sublayer=fc3", "devices=some", "configs=[t4]"):
+    for arg in ("tp=1", "tp=128", "sublayer=fc3", "devices=some", "configs=[t4]", "nmc_update=rdwr",
+                "mca_threshold=fast"):
         assert main(["run", "--system", "t3", "--set", arg]) == 2, arg
         err = capsys.readouterr().err
         assert "Traceback" not in err and arg.split("=")[0] in err

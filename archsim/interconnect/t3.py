@@ -1020,6 +1020,7 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
         th = np.array(sim.thresholds)
         run.extra["threshold_min"], run.extra["threshold_mean"], run.extra["threshold_max"] = \
             int(th.min()), float(th.mean()), int(th.max())
+        run.extra["thresholds"] = len(th)
     run.extra["padded_from_h"] = sim.padded_from
     if functional:
         run.extra["partials"] = sim.P

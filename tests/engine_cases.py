@@ -26,6 +26,7 @@ VARIANTS: list[tuple[str, tuple[tuple[str, Any], ...]]] = [
     ("HBM3_6400Mbps", (("org.channels", 1),)),
     ("GDDR6_AiM_16Gbps", (("org.channels", 1),)),
     ("HBM2_2Gbps_DualRB", (("org.channels", 1),)),
+    ("HBM2_2Gbps_NMC", (("org.channels", 1),)),     # rmw requests issue the NMC_ADD update command
 ]
 
 
@@ -90,7 +91,11 @@ def _stream(rng: np.random.Generator, spec: DramSpec, name: str, rows: list[int]
             b = int(rng.integers(0, min(banks_ch, 8))) if dma_bank is None else dma_bank
             seg.append((cmd("ACT"), b, r, -1))
             for i in range(k):
-                seg.append((cmd("RD" if rng.random() < 0.6 else "WR"), b, r, i % spec.columns))
+                u = rng.random()
+                op = "RD" if u < 0.6 else "WR"
+                if spec.standard == "HBM2-NMC":        # the update command in a stream too
+                    op = "RD" if u < 0.4 else "WR" if u < 0.7 else "NMC_ADD"
+                seg.append((cmd(op), b, r, i % spec.columns))
             seg.append((cmd("PRE"), b, -1, -1))
         use_seg = rng.random() < 0.6
         for j, (c, b, row, col) in enumerate(seg):
@@ -177,6 +182,8 @@ def random_case(seed: int, variant: int | None = None, refresh: str | None = Non
     pools = rng.permutation(banks_ch)
     rows = list(range(int(rng.integers(1, 5))))
     ports, requests = [], []
+    # read / write / rmw mix; the NMC standard issues an rmw as its update command: more of them there
+    rmw_p = [0.35, 0.25, 0.4] if spec.standard == "HBM2-NMC" else [0.5, 0.35, 0.15]
     for i, s in enumerate(sources):
         if s["kind"] != "rw":
             continue
@@ -189,7 +196,7 @@ def random_case(seed: int, variant: int | None = None, refresh: str | None = Non
                              "bank": rng.choice(bank_pool, n).astype(np.int64),
                              "row": rng.choice(rows, n).astype(np.int64),
                              "column": rng.integers(0, 4, n).astype(np.int64),
-                             "kind": rng.choice(3, n, p=[0.5, 0.35, 0.15]).astype(np.int64),
+                             "kind": rng.choice(3, n, p=rmw_p).astype(np.int64),
                              "arrive": arrive.astype(np.int64),
                              "tag": np.where(rng.random(n) < 0.5, np.arange(n) + 100 * len(ports), -1).astype(np.int64)})
     # under `blocked` a plain-command stream gets a bank of its own (see above)

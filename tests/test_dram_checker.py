@@ -74,7 +74,7 @@ class Device:
         for b in target_banks(self.spec, c.name, c.bank):
             if cmd.effect == "open":
                 self.open[(b, cmd.buffer)] = c.row
-            elif cmd.effect in ("close", "read_close", "write_close"):
+            elif cmd.effect in ("close", "read_close", "write_close", "update_close"):
                 self.open.pop((b, cmd.buffer), None)
 
     def _cover(self, effect: str, buffer: int, scope: int, banks: list[int], row: int = -1) -> list[Cmd]:
@@ -105,7 +105,7 @@ class Device:
         cmd = spec.commands[spec.cmd(name)]
         banks = target_banks(spec, name, bank)
         out: list[Cmd] = []
-        if cmd.effect in ("read", "write", "read_close", "write_close", "compute"):
+        if cmd.effect in ("read", "write", "read_close", "write_close", "compute", "update", "update_close"):
             closed = [b for b in banks if (b, cmd.buffer) not in self.open]
             out += self._cover("open", cmd.buffer, cmd.scope, closed, ROW + cmd.buffer)
         elif cmd.effect in ("open", "refresh"):
@@ -119,7 +119,7 @@ class Device:
         cmd = self.spec.commands[self.spec.cmd(name)]
         if cmd.effect == "open":
             return ROW + cmd.buffer
-        if cmd.effect in ("read", "write", "read_close", "write_close", "compute"):
+        if cmd.effect in ("read", "write", "read_close", "write_close", "compute", "update", "update_close"):
             return self.open.get((bank, cmd.buffer), -1)
         return -1
 

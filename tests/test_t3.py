@@ -239,13 +239,42 @@ def test_driver_window_changes_little(params):
     assert coarse.rs_end_cycles >= exact.rs_end_cycles - 64
 
 
-def test_nmc_energy_moves_update_reads_and_writes(params, functional_runs):
+def test_nmc_update_is_one_command_priced_from_the_energy_table(params, functional_runs):
+    """An update is one NMC_ADD / NMC_ADDA command of the T3 memory (no RD, WR of its own), and its energy is
+    the preset's NMC action: a host write plus a bank-level read plus 16 FP16 adds (HBM2_2Gbps_NMC)."""
+    from archsim.energy import dram_action_energy_pj
+
     run = functional_runs["t3"]
+    assert run.nmc_mode == "command"
+    assert run.commands["NMC_ADD"] + run.commands["NMC_ADDA"] == run.nmc_updates > 0
+    per = dram_action_energy_pj(params.spec)
+    assert per["NMC"] == pytest.approx(per["WR"] + 0.73 * 256 + 16 * 0.46)
     acts = t3.nmc_energy_actions(run)
-    assert acts["NMC_UPDATE"] == run.nmc_updates
-    assert acts["RD"] == run.commands["RD"] + run.commands.get("RDA", 0) - run.nmc_updates
+    assert acts["NMC"] == run.nmc_updates and "NMC_UPDATE" not in acts
     e = t3.dram_energy(run, params)
-    assert e["nmc"] > 0 and e["read"] > 0
+    assert e["nmc"] == pytest.approx(run.nmc_updates * per["NMC"])
+    # sequential has no updates: every GEMM store is a plain write
+    seq = functional_runs["sequential"]
+    assert seq.nmc_updates == 0 and seq.commands.get("NMC_ADD", 0) + seq.commands.get("NMC_ADDA", 0) == 0
+
+
+def test_rd_wr_updates_keep_the_result_and_are_priced_alike(params):
+    """`nmc.update: rd_wr` (the comparison in reports/t3): the engine's RD, adder, WR per update, the same
+    functional result, the update's RD and WR moved to one NMC_UPDATE action priced like NMC_ADD; slower."""
+    from archsim.energy import dram_action_energy_pj
+
+    rw = t3.load_params(overrides={"memory.channels": 4, "nmc.update": "rd_wr"})
+    shape = t3.SublayerShape("fc2_fwd", tokens=64, k=256, h=512)
+    a = t3.simulate_sublayer(rw, shape, 2, "t3", functional=True)
+    b = t3.simulate_sublayer(params, shape, 2, "t3", functional=True)
+    assert a.nmc_mode == "rd_wr" and a.commands.get("NMC_ADD", 0) + a.commands.get("NMC_ADDA", 0) == 0
+    for x, y in zip(a.outputs, b.outputs, strict=True):
+        np.testing.assert_array_equal(x, y)
+    acts = t3.nmc_energy_actions(a)
+    assert acts["NMC_UPDATE"] == a.nmc_updates == b.nmc_updates
+    assert acts["RD"] == a.commands["RD"] + a.commands.get("RDA", 0) - a.nmc_updates
+    assert t3.dram_energy(a, rw)["nmc"] == pytest.approx(a.nmc_updates * dram_action_energy_pj(rw.spec)["NMC"])
+    assert a.gemm_cycles > b.gemm_cycles
 
 
 # ---- bad input ------------------------------------------------------------------------------------------------
@@ -267,12 +296,20 @@ def test_bad_inputs(params, tmp_path):
     bad.write_text("mca: {treshold: 3}\n")
     with pytest.raises(ConfigError, match="mca.treshold: unknown key"):
         t3.load_params(str(bad))
+    bad.write_text("nmc: {update: rdwr}\n")
+    with pytest.raises(ConfigError, match="nmc.update: must be one of command, rd_wr"):
+        t3.load_params(str(bad))
+    # the adder latency has one source: the NMC standard's nALU
+    bad.write_text("memory: {preset: HBM2_2Gbps_NMC}\nnmc: {alu_latency_cycles: 3}\n")
+    with pytest.raises(ConfigError, match="nmc.alu_latency_cycles: HBM2_2Gbps_NMC gives the adder latency"):
+        t3.load_params(str(bad))
 
 
 def test_cli_errors_exit_2(capsys):
     from archsim.cli import main
 
-    for arg in ("tp=1", "tp=128", "sublayer=fc3", "devices=some", "configs=[t4]"):
+    for arg in ("tp=1", "tp=128", "sublayer=fc3", "devices=some", "configs=[t4]", "nmc_update=rdwr",
+                "mca_threshold=fast"):
         assert main(["run", "--system", "t3", "--set", arg]) == 2, arg
         err = capsys.readouterr().err
         assert "Traceback" not in err and arg.split("=")[0] in err

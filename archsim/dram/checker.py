@@ -21,7 +21,7 @@ Besides timing it checks:
   row-bus and one column-bus command per channel per cycle;
 * bank state, per (bank, row buffer), with commands classified by `effect` only (never by name):
   `open` needs its buffer closed in every bank of the target and the row not open in any other buffer of
-  those banks; `read`, `write`, `compute` and the `*_close` effects need their buffer open (at the logged
+  those banks; `read`, `write`, `update`, `compute` and the `*_close` effects need their buffer open (at the logged
   row when it is >= 0); `refresh` needs every buffer closed in every bank of its target; `close` is always
   legal (closing a closed buffer is a no-op); `transfer` has no bank state.
 
@@ -45,8 +45,9 @@ __all__ = ["Violation", "Rule", "check_log", "rules", "summary", "LOG_COLUMNS"]
 LOG_COLUMNS = ["cycle", "command", "channel", "pseudochannel", "rank", "bankgroup", "bank", "row", "column"]
 ADDR_COLUMNS = ["channel", "pseudochannel", "rank", "bankgroup", "bank"]
 _SHORT = ("ch", "pc", "ra", "bg", "ba")
-_OPEN_NEEDS = ("read", "write", "read_close", "write_close", "compute")   # effects that need their buffer open
-_CLOSES = ("close", "read_close", "write_close")
+# effects that need their buffer open (an `update` is a near-memory read-add-write of the open row)
+_OPEN_NEEDS = ("read", "write", "read_close", "write_close", "compute", "update", "update_close")
+_CLOSES = ("close", "read_close", "write_close", "update_close")
 
 
 @dataclass(frozen=True)

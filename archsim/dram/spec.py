@@ -26,7 +26,8 @@ LEVEL_INDEX = {name: i for i, name in enumerate(LEVELS)}
 ORG_KEYS = {"channels": "channel", "pseudochannels": "pseudochannel", "ranks": "rank",
             "bankgroups": "bankgroup", "banks_per_group": "bank"}
 # What a command does to the banks of its target (docs/channel-engine.md, section 1).
-EFFECTS = ("open", "close", "read", "write", "read_close", "write_close", "refresh", "compute", "transfer")
+EFFECTS = ("open", "close", "read", "write", "read_close", "write_close", "refresh", "compute", "transfer",
+           "update", "update_close")
 BUSES = ("row", "column")
 
 

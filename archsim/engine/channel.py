@@ -30,6 +30,8 @@ from archsim.engine.tables import (
     E_READ,
     E_READ_CLOSE,
     E_REFRESH,
+    E_UPDATE,
+    E_UPDATE_CLOSE,
     E_WRITE,
     E_WRITE_CLOSE,
     R_ACT,
@@ -38,6 +40,8 @@ from archsim.engine.tables import (
     R_RDA,
     R_REFAB,
     R_REFPB,
+    R_UPD,
+    R_UPDA,
     R_WR,
     R_WRA,
 )
@@ -112,6 +116,9 @@ State = namedtuple("State", [
     "cand_t", "ch_rows_epoch", "s_ok_epoch", "s_ok_tgt", "s_ok_row",
     "ch_pin_epoch",                            # per channel: count of bank pin / reservation changes
 ])
+# the fields above that only cache answers (tests comparing two runs' states skip them; state copied into a
+# channel from outside the kernel must invalidate them, see invalidate_caches)
+CACHE_FIELDS = ("cand_t", "ch_rows_epoch", "s_ok_epoch", "s_ok_tgt", "s_ok_row", "ch_pin_epoch")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -192,7 +199,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
     k0 = T.tgt_off[c * B + r]
     k1 = T.tgt_off[c * B + r + 1]
     logged_row = row
-    if eff == E_OPEN or eff == E_CLOSE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE:
+    if eff == E_OPEN or eff == E_CLOSE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE or eff == E_UPDATE_CLOSE:
         S.ch_rows_epoch[ch] += 1
     if eff == E_OPEN:
         is_stream = src >= 0 and S.src_kind[ch, src] == 1
@@ -211,7 +218,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
                 for q in range(2 * n_rw):
                     _recount_hits(S, x, q)
                 _mark_dirty(S, ch, x)
-    elif eff == E_CLOSE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE:
+    elif eff == E_CLOSE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE or eff == E_UPDATE_CLOSE:
         if eff == E_CLOSE:
             logged_row = S.open_row[gb0 + T.tgt_banks[k0], buf] if k1 - k0 == 1 else -1
         n_rw = CF[CF_NRW]
@@ -226,7 +233,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
                         S.hitq[x, q] = 0
                         S.first_hit[x, q] = -1
                     _mark_dirty(S, ch, x)
-    elif eff == E_READ or eff == E_WRITE or eff == E_COMPUTE:
+    elif eff == E_READ or eff == E_WRITE or eff == E_COMPUTE or eff == E_UPDATE:
         if logged_row < 0 and k1 - k0 == 1:
             logged_row = S.open_row[gb0 + T.tgt_banks[k0], buf]
     # --- observers
@@ -311,8 +318,8 @@ def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
     w = 1 if S.r_kind[ri] != KIND_READ else 0
     q = k * 2 + w
     eff = T.cmd_effect[c]
-    if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 0:
-        # the RD of a read-modify-write: the request stays queued, pinned, until its WR
+    if S.r_kind[ri] == KIND_RMW and eff == E_READ:
+        # the RD of a read-modify-write without an update command: the request stays queued, pinned, until its WR
         S.r_phase[ri] = 1
         S.r_nb[ri] = clk + T.cmd_lat[c] + CF[CF_ALU]
         if S.r_pin[ri] == 0:              # (with active_buffer it is pinned since its ACT already)
@@ -339,7 +346,7 @@ def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
             S.ch_pin_epoch[ch] += 1
             break
     nx = S.l_next[ri]
-    if eff != E_READ_CLOSE and eff != E_WRITE_CLOSE:   # (a closing access: _issue cleared the bank's hits)
+    if eff != E_READ_CLOSE and eff != E_WRITE_CLOSE and eff != E_UPDATE_CLOSE:   # (closing: _issue cleared the hits)
         S.hitq[b, q] -= 1
         if S.hitq[b, q] == 0:
             S.first_hit[b, q] = -1
@@ -435,7 +442,7 @@ def _offer(S, T, CF, clk):
                 else:
                     orow = S.open_row[b, 0]
                     if orow == S.r_row[ri]:
-                        c = T.role[R_WR] if S.r_kind[ri] == KIND_WRITE else T.role[R_RD]   # an rmw reads first
+                        c = _first_col(T, S.r_kind[ri])
                     elif orow == -1:
                         c = T.role[R_ACT]
                     else:
@@ -504,16 +511,30 @@ def _refresh_want(S, T, CF, ch, node):
 
 
 @_helper
+def _first_col(T, kind):
+    """The plain column command a hit of this kind issues first: RD, WR, or for an rmw the standard's update
+    command (RD when it has none). A lower bound of the hit's closing form (tables.py checks)."""
+    if kind == KIND_WRITE:
+        return T.role[R_WR]
+    if kind == KIND_RMW and T.role[R_UPD] >= 0:
+        return T.role[R_UPD]
+    return T.role[R_RD]
+
+
+@_helper
 def _col_cmd(S, T, CF, k, ri, b):
     """The column command of hit ri (rw source k, global bank b): RD/WR, or with the closed policy the
     closing form if it is the bank's only hit in both queues of the source and no other request pins the
-    bank; an rmw reads first."""
-    if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 0:
+    bank; an rmw issues the standard's update command (UPD/UPDA) if it has one, else it reads first."""
+    upd = S.r_kind[ri] == KIND_RMW and T.role[R_UPD] >= 0
+    if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 0 and not upd:
         return T.role[R_RD]
     w = S.r_kind[ri] != KIND_READ
     last = False
     if CF[CF_CLOSED_ROW] != 0 and S.hitq[b, 2 * k] + S.hitq[b, 2 * k + 1] <= 1:
         last = S.bank_pin[b] - S.r_pin[ri] == 0
+    if upd:
+        return T.role[R_UPDA] if last else T.role[R_UPD]
     if w:
         return T.role[R_WRA] if last else T.role[R_WR]
     return T.role[R_RDA] if last else T.role[R_RD]
@@ -776,7 +797,8 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
     crow = hrow
     if eff == E_OPEN:
         c, cb = _open_rule(S, T, ch, H, bl, hrow, nbuf)
-    elif (eff == E_COMPUTE or eff == E_READ or eff == E_WRITE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE) and not (
+    elif (eff == E_COMPUTE or eff == E_READ or eff == E_WRITE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE
+          or eff == E_UPDATE or eff == E_UPDATE_CLOSE) and not (
             S.s_ok_epoch[sl] == S.ch_rows_epoch[ch] and S.s_ok_tgt[sl] == H * B + r and S.s_ok_row[sl] == hrow):
         # (skipped when no row buffer of the channel changed since these rows were last found open)
         lost = False
@@ -801,7 +823,7 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
         crow = -1
     # a close on a pinned bank waits
     ce = T.cmd_effect[c]
-    if ce == E_CLOSE or ce == E_READ_CLOSE or ce == E_WRITE_CLOSE:
+    if ce == E_CLOSE or ce == E_READ_CLOSE or ce == E_WRITE_CLOSE or ce == E_UPDATE_CLOSE:
         rr = T.rep[c, cb]
         for kk in range(T.tgt_off[c * B + rr], T.tgt_off[c * B + rr + 1]):
             if S.bank_pin[gb0 + T.tgt_banks[kk]] > 0:
@@ -1290,7 +1312,7 @@ class MemorySystem:
 
     def __init__(self, spec, controller=None, sources=None, arbitration="frfcfs", starvation_cap=0, threshold=0,
                  stream_refresh="split", alu_latency=4, active_buffer=None, log=True, requests=1024,
-                 stream_capacity=1024, max_cycles=1 << 60):
+                 stream_capacity=1024, max_cycles=1 << 60, rmw="command"):
         from archsim.dram.controller import ControllerConfig
         from archsim.errors import ConfigError, UserError
 
@@ -1302,6 +1324,13 @@ class MemorySystem:
                               f"allowed: {', '.join(spec.refresh_modes)}")
         self.low = lowered(spec)
         T = self.tables = self.low.tables
+        if rmw not in ("command", "rd_wr"):
+            raise ConfigError("rmw", f"must be command or rd_wr, got {rmw!r}")
+        if rmw == "rd_wr" and T.role[R_UPD] >= 0:
+            # rmw requests as RD, ALU latency, WR even though the standard has an update command (to compare)
+            role = T.role.copy()
+            role[R_UPD] = role[R_UPDA] = -1
+            T = self.tables = T._replace(role=role)
         self.sources = list(sources or [{"name": "mem", "kind": "rw"}])
         names = [s["name"] for s in self.sources]
         for s in self.sources:
@@ -1639,6 +1668,16 @@ class MemorySystem:
             self._grow(g_left=g_left, g_done=g_done)
             S = self.S
         S.g_left[tag] += n
+
+    def set_threshold(self, threshold: int) -> None:
+        """Change the `threshold` arbitration's gate between advance() calls (a driver re-estimating it per
+        phase, e.g. T3-MCA); every channel re-evaluates its candidates from the current cycle on."""
+        from archsim.errors import ConfigError
+
+        if int(threshold) < 0:
+            raise ConfigError("threshold", f"must be >= 0, got {threshold}")
+        self.cf[CF_THRESH] = int(threshold)
+        np.minimum(self.S.wake, self.S.clock[0], out=self.S.wake)
 
     # -- running -------------------------------------------------------------------------------------------
     def advance(self, until: int | None = None) -> int:

@@ -132,7 +132,7 @@ class ReferenceController:
                  sources: list[dict[str, str]] | None = None, arbitration: str = "frfcfs",
                  starvation_cap: int = 0, threshold: int = 0, stream_refresh: str = "split",
                  alu_latency: int = 4, active_buffer: bool | None = None, skip_idle: bool = True,
-                 log: bool = True):
+                 log: bool = True, rmw: str = "command"):
         # `log` is accepted for API compatibility with the fast engine; the reference always logs
         if isinstance(controller, ControllerConfig):
             cfg = controller
@@ -194,6 +194,12 @@ class ReferenceController:
         self.ACT, self.PRE = find("open"), find("close")
         self.RD, self.WR = find("read"), find("write")
         self.RDA, self.WRA = find("read_close"), find("write_close")
+        # near-memory update command (one column command per rmw) and its closing form, if the standard has them
+        self.UPD, self.UPDA = find("update"), find("update_close")
+        if rmw not in ("command", "rd_wr"):
+            raise ValueError(f"rmw must be command or rd_wr, got {rmw!r}")
+        if rmw == "rd_wr":          # RD, ALU latency, WR even where the standard has an update command
+            self.UPD = self.UPDA = -1
         # closing one bank's buffer: its bank-scope close, else the narrowest close of that buffer
         self.bank_close = []
         for b in range(len(spec.row_buffers)):
@@ -609,9 +615,12 @@ class ReferenceController:
     def _column_cmd(self, ch: _Channel, st: _SourceState, req: _Request, pinned: set[int]) -> int:
         """Read or write command of a hit; with the closed policy its closing form if it is the bank's only
         hit in both queues of the source and no other request pins the bank. An rmw reads first."""
-        if req.kind == RMW and req.rd_issue < 0:
+        if req.kind == RMW and self.UPD >= 0:
+            plain, closing = self.UPD, self.UPDA
+        elif req.kind == RMW and req.rd_issue < 0:
             return self.RD
-        plain, closing = (self.RD, self.RDA) if req.kind == READ else (self.WR, self.WRA)
+        else:
+            plain, closing = (self.RD, self.RDA) if req.kind == READ else (self.WR, self.WRA)
         if not self.closed_rows or closing < 0:
             return plain
         open_row = ch.open[req.bank][0]
@@ -718,7 +727,7 @@ class ReferenceController:
         if hc.effect == "open":
             cmd, target = self._open_or_close(ch, h.cmd, h.target, h.row)
             is_head = cmd == h.cmd
-        elif hc.effect in ("compute", "read", "write", "read_close", "write_close"):
+        elif hc.effect in ("compute", "read", "write", "read_close", "write_close", "update", "update_close"):
             lost = [b for b in banks if ch.open[b][hc.buffer] < 0
                     or (h.row >= 0 and ch.open[b][hc.buffer] != h.row)]
             if lost:
@@ -734,7 +743,7 @@ class ReferenceController:
                 row, col = -1, -1
         tb = set(self.banks(target))
         effect = self.spec.commands[cmd].effect
-        if effect in ("close", "read_close", "write_close") and tb & pinned:
+        if effect in ("close", "read_close", "write_close", "update_close") and tb & pinned:
             return None
         if tb & blocked:
             return None
@@ -755,7 +764,7 @@ class ReferenceController:
             if c.effect == "open":
                 ch.open[b][c.buffer] = row
                 ch.opener[b][c.buffer] = opener
-            elif c.effect in ("close", "read_close", "write_close"):
+            elif c.effect in ("close", "read_close", "write_close", "update_close"):
                 ch.open[b][c.buffer] = -1
                 ch.opener[b][c.buffer] = -1
         low = self.banks(target)[0]
@@ -775,7 +784,7 @@ class ReferenceController:
                     r.act_pinned = True
             elif cmd.effect == "close":
                 r.cls = max(r.cls, CONFLICT)
-            elif r.kind == RMW and r.rd_issue < 0:
+            elif r.kind == RMW and cmd.effect == "read":     # the RD of an rmw without an update command
                 r.rd_issue = t
                 r.act_pinned = False
             else:

@@ -257,6 +257,10 @@ class StreamChannels:
             a = getattr(S, f)
             a[d0:d0 + B] = a[s0:s0 + B]
         S.last_open_tgt[d0:d0 + B] = S.last_open_tgt[s0:s0 + B] - s0 + d0
+        # its rows and pins changed outside the kernel: the kernel's caches of that channel no longer hold
+        S.ch_rows_epoch[dst] += 1
+        S.ch_pin_epoch[dst] += 1
+        S.cand_t[:, d0:d0 + B] = 0
         R = ms.tables.ref_nodes
         S.n_open[dst * R:(dst + 1) * R] = S.n_open[src * R:(src + 1) * R]
         S.seq[dst] += S.seq[src] - seq_before[src]

@@ -25,10 +25,14 @@ from archsim.dram.spec import DramSpec
 from archsim.errors import ConfigError
 
 EFFECT_CODES = {"open": 0, "close": 1, "read": 2, "write": 3, "read_close": 4, "write_close": 5, "refresh": 6,
-                "compute": 7, "transfer": 8}
-E_OPEN, E_CLOSE, E_READ, E_WRITE, E_READ_CLOSE, E_WRITE_CLOSE, E_REFRESH, E_COMPUTE, E_TRANSFER = range(9)
-# roles of the rw (FR-FCFS) source and the refresh manager: indices into Tables.role
-R_ACT, R_PRE, R_RD, R_WR, R_RDA, R_WRA, R_REFAB, R_REFPB = range(8)
+                "compute": 7, "transfer": 8, "update": 9, "update_close": 10}
+(E_OPEN, E_CLOSE, E_READ, E_WRITE, E_READ_CLOSE, E_WRITE_CLOSE, E_REFRESH, E_COMPUTE, E_TRANSFER, E_UPDATE,
+ E_UPDATE_CLOSE) = range(11)
+# roles of the rw (FR-FCFS) source and the refresh manager: indices into Tables.role. R_UPD / R_UPDA: the
+# near-memory update command (one column command for an rmw request) and its closing form; -1 when the
+# standard has none (an rmw is then RD, ALU latency, WR)
+R_ACT, R_PRE, R_RD, R_WR, R_RDA, R_WRA, R_REFAB, R_REFPB, R_UPD, R_UPDA = range(10)
+N_ROLES = 10
 ROLE_NEEDS = {R_ACT: ("open", "ACT"), R_PRE: ("close", "PRE"), R_RD: ("read", "RD"), R_WR: ("write", "WR"),
               R_RDA: ("read_close", "RDA"), R_WRA: ("write_close", "WRA")}
 
@@ -61,8 +65,10 @@ def _check_close_forms_not_looser(spec: DramSpec, role: np.ndarray) -> None:
     """The kernel wakes a channel for a newly offered row hit at the earliest cycle of its RD / WR, though
     under the closed-row policy the hit may issue as RDA / WRA: that is exact only if RDA (WRA) is never
     ready before RD (WR), i.e. every row binding RD also binds RDA with at least its latency."""
-    for plain, close in ((R_RD, R_RDA), (R_WR, R_WRA)):
+    for plain, close in ((R_RD, R_RDA), (R_WR, R_WRA), (R_UPD, R_UPDA)):
         p, c = int(role[plain]), int(role[close])
+        if p < 0:
+            continue
         by = {}
         for r in spec.constraints:
             if r["next"] == c:
@@ -251,12 +257,17 @@ def lower(spec: DramSpec) -> Lowered:
                and ((c.scope == bank_level) == scope_bank)]
         return got[0] if got else -1
 
-    role = np.full(8, -1, dtype=np.int64)
+    role = np.full(N_ROLES, -1, dtype=np.int64)
     for r, (eff, name) in ROLE_NEEDS.items():
         role[r] = find(eff)
         if role[r] < 0:
             raise _tables_error(spec, "commands", f"no bank-scope `{eff}` command of buffer "
                                 f"{spec.row_buffers[0]} (the controller's {name})")
+    role[R_UPD], role[R_UPDA] = find("update"), find("update_close")
+    if (role[R_UPD] < 0) != (role[R_UPDA] < 0):
+        have, miss = ("update", "update_close") if role[R_UPD] >= 0 else ("update_close", "update")
+        raise _tables_error(spec, "commands", f"a bank-scope `{have}` command of buffer {spec.row_buffers[0]} "
+                            f"needs a bank-scope `{miss}` one too (the closed-row policy closes with it)")
     _check_close_forms_not_looser(spec, role)
     role[R_REFPB] = find("refresh")
     wide_ref = [c for c in cmds if c.effect == "refresh" and c.index != role[R_REFPB]]

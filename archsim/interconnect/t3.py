@@ -16,13 +16,19 @@ What is modelled (T3, Pati et al., ASPLOS'24, sec. 4; facts in the project's T3 
   count per 32 B access that completed); a tile whose count reaches its expected value fires and frees its
   entry. An update for a tile without an entry when the table is full waits in arrival order in an overflow
   queue (back-pressure at the memory controller in hardware) until an entry frees.
-* **NMC**: every update is a read-modify-write request of the channel engine (RD, ALU latency, WR to the
-  open row); it crosses the memory bus once (data movement) and costs an NMC action (energy post-pass).
+* **NMC**: every update is a read-modify-write request of the channel engine. With `nmc.update: command`
+  (default) and a standard that has an update command (hbm2_nmc's NMC_ADD: an atomic read-add-write of one
+  burst next to the bank, one column command with the write's bus timing) the engine issues that command,
+  priced by the preset's energy table; with `rd_wr` (or a standard without one) it is RD, ALU latency, WR
+  to the open row, priced as one update by the post-pass. It crosses the memory bus once (data movement).
 * **DMA engine**: reads a fired tile through the communication source and sends it over the link.
 * **MCA**: the memory's two request sources are `compute` (GEMM reads and stores) and `comm` (DMA reads,
   incoming updates, the sequential reduce-scatter's sends); `T3-MCA` uses the engine's `threshold`
   arbitration (compute first, comm only while the compute queue is below the threshold, or after
-  `starvation_cap` cycles of waiting), `T3` and `Sequential` use FR-FCFS over both.
+  `starvation_cap` cycles of waiting), `T3` and `Sequential` use FR-FCFS over both. The threshold is
+  `dynamic` by default: re-estimated at every K step of the GEMM from the memory intensity of the step
+  before (`dynamic_threshold`), so it follows the GEMM's phases; `auto` keeps one estimate from the first
+  stage, an integer fixes it.
 * **Sequential**: the GEMM stores C with plain writes; then a ring RS (NCCL-like, pipelined per tile): step
   0 reads the chunk and sends it; steps 1..N-2 read the received copy and the local partial, add (CUs) and
   send; the owner reads both and writes the sum. The receiver writes each incoming tile to a receive buffer.
@@ -53,7 +59,7 @@ from archsim import paths
 from archsim.config import Doc, load_yaml, require_int, require_number
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.spec import DramSpec, load_spec
-from archsim.engine.channel import INF, KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
+from archsim.engine.channel import CF_THRESH, INF, KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s, load_ring
 
@@ -91,6 +97,7 @@ class T3Params:
     controller: dict[str, Any]
     ring_name: str
     alu_latency_cycles: int = 4
+    nmc_update: str = "command"      # command: the standard's update command for an rmw; rd_wr: RD + WR
     tracker_entries: int = 256
     mca_threshold: int | str = "auto"
     starvation_cap_cycles: int = 1000
@@ -123,16 +130,33 @@ def _energy_expr(doc: Doc, text: Any, spec: DramSpec) -> str:
     return text
 
 
-def dram_energy(run: SublayerRun, params: T3Params) -> dict[str, float]:
-    """DRAM energy (pJ, summed over the simulated devices) with NMC updates priced as NMC_UPDATE."""
+def update_action(spec: DramSpec) -> str | None:
+    """The energy action of the standard's near-memory update command (e.g. hbm2_nmc's NMC), or None."""
+    return next((c.action for c in spec.commands if c.effect == "update"), None)
+
+
+def update_energy_pj(spec: DramSpec, params: T3Params) -> float:
+    """Energy of one NMC update: the preset's energy table prices the standard's update action when it has
+    one (also for an update run as RD + WR: the same physical operation); else `nmc.update_energy`."""
     from archsim import expr
+    from archsim.energy import dram_action_energy_pj
+
+    per = dram_action_energy_pj(spec)
+    act = update_action(spec)
+    if act is not None and act in per:
+        return float(per[act])
+    return float(expr.evaluate(params.update_energy, {k: per[k] for k in ("ACT", "RD", "WR")}))
+
+
+def dram_energy(run: SublayerRun, params: T3Params) -> dict[str, float]:
+    """DRAM energy (pJ, summed over the simulated devices) by component; NMC updates under `nmc`."""
     from archsim.energy import ACTION_COMPONENT, dram_action_energy_pj
 
     per = dram_action_energy_pj(run.spec)
-    per["NMC_UPDATE"] = float(expr.evaluate(params.update_energy, {k: per[k] for k in ("ACT", "RD", "WR")}))
+    per["NMC_UPDATE"] = update_energy_pj(run.spec, params)
     out: dict[str, float] = {}
     for action, n in nmc_energy_actions(run).items():
-        comp = ACTION_COMPONENT.get(action, "nmc" if action == "NMC_UPDATE" else None)
+        comp = ACTION_COMPONENT.get(action, "nmc" if action in ("NMC_UPDATE", update_action(run.spec)) else None)
         if comp is not None and action in per:
             out[comp] = out.get(comp, 0.0) + per[action] * n
     return out
@@ -159,19 +183,31 @@ def params_from_mapping(doc: Doc) -> T3Params:
     ctrl = m.get("controller", {}) or {}
     if not isinstance(ctrl, dict):
         raise doc.error("memory.controller", "must be a mapping")
-    nmc = _section(doc, data, "nmc", ("alu_latency_cycles", "update_energy"))
+    nmc = _section(doc, data, "nmc", ("alu_latency_cycles", "update_energy", "update"))
     tr = _section(doc, data, "tracker", ("entries",))
     mca = _section(doc, data, "mca", ("threshold", "starvation_cap_cycles"))
     drv = _section(doc, data, "driver", ("window_cycles",))
-    thr = mca.get("threshold", "auto")
-    if thr != "auto":
+    thr = mca.get("threshold", "dynamic")
+    if thr not in ("auto", "dynamic"):
+        if isinstance(thr, str):
+            raise doc.error("mca.threshold", f"must be dynamic, auto or an integer >= 1, got {thr!r}")
         thr = require_int(doc, "mca.threshold", thr, minimum=1)
+    from archsim.config import require_choice
+    update = require_choice(doc, "nmc.update", nmc.get("update", "command"), ["command", "rd_wr"])
+    # the adder latency is the standard's nALU where it has one (one source of truth); the key is for
+    # standards without an update command
+    if "nALU" in spec.timing:
+        if "alu_latency_cycles" in nmc:
+            raise doc.error("nmc.alu_latency_cycles", f"{spec.name} gives the adder latency (timing nALU = "
+                            f"{spec.timing['nALU']}); set it there, not here")
+        alu = int(spec.timing["nALU"])
+    else:
+        alu = require_int(doc, "nmc.alu_latency_cycles", nmc.get("alu_latency_cycles", 4), minimum=0)
     ring = data.get("ring", "t3_ring")
     if not isinstance(ring, str):
         raise doc.error("ring", f"must be a ring preset name or file, got {ring!r}")
     return T3Params(gpu=gpu, spec=spec, controller=dict(ctrl), ring_name=ring,
-                    alu_latency_cycles=require_int(doc, "nmc.alu_latency_cycles", nmc.get("alu_latency_cycles", 4),
-                                                   minimum=0),
+                    alu_latency_cycles=alu, nmc_update=update,
                     tracker_entries=require_int(doc, "tracker.entries", tr.get("entries", 256), minimum=1),
                     mca_threshold=thr,
                     starvation_cap_cycles=require_int(doc, "mca.starvation_cap_cycles",
@@ -327,7 +363,7 @@ def mca_threshold(params: T3Params, first_wave_accesses: int, first_wave_cycles:
     first K step's memory intensity) - a K step's operands are issued as one burst and fill the read queue -
     and its updates sit in the write queue until the drain watermark. Communication backs off only when the
     compute source is congested beyond that."""
-    if params.mca_threshold != "auto":
+    if params.mca_threshold not in ("auto", "dynamic"):
         return int(params.mca_threshold)
     from archsim.dram.controller import ControllerConfig
 
@@ -337,6 +373,22 @@ def mca_threshold(params: T3Params, first_wave_accesses: int, first_wave_cycles:
     per_ch_rate = first_wave_accesses / params.spec.channels / max(first_wave_cycles, 1)
     reads = max(ctrl.read_queue, math.ceil(per_ch_rate * latency))
     return reads + max(1, int(round(ctrl.write_high_watermark * ctrl.write_queue)))
+
+
+def dynamic_threshold(params: T3Params, occupancy: float, floor: int) -> int:
+    """`dynamic` threshold for the next phase (K step) of the GEMM: the compute source's mean queue occupancy
+    per channel in the phase before (`occupancy`, rounded up), never below `floor` (the first-stage estimate
+    of `mca_threshold`) and at most the compute queues' capacity. Communication is held back while the
+    compute queue is above what the GEMM's own traffic keeps queued; a phase that keeps it fuller (many
+    stores or updates queued beside the operand reads) raises the threshold with it, so communication is
+    not starved there. The floor: below it the GEMM gets *slower* here (reports/t3/diagnosis.md, fixed
+    thresholds): a held-back communication source keeps rows open that the compute source may not
+    precharge (docs/channel-engine.md, clarification 16)."""
+    from archsim.dram.controller import ControllerConfig
+
+    ctrl = ControllerConfig.from_dict(params.controller)
+    cap = ctrl.read_queue + ctrl.write_queue
+    return int(max(1, floor, min(cap, math.ceil(occupancy - 1e-9))))
 
 
 # ---- the run ----------------------------------------------------------------------------------------------
@@ -362,6 +414,7 @@ class SublayerRun:
     threshold: int | None = None
     comm_latency_max: int = 0
     wall_s: float = 0.0
+    nmc_mode: str = "rd_wr"            # how updates were issued: command (one update command) or rd_wr
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -481,15 +534,22 @@ class _Sim:
         self.pm: dict[int, int] = {}
         self.threshold = None
         first_acc, first_cyc = self._first_wave_estimate()
+        self.dynamic = config == "t3-mca" and params.mca_threshold == "dynamic"
         if config == "t3-mca":
+            # `dynamic` starts from the first-stage estimate and re-estimates it per K step (retune_threshold)
             self.threshold = mca_threshold(params, first_acc, first_cyc)
+        self.threshold_floor = self.threshold
+        self.thresholds: list[int] = [self.threshold] if self.threshold is not None else []
+        self.nmc_mode = "command" if params.nmc_update == "command" and any(
+            c.effect == "update" for c in self.spec.commands) else "rd_wr"
         for dev in self.sim:
             ms = MemorySystem(self.spec, params.controller, sources=[{"name": "compute", "kind": "rw"},
                                                                      {"name": "comm", "kind": "rw"}],
                               arbitration="threshold" if config == "t3-mca" else "frfcfs",
                               threshold=self.threshold or 0,
                               starvation_cap=params.starvation_cap_cycles if config == "t3-mca" else 0,
-                              alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16)
+                              alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16,
+                              rmw=self.nmc_mode)
             self.mems[dev] = ms
             self.pc[dev] = ms.add_port("compute", width=self.spec.channels)
             self.pm[dev] = ms.add_port("comm", width=self.spec.channels)
@@ -545,8 +605,9 @@ class _Sim:
         return self._decoded((region, tile.chunk, tile.index), lambda: self._tile_addr(region, tile))
 
     def mem(self, dev: int, source: str, dec: tuple[np.ndarray, ...], kind: int, t: int, cb: Callable[[int], None],
-            cls: str) -> None:
-        """Offer requests at cycle t (not before the memory's clock); cb(done cycle of the last) when all are done."""
+            cls: str) -> np.ndarray:
+        """Offer requests at cycle t (not before the memory's clock); cb(done cycle of the last) when all are
+        done. Returns the request ids."""
         ms = self.mems[dev]
         ch, bank, row, col = _interleave(dec)
         n = len(ch)
@@ -565,6 +626,7 @@ class _Sim:
             self.owner[dev] = own = new
         own[ids] = tid
         self.out_ids[dev].add(ids)
+        return ids
 
     def link(self, src: int, nbytes: int, t: int, fn: Callable[[int], None]) -> None:
         """Send nbytes from device src to src+1 (serialised on the link; arrives after the hop latency)."""
@@ -652,12 +714,15 @@ class _Sim:
         ks = self.kslices()
         steps = [(w, k0, kw) for w in range(len(waves)) for (k0, kw) in ks]
         l2: OrderedDict = OrderedDict()
-        st = {"reads_done": {}, "comp_done": {}, "issued": set(), "stores_left": sum(len(w) for w in waves),
-              "comp_end": 0}
+        st = {"reads_done": {}, "comp_done": {}, "issued": {}, "stores_left": sum(len(w) for w in waves),
+              "comp_end": 0, "ids": {}}
         n_s = len(steps)
 
         def issue_reads(i: int, t: int) -> None:
-            st["issued"].add(i)
+            st["issued"][i] = t
+            if self.dynamic and i - 1 in st["ids"]:
+                self.retune_threshold(dev, st["ids"].pop(i - 1), st["issued"][i - 1], st["reads_done"][i - 1],
+                                      self.step_cycles(waves[steps[i - 1][0]], steps[i - 1][2]))
             w, k0, kw = steps[i]
             keys = self._step_reads(l2, waves[w], k0, kw)
             if not keys:
@@ -665,7 +730,9 @@ class _Sim:
                 return
             parts = [self._block_requests(k) for k in keys]
             dec = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
-            self.mem(dev, "compute", dec, KIND_READ, t, lambda td: reads_done(i, td), "gemm_read")
+            ids = self.mem(dev, "compute", dec, KIND_READ, t, lambda td: reads_done(i, td), "gemm_read")
+            if self.dynamic:
+                st["ids"][i] = ids
 
         def reads_done(i: int, t: int) -> None:
             st["reads_done"][i] = t
@@ -704,6 +771,21 @@ class _Sim:
                     self.start_rs(dev, self.gemm_done[dev])
 
         issue_reads(0, 0)
+
+    def retune_threshold(self, dev: int, ids: np.ndarray, issued: int, done: int, compute_cycles: int) -> None:
+        """T3-MCA's dynamic threshold, re-estimated at a K step from the step before: the compute source's
+        mean occupancy per channel over that step (Little's law: its reads' queue residence, enqueue to
+        column command, summed, over channels x the step's span = its read phase or compute, the longer).
+        Takes effect at the memory's current cycle (up to a driver window after the step's start)."""
+        ms = self.mems[dev]
+        S = ms.S
+        rd = self.spec.commands[self.spec.cmd("RD")].latency
+        resid = float(np.maximum(S.r_done[ids] - rd - S.r_enq[ids], 0).sum())
+        span = max(done - issued, compute_cycles, 1)
+        thr = dynamic_threshold(self.p, resid / (self.spec.channels * span), self.threshold_floor)
+        if thr != ms.cf[CF_THRESH]:
+            ms.set_threshold(thr)
+        self.thresholds.append(thr)
 
     def stage_of(self, dev: int, chunk: int) -> int:
         return (dev - 1 - chunk) % self.n
@@ -933,7 +1015,12 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
                       spec=sim.spec, ring=sim.ring, traffic=traffic, commands=cmds, nmc_updates=sim.nmc_updates,
                       tracker=tr, dma_fires=sim.dma_fires, final_tiles=sim.final_tiles,
                       memories=list(sim.mems.values()), outputs=outputs, threshold=sim.threshold,
-                      comm_latency_max=comm_lat, wall_s=sim.wall_s)
+                      comm_latency_max=comm_lat, wall_s=sim.wall_s, nmc_mode=sim.nmc_mode)
+    if sim.thresholds:
+        th = np.array(sim.thresholds)
+        run.extra["threshold_min"], run.extra["threshold_mean"], run.extra["threshold_max"] = \
+            int(th.min()), float(th.mean()), int(th.max())
+        run.extra["thresholds"] = len(th)
     run.extra["padded_from_h"] = sim.padded_from
     if functional:
         run.extra["partials"] = sim.P
@@ -948,10 +1035,13 @@ def data_movement_bytes(run: SublayerRun) -> int:
 
 
 def nmc_energy_actions(run: SublayerRun) -> dict[str, int]:
-    """DRAM actions with each NMC update's RD and WR moved to the NMC_UPDATE action (energy table)."""
+    """DRAM actions of the run. Updates issued as the standard's update command are its action already; an
+    update run as RD + WR has its RD and WR moved to one NMC_UPDATE action."""
     from archsim import energy as energy_mod
 
     acts = energy_mod.action_counts(run.spec, run.commands)
+    if run.nmc_mode == "command":
+        return acts
     n = run.nmc_updates
     acts["RD"] = acts.get("RD", 0) - n
     acts["WR"] = acts.get("WR", 0) - n

@@ -23,7 +23,8 @@ DEFAULTS: dict[str, Any] = {
     "preset": "t3_paper",
     "configs": ["sequential", "t3", "t3-mca"],
     "tracker_entries": 256,
-    "mca_threshold": "auto",
+    "mca_threshold": "dynamic",   # dynamic (per K step), auto (first stage) or an integer
+    "nmc_update": "command",      # command: the standard's NMC update command; rd_wr: RD + ALU + WR
     "starvation_cap_cycles": 1000,
     "window_cycles": 64,
 }
@@ -46,8 +47,11 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     require_int("t3", "tokens", out["tokens"], minimum=1)
     for key in ("tracker_entries", "starvation_cap_cycles", "window_cycles"):
         require_int("t3", key, out[key], minimum=1)
-    if out["mca_threshold"] != "auto":
+    if out["mca_threshold"] not in ("auto", "dynamic"):
+        if isinstance(out["mca_threshold"], str):
+            raise ConfigError("mca_threshold", f"must be dynamic, auto or an integer >= 1, got {out['mca_threshold']!r}")
         require_int("t3", "mca_threshold", out["mca_threshold"], minimum=1)
+    require_choice("t3", "nmc_update", out["nmc_update"], ["command", "rd_wr"])
     cfgs = out["configs"]
     if isinstance(cfgs, str):
         cfgs = [cfgs]
@@ -69,7 +73,8 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
     model = load_model(cfg["model"])
     params = t3.load_params(cfg["preset"], overrides={
         "tracker.entries": cfg["tracker_entries"], "mca.threshold": cfg["mca_threshold"],
-        "mca.starvation_cap_cycles": cfg["starvation_cap_cycles"], "driver.window_cycles": cfg["window_cycles"]})
+        "mca.starvation_cap_cycles": cfg["starvation_cap_cycles"], "driver.window_cycles": cfg["window_cycles"],
+        "nmc.update": cfg["nmc_update"]})
     shape = t3.sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"])
     runs = {}
     for c in cfg["configs"]:
@@ -88,6 +93,8 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
                      "nmc_updates": r.nmc_updates, "dram_energy_pj": sum(energy.values()),
                      "tracker_high_water": r.tracker["high_water"], "tracker_full_events": r.tracker["full_events"],
                      "mca_threshold": r.threshold, "comm_latency_max_cycles": r.comm_latency_max,
+                     "mca_threshold_min": r.extra.get("threshold_min"), "mca_threshold_max": r.extra.get("threshold_max"),
+                     "nmc_mode": r.nmc_mode,
                      "padded_d_model": r.extra.get("padded_from_h") and r.shape.h, "wall_s": r.wall_s})
     if "sequential" in runs:
         seq = runs["sequential"]

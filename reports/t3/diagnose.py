@@ -1,9 +1,11 @@
 """Measurements behind the gaps in reports/t3/README.md (writes reports/t3/diagnosis.md):
 
-1. cost of one NMC update (the engine's rmw: RD, ALU, WR) against a plain write and read, on the T3 memory,
-   for the same 20,480 accesses (an output block of 160 tiles);
-2. for two sublayers, the GEMM time alone (sequential) and under T3, and the fused reduce-scatter's time per
-   ring hop (tracker fire at stage s+1 minus stage s, per tile).
+1. cost of one NMC update - the memory's NMC_ADD command, and the engine's RD, adder, WR form (`rd_wr`) -
+   against a plain write and read, on the T3 memory, for the same 20,480 accesses (160 output tiles);
+2. for two sublayers and both update forms, the GEMM time alone (sequential) and under T3, and the fused
+   reduce-scatter's time per ring hop (tracker fire at stage s+1 minus stage s, per tile);
+3. T3-MCA on T-NLG FC-2 (TP 8, 1024 tokens) with fixed thresholds below the `auto` estimate, `auto` and
+   `dynamic`: GEMM and reduce-scatter end.
 
     .venv/bin/python reports/t3/diagnose.py
 """
@@ -25,8 +27,10 @@ def access_costs(params: t3.T3Params) -> dict[str, float]:
     tiles = [t for c in sim.chunks for t in c][:160]
     dec = t3._interleave(tuple(np.concatenate([sim.tile_requests("C", t)[j] for t in tiles]) for j in range(4)))
     out = {}
-    for name, kind in (("read", KIND_READ), ("write", KIND_WRITE), ("nmc_update", KIND_RMW)):
-        ms = MemorySystem(params.spec, params.controller, alu_latency=params.alu_latency_cycles, log=False)
+    for name, kind, rmw in (("read", KIND_READ, "command"), ("write", KIND_WRITE, "command"),
+                            ("nmc_update (NMC_ADD command)", KIND_RMW, "command"),
+                            ("nmc_update (RD, adder, WR)", KIND_RMW, "rd_wr")):
+        ms = MemorySystem(params.spec, params.controller, alu_latency=params.alu_latency_cycles, log=False, rmw=rmw)
         port = ms.add_port(width=params.spec.channels)
         ms.enqueue_requests(port, *dec, kind, 0, -1)
         out[name] = ms.run() / len(dec[0])
@@ -43,7 +47,7 @@ def hops(params: t3.T3Params, model: str, sub: str, tp: int, tokens: int) -> dic
     d = [np.diff([fired[(t3.stage_chunk(tp, 0, s), j)] for s in range(1, tp)]) for j in range(len(sim.chunks[0]))]
     h = np.concatenate(d) * params.spec.tCK_s * 1e6
     tile_link_us = params.gpu.tile_m * params.gpu.tile_n * params.gpu.dtype_bytes / sim.ring.link_bytes_per_s * 1e6
-    return {"case": f"{model} {sub} TP{tp} {tokens} tokens", "gemm_alone_us": seq.gemm_done[0] * params.spec.tCK_s * 1e6,
+    return {"case": f"{model} {sub} TP{tp} {tokens} tokens, update: {params.nmc_update}", "gemm_alone_us": seq.gemm_done[0] * params.spec.tCK_s * 1e6,
             "gemm_t3_us": sim.gemm_done[0] * params.spec.tCK_s * 1e6, "tiles_per_chunk": len(sim.chunks[0]),
             "hop_median_us": float(np.median(h)), "hop_mean_us": float(h.mean()),
             "link_per_chunk_us": len(sim.chunks[0]) * tile_link_us + sim.ring.hop_latency_s * 1e6}
@@ -60,10 +64,28 @@ def main() -> None:
     lines += ["", "GEMM time alone and under T3, and the fused reduce-scatter per ring hop (one-device model):", "",
               "| case | GEMM alone us | GEMM under T3 us | tiles per chunk | hop median us | hop mean us | "
               "link time per chunk + hop latency us |", "|---|---|---|---|---|---|---|"]
+    rd_wr = t3.load_params(overrides={"nmc.update": "rd_wr"})
     for args in (("t-nlg", "fc2_fwd", 8, 1024), ("gpt3-175b", "op_fwd", 32, 256)):
-        r = hops(params, *args)
-        lines.append(f"| {r['case']} | {r['gemm_alone_us']:.1f} | {r['gemm_t3_us']:.1f} | {r['tiles_per_chunk']} | "
-                     f"{r['hop_median_us']:.1f} | {r['hop_mean_us']:.1f} | {r['link_per_chunk_us']:.1f} |")
+        for p in (params, rd_wr):
+            r = hops(p, *args)
+            lines.append(f"| {r['case']} | {r['gemm_alone_us']:.1f} | {r['gemm_t3_us']:.1f} | {r['tiles_per_chunk']} | "
+                         f"{r['hop_median_us']:.1f} | {r['hop_mean_us']:.1f} | {r['link_per_chunk_us']:.1f} |")
+    lines += ["", "T3-MCA threshold (compute-queue entries per channel above which communication waits), T-NLG FC-2, "
+              "TP 8, 1024 tokens, one-device model; T3 (FR-FCFS) for reference:", "",
+              "| threshold | thresholds used | GEMM us | reduce-scatter end us | comm request max wait us |",
+              "|---|---|---|---|---|"]
+    shape = t3.sublayer_shape(load_model("t-nlg"), "fc2_fwd", 8, 1024)
+    us = params.spec.tCK_s * 1e6
+    fr = t3.simulate_sublayer(params, shape, 8, "t3", devices="one")
+    lines.append(f"| T3 (FR-FCFS, no threshold) | - | {fr.gemm_cycles * us:.1f} | {fr.rs_end_cycles * us:.1f} | "
+                 f"{fr.comm_latency_max * us:.1f} |")
+    for thr in (16, 32, "auto", "dynamic"):
+        p = t3.load_params(overrides={"mca.threshold": thr})
+        r = t3.simulate_sublayer(p, shape, 8, "t3-mca", devices="one")
+        used = (f"{r.extra['threshold_min']}..{r.extra['threshold_max']} (mean {r.extra['threshold_mean']:.1f}, "
+                f"{r.extra['thresholds']} estimates)" if thr == "dynamic" else str(r.threshold))
+        lines.append(f"| {thr} | {used} | {r.gemm_cycles * us:.1f} | {r.rs_end_cycles * us:.1f} | "
+                     f"{r.comm_latency_max * us:.1f} |")
     (HERE / "diagnosis.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

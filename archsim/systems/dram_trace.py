@@ -82,12 +82,15 @@ def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_
         raise UserError(f"engine {engine!r}: the channel engine runs under numba (the independent reference "
                         "scheduler is archsim.engine.reference)")
     n = len(addr)
+    t_start = time.perf_counter()
     dec = mapping_mod.decode(spec, addr, ctrl.mapping or spec.default_mapping)
+    t_dec = time.perf_counter()
     ms = MemorySystem(spec, ctrl, log=log, requests=n, max_cycles=max_cycles)
     port = ms.add_port("mem", width=ctrl.frontend_width)
     kind = np.asarray(is_write, dtype=np.int64)
     ms.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"], kind,
                         np.asarray(arrive, dtype=np.int64), -1)
+    del kind
     t0 = time.perf_counter()
     if _progress_enabled(quiet):
         box: dict[str, Any] = {}
@@ -104,7 +107,10 @@ def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_
     S = ms.S
     done = S.r_done[:n]
     out = {"req_enq": S.r_enq[:n], "req_done": done, "req_kind": S.r_class[:n], "cmd_count": S.cmd_count,
-           "end_cycle": int(done.max()) if n else 0, "wall_s": wall, "decoded": dec, "engine": ms}
+           "end_cycle": int(done.max()) if n else 0, "wall_s": wall, "decoded": dec, "engine": ms,
+           # seconds per phase (benchmarks/bench_trace_cli.py reports them); kernel = the engine's run,
+           # including loading its compiled code from numba's cache on a process's first run
+           "timings_s": {"decode": t_dec - t_start, "engine_setup": t0 - t_dec, "kernel": wall}}
     if log:
         k = int(S.n_log[0])
         out["log"] = [S.log_clk[:k], S.log_cmd[:k], S.log_bank[:k], S.log_row[:k], S.log_col[:k]]
@@ -144,6 +150,7 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     """
     from archsim.dram import trace as trace_mod
 
+    t_begin = time.perf_counter()
     spec = preset if isinstance(preset, DramSpec) else load_spec(preset, overrides=dict(overrides or {}) if isinstance(overrides, dict) else overrides)
     if channels is not None:
         if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1 or channels & (channels - 1):
@@ -154,6 +161,7 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": mapping})
     if ctrl.mapping is None:
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": spec.default_mapping})
+    t_setup = time.perf_counter()  # spec and controller ready
     if isinstance(trace, dict):
         # A synthetic trace spans 2 GiB by default, or the whole device when it is smaller.
         trace = {"span_bytes": min(2 << 30, spec.capacity_bytes), **trace}
@@ -168,6 +176,7 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     else:
         tr = trace_mod.read_trace(trace)
         trace_desc = str(trace)
+    t_read = time.perf_counter()
     if getattr(tr, "vec", None) is not None:
         tr.addr = trace_mod.to_addresses(tr, spec, ctrl.mapping)
     if len(tr) == 0:
@@ -175,8 +184,13 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     check_capacity(spec, int(tr.addr.max()), source=str(tr.source))
     for w in trace_mod.trace_warnings(tr, spec, ctrl.mapping):
         print(f"archsim: warning: {w}", file=sys.stderr)
+    t_check = time.perf_counter()
     raw = simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive, engine=engine, log=log, quiet=quiet)
-    return _result(spec, ctrl, tr, raw, trace_desc, seed, engine, log)
+    t_sim = time.perf_counter()
+    result = _result(spec, ctrl, tr, raw, trace_desc, seed, engine, log)
+    result.extra["timings_s"] = {"setup": t_setup - t_begin, "read": t_read - t_setup, "check": t_check - t_read,
+                                 **raw["timings_s"], "stats": time.perf_counter() - t_sim}
+    return result
 
 
 def _synthetic_arg(text: str, spec: DramSpec, seed: int) -> dict[str, Any]:
@@ -190,10 +204,12 @@ def _synthetic_arg(text: str, spec: DramSpec, seed: int) -> dict[str, Any]:
 def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any], trace_desc: Any, seed: int,
             engine: str, log: bool) -> Result:
     n = len(tr)
+    nch = spec.channels
     cycles = raw["end_cycle"]
     seconds = cycles * spec.tCK_s
     is_write = np.asarray(tr.is_write, dtype=bool)
-    lat = (raw["req_done"] - raw["req_enq"])[~is_write]
+    reads = ~is_write
+    lat = (raw["req_done"] - raw["req_enq"])[reads]
     kind = raw["req_kind"]
     counts = raw["cmd_count"]
     names = spec.command_names
@@ -201,37 +217,48 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     bytes_moved = n * spec.access_bytes
     bw = bytes_moved / seconds if seconds > 0 else 0.0
     energy_all = energy_mod.dram_energy_pj(spec, total_counts, cycles, spec.channels)
+    # Per-channel counts in a few passes (bincount) rather than masks per channel; a mean is sum / count,
+    # which equals numpy's mean of the same values while the sums are exact.
+    ch = raw["decoded"]["channel"]
+    ch_read = ch[reads]
+    per_req = np.bincount(ch, minlength=nch)
+    per_read = np.bincount(ch_read, minlength=nch)
+    per_kind = np.bincount(ch * 3 + kind, minlength=3 * nch).reshape(nch, 3)
+    # (float weights: exact while a channel's latency sum stays below 2**53 cycles, as numpy's mean needs too)
+    lat_sum = np.bincount(ch_read, weights=lat, minlength=nch) if nch > 1 else np.array([lat.sum()])
+    n_kind = per_kind.sum(axis=0)
+    n_read = int(per_read.sum())
+    p50, p99 = (float(v) for v in np.percentile(lat, [50, 99])) if lat.size else (0.0, 0.0)
+    lat_mean = int(lat.sum()) / n_read if n_read else 0.0
     stats: dict[str, Any] = {
         "preset": spec.name, "channels": spec.channels, "mapping": ctrl.mapping, "engine": engine,
         "cycles": cycles, "seconds": seconds, "tCK_ps": spec.tCK_ps,
-        "requests": n, "reads": int((~is_write).sum()), "writes": int(is_write.sum()),
+        "requests": n, "reads": n_read, "writes": n - n_read,
         "bytes": bytes_moved, "bandwidth_GBps": bw / 1e9,
         "peak_bandwidth_GBps": spec.peak_bw_bytes_per_s / 1e9,
         "bandwidth_pct_of_peak": 100.0 * bw / spec.peak_bw_bytes_per_s,
-        "row_hits": int((kind == 0).sum()), "row_misses": int((kind == 1).sum()),
-        "row_conflicts": int((kind == 2).sum()),
-        "row_hit_rate": float((kind == 0).mean()),
-        "read_latency_mean_cycles": float(lat.mean()) if lat.size else 0.0,
-        "read_latency_p50_cycles": float(np.percentile(lat, 50)) if lat.size else 0.0,
-        "read_latency_p99_cycles": float(np.percentile(lat, 99)) if lat.size else 0.0,
-        "read_latency_mean_ns": float(lat.mean() * spec.tCK_ps / 1000) if lat.size else 0.0,
+        "row_hits": int(n_kind[0]), "row_misses": int(n_kind[1]),
+        "row_conflicts": int(n_kind[2]),
+        "row_hit_rate": int(n_kind[0]) / n if n else float("nan"),
+        "read_latency_mean_cycles": lat_mean,
+        "read_latency_p50_cycles": p50,
+        "read_latency_p99_cycles": p99,
+        "read_latency_mean_ns": lat_mean * spec.tCK_ps / 1000,
         "commands": total_counts,
         "energy_pj": energy_all, "energy_total_pj": energy_mod.total(energy_all),
         "energy_pj_per_bit": energy_mod.total(energy_all) / (bytes_moved * 8),
         "wall_s": raw["wall_s"],
     }
-    ch = raw["decoded"]["channel"]
     rows = []
-    for c in range(spec.channels):
-        sel = ch == c
+    for c in range(nch):
         cnt = {name: int(counts[c, i]) for i, name in enumerate(names)}
         e = energy_mod.dram_energy_pj(spec, cnt, cycles, 1)
-        lat_c = (raw["req_done"] - raw["req_enq"])[sel & ~is_write]
-        rows.append({"channel": c, "requests": int(sel.sum()), "reads": int((sel & ~is_write).sum()),
-                     "writes": int((sel & is_write).sum()), "row_hits": int((kind[sel] == 0).sum()),
-                     "row_misses": int((kind[sel] == 1).sum()), "row_conflicts": int((kind[sel] == 2).sum()),
-                     "read_latency_mean_cycles": float(lat_c.mean()) if lat_c.size else 0.0,
-                     "bytes": int(sel.sum()) * spec.access_bytes, "cycles": cycles,
+        nr = int(per_read[c])
+        rows.append({"channel": c, "requests": int(per_req[c]), "reads": nr,
+                     "writes": int(per_req[c]) - nr, "row_hits": int(per_kind[c, 0]),
+                     "row_misses": int(per_kind[c, 1]), "row_conflicts": int(per_kind[c, 2]),
+                     "read_latency_mean_cycles": int(lat_sum[c]) / nr if nr else 0.0,
+                     "bytes": int(per_req[c]) * spec.access_bytes, "cycles": cycles,
                      **{f"cmd_{k}": v for k, v in cnt.items()},
                      **{f"energy_{k}_pj": v for k, v in e.items()}})
     df = rows  # Result makes it a DataFrame when first read

@@ -680,17 +680,21 @@ def _requests_trace(source: str, fmt: str, addr: np.ndarray, is_write: np.ndarra
     if fmt == "dramsim3":
         arrive = third
     else:
-        has_b = third >= 0
-        if not has_b.any():
-            arrive = np.full(len(addr), -1, dtype=np.int64)
+        top = int(third.max()) if len(third) else -1
+        if top < 0:
+            arrive = third  # no bubble counts: every entry is already -1 (as soon as possible)
         else:
-            bub = np.where(has_b, third, 0)
-            if int(bub.max()) * len(bub) >= _I64_MAX // 2 and sum(bub.tolist()) + len(bub) >= _I64_MAX:
+            has_b = third >= 0
+            bub = np.maximum(third, 0)
+            if top * len(bub) >= _I64_MAX // 2 and sum(bub.tolist()) + len(bub) >= _I64_MAX:
                 raise UserError(
                     f"{source}: bubble counts add up past the 64-bit cycle range; "
                     f"expected {_FORMS[fmt]} with a total below {_I64_MAX}"
                 )
-            nominal = np.cumsum(bub + 1) - 1  # previous nominal cycle + 1 + bubbles, starting at -1
+            # previous nominal cycle + 1 + bubbles, starting at -1 (in place: one array, not four)
+            bub += 1
+            nominal = np.cumsum(bub, out=bub)
+            nominal -= 1
             arrive = np.where(has_b, nominal, -1)
     return Trace(addr=addr, is_write=is_write, arrive=arrive, source=source, fmt=fmt)
 

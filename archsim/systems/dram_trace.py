@@ -219,17 +219,24 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     energy_all = energy_mod.dram_energy_pj(spec, total_counts, cycles, spec.channels)
     # Per-channel counts in a few passes (bincount) rather than masks per channel; a mean is sum / count,
     # which equals numpy's mean of the same values while the sums are exact.
-    ch = raw["decoded"]["channel"]
-    ch_read = ch[reads]
-    per_req = np.bincount(ch, minlength=nch)
-    per_read = np.bincount(ch_read, minlength=nch)
-    per_kind = np.bincount(ch * 3 + kind, minlength=3 * nch).reshape(nch, 3)
-    # (float weights: exact while a channel's latency sum stays below 2**53 cycles, as numpy's mean needs too)
-    lat_sum = np.bincount(ch_read, weights=lat, minlength=nch) if nch > 1 else np.array([lat.sum()])
+    n_read = len(lat)
+    lat_total = int(lat.sum())
+    if nch == 1:
+        per_req, per_read = np.array([n]), np.array([n_read])
+        per_kind = np.bincount(kind, minlength=3).reshape(1, 3)
+        lat_sum = np.array([lat_total])
+    else:
+        ch = raw["decoded"]["channel"]
+        ch_read = ch[reads]
+        per_req = np.bincount(ch, minlength=nch)
+        per_read = np.bincount(ch_read, minlength=nch)
+        per_kind = np.bincount(ch * 3 + kind, minlength=3 * nch).reshape(nch, 3)
+        # float weights: exact while a channel's latency sum stays below 2**53 cycles (numpy's mean needs that too)
+        lat_sum = np.bincount(ch_read, weights=lat, minlength=nch)
     n_kind = per_kind.sum(axis=0)
-    n_read = int(per_read.sum())
-    p50, p99 = (float(v) for v in np.percentile(lat, [50, 99])) if lat.size else (0.0, 0.0)
-    lat_mean = int(lat.sum()) / n_read if n_read else 0.0
+    lat_mean = lat_total / n_read if n_read else 0.0
+    # lat is this function's own array: partition it in place (the same order statistics, no copy)
+    p50, p99 = (float(v) for v in np.percentile(lat, [50, 99], overwrite_input=True)) if n_read else (0.0, 0.0)
     stats: dict[str, Any] = {
         "preset": spec.name, "channels": spec.channels, "mapping": ctrl.mapping, "engine": engine,
         "cycles": cycles, "seconds": seconds, "tCK_ps": spec.tCK_ps,

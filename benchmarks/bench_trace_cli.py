@@ -83,12 +83,12 @@ def _cli(path: Path, preset: str, channels: int) -> list[str]:
             "--address-mapping", "RoBaRaCoCh"]
 
 
-def _timed(cmd: list[str]) -> tuple[float, float, float, str]:
+def _timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, float, str]:
     """(wall s, CPU s = user + sys, peak RSS MiB, stdout) of one child process (stdout/stderr to files, so
     the child is reaped by wait4 here, which gives its own resource usage)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=str(ROOT))
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=str(ROOT), env=env)
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -114,24 +114,52 @@ def write_traces(directory: Path, names: list[str], requests: int) -> dict[str, 
     return paths
 
 
-def run_case(name: str, path: Path, requests: int, repeat: int) -> dict:
+def _stats(cmd: list[str], env: dict | None, out: Path) -> dict:
+    """The run's stats (--json), without its wall time: what must not change between checkouts."""
+    _timed([*cmd, "--json", str(out)], env)
+    stats = json.loads(out.read_text())["stats"]
+    stats.pop("wall_s")
+    return stats
+
+
+def run_case(name: str, path: Path, requests: int, repeat: int, breakdown: bool = True,
+             baseline: str | None = None) -> dict:
     preset, channels, kind = CASES[name]
     archsim = str(Path(sys.executable).with_name("archsim"))
     cli = _cli(path, preset, channels)
-    _timed([archsim, *cli])  # warm-up: numba's cache of this checkout is then loaded, not compiled
-    runs = [_timed([archsim, *cli]) for _ in range(repeat)]
+    cmd = [archsim, *cli]
+    base_env = {**os.environ, "PYTHONPATH": baseline} if baseline else None
+    # warm-up (numba's cache of each checkout is then loaded, not compiled), and the results to compare
+    stats = _stats(cmd, None, path.with_suffix(".this.json"))
+    base_stats = _stats(cmd, base_env, path.with_suffix(".base.json")) if baseline else None
+    runs, base_runs = [], []
+    for _ in range(repeat):   # interleaved, so both checkouts see the same machine load
+        runs.append(_timed(cmd))
+        if baseline:
+            base_runs.append(_timed(cmd, base_env))
     wall = statistics.median(r[0] for r in runs)
     cpu = statistics.median(r[1] for r in runs)
-    b_wall, b_cpu, _, b_out = _timed([sys.executable, "-c", _BREAKDOWN, *cli])
-    parts = json.loads(b_out.strip().splitlines()[-1])
-    parts["start+exit"] = b_wall - parts.pop("internal")
+    extra = {}
+    if baseline:
+        extra = {"baseline": baseline, "baseline_same_stats": base_stats == stats,
+                 "baseline_wall_s": statistics.median(r[0] for r in base_runs),
+                 "baseline_cpu_s": statistics.median(r[1] for r in base_runs),
+                 "baseline_peak_rss_MiB": max(r[2] for r in base_runs)}
+    if breakdown:
+        b_wall, b_cpu, _, b_out = _timed([sys.executable, "-c", _BREAKDOWN, *cli])
+        parts = json.loads(b_out.strip().splitlines()[-1])
+        parts["start+exit"] = b_wall - parts.pop("internal")
+    else:
+        b_wall = b_cpu = float("nan")
+        parts = {k: float("nan") for k in PHASES}
     return {
         "case": name, "preset": preset, "channels": channels, "trace": kind, "requests": requests,
         "bytes": path.stat().st_size, "repeat": repeat, "command": "archsim " + " ".join(cli),
         "wall_s": wall, "wall_s_all": [r[0] for r in runs], "cpu_s": cpu, "cpu_s_all": [r[1] for r in runs],
         "requests_per_s": requests / wall, "requests_per_cpu_s": requests / cpu,
-        "peak_rss_MiB": max(r[2] for r in runs), "cycles": parts.pop("cycles"),
+        "peak_rss_MiB": max(r[2] for r in runs), "cycles": stats["cycles"],
         "breakdown_s": {k: parts[k] for k in PHASES}, "breakdown_wall_s": b_wall, "breakdown_cpu_s": b_cpu,
+        "stats": stats, **extra,
     }
 
 
@@ -144,6 +172,18 @@ def _fmt(rows: list[dict], load: tuple[float, float, float]) -> str:
             r["case"], f"{r['requests']:,}", f"{r['wall_s']:.2f}", f"{r['requests_per_s'] / 1e6:.2f}",
             f"{r['cpu_s']:.2f}", f"{r['requests_per_cpu_s'] / 1e6:.2f}", f"{r['peak_rss_MiB']:.0f}",
             f"{r['cycles']:,}"]) + " |")
+    if any("baseline" in r for r in rows):
+        lines += ["", f"Baseline (the checkout in {rows[0].get('baseline')}, run through PYTHONPATH, interleaved "
+                  "with the runs above):", ""]
+        head = ["case", "wall s", "M req/s", "CPU s", "M req/CPU s", "peak RSS MiB", "same stats",
+                "CPU speed-up"]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in rows:
+            lines.append("| " + " | ".join([
+                r["case"], f"{r['baseline_wall_s']:.2f}", f"{r['requests'] / r['baseline_wall_s'] / 1e6:.2f}",
+                f"{r['baseline_cpu_s']:.2f}", f"{r['requests'] / r['baseline_cpu_s'] / 1e6:.2f}",
+                f"{r['baseline_peak_rss_MiB']:.0f}", "yes" if r["baseline_same_stats"] else "**NO**",
+                f"{r['baseline_cpu_s'] / r['cpu_s']:.2f}x"]) + " |")
     lines += ["", "Breakdown (s, one further run with timers; its wall / CPU time in the last columns):", ""]
     head = ["case", *PHASES, "sum", "wall", "CPU"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -164,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {', '.join(CASES)}")
     ap.add_argument("--dir", help="keep the generated traces here (default: a temporary directory)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--no-breakdown", action="store_true", help="skip the timed breakdown run")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="also time another checkout of archsim (e.g. `git worktree add DIR <commit>`; its numba "
+                    "cache warms on the first run), run through PYTHONPATH=DIR with this venv, interleaved with "
+                    "this checkout's runs, and check its stats are the same")
     args = ap.parse_args(argv)
     if args.requests < 1 or args.repeat < 1:
         ap.error("--requests and --repeat must be >= 1")
@@ -172,13 +217,16 @@ def main(argv: list[str] | None = None) -> int:
         if n not in CASES:
             ap.error(f"unknown case {n!r}; choose from {', '.join(CASES)}")
     load = os.getloadavg()
+    if args.baseline and not (Path(args.baseline) / "archsim" / "cli.py").is_file():
+        ap.error(f"--baseline {args.baseline}: not an archsim checkout (no archsim/cli.py)")
     with tempfile.TemporaryDirectory(prefix="archsim-bench-cli-") as tmp:
         directory = Path(args.dir) if args.dir else Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
         paths = write_traces(directory, names, args.requests)
         rows = []
         for n in names:
-            r = run_case(n, paths[n], args.requests, args.repeat)
+            r = run_case(n, paths[n], args.requests, args.repeat, breakdown=not args.no_breakdown,
+                         baseline=str(Path(args.baseline).resolve()) if args.baseline else None)
             rows.append(r)
             print(f"{n}: wall {r['wall_s']:.2f} s ({r['requests_per_s'] / 1e6:.2f} M req/s), CPU {r['cpu_s']:.2f} s "
                   f"({r['requests_per_cpu_s'] / 1e6:.2f} M req/CPU s)", file=sys.stderr, flush=True)

@@ -225,3 +225,40 @@ def test_written_trace_round_trips_through_the_fast_path(tmp_path):
     np.testing.assert_array_equal(back.addr, tr.addr)
     np.testing.assert_array_equal(back.is_write, tr.is_write)
     np.testing.assert_array_equal(back.arrive, tr.arrive)
+
+
+@pytest.mark.parametrize("data", [
+    b"LD 0x40\nST 0x80\n", b"LD 0x40\nST 0x80",                    # with and without a final newline
+    b"\xef\xbb\xbfLD 0x40\r\nST 0x80\r\n",                         # byte-order mark, CRLF
+    b"0x40 READ 1\n0x80 WRITE 3", b"3 0x40\n0 4096 8192\n",         # DRAMsim3; SimpleO3 (general parser)
+    b"R 0,0,1,2,3,4\nW 0,0,1,2,3,5\n", b"LD 0x40\nLD 0xZZ\n", b"# only a comment\n", b"", b"L",
+])
+def test_memory_mapped_read_equals_reading_the_bytes(tmp_path, data):
+    """read_trace maps plain files into memory; the result (or error) is the one parsing the bytes gives."""
+    import gzip
+
+    from archsim.dram import trace as trace_mod
+    from archsim.errors import UserError
+
+    def parse_bytes(raw: bytes, source: str):
+        raw = raw[3:] if raw[:3] == b"\xef\xbb\xbf" else raw
+        return trace_mod._read_fast(raw, source) or trace_mod._read_general(raw, source)
+
+    for name, payload in (("t.trace", data), ("t.trace.gz", gzip.compress(data))):
+        path = tmp_path / name
+        path.write_bytes(payload)
+        try:
+            want = parse_bytes(data, str(path))
+        except UserError as exc:
+            with pytest.raises(UserError) as got:
+                read_trace(path)
+            assert str(got.value) == str(exc)
+            continue
+        got = read_trace(path)
+        assert (got.fmt, len(got), got.parser) == (want.fmt, len(want), want.parser)
+        np.testing.assert_array_equal(got.is_write, want.is_write)
+        np.testing.assert_array_equal(got.arrive, want.arrive)
+        if want.vec is None:
+            np.testing.assert_array_equal(got.addr, want.addr)
+        else:
+            np.testing.assert_array_equal(got.vec, want.vec)

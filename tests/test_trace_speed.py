@@ -262,3 +262,18 @@ def test_memory_mapped_read_equals_reading_the_bytes(tmp_path, data):
             np.testing.assert_array_equal(got.addr, want.addr)
         else:
             np.testing.assert_array_equal(got.vec, want.vec)
+
+
+def test_request_stats_refuses_out_of_range_input():
+    from archsim.dram.fast_stats import request_stats
+
+    z = np.zeros(3, dtype=np.int64)
+    ok = request_stats(np.array([0, 1, 1]), np.array([False, True, False]), np.array([0, 2, 1]), z,
+                       np.array([5, 7, 9]), 2)
+    assert ok["per_req"].tolist() == [1, 2] and ok["per_read"].tolist() == [1, 1]
+    assert ok["per_kind"].tolist() == [[1, 0, 0], [0, 1, 1]] and ok["lat_sum"].tolist() == [5, 9]
+    assert ok["lat"].tolist() == [5, 9]
+    with pytest.raises(ValueError, match="request 2: channel 2"):
+        request_stats(np.array([0, 1, 2]), np.zeros(3, bool), z, z, z, 2)
+    with pytest.raises(ValueError, match="request 0: .* row class 3"):
+        request_stats(z, np.zeros(3, bool), np.array([3, 0, 0]), z, z, 2)

@@ -208,8 +208,6 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     cycles = raw["end_cycle"]
     seconds = cycles * spec.tCK_s
     is_write = np.asarray(tr.is_write, dtype=bool)
-    reads = ~is_write
-    lat = (raw["req_done"] - raw["req_enq"])[reads]
     kind = raw["req_kind"]
     counts = raw["cmd_count"]
     names = spec.command_names
@@ -217,24 +215,15 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     bytes_moved = n * spec.access_bytes
     bw = bytes_moved / seconds if seconds > 0 else 0.0
     energy_all = energy_mod.dram_energy_pj(spec, total_counts, cycles, spec.channels)
-    # Per-channel counts in a few passes (bincount) rather than masks per channel; a mean is sum / count,
-    # which equals numpy's mean of the same values while the sums are exact.
+    # Per-channel counts and exact (integer) latency sums in one pass; a mean is sum / count, which equals
+    # numpy's mean of the same values (exact while sums stay below 2**53, as numpy's float sum needs too).
+    from archsim.dram.fast_stats import request_stats
+
+    rs = request_stats(raw["decoded"]["channel"], is_write, kind, raw["req_enq"], raw["req_done"], nch)
+    per_req, per_read, per_kind, lat_sum, lat = rs["per_req"], rs["per_read"], rs["per_kind"], rs["lat_sum"], rs["lat"]
     n_read = len(lat)
-    lat_total = int(lat.sum())
-    if nch == 1:
-        per_req, per_read = np.array([n]), np.array([n_read])
-        per_kind = np.bincount(kind, minlength=3).reshape(1, 3)
-        lat_sum = np.array([lat_total])
-    else:
-        ch = raw["decoded"]["channel"]
-        ch_read = ch[reads]
-        per_req = np.bincount(ch, minlength=nch)
-        per_read = np.bincount(ch_read, minlength=nch)
-        per_kind = np.bincount(ch * 3 + kind, minlength=3 * nch).reshape(nch, 3)
-        # float weights: exact while a channel's latency sum stays below 2**53 cycles (numpy's mean needs that too)
-        lat_sum = np.bincount(ch_read, weights=lat, minlength=nch)
     n_kind = per_kind.sum(axis=0)
-    lat_mean = lat_total / n_read if n_read else 0.0
+    lat_mean = int(lat_sum.sum()) / n_read if n_read else 0.0
     # lat is this function's own array: partition it in place (the same order statistics, no copy)
     p50, p99 = (float(v) for v in np.percentile(lat, [50, 99], overwrite_input=True)) if n_read else (0.0, 0.0)
     stats: dict[str, Any] = {

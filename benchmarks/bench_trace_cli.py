@@ -55,13 +55,13 @@ PHASE_HELP = {
 # garbage collector is paused for them as `archsim trace` pauses it around its own (lazy) imports.
 _BREAKDOWN = r"""
 import gc, json, sys, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 gc.disable()
 import numpy
 import archsim.cli, archsim.commands.trace
 import archsim.systems.dram_trace as dt
 gc.enable()
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 box = {}
 run_trace = dt.run_trace
 def keep(*args, **kwargs):
@@ -69,10 +69,12 @@ def keep(*args, **kwargs):
     return r
 dt.run_trace = keep
 code = archsim.cli.main(sys.argv[1:])
-t2 = time.perf_counter()
-timings = box["result"].extra["timings_s"]
-out = {"imports": t1 - t0, **timings, "cli": (t2 - t1) - sum(timings.values()), "internal": t2 - t0,
-       "cycles": box["result"].stats["cycles"]}
+t2, c2 = time.perf_counter(), time.process_time()
+r = box["result"]
+wall, cpu = r.extra["timings_s"], r.extra["cpu_s"]
+out = {"wall": {"imports": t1 - t0, **wall, "cli": (t2 - t1) - sum(wall.values())},
+       "cpu": {"imports": c1 - c0, **cpu, "cli": (c2 - c1) - sum(cpu.values())},
+       "internal_wall": t2 - t0, "internal_cpu": c2 - c0, "cycles": r.stats["cycles"]}
 print(json.dumps(out))
 sys.exit(code)
 """
@@ -147,18 +149,23 @@ def run_case(name: str, path: Path, requests: int, repeat: int, breakdown: bool 
                  "baseline_peak_rss_MiB": max(r[2] for r in base_runs)}
     if breakdown:
         b_wall, b_cpu, _, b_out = _timed([sys.executable, "-c", _BREAKDOWN, *cli])
-        parts = json.loads(b_out.strip().splitlines()[-1])
-        parts["start+exit"] = b_wall - parts.pop("internal")
+        got = json.loads(b_out.strip().splitlines()[-1])
+        parts, cpu_parts = got["wall"], got["cpu"]
+        parts["start+exit"] = b_wall - got["internal_wall"]
+        # CPU before the child's first timer (interpreter start-up) and after its last (teardown)
+        cpu_parts["start+exit"] = b_cpu - got["internal_cpu"]
     else:
         b_wall = b_cpu = float("nan")
         parts = {k: float("nan") for k in PHASES}
+        cpu_parts = dict(parts)
     return {
         "case": name, "preset": preset, "channels": channels, "trace": kind, "requests": requests,
         "bytes": path.stat().st_size, "repeat": repeat, "command": "archsim " + " ".join(cli),
         "wall_s": wall, "wall_s_all": [r[0] for r in runs], "cpu_s": cpu, "cpu_s_all": [r[1] for r in runs],
         "requests_per_s": requests / wall, "requests_per_cpu_s": requests / cpu,
         "peak_rss_MiB": max(r[2] for r in runs), "cycles": stats["cycles"],
-        "breakdown_s": {k: parts[k] for k in PHASES}, "breakdown_wall_s": b_wall, "breakdown_cpu_s": b_cpu,
+        "breakdown_s": {k: parts[k] for k in PHASES}, "breakdown_cpu_s_by_phase": {k: cpu_parts[k] for k in PHASES},
+        "breakdown_wall_s": b_wall, "breakdown_cpu_s": b_cpu,
         "stats": stats, **extra,
     }
 
@@ -184,13 +191,15 @@ def _fmt(rows: list[dict], load: tuple[float, float, float]) -> str:
                 f"{r['baseline_cpu_s']:.2f}", f"{r['requests'] / r['baseline_cpu_s'] / 1e6:.2f}",
                 f"{r['baseline_peak_rss_MiB']:.0f}", "yes" if r["baseline_same_stats"] else "**NO**",
                 f"{r['baseline_cpu_s'] / r['cpu_s']:.2f}x"]) + " |")
-    lines += ["", "Breakdown (s, one further run with timers; its wall / CPU time in the last columns):", ""]
-    head = ["case", *PHASES, "sum", "wall", "CPU"]
+    lines += ["", "Breakdown (s, one further run with timers, wall and CPU per phase; the run's total in the last "
+              "column):", ""]
+    head = ["case", "", *PHASES, "sum", "total"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        b = r["breakdown_s"]
-        lines.append("| " + " | ".join([r["case"], *(f"{b[k]:.3f}" for k in PHASES), f"{sum(b.values()):.2f}",
-                                         f"{r['breakdown_wall_s']:.2f}", f"{r['breakdown_cpu_s']:.2f}"]) + " |")
+        for label, b, total in (("wall", r["breakdown_s"], r["breakdown_wall_s"]),
+                                ("CPU", r["breakdown_cpu_s_by_phase"], r["breakdown_cpu_s"])):
+            lines.append("| " + " | ".join([r["case"], label, *(f"{b[k]:.3f}" for k in PHASES),
+                                             f"{sum(b.values()):.2f}", f"{total:.2f}"]) + " |")
     lines += ["", *(f"- {k}: {v}" for k, v in PHASE_HELP.items()),
               "", f"Load average before the run (1, 5, 15 min): {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} "
               f"on {os.cpu_count()} CPUs"]

@@ -72,9 +72,25 @@ def _draw(done: int, total: int, t0: float) -> None:
     sys.stderr.flush()
 
 
+class Phases:
+    """Wall and CPU (process) seconds per phase of a run, in order: mark(name) closes the phase that began
+    at the previous mark. benchmarks/bench_trace_cli.py reports them (Result.extra["timings_s"], ["cpu_s"])."""
+
+    def __init__(self) -> None:
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self._last = (time.perf_counter(), time.process_time())
+
+    def mark(self, name: str) -> None:
+        now = (time.perf_counter(), time.process_time())
+        self.wall[name] = self.wall.get(name, 0.0) + now[0] - self._last[0]
+        self.cpu[name] = self.cpu.get(name, 0.0) + now[1] - self._last[1]
+        self._last = now
+
+
 def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_write: np.ndarray,
                    arrive: np.ndarray, engine: str = "numba", log: bool = False, quiet: bool = True,
-                   max_cycles: int = 1 << 60) -> dict[str, Any]:
+                   max_cycles: int = 1 << 60, phases: Phases | None = None) -> dict[str, Any]:
     """A trace run is one driver of the channel engine: one port offers the trace's requests in order (one
     per cycle by default), and the engine runs until the last one is done. Returns raw arrays: per-request
     enqueue/done/class, command counts, log, timing."""
@@ -82,15 +98,16 @@ def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_
         raise UserError(f"engine {engine!r}: the channel engine runs under numba (the independent reference "
                         "scheduler is archsim.engine.reference)")
     n = len(addr)
-    t_start = time.perf_counter()
+    phases = phases or Phases()
     dec = mapping_mod.decode(spec, addr, ctrl.mapping or spec.default_mapping)
-    t_dec = time.perf_counter()
+    phases.mark("decode")
     ms = MemorySystem(spec, ctrl, log=log, requests=n, max_cycles=max_cycles)
     port = ms.add_port("mem", width=ctrl.frontend_width)
     kind = np.asarray(is_write, dtype=np.int64)
     ms.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"], kind,
                         np.asarray(arrive, dtype=np.int64), -1)
     del kind
+    phases.mark("engine_setup")
     t0 = time.perf_counter()
     if _progress_enabled(quiet):
         box: dict[str, Any] = {}
@@ -104,13 +121,12 @@ def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_
     else:
         ms.run()
     wall = time.perf_counter() - t0
+    phases.mark("kernel")   # the engine's run, including loading it from numba's cache in a new process
     S = ms.S
     done = S.r_done[:n]
     out = {"req_enq": S.r_enq[:n], "req_done": done, "req_kind": S.r_class[:n], "cmd_count": S.cmd_count,
            "end_cycle": int(done.max()) if n else 0, "wall_s": wall, "decoded": dec, "engine": ms,
-           # seconds per phase (benchmarks/bench_trace_cli.py reports them); kernel = the engine's run,
-           # including loading its compiled code from numba's cache on a process's first run
-           "timings_s": {"decode": t_dec - t_start, "engine_setup": t0 - t_dec, "kernel": wall}}
+           "phases": phases}
     if log:
         k = int(S.n_log[0])
         out["log"] = [S.log_clk[:k], S.log_cmd[:k], S.log_bank[:k], S.log_row[:k], S.log_col[:k]]
@@ -150,7 +166,7 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     """
     from archsim.dram import trace as trace_mod
 
-    t_begin = time.perf_counter()
+    phases = Phases()
     spec = preset if isinstance(preset, DramSpec) else load_spec(preset, overrides=dict(overrides or {}) if isinstance(overrides, dict) else overrides)
     if channels is not None:
         if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1 or channels & (channels - 1):
@@ -161,7 +177,7 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": mapping})
     if ctrl.mapping is None:
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": spec.default_mapping})
-    t_setup = time.perf_counter()  # spec and controller ready
+    phases.mark("setup")  # spec and controller
     if isinstance(trace, dict):
         # A synthetic trace spans 2 GiB by default, or the whole device when it is smaller.
         trace = {"span_bytes": min(2 << 30, spec.capacity_bytes), **trace}
@@ -176,7 +192,7 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     else:
         tr = trace_mod.read_trace(trace)
         trace_desc = str(trace)
-    t_read = time.perf_counter()
+    phases.mark("read")
     if getattr(tr, "vec", None) is not None:
         tr.addr = trace_mod.to_addresses(tr, spec, ctrl.mapping)
     if len(tr) == 0:
@@ -184,12 +200,12 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     check_capacity(spec, int(tr.addr.max()), source=str(tr.source))
     for w in trace_mod.trace_warnings(tr, spec, ctrl.mapping):
         print(f"archsim: warning: {w}", file=sys.stderr)
-    t_check = time.perf_counter()
-    raw = simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive, engine=engine, log=log, quiet=quiet)
-    t_sim = time.perf_counter()
+    phases.mark("check")
+    raw = simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive, engine=engine, log=log, quiet=quiet,
+                         phases=phases)
     result = _result(spec, ctrl, tr, raw, trace_desc, seed, engine, log)
-    result.extra["timings_s"] = {"setup": t_setup - t_begin, "read": t_read - t_setup, "check": t_check - t_read,
-                                 **raw["timings_s"], "stats": time.perf_counter() - t_sim}
+    phases.mark("stats")
+    result.extra["timings_s"], result.extra["cpu_s"] = phases.wall, phases.cpu
     return result
 
 

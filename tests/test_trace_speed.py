@@ -71,10 +71,11 @@ def test_decode_accepts_lists_and_views():
     spec = _spec("HBM2_2Gbps_PC")
     addr = np.arange(0, 64 * 32 * 200, 32 * 7, dtype=np.uint64)
     strided = addr[::3]                                       # not contiguous
-    for a in (strided, strided.tolist(), strided.astype(np.int64)):
+    for a in (strided, strided.tolist(), strided.astype(np.int64), strided.reshape(-1, 5), strided[7]):
         got = mapping_mod.decode(spec, a, "RoBaRaCoCh")
         want = _decode_reference(spec, np.asarray(a, dtype=np.uint64), "RoBaRaCoCh")
         for k in want:
+            assert got[k].shape == want[k].shape
             np.testing.assert_array_equal(got[k], want[k])
 
 

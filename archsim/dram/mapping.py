@@ -87,11 +87,13 @@ def decode(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPING) -> 
     shift = np.array([layout[f][0] if layout[f][1] else 0 for f in VECTOR_LEVELS], dtype=np.uint64)
     mask = np.array([(1 << layout[f][1]) - 1 for f in VECTOR_LEVELS], dtype=np.uint64)
     mult = np.array([sizes[f] for f in VECTOR_LEVELS], dtype=np.int64)
-    a = np.ascontiguousarray(addr, dtype=np.uint64).reshape(-1)
+    a = np.asarray(addr, dtype=np.uint64)
+    shape = a.shape
+    a = np.ascontiguousarray(a).reshape(-1)
     n = len(a)
     out = {k: np.empty(n, dtype=np.int64) for k in ("channel", "bank", "row", "column")}
     decode_into(a, shift, mask, mult, out["channel"], out["bank"], out["row"], out["column"])
-    return out
+    return {k: v.reshape(shape) for k, v in out.items()}   # the input's shape (a scalar gives 0-d arrays)
 
 
 def encode(spec: DramSpec, channel: int, pseudochannel: int, rank: int, bankgroup: int, bank: int, row: int,

@@ -42,6 +42,7 @@ test-all: setup tools
 
 bench: setup
 	$(BIN)/python benchmarks/bench_dram.py
+	$(BIN)/python benchmarks/bench_trace_cli.py
 	$(BIN)/python benchmarks/bench_pimgpt.py
 	$(BIN)/python benchmarks/bench_duplex.py
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import json
 import sys
 from pathlib import Path
@@ -61,6 +63,30 @@ def _trace_arg(text: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    # A trace run creates few Python objects but imports many (numba's type system): the cyclic garbage
+    # collector would walk them again and again for nothing (~0.05 s), and once more while the interpreter
+    # exits (~0.1 s). So it pauses during the run, and everything alive is frozen (left out of collection)
+    # when the process exits.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    _freeze_at_exit()
+    try:
+        return _run(args)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+_FREEZE_REGISTERED = []
+
+
+def _freeze_at_exit() -> None:
+    if not _FREEZE_REGISTERED:
+        atexit.register(gc.freeze)
+        _FREEZE_REGISTERED.append(True)
+
+
+def _run(args: argparse.Namespace) -> int:
     from archsim.systems.dram_trace import run_trace
 
     controller = {}

@@ -10,6 +10,8 @@ Kept in its own module so that numba's on-disk cache (keyed by this file) surviv
 """
 from __future__ import annotations
 
+import mmap
+
 import numba
 import numpy as np
 
@@ -373,11 +375,12 @@ def parse_dramsim3(buf, addr, is_write, third):
     return k
 
 
-def parse_bytes(data: bytes) -> tuple[str, np.ndarray, np.ndarray, np.ndarray] | None:
-    """(format name, addr, is_write, third) of a Ramulator load/store or DRAMsim3 trace's bytes, or None
-    when the general parser must read it (see the module docstring)."""
-    if not data.endswith(b"\n"):
-        data += b"\n"  # the kernel's sentinel (a copy, but only for files without a final newline)
+def parse_bytes(data: bytes | mmap.mmap) -> tuple[str, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(format name, addr, is_write, third) of a Ramulator load/store or DRAMsim3 trace's bytes (or a memory
+    map of them), or None when the general parser must read it (see the module docstring). The arrays are
+    new: nothing refers to `data` afterwards."""
+    if data[-1:] != b"\n":
+        data = bytes(data) + b"\n"  # the kernel's sentinel (a copy, but only for files without a final newline)
     buf = np.frombuffer(data, dtype=np.uint8)
     # Every request line takes at least 5 bytes with its newline ('LD 0', '0 R 0'): an upper bound on the
     # number of requests that costs no pass over the data (pages never written are never touched).

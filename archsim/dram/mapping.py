@@ -19,6 +19,14 @@ TOKENS = {"ro": "row", "co": "column", "ch": "channel", "pc": "pseudochannel", "
           "bg": "bankgroup", "ba": "bank"}
 DEFAULT_MAPPING = "RoBaRaCoCh"
 
+# Order of the per-level columns of an address-vector array (see encode_many).
+VECTOR_LEVELS = ("channel", "pseudochannel", "rank", "bankgroup", "bank", "row", "column")
+
+
+def _sizes(spec: DramSpec) -> dict[str, int]:
+    return {"channel": spec.counts[0], "pseudochannel": spec.counts[1], "rank": spec.counts[2],
+            "bankgroup": spec.counts[3], "bank": spec.counts[4], "row": spec.rows, "column": spec.columns}
+
 
 def parse_mapping(text: str) -> list[str]:
     """Field names from the least significant to the most significant."""
@@ -52,21 +60,40 @@ def parse_mapping(text: str) -> list[str]:
     return out[::-1]
 
 
-def decode(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPING) -> dict[str, np.ndarray]:
-    """Vectorised decode of byte addresses. Returns arrays channel, bank (global bank id), row, column."""
-    sizes = {"channel": spec.counts[0], "pseudochannel": spec.counts[1], "rank": spec.counts[2],
-             "bankgroup": spec.counts[3], "bank": spec.counts[4], "row": spec.rows, "column": spec.columns}
-    a = np.asarray(addr, dtype=np.uint64) >> np.uint64(int(spec.access_bytes).bit_length() - 1)
-    parts: dict[str, np.ndarray] = {}
+def field_layout(spec: DramSpec, mapping: str = DEFAULT_MAPPING) -> dict[str, tuple[int, int]]:
+    """Where each level sits in a byte address under `mapping`: {level: (lowest bit, number of bits)} for
+    every level in VECTOR_LEVELS (a level the device has one of takes 0 bits). The low log2(access_bytes)
+    bits are the offset inside one access; bits above the last field are ignored."""
+    sizes = _sizes(spec)
+    shift = int(spec.access_bytes).bit_length() - 1
+    out: dict[str, tuple[int, int]] = {}
     for f in parse_mapping(mapping):
         bits = int(sizes[f]).bit_length() - 1
-        parts[f] = (a & np.uint64((1 << bits) - 1)).astype(np.int64)
-        a = a >> np.uint64(bits)
-    bank = parts["channel"]
-    for lvl, n in (("pseudochannel", spec.counts[1]), ("rank", spec.counts[2]), ("bankgroup", spec.counts[3]),
-                   ("bank", spec.counts[4])):
-        bank = bank * n + parts[lvl]
-    return {"channel": parts["channel"], "bank": bank, "row": parts["row"], "column": parts["column"]}
+        out[f] = (shift, bits)
+        shift += bits
+    return out
+
+
+def decode(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPING) -> dict[str, np.ndarray]:
+    """Vectorised decode of byte addresses. Returns int64 arrays channel, bank (global bank id: channel,
+    pseudochannel, rank, bank group, bank as mixed-radix digits), row, column."""
+    from archsim.dram.fast_mapping import decode_into  # numba: imported when first used
+
+    layout = field_layout(spec, mapping)
+    if any(s + b > 64 for s, b in layout.values()):
+        raise UserError(f"mapping {mapping!r}: {spec.name}'s address fields need more than 64 address bits")
+    sizes = _sizes(spec)
+    # a level without bits reads as 0 (mask 0; its shift is then irrelevant, so keep it in range)
+    shift = np.array([layout[f][0] if layout[f][1] else 0 for f in VECTOR_LEVELS], dtype=np.uint64)
+    mask = np.array([(1 << layout[f][1]) - 1 for f in VECTOR_LEVELS], dtype=np.uint64)
+    mult = np.array([sizes[f] for f in VECTOR_LEVELS], dtype=np.int64)
+    a = np.asarray(addr, dtype=np.uint64)
+    shape = a.shape
+    a = np.ascontiguousarray(a).reshape(-1)
+    n = len(a)
+    out = {k: np.empty(n, dtype=np.int64) for k in ("channel", "bank", "row", "column")}
+    decode_into(a, shift, mask, mult, out["channel"], out["bank"], out["row"], out["column"])
+    return {k: v.reshape(shape) for k, v in out.items()}   # the input's shape (a scalar gives 0-d arrays)
 
 
 def encode(spec: DramSpec, channel: int, pseudochannel: int, rank: int, bankgroup: int, bank: int, row: int,
@@ -85,15 +112,6 @@ def encode(spec: DramSpec, channel: int, pseudochannel: int, rank: int, bankgrou
         addr |= values[f] << shift
         shift += bits
     return addr
-
-
-# Order of the per-level columns of an address-vector array (see encode_many).
-VECTOR_LEVELS = ("channel", "pseudochannel", "rank", "bankgroup", "bank", "row", "column")
-
-
-def _sizes(spec: DramSpec) -> dict[str, int]:
-    return {"channel": spec.counts[0], "pseudochannel": spec.counts[1], "rank": spec.counts[2],
-            "bankgroup": spec.counts[3], "bank": spec.counts[4], "row": spec.rows, "column": spec.columns}
 
 
 def encode_many(spec: DramSpec, vec: np.ndarray, mapping: str = DEFAULT_MAPPING) -> np.ndarray:
@@ -136,6 +154,8 @@ def constant_fields(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAP
     addr = np.asarray(addr, dtype=np.uint64)
     if len(addr) == 0:
         return []
+    # A field is constant iff none of its bits differ from the first address's: one pass, no decode.
+    differ = int(np.bitwise_or.reduce(addr ^ addr[0]))
     sizes = _sizes(spec)
-    parts = decode_fields(spec, addr, mapping)
-    return [f for f in VECTOR_LEVELS[:5] if sizes[f] > 1 and bool(np.all(parts[f] == parts[f][0]))]
+    layout = field_layout(spec, mapping)
+    return [f for f in VECTOR_LEVELS[:5] if sizes[f] > 1 and not (differ >> layout[f][0]) & ((1 << layout[f][1]) - 1)]

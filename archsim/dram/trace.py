@@ -58,9 +58,11 @@ file and line.
 from __future__ import annotations
 
 import gzip
+import mmap
 import os
 import re
 import secrets
+import stat
 import zlib
 from pathlib import Path
 from typing import Any
@@ -680,17 +682,21 @@ def _requests_trace(source: str, fmt: str, addr: np.ndarray, is_write: np.ndarra
     if fmt == "dramsim3":
         arrive = third
     else:
-        has_b = third >= 0
-        if not has_b.any():
-            arrive = np.full(len(addr), -1, dtype=np.int64)
+        top = int(third.max()) if len(third) else -1
+        if top < 0:
+            arrive = third  # no bubble counts: every entry is already -1 (as soon as possible)
         else:
-            bub = np.where(has_b, third, 0)
-            if int(bub.max()) * len(bub) >= _I64_MAX // 2 and sum(bub.tolist()) + len(bub) >= _I64_MAX:
+            has_b = third >= 0
+            bub = np.maximum(third, 0)
+            if top * len(bub) >= _I64_MAX // 2 and sum(bub.tolist()) + len(bub) >= _I64_MAX:
                 raise UserError(
                     f"{source}: bubble counts add up past the 64-bit cycle range; "
                     f"expected {_FORMS[fmt]} with a total below {_I64_MAX}"
                 )
-            nominal = np.cumsum(bub + 1) - 1  # previous nominal cycle + 1 + bubbles, starting at -1
+            # previous nominal cycle + 1 + bubbles, starting at -1 (in place: one array, not four)
+            bub += 1
+            nominal = np.cumsum(bub, out=bub)
+            nominal -= 1
             arrive = np.where(has_b, nominal, -1)
     return Trace(addr=addr, is_write=is_write, arrive=arrive, source=source, fmt=fmt)
 
@@ -702,14 +708,42 @@ def read_trace(path: str | Path) -> Trace:
     decreasing DRAMsim3 time stamps, and traces without requests. An address-vector trace comes back
     with `vec` and without byte addresses: see to_addresses. `Trace.parser` tells which parser read it."""
     source = str(path)
-    data = _read_bytes(Path(path).expanduser(), source)
-    trace = _read_fast(data, source)
-    if trace is None:
-        trace = _read_general(data, source)
+    p = Path(path).expanduser()
+    data = _map_file(p)
+    if data is None:
+        data = _read_bytes(p, source)
+    try:
+        trace = _read_fast(data, source)
+        if trace is None:
+            trace = _read_general(data, source)
+    finally:
+        if isinstance(data, mmap.mmap):
+            try:
+                data.close()
+            except BufferError:  # a view is still referenced (e.g. from an exception's frames): freed with it
+                pass
     return trace
 
 
-def _read_fast(data: bytes, source: str) -> Trace | None:
+def _map_file(path: Path) -> mmap.mmap | None:
+    """A read-only memory map of a plain, uncompressed regular file without a byte-order mark: the parsers
+    then read the page cache directly (no copy of a file of tens of MB, no fresh memory to fault in). None
+    for anything else (gzip, a BOM, an empty or special file, an error), which _read_bytes reads or reports."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size < 3:
+                return None
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    if mm[:2] == b"\x1f\x8b" or mm[:3] == b"\xef\xbb\xbf":
+        mm.close()
+        return None
+    return mm
+
+
+def _read_fast(data: bytes | mmap.mmap, source: str) -> Trace | None:
     """The trace in `data` if it is a Ramulator load/store or DRAMsim3 trace the numba byte-level parser
     (archsim.dram.fast_trace) reads entirely; None for anything else, which _read_general handles."""
     from archsim.dram import fast_trace  # imports numba: only when a file is read
@@ -722,7 +756,7 @@ def _read_fast(data: bytes, source: str) -> Trace | None:
     return trace
 
 
-def _read_general(data: bytes, source: str) -> Trace:
+def _read_general(data: bytes | mmap.mmap, source: str) -> Trace:
     """The trace in `data`, any of FORMATS, with the vectorised numpy parser: every format, every
     accepted spelling, and the error messages for malformed files."""
     parser = _Parser(source)

@@ -72,9 +72,25 @@ def _draw(done: int, total: int, t0: float) -> None:
     sys.stderr.flush()
 
 
+class Phases:
+    """Wall and CPU (process) seconds per phase of a run, in order: mark(name) closes the phase that began
+    at the previous mark. benchmarks/bench_trace_cli.py reports them (Result.extra["timings_s"], ["cpu_s"])."""
+
+    def __init__(self) -> None:
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self._last = (time.perf_counter(), time.process_time())
+
+    def mark(self, name: str) -> None:
+        now = (time.perf_counter(), time.process_time())
+        self.wall[name] = self.wall.get(name, 0.0) + now[0] - self._last[0]
+        self.cpu[name] = self.cpu.get(name, 0.0) + now[1] - self._last[1]
+        self._last = now
+
+
 def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_write: np.ndarray,
                    arrive: np.ndarray, engine: str = "numba", log: bool = False, quiet: bool = True,
-                   max_cycles: int = 1 << 60) -> dict[str, Any]:
+                   max_cycles: int = 1 << 60, phases: Phases | None = None) -> dict[str, Any]:
     """A trace run is one driver of the channel engine: one port offers the trace's requests in order (one
     per cycle by default), and the engine runs until the last one is done. Returns raw arrays: per-request
     enqueue/done/class, command counts, log, timing."""
@@ -82,12 +98,16 @@ def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_
         raise UserError(f"engine {engine!r}: the channel engine runs under numba (the independent reference "
                         "scheduler is archsim.engine.reference)")
     n = len(addr)
+    phases = phases or Phases()
     dec = mapping_mod.decode(spec, addr, ctrl.mapping or spec.default_mapping)
+    phases.mark("decode")
     ms = MemorySystem(spec, ctrl, log=log, requests=n, max_cycles=max_cycles)
     port = ms.add_port("mem", width=ctrl.frontend_width)
     kind = np.asarray(is_write, dtype=np.int64)
     ms.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"], kind,
                         np.asarray(arrive, dtype=np.int64), -1)
+    del kind
+    phases.mark("engine_setup")
     t0 = time.perf_counter()
     if _progress_enabled(quiet):
         box: dict[str, Any] = {}
@@ -101,10 +121,12 @@ def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_
     else:
         ms.run()
     wall = time.perf_counter() - t0
+    phases.mark("kernel")   # the engine's run, including loading it from numba's cache in a new process
     S = ms.S
     done = S.r_done[:n]
     out = {"req_enq": S.r_enq[:n], "req_done": done, "req_kind": S.r_class[:n], "cmd_count": S.cmd_count,
-           "end_cycle": int(done.max()) if n else 0, "wall_s": wall, "decoded": dec, "engine": ms}
+           "end_cycle": int(done.max()) if n else 0, "wall_s": wall, "decoded": dec, "engine": ms,
+           "phases": phases}
     if log:
         k = int(S.n_log[0])
         out["log"] = [S.log_clk[:k], S.log_cmd[:k], S.log_bank[:k], S.log_row[:k], S.log_col[:k]]
@@ -144,6 +166,7 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     """
     from archsim.dram import trace as trace_mod
 
+    phases = Phases()
     spec = preset if isinstance(preset, DramSpec) else load_spec(preset, overrides=dict(overrides or {}) if isinstance(overrides, dict) else overrides)
     if channels is not None:
         if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1 or channels & (channels - 1):
@@ -154,6 +177,7 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": mapping})
     if ctrl.mapping is None:
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": spec.default_mapping})
+    phases.mark("setup")  # spec and controller
     if isinstance(trace, dict):
         # A synthetic trace spans 2 GiB by default, or the whole device when it is smaller.
         trace = {"span_bytes": min(2 << 30, spec.capacity_bytes), **trace}
@@ -168,6 +192,7 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     else:
         tr = trace_mod.read_trace(trace)
         trace_desc = str(trace)
+    phases.mark("read")
     if getattr(tr, "vec", None) is not None:
         tr.addr = trace_mod.to_addresses(tr, spec, ctrl.mapping)
     if len(tr) == 0:
@@ -175,8 +200,13 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     check_capacity(spec, int(tr.addr.max()), source=str(tr.source))
     for w in trace_mod.trace_warnings(tr, spec, ctrl.mapping):
         print(f"archsim: warning: {w}", file=sys.stderr)
-    raw = simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive, engine=engine, log=log, quiet=quiet)
-    return _result(spec, ctrl, tr, raw, trace_desc, seed, engine, log)
+    phases.mark("check")
+    raw = simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive, engine=engine, log=log, quiet=quiet,
+                         phases=phases)
+    result = _result(spec, ctrl, tr, raw, trace_desc, seed, engine, log)
+    phases.mark("stats")
+    result.extra["timings_s"], result.extra["cpu_s"] = phases.wall, phases.cpu
+    return result
 
 
 def _synthetic_arg(text: str, spec: DramSpec, seed: int) -> dict[str, Any]:
@@ -190,10 +220,10 @@ def _synthetic_arg(text: str, spec: DramSpec, seed: int) -> dict[str, Any]:
 def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any], trace_desc: Any, seed: int,
             engine: str, log: bool) -> Result:
     n = len(tr)
+    nch = spec.channels
     cycles = raw["end_cycle"]
     seconds = cycles * spec.tCK_s
     is_write = np.asarray(tr.is_write, dtype=bool)
-    lat = (raw["req_done"] - raw["req_enq"])[~is_write]
     kind = raw["req_kind"]
     counts = raw["cmd_count"]
     names = spec.command_names
@@ -201,37 +231,46 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     bytes_moved = n * spec.access_bytes
     bw = bytes_moved / seconds if seconds > 0 else 0.0
     energy_all = energy_mod.dram_energy_pj(spec, total_counts, cycles, spec.channels)
+    # Per-channel counts and exact (integer) latency sums in one pass; a mean is sum / count, which equals
+    # numpy's mean of the same values (exact while sums stay below 2**53, as numpy's float sum needs too).
+    from archsim.dram.fast_stats import request_stats
+
+    rs = request_stats(raw["decoded"]["channel"], is_write, kind, raw["req_enq"], raw["req_done"], nch)
+    per_req, per_read, per_kind, lat_sum, lat = rs["per_req"], rs["per_read"], rs["per_kind"], rs["lat_sum"], rs["lat"]
+    n_read = len(lat)
+    n_kind = per_kind.sum(axis=0)
+    lat_mean = int(lat_sum.sum()) / n_read if n_read else 0.0
+    # lat is this function's own array: partition it in place (the same order statistics, no copy)
+    p50, p99 = (float(v) for v in np.percentile(lat, [50, 99], overwrite_input=True)) if n_read else (0.0, 0.0)
     stats: dict[str, Any] = {
         "preset": spec.name, "channels": spec.channels, "mapping": ctrl.mapping, "engine": engine,
         "cycles": cycles, "seconds": seconds, "tCK_ps": spec.tCK_ps,
-        "requests": n, "reads": int((~is_write).sum()), "writes": int(is_write.sum()),
+        "requests": n, "reads": n_read, "writes": n - n_read,
         "bytes": bytes_moved, "bandwidth_GBps": bw / 1e9,
         "peak_bandwidth_GBps": spec.peak_bw_bytes_per_s / 1e9,
         "bandwidth_pct_of_peak": 100.0 * bw / spec.peak_bw_bytes_per_s,
-        "row_hits": int((kind == 0).sum()), "row_misses": int((kind == 1).sum()),
-        "row_conflicts": int((kind == 2).sum()),
-        "row_hit_rate": float((kind == 0).mean()),
-        "read_latency_mean_cycles": float(lat.mean()) if lat.size else 0.0,
-        "read_latency_p50_cycles": float(np.percentile(lat, 50)) if lat.size else 0.0,
-        "read_latency_p99_cycles": float(np.percentile(lat, 99)) if lat.size else 0.0,
-        "read_latency_mean_ns": float(lat.mean() * spec.tCK_ps / 1000) if lat.size else 0.0,
+        "row_hits": int(n_kind[0]), "row_misses": int(n_kind[1]),
+        "row_conflicts": int(n_kind[2]),
+        "row_hit_rate": int(n_kind[0]) / n if n else float("nan"),
+        "read_latency_mean_cycles": lat_mean,
+        "read_latency_p50_cycles": p50,
+        "read_latency_p99_cycles": p99,
+        "read_latency_mean_ns": lat_mean * spec.tCK_ps / 1000,
         "commands": total_counts,
         "energy_pj": energy_all, "energy_total_pj": energy_mod.total(energy_all),
         "energy_pj_per_bit": energy_mod.total(energy_all) / (bytes_moved * 8),
         "wall_s": raw["wall_s"],
     }
-    ch = raw["decoded"]["channel"]
     rows = []
-    for c in range(spec.channels):
-        sel = ch == c
+    for c in range(nch):
         cnt = {name: int(counts[c, i]) for i, name in enumerate(names)}
         e = energy_mod.dram_energy_pj(spec, cnt, cycles, 1)
-        lat_c = (raw["req_done"] - raw["req_enq"])[sel & ~is_write]
-        rows.append({"channel": c, "requests": int(sel.sum()), "reads": int((sel & ~is_write).sum()),
-                     "writes": int((sel & is_write).sum()), "row_hits": int((kind[sel] == 0).sum()),
-                     "row_misses": int((kind[sel] == 1).sum()), "row_conflicts": int((kind[sel] == 2).sum()),
-                     "read_latency_mean_cycles": float(lat_c.mean()) if lat_c.size else 0.0,
-                     "bytes": int(sel.sum()) * spec.access_bytes, "cycles": cycles,
+        nr = int(per_read[c])
+        rows.append({"channel": c, "requests": int(per_req[c]), "reads": nr,
+                     "writes": int(per_req[c]) - nr, "row_hits": int(per_kind[c, 0]),
+                     "row_misses": int(per_kind[c, 1]), "row_conflicts": int(per_kind[c, 2]),
+                     "read_latency_mean_cycles": int(lat_sum[c]) / nr if nr else 0.0,
+                     "bytes": int(per_req[c]) * spec.access_bytes, "cycles": cycles,
                      **{f"cmd_{k}": v for k, v in cnt.items()},
                      **{f"energy_{k}_pj": v for k, v in e.items()}})
     df = rows  # Result makes it a DataFrame when first read

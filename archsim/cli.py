@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "archsim.commands.rtl",
     "archsim.commands.sweep",
     "archsim.commands.report",
+    "archsim.commands.config",
 ]
 
 

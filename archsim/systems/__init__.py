@@ -133,6 +133,7 @@ def key_problem(key: str, leaves: dict[str, Any], where: str = "the base config 
 
     if isinstance(leaves.get(key), NotSettable):
         return str(leaves[key])
+    system = getattr(leaves, "system", "")
     leaves = {k: v for k, v in leaves.items() if not isinstance(v, NotSettable)}
     if key in leaves or key in also:
         return None
@@ -150,6 +151,8 @@ def key_problem(key: str, leaves: dict[str, Any], where: str = "the base config 
         msg += f"; keys under {parent}: {', '.join(siblings[:20])}" + (" ..." if len(siblings) > 20 else "")
     else:
         msg += f"; valid key paths: {', '.join(sorted(leaves)[:20])}" + (" ..." if len(leaves) > 20 else "")
+    if system:
+        msg += f" (every key: `archsim run --system {system} --help`)"
     return msg
 
 

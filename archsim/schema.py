@@ -103,7 +103,8 @@ def _describe_type(tp: Any) -> str:
         return " or ".join(parts)
     origin = get_origin(tp)
     if origin is Literal:
-        return "one of " + ", ".join(map(str, get_args(tp)))
+        args = get_args(tp)
+        return _show(args[0]) if len(args) == 1 else "one of " + ", ".join(map(str, args))
     if tp is type(None):
         return "null"
     names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
@@ -180,8 +181,12 @@ class Key:
         if self.choices is not None:
             got = self.choices() if callable(self.choices) else self.choices
             return list(got)
-        lits = [a for m in _members(self.type) if get_origin(m) is Literal for a in get_args(m)]
-        return lits or None
+        # a Literal is the list of allowed values when it is the whole type (besides null); beside other types
+        # (`list[str] | Literal[False]`) it is one more alternative
+        members = [m for m in _members(self.type) if m is not type(None)]
+        if not members or any(get_origin(m) is not Literal for m in members):
+            return None
+        return [a for m in members for a in get_args(m)]
 
     def others(self) -> list[Any]:
         """Typed alternatives beside the allowed values (e.g. the integer of `int | str` with choices ("auto",))."""

@@ -268,3 +268,22 @@ def test_key_problem_matches_type_nullability_and_minimum(kind, nullable, value,
     assert (problem is None) == ok, (kind, nullable, value, minimum, problem)
     if problem:
         assert problem.startswith("must be ") and repr(value) in problem
+
+
+# -- every subcommand that builds a system config has the same options --------------------------------------
+def test_compile_takes_the_run_options_for_pimgpt(capsys, tmp_path):
+    from archsim.cli import build_parser, subparsers
+
+    parsers = dict(subparsers(build_parser()))
+    run_opts = {s for a in parsers["run"]._actions for s in a.option_strings}
+    for command in ("compile", "config show"):
+        opts = {s for a in parsers[command]._actions for s in a.option_strings}
+        for flag in ("--system", "--config", "--set", "--from-json", "--tokens", "--no-memo", "--layout"):
+            assert flag in opts and flag in run_opts, (command, flag)
+    code, _, err = _cli(capsys, "compile", "--system", "t3", "-o", str(tmp_path / "o"))
+    assert code == 2 and "takes pimgpt configs" in _one_line(err)
+    code, _, err = _cli(capsys, "compile", "--channels", "3", "-o", str(tmp_path / "o"))
+    assert code == 2 and "--channels 3: channels:" in _one_line(err) and "a power of two" in err
+    assert not (tmp_path / "o").exists()
+    code, out, _ = _cli(capsys, "compile", "--help")
+    assert code == 0 and "config keys of system pimgpt" in out

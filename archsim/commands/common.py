@@ -111,6 +111,7 @@ class SystemConfigParser(argparse.ArgumentParser):
     other subcommands must not pay. Its help describes one system's keys (`--system X --help`)."""
 
     epilog_head = ""
+    only: tuple[str, ...] | None = None   # the systems this subcommand takes (None: every system)
 
     # argparse keeps a parser's options in `_actions`; reading it (parsing, help, introspection) first adds the
     # generated flags, once the parser is built (`activate`, called by archsim.cli.build_parser).
@@ -143,9 +144,9 @@ class SystemConfigParser(argparse.ArgumentParser):
 
 
 def add_system_config_parser(sub: argparse._SubParsersAction, name: str, epilog: str = "",
-                             **kwargs: Any) -> SystemConfigParser:
+                             only: tuple[str, ...] | None = None, **kwargs: Any) -> SystemConfigParser:
     """A SystemConfigParser subcommand with --system, --config, --set, --from-json, -h/--help (help of the
-    chosen system) and the generated config-key flags."""
+    chosen system) and the generated config-key flags (of the keys of the `only` systems, default every one)."""
     saved = sub._parser_class
     sub._parser_class = SystemConfigParser
     try:
@@ -154,11 +155,13 @@ def add_system_config_parser(sub: argparse._SubParsersAction, name: str, epilog:
         sub._parser_class = saved
     assert isinstance(p, SystemConfigParser)
     p.epilog_head = epilog
+    p.only = only
     p.add_argument("-h", "--help", action="store_true",
                    help="show this help (with --system X: the keys of system X) and exit")
+    names = ", ".join(only) if only else "dram-trace, pimgpt, neupims, duplex, t3, ..."
     p.add_argument("--system", default=None,
-                   help=f"registered system: dram-trace, pimgpt, neupims, duplex, t3, ... (default: the --config / "
-                   f"--from-json file's system, else {DEFAULT_SYSTEM})")
+                   help=f"registered system: {names} (default: the --config / --from-json file's system, else "
+                   f"{DEFAULT_SYSTEM})")
     p.add_argument("--config", dest="override_file", metavar="FILE",
                    help="YAML config: a whole config (e.g. a --json manifest's config) or some keys to override")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -170,13 +173,13 @@ def add_system_config_parser(sub: argparse._SubParsersAction, name: str, epilog:
     return p
 
 
-def schema_keys_by_name() -> dict[str, dict[str, Any]]:
-    """{top-level scalar key: {system: archsim.schema.Key}} over every registered system with a schema: the
-    keys that get a CLI flag."""
+def schema_keys_by_name(only: tuple[str, ...] | None = None) -> dict[str, dict[str, Any]]:
+    """{top-level scalar key: {system: archsim.schema.Key}} over every registered system with a schema (or the
+    `only` ones): the keys that get a CLI flag."""
     from archsim import schema, systems
 
     out: dict[str, dict[str, Any]] = {}
-    for name in systems.names():
+    for name in only or systems.names():
         cls = systems.schema_of(name)
         for key in schema.keys(cls) if cls is not None else []:
             if "." not in key.path and key.scalar() and key.flag:
@@ -191,7 +194,7 @@ def _add_schema_flags(parser: argparse.ArgumentParser) -> list[tuple[argparse.Ac
     parser._config_group = group  # type: ignore[attr-defined]
     taken = {s for a in parser._actions for s in a.option_strings}
     out = []
-    for key, by_system in schema_keys_by_name().items():
+    for key, by_system in schema_keys_by_name(parser.only).items():  # type: ignore[attr-defined]
         flag = "--" + key.replace("_", "-")
         if flag in taken:
             raise RuntimeError(f"config key {key} would shadow option {flag}; rename one of them")
@@ -235,11 +238,16 @@ def describe_system(parser: argparse.ArgumentParser, system: str) -> None:
         else:
             text = f"{spec.help} [{spec.describe()}]" + ("" if const is None else f"; sets {key}=true")
             action.help = text.replace("%", "%%")
+    # list the flags in the order the system's dataclass declares its keys
+    order = {"--" + path.replace("_", "-"): i for i, path in enumerate(keys)}
+    group = parser._config_group  # type: ignore[attr-defined]
+    group._group_actions.sort(key=lambda a: min((order.get(s.replace("--no-", "--"), len(order))
+                                                 for s in a.option_strings), default=len(order)))
     for action, only, text in parser._extra_flags:  # type: ignore[attr-defined]
         action.help = text if system in only else argparse.SUPPRESS
+    another = "" if parser.only and len(parser.only) == 1 else "; `--system NAME --help` for another system"  # type: ignore[attr-defined]
     parser._config_group.title = (  # type: ignore[attr-defined]
-        f"config keys of system {system} (--KEY VALUE is --set KEY=VALUE; `--system NAME --help` for another "
-        "system)")
+        f"config keys of system {system} (--KEY VALUE is --set KEY=VALUE{another})")
     others = [k for k in keys.values() if not ("." not in k.path and k.scalar() and k.flag)]
     lines = [parser.epilog_head.rstrip("\n"), ""] if parser.epilog_head else []  # type: ignore[attr-defined]
     lines.append(CONFIG_EPILOG.rstrip("\n"))
@@ -266,6 +274,10 @@ def system_config(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     file_system, file_items = config_file_overrides(args.override_file) if args.override_file else (None, [])
     system = args.system or (base or {}).get("system") or file_system or DEFAULT_SYSTEM
     systems.get(system)  # unknown -> the known systems, nearest first
+    only = args.system_parser.only
+    if only is not None and system not in only:
+        raise UserError(f"system {system!r}: `archsim {args.system_parser.prog.split()[-1]}` takes "
+                        f"{', '.join(only)} configs")
     for origin, named in (("--from-json " + str(args.from_json), (base or {}).get("system")),
                           (str(args.override_file), file_system)):
         if named is not None and named != system:
@@ -285,7 +297,7 @@ def flag_overrides(args: argparse.Namespace, system: str) -> list[tuple[str, Any
     from archsim.config import parse_scalar
 
     parser = args.system_parser
-    by_name = schema_keys_by_name()
+    by_name = schema_keys_by_name(parser.only)
     items = []
     seen = set()
     for action, key, _ in parser._config_flags:

@@ -41,7 +41,7 @@ def run_show(args: argparse.Namespace) -> int:
         tops = sorted({k.split(".")[0] for k in given})
         print(f"# also settable (values from the preset / policy, not part of the config unless set): "
               f"{', '.join(f'{t}.*' if any(k.startswith(t + '.') for k in given) else t for t in tops)} "
-              f"({len(given)} keys; `archsim run --system {name} --help` describes them)")
+              f"({len(given)} keys, e.g. {', '.join(sorted(given)[:3])})")
     return 0
 
 

@@ -59,7 +59,8 @@ class PimGptConfig:
     mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
                                             "{weights: {layout: row_aligned}} (keys mapping_overrides.<section>.<key>)")
     asic: str = opt("pimgpt_asic", "ASIC preset (archsim/presets/asic)")
-    baselines: list[str] = opt(["t4", "xeon-gold-6154"], "baseline devices to compare with ([]: none)")
+    baselines: list[str] | Literal[False] = opt(["t4", "xeon-gold-6154"], "baseline devices to compare with "
+                                                "([] or false: none)")
     engine: Literal["numba"] = opt("numba", "simulation engine (the numba channel engine, the only one)")
     memo: bool = opt(True, "reuse identical steps (exact: equal to a full simulation); false simulates every op")
     refresh: bool = opt(False, "simulate DRAM refresh (interrupts PIM streams; turns the op memo off)")

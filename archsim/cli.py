@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "archsim.commands.rtl",
     "archsim.commands.sweep",
     "archsim.commands.report",
+    "archsim.commands.config",
 ]
 
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     _show_defaults(parser)
+    _activate(parser)
     return parser
 
 
@@ -55,6 +57,16 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
 
     for _, child in subparsers(parser):
         child.formatter_class = HelpFormatter
+
+
+def _activate(parser: argparse.ArgumentParser) -> None:
+    """Parsers of system configs generate their config-key flags when first used (archsim.commands.common.
+    SystemConfigParser): only `run` / `config show` pay for importing every system."""
+    from archsim.commands.common import SystemConfigParser
+
+    for _, child in subparsers(parser):
+        if isinstance(child, SystemConfigParser):
+            child.activate()
 
 
 def main(argv: list[str] | None = None) -> int:

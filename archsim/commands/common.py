@@ -77,3 +77,295 @@ def print_table(rows: list[tuple[str, Any]], out: Any = None) -> None:
     width = max((len(k) for k, _ in rows), default=0)
     for key, value in rows:
         out.write(f"  {key:<{width}}  {value}\n")
+
+
+# ---- system configs: the options every subcommand that builds a system config shares ----------------------
+DEFAULT_SYSTEM = "pimgpt"
+
+# Flags that are not a schema key: (dest, flag, key path, value to set or None for the flag's value, choices,
+# systems, help). Like the generated flags, each is `--set KEY=VALUE` under a friendlier name.
+EXTRA_FLAGS: list[tuple[str, str, str, Any, list[str] | None, tuple[str, ...], str]] = [
+    ("layout", "--layout", "mapping_overrides.weights.layout", None, ["packed", "row_aligned"], ("pimgpt",),
+     "[pimgpt] weight layout (key mapping_overrides.weights.layout; default: the policy's)"),
+    ("no_baselines", "--no-baselines", "baselines", [], None, ("pimgpt",),
+     "[pimgpt] skip the T4 / Xeon comparison (key baselines=[])"),
+]
+
+CONFIG_EPILOG = """\
+How the config is built (later steps win):
+  1. --from-json FILE: the config (and seed) a previous run recorded in its --json manifest, else
+     {system: --system} with the system's defaults;
+  2. --config FILE: a YAML config; it may be a whole config (a `system:` key selects the system, so a
+     manifest's config re-runs as is) or just some keys, e.g. {dram: {timing: {nRCDRD: 20}}};
+  3. the config-key flags (--tokens 8 is --set tokens=8; each exists for the systems that have the key);
+  4. --set KEY=VALUE, in order.
+Every key path and value is checked against the system's typed config (archsim.schema; the keys a sweep
+may vary); a misspelt key is an error naming the nearest valid keys, a bad value one naming the type or
+the allowed values. Flags marked [pimgpt] are an error with another system.
+"""
+
+
+class SystemConfigParser(argparse.ArgumentParser):
+    """The parser of a subcommand that builds a system config (`run`, `config show`). Its config-key flags are
+    generated from every system's schema when it is first used: that imports every system (~2 s), which the
+    other subcommands must not pay. Its help describes one system's keys (`--system X --help`)."""
+
+    epilog_head = ""
+    only: tuple[str, ...] | None = None   # the systems this subcommand takes (None: every system)
+
+    # argparse keeps a parser's options in `_actions`; reading it (parsing, help, introspection) first adds the
+    # generated flags, once the parser is built (`activate`, called by archsim.cli.build_parser).
+    @property
+    def _actions(self) -> list[argparse.Action]:
+        if self.__dict__.get("_active") and "_config_flags" not in self.__dict__:
+            self._ensure_flags()
+        return self.__dict__["_actions_list"]
+
+    @_actions.setter
+    def _actions(self, value: list[argparse.Action]) -> None:
+        self.__dict__["_actions_list"] = value
+
+    def activate(self) -> None:
+        self.__dict__["_active"] = True
+
+    def _ensure_flags(self) -> None:
+        if "_config_flags" not in self.__dict__:
+            self.__dict__["_config_flags"] = []   # guards against re-entry while the flags are added
+            self.__dict__["_config_flags"] = _add_schema_flags(self)
+            describe_system(self, DEFAULT_SYSTEM)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._ensure_flags()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self._ensure_flags()
+        return super().format_help()
+
+
+def add_system_config_parser(sub: argparse._SubParsersAction, name: str, epilog: str = "",
+                             only: tuple[str, ...] | None = None, **kwargs: Any) -> SystemConfigParser:
+    """A SystemConfigParser subcommand with --system, --config, --set, --from-json, -h/--help (help of the
+    chosen system) and the generated config-key flags (of the keys of the `only` systems, default every one)."""
+    saved = sub._parser_class
+    sub._parser_class = SystemConfigParser
+    try:
+        p = sub.add_parser(name, formatter_class=HelpFormatter, add_help=False, **kwargs)
+    finally:
+        sub._parser_class = saved
+    assert isinstance(p, SystemConfigParser)
+    p.epilog_head = epilog
+    p.only = only
+    p.add_argument("-h", "--help", action="store_true",
+                   help="show this help (with --system X: the keys of system X) and exit")
+    names = ", ".join(only) if only else "dram-trace, pimgpt, neupims, duplex, t3, ..."
+    p.add_argument("--system", default=None,
+                   help=f"registered system: {names} (default: the --config / --from-json file's system, else "
+                   f"{DEFAULT_SYSTEM})")
+    p.add_argument("--config", dest="override_file", metavar="FILE",
+                   help="YAML config: a whole config (e.g. a --json manifest's config) or some keys to override")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a config value by key path, e.g. dram.timing.nRCDRD=20 or trace.requests=2000 "
+                   "(repeatable)")
+    p.add_argument("--from-json", metavar="FILE",
+                   help="start from the config and seed recorded in a run's --json output (then apply the options)")
+    p.set_defaults(system_parser=p)
+    return p
+
+
+def schema_keys_by_name(only: tuple[str, ...] | None = None) -> dict[str, dict[str, Any]]:
+    """{top-level scalar key: {system: archsim.schema.Key}} over every registered system with a schema (or the
+    `only` ones): the keys that get a CLI flag."""
+    from archsim import schema, systems
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in only or systems.names():
+        cls = systems.schema_of(name)
+        for key in schema.keys(cls) if cls is not None else []:
+            if "." not in key.path and key.scalar() and key.flag:
+                out.setdefault(key.path, {})[name] = key
+    return out
+
+
+def _add_schema_flags(parser: argparse.ArgumentParser) -> list[tuple[argparse.Action, str, Any]]:
+    """Add `--KEY VALUE` for every top-level scalar key (and `--no-KEY` for true/false ones); returns
+    (action, key, constant or None) per flag."""
+    group = parser.add_argument_group("config keys")
+    parser._config_group = group  # type: ignore[attr-defined]
+    taken = {s for a in parser._actions for s in a.option_strings}
+    out = []
+    for key, by_system in schema_keys_by_name(parser.only).items():  # type: ignore[attr-defined]
+        flag = "--" + key.replace("_", "-")
+        if flag in taken:
+            raise RuntimeError(f"config key {key} would shadow option {flag}; rename one of them")
+        dest = f"cfg__{key}"
+        specs = list(by_system.values())
+        if all(k.bool_only() for k in specs):
+            out.append((group.add_argument(flag, dest=dest, action="store_const", const=True, default=None), key, True))
+            out.append((group.add_argument("--no-" + flag[2:], dest=dest, action="store_const", const=False,
+                                           default=None), key, False))
+            continue
+        # argparse may check the choices itself only when every system allows the same strings and nothing else
+        allowed = [k.allowed() for k in specs]
+        choices = allowed[0] if (all(k.closed() and not k.nullable() for k in specs)
+                                 and all(a == allowed[0] for a in allowed)
+                                 and all(isinstance(v, str) for v in allowed[0])) else None
+        metavar = None if choices else key.upper()
+        out.append((group.add_argument(flag, dest=dest, default=None, choices=choices, metavar=metavar), key, None))
+    extra = []
+    for dest, flag, _key, value, choices, only, text in EXTRA_FLAGS:
+        if value is None:
+            action = group.add_argument(flag, dest=f"cfgx__{dest}", choices=choices, default=None, help=text)
+        else:
+            action = group.add_argument(flag, dest=f"cfgx__{dest}", action="store_true", help=text)
+        extra.append((action, only, text))
+    parser._extra_flags = extra  # type: ignore[attr-defined]
+    return out
+
+
+def describe_system(parser: argparse.ArgumentParser, system: str) -> None:
+    """Make the parser's help describe `system`: its flags (others hidden) and, in the epilog, its other keys."""
+    from archsim import schema, systems
+
+    cls = systems.schema_of(system)
+    keys = {k.path: k for k in schema.keys(cls)} if cls is not None else {}
+    for action, key, const in parser._config_flags:  # type: ignore[attr-defined]
+        spec = keys.get(key)
+        if spec is None:
+            action.help = argparse.SUPPRESS
+        elif const is False:
+            action.help = f"set {key} to false"
+        else:
+            text = f"{spec.help} [{spec.describe()}]" + ("" if const is None else f"; sets {key}=true")
+            action.help = text.replace("%", "%%")
+    # list the flags in the order the system's dataclass declares its keys
+    order = {"--" + path.replace("_", "-"): i for i, path in enumerate(keys)}
+    group = parser._config_group  # type: ignore[attr-defined]
+    group._group_actions.sort(key=lambda a: min((order.get(s.replace("--no-", "--"), len(order))
+                                                 for s in a.option_strings), default=len(order)))
+    for action, only, text in parser._extra_flags:  # type: ignore[attr-defined]
+        action.help = text if system in only else argparse.SUPPRESS
+    another = "" if parser.only and len(parser.only) == 1 else "; `--system NAME --help` for another system"  # type: ignore[attr-defined]
+    parser._config_group.title = (  # type: ignore[attr-defined]
+        f"config keys of system {system} (--KEY VALUE is --set KEY=VALUE{another})")
+    others = [k for k in keys.values() if not ("." not in k.path and k.scalar() and k.flag)]
+    lines = [parser.epilog_head.rstrip("\n"), ""] if parser.epilog_head else []  # type: ignore[attr-defined]
+    lines.append(CONFIG_EPILOG.rstrip("\n"))
+    if cls is None:
+        lines.append(f"\nsystem {system} has no typed config: see its module")
+    elif others:
+        lines.append(f"\nother keys of system {system} (set with --set KEY=VALUE or --config FILE):")
+        for k in others:
+            lines.append(f"  {k.path}: {k.help}")
+            lines.append(f"      [{k.describe()}]")
+    parser.epilog = "\n".join(lines) + "\n"
+
+
+def system_config(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
+    """(validated config, seed) of a SystemConfigParser's options: --from-json, --config, the config-key flags
+    and --set (CONFIG_EPILOG)."""
+    from archsim import systems
+    from archsim.errors import UserError
+
+    base: dict[str, Any] | None = None
+    seed = 0
+    if args.from_json:
+        base, seed = _from_json(args.from_json)
+    file_system, file_items = config_file_overrides(args.override_file) if args.override_file else (None, [])
+    system = args.system or (base or {}).get("system") or file_system or DEFAULT_SYSTEM
+    systems.get(system)  # unknown -> the known systems, nearest first
+    only = args.system_parser.only
+    if only is not None and system not in only:
+        raise UserError(f"system {system!r}: `archsim {args.system_parser.prog.split()[-1]}` takes "
+                        f"{', '.join(only)} configs")
+    for origin, named in (("--from-json " + str(args.from_json), (base or {}).get("system")),
+                          (str(args.override_file), file_system)):
+        if named is not None and named != system:
+            raise UserError(f"{origin}: is a config of system {named!r}, but --system is {system!r}")
+    config = base if base is not None else {"system": system}
+    items = list(file_items) + flag_overrides(args, system)
+    items.extend(set_overrides(args))
+    config = systems.apply_overrides(config, items)
+    if getattr(args, "seed", None) is not None:
+        seed = args.seed
+    return config, seed
+
+
+def flag_overrides(args: argparse.Namespace, system: str) -> list[tuple[str, Any, str, int | None]]:
+    """The config-key flags given, as (key path, value, source, None) overrides: `--tokens 8` is exactly
+    `--set tokens=8` (same parsing, same checks). A flag of a key the system does not have is an error."""
+    from archsim.config import parse_scalar
+
+    parser = args.system_parser
+    by_name = schema_keys_by_name(parser.only)
+    items = []
+    seen = set()
+    for action, key, _ in parser._config_flags:
+        given = getattr(args, action.dest, None)
+        if given is None or action.dest in seen:
+            continue
+        seen.add(action.dest)
+        flag = "--" + key.replace("_", "-") if given is not False else "--no-" + key.replace("_", "-")
+        owners = by_name[key]
+        if system not in owners:
+            _not_an_option(flag, tuple(owners), system)
+        value = given if isinstance(given, bool) else parse_scalar(given)
+        items.append((key, value, f"{flag} {given}" if not isinstance(given, bool) else flag, None))
+    for dest, flag, key, value, _, only, _ in EXTRA_FLAGS:
+        given = getattr(args, f"cfgx__{dest}", None)
+        if given is None or given is False:
+            continue
+        if system not in only:
+            _not_an_option(flag, only, system)
+        items.append((key, given if value is None else value, flag, None))
+    return items
+
+
+def _not_an_option(flag: str, owners: tuple[str, ...], system: str) -> None:
+    from archsim.errors import UserError
+
+    raise UserError(f"{flag} is an option of system{'s' if len(owners) > 1 else ''} {', '.join(owners)}, not "
+                    f"{system}; set {system}'s keys with --set KEY=VALUE (see `archsim run --system {system} --help`)")
+
+
+def _from_json(path: str) -> tuple[dict[str, Any], int]:
+    import json
+
+    from archsim.errors import UserError
+
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path}: not a readable JSON file ({exc})") from None
+    manifest = data.get("manifest") if isinstance(data, dict) else None
+    config = manifest.get("config") if isinstance(manifest, dict) else None
+    if not isinstance(config, dict) or "system" not in config:
+        raise UserError(f"{path}: manifest.config: missing; expected the --json output of `archsim run` or "
+                        "`archsim trace`")
+    seed = manifest.get("seed") or 0
+    return config, int(seed)
+
+
+def help_system(args: argparse.Namespace) -> str:
+    """The system whose keys `--help` describes: --system, else the --config / --from-json file's, else the
+    default."""
+    from archsim import systems
+
+    system = args.system
+    if system is None and args.override_file:
+        system = config_file_overrides(args.override_file)[0]
+    if system is None and args.from_json:
+        system = _from_json(args.from_json)[0]["system"]
+    system = system or DEFAULT_SYSTEM
+    systems.get(system)
+    return system
+
+
+def print_system_help(args: argparse.Namespace) -> int:
+    parser = args.system_parser
+    describe_system(parser, help_system(args))
+    sys.stdout.write(parser.format_help())
+    return 0

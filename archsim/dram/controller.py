@@ -7,6 +7,7 @@ from typing import Any
 from archsim.config import require_choice, require_int, require_number
 from archsim.dram.mapping import parse_mapping
 from archsim.errors import ConfigError, nearest
+from archsim.schema import opt
 
 SCHEDULERS = ["frfcfs"]
 ROW_POLICIES = ["open", "closed"]
@@ -17,17 +18,19 @@ REFRESH_MODES = ["allbank", "perbank", "none"]
 class ControllerConfig:
     """Per-channel controller. Queues are per channel; watermarks are fractions of the write queue."""
 
-    scheduler: str = "frfcfs"          # FR-FCFS: ready row hits first, then oldest
-    row_policy: str = "open"           # open: leave rows open; closed: auto-precharge the last hit
-    refresh: str = "allbank"           # allbank (REFab every nREFI), perbank (REFpb every nREFIpb), none
-    read_queue: int = 32               # entries per channel
-    write_queue: int = 32
-    write_high_watermark: float = 0.8  # start draining writes at this fill of the write queue
-    write_low_watermark: float = 0.2   # stop draining (if reads wait) at this fill
-    mapping: str | None = None         # address mapping, MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco; None: the
-                                       # preset's default (its `mapping:`, else RoBaRaCoCh)
-    frontend_width: int = 1            # requests the frontend may offer per cycle (trace convention: 1)
-    active_buffer: bool = False        # Ramulator 2.1: a request whose ACT issued is served before its row closes
+    scheduler: str = opt("frfcfs", "FR-FCFS: ready row hits first, then oldest", choices=SCHEDULERS)
+    row_policy: str = opt("open", "open: leave rows open; closed: auto-precharge the last hit", choices=ROW_POLICIES)
+    refresh: str = opt("allbank", "allbank: REFab every nREFI; perbank: REFpb every nREFIpb; none",
+                       choices=REFRESH_MODES)
+    read_queue: int = opt(32, "read queue entries per channel", minimum=1)
+    write_queue: int = opt(32, "write queue entries per channel", minimum=1)
+    write_high_watermark: float = opt(0.8, "start draining writes at this fill of the write queue", minimum=0,
+                                      maximum=1)
+    write_low_watermark: float = opt(0.2, "stop draining (if reads wait) at this fill", minimum=0, maximum=1)
+    mapping: str | None = opt(None, "address mapping, MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco; null: the "
+                              "preset's default (its `mapping:`, else RoBaRaCoCh)")
+    frontend_width: int = opt(1, "requests the frontend may offer per cycle (trace convention: 1)", minimum=1)
+    active_buffer: bool = opt(False, "Ramulator 2.1: a request whose ACT issued is served before its row closes")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None, source: str = "controller") -> ControllerConfig:

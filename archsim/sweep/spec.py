@@ -135,7 +135,6 @@ class _Ctx:
 
 _sections = systems.sections
 _set = systems.set_key
-type_problem = systems.type_problem
 
 
 def _get(config: dict[str, Any], key_path: str) -> Any:
@@ -396,7 +395,7 @@ def _check_value(key: str, value: Any, where: PathKey, leaves: dict[str, Any],
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ctx.error(where, key, f"seed values must be integers >= 0, got {value!r}")
         return
-    problem = type_problem(value, leaves[key])
+    problem = systems.value_problem(key, value, leaves, where="the base config")
     if problem:
         raise ctx.error(where, key, problem)
 

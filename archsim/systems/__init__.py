@@ -20,18 +20,23 @@ _RESOLVERS: dict[str, ResolveFn] = {}
 # Optional per-system hook: keys(resolved config) -> {key path: current value} of the settable keys that the
 # resolved config does not spell out (e.g. dram.timing.* of the DRAM preset). See config_leaves().
 _KEYS: dict[str, KeysFn] = {}
+# Per-system typed schema (archsim.schema): a dataclass whose fields carry type, default, help and allowed values.
+# Overrides (--set, --config, CLI flags) and sweep axes are type-checked against it; `run --help` lists it.
+_SCHEMAS: dict[str, type] = {}
 # Modules that register systems on import (kept lazy so importing archsim stays cheap).
 _PROVIDERS = ["archsim.systems.dram_trace", "archsim.systems.pimgpt", "archsim.systems.neupims",
               "archsim.systems.duplex", "archsim.systems.t3"]
 
 
-def register(name: str, resolve: ResolveFn | None = None, keys: KeysFn | None = None) -> Callable[[RunFn], RunFn]:
+def register(name: str, resolve: ResolveFn | None = None, keys: KeysFn | None = None,
+             schema: type | None = None) -> Callable[[RunFn], RunFn]:
     """Decorator registering a system's run function; `resolve(config) -> config` optionally fills defaults,
-    `keys(resolved) -> {key path: value}` optionally adds settable keys the resolved config leaves out."""
+    `keys(resolved) -> {key path: value}` optionally adds settable keys the resolved config leaves out,
+    `schema` is the system's typed config dataclass (archsim.schema)."""
 
     def deco(fn: RunFn) -> RunFn:
         _REGISTRY[name] = fn
-        for table, hook in ((_RESOLVERS, resolve), (_KEYS, keys)):
+        for table, hook in ((_RESOLVERS, resolve), (_KEYS, keys), (_SCHEMAS, schema)):
             if hook is not None:
                 table[name] = hook
             else:
@@ -64,6 +69,12 @@ def get(name: str) -> RunFn:
     return _REGISTRY[name]
 
 
+def schema_of(name: str) -> type | None:
+    """The typed config dataclass of a system (None for a system registered without one)."""
+    get(name)
+    return _SCHEMAS.get(name)
+
+
 def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
     """`config` with its system's defaults filled in (unchanged if the system registered no resolver)."""
     from archsim.errors import ConfigError
@@ -81,6 +92,12 @@ def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
 # --set / --config (archsim.commands.common) both validate against config_leaves().
 
 
+class Leaves(dict):
+    """config_leaves(): {key path: current value}, knowing its system (whose schema types the values)."""
+
+    system: str = ""
+
+
 class NotSettable(str):
     """A key path a `keys` hook lists to explain why it cannot be set (e.g. a derived DRAM timing); the
     string is the reason. key_problem() reports it instead of "unknown key path"."""
@@ -95,7 +112,8 @@ def config_leaves(config: dict[str, Any]) -> dict[str, Any]:
     from archsim.config import flatten
 
     resolved = resolve_config(copy.deepcopy(config))
-    leaves = flatten(resolved)
+    leaves = Leaves(flatten(resolved))
+    leaves.system = resolved["system"]
     hook = _KEYS.get(resolved["system"])
     if hook is not None:
         for key, value in hook(resolved).items():
@@ -115,6 +133,7 @@ def key_problem(key: str, leaves: dict[str, Any], where: str = "the base config 
 
     if isinstance(leaves.get(key), NotSettable):
         return str(leaves[key])
+    system = getattr(leaves, "system", "")
     leaves = {k: v for k, v in leaves.items() if not isinstance(v, NotSettable)}
     if key in leaves or key in also:
         return None
@@ -132,6 +151,8 @@ def key_problem(key: str, leaves: dict[str, Any], where: str = "the base config 
         msg += f"; keys under {parent}: {', '.join(siblings[:20])}" + (" ..." if len(siblings) > 20 else "")
     else:
         msg += f"; valid key paths: {', '.join(sorted(leaves)[:20])}" + (" ..." if len(leaves) > 20 else "")
+    if system:
+        msg += f" (every key: `archsim run --system {system} --help`)"
     return msg
 
 
@@ -168,6 +189,32 @@ def type_problem(value: Any, base_value: Any, where: str = "the base config") ->
         except ValueError:
             pass
     return f"value {value!r} is {got}, but {where} has {want} here ({base_value!r}); expected {want}{hint}"
+
+
+def value_problem(key: str, value: Any, leaves: dict[str, Any], where: str | None = None) -> str | None:
+    """Why `value` cannot be set at `key` (None if it can): the system's schema decides where it describes the
+    key (type, allowed values, range), else the type of the current value (type_problem)."""
+    system = getattr(leaves, "system", "")
+    cls = _SCHEMAS.get(system) if system else None
+    spec = None
+    if cls is not None:
+        from archsim import schema
+
+        spec = schema.lookup(cls, key)
+    if spec is not None and schema.section_of(spec.type) is None:
+        return spec.problem(value)
+    return type_problem(value, leaves.get(key), where=where or (f"the {system} config" if system else "the base config"))
+
+
+def coerce_value(key: str, value: Any, system: str) -> Any:
+    """A command-line value made the schema's type where YAML read it otherwise (archsim.schema.Key.coerce)."""
+    cls = _SCHEMAS.get(system)
+    if cls is None:
+        return value
+    from archsim import schema
+
+    spec = schema.lookup(cls, key)
+    return value if spec is None else spec.coerce(value)
 
 
 def set_key(config: dict[str, Any], key_path: str, value: Any) -> None:
@@ -208,7 +255,8 @@ def apply_overrides(config: dict[str, Any], overrides: list[Override]) -> dict[s
             raise ConfigError(exc.key_path, exc.problem, source=exc.source or source, line=exc.line) from None
         problem = key_problem(key, leaves, where=f"the keys of system {out['system']}")
         if problem is None:
-            problem = type_problem(value, leaves[key], where=f"the {out['system']} config")
+            value = coerce_value(key, value, out["system"])
+            problem = value_problem(key, value, leaves)
         if problem is not None:
             raise ConfigError(key, problem, source=source, line=line)
         set_key(out, key, copy.deepcopy(value))

@@ -10,17 +10,20 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from archsim import energy as energy_mod
+from archsim import schema
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.controller import ControllerConfig
 from archsim.dram.spec import DramSpec, check_capacity, load_spec
+from archsim.dram.trace import SYNTHETIC_KINDS
 from archsim.engine.channel import MemorySystem
 from archsim.errors import ConfigError, UserError
 from archsim.results import Result, make_manifest
+from archsim.schema import opt
 from archsim.systems import register
 
 if TYPE_CHECKING:
@@ -284,25 +287,55 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     return result
 
 
-ALLOWED_KEYS = ("system", "preset", "channels", "mapping", "controller", "dram", "trace", "engine")
+DEFAULT_PRESET = "DDR4_3200AA_x8_8Gb"
+
+
+@dataclass
+class SyntheticTrace:
+    """A synthetic trace given as a mapping (archsim.dram.trace.synthetic_trace); every key is optional in the
+    config (absent unless given): kind and requests are required at run time, span_bytes defaults to the
+    device's capacity and seed to the run's seed."""
+
+    kind: str = opt(None, "access pattern (required)", choices=SYNTHETIC_KINDS, optional=True)
+    requests: int = opt(None, "requests in the trace (required)", minimum=1, optional=True)
+    read_fraction: float = opt(0.8, "probability that a request is a read", minimum=0, maximum=1, optional=True)
+    span_bytes: int | None = opt(None, "addresses in [start, start + span_bytes); null: the device's capacity",
+                                 minimum=1, optional=True)
+    seed: int | None = opt(None, "generator seed; null: the run's seed", minimum=0, optional=True)
+    start: int = opt(0, "first address", minimum=0, optional=True)
+
+
+@dataclass
+class DramTraceConfig:
+    """Config of system `dram-trace` (one source of truth: resolve, the CLI flags and help derive from it).
+    Optional keys are absent from the resolved config unless given, so configs that do not use them keep
+    their hash."""
+
+    preset: str = opt(DEFAULT_PRESET, "DRAM preset (archsim presets list)", optional=True)
+    channels: int | None = opt(None, "channels; null: the preset's", minimum=1, optional=True)
+    # no --mapping flag: on the command line --mapping is a mapping policy (pimgpt, ...), an address mapping
+    # is --address-mapping (archsim trace)
+    mapping: str | None = opt(None, "address mapping, MSB..LSB, e.g. RoBaRaCoCh; null: controller.mapping, "
+                              "else the preset's", optional=True, flag=False)
+    controller: ControllerConfig | None = opt(ControllerConfig, "memory-controller policy")
+    dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCD: 20}} (keys "
+                               "dram.<section>.<key>, the preset's values)", optional=True)
+    trace: str | SyntheticTrace = opt(None, "the trace (required): a trace file path, or a synthetic trace "
+                                      "{kind, requests, ...}", optional=True)
+    engine: Literal["numba"] = opt("numba", "simulation engine (the numba channel engine, the only one)")
 
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
     """Fill the controller's defaults, so sweeps can vary any controller.* key without naming it in `base`."""
-    for key in config:
-        if key not in ALLOWED_KEYS:
-            raise ConfigError(key, f"unknown key for system dram-trace; allowed: {', '.join(sorted(ALLOWED_KEYS))}")
+    schema.check(DramTraceConfig, config, "dram-trace")   # unknown keys, types, allowed values, ranges
     out = dict(config)
     out["controller"] = {**ControllerConfig().to_dict(), **(config.get("controller") or {})}
     out.setdefault("engine", "numba")
     return out
 
 
-DEFAULT_PRESET = "DDR4_3200AA_x8_8Gb"
-# keys of a synthetic trace given as a mapping (archsim.dram.trace.synthetic_trace) -> their defaults (None:
-# required, or chosen at run time: span_bytes from the device, seed from the run's seed)
-SYNTHETIC_KEYS = {"kind": None, "requests": None, "read_fraction": 0.8, "span_bytes": None, "seed": None,
-                  "start": 0}
+# keys of a synthetic trace given as a mapping -> their defaults (None: required, or chosen at run time)
+SYNTHETIC_KEYS = {k.path: k.default for k in schema.keys(SyntheticTrace)}
 
 
 def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
@@ -319,7 +352,7 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@register("dram-trace", resolve=resolve, keys=settable_keys)
+@register("dram-trace", resolve=resolve, keys=settable_keys, schema=DramTraceConfig)
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry for sweeps: keys preset, channels, mapping, controller{}, dram{timing overrides}, trace."""
     config = resolve(config)

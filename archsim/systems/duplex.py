@@ -11,62 +11,55 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from archsim import schema
 from archsim.compiler.duplex import DEVICE_KINDS, Compiler, Stage, load_policy, make_device, paper_devices
 from archsim.errors import ConfigError, UserError
 from archsim.results import Result, make_manifest
+from archsim.schema import opt
 from archsim.systems import register
 from archsim.workload.duplex_serving import DuplexBatcher, make_requests, serving_metrics
 from archsim.workload.serving import Batch
 
-DEFAULTS: dict[str, Any] = {
-    "system": "duplex", "model": "mixtral-8x7b", "device": "duplex", "devices": None,
-    "mapping": "duplex", "mapping_overrides": {}, "pim_timing": "engine",
-    "requests": 64, "input_len": 1024, "output_len": 1024, "length_std": 0.0, "qps": None,
-    "max_batch": 64, "max_prefill_tokens": 8192, "routing": "uniform", "zipf_s": 1.0,
-    # data parallelism: replicas of the whole `devices` group, each serving every k-th request
-    "data_parallel": 1,
-}
+
+@dataclass
+class DuplexConfig:
+    """Config of system `duplex` (one source of truth: DEFAULTS, resolve, the CLI flags and help derive from it)."""
+
+    model: str = opt("mixtral-8x7b", "model name (workloads/models) or a model file")
+    device: str = opt("duplex", "device kind: Duplex (xPU + Logic-PIM) or a baseline", choices=DEVICE_KINDS)
+    devices: int | None = opt(None, "devices (2xgpu: twice as many GPUs); null: the paper's count for the model",
+                              minimum=1)
+    mapping: str = opt("duplex", "mapping policy file: mappings/*.yaml or a path")
+    mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
+                                            "{dispatch: {decode: {qkv: xpu}}}")
+    pim_timing: str = opt("engine", "Logic-PIM timing: bundle command streams on the channel engine, or its "
+                          "roofline", choices=("engine", "roofline"))
+    requests: int = opt(64, "requests served", minimum=1)
+    input_len: int = opt(1024, "mean input (prompt) length in tokens", minimum=1)
+    output_len: int = opt(1024, "mean output length in tokens", minimum=1)
+    length_std: float = opt(0.0, "standard deviation of the lengths, as a fraction of the mean", minimum=0, below=1)
+    qps: float | None = opt(None, "Poisson arrival rate in requests/s; null: closed loop (all arrive at 0)", above=0)
+    max_batch: int = opt(64, "most requests in flight", minimum=1)
+    max_prefill_tokens: int | None = opt(8192, "most prompt tokens prefilled per iteration; null: no limit",
+                                         minimum=1)
+    routing: str = opt("uniform", "MoE expert routing of the tokens", choices=("uniform", "zipf"))
+    zipf_s: float = opt(1.0, "Zipf exponent of the expert popularity (routing: zipf)", minimum=0)
+    data_parallel: int = opt(1, "replicas of the whole `devices` group, each serving every k-th request",
+                             minimum=1)
 
 
-def _pos_int(cfg: dict, key: str) -> None:
-    v = cfg[key]
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(key, f"must be an integer >= 1, got {v!r}")
+DEFAULTS: dict[str, Any] = {"system": "duplex", **schema.defaults(DuplexConfig)}
 
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(config) - set(DEFAULTS))
-    if unknown:
-        raise ConfigError(unknown[0], f"unknown key for system duplex; allowed: {', '.join(sorted(DEFAULTS))}")
-    out = {**DEFAULTS, **config}
-    if out["device"] not in DEVICE_KINDS:
-        raise ConfigError("device", f"must be one of {', '.join(DEVICE_KINDS)}, got {out['device']!r}")
-    if out["pim_timing"] not in ("engine", "roofline"):
-        raise ConfigError("pim_timing", f"must be engine or roofline, got {out['pim_timing']!r}")
-    if out["routing"] not in ("uniform", "zipf"):
-        raise ConfigError("routing", f"must be uniform or zipf, got {out['routing']!r}")
-    for key in ("requests", "input_len", "output_len", "max_batch", "data_parallel"):
-        _pos_int(out, key)
-    for key in ("devices", "max_prefill_tokens"):
-        if out[key] is not None:
-            _pos_int(out, key)
-    q = out["qps"]
-    if q is not None and (isinstance(q, bool) or not isinstance(q, int | float) or q <= 0):
-        raise ConfigError("qps", f"must be null (closed loop) or a rate > 0 requests/s, got {q!r}")
-    s = out["length_std"]
-    if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s < 1:
-        raise ConfigError("length_std", f"must be a fraction in [0, 1) of the mean length, got {s!r}")
-    z = out["zipf_s"]
-    if isinstance(z, bool) or not isinstance(z, int | float) or z < 0:
-        raise ConfigError("zipf_s", f"must be a number >= 0, got {z!r}")
-    if not isinstance(out["mapping_overrides"], dict):
-        raise ConfigError("mapping_overrides", f"must be a mapping, got {out['mapping_overrides']!r}")
-    return out
+    schema.check(DuplexConfig, config, "duplex")   # unknown keys, types, allowed values, ranges
+    return {**DEFAULTS, **config}
 
 
 def n_devices(cfg: dict[str, Any], model_name: str) -> int:
@@ -161,6 +154,6 @@ class DuplexRun:
         return Result(df=df, manifest=manifest, stats=stats, extra={"serving": served, "compiler": self.compiler})
 
 
-@register("duplex", resolve=resolve)
+@register("duplex", resolve=resolve, schema=DuplexConfig)
 def run(config: dict[str, Any], seed: int = 0) -> Result:
     return DuplexRun(config, seed).run()

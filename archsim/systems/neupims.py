@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from archsim import paths
+from archsim import paths, schema
 from archsim.compiler.neupims import AttentionCompiler, Stream
 from archsim.config import load_yaml
 from archsim.dram import mapping as mapping_mod
@@ -57,6 +57,7 @@ from archsim.npu.dram_gemm import GemmAgent
 from archsim.npu.systolic import schedule_gemm
 from archsim.npu.vector import vector_op_cycles, vector_row_cycles
 from archsim.results import Result, make_manifest
+from archsim.schema import opt
 from archsim.systems import register
 from archsim.workload import serving
 from archsim.workload.spec import ModelSpec, load_model
@@ -70,15 +71,41 @@ MODES = ("iteration", "serving")
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
                "channel_assignment": ("gmlbp", "round_robin")}
 
-DEFAULTS: dict[str, Any] = {
-    "model": "gpt3-7b", "tp": None, "batch": 256, "dataset": "sharegpt", "mode": "iteration", "samples": 1,
-    "requests": 512, "max_iterations": 100_000, "mapping": "neupims", "sub_batch": None, "channel_assignment": None,
-    "preset": None, "npu": "neupims_npu", "layers": None, "refresh": True,
-    # the TP all-reduce link; None = an ideal interconnect (NeuPIMs' simulator models no inter-device traffic),
-    # e.g. 64e9 and 1e-6 for a PCIe 5.0 x16-class link
-    "link_bytes_per_s": None, "link_latency_s": 0.0, "gpu": "a100-40gb",
-}
-OPTIONAL_KEYS = ("dram",)
+@dataclass
+class NeuPimsConfig:
+    """Config of systems neupims, npu_pim, npu_only and gpu_only (one source of truth: DEFAULTS, resolve, the
+    CLI flags and help derive from it)."""
+
+    model: str = opt("gpt3-7b", "model name (workloads/models) or a model file")
+    tp: int | None = opt(None, "tensor-parallel devices (must divide the model's heads); null: NeuPIMs' count "
+                         "for the model (gpt3-7b 4, gpt3-13b 4, gpt3-30b 8, gpt3-175b 32), else 1", minimum=1)
+    batch: int = opt(256, "requests per batch (iteration mode) / most requests in flight (serving mode)", minimum=1)
+    dataset: str = opt("sharegpt", "request lengths: a dataset (alpaca, sharegpt) or a trace file (.csv / .jsonl)")
+    mode: str = opt("iteration", "iteration: `samples` decode iterations of `batch` requests; serving: continuous "
+                    "batching of `requests` requests (TTFT / TBT)", choices=MODES)
+    samples: int = opt(1, "iteration mode: batches sampled (one decode iteration each)", minimum=1)
+    requests: int = opt(512, "serving mode: requests served", minimum=1)
+    max_iterations: int = opt(100_000, "serving mode: stop after this many iterations", minimum=1)
+    mapping: str = opt("neupims", "mapping policy file: mappings/*.yaml or a path")
+    sub_batch: bool | None = opt(None, "interleave two sub-batches (NPU and PIM overlap); null: the mapping "
+                                 "policy's", choices=POLICY_KEYS["sub_batch"])
+    channel_assignment: str | None = opt(None, "which channel holds a request's KV cache; null: the mapping "
+                                         "policy's", choices=POLICY_KEYS["channel_assignment"])
+    preset: str | None = opt(None, "DRAM preset; null: NeuPIMs_HBM2_Dual (neupims), NeuPIMs_HBM2_Single "
+                             "(npu_pim, npu_only)")
+    npu: str = opt("neupims_npu", "NPU preset (archsim/presets/npu)")
+    layers: int | None = opt(None, "layers simulated; null: all of the model's", minimum=1)
+    refresh: bool = opt(True, "simulate DRAM refresh")
+    # the TP all-reduce link; None = an ideal interconnect (NeuPIMs' simulator models no inter-device traffic)
+    link_bytes_per_s: float | None = opt(None, "TP all-reduce link bandwidth in bytes/s, e.g. 64e9 (PCIe 5.0 "
+                                         "x16-class); null: an ideal interconnect", above=0)
+    link_latency_s: float = opt(0.0, "TP all-reduce link latency per hop in s, e.g. 1e-6", minimum=0)
+    gpu: str = opt("a100-40gb", "GPU baseline preset of gpu_only (archsim/presets/baselines)")
+    # optional: absent from the resolved config unless given, so configs that do not use it keep their hash
+    dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCD: 20}}", optional=True)
+
+
+DEFAULTS: dict[str, Any] = schema.defaults(NeuPimsConfig)
 
 
 # ---- configuration -------------------------------------------------------------------------------------------
@@ -99,51 +126,23 @@ def _policy(name: str) -> dict[str, Any]:
     return out
 
 
-def _int(cfg: dict, key: str, minimum: int = 1, allow_none: bool = False) -> None:
-    v = cfg[key]
-    if v is None and allow_none:
-        return
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ConfigError(key, f"must be an integer >= {minimum}, got {v!r}")
-
-
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
     name = config.get("system", "neupims")
-    allowed = sorted({"system", *DEFAULTS, *OPTIONAL_KEYS})
-    unknown = sorted(set(config) - set(allowed))
-    if unknown:
-        raise ConfigError(unknown[0], f"unknown key for system {name}; allowed: {', '.join(allowed)}")
+    schema.check(NeuPimsConfig, config, name)   # unknown keys, types, allowed values, ranges
     out = {**DEFAULTS, **config, "system": name}
     model = load_model(out["model"])
     if out["tp"] is None:
         out["tp"] = TP_DEFAULT.get(model.name, 1)
-    for key in ("tp", "batch", "samples", "requests", "max_iterations"):
-        _int(out, key)
-    _int(out, "layers", allow_none=True)
-    if out["mode"] not in MODES:
-        raise ConfigError("mode", f"must be one of {', '.join(MODES)}, got {out['mode']!r}")
     if model.n_heads % out["tp"]:
         raise ConfigError("tp", f"{model.name} has {model.n_heads} heads; tp must divide it, got {out['tp']}")
     policy = _policy(out["mapping"])
     for key in ("sub_batch", "channel_assignment"):
         if out[key] is None:
             out[key] = policy[key]
-        elif out[key] not in POLICY_KEYS[key]:
-            raise ConfigError(key, f"must be one of {', '.join(map(str, POLICY_KEYS[key]))}, got {out[key]!r}")
     if name in ("npu_only", "gpu_only"):
         out["sub_batch"] = False          # nothing runs beside the NPU's attention to interleave with
     if out["preset"] is None and name != "gpu_only":
         out["preset"] = DEVICE_PRESET[name]
-    for key in ("link_bytes_per_s", "link_latency_s"):
-        v = out[key]
-        if v is None and key == "link_bytes_per_s":
-            continue
-        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or (key == "link_bytes_per_s" and v == 0):
-            raise ConfigError(key, f"must be a number > 0 (link_bytes_per_s may be null: ideal), got {v!r}")
-    if not isinstance(out["refresh"], bool):
-        raise ConfigError("refresh", f"must be true or false, got {out['refresh']!r}")
-    if "dram" in out and not isinstance(out["dram"], dict):
-        raise ConfigError("dram", f"must be a mapping of preset overrides, got {out['dram']!r}")
     if not _is_trace(out["dataset"]) and out["dataset"] not in serving.DATASETS:
         raise ConfigError("dataset", f"unknown dataset {out['dataset']!r}; known: {', '.join(sorted(serving.DATASETS))}"
                           " or a trace file (.csv / .jsonl)")
@@ -824,4 +823,4 @@ def run(config: dict[str, Any], seed: int = 0) -> Result:
 
 
 for _name in SYSTEMS:
-    register(_name, resolve=resolve)(run)
+    register(_name, resolve=resolve, schema=NeuPimsConfig)(run)

@@ -37,62 +37,57 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
+from archsim import schema
 from archsim.compiler.pimgpt import ModelLayout, layout_model, load_policy
 from archsim.config import flatten
 from archsim.dram.spec import DramSpec, load_spec, override_leaves
 from archsim.engine.reuse import StreamChannels
-from archsim.errors import ConfigError, UserError
+from archsim.errors import UserError
 from archsim.results import Result, make_manifest
+from archsim.schema import opt
 from archsim.systems import register
 
-DEFAULTS: dict[str, Any] = {
-    "system": "pimgpt", "model": "gpt2-xl", "tokens": 1024, "channels": None, "asic_clock_hz": None,
-    "preset": "GDDR6_AiM_16Gbps", "mapping": "pimgpt", "mapping_overrides": {}, "asic": "pimgpt_asic",
-    "baselines": ["t4", "xeon-gold-6154"], "engine": "numba", "memo": True, "refresh": False,
-    "timeline": False,   # also record a per-unit timeline of the last decode step (one extra step, per-op path)
-}
+
+@dataclass
+class PimGptConfig:
+    """Config of system `pimgpt` (one source of truth: DEFAULTS, resolve, the CLI flags and help derive from it)."""
+
+    model: str = opt("gpt2-xl", "model name (workloads/models) or a model YAML / HF config.json")
+    tokens: int = opt(1024, "tokens to decode, token by token; the context grows 1..tokens", minimum=1)
+    channels: int | None = opt(None, "PIM channels; null: the preset's", minimum=1, power_of_two=True)
+    asic_clock_hz: float | None = opt(None, "ASIC clock in Hz; null: the ASIC preset's (1 GHz)", above=0)
+    preset: str = opt("GDDR6_AiM_16Gbps", "DRAM preset with a `pim` section (archsim presets list)")
+    mapping: str = opt("pimgpt", "mapping policy file: mappings/*.yaml or a path")
+    mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
+                                            "{weights: {layout: row_aligned}} (keys mapping_overrides.<section>.<key>)")
+    asic: str = opt("pimgpt_asic", "ASIC preset (archsim/presets/asic)")
+    baselines: list[str] | Literal[False] = opt(["t4", "xeon-gold-6154"], "baseline devices to compare with "
+                                                "([] or false: none)")
+    engine: Literal["numba"] = opt("numba", "simulation engine (the numba channel engine, the only one)")
+    memo: bool = opt(True, "reuse identical steps (exact: equal to a full simulation); false simulates every op")
+    refresh: bool = opt(False, "simulate DRAM refresh (interrupts PIM streams; turns the op memo off)")
+    timeline: bool = opt(False, "also record a per-unit timeline of the last decode step (one extra step, per-op path)")
+    # optional: absent from the resolved config unless given, so configs that do not use it keep their hash
+    dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCDRD: 20}} (keys dram.<section>.<key>"
+                               ", the preset's values)", optional=True)
+    schedule: str = opt("serial", "serial: the paper's engine (the next op starts when the ASIC and the PIM are idle);"
+                        " overlap: the token's op graph on the event loop, ASIC and PIM overlapping where the data "
+                        "allow (systems/pimgpt_overlap.py)", choices=("serial", "overlap"), optional=True)
+
+
+DEFAULTS: dict[str, Any] = {"system": "pimgpt", **schema.defaults(PimGptConfig)}
 ENERGY_COMPONENTS = ("dram_array", "pim_mac", "global_buffer", "io", "asic", "background")
 
 
-# Optional keys without a default (absent from the resolved config unless given, so configs that do not use
-# them keep their hash): dram = overrides of the DRAM preset, e.g. {timing: {nRCDRD: 20}}; schedule = serial
-# (the paper's engine: the next op starts when the ASIC and the PIM are idle; the default) or overlap (the
-# token's op graph on the event loop, ASIC and PIM overlapping where the data allow: systems/pimgpt_overlap.py).
-OPTIONAL_KEYS = ("dram", "schedule")
-SCHEDULES = ("serial", "overlap")
-
-
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(config) - set(DEFAULTS) - set(OPTIONAL_KEYS))
-    if unknown:
-        raise ConfigError(unknown[0], "unknown key for system pimgpt; allowed: "
-                          f"{', '.join(sorted([*DEFAULTS, *OPTIONAL_KEYS]))}")
-    out = {**DEFAULTS, **config}
-    if "dram" in out and not isinstance(out["dram"], dict):
-        raise ConfigError("dram", f"must be a mapping of preset overrides, e.g. {{timing: {{nRCDRD: 20}}}}, "
-                          f"got {out['dram']!r}")
-    if not isinstance(out["mapping_overrides"], dict):
-        raise ConfigError("mapping_overrides", "must be a mapping, e.g. {weights: {layout: row_aligned}}, "
-                          f"got {out['mapping_overrides']!r}")
-    tok = out["tokens"]
-    if isinstance(tok, bool) or not isinstance(tok, int) or tok < 1:
-        raise ConfigError("tokens", f"must be an integer >= 1, got {tok!r}")
-    ch = out["channels"]
-    if ch is not None and (isinstance(ch, bool) or not isinstance(ch, int) or ch < 1 or ch & (ch - 1)):
-        raise ConfigError("channels", f"must be a power of two >= 1, got {ch!r}")
-    f = out["asic_clock_hz"]
-    if f is not None and (isinstance(f, bool) or not isinstance(f, int | float) or f <= 0):
-        raise ConfigError("asic_clock_hz", f"must be a frequency > 0 in Hz, got {f!r}")
-    if not isinstance(out["refresh"], bool):
-        raise ConfigError("refresh", f"must be true or false, got {out['refresh']!r}")
-    if "schedule" in out and out["schedule"] not in SCHEDULES:
-        raise ConfigError("schedule", f"must be one of {', '.join(SCHEDULES)}, got {out['schedule']!r}")
-    return out
+    schema.check(PimGptConfig, config, "pimgpt")   # unknown keys, types, allowed values, ranges
+    return {**DEFAULTS, **config}
 
 
 class PimGptSimulator:
@@ -700,7 +695,7 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@register("pimgpt", resolve=resolve, keys=settable_keys)
+@register("pimgpt", resolve=resolve, keys=settable_keys, schema=PimGptConfig)
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry: keys model, tokens, channels, asic_clock_hz, preset, mapping, asic, baselines, engine, memo."""
     return PimGptSimulator(config).run(seed=seed)

@@ -8,60 +8,58 @@ Ideal overlap is derived from the Sequential run: max(GEMM, reduce-scatter) + al
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
+from archsim import schema
 from archsim.errors import ConfigError
 from archsim.results import Result, make_manifest
+from archsim.schema import opt
 from archsim.systems import register
 
-DEFAULTS: dict[str, Any] = {
-    "model": "t-nlg",
-    "sublayer": "fc2_fwd",
-    "tp": 8,
-    "tokens": 1024,
-    "devices": "one",            # one: device 0 cycle-accurate, neighbours by ring symmetry; all: every device
-    "preset": "t3_paper",
-    "configs": ["sequential", "t3", "t3-mca"],
-    "tracker_entries": 256,
-    "mca_threshold": "dynamic",   # dynamic (per K step), auto (first stage) or an integer
-    "nmc_update": "command",      # command: the standard's NMC update command; rd_wr: RD + ALU + WR
-    "starvation_cap_cycles": 1000,
-    "window_cycles": 64,
-}
+
+def _t3(name: str) -> Any:
+    from archsim.interconnect import t3  # the model module (imported when its lists are needed)
+
+    return getattr(t3, name)
+
+
+@dataclass
+class T3Config:
+    """Config of system `t3` (one source of truth: DEFAULTS, resolve, the CLI flags and help derive from it)."""
+
+    model: str = opt("t-nlg", "model name (workloads/models) or a model file")
+    sublayer: str = opt("fc2_fwd", "the tensor-parallel sublayer simulated", choices=lambda: _t3("SUBLAYERS"))
+    tp: int = opt(8, "tensor-parallel devices (the T3 evaluation's range)", minimum=2, maximum=64)
+    tokens: int = opt(1024, "tokens in the batch (GEMM M)", minimum=1)
+    # one: device 0 cycle-accurate, neighbours by ring symmetry; all: every device
+    devices: str = opt("one", "one: device 0 simulated, its neighbours by ring symmetry; all: every device",
+                       choices=("one", "all"))
+    preset: str = opt("t3_paper", "T3 hardware preset (archsim/presets/interconnect)")
+    configs: list[str] | str = opt(["sequential", "t3", "t3-mca"], "configurations simulated (ideal is derived "
+                                   "from sequential)", choices=lambda: _t3("CONFIGS"))
+    tracker_entries: int = opt(256, "tracker entries (tile-update counters) at the memory controller", minimum=1)
+    mca_threshold: int | str = opt("dynamic", "MCA: occupancy threshold; dynamic: re-estimated per K step from "
+                                   "the measured compute queue; auto: the preset's rule once, from the first stage; "
+                                   "or an integer", choices=("dynamic", "auto"), minimum=1)
+    nmc_update: str = opt("command", "near-memory update: command (the standard's NMC update command, UPD/UPDA) "
+                          "or rd_wr (RD + ALU + WR)", choices=("command", "rd_wr"))
+    starvation_cap_cycles: int = opt(1000, "MCA: most cycles a source may starve", minimum=1)
+    window_cycles: int = opt(64, "DMA driver window in cycles", minimum=1)
+
+
+DEFAULTS: dict[str, Any] = schema.defaults(T3Config)
 
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
-    from archsim.config import require_choice, require_int
-    from archsim.interconnect.t3 import CONFIGS, SUBLAYERS
-
-    allowed = {"system", *DEFAULTS}
-    unknown = sorted(set(config) - allowed)
-    if unknown:
-        raise ConfigError(unknown[0], f"unknown key for system t3; allowed: {', '.join(sorted(DEFAULTS))}")
+    schema.check(T3Config, config, "t3")   # unknown keys, types, allowed values, ranges
     out = {**DEFAULTS, **config}
-    require_choice("t3", "sublayer", out["sublayer"], SUBLAYERS)
-    require_choice("t3", "devices", out["devices"], ["one", "all"])
-    tp = require_int("t3", "tp", out["tp"], minimum=2)
-    if tp > 64:
-        raise ConfigError("tp", f"must be 2..64 (the T3 evaluation's range), got {tp}")
-    require_int("t3", "tokens", out["tokens"], minimum=1)
-    for key in ("tracker_entries", "starvation_cap_cycles", "window_cycles"):
-        require_int("t3", key, out[key], minimum=1)
-    if out["mca_threshold"] not in ("auto", "dynamic"):
-        if isinstance(out["mca_threshold"], str):
-            raise ConfigError("mca_threshold", f"must be dynamic, auto or an integer >= 1, got {out['mca_threshold']!r}")
-        require_int("t3", "mca_threshold", out["mca_threshold"], minimum=1)
-    require_choice("t3", "nmc_update", out["nmc_update"], ["command", "rd_wr"])
     cfgs = out["configs"]
     if isinstance(cfgs, str):
         cfgs = [cfgs]
-    if not isinstance(cfgs, list) or not cfgs:
-        raise ConfigError("configs", f"must be a non-empty list of {', '.join(CONFIGS)}, got {out['configs']!r}")
-    for c in cfgs:
-        require_choice("t3", "configs", c, CONFIGS)
+    if not cfgs:
+        raise ConfigError("configs", f"must be a non-empty list of {', '.join(_t3('CONFIGS'))}, got {out['configs']!r}")
     out["configs"] = list(cfgs)
-    if not isinstance(out["model"], str):
-        raise ConfigError("model", f"must be a model name or file, got {out['model']!r}")
     return out
 
 
@@ -125,7 +123,7 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
     return stats, rows
 
 
-@register("t3", resolve=resolve)
+@register("t3", resolve=resolve, schema=T3Config)
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     cfg = resolve(config)
     stats, rows = run_sublayer(cfg)

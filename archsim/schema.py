@@ -1,0 +1,422 @@
+"""Typed config schemas: one `@dataclass` per system whose fields carry type, default, help and allowed values.
+
+A system module declares its config once:
+
+    @dataclass
+    class PimGptConfig:
+        tokens: int = opt(1024, "tokens to decode", minimum=1)
+        engine: Literal["numba"] = opt("numba", "simulation engine")
+
+and everything else is derived from it: the defaults dict its `resolve` fills in (`defaults`), the check of a
+given config (`check`: unknown keys, types, allowed values, ranges), the type check and coercion of one
+`--set` / `--config` / sweep value (`lookup(...).problem/coerce`, used by archsim.systems.apply_overrides and
+archsim.sweep.spec), the CLI flags of `archsim run` (archsim.commands.run) and the key documentation of
+`archsim run --system X --help` and `archsim config show` (`keys`, `Key.describe`).
+
+Types understood: int, float (an int is accepted), str, bool, None, Any, Literal[...], unions (`int | None`),
+list[T], dict[...] (a free mapping, e.g. preset overrides) and nested schema dataclasses (sections).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, is_dataclass
+from typing import Any, Literal, Union, get_args, get_origin
+
+from archsim.errors import ConfigError
+
+
+def opt(default: Any, help: str, *, choices: Any = None, minimum: float | None = None,
+        maximum: float | None = None, above: float | None = None, below: float | None = None,
+        power_of_two: bool = False, optional: bool = False, flag: bool = True) -> Any:
+    """A schema field. `choices`: allowed values (a sequence, or a function returning one, for lists kept in
+    another module); for a list-typed key they apply to each element. minimum/maximum are inclusive bounds,
+    above/below exclusive ones. `optional`: the key is absent from the resolved config unless given (so configs
+    that do not use it keep their hash); `default` is then only documentation (what the system uses).
+    `flag=False`: no `archsim run --KEY` flag for it (e.g. a name whose flag means something else elsewhere)."""
+    meta = {"help": help, "choices": choices, "minimum": minimum, "maximum": maximum, "above": above,
+            "below": below, "power_of_two": power_of_two, "optional": optional, "flag": flag}
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    if isinstance(default, type) and is_dataclass(default):
+        return field(default_factory=default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+# ---- types --------------------------------------------------------------------------------------------------
+def _is_union(tp: Any) -> bool:
+    return get_origin(tp) in (Union, types.UnionType)
+
+
+def _members(tp: Any) -> tuple[Any, ...]:
+    return get_args(tp) if _is_union(tp) else (tp,)
+
+
+def section_of(tp: Any) -> type | None:
+    """The schema dataclass a type holds (itself, or one member of a union), if any."""
+    for m in _members(tp):
+        if isinstance(m, type) and is_dataclass(m):
+            return m
+    return None
+
+
+def _ok(tp: Any, value: Any) -> bool:
+    if tp is Any:
+        return True
+    if _is_union(tp):
+        return any(_ok(m, value) for m in get_args(tp))
+    origin = get_origin(tp)
+    if origin is Literal:
+        return any(value == a and isinstance(value, bool) == isinstance(a, bool) for a in get_args(tp))
+    if tp is None or tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if origin is list or tp is list:
+        (item,) = get_args(tp) or (Any,)
+        return isinstance(value, list) and all(_ok(item, v) for v in value)
+    if origin is dict or tp is dict:
+        return isinstance(value, dict)
+    if isinstance(tp, type) and is_dataclass(tp):
+        if not isinstance(value, dict):
+            return False
+        hints = _hints(tp)
+        return all(k in hints and _ok(hints[k], v) for k, v in value.items())
+    raise TypeError(f"schema type {tp!r} is not supported")
+
+
+def _describe_type(tp: Any) -> str:
+    if tp is Any:
+        return "any value"
+    if _is_union(tp):
+        parts = [_describe_type(m) for m in get_args(tp) if m is not type(None)]
+        if type(None) in get_args(tp):
+            parts.append("null")
+        return " or ".join(parts)
+    origin = get_origin(tp)
+    if origin is Literal:
+        args = get_args(tp)
+        return _show(args[0]) if len(args) == 1 else "one of " + ", ".join(map(str, args))
+    if tp is type(None):
+        return "null"
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if tp in names:
+        return names[tp]
+    if origin is list or tp is list:
+        (item,) = get_args(tp) or (Any,)
+        return "a list" + ("" if item is Any else f" of {_plural(_describe_type(item))}")
+    if origin is dict or tp is dict:
+        return "a mapping"
+    if isinstance(tp, type) and is_dataclass(tp):
+        return "a mapping of " + ", ".join(_hints(tp))
+    raise TypeError(f"schema type {tp!r} is not supported")
+
+
+def _plural(text: str) -> str:
+    return {"an integer": "integers", "a number": "numbers", "a string": "strings"}.get(text, text)
+
+
+def _short_type(tp: Any) -> str:
+    """Compact form for help listings: int, float | null, list[str], one of a|b."""
+    if tp is Any:
+        return "any"
+    if _is_union(tp):
+        return " | ".join(_short_type(m) for m in get_args(tp))
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "|".join(map(str, get_args(tp)))
+    if tp is type(None):
+        return "null"
+    if origin is list or tp is list:
+        (item,) = get_args(tp) or (Any,)
+        return f"list[{_short_type(item)}]"
+    if origin is dict or tp is dict:
+        return "mapping"
+    if isinstance(tp, type) and is_dataclass(tp):
+        return "section"
+    return getattr(tp, "__name__", str(tp))
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls, include_extras=False)
+    return _HINTS[cls]
+
+
+# ---- keys ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Key:
+    """One key path of a schema."""
+
+    path: str
+    type: Any
+    default: Any
+    help: str
+    choices: Any = None
+    minimum: float | None = None
+    maximum: float | None = None
+    above: float | None = None
+    below: float | None = None
+    power_of_two: bool = False
+    optional: bool = False
+    flag: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit(".", 1)[-1]
+
+    def allowed(self) -> list[Any] | None:
+        """The allowed values (of each element, for a list key), or None when any value of the type is."""
+        if self.choices is not None:
+            got = self.choices() if callable(self.choices) else self.choices
+            return list(got)
+        # a Literal is the list of allowed values when it is the whole type (besides null); beside other types
+        # (`list[str] | Literal[False]`) it is one more alternative
+        members = [m for m in _members(self.type) if m is not type(None)]
+        if not members or any(get_origin(m) is not Literal for m in members):
+            return None
+        return [a for m in members for a in get_args(m)]
+
+    def others(self) -> list[Any]:
+        """Typed alternatives beside the allowed values (e.g. the integer of `int | str` with choices ("auto",))."""
+        return [m for m in _members(self.type) if get_origin(m) is not Literal and m is not type(None)
+                and m is not str and get_origin(m) is not list and m is not bool]
+
+    def closed(self) -> bool:
+        """Only the allowed values (or null) are valid: a CLI flag may list them as its choices."""
+        return self.allowed() is not None and not self.others() and self.scalar()
+
+    def nullable(self) -> bool:
+        return self.type is Any or any(m is type(None) for m in _members(self.type))
+
+    def scalar(self) -> bool:
+        """A single value (a CLI flag can set it): no list, mapping or section in its type."""
+        return all(m in (int, float, str, bool, type(None)) or get_origin(m) is Literal for m in _members(self.type))
+
+    def bool_only(self) -> bool:
+        return all(m in (bool, type(None)) for m in _members(self.type)) and bool in _members(self.type)
+
+    def bounds(self) -> str:
+        parts = []
+        for word, bound in ((">=", self.minimum), (">", self.above), ("<=", self.maximum), ("<", self.below)):
+            if bound is not None:
+                parts.append(f"{word} {bound:g}")
+        if self.power_of_two:
+            parts.append("a power of two")
+        return " and ".join(parts)
+
+    def kind(self) -> str:
+        """What the key accepts, as a phrase: "an integer >= 1", "one of iteration, serving, or null"."""
+        allowed = self.allowed()
+        is_list = any(get_origin(m) is list for m in _members(self.type))
+        if allowed is not None:
+            text = "one of " + ", ".join(map(str, allowed))
+            if is_list:
+                text = f"{text}, or a list of them"
+            others = self.others()
+            if others:
+                text += " or " + " or ".join(_describe_type(m) for m in others)
+                if self.bounds():
+                    text += " " + self.bounds()
+        else:
+            text = _describe_type(self.type if not self.nullable() else
+                                  Union[tuple(m for m in _members(self.type) if m is not type(None))])  # noqa: UP007
+            if self.bounds():
+                text += " " + self.bounds()
+        if self.nullable() and self.type is not Any:
+            text += ", or null"
+        return text
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` is not allowed here (None if it is)."""
+        if value is None and self.nullable():
+            return None
+        allowed = self.allowed()
+        if allowed is not None:
+            items = value if isinstance(value, list) and any(get_origin(m) is list for m in _members(self.type)) \
+                else [value]
+            # a typed alternative (e.g. an integer besides "auto") is allowed outside the choices
+            others = self.others()
+            for item in items:
+                if any(item == a and isinstance(item, bool) == isinstance(a, bool) for a in allowed):
+                    continue
+                if others and any(_ok(m, item) for m in others) and self._in_bounds(item):
+                    continue
+                return f"must be {self.kind()}, got {value!r}"
+            return None
+        if not _ok(self.type, value):
+            return f"must be {self.kind()}, got {value!r}" + _number_hint(self.type, value)
+        if not self._in_bounds(value):
+            return f"must be {self.kind()}, got {value!r}"
+        return None
+
+    def _in_bounds(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return True
+        if self.minimum is not None and value < self.minimum:
+            return False
+        if self.maximum is not None and value > self.maximum:
+            return False
+        if self.above is not None and value <= self.above:
+            return False
+        if self.below is not None and value >= self.below:
+            return False
+        return not (self.power_of_two and (value < 1 or int(value) & (int(value) - 1)))
+
+    def coerce(self, value: Any) -> Any:
+        """A value as typed on the command line, made the key's type where YAML read it otherwise: "1e9" (YAML
+        1.1 reads it as text) for a number key, 7 for a string key. Anything else is returned unchanged."""
+        if _ok(self.type, value):
+            return value
+        members = _members(self.type)
+        if isinstance(value, str) and float in members:
+            try:
+                return float(value)
+            except ValueError:
+                return value
+        if isinstance(value, int | float) and not isinstance(value, bool) and str in members:
+            return str(value)
+        return value
+
+    def describe(self) -> str:
+        """One line for help listings: type, default and allowed values."""
+        if section_of(self.type) is not None:
+            return self.kind() + ("; absent from the config unless given" if self.optional else "")
+        if self.optional and self.default is None:
+            return f"{self.kind()}; no default (absent from the config unless given)"
+        return f"{self.kind()}; default {_show(self.default)}" + (" (absent from the config unless given)"
+                                                                   if self.optional else "")
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | dict):
+        import json
+
+        return json.dumps(value)
+    return str(value)
+
+
+def _number_hint(tp: Any, value: Any) -> str:
+    if isinstance(value, str) and any(m in (int, float) for m in _members(tp)):
+        try:
+            float(value)
+        except ValueError:
+            return ""
+        return " (YAML reads it as text: write 1.0e+9, or give it with --set, which reads 1e9 as a number)"
+    return ""
+
+
+def keys(cls: type, prefix: str = "") -> list[Key]:
+    """Every key path of a schema, in declaration order; a section's keys follow it (its own entry included)."""
+    out = []
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        meta = f.metadata
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        if is_dataclass(default):
+            default = dataclasses.asdict(default)
+        path = f"{prefix}{f.name}"
+        out.append(Key(path=path, type=hints[f.name], default=default, help=meta.get("help", ""),
+                       choices=meta.get("choices"), minimum=meta.get("minimum"), maximum=meta.get("maximum"),
+                       above=meta.get("above"), below=meta.get("below"),
+                       power_of_two=meta.get("power_of_two", False), optional=meta.get("optional", False),
+                       flag=meta.get("flag", True)))
+        sub = section_of(hints[f.name])
+        if sub is not None:
+            out.extend(keys(sub, path + "."))
+    return out
+
+
+def lookup(cls: type, key_path: str) -> Key | None:
+    """The Key of a dotted path, or None if the schema does not describe it (e.g. inside a free mapping)."""
+    for key in keys(cls):
+        if key.path == key_path:
+            return key
+    return None
+
+
+def defaults(cls: type) -> dict[str, Any]:
+    """The defaults of every non-optional key, in declaration order (sections as dicts)."""
+    out = {}
+    for key in keys(cls):
+        if "." not in key.path and not key.optional:
+            out[key.path] = copy.deepcopy(key.default)
+    return out
+
+
+def check(cls: type, config: dict[str, Any], system: str, allow: tuple[str, ...] = ("system",),
+          source: str | None = None) -> None:
+    """Raise a ConfigError for the first unknown key or bad value of `config` (only keys it gives are checked;
+    free mappings are left to the system)."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in config:
+        if key not in names and key not in allow:
+            raise ConfigError(key, f"unknown key for system {system}; allowed: {', '.join(sorted(names))}",
+                              source=source)
+    _check_values(cls, config, "", source)
+
+
+def _check_values(cls: type, data: dict[str, Any], prefix: str, source: str | None) -> None:
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        sub = section_of(hints[f.name])
+        if sub is not None and isinstance(value, dict):
+            sub_names = [g.name for g in dataclasses.fields(sub)]
+            for k in value:
+                if k not in sub_names:
+                    raise ConfigError(f"{prefix}{f.name}.{k}", f"unknown key; allowed: {', '.join(sub_names)}",
+                                      source=source)
+            _check_values(sub, value, f"{prefix}{f.name}.", source)
+            continue
+        key = lookup(cls, f.name)
+        assert key is not None
+        problem = key.problem(value)
+        if problem:
+            raise ConfigError(prefix + f.name, problem, source=source)
+
+
+def yaml_with_help(cls: type, config: dict[str, Any], width: int = 118) -> str:
+    """`config` (a resolved config of this schema) as YAML, each schema key preceded by its help and type as
+    `#` comments. Keys the schema does not describe (free mappings) are dumped as they are."""
+    import yaml
+
+    lines: list[str] = []
+    _emit(cls, config, "", 0, lines, yaml)
+    return "\n".join(lines) + "\n"
+
+
+def _emit(cls: type | None, data: dict[str, Any], prefix: str, indent: int, lines: list[str], yaml: Any) -> None:
+    """cls is the schema's root class (keys are looked up by full path), None inside a free mapping."""
+    pad = " " * indent
+    for name, value in data.items():
+        key = lookup(cls, prefix + name) if cls is not None else None
+        if key is not None:
+            lines.append(f"{pad}# {key.help}")
+            lines.append(f"{pad}#   {key.describe()}")
+        sub = section_of(key.type) if key is not None else None
+        if isinstance(value, dict) and value:
+            lines.append(f"{pad}{name}:")
+            _emit(cls if sub is not None else None, value, prefix + name + ".", indent + 2, lines, yaml)
+        else:
+            text = yaml.safe_dump({name: value}, default_flow_style=True, sort_keys=False, width=10**6).strip()
+            lines.append(pad + (text[1:-1] if text.startswith("{") else text))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -191,17 +192,19 @@ def _fmt(rows: list[dict], load: tuple[float, float, float]) -> str:
                 f"{r['baseline_cpu_s']:.2f}", f"{r['requests'] / r['baseline_cpu_s'] / 1e6:.2f}",
                 f"{r['baseline_peak_rss_MiB']:.0f}", "yes" if r["baseline_same_stats"] else "**NO**",
                 f"{r['baseline_cpu_s'] / r['cpu_s']:.2f}x"]) + " |")
-    lines += ["", "Breakdown (s, one further run with timers, wall and CPU per phase; the run's total in the last "
-              "column):", ""]
-    head = ["case", "", *PHASES, "sum", "total"]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        for label, b, total in (("wall", r["breakdown_s"], r["breakdown_wall_s"]),
-                                ("CPU", r["breakdown_cpu_s_by_phase"], r["breakdown_cpu_s"])):
-            lines.append("| " + " | ".join([r["case"], label, *(f"{b[k]:.3f}" for k in PHASES),
-                                             f"{sum(b.values()):.2f}", f"{total:.2f}"]) + " |")
-    lines += ["", *(f"- {k}: {v}" for k, v in PHASE_HELP.items()),
-              "", f"Load average before the run (1, 5, 15 min): {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} "
+    timed = [r for r in rows if not math.isnan(r["breakdown_wall_s"])]   # (none with --no-breakdown)
+    if timed:
+        lines += ["", "Breakdown (s, one further run with timers, wall and CPU per phase; the run's total in the "
+                  "last column):", ""]
+        head = ["case", "", *PHASES, "sum", "total"]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in timed:
+            for label, b, total in (("wall", r["breakdown_s"], r["breakdown_wall_s"]),
+                                    ("CPU", r["breakdown_cpu_s_by_phase"], r["breakdown_cpu_s"])):
+                lines.append("| " + " | ".join([r["case"], label, *(f"{b[k]:.3f}" for k in PHASES),
+                                                 f"{sum(b.values()):.2f}", f"{total:.2f}"]) + " |")
+        lines += ["", *(f"- {k}: {v}" for k, v in PHASE_HELP.items())]
+    lines += ["", f"Load average before the run (1, 5, 15 min): {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} "
               f"on {os.cpu_count()} CPUs"]
     return "\n".join(lines)
 

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             trace = config.get("trace")
             print_trace_summary(result.stats, trace if isinstance(trace, str) else json.dumps(trace))
         else:
-            print_generic(config["system"], result.stats)
+            print_generic(config["system"], result.stats, getattr(result, "df", None))
     if args.json_out:
         result.write_json(args.json_out)
     if args.csv_out:
@@ -63,9 +63,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_generic(system: str, stats: dict[str, Any]) -> None:
+def _short(v: Any) -> Any:
+    """A stat as a person reads it: 6 significant digits for floats, thousands separators for integers."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return v
+    return f"{v:,}" if isinstance(v, int) else f"{v:.6g}"
+
+
+def print_generic(system: str, stats: dict[str, Any], df: Any = None, max_rows: int = 30) -> None:
     print(f"{system}")
-    print_table([(k, v) for k, v in stats.items() if isinstance(v, int | float | str | bool)])
+    print_table([(k, _short(v)) for k, v in stats.items() if isinstance(v, int | float | str | bool)])
+    if df is not None and len(df):
+        if len(df) > max_rows:
+            print(f"  ({len(df)} result rows: --csv FILE writes them)")
+        else:
+            import pandas as pd
+
+            # a few rows of many columns (one per configuration, say) read better turned on their side
+            table = df.set_index(df.columns[0]).T if len(df.columns) > 8 and len(df) <= 8 else df
+            with pd.option_context("display.float_format", "{:.6g}".format, "display.width", 200,
+                                   "display.max_columns", 30, "display.max_rows", 100):
+                text = table.to_string(index=table is not df, na_rep="-")
+            print("\n".join("  " + line for line in text.splitlines()))
 
 
 def print_pimgpt(result: Any) -> None:

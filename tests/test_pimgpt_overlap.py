@@ -49,7 +49,7 @@ def _check_schedule(runner: OverlapRunner) -> None:
         if p.unit == "ASIC":
             assert p.done.start_ps == p.task.end_ps and p.done.end_ps - p.task.end_ps == runner.asic.ps(p.drain)
     asic = sorted((p.task for p in pieces if p.unit == "ASIC"), key=lambda t: (t.start_ps, t.end_ps))
-    for a, b in zip(asic, asic[1:]):
+    for a, b in zip(asic, asic[1:], strict=False):
         assert b.start_ps >= a.end_ps                       # one piece at a time on the datapath
     by_task = {id(p.task): p for p in pieces}
     prev_end = 0

@@ -342,7 +342,7 @@ class StreamChannels:
                 return None
             op = self._is_open[cmd]
             if op.any():
-                for c, r in set(zip(cmd[op].tolist(), self._rep[cmd[op], bank[op]].tolist())):
+                for c, r in set(zip(cmd[op].tolist(), self._rep[cmd[op], bank[op]].tolist(), strict=True)):
                     k0, k1 = T.tgt_off[c * B + r], T.tgt_off[c * B + r + 1]
                     mask[ch * B + T.tgt_banks[k0:k1], T.cmd_buf[c]] = True
         S = self.ms.S

@@ -116,8 +116,9 @@ State = namedtuple("State", [
     "cand_t", "ch_rows_epoch", "s_ok_epoch", "s_ok_tgt", "s_ok_row",
     "ch_pin_epoch",                            # per channel: count of bank pin / reservation changes
 ])
-# the fields above that only cache answers (tests comparing two runs' states skip them; state copied into a
-# channel from outside the kernel must invalidate them, see invalidate_caches)
+# the fields above that only cache answers (tests comparing two runs' states skip them; code that writes a
+# channel's timing, rows or pins from outside the kernel must invalidate them, as reuse.py's _materialise and
+# _copy_channel do)
 CACHE_FIELDS = ("cand_t", "ch_rows_epoch", "s_ok_epoch", "s_ok_tgt", "s_ok_row", "ch_pin_epoch")
 
 

@@ -19,6 +19,7 @@ each issue and never influence scheduling.
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import Any
 
 import numba
 import numpy as np
@@ -1606,6 +1607,15 @@ class MemorySystem:
         at_arr = np.maximum(at_arr, S.clock[0])
         rep_bank = channel * B + T.rep[cmd, local]
         sl = channel * self.n_st + int(S.src_idx[0, s])
+        self._append_stream(sl, cmd, rep_bank, row, column, flags, est, tag, at_arr)
+
+    def _append_stream(self, sl: int, cmd: np.ndarray, rep_bank: np.ndarray, row: Any, column: Any, flags: Any,
+                       est: Any, tag: Any, at: Any) -> None:
+        """Append commands to stream slot `sl`, arguments already checked (enqueue_stream, or a driver that
+        checks once per op: archsim.engine.reuse): rep_bank global representative banks, at >= now (one
+        cycle or one per command)."""
+        S = self.S
+        n = len(cmd)
         h, t = S.s_head[sl], S.s_tail[sl]
         if t + n > S.s_cmd.shape[1]:
             # compact every stream (drop issued commands); widen only if the live commands do not fit
@@ -1645,10 +1655,10 @@ class MemorySystem:
         S.s_est[sl, t:t + n] = est
         S.s_tag[sl, t:t + n] = tag
         S.s_seq[sl, t:t + n] = -1
-        S.s_at[sl, t:t + n] = at_arr
+        S.s_at[sl, t:t + n] = at
         S.s_tail[sl] = t + n
         S.outstanding[0] += n
-        S.st_next[0] = min(S.st_next[0], int(at_arr.min()))
+        S.st_next[0] = min(S.st_next[0], int(np.min(at)))
 
     def expect(self, tag: int, n: int) -> None:
         """Make `tag` a completion group of `n` more items (requests or stream commands enqueued with this tag,

@@ -159,30 +159,11 @@ class StreamChannels:
     # -- running -------------------------------------------------------------------------------------------
     def _enqueue(self, ch: int, cmd: np.ndarray, local_bank: np.ndarray, row: Any, col: Any, at: int) -> None:
         """`MemorySystem.enqueue_stream` for one channel of the `pim` source, without its per-call checks
-        (done once per op by the caller): the same array writes (docs/channel-engine.md, section 2)."""
+        (done once per op by the caller)."""
         ms = self.ms
-        S = ms.S
-        n = len(cmd)
-        sl = ch * ms.n_st + self._src_slot
-        t = S.s_tail[sl]
-        if t + n > S.s_cmd.shape[1] or not isinstance(row, int) or not isinstance(col, int):
-            ms.enqueue_stream("pim", ch, cmd, local_bank + ch * self._B, row, col)
-            return
-        at = max(at, int(S.clock[0]))
-        e = t + n
-        S.s_cmd[sl, t:e] = cmd
-        S.s_bank[sl, t:e] = self._rep[cmd, local_bank] + ch * self._B
-        S.s_row[sl, t:e] = row
-        S.s_col[sl, t:e] = col
-        S.s_flags[sl, t:e] = 0
-        S.s_est[sl, t:e] = 0
-        S.s_tag[sl, t:e] = -1
-        S.s_seq[sl, t:e] = -1
-        S.s_at[sl, t:e] = at
-        S.s_tail[sl] = e
-        S.outstanding[0] += n
-        if at < S.st_next[0]:
-            S.st_next[0] = at
+        at = max(at, int(ms.S.clock[0]))
+        ms._append_stream(ch * ms.n_st + self._src_slot, cmd, self._rep[cmd, local_bank] + ch * self._B, row, col,
+                          0, 0, -1, at)
 
     def _run_streams(self, per_channel: list[tuple[np.ndarray, ...] | None], t_min: int) -> tuple[np.ndarray, np.ndarray]:
         """Enqueue each channel's stream at t_min and run until all are done. Returns (end cycle per channel,

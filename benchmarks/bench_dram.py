@@ -170,25 +170,36 @@ def _fmt_table(rows: list[dict], compile_info: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_case_args(ap: argparse.ArgumentParser) -> None:
+    """The options every trace benchmark shares (this one and bench_trace_cli.py)."""
     ap.add_argument("--requests", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {', '.join(CASES)}")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    ap.add_argument("--no-isolate", action="store_true",
-                    help="run every case in this process (peak RSS is then cumulative)")
-    ap.add_argument("--_child", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+
+
+def case_names(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The --cases asked for, after checking them and --requests/--repeat (argparse errors otherwise)."""
     if args.requests < 1 or args.repeat < 1:
         ap.error("--requests and --repeat must be >= 1")
-    if args._child:
-        print(json.dumps(run_case(args._child, args.requests, args.repeat)))
-        return 0
     names = [c.strip() for c in args.cases.split(",") if c.strip()]
     for n in names:
         if n not in CASES:
             ap.error(f"unknown case {n!r}; choose from {', '.join(CASES)}")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_case_args(ap)
+    ap.add_argument("--no-isolate", action="store_true",
+                    help="run every case in this process (peak RSS is then cumulative)")
+    ap.add_argument("--_child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    names = case_names(ap, args)
+    if args._child:
+        print(json.dumps(run_case(args._child, args.requests, args.repeat)))
+        return 0
     compile_info = measure_compile()
     rows = []
     for n in names:

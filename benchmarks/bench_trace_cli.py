@@ -34,7 +34,7 @@ for p in (ROOT, ROOT / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from bench_dram import CASES, _setup, _trace  # noqa: E402  (the same cases and traces as the kernel benchmark)
+from bench_dram import CASES, _setup, _trace, add_case_args, case_names  # noqa: E402  (the same cases and traces as the kernel benchmark)
 
 PHASES = ["start+exit", "imports", "setup", "read", "check", "decode", "engine_setup", "kernel", "stats", "cli"]
 PHASE_HELP = {
@@ -211,23 +211,15 @@ def _fmt(rows: list[dict], load: tuple[float, float, float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--requests", type=int, default=2_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {', '.join(CASES)}")
+    add_case_args(ap)
     ap.add_argument("--dir", help="keep the generated traces here (default: a temporary directory)")
-    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--no-breakdown", action="store_true", help="skip the timed breakdown run")
     ap.add_argument("--baseline", metavar="DIR",
                     help="also time another checkout of archsim (e.g. `git worktree add DIR <commit>`; its numba "
                     "cache warms on the first run), run through PYTHONPATH=DIR with this venv, interleaved with "
                     "this checkout's runs, and check its stats are the same")
     args = ap.parse_args(argv)
-    if args.requests < 1 or args.repeat < 1:
-        ap.error("--requests and --repeat must be >= 1")
-    names = [c.strip() for c in args.cases.split(",") if c.strip()]
-    for n in names:
-        if n not in CASES:
-            ap.error(f"unknown case {n!r}; choose from {', '.join(CASES)}")
+    names = case_names(ap, args)
     load = os.getloadavg()
     if args.baseline and not (Path(args.baseline) / "archsim" / "cli.py").is_file():
         ap.error(f"--baseline {args.baseline}: not an archsim checkout (no archsim/cli.py)")

@@ -370,10 +370,12 @@ def check(cls: type, config: dict[str, Any], system: str, allow: tuple[str, ...]
         if key not in names and key not in allow:
             raise ConfigError(key, f"unknown key for system {system}; allowed: {', '.join(sorted(names))}",
                               source=source)
-    _check_values(cls, config, "", source)
+    check_values(cls, config, "", source)
 
 
-def _check_values(cls: type, data: dict[str, Any], prefix: str, source: str | None) -> None:
+def check_values(cls: type, data: dict[str, Any], prefix: str, source: str | None) -> None:
+    """Raise a ConfigError (key path `prefix` + field) for the first value of `data` its field declaration
+    rejects (type, allowed values, range); keys the schema does not declare are left alone."""
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
         if f.name not in data:
@@ -386,7 +388,7 @@ def _check_values(cls: type, data: dict[str, Any], prefix: str, source: str | No
                 if k not in sub_names:
                     raise ConfigError(f"{prefix}{f.name}.{k}", f"unknown key; allowed: {', '.join(sub_names)}",
                                       source=source)
-            _check_values(sub, value, f"{prefix}{f.name}.", source)
+            check_values(sub, value, f"{prefix}{f.name}.", source)
             continue
         key = lookup(cls, f.name)
         assert key is not None

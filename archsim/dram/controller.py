@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from archsim.config import require_choice, require_int, require_number
+from archsim import schema
 from archsim.dram.mapping import parse_mapping
 from archsim.errors import ConfigError, nearest
 from archsim.schema import opt
@@ -46,17 +46,10 @@ class ControllerConfig:
         return cfg
 
     def validate(self, source: str = "controller") -> None:
-        require_choice(source, "controller.scheduler", self.scheduler, SCHEDULERS)
-        require_choice(source, "controller.row_policy", self.row_policy, ROW_POLICIES)
-        require_choice(source, "controller.refresh", self.refresh, REFRESH_MODES)
-        require_int(source, "controller.read_queue", self.read_queue, minimum=1)
-        require_int(source, "controller.write_queue", self.write_queue, minimum=1)
-        require_int(source, "controller.frontend_width", self.frontend_width, minimum=1)
-        if not isinstance(self.active_buffer, bool):
-            raise ConfigError("controller.active_buffer", f"must be true or false, got {self.active_buffer!r}",
-                              source=source)
-        hi = require_number(source, "controller.write_high_watermark", self.write_high_watermark, minimum=0)
-        lo = require_number(source, "controller.write_low_watermark", self.write_low_watermark, minimum=0)
+        # each field: type, allowed values and range from its declaration above (archsim.schema); then the
+        # rules between fields
+        schema.check_values(ControllerConfig, asdict(self), "controller.", source)
+        hi, lo = float(self.write_high_watermark), float(self.write_low_watermark)
         if not (0 <= lo < hi <= 1):
             raise ConfigError("controller.write_low_watermark",
                               f"need 0 <= low < high <= 1, got low={lo}, high={hi}", source=source)

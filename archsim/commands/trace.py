@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import gc
 import json
 import sys
@@ -77,13 +78,9 @@ def run(args: argparse.Namespace) -> int:
             gc.enable()
 
 
-_FREEZE_REGISTERED = []
-
-
+@functools.cache
 def _freeze_at_exit() -> None:
-    if not _FREEZE_REGISTERED:
-        atexit.register(gc.freeze)
-        _FREEZE_REGISTERED.append(True)
+    atexit.register(gc.freeze)    # (once per process)
 
 
 def _run(args: argparse.Namespace) -> int:

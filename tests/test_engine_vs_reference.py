@@ -15,6 +15,7 @@ Seeds: ARCHSIM_ENGINE_SEEDS (default 200: the fast engine spends ~0.2 s on each 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from functools import cache
 
@@ -158,6 +159,57 @@ def test_engine_matches_reference_sweep(fast_engine, chunk):
         fast, ref = run_case(fast_engine, case), run_case(ReferenceController, case)
         assert_same(case, fast, ref)
         assert_clean(case, fast, "fast engine")
+
+
+# ------------------------------------------------------------------------------------------------
+# the lean kernel (one FR-FCFS rw source, one row buffer: every trace run) is a second compilation of the same
+# source with those controller fields as constants; it must match the reference and the general kernel exactly
+
+
+def lean_case(seed: int) -> dict:
+    """A random case the lean kernel runs: one rw source, FR-FCFS, no starvation cap, no active-buffer pins,
+    a standard with one row buffer per bank (reads, writes and rmw requests, every refresh mode)."""
+    single = [v for v, (preset, ov) in enumerate(VARIANTS) if len(_spec(preset, ov).row_buffers) == 1]
+    rng = np.random.default_rng(seed)
+    case = random_case(seed, variant=int(rng.choice(single)), n_rw=1, n_stream=0)
+    case["arbitration"] = "frfcfs"
+    case["starvation_cap"] = 0
+    case["controller"]["active_buffer"] = False
+    return case
+
+
+LEAN_SEEDS = max(1, SEEDS // 2)
+
+
+def test_lean_kernel_is_chosen_only_where_it_applies(fast_engine):
+    from archsim.errors import ConfigError
+
+    spec = _spec("HBM2_2Gbps_PC", (("org.channels", 1),))
+    assert fast_engine(spec).lean
+    assert fast_engine(spec).S.variant.dtype == np.uint8
+    assert not fast_engine(spec, lean=False).lean
+    two = [{"name": "a", "kind": "rw"}, {"name": "b", "kind": "stream"}]
+    assert not fast_engine(spec, sources=two).lean
+    assert not fast_engine(spec, arbitration="priority").lean
+    assert not fast_engine(spec, starvation_cap=10).lean
+    assert not fast_engine(spec, active_buffer=True).lean
+    assert not fast_engine(_spec("HBM2_2Gbps_DualRB", (("org.channels", 1),))).lean
+    with pytest.raises(ConfigError, match="lean"):
+        fast_engine(spec, sources=two, lean=True)
+
+
+@pytest.mark.parametrize("chunk", range(max(1, LEAN_SEEDS // 50)))
+def test_lean_kernel_matches_reference_and_general_kernel(fast_engine, chunk):
+    general = functools.partial(fast_engine, lean=False)
+    for seed in range(500_000 + chunk * 50, 500_000 + (chunk + 1) * 50):
+        case = lean_case(seed)
+        lean, ref = run_case(fast_engine, case), run_case(ReferenceController, case)
+        assert lean["lean"], describe(case)
+        assert_same(case, lean, ref)
+        assert_clean(case, lean, "lean kernel")
+        gen = run_case(general, case)
+        assert not gen["lean"]
+        assert_same(case, lean, gen, ("lean", "general"))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

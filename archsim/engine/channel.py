@@ -23,6 +23,7 @@ from typing import Any
 
 import numba
 import numpy as np
+from numba.extending import overload
 
 from archsim.engine.tables import (
     E_CLOSE,
@@ -80,6 +81,75 @@ KEY_SHIFT = np.int64(16)                     # candidate keys in the rw scan: ag
 KEY_MASK = (np.int64(1) << KEY_SHIFT) - np.int64(1)
 STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long while work is left: a deadlock
 
+
+# ---------------------------------------------------------------------------------------------------------
+# The lean variant. A state allocated for the commonest device set (one FR-FCFS rw source, one row buffer per
+# bank, no starvation cap, no active-buffer pins: every trace run) is typed differently (`State.variant` is
+# uint8), so numba compiles a second kernel from the same source in which the accessors below are constants:
+# LLVM drops the stream, multi-source, multi-buffer and arbitration code, which leaves a function a fifth the
+# size with far fewer values spilled to the stack (trace runs 15-40 % faster, benchmarks/bench_dram.py). Both
+# variants run the same source under the same contract; tests compare each with the reference scheduler and
+# the two with each other (MemorySystem(lean=False) forces the general one).
+def _lean(S):
+    """True in the lean variant (a compile-time constant in compiled code)."""
+    return S.variant.dtype == np.uint8
+
+
+@overload(_lean, jit_options={"cache": True, "no_cpython_wrapper": True, "_nrt": False})
+def _lean_typed(S):
+    lean = S.types[S.fields.index("variant")].dtype == numba.types.uint8
+    if lean:
+        return lambda S: True
+    return lambda S: False
+
+
+def lean_variant(n_rw: int, n_st: int, nbuf: int, arbitration: str, starvation_cap: int, active_buffer: bool) -> bool:
+    """Whether a device set with these sources and policies runs on the lean kernel."""
+    return (n_rw == 1 and n_st == 0 and nbuf == 1 and arbitration == "frfcfs" and int(starvation_cap) == 0
+            and not active_buffer)
+
+
+# controller fields through the variant: constants in the lean kernel, CF slots otherwise
+@_helper
+def _nsrc(S, CF):
+    return np.int64(1) if _lean(S) else CF[CF_NSRC]
+
+
+@_helper
+def _nrw(S, CF):
+    return np.int64(1) if _lean(S) else CF[CF_NRW]
+
+
+@_helper
+def _nst(S, CF):
+    return np.int64(0) if _lean(S) else CF[CF_NST]
+
+
+@_helper
+def _nbuf(S, CF):
+    return np.int64(1) if _lean(S) else CF[CF_NBUF]
+
+
+@_helper
+def _arb(S, CF):
+    return np.int64(ARB_FRFCFS) if _lean(S) else CF[CF_ARB]
+
+
+@_helper
+def _starve_cap(S, CF):
+    return np.int64(0) if _lean(S) else CF[CF_STARVE]
+
+
+@_helper
+def _active_buf(S, CF):
+    return np.int64(0) if _lean(S) else CF[CF_ACTIVE_BUF]
+
+
+@_helper
+def _is_rw(S, ch, s):
+    """Source s of channel ch is an rw source (not a stream)."""
+    return True if _lean(S) else S.src_kind[ch, s] == 0
+
 State = namedtuple("State", [
     "clock",                                   # [0] current cycle (the next cycle to simulate)
     "ready", "hist", "hist_pos",               # timing: (ch, cells * cmds), (ch, win, node, window), (ch, win, node)
@@ -116,6 +186,8 @@ State = namedtuple("State", [
     # changes, and per stream the (count, target, row) at which its head's rows were last found open
     "cand_t", "ch_rows_epoch", "s_ok_epoch", "s_ok_tgt", "s_ok_row",
     "ch_pin_epoch",                            # per channel: count of bank pin / reservation changes
+    # compile-time variant (see _lean): an empty array whose dtype is uint8 for a lean state, int8 otherwise
+    "variant",
 ])
 # the fields above that only cache answers (tests comparing two runs' states skip them; code that writes a
 # channel's timing, rows or pins from outside the kernel must invalidate them, as reuse.py's _materialise and
@@ -204,8 +276,8 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
     if eff == E_OPEN or eff == E_CLOSE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE or eff == E_UPDATE_CLOSE:
         S.ch_rows_epoch[ch] += 1
     if eff == E_OPEN:
-        is_stream = src >= 0 and S.src_kind[ch, src] == 1
-        n_rw = CF[CF_NRW]
+        is_stream = src >= 0 and not _is_rw(S, ch, src)
+        n_rw = _nrw(S, CF)
         for kk in range(k0, k1):
             x = gb0 + T.tgt_banks[kk]
             S.open_row[x, buf] = row if row >= 0 else -2
@@ -223,7 +295,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
     elif eff == E_CLOSE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE or eff == E_UPDATE_CLOSE:
         if eff == E_CLOSE:
             logged_row = S.open_row[gb0 + T.tgt_banks[k0], buf] if k1 - k0 == 1 else -1
-        n_rw = CF[CF_NRW]
+        n_rw = _nrw(S, CF)
         for kk in range(k0, k1):
             x = gb0 + T.tgt_banks[kk]
             if S.open_row[x, buf] != -1:
@@ -316,7 +388,7 @@ def _recount_hits(S, b, q):
 @_call
 def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
     """Column command c issued for request ri (rw source k of channel ch, global bank b)."""
-    n_rw = CF[CF_NRW]
+    n_rw = _nrw(S, CF)
     w = 1 if S.r_kind[ri] != KIND_READ else 0
     q = k * 2 + w
     eff = T.cmd_effect[c]
@@ -386,7 +458,7 @@ def _offer(S, T, CF, clk):
     ports: no port has a fixed priority); returns the next cycle a port can offer."""
     nxt = INF
     B = T.banks
-    n_rw = CF[CF_NRW]
+    n_rw = _nrw(S, CF)
     n_ports = S.p_head.shape[0]
     first = clk % n_ports if n_ports > 0 else 0
     for pi in range(n_ports):
@@ -437,11 +509,13 @@ def _offer(S, T, CF, clk):
             if changed:
                 _mark_dirty(S, ch, b)
             # wake the channel no earlier than the new request's own next command could issue (one rw
-            # source: it cannot make another queued request issuable sooner); otherwise now
+            # source: it cannot make another queued request issuable sooner, and when its bank's candidate
+            # did not change (older requests of another row queued there) it cannot issue before that
+            # candidate, which the wake already covers); otherwise now
             if S.wake[ch] > clk:
-                if CF[CF_NSRC] != 1 or w != S.wmode[ch * n_rw + k] or S.ch_ref_pending[ch] != 0:
+                if _nsrc(S, CF) != 1 or w != S.wmode[ch * n_rw + k] or S.ch_ref_pending[ch] != 0:
                     S.wake[ch] = clk
-                else:
+                elif changed:
                     orow = S.open_row[b, 0]
                     if orow == S.r_row[ri]:
                         c = _first_col(T, S.r_kind[ri])
@@ -471,7 +545,7 @@ def _refresh_want(S, T, CF, ch, node):
     """(command, local bank) the refresh of `node` wants next, or (-1, x) with x = 1 if a pinned bank
     holds it up."""
     B = T.banks
-    nbuf = CF[CF_NBUF]
+    nbuf = _nbuf(S, CF)
     lo = T.ref_off[node]
     hi = T.ref_off[node + 1]
     g = ch * T.ref_nodes + node
@@ -571,7 +645,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     """FR-FCFS candidates of rw source k: out[0..3] = col (cmd, local bank, request), out[4..7] = row;
     out[8] = earliest cycle of a candidate not ready now. Requests absent: -1."""
     B = T.banks
-    n_rw = CF[CF_NRW]
+    n_rw = _nrw(S, CF)
     gb0 = ch * B
     pk = ch * n_rw + k
     nxt = INF
@@ -616,8 +690,8 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     ref_check = S.ch_ref_pending[ch] != 0 and refresh != REFRESH_NONE
     c_pre = T.role[R_PRE]
     c_act = T.role[R_ACT]
-    nbuf = CF[CF_NBUF]
-    ignore_reserve = CF[CF_ARB] == ARB_BLOCKED
+    nbuf = _nbuf(S, CF)
+    ignore_reserve = _arb(S, CF) == ARB_BLOCKED
     for kk in range(S.act_n[qi]):
         b = S.act_list[qi, kk]
         bl = b - gb0
@@ -662,7 +736,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
 @_call
 def _update_dirty(S, T, CF, ch):
     """Bring the rw candidates of the banks changed since the channel's last pass up to date."""
-    n_rw = CF[CF_NRW]
+    n_rw = _nrw(S, CF)
     for kk in range(S.dirty_n[ch]):
         b = S.dirty_list[ch, kk]
         S.dirty[b] = False
@@ -678,6 +752,20 @@ def _update_dirty(S, T, CF, ch):
                     S.cand_seq[kq * 2 + ww, b] = S.r_seq[ri]
                     S.cand_nb[kq * 2 + ww, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
     S.dirty_n[ch] = 0
+
+
+@_helper
+def _wmode_next(S, CF, pk):
+    """The write mode rw queue pair pk takes at the start of a step (write-drain watermarks)."""
+    ql_r = S.qlen[pk * 2]
+    ql_w = S.qlen[pk * 2 + 1]
+    if S.wmode[pk] == 0:
+        if ql_w >= CF[CF_WM_HIGH] or (ql_r == 0 and ql_w > 0):
+            return np.int64(1)
+        return np.int64(0)
+    if ql_w == 0 or (ql_w <= CF[CF_WM_LOW] and ql_r > 0):
+        return np.int64(0)
+    return np.int64(1)
 
 
 @_helper
@@ -703,7 +791,7 @@ def _rw_row_after_col(S, T, CF, ch, k, clk, out):
     only the served bank's candidate changed, and every other candidate's timing can only have moved later
     (the caller rules out changes of rows, pins and reservations). out[4..7] as _rw_cands. Returns False
     if a full rescan is needed (the row candidate found before is no longer ready, or pinned requests)."""
-    n_rw = CF[CF_NRW]
+    n_rw = _nrw(S, CF)
     pk = ch * n_rw + k
     if S.pin_n[pk] > 0:
         return False
@@ -722,8 +810,8 @@ def _rw_row_after_col(S, T, CF, ch, k, clk, out):
         return True
     if S.ch_ref_pending[ch] != 0 and CF[CF_REFRESH] != REFRESH_NONE and _ref_blocked(S, T, CF, ch, c, out[1]):
         return True
-    if _rw_blocked(S, q, b, c, T.role[R_PRE], T.role[R_ACT], _rw_src(S, ch, k), CF[CF_ARB] == ARB_BLOCKED,
-                   CF[CF_NBUF]):
+    if _rw_blocked(S, q, b, c, T.role[R_PRE], T.role[R_ACT], _rw_src(S, ch, k), _arb(S, CF) == ARB_BLOCKED,
+                   _nbuf(S, CF)):
         return True
     if max(_earliest(S, T, ch, c, out[1]), S.cand_nb[q, b]) > clk:
         return True
@@ -740,7 +828,7 @@ def _rw_src(S, ch, k):
     """Source index (in the channel) of rw source k."""
     n = 0
     for s in range(S.src_kind.shape[1]):
-        if S.src_kind[ch, s] == 0:
+        if _is_rw(S, ch, s):
             if n == k:
                 return s
             n += 1
@@ -779,7 +867,7 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
     out[8] earliest cycle if not ready now (INF if held)."""
     B = T.banks
     gb0 = ch * B
-    sl = ch * CF[CF_NST] + m
+    sl = ch * _nst(S, CF) + m
     out[0] = -1
     out[8] = INF
     h = S.s_head[sl]
@@ -792,7 +880,7 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
     r = T.rep[H, bl]
     k0 = T.tgt_off[H * B + r]
     k1 = T.tgt_off[H * B + r + 1]
-    nbuf = CF[CF_NBUF]
+    nbuf = _nbuf(S, CF)
     hrow = S.s_row[sl, h]
     c = H
     cb = bl
@@ -855,7 +943,7 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
 @_helper
 def _stream_head_changed(S, T, CF, ch, m, delta):
     """Reserve (delta=+1) or release (-1) the banks of stream m's head if it is an open."""
-    sl = ch * CF[CF_NST] + m
+    sl = ch * _nst(S, CF) + m
     h = S.s_head[sl]
     if h >= S.s_in[sl]:
         return
@@ -873,11 +961,11 @@ def _stream_head_changed(S, T, CF, ch, m, delta):
 @_helper
 def _has_work(S, CF, ch, s):
     k = S.src_idx[ch, s]
-    if S.src_kind[ch, s] == 0:
-        n_rw = CF[CF_NRW]
+    if _is_rw(S, ch, s):
+        n_rw = _nrw(S, CF)
         pk = ch * n_rw + k
         return S.qlen[pk * 2] + S.qlen[pk * 2 + 1] + S.pin_n[pk] > 0
-    sl = ch * CF[CF_NST] + k
+    sl = ch * _nst(S, CF) + k
     return S.s_head[sl] < S.s_in[sl]
 
 
@@ -885,8 +973,8 @@ def _has_work(S, CF, ch, s):
 def _at_boundary(S, CF, ch, s):
     if not _has_work(S, CF, ch, s):
         return True
-    if S.src_kind[ch, s] == 1:
-        return S.s_lastend[ch * CF[CF_NST] + S.src_idx[ch, s]] != 0
+    if not _is_rw(S, ch, s):
+        return S.s_lastend[ch * _nst(S, CF) + S.src_idx[ch, s]] != 0
     return False
 
 
@@ -896,7 +984,7 @@ def _cands(S, T, CF, ch, clk, cand):
     """Every source's ready candidates into cand[s] (columns: 0-3 column bus, 4-7 row bus: command, local
     bank, request or row, age); cand[s, 8] = earliest cycle of a candidate not ready now. Returns the min."""
     nxt = INF
-    for s in range(CF[CF_NSRC]):
+    for s in range(_nsrc(S, CF)):
         o = cand[s]
         _source_cands(S, T, CF, ch, s, clk, o)
         if o[8] < nxt:
@@ -907,7 +995,7 @@ def _cands(S, T, CF, ch, clk, cand):
 @_inl
 def _source_cands(S, T, CF, ch, s, clk, o):
     """Source s's ready candidates into o (as _cands)."""
-    if S.src_kind[ch, s] == 0:
+    if _is_rw(S, ch, s):
         _rw_cands(S, T, CF, ch, S.src_idx[ch, s], clk, o)
     else:
         _stream_cand(S, T, CF, ch, S.src_idx[ch, s], s, clk, o)
@@ -932,13 +1020,13 @@ def _cands_after_col(S, T, CF, ch, clk, cand, win, rows0, pins0):
     candidates changed (a stream's head moved; an rw source served one bank)."""
     structural = S.ch_rows_epoch[ch] != rows0 or S.ch_pin_epoch[ch] != pins0
     nxt = INF
-    for s in range(CF[CF_NSRC]):
+    for s in range(_nsrc(S, CF)):
         o = cand[s]
         full = structural
         if not full:
             if s == win:
-                full = S.src_kind[ch, s] == 1 or not _rw_row_after_col(S, T, CF, ch, S.src_idx[ch, s], clk, o)
-            elif S.src_kind[ch, s] == 0 and S.pin_n[ch * CF[CF_NRW] + S.src_idx[ch, s]] > 0:
+                full = not _is_rw(S, ch, s) or not _rw_row_after_col(S, T, CF, ch, S.src_idx[ch, s], clk, o)
+            elif _is_rw(S, ch, s) and S.pin_n[ch * _nrw(S, CF) + S.src_idx[ch, s]] > 0:
                 full = True       # its ready pinned request may no longer be ready, and it hid row candidates
             elif o[4] >= 0:
                 full = _earliest(S, T, ch, o[4], o[5]) > clk
@@ -953,8 +1041,8 @@ def _cands_after_col(S, T, CF, ch, clk, cand, win, rows0, pins0):
 def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
     """Winner of a bus among the ready candidates: (source, slot 0 column / 4 row) or (-1, 0).
     bus: 0 column, 1 row, 2 the single command bus."""
-    nsrc = CF[CF_NSRC]
-    arb = CF[CF_ARB]
+    nsrc = _nsrc(S, CF)
+    arb = _arb(S, CF)
     if arb == ARB_FRFCFS:
         best = INF
         win = -1
@@ -991,12 +1079,12 @@ def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
 def _issue_pick(S, T, CF, ch, s, slot, clk):
     """Issue source s's candidate in `slot` (0 column, 4 row)."""
     B = T.banks
-    n_rw = CF[CF_NRW]
+    n_rw = _nrw(S, CF)
     o = S.cand[s]
     c = o[slot]
     bl = o[slot + 1]
     ri = o[slot + 2]
-    if S.src_kind[ch, s] == 0:
+    if _is_rw(S, ch, s):
         S.progress[1] = clk
         k = S.src_idx[ch, s]
         b = ch * B + bl
@@ -1008,7 +1096,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
         col = S.r_col[ri] if T.cmd_bus[c] == 1 else np.int64(-1)
         eff = _issue(S, T, CF, ch, c, bl, S.r_row[ri], col, s, clk)
         if eff == E_OPEN:
-            if CF[CF_ACTIVE_BUF] != 0:
+            if _active_buf(S, CF) != 0:
                 pk = ch * n_rw + k
                 S.pin_list[pk, S.pin_n[pk]] = ri
                 S.pin_n[pk] += 1
@@ -1019,7 +1107,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
             _serve_request(S, T, CF, ch, k, ri, c, b, clk)
         return
     m = S.src_idx[ch, s]
-    sl = ch * CF[CF_NST] + m
+    sl = ch * _nst(S, CF) + m
     h = S.s_head[sl]
     H = S.s_cmd[sl, h]
     S.progress[1] = clk
@@ -1043,8 +1131,8 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
 @_inl
 def _step(S, T, CF, ch, clk, cand):
     """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
-    nsrc = CF[CF_NSRC]
-    n_rw = CF[CF_NRW]
+    nsrc = _nsrc(S, CF)
+    n_rw = _nrw(S, CF)
     nxt = INF
     row_free = True
     col_free = True
@@ -1089,16 +1177,9 @@ def _step(S, T, CF, ch, clk, cand):
     # ---- decisions taken once per step: write modes, promotions, the blocked active source, the gate
     for k in range(n_rw):
         pk = ch * n_rw + k
-        ql_r = S.qlen[pk * 2]
-        ql_w = S.qlen[pk * 2 + 1]
-        if S.wmode[pk] == 0:
-            if ql_w >= CF[CF_WM_HIGH] or (ql_r == 0 and ql_w > 0):
-                S.wmode[pk] = 1
-        else:
-            if ql_w == 0 or (ql_w <= CF[CF_WM_LOW] and ql_r > 0):
-                S.wmode[pk] = 0
-    arb = CF[CF_ARB]
-    cap = CF[CF_STARVE]
+        S.wmode[pk] = _wmode_next(S, CF, pk)
+    arb = _arb(S, CF)
+    cap = _starve_cap(S, CF)
     promoted = S.promo[ch]
     for s in range(nsrc):
         promoted[s] = 1 if (cap > 0 and S.starve[ch, s] >= 0 and clk - S.starve[ch, s] >= cap) else 0
@@ -1109,19 +1190,19 @@ def _step(S, T, CF, ch, clk, cand):
             for d in range(nsrc):
                 s2 = (start + d) % nsrc
                 if _has_work(S, CF, ch, s2):
-                    if s2 != a and S.src_kind[ch, s2] == 1:
-                        S.s_lastend[ch * CF[CF_NST] + S.src_idx[ch, s2]] = 0
+                    if s2 != a and not _is_rw(S, ch, s2):
+                        S.s_lastend[ch * _nst(S, CF) + S.src_idx[ch, s2]] = 0
                     a = s2
                     break
             S.active[ch] = a
     gate = 1
     if arb == ARB_THRESHOLD:
         # the first source's queued entries: rw queues, or stream commands entered and not issued
-        if S.src_kind[ch, 0] == 0:
+        if _is_rw(S, ch, 0):
             pk0 = ch * n_rw + S.src_idx[ch, 0]
             occ = S.qlen[pk0 * 2] + S.qlen[pk0 * 2 + 1]
         else:
-            sl0 = ch * CF[CF_NST] + S.src_idx[ch, 0]
+            sl0 = ch * _nst(S, CF) + S.src_idx[ch, 0]
             occ = S.s_in[sl0] - S.s_head[sl0]
         gate = 1 if occ < CF[CF_THRESH] else 0
     # ---- candidates and arbitration: column bus first, then the row bus with candidates recomputed
@@ -1193,7 +1274,7 @@ def _intake(S, T, CF, clk):
     """Stream commands whose entry cycle has come enter their streams (after the ports' offers of the
     cycle), in order, taking the channel's next sequence numbers. Returns the next entry cycle."""
     nxt = INF
-    nst = CF[CF_NST]
+    nst = _nst(S, CF)
     for sl in range(S.s_in.shape[0]):
         if nst == 0:
             break
@@ -1310,11 +1391,13 @@ class MemorySystem:
 
     sources: list of {"name", "kind": "rw" | "stream"} (default one rw source "mem"). Requests enter through
     ports (`add_port`), stream commands through `enqueue_stream`. `advance(until)` / `run()` simulate.
+    lean: run on the lean kernel (see `_lean`); None = whenever the sources and policies allow it, False = the
+    general kernel (tests compare the two).
     """
 
     def __init__(self, spec, controller=None, sources=None, arbitration="frfcfs", starvation_cap=0, threshold=0,
                  stream_refresh="split", alu_latency=4, active_buffer=None, log=True, requests=1024,
-                 stream_capacity=1024, max_cycles=1 << 60, rmw="command"):
+                 stream_capacity=1024, max_cycles=1 << 60, rmw="command", lean=None):
         from archsim.dram.controller import ControllerConfig
         from archsim.errors import ConfigError, UserError
 
@@ -1383,6 +1466,11 @@ class MemorySystem:
         cf[CF_NBUF] = nbuf
         cf[CF_MAX_CYCLES] = max_cycles
         self.cf = cf
+        can_lean = lean_variant(n_rw, n_st, nbuf, arbitration, starvation_cap, ab)
+        if lean and not can_lean:
+            raise ConfigError("lean", "the lean kernel needs one rw source, one row buffer, frfcfs arbitration, "
+                              "no starvation cap and no active buffer")
+        self.lean = can_lean if lean is None else bool(lean)
         i64 = np.int64
         W, WN, MW = T.n_win, T.n_win_nodes, T.max_window
         src_kind = np.zeros((nch, max(nsrc, 1)), dtype=i64)
@@ -1453,6 +1541,7 @@ class MemorySystem:
             cand_t=np.zeros((max(n_rw, 1) * 2, nb), i64), ch_rows_epoch=np.zeros(nch, i64),
             s_ok_epoch=np.full(nst_slots, -1, i64), s_ok_tgt=np.full(nst_slots, -1, i64),
             s_ok_row=np.full(nst_slots, -1, i64), ch_pin_epoch=np.zeros(nch, i64),
+            variant=np.zeros(0, np.uint8 if self.lean else np.int8),
         )
         self.n_req = 0
         self.wall_s = 0.0

@@ -84,10 +84,11 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 
 # ---------------------------------------------------------------------------------------------------------
 # The lean variant. A state allocated for the commonest device set (one FR-FCFS rw source, one row buffer per
-# bank, no starvation cap, no active-buffer pins: every trace run) is typed differently (`State.variant` is
-# uint8), so numba compiles a second kernel from the same source in which the accessors below are constants:
-# LLVM drops the stream, multi-source, multi-buffer and arbitration code, which leaves a function a fifth the
-# size with far fewer values spilled to the stack (trace runs 15-40 % faster, benchmarks/bench_dram.py). Both
+# bank, no starvation cap, no active-buffer pins: every trace run; LEAN_CF below) is typed differently
+# (`State.variant` is uint8), so numba compiles a second kernel from the same source in which those fields are
+# constants: LLVM drops the stream, multi-source, multi-buffer and arbitration code, which leaves a function a
+# fifth the size with far fewer values spilled to the stack (trace runs ~15-20 % faster in kernel time,
+# README "Measured speed"). Both
 # variants run the same source under the same contract; tests compare each with the reference scheduler and
 # the two with each other (MemorySystem(lean=False) forces the general one).
 def _lean(S):
@@ -103,46 +104,23 @@ def _lean_typed(S):
     return lambda S: False
 
 
-def lean_variant(n_rw: int, n_st: int, nbuf: int, arbitration: str, starvation_cap: int, active_buffer: bool) -> bool:
-    """Whether a device set with these sources and policies runs on the lean kernel."""
-    return (n_rw == 1 and n_st == 0 and nbuf == 1 and arbitration == "frfcfs" and int(starvation_cap) == 0
-            and not active_buffer)
-
-
-# controller fields through the variant: constants in the lean kernel, CF slots otherwise
-@_helper
-def _nsrc(S, CF):
-    return np.int64(1) if _lean(S) else CF[CF_NSRC]
-
-
-@_helper
-def _nrw(S, CF):
-    return np.int64(1) if _lean(S) else CF[CF_NRW]
+# Controller fields the lean kernel fixes (-1: read from CF in both kernels). `_cf(S, CF, slot)` is a constant
+# there once LLVM inlines it (a constant slot of a constant array), CF[slot] in the general kernel.
+LEAN_CF = np.full(N_CF, -1, dtype=np.int64)
+LEAN_CF[CF_NSRC] = 1
+LEAN_CF[CF_NRW] = 1
+LEAN_CF[CF_NST] = 0
+LEAN_CF[CF_NBUF] = 1
+LEAN_CF[CF_ARB] = ARB_FRFCFS
+LEAN_CF[CF_STARVE] = 0
+LEAN_CF[CF_ACTIVE_BUF] = 0
 
 
 @_helper
-def _nst(S, CF):
-    return np.int64(0) if _lean(S) else CF[CF_NST]
-
-
-@_helper
-def _nbuf(S, CF):
-    return np.int64(1) if _lean(S) else CF[CF_NBUF]
-
-
-@_helper
-def _arb(S, CF):
-    return np.int64(ARB_FRFCFS) if _lean(S) else CF[CF_ARB]
-
-
-@_helper
-def _starve_cap(S, CF):
-    return np.int64(0) if _lean(S) else CF[CF_STARVE]
-
-
-@_helper
-def _active_buf(S, CF):
-    return np.int64(0) if _lean(S) else CF[CF_ACTIVE_BUF]
+def _cf(S, CF, slot):
+    if _lean(S) and LEAN_CF[slot] >= 0:
+        return LEAN_CF[slot]
+    return CF[slot]
 
 
 @_helper
@@ -277,7 +255,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
         S.ch_rows_epoch[ch] += 1
     if eff == E_OPEN:
         is_stream = src >= 0 and not _is_rw(S, ch, src)
-        n_rw = _nrw(S, CF)
+        n_rw = _cf(S, CF, CF_NRW)
         for kk in range(k0, k1):
             x = gb0 + T.tgt_banks[kk]
             S.open_row[x, buf] = row if row >= 0 else -2
@@ -295,7 +273,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
     elif eff == E_CLOSE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE or eff == E_UPDATE_CLOSE:
         if eff == E_CLOSE:
             logged_row = S.open_row[gb0 + T.tgt_banks[k0], buf] if k1 - k0 == 1 else -1
-        n_rw = _nrw(S, CF)
+        n_rw = _cf(S, CF, CF_NRW)
         for kk in range(k0, k1):
             x = gb0 + T.tgt_banks[kk]
             if S.open_row[x, buf] != -1:
@@ -388,7 +366,7 @@ def _recount_hits(S, b, q):
 @_call
 def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
     """Column command c issued for request ri (rw source k of channel ch, global bank b)."""
-    n_rw = _nrw(S, CF)
+    n_rw = _cf(S, CF, CF_NRW)
     w = 1 if S.r_kind[ri] != KIND_READ else 0
     q = k * 2 + w
     eff = T.cmd_effect[c]
@@ -458,7 +436,7 @@ def _offer(S, T, CF, clk):
     ports: no port has a fixed priority); returns the next cycle a port can offer."""
     nxt = INF
     B = T.banks
-    n_rw = _nrw(S, CF)
+    n_rw = _cf(S, CF, CF_NRW)
     n_ports = S.p_head.shape[0]
     first = clk % n_ports if n_ports > 0 else 0
     for pi in range(n_ports):
@@ -513,7 +491,7 @@ def _offer(S, T, CF, clk):
             # did not change (older requests of another row queued there) it cannot issue before that
             # candidate, which the wake already covers); otherwise now
             if S.wake[ch] > clk:
-                if _nsrc(S, CF) != 1 or w != S.wmode[ch * n_rw + k] or S.ch_ref_pending[ch] != 0:
+                if _cf(S, CF, CF_NSRC) != 1 or w != S.wmode[ch * n_rw + k] or S.ch_ref_pending[ch] != 0:
                     S.wake[ch] = clk
                 elif changed:
                     orow = S.open_row[b, 0]
@@ -545,7 +523,7 @@ def _refresh_want(S, T, CF, ch, node):
     """(command, local bank) the refresh of `node` wants next, or (-1, x) with x = 1 if a pinned bank
     holds it up."""
     B = T.banks
-    nbuf = _nbuf(S, CF)
+    nbuf = _cf(S, CF, CF_NBUF)
     lo = T.ref_off[node]
     hi = T.ref_off[node + 1]
     g = ch * T.ref_nodes + node
@@ -645,7 +623,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     """FR-FCFS candidates of rw source k: out[0..3] = col (cmd, local bank, request), out[4..7] = row;
     out[8] = earliest cycle of a candidate not ready now. Requests absent: -1."""
     B = T.banks
-    n_rw = _nrw(S, CF)
+    n_rw = _cf(S, CF, CF_NRW)
     gb0 = ch * B
     pk = ch * n_rw + k
     nxt = INF
@@ -690,8 +668,8 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     ref_check = S.ch_ref_pending[ch] != 0 and refresh != REFRESH_NONE
     c_pre = T.role[R_PRE]
     c_act = T.role[R_ACT]
-    nbuf = _nbuf(S, CF)
-    ignore_reserve = _arb(S, CF) == ARB_BLOCKED
+    nbuf = _cf(S, CF, CF_NBUF)
+    ignore_reserve = _cf(S, CF, CF_ARB) == ARB_BLOCKED
     for kk in range(S.act_n[qi]):
         b = S.act_list[qi, kk]
         bl = b - gb0
@@ -736,7 +714,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
 @_call
 def _update_dirty(S, T, CF, ch):
     """Bring the rw candidates of the banks changed since the channel's last pass up to date."""
-    n_rw = _nrw(S, CF)
+    n_rw = _cf(S, CF, CF_NRW)
     for kk in range(S.dirty_n[ch]):
         b = S.dirty_list[ch, kk]
         S.dirty[b] = False
@@ -791,7 +769,7 @@ def _rw_row_after_col(S, T, CF, ch, k, clk, out):
     only the served bank's candidate changed, and every other candidate's timing can only have moved later
     (the caller rules out changes of rows, pins and reservations). out[4..7] as _rw_cands. Returns False
     if a full rescan is needed (the row candidate found before is no longer ready, or pinned requests)."""
-    n_rw = _nrw(S, CF)
+    n_rw = _cf(S, CF, CF_NRW)
     pk = ch * n_rw + k
     if S.pin_n[pk] > 0:
         return False
@@ -810,8 +788,8 @@ def _rw_row_after_col(S, T, CF, ch, k, clk, out):
         return True
     if S.ch_ref_pending[ch] != 0 and CF[CF_REFRESH] != REFRESH_NONE and _ref_blocked(S, T, CF, ch, c, out[1]):
         return True
-    if _rw_blocked(S, q, b, c, T.role[R_PRE], T.role[R_ACT], _rw_src(S, ch, k), _arb(S, CF) == ARB_BLOCKED,
-                   _nbuf(S, CF)):
+    if _rw_blocked(S, q, b, c, T.role[R_PRE], T.role[R_ACT], _rw_src(S, ch, k), _cf(S, CF, CF_ARB) == ARB_BLOCKED,
+                   _cf(S, CF, CF_NBUF)):
         return True
     if max(_earliest(S, T, ch, c, out[1]), S.cand_nb[q, b]) > clk:
         return True
@@ -867,7 +845,7 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
     out[8] earliest cycle if not ready now (INF if held)."""
     B = T.banks
     gb0 = ch * B
-    sl = ch * _nst(S, CF) + m
+    sl = ch * _cf(S, CF, CF_NST) + m
     out[0] = -1
     out[8] = INF
     h = S.s_head[sl]
@@ -880,7 +858,7 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
     r = T.rep[H, bl]
     k0 = T.tgt_off[H * B + r]
     k1 = T.tgt_off[H * B + r + 1]
-    nbuf = _nbuf(S, CF)
+    nbuf = _cf(S, CF, CF_NBUF)
     hrow = S.s_row[sl, h]
     c = H
     cb = bl
@@ -943,7 +921,7 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
 @_helper
 def _stream_head_changed(S, T, CF, ch, m, delta):
     """Reserve (delta=+1) or release (-1) the banks of stream m's head if it is an open."""
-    sl = ch * _nst(S, CF) + m
+    sl = ch * _cf(S, CF, CF_NST) + m
     h = S.s_head[sl]
     if h >= S.s_in[sl]:
         return
@@ -962,10 +940,10 @@ def _stream_head_changed(S, T, CF, ch, m, delta):
 def _has_work(S, CF, ch, s):
     k = S.src_idx[ch, s]
     if _is_rw(S, ch, s):
-        n_rw = _nrw(S, CF)
+        n_rw = _cf(S, CF, CF_NRW)
         pk = ch * n_rw + k
         return S.qlen[pk * 2] + S.qlen[pk * 2 + 1] + S.pin_n[pk] > 0
-    sl = ch * _nst(S, CF) + k
+    sl = ch * _cf(S, CF, CF_NST) + k
     return S.s_head[sl] < S.s_in[sl]
 
 
@@ -974,7 +952,7 @@ def _at_boundary(S, CF, ch, s):
     if not _has_work(S, CF, ch, s):
         return True
     if not _is_rw(S, ch, s):
-        return S.s_lastend[ch * _nst(S, CF) + S.src_idx[ch, s]] != 0
+        return S.s_lastend[ch * _cf(S, CF, CF_NST) + S.src_idx[ch, s]] != 0
     return False
 
 
@@ -984,7 +962,7 @@ def _cands(S, T, CF, ch, clk, cand):
     """Every source's ready candidates into cand[s] (columns: 0-3 column bus, 4-7 row bus: command, local
     bank, request or row, age); cand[s, 8] = earliest cycle of a candidate not ready now. Returns the min."""
     nxt = INF
-    for s in range(_nsrc(S, CF)):
+    for s in range(_cf(S, CF, CF_NSRC)):
         o = cand[s]
         _source_cands(S, T, CF, ch, s, clk, o)
         if o[8] < nxt:
@@ -1020,13 +998,13 @@ def _cands_after_col(S, T, CF, ch, clk, cand, win, rows0, pins0):
     candidates changed (a stream's head moved; an rw source served one bank)."""
     structural = S.ch_rows_epoch[ch] != rows0 or S.ch_pin_epoch[ch] != pins0
     nxt = INF
-    for s in range(_nsrc(S, CF)):
+    for s in range(_cf(S, CF, CF_NSRC)):
         o = cand[s]
         full = structural
         if not full:
             if s == win:
                 full = not _is_rw(S, ch, s) or not _rw_row_after_col(S, T, CF, ch, S.src_idx[ch, s], clk, o)
-            elif _is_rw(S, ch, s) and S.pin_n[ch * _nrw(S, CF) + S.src_idx[ch, s]] > 0:
+            elif _is_rw(S, ch, s) and S.pin_n[ch * _cf(S, CF, CF_NRW) + S.src_idx[ch, s]] > 0:
                 full = True       # its ready pinned request may no longer be ready, and it hid row candidates
             elif o[4] >= 0:
                 full = _earliest(S, T, ch, o[4], o[5]) > clk
@@ -1041,8 +1019,8 @@ def _cands_after_col(S, T, CF, ch, clk, cand, win, rows0, pins0):
 def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
     """Winner of a bus among the ready candidates: (source, slot 0 column / 4 row) or (-1, 0).
     bus: 0 column, 1 row, 2 the single command bus."""
-    nsrc = _nsrc(S, CF)
-    arb = _arb(S, CF)
+    nsrc = _cf(S, CF, CF_NSRC)
+    arb = _cf(S, CF, CF_ARB)
     if arb == ARB_FRFCFS:
         best = INF
         win = -1
@@ -1079,7 +1057,7 @@ def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
 def _issue_pick(S, T, CF, ch, s, slot, clk):
     """Issue source s's candidate in `slot` (0 column, 4 row)."""
     B = T.banks
-    n_rw = _nrw(S, CF)
+    n_rw = _cf(S, CF, CF_NRW)
     o = S.cand[s]
     c = o[slot]
     bl = o[slot + 1]
@@ -1096,7 +1074,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
         col = S.r_col[ri] if T.cmd_bus[c] == 1 else np.int64(-1)
         eff = _issue(S, T, CF, ch, c, bl, S.r_row[ri], col, s, clk)
         if eff == E_OPEN:
-            if _active_buf(S, CF) != 0:
+            if _cf(S, CF, CF_ACTIVE_BUF) != 0:
                 pk = ch * n_rw + k
                 S.pin_list[pk, S.pin_n[pk]] = ri
                 S.pin_n[pk] += 1
@@ -1107,7 +1085,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
             _serve_request(S, T, CF, ch, k, ri, c, b, clk)
         return
     m = S.src_idx[ch, s]
-    sl = ch * _nst(S, CF) + m
+    sl = ch * _cf(S, CF, CF_NST) + m
     h = S.s_head[sl]
     H = S.s_cmd[sl, h]
     S.progress[1] = clk
@@ -1131,8 +1109,8 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
 @_inl
 def _step(S, T, CF, ch, clk, cand):
     """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
-    nsrc = _nsrc(S, CF)
-    n_rw = _nrw(S, CF)
+    nsrc = _cf(S, CF, CF_NSRC)
+    n_rw = _cf(S, CF, CF_NRW)
     nxt = INF
     row_free = True
     col_free = True
@@ -1178,8 +1156,8 @@ def _step(S, T, CF, ch, clk, cand):
     for k in range(n_rw):
         pk = ch * n_rw + k
         S.wmode[pk] = _wmode_next(S, CF, pk)
-    arb = _arb(S, CF)
-    cap = _starve_cap(S, CF)
+    arb = _cf(S, CF, CF_ARB)
+    cap = _cf(S, CF, CF_STARVE)
     promoted = S.promo[ch]
     for s in range(nsrc):
         promoted[s] = 1 if (cap > 0 and S.starve[ch, s] >= 0 and clk - S.starve[ch, s] >= cap) else 0
@@ -1191,7 +1169,7 @@ def _step(S, T, CF, ch, clk, cand):
                 s2 = (start + d) % nsrc
                 if _has_work(S, CF, ch, s2):
                     if s2 != a and not _is_rw(S, ch, s2):
-                        S.s_lastend[ch * _nst(S, CF) + S.src_idx[ch, s2]] = 0
+                        S.s_lastend[ch * _cf(S, CF, CF_NST) + S.src_idx[ch, s2]] = 0
                     a = s2
                     break
             S.active[ch] = a
@@ -1202,7 +1180,7 @@ def _step(S, T, CF, ch, clk, cand):
             pk0 = ch * n_rw + S.src_idx[ch, 0]
             occ = S.qlen[pk0 * 2] + S.qlen[pk0 * 2 + 1]
         else:
-            sl0 = ch * _nst(S, CF) + S.src_idx[ch, 0]
+            sl0 = ch * _cf(S, CF, CF_NST) + S.src_idx[ch, 0]
             occ = S.s_in[sl0] - S.s_head[sl0]
         gate = 1 if occ < CF[CF_THRESH] else 0
     # ---- candidates and arbitration: column bus first, then the row bus with candidates recomputed
@@ -1274,7 +1252,7 @@ def _intake(S, T, CF, clk):
     """Stream commands whose entry cycle has come enter their streams (after the ports' offers of the
     cycle), in order, taking the channel's next sequence numbers. Returns the next entry cycle."""
     nxt = INF
-    nst = _nst(S, CF)
+    nst = _cf(S, CF, CF_NST)
     for sl in range(S.s_in.shape[0]):
         if nst == 0:
             break
@@ -1466,7 +1444,7 @@ class MemorySystem:
         cf[CF_NBUF] = nbuf
         cf[CF_MAX_CYCLES] = max_cycles
         self.cf = cf
-        can_lean = lean_variant(n_rw, n_st, nbuf, arbitration, starvation_cap, ab)
+        can_lean = bool(np.all((LEAN_CF < 0) | (cf == LEAN_CF)))     # the fields the lean kernel fixes agree
         if lean and not can_lean:
             raise ConfigError("lean", "the lean kernel needs one rw source, one row buffer, frfcfs arbitration, "
                               "no starvation cap and no active buffer")

@@ -240,7 +240,7 @@ def run_case(engine_cls: Any, case: dict[str, Any], spec: DramSpec | None = None
         eng.run()
     log = eng.command_log().reset_index(drop=True)
     return {"log": log, "done": np.asarray(eng.request_done), "completions": list(eng.completions()),
-            "class": np.asarray(eng.request_class), "lean": getattr(eng, "lean", None)}
+            "class": np.asarray(eng.request_class), "kernel": getattr(eng, "kernel", None)}
 
 
 def describe(case: dict[str, Any]) -> str:

@@ -162,54 +162,73 @@ def test_engine_matches_reference_sweep(fast_engine, chunk):
 
 
 # ------------------------------------------------------------------------------------------------
-# the lean kernel (one FR-FCFS rw source, one row buffer: every trace run) is a second compilation of the same
-# source with those controller fields as constants; it must match the reference and the general kernel exactly
+# kernel variants (archsim.engine.channel.KERNEL_VARIANTS): the same source compiled again for a common device set
+# with its controller fields as constants; each must match the reference and the general kernel exactly
 
 
-def lean_case(seed: int) -> dict:
-    """A random case the lean kernel runs: one rw source, FR-FCFS, no starvation cap, no active-buffer pins,
-    a standard with one row buffer per bank (reads, writes and rmw requests, every refresh mode)."""
-    single = [v for v, (preset, ov) in enumerate(VARIANTS) if len(_spec(preset, ov).row_buffers) == 1]
+def _dual_variant() -> int:
+    return next(v for v, (preset, ov) in enumerate(VARIANTS) if len(_spec(preset, ov).row_buffers) == 2)
+
+
+def variant_case(kernel: str, seed: int) -> dict:
+    """A random case the `kernel` variant runs. lean: one rw source, FR-FCFS, a standard with one row buffer
+    (reads, writes, rmw; every refresh mode). pim_dual: one stream and one rw source on a dual-row-buffer
+    standard under priority arbitration. Neither has a starvation cap or active-buffer pins."""
     rng = np.random.default_rng(seed)
-    case = random_case(seed, variant=int(rng.choice(single)), n_rw=1, n_stream=0)
-    case["arbitration"] = "frfcfs"
+    if kernel == "lean":
+        single = [v for v, (preset, ov) in enumerate(VARIANTS) if len(_spec(preset, ov).row_buffers) == 1]
+        case = random_case(seed, variant=int(rng.choice(single)), n_rw=1, n_stream=0)
+        case["arbitration"] = "frfcfs"
+    else:
+        draw = seed
+        while True:       # (the generator drops the rw source of a `blocked` case on an all-bank stream standard)
+            case = random_case(draw, variant=_dual_variant(), n_rw=1, n_stream=1)
+            if sorted(x["kind"] for x in case["sources"]) == ["rw", "stream"]:
+                break
+            draw += 1_000_000
+        case["arbitration"] = "priority"
     case["starvation_cap"] = 0
     case["controller"]["active_buffer"] = False
     return case
 
 
-LEAN_SEEDS = max(1, SEEDS // 2)
+VARIANT_SEEDS = max(1, SEEDS // 2)
 
 
-def test_lean_kernel_is_chosen_only_where_it_applies(fast_engine):
+def test_kernel_variant_is_chosen_only_where_it_applies(fast_engine):
     from archsim.errors import ConfigError
 
     spec = _spec("HBM2_2Gbps_PC", (("org.channels", 1),))
-    assert fast_engine(spec).lean
+    dual = _spec(*VARIANTS[_dual_variant()])
+    pim_npu = [{"name": "pim", "kind": "stream"}, {"name": "npu", "kind": "rw"}]
+    assert fast_engine(spec).kernel == "lean"
     assert fast_engine(spec).S.variant.dtype == np.uint8
-    assert not fast_engine(spec, lean=False).lean
+    assert fast_engine(spec, kernel="general").kernel == "general"
+    assert fast_engine(dual, sources=pim_npu, arbitration="priority").kernel == "pim_dual"
     two = [{"name": "a", "kind": "rw"}, {"name": "b", "kind": "stream"}]
-    assert not fast_engine(spec, sources=two).lean
-    assert not fast_engine(spec, arbitration="priority").lean
-    assert not fast_engine(spec, starvation_cap=10).lean
-    assert not fast_engine(spec, active_buffer=True).lean
-    assert not fast_engine(_spec("HBM2_2Gbps_DualRB", (("org.channels", 1),))).lean
-    with pytest.raises(ConfigError, match="lean"):
-        fast_engine(spec, sources=two, lean=True)
+    for kw in ({"sources": two}, {"arbitration": "priority"}, {"starvation_cap": 10}, {"active_buffer": True}):
+        assert fast_engine(spec, **kw).kernel == "general", kw
+    assert fast_engine(dual).kernel == "general"                                  # two buffers, one source
+    assert fast_engine(dual, sources=pim_npu, arbitration="blocked").kernel == "general"
+    with pytest.raises(ConfigError, match="allowed: auto, general$"):
+        fast_engine(spec, sources=two, kernel="lean")
+    with pytest.raises(ConfigError, match="kernel"):
+        fast_engine(spec, kernel="fastest")
 
 
-@pytest.mark.parametrize("chunk", range(max(1, LEAN_SEEDS // 50)))
-def test_lean_kernel_matches_reference_and_general_kernel(fast_engine, chunk):
-    general = functools.partial(fast_engine, lean=False)
+@pytest.mark.parametrize("kernel", ["lean", "pim_dual"])
+@pytest.mark.parametrize("chunk", range(max(1, VARIANT_SEEDS // 50)))
+def test_kernel_variant_matches_reference_and_general_kernel(fast_engine, kernel, chunk):
+    general = functools.partial(fast_engine, kernel="general")
     for seed in range(500_000 + chunk * 50, 500_000 + (chunk + 1) * 50):
-        case = lean_case(seed)
-        lean, ref = run_case(fast_engine, case), run_case(ReferenceController, case)
-        assert lean["lean"], describe(case)
-        assert_same(case, lean, ref)
-        assert_clean(case, lean, "lean kernel")
+        case = variant_case(kernel, seed)
+        fast, ref = run_case(fast_engine, case), run_case(ReferenceController, case)
+        assert fast["kernel"] == kernel, describe(case)
+        assert_same(case, fast, ref)
+        assert_clean(case, fast, f"{kernel} kernel")
         gen = run_case(general, case)
-        assert not gen["lean"]
-        assert_same(case, lean, gen, ("lean", "general"))
+        assert gen["kernel"] == "general"
+        assert_same(case, fast, gen, (kernel, "general"))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -83,50 +83,57 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The lean variant. A state allocated for the commonest device set (one FR-FCFS rw source, one row buffer per
-# bank, no starvation cap, no active-buffer pins: every trace run; LEAN_CF below) is typed differently
-# (`State.variant` is uint8), so numba compiles a second kernel from the same source in which those fields are
-# constants: LLVM drops the stream, multi-source, multi-buffer and arbitration code, which leaves a function a
-# fifth the size with far fewer values spilled to the stack (trace runs ~15-20 % faster in kernel time,
-# README "Measured speed"). Both
-# variants run the same source under the same contract; tests compare each with the reference scheduler and
-# the two with each other (MemorySystem(lean=False) forces the general one).
-def _lean(S):
-    """True in the lean variant (a compile-time constant in compiled code)."""
-    return S.variant.dtype == np.uint8
+# Kernel variants. The kernel is one source; a state allocated for a common device set is typed differently
+# (the dtype of `State.variant` names the variant), so numba compiles that source once more for it, with the
+# controller fields the variant fixes as constants (VARIANT_CF; -1 = read from CF). LLVM then drops the code the
+# other device sets need, which leaves a smaller function with far fewer values spilled to the stack:
+#   lean       one FR-FCFS rw source, one row buffer (every trace run, NPU-only GEMMs): a fifth of the general
+#              kernel's size, ~15-20 % less kernel time on trace runs;
+#   pim_dual   one PIM stream and one rw source under priority arbitration on banks with two row buffers
+#              (NeuPIMs): ~14 % less kernel time per layer.
+# A MemorySystem takes the first variant whose fixed fields agree with its own (README "Measured speed" has the
+# figures). Every variant runs the same source under the same contract; tests compare each with the reference
+# scheduler and with the general kernel (MemorySystem(kernel="general") forces that one).
+KERNEL_VARIANTS = ("general", "lean", "pim_dual")
+_VARIANT_DTYPES = (np.int8, np.uint8, np.int16)
+VARIANT_CF = np.full((len(KERNEL_VARIANTS), N_CF), -1, dtype=np.int64)
+for _v, _fixed in ((1, {CF_NSRC: 1, CF_NRW: 1, CF_NST: 0, CF_NBUF: 1, CF_ARB: ARB_FRFCFS, CF_STARVE: 0,
+                        CF_ACTIVE_BUF: 0}),
+                   (2, {CF_NSRC: 2, CF_NRW: 1, CF_NST: 1, CF_NBUF: 2, CF_ARB: ARB_PRIORITY, CF_STARVE: 0,
+                        CF_ACTIVE_BUF: 0})):
+    for _slot, _value in _fixed.items():
+        VARIANT_CF[_v, _slot] = _value
 
 
-@overload(_lean, jit_options={"cache": True, "no_cpython_wrapper": True, "_nrt": False})
-def _lean_typed(S):
-    lean = S.types[S.fields.index("variant")].dtype == numba.types.uint8
-    if lean:
-        return lambda S: True
-    return lambda S: False
+def _variant(S):
+    """Index of S's kernel variant in KERNEL_VARIANTS (a compile-time constant in compiled code)."""
+    return _VARIANT_DTYPES.index(S.variant.dtype.type)
 
 
-# Controller fields the lean kernel fixes (-1: read from CF in both kernels). `_cf(S, CF, slot)` is a constant
-# there once LLVM inlines it (a constant slot of a constant array), CF[slot] in the general kernel.
-LEAN_CF = np.full(N_CF, -1, dtype=np.int64)
-LEAN_CF[CF_NSRC] = 1
-LEAN_CF[CF_NRW] = 1
-LEAN_CF[CF_NST] = 0
-LEAN_CF[CF_NBUF] = 1
-LEAN_CF[CF_ARB] = ARB_FRFCFS
-LEAN_CF[CF_STARVE] = 0
-LEAN_CF[CF_ACTIVE_BUF] = 0
+@overload(_variant, jit_options={"cache": True, "no_cpython_wrapper": True, "_nrt": False})
+def _variant_typed(S):
+    dtype = S.types[S.fields.index("variant")].dtype
+    v = [numba.from_dtype(np.dtype(d)) for d in _VARIANT_DTYPES].index(dtype)
+    return lambda S: v
 
 
 @_helper
 def _cf(S, CF, slot):
-    if _lean(S) and LEAN_CF[slot] >= 0:
-        return LEAN_CF[slot]
+    """Controller field `slot`: the variant's constant where it fixes one, else CF[slot]."""
+    v = _variant(S)
+    if v > 0 and VARIANT_CF[v, slot] >= 0:
+        return VARIANT_CF[v, slot]
     return CF[slot]
 
 
 @_helper
 def _is_rw(S, ch, s):
     """Source s of channel ch is an rw source (not a stream)."""
-    return True if _lean(S) else S.src_kind[ch, s] == 0
+    v = _variant(S)
+    if v > 0 and VARIANT_CF[v, CF_NST] == 0:
+        return True
+    return S.src_kind[ch, s] == 0
+
 
 State = namedtuple("State", [
     "clock",                                   # [0] current cycle (the next cycle to simulate)
@@ -164,7 +171,7 @@ State = namedtuple("State", [
     # changes, and per stream the (count, target, row) at which its head's rows were last found open
     "cand_t", "ch_rows_epoch", "s_ok_epoch", "s_ok_tgt", "s_ok_row",
     "ch_pin_epoch",                            # per channel: count of bank pin / reservation changes
-    # compile-time variant (see _lean): an empty array whose dtype is uint8 for a lean state, int8 otherwise
+    # the kernel variant (KERNEL_VARIANTS): an empty array whose dtype names it, so each variant compiles apart
     "variant",
 ])
 # the fields above that only cache answers (tests comparing two runs' states skip them; code that writes a
@@ -1369,13 +1376,13 @@ class MemorySystem:
 
     sources: list of {"name", "kind": "rw" | "stream"} (default one rw source "mem"). Requests enter through
     ports (`add_port`), stream commands through `enqueue_stream`. `advance(until)` / `run()` simulate.
-    lean: run on the lean kernel (see `_lean`); None = whenever the sources and policies allow it, False = the
-    general kernel (tests compare the two).
+    kernel: which compilation of the channel kernel runs it (KERNEL_VARIANTS): "auto" = the first variant whose
+    fixed controller fields agree with this device set's, else "general" (tests compare the variants).
     """
 
     def __init__(self, spec, controller=None, sources=None, arbitration="frfcfs", starvation_cap=0, threshold=0,
                  stream_refresh="split", alu_latency=4, active_buffer=None, log=True, requests=1024,
-                 stream_capacity=1024, max_cycles=1 << 60, rmw="command", lean=None):
+                 stream_capacity=1024, max_cycles=1 << 60, rmw="command", kernel="auto"):
         from archsim.dram.controller import ControllerConfig
         from archsim.errors import ConfigError, UserError
 
@@ -1444,11 +1451,17 @@ class MemorySystem:
         cf[CF_NBUF] = nbuf
         cf[CF_MAX_CYCLES] = max_cycles
         self.cf = cf
-        can_lean = bool(np.all((LEAN_CF < 0) | (cf == LEAN_CF)))     # the fields the lean kernel fixes agree
-        if lean and not can_lean:
-            raise ConfigError("lean", "the lean kernel needs one rw source, one row buffer, frfcfs arbitration, "
-                              "no starvation cap and no active buffer")
-        self.lean = can_lean if lean is None else bool(lean)
+        fits = [v == 0 or bool(np.all((VARIANT_CF[v] < 0) | (cf == VARIANT_CF[v])))
+                for v in range(len(KERNEL_VARIANTS))]
+        if kernel == "auto":
+            v = next((v for v in range(1, len(KERNEL_VARIANTS)) if fits[v]), 0)
+        elif kernel in KERNEL_VARIANTS and fits[KERNEL_VARIANTS.index(kernel)]:
+            v = KERNEL_VARIANTS.index(kernel)
+        else:
+            allowed = ["auto"] + [n for n, ok in zip(KERNEL_VARIANTS, fits, strict=True) if ok]
+            raise ConfigError("kernel", f"{kernel!r} does not run this device set (its sources and controller "
+                              f"fields); allowed: {', '.join(allowed)}")
+        self.kernel = KERNEL_VARIANTS[v]
         i64 = np.int64
         W, WN, MW = T.n_win, T.n_win_nodes, T.max_window
         src_kind = np.zeros((nch, max(nsrc, 1)), dtype=i64)
@@ -1519,7 +1532,7 @@ class MemorySystem:
             cand_t=np.zeros((max(n_rw, 1) * 2, nb), i64), ch_rows_epoch=np.zeros(nch, i64),
             s_ok_epoch=np.full(nst_slots, -1, i64), s_ok_tgt=np.full(nst_slots, -1, i64),
             s_ok_row=np.full(nst_slots, -1, i64), ch_pin_epoch=np.zeros(nch, i64),
-            variant=np.zeros(0, np.uint8 if self.lean else np.int8),
+            variant=np.zeros(0, _VARIANT_DTYPES[v]),
         )
         self.n_req = 0
         self.wall_s = 0.0

@@ -4,7 +4,7 @@ Semantics: docs/channel-engine.md (the contract; archsim/engine/reference.py is 
 implementation of it, and tests compare the two cycle for cycle). Device tables: archsim/engine/tables.py.
 
 State lives outside the kernel in numpy arrays (`State`, a namedtuple, so numba compiles one kernel for all
-devices and caches it). `advance(S, T, CF, until)` simulates cycles [clock, until) and returns early at the
+devices of a kernel variant -- see "Kernel variants" below -- and caches it). `advance(S, T, CF, until)` simulates cycles [clock, until) and returns early at the
 done cycle of the first pending tagged completion, so a driver can react at exactly that cycle. Requests and
 stream commands are enqueued between calls by writing into the state arrays (`MemorySystem` does it).
 
@@ -90,7 +90,7 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 #   lean       one FR-FCFS rw source, one row buffer (every trace run, NPU-only GEMMs): a fifth of the general
 #              kernel's size, ~15-20 % less kernel time on trace runs;
 #   pim_dual   one PIM stream and one rw source under priority arbitration on banks with two row buffers
-#              (NeuPIMs): ~14 % less kernel time per layer.
+#              (NeuPIMs): ~10-12 % less kernel time per layer.
 # A MemorySystem takes the first variant whose fixed fields agree with its own (README "Measured speed" has the
 # figures). Every variant runs the same source under the same contract; tests compare each with the reference
 # scheduler and with the general kernel (MemorySystem(kernel="general") forces that one).

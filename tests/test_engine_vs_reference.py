@@ -15,9 +15,8 @@ Seeds: ARCHSIM_ENGINE_SEEDS (default 200: the fast engine spends ~0.2 s on each 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-from functools import cache
+from functools import cache, partial
 
 import numpy as np
 import pandas as pd
@@ -219,7 +218,7 @@ def test_kernel_variant_is_chosen_only_where_it_applies(fast_engine):
 @pytest.mark.parametrize("kernel", ["lean", "pim_dual"])
 @pytest.mark.parametrize("chunk", range(max(1, VARIANT_SEEDS // 50)))
 def test_kernel_variant_matches_reference_and_general_kernel(fast_engine, kernel, chunk):
-    general = functools.partial(fast_engine, kernel="general")
+    general = partial(fast_engine, kernel="general")
     for seed in range(500_000 + chunk * 50, 500_000 + (chunk + 1) * 50):
         case = variant_case(kernel, seed)
         fast, ref = run_case(fast_engine, case), run_case(ReferenceController, case)

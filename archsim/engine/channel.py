@@ -94,15 +94,15 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 # A MemorySystem takes the first variant whose fixed fields agree with its own (README "Measured speed" has the
 # figures). Every variant runs the same source under the same contract; tests compare each with the reference
 # scheduler and with the general kernel (MemorySystem(kernel="general") forces that one).
-KERNEL_VARIANTS = ("general", "lean", "pim_dual")
-_VARIANT_DTYPES = (np.int8, np.uint8, np.int16)
-VARIANT_CF = np.full((len(KERNEL_VARIANTS), N_CF), -1, dtype=np.int64)
-for _v, _fixed in ((1, {CF_NSRC: 1, CF_NRW: 1, CF_NST: 0, CF_NBUF: 1, CF_ARB: ARB_FRFCFS, CF_STARVE: 0,
-                        CF_ACTIVE_BUF: 0}),
-                   (2, {CF_NSRC: 2, CF_NRW: 1, CF_NST: 1, CF_NBUF: 2, CF_ARB: ARB_PRIORITY, CF_STARVE: 0,
-                        CF_ACTIVE_BUF: 0})):
-    for _slot, _value in _fixed.items():
-        VARIANT_CF[_v, _slot] = _value
+_VARIANT_FIXED = {
+    "general": {},
+    "lean": {CF_NSRC: 1, CF_NRW: 1, CF_NST: 0, CF_NBUF: 1, CF_ARB: ARB_FRFCFS, CF_STARVE: 0, CF_ACTIVE_BUF: 0},
+    "pim_dual": {CF_NSRC: 2, CF_NRW: 1, CF_NST: 1, CF_NBUF: 2, CF_ARB: ARB_PRIORITY, CF_STARVE: 0, CF_ACTIVE_BUF: 0},
+}
+KERNEL_VARIANTS = tuple(_VARIANT_FIXED)
+_VARIANT_DTYPES = (np.int8, np.uint8, np.int16)        # State.variant's dtype per variant, in that order
+VARIANT_CF = np.array([[fixed.get(slot, -1) for slot in range(N_CF)] for fixed in _VARIANT_FIXED.values()],
+                      dtype=np.int64)
 
 
 def _variant(S):
@@ -740,20 +740,6 @@ def _update_dirty(S, T, CF, ch):
 
 
 @_helper
-def _wmode_next(S, CF, pk):
-    """The write mode rw queue pair pk takes at the start of a step (write-drain watermarks)."""
-    ql_r = S.qlen[pk * 2]
-    ql_w = S.qlen[pk * 2 + 1]
-    if S.wmode[pk] == 0:
-        if ql_w >= CF[CF_WM_HIGH] or (ql_r == 0 and ql_w > 0):
-            return np.int64(1)
-        return np.int64(0)
-    if ql_w == 0 or (ql_w <= CF[CF_WM_LOW] and ql_r > 0):
-        return np.int64(0)
-    return np.int64(1)
-
-
-@_helper
 def _rw_blocked(S, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf):
     """Whether bank b's candidate c (queue q) may not issue for a reason other than timing: a PRE of a bank
     pinned or whose row another source opened; an ACT of a reserved bank or of a row open in another buffer.
@@ -1162,7 +1148,14 @@ def _step(S, T, CF, ch, clk, cand):
     # ---- decisions taken once per step: write modes, promotions, the blocked active source, the gate
     for k in range(n_rw):
         pk = ch * n_rw + k
-        S.wmode[pk] = _wmode_next(S, CF, pk)
+        ql_r = S.qlen[pk * 2]
+        ql_w = S.qlen[pk * 2 + 1]
+        if S.wmode[pk] == 0:
+            if ql_w >= CF[CF_WM_HIGH] or (ql_r == 0 and ql_w > 0):
+                S.wmode[pk] = 1
+        else:
+            if ql_w == 0 or (ql_w <= CF[CF_WM_LOW] and ql_r > 0):
+                S.wmode[pk] = 0
     arb = _cf(S, CF, CF_ARB)
     cap = _cf(S, CF, CF_STARVE)
     promoted = S.promo[ch]

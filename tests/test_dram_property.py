@@ -5,6 +5,7 @@ decoded requests, cycle for cycle."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,7 @@ from archsim.dram.controller import ControllerConfig
 from archsim.dram.spec import load_spec, preset_names
 from archsim.dram.trace import Trace
 from archsim.engine.reference import ReferenceController
-from archsim.systems.dram_trace import run_trace
+from archsim.systems.dram_trace import run_trace, simulate_trace
 
 SPECS = {p: load_spec(p) for p in preset_names()}
 MAPPINGS = ["RoBaRaCoCh", "RoRaBaCoBgPcCh", "rorabgbachco", "ChRaBaRoCo", "RoCoBaRaCh"]
@@ -94,3 +95,84 @@ def test_random_traces_complete_check_and_match_python(case):
     rlog = ref.command_log()
     np.testing.assert_array_equal(log.cycle.to_numpy(), rlog.cycle.to_numpy(), err_msg="command cycles")
     np.testing.assert_array_equal(log.command.to_numpy(), rlog.command.to_numpy(), err_msg="commands")
+
+
+def _reference(spec, trace, ctrl):
+    cfg = ControllerConfig.from_dict(ctrl)
+    dec = mapping_mod.decode(spec, trace.addr, cfg.mapping)
+    ref = ReferenceController(spec, cfg)
+    port = ref.add_port("mem", width=cfg.frontend_width)
+    ref.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"],
+                         trace.is_write.astype(np.int64), trace.arrive, -1)
+    assert ref.run(max_cycles=10**8)
+    return ref
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(scenarios(), st.sampled_from([1, 2, 3, 7, 16]))
+def test_streaming_in_small_chunks_matches_reference(case, chunk):
+    """A trace streams through the engine `chunk` requests at a time, reusing the pool slots of served requests;
+    the engine is advanced between chunks only as far as the port's backlog cannot run dry. Chunks of a few
+    requests (many advances, every slot reused many times) give the reference scheduler's run exactly."""
+    spec, trace, ctrl = case
+    cfg = ControllerConfig.from_dict(ctrl)
+    raw = simulate_trace(spec, cfg, trace.addr, trace.is_write, trace.arrive, log=True, chunk=chunk)
+    ref = _reference(spec, trace, ctrl)
+    np.testing.assert_array_equal(raw["req_done"], ref.request_done, err_msg="request done cycles")
+    np.testing.assert_array_equal(raw["req_kind"], ref.request_class, err_msg="hit/miss/conflict class")
+    rlog = ref.command_log()
+    np.testing.assert_array_equal(raw["log"][0], rlog.cycle.to_numpy(), err_msg="command cycles")
+    np.testing.assert_array_equal(np.array(spec.command_names)[raw["log"][1]], rlog.command.to_numpy(),
+                                  err_msg="commands")
+
+
+def test_streaming_keeps_the_pool_bounded_and_equals_one_chunk():
+    """20 k requests through chunks of 256: the pool stays a few chunks long, and every per-request result,
+    command count and the log equal a run with the whole trace in one chunk."""
+    spec = SPECS["HBM2_2Gbps_PC"]
+    cfg = ControllerConfig.from_dict({"mapping": "RoBaRaCoCh"})
+    rng = np.random.default_rng(7)
+    n = 20_000
+    addr = (rng.integers(0, 1 << 28, n) // spec.access_bytes * spec.access_bytes).astype(np.uint64)
+    is_write = rng.random(n) < 0.3
+    arrive = np.full(n, -1, np.int64)
+    one = simulate_trace(spec, cfg, addr, is_write, arrive, log=True, chunk=n)
+    small = simulate_trace(spec, cfg, addr, is_write, arrive, log=True, chunk=256)
+    assert small["engine"].S.r_ch.shape[0] <= 16 * 256
+    for k in ("req_enq", "req_done", "req_kind", "channel", "cmd_count"):
+        np.testing.assert_array_equal(small[k], one[k], err_msg=k)
+    for a, b in zip(small["log"], one["log"], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_reused_slots_must_hold_served_requests():
+    from archsim.engine.channel import MemorySystem
+
+    spec = SPECS["DDR4_3200AA_x8_8Gb"]
+    ms = MemorySystem(spec, log=False)
+    port = ms.add_port()
+    ids = ms.enqueue_requests(port, 0, [0, 1], [5, 6], 0)
+    with pytest.raises(ValueError, match=r"slots \[0, 2\) are not reclaimable"):
+        ms.enqueue_requests(port, 0, [0, 1], [5, 6], 0, slot=0)     # not served yet
+    ms.run()
+    assert ms.served(0, 2)
+    again = ms.enqueue_requests(port, 0, [2, 3], [7, 8], 1, slot=int(ids[0]))
+    assert again.tolist() == ids.tolist()
+    ms.run()
+    assert (ms.request_done >= 0).all() and ms.n_req == 2
+    with pytest.raises(ValueError, match="not reclaimable"):
+        ms.enqueue_requests(port, 0, [0, 1, 2], [5, 6, 7], 0, slot=0)   # past the pool's end
+
+
+def test_progress_thread_errors_reach_the_caller(monkeypatch):
+    """With the progress bar on, the run happens in a thread; its errors (here max_cycles) are raised to the
+    caller as in a quiet run, not printed as a thread's traceback."""
+    from archsim.errors import UserError
+    from archsim.systems import dram_trace
+
+    monkeypatch.setattr(dram_trace, "_progress_enabled", lambda quiet: True)
+    spec = SPECS["DDR4_3200AA_x8_8Gb"]
+    cfg = ControllerConfig.from_dict({})
+    addr = np.arange(200, dtype=np.uint64) * np.uint64(1 << 20)
+    with pytest.raises(UserError, match="max_cycles=50"):
+        dram_trace.simulate_trace(spec, cfg, addr, np.zeros(200, bool), np.full(200, -1), quiet=False, max_cycles=50)

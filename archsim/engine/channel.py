@@ -1574,15 +1574,20 @@ class MemorySystem:
         n = self.n_req
         if n == 0:
             return True
-        if (S.p_head != S.p_tail).any() or (S.r_done[:n] < 0).any():
+        if (S.p_head != S.p_tail).any() or not self.served(0, n):
             return False
-        for f, v in (("r_tag", -1), ("r_enq", -1), ("r_done", -1), ("l_next", -1), ("l_prev", -1), ("r_class", 0),
-                     ("r_seq", 0), ("r_phase", 0), ("r_nb", 0), ("r_pin", 0)):
-            getattr(S, f)[:n] = v
+        self._reset_requests(0, n)
         S.p_head[:] = 0
         S.p_tail[:] = 0
         self.n_req = 0
         return True
+
+    def _reset_requests(self, a: int, b: int) -> None:
+        """The engine-owned fields of pool slots [a, b) back to a fresh request's."""
+        S = self.S
+        for f, v in (("r_tag", -1), ("r_enq", -1), ("r_done", -1), ("l_next", -1), ("l_prev", -1), ("r_class", 0),
+                     ("r_seq", 0), ("r_phase", 0), ("r_nb", 0), ("r_pin", 0)):
+            getattr(S, f)[a:b] = v
 
     def source_index(self, name: str) -> int:
         from archsim.errors import unknown_name
@@ -1606,15 +1611,24 @@ class MemorySystem:
                    p_src=np.r_[S.p_src, s], p_next=np.r_[S.p_next, INF], p_block=np.r_[S.p_block, -1])
         return n
 
-    def enqueue_requests(self, port: int, channel, bank, row, column, kind=0, arrive=-1, tag=-1) -> np.ndarray:
+    def enqueue_requests(self, port: int, channel, bank, row, column, kind=0, arrive=-1, tag=-1,
+                         slot: int | None = None) -> np.ndarray:
         """Append requests to a port's backlog (arrays of one length, scalars broadcast; bank = global bank id).
-        Returns their request ids."""
+        Returns their request ids: pool slots, by default the next ones at the pool's end. `slot`: use slots
+        [slot, slot + n) instead, which the caller has reclaimed (`served` is true for them and nothing keeps
+        their ids: untagged requests): a streaming driver that reuses them keeps the pool bounded."""
         cols = [np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (channel, bank, row, column, kind, arrive, tag)]
         n = max(c.shape[0] for c in cols)
         channel, bank, row, column, kind, arrive, tag = (np.broadcast_to(c, (n,)) for c in cols)
-        self._ensure_requests(n)
+        if slot is None:
+            self._ensure_requests(n)
+            a, b = self.n_req, self.n_req + n
+        else:
+            a, b = int(slot), int(slot) + n
+            if a < 0 or b > self.n_req or not self.served(a, b):
+                raise ValueError(f"slots [{a}, {b}) are not reclaimable: every one must hold a served request")
+            self._reset_requests(a, b)
         S = self.S
-        a, b = self.n_req, self.n_req + n
         S.r_ch[a:b] = channel
         S.r_bank[a:b] = bank
         S.r_row[a:b] = row
@@ -1626,20 +1640,21 @@ class MemorySystem:
         S.r_src[a:b] = S.p_src[port]
         tail = S.p_tail[port]
         if tail + n > S.p_buf.shape[1]:
-            # compact the consumed prefix, then grow
+            # compact the consumed prefix, then grow (in place while the live entries fit in half: no
+            # allocation, and the kernel's typed entry point stays valid)
             h = S.p_head[port]
-            live = S.p_buf[:, :]
             cap = S.p_buf.shape[1]
             need = max(int((S.p_tail - S.p_head).max()), tail - h + n)
             width = cap if 2 * need <= cap else max(2 * cap, 2 * need)     # keep half free: amortised O(1)
-            pb = np.zeros((S.p_buf.shape[0], width), dtype=np.int64)
+            pb = S.p_buf if width == cap else np.zeros((S.p_buf.shape[0], width), dtype=np.int64)
             for p in range(S.p_buf.shape[0]):
                 hp, tp = S.p_head[p], S.p_tail[p]
-                pb[p, :tp - hp] = live[p, hp:tp]
+                pb[p, :tp - hp] = S.p_buf[p, hp:tp].copy()
                 S.p_tail[p] = tp - hp
                 S.p_head[p] = 0
-            self._grow(p_buf=pb)
-            S = self.S
+            if pb is not S.p_buf:
+                self._grow(p_buf=pb)
+                S = self.S
             tail = S.p_tail[port]
         S.p_buf[port, tail:tail + n] = np.arange(a, b, dtype=np.int64)
         S.p_tail[port] = tail + n
@@ -1647,8 +1662,13 @@ class MemorySystem:
         if S.p_block[port] < 0:
             head_arrive = S.r_arrive[S.p_buf[port, S.p_head[port]]]
             S.p_next[port] = min(S.p_next[port], max(S.clock[0], head_arrive))
-        self.n_req = b
+        self.n_req = max(self.n_req, b)
         return np.arange(a, b, dtype=np.int64)
+
+    def served(self, a: int, b: int) -> bool:
+        """Whether every request in pool slots [a, b) has been served (its last column command issued): the
+        engine no longer reads those slots."""
+        return bool((self.S.r_done[a:b] >= 0).all())
 
     def enqueue_stream(self, source: str, channel: int, cmd, bank, row=-1, column=-1, flags=0, est=0, tag=-1,
                        at=None) -> None:

@@ -91,45 +91,111 @@ class Phases:
         self._last = now
 
 
+# Requests decoded and enqueued at a time. The driver keeps the port's backlog near one chunk and reuses the
+# pool slots of served requests, so memory stays ~10 chunks of requests whatever the trace's length (on this
+# VM, memory a process touches for the first time costs ~3 ms per MB: a whole-trace pool cost more than the
+# simulation; README "Measured speed").
+STREAM_CHUNK = 1 << 15
+
+
 def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_write: np.ndarray,
                    arrive: np.ndarray, engine: str = "numba", log: bool = False, quiet: bool = True,
-                   max_cycles: int = 1 << 60, phases: Phases | None = None) -> dict[str, Any]:
-    """A trace run is one driver of the channel engine: one port offers the trace's requests in order (one
-    per cycle by default), and the engine runs until the last one is done. Returns raw arrays: per-request
-    enqueue/done/class, command counts, log, timing."""
+                   max_cycles: int = 1 << 60, phases: Phases | None = None, chunk: int = STREAM_CHUNK
+                   ) -> dict[str, Any]:
+    """A trace run is one driver of the channel engine: one port offers the trace's requests in order
+    (`ctrl.frontend_width` per cycle), and the engine runs until the last one is done. The trace streams
+    through in chunks of `chunk` requests (the same results for any chunk size: the engine is only ever
+    advanced to a cycle the port's backlog cannot run dry before). Returns raw arrays: per-request
+    enqueue/done/class and channel, command counts, log, timing."""
     if engine != "numba":
         raise UserError(f"engine {engine!r}: the channel engine runs under numba (the independent reference "
                         "scheduler is archsim.engine.reference)")
+    addr, is_write = np.asarray(addr, dtype=np.uint64), np.asarray(is_write, dtype=bool)
+    arrive = np.broadcast_to(np.asarray(arrive, dtype=np.int64), addr.shape)
     n = len(addr)
     phases = phases or Phases()
-    dec = mapping_mod.decode(spec, addr, ctrl.mapping or spec.default_mapping)
-    phases.mark("decode")
-    ms = MemorySystem(spec, ctrl, log=log, requests=n, max_cycles=max_cycles)
-    port = ms.add_port("mem", width=ctrl.frontend_width)
-    kind = np.asarray(is_write, dtype=np.int64)
-    ms.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"], kind,
-                        np.asarray(arrive, dtype=np.int64), -1)
-    del kind
+    mapping = ctrl.mapping or spec.default_mapping
+    chunk = max(int(chunk), 1)
+    i64 = np.int64
+    req_enq, req_done, req_kind, channel = (np.empty(n, i64) for _ in range(4))
+    ms = MemorySystem(spec, ctrl, log=log, requests=min(n, 4 * chunk), max_cycles=max_cycles)
+    width = ctrl.frontend_width
+    port = ms.add_port("mem", width=width)
+    busy: list[tuple[int, int, int]] = []     # (first slot, first request, last request + 1), enqueue order
+    free: list[int] = []                      # first slots of reclaimed regions of `chunk` slots
+
+    def harvest(everything: bool = False) -> None:
+        """Copy out the results of served regions and reclaim their slots."""
+        keep = []
+        for slot, lo, hi in busy:
+            if everything or ms.served(slot, slot + hi - lo):
+                pool = ms.S
+                req_enq[lo:hi] = pool.r_enq[slot:slot + hi - lo]
+                req_done[lo:hi] = pool.r_done[slot:slot + hi - lo]
+                req_kind[lo:hi] = pool.r_class[slot:slot + hi - lo]
+                if hi - lo == chunk:
+                    free.append(slot)
+            else:
+                keep.append((slot, lo, hi))
+        busy[:] = keep
+
+    def enqueue(lo: int) -> int:
+        hi = min(lo + chunk, n)
+        dec = mapping_mod.decode(spec, addr[lo:hi], mapping)
+        channel[lo:hi] = dec["channel"]
+        phases.mark("decode")
+        if not free:
+            harvest()
+        slot = free.pop() if free and hi - lo == chunk else None
+        ids = ms.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"], is_write[lo:hi],
+                                  arrive[lo:hi], -1, slot=slot)
+        busy.append((int(ids[0]), lo, hi))
+        phases.mark("engine_setup")
+        return hi
+
+    def backlog() -> int:
+        return int(ms.S.p_tail[port] - ms.S.p_head[port])
+
+    def run() -> None:
+        nxt = 0
+        low = max(chunk, width)      # a backlog of at least `width`: every advance below moves the clock
+        while nxt < n:
+            while nxt < n and backlog() < low:
+                nxt = enqueue(nxt)
+            if nxt < n:
+                # the port offers at most `width` requests a cycle, so it cannot run dry before this cycle
+                ms.advance(ms.clock + backlog() // width)
+                phases.mark("kernel")
+        ms.run()
+        harvest(everything=True)
+        phases.mark("kernel")  # the engine's runs, including loading it from numba's cache in a new process
+
     phases.mark("engine_setup")
-    t0 = time.perf_counter()
     if _progress_enabled(quiet):
-        box: dict[str, Any] = {}
+        t0 = time.perf_counter()
+        failed: list[BaseException] = []
+
+        def run_catching() -> None:
+            try:
+                run()
+            except BaseException as exc:    # re-raised below, in the caller's thread
+                failed.append(exc)
+
         # the kernel releases the GIL (nogil=True), so this thread can draw progress while it runs
-        th = threading.Thread(target=lambda: box.setdefault("end", ms.run()), daemon=True)
+        th = threading.Thread(target=run_catching, daemon=True)
         th.start()
         while th.is_alive():
             th.join(0.25)
             _draw(int(ms.S.progress[0]), n, t0)
         sys.stderr.write("\n")
+        if failed:
+            raise failed[0]
     else:
-        ms.run()
-    wall = time.perf_counter() - t0
-    phases.mark("kernel")   # the engine's run, including loading it from numba's cache in a new process
+        run()
     S = ms.S
-    done = S.r_done[:n]
-    out = {"req_enq": S.r_enq[:n], "req_done": done, "req_kind": S.r_class[:n], "cmd_count": S.cmd_count,
-           "end_cycle": int(done.max()) if n else 0, "wall_s": wall, "decoded": dec, "engine": ms,
-           "phases": phases}
+    out = {"req_enq": req_enq, "req_done": req_done, "req_kind": req_kind, "channel": channel,
+           "cmd_count": S.cmd_count, "end_cycle": int(req_done.max()) if n else 0, "wall_s": ms.wall_s,
+           "engine": ms, "phases": phases}
     if log:
         k = int(S.n_log[0])
         out["log"] = [S.log_clk[:k], S.log_cmd[:k], S.log_bank[:k], S.log_row[:k], S.log_col[:k]]
@@ -238,7 +304,7 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     # numpy's mean of the same values (exact while sums stay below 2**53, as numpy's float sum needs too).
     from archsim.dram.fast_stats import request_stats
 
-    rs = request_stats(raw["decoded"]["channel"], is_write, kind, raw["req_enq"], raw["req_done"], nch)
+    rs = request_stats(raw["channel"], is_write, kind, raw["req_enq"], raw["req_done"], nch)
     per_req, per_read, per_kind, lat_sum, lat = rs["per_req"], rs["per_read"], rs["per_kind"], rs["lat_sum"], rs["lat"]
     n_read = len(lat)
     n_kind = per_kind.sum(axis=0)

@@ -41,8 +41,12 @@ def request_stats(channel: np.ndarray, is_write: np.ndarray, kind: np.ndarray, e
     out = {"per_req": np.zeros(channels, i64), "per_read": np.zeros(channels, i64),
            "per_kind": np.zeros((channels, 3), i64), "lat_sum": np.zeros(channels, i64)}
     lat = np.empty(n, i64)
-    k = request_counts(np.ascontiguousarray(channel, dtype=i64), np.ascontiguousarray(is_write, dtype=np.bool_),
-                       np.ascontiguousarray(kind, dtype=i64), np.ascontiguousarray(enq, dtype=i64),
+    # (channel and kind keep their integer dtype: a trace run stores them narrow, and a widened copy would be
+    # fresh memory of 8 bytes per request)
+    channel, kind = (np.ascontiguousarray(a if a.dtype.kind in "iu" else a.astype(i64))
+                     for a in (np.asarray(channel), np.asarray(kind)))
+    k = request_counts(channel, np.ascontiguousarray(is_write, dtype=np.bool_),
+                       kind, np.ascontiguousarray(enq, dtype=i64),
                        np.ascontiguousarray(done, dtype=i64), out["per_req"], out["per_read"], out["per_kind"],
                        out["lat_sum"], lat)
     if k < 0:

@@ -154,8 +154,11 @@ def constant_fields(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAP
     addr = np.asarray(addr, dtype=np.uint64)
     if len(addr) == 0:
         return []
-    # A field is constant iff none of its bits differ from the first address's: one pass, no decode.
-    differ = int(np.bitwise_or.reduce(addr ^ addr[0]))
+    # A field is constant iff none of its bits differ from the first address's: one pass, no decode (in
+    # slices, so the temporary stays small: fresh memory is what costs most in a long trace's run)
+    differ = 0
+    for i in range(0, len(addr), 1 << 16):
+        differ |= int(np.bitwise_or.reduce(addr[i:i + (1 << 16)] ^ addr[0]))
     sizes = _sizes(spec)
     layout = field_layout(spec, mapping)
     return [f for f in VECTOR_LEVELS[:5] if sizes[f] > 1 and not (differ >> layout[f][0]) & ((1 << layout[f][1]) - 1)]

@@ -1515,7 +1515,7 @@ class MemorySystem:
             log_bank=np.zeros(4096 if log else 1, i64), log_row=np.zeros(4096 if log else 1, i64),
             log_col=np.zeros(4096 if log else 1, i64), log_src=np.zeros(4096 if log else 1, i64),
             n_log=np.zeros(1, i64),
-            c_tag=np.zeros(1024, i64), c_done=np.zeros(1024, i64), c_id=np.zeros(1024, i64), n_comp=np.zeros(1, i64),
+            c_tag=np.zeros(4096, i64), c_done=np.zeros(4096, i64), c_id=np.zeros(4096, i64), n_comp=np.zeros(1, i64),
             min_pending=np.full(1, INF, i64), outstanding=np.zeros(1, i64), progress=np.zeros(4, i64),
             cand=np.zeros((max(nsrc, 1), 9), i64), s_maxdone=np.zeros(nst_slots, i64),
             r_pin=np.zeros(R, i64), s_at=np.zeros((nst_slots, SC), i64), s_in=np.zeros(nst_slots, i64),
@@ -1530,6 +1530,7 @@ class MemorySystem:
         self.n_req = 0
         self.wall_s = 0.0
         self._kernel = None
+        self._stream_slots: dict[str, int] = {}    # stream source name -> its index among the stream sources
 
     # -- building ------------------------------------------------------------------------------------------
     def _grow(self, **fields):
@@ -1678,28 +1679,35 @@ class MemorySystem:
         next sequence number then (docs/channel-engine.md, clarification 1)."""
         from archsim.errors import ConfigError
 
-        s = self.source_index(source)
-        if self.sources[s]["kind"] != "stream":
-            raise ConfigError("source", f"{source!r} is not a stream source")
-        cmd = np.atleast_1d(np.asarray(cmd, dtype=np.int64))
+        sl0 = self._stream_slots.get(source)
+        if sl0 is None:
+            s = self.source_index(source)
+            if self.sources[s]["kind"] != "stream":
+                raise ConfigError("source", f"{source!r} is not a stream source")
+            sl0 = self._stream_slots[source] = int(self.S.src_idx[0, s])
+        cmd = np.asarray(cmd, dtype=np.int64).reshape(-1)
         n = cmd.shape[0]
         if n == 0:
             return
-        chans = np.unique(np.asarray(channel, dtype=np.int64))
-        if len(chans) != 1:
-            raise ConfigError("stream", f"one stream call feeds one channel, got channels {chans.tolist()}")
-        channel = int(chans[0])
+        if not isinstance(channel, int | np.integer):      # (a scalar is the common case: no np.unique)
+            chans = np.unique(np.asarray(channel, dtype=np.int64))
+            if len(chans) != 1:
+                raise ConfigError("stream", f"one stream call feeds one channel, got channels {chans.tolist()}")
+            channel = chans[0]
+        channel = int(channel)
         S = self.S
         T = self.tables
         B = T.banks
-        bank = np.broadcast_to(np.asarray(bank, dtype=np.int64), (n,))
-        local = bank - channel * B
-        if (cmd < 0).any() or (cmd >= T.n_cmds).any() or (local < 0).any() or (local >= B).any():
+        local = np.asarray(bank, dtype=np.int64) - channel * B
+        if cmd.min() < 0 or cmd.max() >= T.n_cmds or local.min() < 0 or local.max() >= B or local.size not in (1, n):
             raise ConfigError("stream", f"command or bank out of range for {self.spec.name} channel {channel}")
-        at_arr = np.broadcast_to(np.asarray(S.clock[0] if at is None else at, dtype=np.int64), (n,))
-        at_arr = np.maximum(at_arr, S.clock[0])
+        now = int(S.clock[0])
+        if at is None or np.ndim(at) == 0:
+            at_arr = max(now, int(now if at is None else at))
+        else:
+            at_arr = np.maximum(np.broadcast_to(np.asarray(at, dtype=np.int64), (n,)), now)
         rep_bank = channel * B + T.rep[cmd, local]
-        sl = channel * self.n_st + int(S.src_idx[0, s])
+        sl = channel * self.n_st + sl0
         self._append_stream(sl, cmd, rep_bank, row, column, flags, est, tag, at_arr)
 
     def _append_stream(self, sl: int, cmd: np.ndarray, rep_bank: np.ndarray, row: Any, column: Any, flags: Any,
@@ -1751,7 +1759,7 @@ class MemorySystem:
         S.s_at[sl, t:t + n] = at
         S.s_tail[sl] = t + n
         S.outstanding[0] += n
-        S.st_next[0] = min(S.st_next[0], int(np.min(at)))
+        S.st_next[0] = min(S.st_next[0], at if isinstance(at, int) else int(np.min(at)))
 
     def expect(self, tag: int, n: int) -> None:
         """Make `tag` a completion group of `n` more items (requests or stream commands enqueued with this tag,
@@ -1845,6 +1853,14 @@ class MemorySystem:
         """Tagged completions done by now, as (tag, done cycle) in done order; they leave the ring."""
         S = self.S
         n = int(S.n_comp[0])
+        if n == 1 and S.c_tag.shape[0] >= 4096:
+            # the common case of a co-simulation stopped at one group's completion: no array passes
+            d = int(S.c_done[0])
+            if d > S.clock[0]:
+                return []
+            S.n_comp[0] = 0
+            S.min_pending[0] = INF
+            return [(int(S.c_tag[0]), d)]
         done = S.c_done[:n]
         now = done <= S.clock[0]
         order = np.argsort(done[now], kind="stable")

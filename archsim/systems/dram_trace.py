@@ -117,7 +117,8 @@ def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_
     mapping = ctrl.mapping or spec.default_mapping
     chunk = max(int(chunk), 1)
     i64 = np.int64
-    req_enq, req_done, req_kind, channel = (np.empty(n, i64) for _ in range(4))
+    req_enq, req_done = np.empty(n, i64), np.empty(n, i64)
+    req_kind, channel = np.empty(n, np.int8), np.empty(n, np.int32)     # row class 0-2; channel
     ms = MemorySystem(spec, ctrl, log=log, requests=min(n, 4 * chunk), max_cycles=max_cycles)
     width = ctrl.frontend_width
     port = ms.add_port("mem", width=width)

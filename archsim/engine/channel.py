@@ -1480,11 +1480,13 @@ class MemorySystem:
             bank_pin=np.zeros(nb, i64), reserve=np.zeros(nb, i64),
             last_open_cmd=np.full((nb, nbuf), -1, i64), last_open_tgt=np.zeros((nb, nbuf), i64),
             last_open_row=np.full((nb, nbuf), -1, i64),
+            # the request pool: zeros (pages the OS maps on first write); enqueue_requests initialises the
+            # slots it fills, so a pool larger than its use costs no memory traffic
             r_ch=np.zeros(R, i64), r_bank=np.zeros(R, i64), r_row=np.zeros(R, i64), r_col=np.zeros(R, i64),
-            r_kind=np.zeros(R, i64), r_tag=np.full(R, -1, i64), r_arrive=np.zeros(R, i64), r_src=np.zeros(R, i64),
-            r_enq=np.full(R, -1, i64), r_done=np.full(R, -1, i64), r_class=np.zeros(R, i64),
+            r_kind=np.zeros(R, i64), r_tag=np.zeros(R, i64), r_arrive=np.zeros(R, i64), r_src=np.zeros(R, i64),
+            r_enq=np.zeros(R, i64), r_done=np.zeros(R, i64), r_class=np.zeros(R, i64),
             r_seq=np.zeros(R, i64), r_phase=np.zeros(R, i64), r_nb=np.zeros(R, i64),
-            l_next=np.full(R, -1, i64), l_prev=np.full(R, -1, i64),
+            l_next=np.zeros(R, i64), l_prev=np.zeros(R, i64),
             p_buf=np.zeros((0, 1), i64), p_head=np.zeros(0, i64), p_tail=np.zeros(0, i64),
             p_width=np.zeros(0, i64), p_src=np.zeros(0, i64), p_next=np.zeros(0, i64), p_block=np.zeros(0, i64),
             qlen=np.zeros(nq, i64),
@@ -1557,11 +1559,10 @@ class MemorySystem:
             return
         new = max(need, 2 * cap)
         upd = {}
-        fills = {"r_tag": -1, "r_enq": -1, "r_done": -1, "l_next": -1, "l_prev": -1}
         for f in ("r_ch", "r_bank", "r_row", "r_col", "r_kind", "r_tag", "r_arrive", "r_src", "r_enq", "r_done",
                   "r_class", "r_seq", "r_phase", "r_nb", "l_next", "l_prev", "r_pin"):
             a = getattr(S, f)
-            b = np.full(new, fills.get(f, 0), dtype=a.dtype)
+            b = np.zeros(new, dtype=a.dtype)      # (untouched beyond the copy until enqueue_requests fills it)
             b[:cap] = a
             upd[f] = b
         self._grow(**upd)
@@ -1628,7 +1629,7 @@ class MemorySystem:
             a, b = int(slot), int(slot) + n
             if a < 0 or b > self.n_req or not self.served(a, b):
                 raise ValueError(f"slots [{a}, {b}) are not reclaimable: every one must hold a served request")
-            self._reset_requests(a, b)
+        self._reset_requests(a, b)
         S = self.S
         S.r_ch[a:b] = channel
         S.r_bank[a:b] = bank

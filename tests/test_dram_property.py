@@ -62,6 +62,17 @@ def scenarios(draw):
     return spec, trace, ctrl
 
 
+def _reference(spec, trace, ctrl):
+    cfg = ControllerConfig.from_dict(ctrl)
+    dec = mapping_mod.decode(spec, trace.addr, cfg.mapping)
+    ref = ReferenceController(spec, cfg)
+    port = ref.add_port("mem", width=cfg.frontend_width)
+    ref.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"],
+                         trace.is_write.astype(np.int64), trace.arrive, -1)
+    assert ref.run(max_cycles=10**8)
+    return ref
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenarios())
 def test_random_traces_complete_check_and_match_python(case):
@@ -83,29 +94,12 @@ def test_random_traces_complete_check_and_match_python(case):
     violations = check_log(spec, log)
     assert not violations, "\n".join(str(v) for v in violations[:10])
     # the engine equals the reference scheduler, cycle for cycle
-    cfg = ControllerConfig.from_dict(ctrl)
-    dec = mapping_mod.decode(spec, trace.addr, cfg.mapping)
-    ref = ReferenceController(spec, cfg)
-    port = ref.add_port("mem", width=cfg.frontend_width)
-    ref.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"],
-                         trace.is_write.astype(np.int64), trace.arrive, -1)
-    assert ref.run(max_cycles=10**8)
+    ref = _reference(spec, trace, ctrl)
     np.testing.assert_array_equal(raw["req_done"], ref.request_done, err_msg="request done cycles")
     np.testing.assert_array_equal(raw["req_kind"], ref.request_class, err_msg="hit/miss/conflict class")
     rlog = ref.command_log()
     np.testing.assert_array_equal(log.cycle.to_numpy(), rlog.cycle.to_numpy(), err_msg="command cycles")
     np.testing.assert_array_equal(log.command.to_numpy(), rlog.command.to_numpy(), err_msg="commands")
-
-
-def _reference(spec, trace, ctrl):
-    cfg = ControllerConfig.from_dict(ctrl)
-    dec = mapping_mod.decode(spec, trace.addr, cfg.mapping)
-    ref = ReferenceController(spec, cfg)
-    port = ref.add_port("mem", width=cfg.frontend_width)
-    ref.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"],
-                         trace.is_write.astype(np.int64), trace.arrive, -1)
-    assert ref.run(max_cycles=10**8)
-    return ref
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

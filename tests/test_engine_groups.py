@@ -91,3 +91,22 @@ def test_driver_reports_a_group_that_never_completes():
     _enqueue(ms, ms.add_port(), spec, _requests(spec, 5, 1), drv.group(6, lambda done: None))
     with pytest.raises(EngineError, match="1 completion groups"):
         drv.run()
+
+
+def test_enqueue_stream_rejects_bad_input_with_one_line_errors():
+    spec = load_spec("NeuPIMs_HBM2_Dual")
+    B = spec.banks_per_channel
+    ms = MemorySystem(spec, NO_REFRESH, sources=[{"name": "pim", "kind": "stream"}, {"name": "mem", "kind": "rw"}],
+                      arbitration="priority", log=False)
+    rd = spec.command_names.index("RD")
+    with pytest.raises(ConfigError, match="'mem' is not a stream source"):
+        ms.enqueue_stream("mem", 0, [rd], [0])
+    with pytest.raises(ConfigError, match="one stream call feeds one channel, got channels \\[0, 1\\]"):
+        ms.enqueue_stream("pim", [0, 1], [rd, rd], [0, B])
+    with pytest.raises(ConfigError, match="3 banks for 2 commands"):
+        ms.enqueue_stream("pim", 1, [rd, rd], [B, B + 1, B + 2])
+    with pytest.raises(ConfigError, match="command or bank out of range"):
+        ms.enqueue_stream("pim", 1, [rd], [0])                      # bank 0 is in channel 0
+    with pytest.raises(ConfigError, match="command or bank out of range"):
+        ms.enqueue_stream("pim", 1, [len(spec.command_names)], [B])
+    assert int(ms.S.outstanding[0]) == 0                            # nothing was enqueued by the failed calls

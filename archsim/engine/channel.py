@@ -4,9 +4,10 @@ Semantics: docs/channel-engine.md (the contract; archsim/engine/reference.py is 
 implementation of it, and tests compare the two cycle for cycle). Device tables: archsim/engine/tables.py.
 
 State lives outside the kernel in numpy arrays (`State`, a namedtuple, so numba compiles one kernel for all
-devices of a kernel variant -- see "Kernel variants" below -- and caches it). `advance(S, T, CF, until)` simulates cycles [clock, until) and returns early at the
-done cycle of the first pending tagged completion, so a driver can react at exactly that cycle. Requests and
-stream commands are enqueued between calls by writing into the state arrays (`MemorySystem` does it).
+devices of a kernel variant, see "Kernel variants" below, and caches it). `advance(S, T, CF, until)` simulates
+cycles [clock, until) and returns early at the done cycle of the first pending tagged completion, so a driver
+can react at exactly that cycle. Requests and stream commands are enqueued between calls by writing into the
+state arrays (`MemorySystem` does it).
 
 Time jumps straight to the next cycle at which something can happen: a port can offer, a channel has a
 command whose timing is met (its `wake`), a refresh falls due. Idle cycles are never visited; a channel's
@@ -1578,7 +1579,7 @@ class MemorySystem:
             return True
         if (S.p_head != S.p_tail).any() or not self.served(0, n):
             return False
-        self._reset_requests(0, n)
+        # (no reset of the slots: enqueue_requests initialises every slot it fills)
         S.p_head[:] = 0
         S.p_tail[:] = 0
         self.n_req = 0
@@ -1700,7 +1701,9 @@ class MemorySystem:
         T = self.tables
         B = T.banks
         local = np.asarray(bank, dtype=np.int64) - channel * B
-        if cmd.min() < 0 or cmd.max() >= T.n_cmds or local.min() < 0 or local.max() >= B or local.size not in (1, n):
+        if local.size not in (1, n):
+            raise ConfigError("stream", f"{local.size} banks for {n} commands: give one bank, or one per command")
+        if cmd.min() < 0 or cmd.max() >= T.n_cmds or local.min() < 0 or local.max() >= B:
             raise ConfigError("stream", f"command or bank out of range for {self.spec.name} channel {channel}")
         now = int(S.clock[0])
         if at is None or np.ndim(at) == 0:
@@ -1854,7 +1857,7 @@ class MemorySystem:
         """Tagged completions done by now, as (tag, done cycle) in done order; they leave the ring."""
         S = self.S
         n = int(S.n_comp[0])
-        if n == 1 and S.c_tag.shape[0] >= 4096:
+        if n == 1:
             # the common case of a co-simulation stopped at one group's completion: no array passes
             d = int(S.c_done[0])
             if d > S.clock[0]:

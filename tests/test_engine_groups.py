@@ -110,3 +110,74 @@ def test_enqueue_stream_rejects_bad_input_with_one_line_errors():
     with pytest.raises(ConfigError, match="command or bank out of range"):
         ms.enqueue_stream("pim", 1, [len(spec.command_names)], [B])
     assert int(ms.S.outstanding[0]) == 0                            # nothing was enqueued by the failed calls
+
+
+def _dma_stream(ms, spec, groups, size, reuse_log):
+    """A DMA-like agent: `groups` groups of `size` random requests on two ports, each group enqueued when the
+    one two before it completed (double buffering), arriving 5 cycles later. Returns the completion events."""
+    drv = Driver(ms)
+    ports = (ms.add_port(width=2), ms.add_port(width=2))
+    events = []
+
+    def issue(g, at):
+        def done(cycle, g=g):
+            events.append((g, cycle))
+            if g + 2 < groups:
+                issue(g + 2, cycle + 5)
+        _enqueue(ms, ports[g % 2], spec, _requests(spec, size, 100 + g), drv.group(size, done), arrive=at)
+        reuse_log.append(int(ms.S.r_ch.shape[0]))
+
+    issue(0, 0)
+    issue(1, 0)
+    drv.run()
+    return events
+
+
+@pytest.mark.parametrize("refresh", ["none", "allbank"])
+def test_reused_slots_give_the_same_schedule_in_a_bounded_pool(refresh):
+    """reuse_slots: served requests' slots take new requests (ring order), so the pool stays as large as the
+    requests in flight; nothing the device does changes."""
+    spec = load_spec("HBM2_2Gbps_PC")
+    runs = []
+    for reuse in (False, True):
+        ms = MemorySystem(spec, {"refresh": refresh}, log=True, requests=64, reuse_slots=reuse)
+        pool = []
+        events = _dma_stream(ms, spec, groups=40, size=100, reuse_log=pool)
+        log = ms.command_log()
+        runs.append((events, log["cycle"].tolist(), log["command"].tolist(), log["bank"].tolist(),
+                     log["row"].tolist(), log["channel"].tolist()))
+        if reuse:
+            assert max(pool) <= 512, pool          # two groups in flight at a time, not all 4,000 requests
+            assert ms.n_req <= max(pool)
+        else:
+            assert max(pool) >= 4000
+    assert runs[0] == runs[1]
+
+
+def test_reused_slots_grow_the_pool_while_every_slot_is_in_flight():
+    spec = load_spec("HBM2_2Gbps_PC")
+    ms = MemorySystem(spec, NO_REFRESH, requests=16, reuse_slots=True)
+    port = ms.add_port()
+    ms.expect(1, 10)
+    ms.expect(2, 10)
+    ch, b, row, col, kind = _requests(spec, 10, 3)
+    first = ms.enqueue_requests(port, ch, ch * spec.banks_per_channel + b, row, col, kind, 0, 1)
+    second = ms.enqueue_requests(port, ch, ch * spec.banks_per_channel + b, row, col, kind, 0, 2)
+    assert set(first.tolist()).isdisjoint(second.tolist())       # nothing served yet: no slot is taken twice
+    assert ms.S.r_ch.shape[0] >= 20
+
+
+def test_reused_slots_refuse_what_would_name_a_slot():
+    spec = load_spec("HBM2_2Gbps_PC")
+    ms = MemorySystem(spec, NO_REFRESH, reuse_slots=True)
+    port = ms.add_port()
+    ch, b, row, col, kind = _requests(spec, 4, 3)
+    bank = ch * spec.banks_per_channel + b
+    with pytest.raises(ValueError, match="tag 5 has no completion group"):
+        ms.enqueue_requests(port, ch, bank, row, col, kind, 0, 5)
+    with pytest.raises(ValueError, match="picks the slots itself"):
+        ms.enqueue_requests(port, ch, bank, row, col, kind, 0, -1, slot=0)
+    ms.enqueue_requests(port, ch, bank, row, col, kind, 0, -1)       # untagged: fine
+    ms.run()
+    with pytest.raises(ValueError, match="reuses"):
+        _ = ms.request_done

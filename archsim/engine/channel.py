@@ -1381,7 +1381,7 @@ class MemorySystem:
 
     def __init__(self, spec, controller=None, sources=None, arbitration="frfcfs", starvation_cap=0, threshold=0,
                  stream_refresh="split", alu_latency=4, active_buffer=None, log=True, requests=1024,
-                 stream_capacity=1024, max_cycles=1 << 60, rmw="command", kernel="auto"):
+                 stream_capacity=1024, max_cycles=1 << 60, rmw="command", kernel="auto", reuse_slots=False):
         from archsim.dram.controller import ControllerConfig
         from archsim.errors import ConfigError, UserError
 
@@ -1536,6 +1536,11 @@ class MemorySystem:
             variant=np.zeros(0, _VARIANT_DTYPES[v]),
         )
         self.n_req = 0
+        # reuse_slots: every request may be forgotten once served (untagged, or in a completion group), so new
+        # requests take the slots of served ones in ring order and the pool stays as large as the requests in
+        # flight, not as the requests of a whole phase (enqueue_requests)
+        self.reuse_slots = bool(reuse_slots)
+        self._ring = 0                             # (reuse_slots) where the next requests' slots are looked for
         self.wall_s = 0.0
         self._kernel = None
         self._stream_slots: dict[str, int] = {}    # stream source name -> its index among the stream sources
@@ -1558,8 +1563,10 @@ class MemorySystem:
         return self._kernel(self.S, self.tables, self.cf, np.int64(until))
 
     def _ensure_requests(self, extra: int) -> None:
+        self._grow_pool(self.n_req + extra)
+
+    def _grow_pool(self, need: int) -> None:
         S = self.S
-        need = self.n_req + extra
         cap = S.r_ch.shape[0]
         if need <= cap:
             return
@@ -1588,6 +1595,7 @@ class MemorySystem:
         S.p_head[:] = 0
         S.p_tail[:] = 0
         self.n_req = 0
+        self._ring = 0
         return True
 
     def _reset_requests(self, a: int, b: int) -> None:
@@ -1624,11 +1632,19 @@ class MemorySystem:
         """Append requests to a port's backlog (arrays of one length, scalars broadcast; bank = global bank id).
         Returns their request ids: pool slots, by default the next ones at the pool's end. `slot`: use slots
         [slot, slot + n) instead, which the caller has reclaimed (`served` is true for them and nothing keeps
-        their ids: untagged requests): a streaming driver that reuses them keeps the pool bounded."""
+        their ids: untagged requests): a streaming driver that reuses them keeps the pool bounded. With
+        `reuse_slots` (MemorySystem) the engine reuses served requests' slots itself, in ring order, growing the
+        pool only when the requests in flight fill it; every request must then be untagged or in a completion
+        group, and per-request results (request_done, request_class) are not kept."""
         cols = [np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (channel, bank, row, column, kind, arrive, tag)]
         n = max(c.shape[0] for c in cols)
         channel, bank, row, column, kind, arrive, tag = (np.broadcast_to(c, (n,)) for c in cols)
-        if slot is None:
+        if self.reuse_slots:
+            if slot is not None:
+                raise ValueError("slot: a MemorySystem with reuse_slots picks the slots itself")
+            self._check_forgettable(tag)
+            a, b = self._ring_slots(n)
+        elif slot is None:
             self._ensure_requests(n)
             a, b = self.n_req, self.n_req + n
         else:
@@ -1672,6 +1688,26 @@ class MemorySystem:
             S.p_next[port] = min(S.p_next[port], max(S.clock[0], head_arrive))
         self.n_req = max(self.n_req, b)
         return np.arange(a, b, dtype=np.int64)
+
+    def _check_forgettable(self, tag: np.ndarray) -> None:
+        """With reuse_slots a completion must not name a slot: a tagged request must be in a completion group."""
+        t = tag[0] if (tag == tag[0]).all() else None
+        tags = np.unique(tag) if t is None else [t]
+        for t in tags:
+            if t >= 0 and (t >= self.S.g_left.shape[0] or self.S.g_left[t] <= 0):
+                raise ValueError(f"tag {int(t)} has no completion group (MemorySystem.expect): with reuse_slots a "
+                                 "request's slot is reused once it is served, so its completion cannot name it")
+
+    def _ring_slots(self, n: int) -> tuple[int, int]:
+        """n pool slots for new requests (reuse_slots): the next ones in ring order if none of them holds a request
+        not yet served, else new slots at the end of a grown pool (the requests in flight outgrew it)."""
+        cap = self.S.r_ch.shape[0]
+        a = self._ring if self._ring + n <= cap else 0
+        if a + n > cap or not self.served(a, a + n):
+            a = cap
+            self._grow_pool(cap + n)
+        self._ring = a + n
+        return a, a + n
 
     def served(self, a: int, b: int) -> bool:
         """Whether every request in pool slots [a, b) has been served (its last column command issued): the
@@ -1913,11 +1949,18 @@ class MemorySystem:
 
     @property
     def request_done(self) -> np.ndarray:
+        self._check_ids_kept()
         return self.S.r_done[:self.n_req]
 
     @property
     def request_class(self) -> np.ndarray:
+        self._check_ids_kept()
         return self.S.r_class[:self.n_req]
+
+    def _check_ids_kept(self) -> None:
+        if self.reuse_slots:
+            raise ValueError("request ids name pool slots, which a MemorySystem with reuse_slots reuses: per-request "
+                             "results are gone once served (use completion groups)")
 
     def completions(self) -> list[tuple[int, int]]:
         """Every tagged completion recorded so far, in done order (ties: issue order), including those

@@ -206,7 +206,7 @@ def simulate_gemm(cfg: NpuConfig, spec: DramSpec, m: int, k: int, n: int, contro
     `dma_width`: requests each DMA engine may offer per DRAM cycle (default one per channel)."""
     schedule = schedule_gemm(cfg, m, k, n)
     bases = bases or default_bases(spec, cfg.dtype_bytes, m, k, n)
-    ms = MemorySystem(spec, controller, log=log)
+    ms = MemorySystem(spec, controller, log=log, reuse_slots=True)     # every DMA request is in a completion group
     width = dma_width or spec.channels
     driver = Driver(ms)
     agent = GemmAgent(driver, schedule, bases, 0, ms.add_port(width=width), ms.add_port(width=width),

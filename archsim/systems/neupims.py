@@ -284,8 +284,8 @@ class DecodeSimulator:
         ctrl = {"refresh": "allbank" if refresh else "none"}
         # a PIM GEMV that would cross a refresh waits for it (NeuPIMs' PIM_HEADER admission)
         self.ms = MemorySystem(spec, ctrl, sources=sources, arbitration=arbitration, log=log,
-                               stream_refresh="wait" if self.attention_on_pim else "split", requests=1 << 20,
-                               stream_capacity=1 << 14)
+                               stream_refresh="wait" if self.attention_on_pim else "split", requests=1 << 16,
+                               stream_capacity=1 << 14, reuse_slots=True)
         self.driver = Driver(self.ms)
         # one load and one store DMA engine per array, each offering up to one request per channel per cycle
         width = spec.channels

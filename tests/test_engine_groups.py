@@ -178,6 +178,7 @@ def test_reused_slots_refuse_what_would_name_a_slot():
     with pytest.raises(ValueError, match="picks the slots itself"):
         ms.enqueue_requests(port, ch, bank, row, col, kind, 0, -1, slot=0)
     ms.enqueue_requests(port, ch, bank, row, col, kind, 0, -1)       # untagged: fine
+    assert len(ms.enqueue_requests(port, [], [], [], [], [], [], [])) == 0     # nothing to enqueue, nothing refused
     ms.run()
     with pytest.raises(ValueError, match="reuses"):
         _ = ms.request_done

@@ -1691,6 +1691,8 @@ class MemorySystem:
 
     def _check_forgettable(self, tag: np.ndarray) -> None:
         """With reuse_slots a completion must not name a slot: a tagged request must be in a completion group."""
+        if tag.shape[0] == 0:
+            return
         t = tag[0] if (tag == tag[0]).all() else None
         tags = np.unique(tag) if t is None else [t]
         for t in tags:

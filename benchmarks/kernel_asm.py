@@ -25,13 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _CHILD = r"""
 import json, re, sys
+import numba
 from archsim.engine import channel, nowrap
 if sys.argv[1] == "wrap":
     nowrap._TAGS.clear()                 # (after channel registered itself) numba's own index fix-up everywhere
 from archsim.systems.dram_trace import run_trace
 run_trace({"kind": "random", "requests": 64}, preset="HBM2_2Gbps_PC", channels=8)
-asms = [a for sig, a in channel.advance.inspect_asm().items() if "uint8" in str(sig)]     # lean: State.variant uint8
-asm = asms[0].splitlines()
+lean = channel._VARIANT_DTYPES[channel.KERNEL_VARIANTS.index("lean")]      # State.variant's dtype names the variant
+asm = next(a for sig, a in channel.advance.inspect_asm().items() if dict(zip(sig[0].fields, sig[0].types))["variant"].dtype == numba.from_dtype(lean))
+asm = asm.splitlines()
 start = next(i for i, ln in enumerate(asm) if re.match(r"^_ZN7archsim6engine7channel7advance", ln))
 end = next(i for i, ln in enumerate(asm) if i > start and re.match(r"^_ZN7cpython", ln))
 body = [ln for ln in asm[start:end] if re.match(r"^\s+[a-z]", ln)]

@@ -1377,6 +1377,8 @@ class MemorySystem:
     ports (`add_port`), stream commands through `enqueue_stream`. `advance(until)` / `run()` simulate.
     kernel: which compilation of the channel kernel runs it (KERNEL_VARIANTS): "auto" = the first variant whose
     fixed controller fields agree with this device set's, else "general" (tests compare the variants).
+    reuse_slots: new requests take served requests' pool slots (enqueue_requests), for drivers whose requests
+    are all untagged or in completion groups; per-request results are then not kept.
     """
 
     def __init__(self, spec, controller=None, sources=None, arbitration="frfcfs", starvation_cap=0, threshold=0,
@@ -1562,9 +1564,6 @@ class MemorySystem:
             return st
         return self._kernel(self.S, self.tables, self.cf, np.int64(until))
 
-    def _ensure_requests(self, extra: int) -> None:
-        self._grow_pool(self.n_req + extra)
-
     def _grow_pool(self, need: int) -> None:
         S = self.S
         cap = S.r_ch.shape[0]
@@ -1599,9 +1598,10 @@ class MemorySystem:
         return True
 
     def _reset_requests(self, a: int, b: int) -> None:
-        """The engine-owned fields of pool slots [a, b) back to a fresh request's."""
+        """The engine-owned fields of pool slots [a, b) back to a fresh request's (enqueue_requests writes the
+        others, r_tag included)."""
         S = self.S
-        for f, v in (("r_tag", -1), ("r_enq", -1), ("r_done", -1), ("l_next", -1), ("l_prev", -1), ("r_class", 0),
+        for f, v in (("r_enq", -1), ("r_done", -1), ("l_next", -1), ("l_prev", -1), ("r_class", 0),
                      ("r_seq", 0), ("r_phase", 0), ("r_nb", 0), ("r_pin", 0)):
             getattr(S, f)[a:b] = v
 
@@ -1645,7 +1645,7 @@ class MemorySystem:
             self._check_forgettable(tag)
             a, b = self._ring_slots(n)
         elif slot is None:
-            self._ensure_requests(n)
+            self._grow_pool(self.n_req + n)
             a, b = self.n_req, self.n_req + n
         else:
             a, b = int(slot), int(slot) + n

@@ -170,6 +170,13 @@ def _fmt_table(rows: list[dict], compile_info: dict) -> str:
     return "\n".join(lines)
 
 
+def compile_bytecode(checkout: Path = ROOT) -> None:
+    """Python's cache warm for benchmarks that time fresh processes: the checkout's modules compiled to bytecode,
+    as an installed package has them (with PYTHONDONTWRITEBYTECODE set, as on this machine, every process
+    would otherwise compile each module whose .pyc is stale again)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(checkout / "archsim")], check=True)
+
+
 def add_case_args(ap: argparse.ArgumentParser) -> None:
     """The options every trace benchmark shares (this one and bench_trace_cli.py)."""
     ap.add_argument("--requests", type=int, default=2_000_000)

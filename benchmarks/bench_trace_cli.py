@@ -13,6 +13,12 @@ shared machine), M requests/s from each, and peak RSS. A further run of the same
 with timers, gives the breakdown (`archsim.systems.dram_trace.run_trace`'s extra["timings_s"] plus imports;
 "start+exit" is that child's wall time minus its own measured time: interpreter start-up and teardown).
 
+Warm caches are numba's and Python's: before timing, the measured checkout's (and the baseline's) modules are
+compiled to bytecode (`compileall`), as an installed package has them. Otherwise, with PYTHONDONTWRITEBYTECODE
+set (it is, on this machine), every run compiled each archsim module whose .pyc was stale from source again.
+The traces are written by a child process: a child's peak RSS (wait4's ru_maxrss) counts the memory of the
+process it was forked from, so this process stays small.
+
     .venv/bin/python benchmarks/bench_trace_cli.py [--requests N] [--repeat K] [--cases a,b] [--dir DIR]
                                                    [--json FILE]
 """
@@ -34,7 +40,7 @@ for p in (ROOT, ROOT / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from bench_dram import CASES, _setup, _trace, add_case_args, case_names  # noqa: E402  (the same cases and traces as the kernel benchmark)
+from bench_dram import CASES, _setup, _trace, add_case_args, case_names, compile_bytecode  # noqa: E402  (the same cases and traces as the kernel benchmark)
 
 PHASES = ["start+exit", "imports", "setup", "read", "check", "decode", "engine_setup", "kernel", "stats", "cli"]
 PHASE_HELP = {
@@ -102,19 +108,30 @@ def _timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, float
         return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, out.read().decode()
 
 
+def _trace_path(directory: Path, name: str, requests: int) -> Path:
+    return directory / f"{name}-{requests}.trace"
+
+
 def write_traces(directory: Path, names: list[str], requests: int) -> dict[str, Path]:
     """The cases' traces as Ramulator load/store text files (kept if already there)."""
     from archsim.dram.trace import write_trace
 
-    paths = {}
     for name in names:
         preset, channels, kind = CASES[name]
         spec, _ = _setup(preset, channels)
-        path = directory / f"{name}-{requests}.trace"
+        path = _trace_path(directory, name, requests)
         if not path.exists():
             write_trace(_trace(spec, kind, requests), path, fmt="ramulator")
-        paths[name] = path
-    return paths
+    return {name: _trace_path(directory, name, requests) for name in names}
+
+
+def _write_traces_in_child(directory: Path, names: list[str], requests: int) -> dict[str, Path]:
+    code = ("import sys; from pathlib import Path; sys.path[:0] = sys.argv[1:3]; import bench_trace_cli as b; "
+            "b.write_traces(Path(sys.argv[3]), sys.argv[5].split(','), int(sys.argv[4]))")
+    subprocess.run([sys.executable, "-c", code, str(ROOT), str(ROOT / "benchmarks"), str(directory),
+                    str(requests), ",".join(names)], check=True)
+    return {name: _trace_path(directory, name, requests) for name in names}
+
 
 
 def _stats(cmd: list[str], env: dict | None, out: Path) -> dict:
@@ -226,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="archsim-bench-cli-") as tmp:
         directory = Path(args.dir) if args.dir else Path(tmp)
         directory.mkdir(parents=True, exist_ok=True)
-        paths = write_traces(directory, names, args.requests)
+        paths = _write_traces_in_child(directory, names, args.requests)
+        compile_bytecode(ROOT)
+        if args.baseline:
+            compile_bytecode(Path(args.baseline))
         rows = []
         for n in names:
             r = run_case(n, paths[n], args.requests, args.repeat, breakdown=not args.no_breakdown,

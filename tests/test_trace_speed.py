@@ -278,3 +278,61 @@ def test_request_stats_refuses_out_of_range_input():
         request_stats(np.array([0, 1, 2]), np.zeros(3, bool), z, z, z, 2)
     with pytest.raises(ValueError, match="request 0: .* row class 3"):
         request_stats(z, np.zeros(3, bool), np.array([3, 0, 0]), z, z, 2)
+
+
+def test_read_while_loading_engine_reads_the_trace_and_loads_the_kernel(tmp_path):
+    """run_trace reads a trace file while another thread loads the channel kernel: the trace is the one
+    read_trace gives, the kernel for the run's state types is loaded, and a read error comes out as the same
+    UserError (the loading thread does not swallow or delay it)."""
+    import numba
+
+    from archsim.dram.controller import ControllerConfig
+    from archsim.engine.channel import MemorySystem, advance
+    from archsim.errors import UserError
+    from archsim.systems.dram_trace import _read_while_loading_engine
+
+    spec, ctrl = _spec("HBM2_2Gbps_PC"), ControllerConfig(mapping="RoBaRaCoCh")
+    tr = synthetic_trace("random", 400, seed=3)
+    write_trace(tr, tmp_path / "t.trace")
+    got = _read_while_loading_engine(tmp_path / "t.trace", spec, ctrl, log=False)
+    want = read_trace(tmp_path / "t.trace")
+    for field in ("addr", "is_write", "arrive"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+    ms = MemorySystem(spec, ctrl, log=False, requests=len(tr))
+    assert tuple(numba.typeof(a) for a in (ms.S, ms.tables, ms.cf, np.int64(0))) in advance.overloads
+    (tmp_path / "bad.trace").write_text("LD 0x40\nLD 0x4g\n")
+    with pytest.raises(UserError) as exc:
+        _read_while_loading_engine(tmp_path / "bad.trace", spec, ctrl, log=False)
+    with pytest.raises(UserError) as plain:
+        read_trace(tmp_path / "bad.trace")
+    assert str(exc.value) == str(plain.value)
+
+
+def test_load_kernel_loads_without_running():
+    """MemorySystem.load_kernel fetches the compiled kernel for the state's types and runs nothing: the clock,
+    counters and pool stay as they were, and a run afterwards issues what a run without it issues."""
+    from archsim.dram.controller import ControllerConfig
+    from archsim.engine.channel import MemorySystem
+
+    spec = _spec("DDR4_3200AA_x8_8Gb")
+    tr = synthetic_trace("random", 300, seed=5, span_bytes=1 << 24)
+    dec = mapping_mod.decode(spec, tr.addr, "RoBaRaCoCh")
+
+    def run(preload: bool):
+        ms = MemorySystem(spec, ControllerConfig(mapping="RoBaRaCoCh"), log=True, requests=len(tr))
+        port = ms.add_port("mem")
+        if preload:
+            ms.load_kernel()
+            kernel = ms._kernel
+            assert kernel is not None and ms.clock == 0 and int(ms.S.cmd_count.sum()) == 0
+        ms.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"], tr.is_write)
+        ms.run()
+        if preload:
+            assert ms._kernel is kernel      # the run used the loaded entry point (the state was not replaced)
+        k = int(ms.S.n_log[0])
+        return ms.clock, ms.S.log_clk[:k].copy(), ms.S.log_cmd[:k].copy()
+
+    (c0, clk0, cmd0), (c1, clk1, cmd1) = run(False), run(True)
+    assert c0 == c1 and len(cmd0) > 300
+    np.testing.assert_array_equal(clk0, clk1)
+    np.testing.assert_array_equal(cmd0, cmd1)

@@ -112,7 +112,7 @@ def _trace_path(directory: Path, name: str, requests: int) -> Path:
     return directory / f"{name}-{requests}.trace"
 
 
-def write_traces(directory: Path, names: list[str], requests: int) -> dict[str, Path]:
+def write_traces(directory: Path, names: list[str], requests: int) -> None:
     """The cases' traces as Ramulator load/store text files (kept if already there)."""
     from archsim.dram.trace import write_trace
 
@@ -122,16 +122,13 @@ def write_traces(directory: Path, names: list[str], requests: int) -> dict[str, 
         path = _trace_path(directory, name, requests)
         if not path.exists():
             write_trace(_trace(spec, kind, requests), path, fmt="ramulator")
-    return {name: _trace_path(directory, name, requests) for name in names}
 
 
 def _write_traces_in_child(directory: Path, names: list[str], requests: int) -> dict[str, Path]:
-    code = ("import sys; from pathlib import Path; sys.path[:0] = sys.argv[1:3]; import bench_trace_cli as b; "
-            "b.write_traces(Path(sys.argv[3]), sys.argv[5].split(','), int(sys.argv[4]))")
-    subprocess.run([sys.executable, "-c", code, str(ROOT), str(ROOT / "benchmarks"), str(directory),
-                    str(requests), ",".join(names)], check=True)
+    """write_traces in a child process (this one stays small: see the module docstring); the traces' paths."""
+    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--_write-traces", "--dir", str(directory),
+                    "--requests", str(requests), "--cases", ",".join(names)], check=True)
     return {name: _trace_path(directory, name, requests) for name in names}
-
 
 
 def _stats(cmd: list[str], env: dict | None, out: Path) -> dict:
@@ -235,8 +232,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time another checkout of archsim (e.g. `git worktree add DIR <commit>`; its numba "
                     "cache warms on the first run), run through PYTHONPATH=DIR with this venv, interleaved with "
                     "this checkout's runs, and check its stats are the same")
+    ap.add_argument("--_write-traces", action="store_true", help=argparse.SUPPRESS)   # (the child of main)
     args = ap.parse_args(argv)
     names = case_names(ap, args)
+    if args._write_traces:
+        write_traces(Path(args.dir), names, args.requests)
+        return 0
     load = os.getloadavg()
     if args.baseline and not (Path(args.baseline) / "archsim" / "cli.py").is_file():
         ap.error(f"--baseline {args.baseline}: not an archsim checkout (no archsim/cli.py)")

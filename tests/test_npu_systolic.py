@@ -293,3 +293,101 @@ def test_preload_rule_gap_at_neupims_batch_512():
     bounded = schedule_gemm(load_npu_config(), 512, 4096, 3072)
     assert bounded.compute_only_cycles() == 393_725
     assert 393_216 < bounded.compute_only_cycles() < 1.002 * 393_216
+
+
+# ---- SCALE-Sim-exact mode (ws_preload_rule: scalesim) -----------------------------------------------------
+# SCALE-Sim 3.0 (scalesim-project/scale-sim-v3 @ fab89b777d7363550b7560ff615a11f888db46b9, run from source
+# with numpy 1.26 in its own venv): `python scalesim/scale.py -c cfg -t topo.csv -p out -i gemm -s N` with
+# ArrayHeight/ArrayWidth/Dataflow as below, 65536 KB for each SRAM (no stall: Stall Cycles 0 in every run),
+# topology `Layer,M,N,K` = one GEMM. The figure is COMPUTE_REPORT.csv's "Total Cycles" ("Compute cycles" in
+# its log). docs/npu-gemm.md lists the script (mk.sh) that ran them.
+SCALESIM_MEASURED = [   # (height, width, dataflow, M, N, K, cycles)
+    (8, 8, "ws", 20, 12, 10, 167),
+    (8, 8, "os", 20, 12, 10, 143),
+    (32, 32, "ws", 1, 64, 64, 379),
+    (32, 32, "os", 1, 64, 64, 251),
+    (16, 8, "ws", 37, 29, 45, 899),
+    (16, 8, "os", 37, 29, 45, 803),
+    (8, 16, "ws", 5, 100, 3, 244),
+    (8, 16, "os", 5, 100, 3, 174),
+    (128, 128, "ws", 64, 256, 300, 2675),
+    (128, 128, "os", 300, 256, 64, 1907),
+    (4, 4, "ws", 1, 1, 1, 10),
+    (4, 4, "os", 1, 1, 1, 6),
+    (1, 1, "ws", 3, 2, 5, 39),
+    (1, 1, "os", 3, 2, 5, 29),
+    (64, 32, "ws", 128, 96, 200, 3431),
+    (32, 64, "os", 200, 96, 128, 3107),
+]
+
+
+def _scalesim_cfg(h, w, dataflow, m=1, k=1, n=1):
+    big = 2 * (m * k + k * n) * 2 + 64       # one tile holds the whole GEMM (SCALE-Sim with SRAMs that never stall)
+    return NpuConfig(height=h, width=w, dataflow=dataflow, ws_preload_rule="scalesim",
+                     scratchpad_bytes=big, accumulator_bytes=2 * m * n * 4 + 64)
+
+
+def test_scalesim_hand_numbers_with_partial_folds():
+    """Closed forms written out by hand (docs/npu-gemm.md): WS folds ceil(K/H) x ceil(N/W) of 2H + W + M - 2,
+    OS folds ceil(M/H) x ceil(N/W) of H + W + K - 2, every fold full-array sized, total minus one."""
+    from archsim.npu import scalesim_gemm_cycles
+    # WS 8x8, M=20 N=12 K=10: K folds 2 (8 + a partial 2), N folds 2 (8 + a partial 4): 4 x (16 + 8 + 20 - 2) - 1
+    cfg = _scalesim_cfg(8, 8, "ws", 20, 10, 12)
+    assert scalesim_gemm_cycles(cfg, 20, 10, 12) == 4 * 42 - 1 == 167
+    assert schedule_gemm(cfg, 20, 10, 12).compute_only_cycles() - 1 == 167
+    # OS 8x8: M folds 3 (8, 8, a partial 4), N folds 2: 6 x (8 + 8 + 10 - 2) - 1; the partial folds cost as much
+    cfg = _scalesim_cfg(8, 8, "os", 20, 10, 12)
+    assert scalesim_gemm_cycles(cfg, 20, 10, 12) == 6 * 24 - 1 == 143
+    assert schedule_gemm(cfg, 20, 10, 12).compute_only_cycles() - 1 == 143
+    # a tall array: WS 16 x 8, M=37 K=45 N=29 -> 3 x 4 folds of 32 + 8 + 37 - 2 = 75
+    cfg = _scalesim_cfg(16, 8, "ws", 37, 45, 29)
+    assert schedule_gemm(cfg, 37, 45, 29).compute_only_cycles() - 1 == 12 * 75 - 1 == 899
+    # decode shape (M = 1) on 128 x 128 WS: 32 x 32 weight folds, each 2*128 + 128 + 1 - 2 = 383 cycles
+    cfg = _scalesim_cfg(128, 128, "ws", 1, 4096, 4096)
+    assert schedule_gemm(cfg, 1, 4096, 4096).compute_only_cycles() - 1 == 1024 * 383 - 1
+
+
+@pytest.mark.parametrize("h,w,dataflow,m,n,k,measured", SCALESIM_MEASURED)
+def test_scalesim_rule_equals_measured_scalesim(h, w, dataflow, m, n, k, measured):
+    from archsim.npu import scalesim_gemm_cycles, scalesim_reported_cycles
+    cfg = _scalesim_cfg(h, w, dataflow, m, k, n)
+    sched = schedule_gemm(cfg, m, k, n)
+    ours = scalesim_reported_cycles(sched.compute_only_cycles())
+    assert (ours, scalesim_gemm_cycles(cfg, m, k, n)) == (measured, measured), \
+        f"{h}x{w} {dataflow} M={m} N={n} K={k}: ours {ours}, SCALE-Sim measured {measured}"
+
+
+@settings(max_examples=120, deadline=None)
+@given(h=st.integers(1, 40), w=st.integers(1, 40), m=st.integers(1, 150), k=st.integers(1, 150),
+       n=st.integers(1, 150), dataflow=st.sampled_from(["ws", "os"]))
+def test_scalesim_schedule_equals_closed_form_for_any_shape(h, w, m, k, n, dataflow):
+    """The scheduled instruction stream (one tile) equals the closed form for any array and GEMM, and the
+    planner's cost equals the stream."""
+    from archsim.npu import array_occupancy_cycles, scalesim_gemm_cycles
+    cfg = _scalesim_cfg(h, w, dataflow, m, k, n)
+    sched = schedule_gemm(cfg, m, k, n)
+    folds = math.ceil(n / w) * (math.ceil(k / h) if dataflow == "ws" else math.ceil(m / h))
+    fold = 2 * h + w + m - 2 if dataflow == "ws" else h + w + k - 2
+    assert sched.compute_only_cycles() == sched.array_cycles() == folds * fold
+    assert scalesim_gemm_cycles(cfg, m, k, n) == folds * fold - 1
+    assert array_occupancy_cycles(cfg, m, k, n, sched.shape) == folds * fold
+
+
+def test_scalesim_rule_leaves_the_other_rules_alone():
+    """The scalesim rule is opt-in: bounded and onnxim keep their own timing (hand numbers above)."""
+    big = dict(spad=64 << 20, acc=64 << 20)
+    assert schedule_gemm(_cfg(**big), 256, 512, 512).array_cycles() == 4605
+    assert schedule_gemm(_cfg(rule="scalesim", **big), 256, 512, 512).array_cycles() == 16 * (256 + 128 + 256 - 2)
+    with pytest.raises(ConfigError, match="ws_preload_rule"):
+        _cfg(rule="scale-sim")
+
+
+def test_scalesim_small_scratchpad_tiles_at_array_multiples():
+    """With a scratchpad that cannot hold the GEMM, the planner tiles at array-edge multiples of K and N
+    (WS) so fold count and cycles stay SCALE-Sim's; splitting M would add 2H + W - 2 per fold."""
+    from archsim.npu import scalesim_gemm_cycles
+    cfg = NpuConfig(height=32, width=32, dataflow="ws", ws_preload_rule="scalesim", scratchpad_bytes=1 << 16,
+                    accumulator_bytes=1 << 16)
+    sched = schedule_gemm(cfg, 16, 1024, 512)
+    assert len(sched.tiles) > 1 and sched.shape.m == 16
+    assert sched.compute_only_cycles() - 1 == scalesim_gemm_cycles(cfg, 16, 1024, 512)

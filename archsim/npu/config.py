@@ -15,7 +15,7 @@ from archsim.errors import ConfigError
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "npu"
 DATAFLOWS = ["ws", "os"]
-PRELOAD_RULES = ["bounded", "onnxim"]
+PRELOAD_RULES = ["bounded", "onnxim", "scalesim"]   # scalesim: SCALE-Sim 3.0 fold timing, both dataflows
 VECTOR_OPS = ["add", "mul", "exp", "sqrt", "gelu", "add_tree"]
 
 _TOP_KEYS = ("name", "source", "systolic", "memory", "vector")

@@ -18,6 +18,12 @@ Closed forms (H = array height, W = width, r = rows streamed by an instruction):
   SCALE-Sim v3 issue #4 discusses 2R + C + T - 2 against R + C + T - 2; archsim takes the 2R form because
   the R extra cycles drain the finished outputs out of the PEs, and without a second set of output
   registers the next fold cannot start accumulating until that drain ends.
+* Rule ``scalesim`` (``ws_preload_rule: scalesim``, both dataflows): SCALE-Sim 3.0's compute timing, folds
+  strictly serial and always sized to the whole array (a partial fold costs as much as a full one):
+  WS fold ``2H + W + r - 2`` (H cycles of weight load, then r rows skewed across H + W - 1 PEs and drained),
+  OS fold ``H + W + T - 2``. SCALE-Sim reports the index of the last busy cycle counted from 0, one less
+  than the number of cycles: for a whole GEMM ``folds * fold - 1`` (`scalesim_gemm_cycles`;
+  docs/npu-gemm.md has the derivation and the measured SCALE-Sim runs).
 
 Integration recipe (DRAM model in the loop)::
 
@@ -65,6 +71,8 @@ def ws_latency_cycles(cfg: NpuConfig, rows: int) -> int:
 
 def ws_issue_offset_cycles(cfg: NpuConfig, prev_rows: int, preload: bool) -> int:
     """Cycles between the starts of two WS instructions when the pipeline is not empty (see module doc)."""
+    if cfg.ws_preload_rule == "scalesim":      # folds serial: the next starts when this one has drained
+        return scalesim_fold_cycles(cfg, ArrayInstr(rows=prev_rows, cols=cfg.width, depth=cfg.height))
     stream = max(prev_rows, 4)
     if not preload:
         return stream
@@ -85,6 +93,33 @@ def os_fold_cycles(rows: int, cols: int, depth: int) -> int:
     return 2 * rows + cols + depth - 2
 
 
+def scalesim_fold_cycles(cfg: NpuConfig, instr: ArrayInstr) -> int:
+    """One fold under SCALE-Sim 3.0's timing (rule ``scalesim``), whatever part of the array it uses.
+
+    WS: H cycles to load the weights, then the fold's r input rows skewed over H + W - 1 PEs and drained:
+    ``2H + W + r - 2``. OS: the T-deep reduction skewed over the array plus the drain: ``H + W + T - 2``."""
+    if cfg.dataflow == "os":
+        return cfg.height + cfg.width + instr.depth - 2
+    return 2 * cfg.height + cfg.width + instr.rows - 2
+
+
+def scalesim_gemm_cycles(cfg: NpuConfig, m: int, k: int, n: int) -> int:
+    """SCALE-Sim 3.0's reported compute cycles of an unstalled M x K x N GEMM (``Compute cycles`` in its log,
+    ``Total Cycles`` in COMPUTE_REPORT.csv): every fold serial and full-array sized, minus one because it
+    reports the last cycle's index counted from 0. WS folds: ceil(K/H) * ceil(N/W) of ``2H + W + M - 2``;
+    OS folds: ceil(M/H) * ceil(N/W) of ``H + W + K - 2``."""
+    h, w = cfg.height, cfg.width
+    if cfg.dataflow == "os":
+        return math.ceil(m / h) * math.ceil(n / w) * (h + w + k - 2) - 1
+    return math.ceil(k / h) * math.ceil(n / w) * (2 * h + w + m - 2) - 1
+
+
+def scalesim_reported_cycles(elapsed_cycles: int) -> int:
+    """SCALE-Sim's way of counting an elapsed run: the last busy cycle's index from 0 (one less than the
+    count; an empty run stays 0)."""
+    return max(elapsed_cycles - 1, 0)
+
+
 class ArrayPipeline:
     """In-order issue of array instructions under the timing rules above; keeps what the next one needs."""
 
@@ -97,6 +132,9 @@ class ArrayPipeline:
     def peek(self, instr: ArrayInstr, ready_cycles: int) -> tuple[int, int]:
         """(start, finish) the instruction would get if issued now with its data ready at `ready_cycles`."""
         cfg = self.cfg
+        if cfg.ws_preload_rule == "scalesim":     # SCALE-Sim: folds one after another, both dataflows
+            start = max(ready_cycles, self.busy_until_cycles)
+            return start, start + scalesim_fold_cycles(cfg, instr)
         if cfg.dataflow == "os":
             start = max(ready_cycles, self.busy_until_cycles)
             return start, start + os_fold_cycles(instr.rows, instr.cols, instr.depth)
@@ -110,6 +148,11 @@ class ArrayPipeline:
     def inputs_consumed_cycles(self, instr: ArrayInstr, start: int, finish: int) -> int:
         """When an instruction has read its last operand from the scratchpad (its half can be refilled):
         WS after its rows have streamed in (weights were taken at the preload), OS before the output drain."""
+        if self.cfg.ws_preload_rule == "scalesim":
+            # SCALE-Sim's demand matrices: WS reads its last input row at 2H + r - 2 (H weight rows, then r
+            # rows skewed over H); OS its last operand at T - 1 plus the longer of the two skews
+            h, w = self.cfg.height, self.cfg.width
+            return start + (instr.depth + max(h, w) - 1 if self.cfg.dataflow == "os" else 2 * h + instr.rows - 1)
         if self.cfg.dataflow == "os":
             return finish - instr.rows
         return start + max(instr.rows, 4)
@@ -215,6 +258,8 @@ def array_occupancy_cycles(cfg: NpuConfig, m: int, k: int, n: int, shape: TileSh
                 if cfg.dataflow == "ws":
                     per = math.ceil(tk / cfg.height) * math.ceil(tn / cfg.width) * \
                         ws_issue_offset_cycles(cfg, tm, True)
+                elif cfg.ws_preload_rule == "scalesim":   # full-array folds, H + W + T - 2 each
+                    per = math.ceil(tm / cfg.height) * math.ceil(tn / cfg.width) * (cfg.height + cfg.width + tk - 2)
                 else:   # sum of 2r + c + T - 2 over the nr x nc folds: every row counted nc times, etc.
                     nr, nc = math.ceil(tm / cfg.height), math.ceil(tn / cfg.width)
                     per = 2 * tm * nc + tn * nr + nr * nc * (tk - 2)
@@ -387,8 +432,12 @@ def schedule_gemm(cfg: NpuConfig, m: int, k: int, n: int, shape: TileShape | Non
                 key = (tm, tk, tn)
                 if key not in cache:
                     instrs = _tile_instrs(cfg, tm, tk, tn)
-                    occupancy = sum(ws_issue_offset_cycles(cfg, tm, i.preload) for i in instrs) \
-                        if cfg.dataflow == "ws" else sum(os_fold_cycles(i.rows, i.cols, i.depth) for i in instrs)
+                    if cfg.ws_preload_rule == "scalesim":
+                        occupancy = sum(scalesim_fold_cycles(cfg, i) for i in instrs)
+                    elif cfg.dataflow == "ws":
+                        occupancy = sum(ws_issue_offset_cycles(cfg, tm, i.preload) for i in instrs)
+                    else:
+                        occupancy = sum(os_fold_cycles(i.rows, i.cols, i.depth) for i in instrs)
                     cache[key] = (instrs, instr_sequence_cycles(cfg, instrs), occupancy)
                 instrs, latency, occupancy = cache[key]
                 last_k = k0 + tk >= k

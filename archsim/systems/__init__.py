@@ -25,7 +25,7 @@ _KEYS: dict[str, KeysFn] = {}
 _SCHEMAS: dict[str, type] = {}
 # Modules that register systems on import (kept lazy so importing archsim stays cheap).
 _PROVIDERS = ["archsim.systems.dram_trace", "archsim.systems.pimgpt", "archsim.systems.neupims",
-              "archsim.systems.duplex", "archsim.systems.t3"]
+              "archsim.systems.duplex", "archsim.systems.t3", "archsim.systems.gemm"]
 
 
 def register(name: str, resolve: ResolveFn | None = None, keys: KeysFn | None = None,

@@ -1,0 +1,147 @@
+"""System `gemm`: one C[M,N] = A[M,K] @ B[K,N] on one systolic array (archsim.npu), the check every systolic
+model is held to.
+
+    archsim run --system gemm --set m=64 --set k=300 --set n=256 --set npu.height=128 --set npu.width=128 \\
+        --set npu.dataflow=ws --set npu.ws_preload_rule=scalesim --json -
+
+`npu.ws_preload_rule` picks the array timing: `bounded` / `onnxim` (archsim's ONNXim-style pipeline, weight
+preload overlapped with the previous fold) or `scalesim` (SCALE-Sim 3.0's serial, full-array folds for both
+dataflows; `stats.cycles` is then SCALE-Sim's reported compute cycles, docs/npu-gemm.md).
+
+memory: `ideal` times the array alone (every DMA instantaneous; the double-buffer rules still apply when the
+scratchpad forces several tiles); `dram` sends every load and store through the channel engine as real requests
+(archsim.npu.dram_gemm). Buffers default to "large enough": the whole GEMM as one tile, as a SCALE-Sim run whose
+SRAMs never stall; give npu.scratchpad_bytes / npu.accumulator_bytes to tile it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from archsim import schema
+from archsim.results import Result, make_manifest
+from archsim.schema import opt
+from archsim.systems import register
+
+MEMORIES = ("ideal", "dram")
+
+
+def _npu_lists(name: str) -> list[str]:
+    from archsim.npu import config
+
+    return getattr(config, name)
+
+
+@dataclass
+class GemmNpuConfig:
+    """The array: a preset (archsim/presets/npu) whose keys the others override (null: the preset's value)."""
+
+    preset: str = opt("neupims_npu", "NPU preset (archsim/presets/npu) the keys below override")
+    height: int | None = opt(None, "array rows (PEs); null: the preset's", minimum=1)
+    width: int | None = opt(None, "array columns (PEs); null: the preset's", minimum=1)
+    dataflow: str | None = opt(None, "ws (weight stationary) or os (output stationary); null: the preset's",
+                               choices=lambda: _npu_lists("DATAFLOWS"))
+    ws_preload_rule: str | None = opt(None, "array timing rule: bounded, onnxim (archsim's pipeline) or scalesim "
+                                      "(SCALE-Sim 3.0, both dataflows); null: the preset's",
+                                      choices=lambda: _npu_lists("PRELOAD_RULES"))
+    clock_hz: float | None = opt(None, "array clock in Hz; null: the preset's", above=0)
+    scratchpad_bytes: int | None = opt(None, "operand scratchpad (double-buffered); null: large enough for the "
+                                       "whole GEMM as one tile", minimum=1)
+    accumulator_bytes: int | None = opt(None, "accumulator (double-buffered); null: large enough for the whole "
+                                        "output", minimum=1)
+
+
+@dataclass
+class GemmDramConfig:
+    """The DRAM behind the NPU's DMA when memory: dram."""
+
+    preset: str = opt("NeuPIMs_HBM2_Single", "DRAM preset (archsim presets list)")
+    channels: int | None = opt(None, "channels; null: the preset's", minimum=1)
+    refresh: bool = opt(False, "simulate refresh")
+
+
+@dataclass
+class GemmConfig:
+    """Config of system `gemm` (one source of truth: DEFAULTS, resolve, the CLI flags and help derive from it)."""
+
+    m: int = opt(128, "rows of A and C (tokens in a batch)", minimum=1)
+    k: int = opt(128, "reduction depth (columns of A, rows of B)", minimum=1)
+    n: int = opt(128, "columns of B and C", minimum=1)
+    memory: str = opt("ideal", "ideal: the array alone; dram: every load and store through the channel engine",
+                      choices=MEMORIES)
+    npu: GemmNpuConfig = opt(GemmNpuConfig, "the systolic array")
+    dram: GemmDramConfig = opt(GemmDramConfig, "the DRAM (memory: dram)")
+
+
+DEFAULTS: dict[str, Any] = schema.defaults(GemmConfig)
+
+
+def resolve(config: dict[str, Any]) -> dict[str, Any]:
+    schema.check(GemmConfig, config, "gemm")   # unknown keys, types, allowed values, ranges
+    out = {**DEFAULTS, **config}
+    for section in ("npu", "dram"):
+        out[section] = {**DEFAULTS[section], **(config.get(section) or {})}
+    return out
+
+
+def npu_config(cfg: dict[str, Any]) -> Any:
+    """The NpuConfig of a resolved config: the preset, its overrides, and buffers sized to one tile if null."""
+    from archsim.npu.config import load_npu_config
+
+    over = {k: v for k, v in cfg["npu"].items() if k != "preset" and v is not None}
+    npu = load_npu_config(cfg["npu"]["preset"], **over)
+    m, k, n = cfg["m"], cfg["k"], cfg["n"]
+    sizes = {}
+    if cfg["npu"]["scratchpad_bytes"] is None:          # both halves hold A and B whole
+        sizes["scratchpad_bytes"] = 2 * (m * k + k * n) * npu.dtype_bytes
+    if cfg["npu"]["accumulator_bytes"] is None:
+        sizes["accumulator_bytes"] = 2 * m * n * npu.acc_dtype_bytes
+    return npu.with_(**sizes) if sizes else npu
+
+
+def run_gemm(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """Simulate the configured GEMM; (stats, per-tile timeline frame)."""
+    from archsim.npu.systolic import (
+        overlap_timeline,
+        scalesim_gemm_cycles,
+        scalesim_reported_cycles,
+        schedule_gemm,
+    )
+
+    npu = npu_config(cfg)
+    m, k, n = cfg["m"], cfg["k"], cfg["n"]
+    stats: dict[str, Any] = {"m": m, "k": k, "n": n, "dataflow": npu.dataflow, "rule": npu.ws_preload_rule,
+                             "height": npu.height, "width": npu.width, "memory": cfg["memory"]}
+    if cfg["memory"] == "dram":
+        from archsim.dram.spec import load_spec
+        from archsim.npu.dram_gemm import simulate_gemm
+
+        d = cfg["dram"]
+        spec = load_spec(d["preset"], overrides={"org.channels": d["channels"]} if d["channels"] else None)
+        run = simulate_gemm(npu, spec, m, k, n, controller=None if d["refresh"] else {"refresh": "none"})
+        sched, timeline = run.schedule, run.timeline
+        stats.update(dram_preset=spec.name, dram_channels=spec.channels, dram_read_bytes=run.read_bytes,
+                     dram_write_bytes=run.write_bytes, compute_only_cycles=sched.compute_only_cycles())
+    else:
+        sched = schedule_gemm(npu, m, k, n)
+        timeline = overlap_timeline(sched)
+    elapsed = timeline.total_cycles
+    scalesim = npu.ws_preload_rule == "scalesim"
+    # SCALE-Sim counts the last busy cycle's index from 0; the scalesim rule reports cycles its way
+    cycles = scalesim_reported_cycles(elapsed) if scalesim else elapsed
+    stats.update(
+        cycles=cycles, elapsed_cycles=elapsed, seconds=elapsed / npu.clock_hz, macs=m * k * n,
+        folds=len(sched.instrs), tiles=len(sched.tiles), tile_m=sched.shape.m, tile_k=sched.shape.k,
+        tile_n=sched.shape.n, utilisation=timeline.utilisation, bound=timeline.bound,
+        dma_stall_cycles=timeline.dma_stall_cycles, accumulator_stall_cycles=timeline.accumulator_stall_cycles,
+        # SCALE-Sim 3.0's closed form for this array and GEMM, whatever rule ran (the comparison an architect asks)
+        scalesim_cycles=scalesim_gemm_cycles(npu, m, k, n),
+        scratchpad_bytes=npu.scratchpad_bytes, accumulator_bytes=npu.accumulator_bytes)
+    return stats, timeline.to_frame()
+
+
+@register("gemm", resolve=resolve, schema=GemmConfig)
+def run_config(config: dict[str, Any], seed: int = 0) -> Result:
+    cfg = resolve(config)
+    stats, frame = run_gemm(cfg)
+    return Result(stats=stats, df=frame, manifest=make_manifest("gemm", dict(cfg), seed=seed))

@@ -79,6 +79,15 @@ class PimGptConfig:
     schedule: str = opt("serial", "serial: the paper's engine (the next op starts when the ASIC and the PIM are idle);"
                         " overlap: the token's op graph on the event loop, ASIC and PIM overlapping where the data "
                         "allow (systems/pimgpt_overlap.py)", choices=("serial", "overlap"), optional=True)
+    omit_ops: list[str] = opt([], "op kinds left out of every decode step (an experiment: what they cost; e.g. "
+                              "[kv_append] or [attn_score, softmax, attn_context]); schedule: serial only",
+                              choices=lambda: _op_kinds(), optional=True)
+
+
+def _op_kinds() -> tuple[str, ...]:
+    from archsim.workload.graph import OP_KINDS
+
+    return OP_KINDS
 
 
 DEFAULTS: dict[str, Any] = {"system": "pimgpt", **schema.defaults(PimGptConfig)}
@@ -87,6 +96,9 @@ ENERGY_COMPONENTS = ("dram_array", "pim_mac", "global_buffer", "io", "asic", "ba
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
     schema.check(PimGptConfig, config, "pimgpt")   # unknown keys, types, allowed values, ranges
+    if config.get("omit_ops") and config.get("schedule", "serial") != "serial":
+        raise UserError("omit_ops: works with schedule: serial only (the overlap task graph reads every op's "
+                        "inputs)")
     return {**DEFAULTS, **config}
 
 
@@ -211,10 +223,19 @@ class PimGptSimulator:
         return min(total, math.ceil(issue / f / self.spec.tCK_s - 1e-9)), total
 
     # -- fast path: per-token plans, timing-form streams, layer memo --------------------------------------------
+    def _graph(self, model: Any, L: int) -> Any:
+        """The decode-step graph at context L, without the op kinds of `omit_ops` (an experiment)."""
+        from archsim.workload import build_graph
+
+        g = build_graph(model, "decode", context_len=L)
+        omit = self.cfg.get("omit_ops") or ()
+        if omit:
+            g[:] = [op for op in g if op.kind not in omit]
+        return g
+
     def _setup_fast(self) -> bool:
         """Use the one-layer template if the full graph is its block repeated n_layers times (checked at a few
         context lengths: block ops equal up to name and layer index, embedding / head ops equal)."""
-        from archsim.workload import build_graph
 
         if self.log:
             return False
@@ -224,8 +245,8 @@ class PimGptSimulator:
         T = self.cfg["tokens"]
         split = None
         for L in sorted({1, 2, (T + 1) // 2, T} & set(range(1, model.max_context + 1))):
-            full = list(build_graph(model, "decode", context_len=L))
-            one = list(build_graph(m1, "decode", context_len=L))
+            full = list(self._graph(model, L))
+            one = list(self._graph(m1, L))
             idx = [i for i, op in enumerate(one) if op.layer is not None]
             if not idx or any(one[i].layer != 0 for i in idx) or idx != list(range(idx[0], idx[-1] + 1)):
                 return False
@@ -244,7 +265,7 @@ class PimGptSimulator:
         self._model1 = m1
         self._npre, self._nblock = split
         # layers whose weight shapes match run the same streams: one structure id per distinct shape tuple
-        one = list(build_graph(m1, "decode", context_len=1))
+        one = list(self._graph(m1, 1))
         self._shape1 = [(op.kind, op.role, op.layer) for op in one]
         block = one[self._npre:self._npre + self._nblock]
         ids: dict[tuple, int] = {}
@@ -377,10 +398,9 @@ class PimGptSimulator:
         self.engine.apply_last_open(lo)            # the stream's last opens the layer wrote (not in the key)
 
     def _run_token_fast(self, t: int) -> int:
-        from archsim.workload import build_graph
 
         L = t + 1
-        ops = build_graph(self._model1, "decode", context_len=L)
+        ops = self._graph(self._model1, L)
         if [(op.kind, op.role, op.layer) for op in ops] != self._shape1:
             return self._run_token_ops(t)              # not the checked template: full graph for this token
         for op in ops:                                 # block ops stand for every layer
@@ -440,10 +460,9 @@ class PimGptSimulator:
     def _run_token_ops(self, t: int) -> int:
         """Reference per-op path (full graph, Stream-based streams): used with log=True (command logs need
         rows and columns) and for graphs the one-layer template does not describe."""
-        from archsim.workload import build_graph
 
         L = t + 1
-        graph = build_graph(self.model, "decode", context_len=L)
+        graph = self._graph(self.model, L)
         self._token_id = self.rng.integers(0, self.model.vocab)
         start = self.clock
         for op in graph:

@@ -301,7 +301,10 @@ def test_kernel_overhead_is_kernels_times_overhead(baseline):
         assert max(r["overhead_s"], r["device_s"]) <= r["latency_s"] <= r["overhead_s"] + r["device_s"]
     else:
         assert r["latency_s"] == pytest.approx(r["overhead_s"] + r["device_s"])
-    assert r["energy_j"] == pytest.approx(baseline.tdp_w * baseline.activity_factor * r["latency_s"])
+    # energy: busy power while the device computes, host-gap power while it waits on the host
+    gap = r["latency_s"] - r["device_s"]
+    assert r["host_gap_s"] == pytest.approx(gap)
+    assert r["energy_j"] == pytest.approx(baseline.busy_w * r["device_s"] + baseline.host_gap_w * gap)
 
 
 def test_kernel_counts_follow_hf_gpt2_source():
@@ -329,3 +332,31 @@ def test_batch1_decode_is_launch_bound_and_hf_cache_concat_grows(baseline):
     assert long["latency_s"] >= short["latency_s"]
     if baseline.device == "cpu":
         assert long["latency_s"] - short["latency_s"] == pytest.approx(long["device_s"] - short["device_s"])
+
+
+def test_energy_without_busy_and_gap_power_is_tdp_throughout(tmp_path):
+    """A preset without power.busy_w / host_gap_w (e.g. a100-40gb) keeps the TDP x activity x latency rule."""
+    a100 = Baseline.load("a100-40gb")
+    assert a100.busy_w is None and a100.energy_j(2.0, 0.5) == pytest.approx(a100.tdp_w * a100.activity_factor * 2.0)
+    t4 = Baseline.load("t4")
+    # a launch-bound T4 step of 10 ms with 1 ms of kernels: 70 W for 1 ms, 15 W for 9 ms
+    assert t4.energy_j(10e-3, 1e-3) == pytest.approx(70 * 1e-3 + 15 * 9e-3)
+
+
+@pytest.mark.parametrize("name", ["gpt2-small", "gpt2-xl", "gpt3-xl"])
+def test_t4_launch_bound_and_device_bound(name):
+    """t4 (HF eager) waits on the host; t4-graphs (fused kernels in a CUDA graph) runs close to its device
+    roofline; both stream the same weights, so the device-bound row is the faster one."""
+    g = build_graph(load_model(name), context_len=512)
+    eager, graphs = Baseline.load("t4").decode_token(g), Baseline.load("t4-graphs").decode_token(g)
+    assert eager["overhead_s"] > 0.5 * eager["latency_s"], (eager["overhead_s"], eager["latency_s"])
+    # device-bound: kernels plus one device-side gap each, in series; the gaps stay under a fifth of the step
+    gap = Baseline.load("t4-graphs").host_overhead_per_kernel_s
+    assert graphs["latency_s"] == pytest.approx(graphs["device_s"] + graphs["kernels"] * gap)
+    assert graphs["latency_s"] < 1.2 * graphs["device_s"], (graphs["latency_s"], graphs["device_s"])
+    assert graphs["kernels"] < eager["kernels"] / 3
+    assert graphs["latency_s"] < eager["latency_s"]
+    # the in-place KV append reads nothing back: less device traffic than torch.cat's full-cache copy
+    assert graphs["device_s"] < eager["device_s"]
+    # a device-bound T4 sits near its power cap, a launch-bound one mostly at its host-gap power
+    assert graphs["power_w"] > eager["power_w"], (graphs["power_w"], eager["power_w"])

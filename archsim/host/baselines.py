@@ -5,8 +5,11 @@ Each op of the graph costs, on the device, its roofline time
 and, on the host, kernels(op) x host_overhead_per_kernel_s, where kernels(op) is the number of kernels the
 framework launches for it (counted from HF transformers' source, see the preset YAMLs). A GPU runs host and
 device as a two-stage pipeline (asynchronous launches, simulated kernel by kernel); a CPU pays both in turn.
-Energy per token = TDP x activity factor x latency. Every number lives, with its source, in
-archsim/presets/baselines/<name>.yaml.
+A preset describes one framework on one device: `t4` is HF eager (launch-bound: the device waits on the host),
+`t4-graphs` fused kernels replayed as a CUDA graph (device-bound: per-kernel cost is a device-side gap).
+Energy per token: with `power.busy_w` and `power.host_gap_w`, busy_w x device time + host_gap_w x the rest of
+the latency (the device waiting on the host); without them, TDP x activity factor x latency. Every number
+lives, with its source, in archsim/presets/baselines/<name>.yaml.
 """
 from __future__ import annotations
 
@@ -54,6 +57,8 @@ class Baseline:
     storage_bytes_per_element: int
     tdp_w: float
     activity_factor: float
+    busy_w: float | None                         # power while a kernel runs (None: tdp_w x activity_factor)
+    host_gap_w: float | None                     # power while the device waits on the host
     host_overhead_per_kernel_s: float
     overlap_host_and_device: bool
     kv_append_copies_cache: bool
@@ -150,6 +155,8 @@ class Baseline:
                                                   minimum=1),
             tdp_w=num(pwr, "power.", "tdp_w", 0.0),
             activity_factor=frac(pwr, "power.", "activity_factor"),
+            busy_w=num(pwr, "power.", "busy_w") if "busy_w" in pwr else None,
+            host_gap_w=num(pwr, "power.", "host_gap_w") if "host_gap_w" in pwr else None,
             host_overhead_per_kernel_s=num(fw, "framework.", "host_overhead_per_kernel_s", 0.0),
             overlap_host_and_device=flag(fw, "framework.", "overlap_host_and_device"),
             kv_append_copies_cache=flag(fw, "framework.", "kv_append_copies_cache"),
@@ -215,19 +222,29 @@ class Baseline:
         df["bound"] = np.where(df["overhead_s"] > df["roofline_s"], "overhead",
                                np.where(df["compute_s"] > df["memory_s"], "compute", "memory"))
         latency_s = float(df["latency_s"].sum())
-        power_w = self.tdp_w * self.activity_factor
         device_s = float(df["roofline_s"].sum())
+        energy_j = self.energy_j(latency_s, device_s)
         return {
             "baseline": self.name,
             "latency_s": latency_s,
-            "energy_j": power_w * latency_s,
-            "power_w": power_w,
+            "energy_j": energy_j,
+            "power_w": energy_j / latency_s if latency_s else 0.0,     # average over the step
+            "host_gap_s": max(latency_s - device_s, 0.0),
             "kernels": int(df["kernels"].sum()),
             "overhead_s": float(df["overhead_s"].sum()),
             "device_s": device_s,
             "busy_fraction": device_s / latency_s if latency_s else 0.0,
             "per_op": df,
         }
+
+    def energy_j(self, latency_s: float, device_s: float) -> float:
+        """Energy of a step of `latency_s` in which the device computes for `device_s`: busy power while it
+        computes and host-gap power while it waits on the host (when the preset gives both), else TDP x
+        activity factor throughout."""
+        if self.busy_w is None or self.host_gap_w is None:
+            return self.tdp_w * self.activity_factor * latency_s
+        busy = min(device_s, latency_s)
+        return self.busy_w * busy + self.host_gap_w * (latency_s - busy)
 
     def _schedule(self, device_s: np.ndarray, kernels: np.ndarray) -> np.ndarray:
         """Per-op share of the step time.

@@ -220,3 +220,66 @@ def test_committed_report_matches_simulation(model):
     assert s["energy_per_token_j"] * 1e3 == pytest.approx(row["energy_per_token_mJ"], rel=1e-9)
     assert s["speedup_vs_t4"] == pytest.approx(row["speedup_vs_t4"], rel=1e-9)
     assert s["row_hit_rate"] >= 0.95
+
+
+# ---- omit_ops (the per-cause toggles of reports/pimgpt) and the report's step breakdown ----------------------
+def test_omit_ops_removes_exactly_those_ops_and_their_time():
+    """A step without K/V appends has no kv_append row and is shorter by about what the appends took in the full
+    step (the DRAM state the next op sees differs, so not to the cycle); the template and per-op paths agree."""
+    full = PimGptSimulator({"model": "gpt2-small", "tokens": 4, "baselines": []})
+    cut = PimGptSimulator({"model": "gpt2-small", "tokens": 4, "baselines": [], "omit_ops": ["kv_append"]})
+    per_op = PimGptSimulator({"model": "gpt2-small", "tokens": 4, "baselines": [], "omit_ops": ["kv_append"],
+                              "memo": False})
+    per_op._fast = False
+    a, b, c = full.run_token(3), cut.run_token(3), per_op.run_token(3)
+    assert b == c, (b, c)
+    kinds = set(cut.result(0.0, 0).df["kind"])
+    assert "kv_append" not in kinds and "attn_score" in kinds
+    kv = full.result(0.0, 0).df.set_index("kind").loc["kv_append", "pim_cycles"]
+    assert a - b == pytest.approx(kv, rel=0.05), (a, b, kv)
+
+
+def test_omit_ops_is_serial_only_and_checks_kinds(capsys):
+    with pytest.raises(UserError, match="omit_ops: works with schedule: serial only"):
+        PimGptSimulator({"model": "gpt2-small", "tokens": 1, "baselines": [], "omit_ops": ["softmax"],
+                         "schedule": "overlap"})
+    assert main(["run", "--system", "pimgpt", "--tokens", "1", "--set", "omit_ops=[kv_apend]"]) == 2
+    assert "omit_ops" in capsys.readouterr().err
+
+
+def _report_csv(name: str):
+    import pandas as pd
+
+    return pd.read_csv(Path(__file__).resolve().parents[1] / "reports" / "pimgpt" / f"{name}.csv")
+
+
+def test_committed_breakdown_runs_re_simulate():
+    """reports/pimgpt/breakdown_runs.csv: the serial GPT-2 XL step at context 512, and the toggles of the K/V
+    appends and of everything but the weight GEMVs, re-simulated from code (one step each, ~1 s)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pimgpt_report", Path(__file__).resolve().parents[1] / "reports" /
+                                                  "pimgpt" / "make_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    runs = _report_csv("breakdown_runs").set_index("run")["ms"]
+    assert report.step_ms("gpt2-xl", 512) == pytest.approx(runs["serial (the paper's engine)"], rel=1e-9)
+    assert report.step_ms("gpt2-xl", 512, omit_ops=["kv_append"]) == pytest.approx(runs["no K/V appends"], rel=1e-9)
+    only = report.step_ms("gpt2-xl", 512, omit_ops=["kv_append", *report.ATTENTION], **report.FREE_ASIC)
+    assert only == pytest.approx(runs["weight GEMVs only (ASIC free, no attention, no K/V)"], rel=1e-9)
+    # each toggle saves time, and the weight GEMVs alone stay above the weight-streaming bound
+    assert (runs.drop("serial (the paper's engine)") < runs["serial (the paper's engine)"]).all(), runs
+    assert (_report_csv("breakdown_runs")["x_bound"] > 1.0).all()
+
+
+def test_committed_baseline_rows_recompute():
+    """reports/pimgpt/baselines.csv (launch-bound and device-bound T4, Xeon) from the baseline model."""
+    from archsim.host.baselines import Baseline
+    from archsim.workload import build_graph, load_model
+
+    table = _report_csv("baselines")
+    assert set(table["baseline"]) == {"t4", "t4-graphs", "xeon-gold-6154"}
+    for row in table.itertuples():
+        d = Baseline.load(row.baseline).decode_token(build_graph(load_model(row.model), "decode", context_len=512))
+        assert d["latency_s"] * 1e3 == pytest.approx(row.latency_ms, rel=1e-9)
+        assert d["energy_j"] * 1e3 == pytest.approx(row.energy_mJ, rel=1e-9)

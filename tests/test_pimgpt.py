@@ -244,7 +244,11 @@ def test_omit_ops_is_serial_only_and_checks_kinds(capsys):
         PimGptSimulator({"model": "gpt2-small", "tokens": 1, "baselines": [], "omit_ops": ["softmax"],
                          "schedule": "overlap"})
     assert main(["run", "--system", "pimgpt", "--tokens", "1", "--set", "omit_ops=[kv_apend]"]) == 2
-    assert "omit_ops" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "omit_ops: must be one of" in err and "kv_append" in err, err
+    assert main(["run", "--system", "pimgpt", "--model", "gpt2-small", "--tokens", "1", "--set", "baselines=[]",
+                 "--set", "omit_ops=[kv_append]", "--json", "-"]) == 0
+    assert "kv_append" not in {row["kind"] for row in json.loads(capsys.readouterr().out)["table"]}
 
 
 def _report_csv(name: str):

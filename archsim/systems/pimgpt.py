@@ -704,9 +704,10 @@ class PimGptSimulator:
 
 def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     """Keys settable beyond the resolved config's leaves (archsim.systems.config_leaves): dram.* from the
-    preset, mapping_overrides.<section>.<key> from the mapping policy, schedule."""
+    preset, mapping_overrides.<section>.<key> from the mapping policy, schedule, omit_ops."""
     out = override_leaves(resolved["preset"])
     out["schedule"] = resolved.get("schedule", "serial")
+    out["omit_ops"] = resolved.get("omit_ops", [])
     policy = load_policy(resolved["mapping"])
     for sec in ("weights", "attention", "rows"):
         for key, value in (policy.raw.get(sec) or {}).items():

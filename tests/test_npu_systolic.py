@@ -300,7 +300,7 @@ def test_preload_rule_gap_at_neupims_batch_512():
 # with numpy 1.26 in its own venv): `python scalesim/scale.py -c cfg -t topo.csv -p out -i gemm -s N` with
 # ArrayHeight/ArrayWidth/Dataflow as below, 65536 KB for each SRAM (no stall: Stall Cycles 0 in every run),
 # topology `Layer,M,N,K` = one GEMM. The figure is COMPUTE_REPORT.csv's "Total Cycles" ("Compute cycles" in
-# its log). docs/npu-gemm.md lists the script (mk.sh) that ran them.
+# its log). benchmarks/scalesim_gemm_case.sh is the script that ran them (docs/npu-gemm.md).
 SCALESIM_MEASURED = [   # (height, width, dataflow, M, N, K, cycles)
     (8, 8, "ws", 20, 12, 10, 167),
     (8, 8, "os", 20, 12, 10, 143),

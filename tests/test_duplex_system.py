@@ -113,6 +113,44 @@ def test_expert_coprocessing_is_the_best_prefix_split_and_beats_either_unit_alon
         assert max(t for _, t in on_l) <= min(t for _, t in on_x)
 
 
+def _spaces_per_device(c):
+    return [{sp for e in ids for sp in c.expert_placement(e)} for ids in c.expert_devices()]
+
+
+@pytest.mark.parametrize("model,n,et", [("mixtral-8x7b", 4, False), ("mixtral-8x7b", 8, False),
+                                        ("mixtral-8x7b", 4, True), ("glam", 8, False), ("glam", 16, False),
+                                        ("grok-1", 16, False), ("grok-1", 8, False), ("mixtral-8x7b", 3, False),
+                                        ("glam", 32, False)])
+def test_every_device_spreads_its_experts_over_every_bundle_space(model, n, et):
+    """Issue 22: with the old layout (expert e in space e mod 4) a device's experts all shared one space
+    whenever the device count was a multiple of 4, so Logic-PIM could never overlap one bundle's precharge and
+    activate with another's reads. Every device now uses all four spaces, and its experts' rows are even."""
+    c = _compiler(model, n=n, expert_tensor_parallel=et)
+    for ids, spaces in zip(c.expert_devices(), _spaces_per_device(c), strict=True):
+        assert spaces == {0, 1, 2, 3}, f"{model} on {n} devices: experts {ids} use spaces {sorted(spaces)}"
+    # the old layout collides exactly where the issue says (device counts that are multiples of 4)
+    old = _compiler(model, n=n, expert_tensor_parallel=et,
+                    layout={"expert_spaces": [0, 1, 2, 3], "kv_spaces": [0, 1, 2], "prefill_qkv_space": 3,
+                            "expert_placement": "global_modulo"})
+    groups = len(old.expert_devices())
+    if groups % 4 == 0:
+        assert all(len(s) == 1 for s in _spaces_per_device(old))
+    # rows of one expert split evenly over its spaces
+    segs = c.expert_segments([(0, 4)])
+    rows = [s.rows for s in segs]
+    assert max(rows) - min(rows) <= 1 and len({s.space for s in segs}) == len(segs)
+
+
+def test_spreading_the_experts_speeds_up_decode_moe_on_logic_pim():
+    """Mixtral on 4 devices: each device holds 2 experts; in one space their bundle rows cannot overlap
+    precharge/activate, in two they can. The per-device layout's decode MoE is measurably faster."""
+    stage = Stage((), (600,) * 32)
+    layout = {"expert_spaces": [0, 1, 2, 3], "kv_spaces": [0, 1, 2], "prefill_qkv_space": 3}
+    t = {pl: next(o for o in _compiler(layout={**layout, "expert_placement": pl}).stage(stage)[1]
+                  if o.kind == "moe" and o.unit == "low").seconds for pl in ("per_device", "global_modulo")}
+    assert t["global_modulo"] > 1.1 * t["per_device"], f"decode MoE on Logic-PIM: {t}"
+
+
 def test_moe_functional_matches_numpy_for_every_split():
     rng = np.random.default_rng(3)
     d, f, n_ex, k, tokens = 32, 48, 4, 2, 10

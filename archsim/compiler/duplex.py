@@ -59,6 +59,10 @@ class Policy:
     expert_spaces: tuple[int, ...]
     kv_spaces: tuple[int, ...]
     prefill_qkv_space: int
+    expert_placement: str = "per_device"
+
+
+EXPERT_PLACEMENTS = ("per_device", "global_modulo")
 
 
 def load_policy(name: str = "duplex", overrides: dict[str, Any] | None = None) -> Policy:
@@ -101,9 +105,16 @@ def load_policy(name: str = "duplex", overrides: dict[str, Any] | None = None) -
     q = lay.get("prefill_qkv_space")
     if not isinstance(q, int) or not 0 <= q < SPACES or q in lay["kv_spaces"]:
         raise err("layout.prefill_qkv_space", f"must be a space 0..{SPACES - 1} not among kv_spaces, got {q!r}")
+    unknown = sorted(set(lay) - {"spaces", "expert_spaces", "kv_spaces", "prefill_qkv_space", "expert_placement"})
+    if unknown:
+        raise err(f"layout.{unknown[0]}", "unknown key; allowed: spaces, expert_spaces, kv_spaces, "
+                  "prefill_qkv_space, expert_placement")
+    placement = lay.get("expert_placement", "per_device")
+    if placement not in EXPERT_PLACEMENTS:
+        raise err("layout.expert_placement", f"must be one of {', '.join(EXPERT_PLACEMENTS)}, got {placement!r}")
     return Policy(d["rule"], float(thr), {s: dict(disp[s]) for s in STAGE_KINDS}, d["attention_coprocessing"],
                   d["expert_coprocessing"], d["expert_tensor_parallel"], tuple(lay["expert_spaces"]),
-                  tuple(lay["kv_spaces"]), q)
+                  tuple(lay["kv_spaces"]), q, placement)
 
 
 # ---- devices ---------------------------------------------------------------------------------------------
@@ -322,26 +333,51 @@ class Compiler:
         act = t * (m.d_model * 2 + m.d_ff * (3 if m.gated_ffn else 2) / tp) * self.B
         return flops, w + act
 
+    def expert_devices(self) -> list[list[int]]:
+        """Expert ids held by each expert-parallel group (expert e on group e mod groups); with ET one group
+        holds a slice of every expert."""
+        _, ep = self.expert_groups()
+        groups = min(ep, self.m.n_experts)
+        return [list(range(g, self.m.n_experts, groups)) for g in range(groups)]
+
+    def expert_placement(self, e: int) -> tuple[int, ...]:
+        """Bundle spaces holding expert e's slice on its device. per_device (the paper's round-robin, per
+        device): the device's k-th expert goes to expert_spaces[k mod S], so every device uses all S spaces
+        whatever the device count; a device with n < S experts stripes its k-th expert over spaces k, k + n,
+        ... global_modulo (the layout before issue 22, kept as a sensitivity case): expert e in space
+        expert_spaces[e mod S], which puts all of a device's experts in one space whenever the number of
+        expert-parallel groups is a multiple of S."""
+        es = self.pol.expert_spaces
+        if self.pol.expert_placement == "global_modulo":
+            return (es[e % len(es)],)
+        groups = len(self.expert_devices())
+        n = len(range(e % groups, self.m.n_experts, groups))      # experts on e's device
+        k = e // groups                                             # e's index on its device
+        return (es[k % len(es)],) if n >= len(es) else tuple(es[k::n])
+
     def expert_segments(self, experts: list[tuple[int, int]]) -> list[Segment]:
-        """Bundle-stream segments of a set of (expert id, tokens) on the low unit: expert e lives in space
-        expert_spaces[e mod len]; the inputs of one pass fill one input buffer (t x d_model x 2 B), so more
-        tokens re-stream the weights."""
+        """Bundle-stream segments of a set of (expert id, tokens) on the low unit: expert e's rows split evenly
+        over its spaces (expert_placement); the inputs of one pass fill one input buffer (t x d_model x 2 B),
+        so more tokens re-stream the weights."""
         w, _ = self.expert_shape()
         rows = self._rows(w)
         buf = (self.dev.timer.cfg.input_buffer_bytes if self.dev.timer else 1 << 20)
         segs = []
         for e, t in experts:
             passes = max(1, math.ceil(t * self.m.d_model * self.B / buf))
-            segs.append(Segment(self.pol.expert_spaces[e % len(self.pol.expert_spaces)], rows * passes,
-                                math.ceil(t / passes)))
+            spaces = self.expert_placement(e)
+            for i, sp in enumerate(spaces):
+                part = rows // len(spaces) + (1 if i < rows % len(spaces) else 0)
+                segs.append(Segment(sp, part * passes, math.ceil(t / passes)))
         return segs
 
-    def expert_table(self, t: int, space_index: int = 0) -> tuple[float, float]:
-        """The token-count lookup table: (xPU time, low-unit time) of one expert slice with t tokens."""
+    def expert_table(self, t: int) -> tuple[float, float]:
+        """The token-count lookup table: (xPU time, low-unit time) of one expert slice with t tokens (the
+        low-unit time with expert 0's placement: every expert of a device has as many spaces)."""
         if t not in self._table_x:
             f, b = self.expert_ops(t)
             self._table_x[t] = self.xpu_time(f, b)
-            self._table_l[t] = self.low_time(f, b, self.expert_segments([(space_index, t)]))[0]
+            self._table_l[t] = self.low_time(f, b, self.expert_segments([(0, t)]))[0]
         return self._table_x[t], self._table_l[t]
 
     def split_experts(self, experts: list[tuple[int, int]]) -> tuple[list, list]:
@@ -497,7 +533,10 @@ class Compiler:
         rows = self._rows(w * B)
         buf = self.dev.timer.cfg.input_buffer_bytes if self.dev.timer else 1 << 20
         passes = max(1, math.ceil(T * m.d_model * B / buf))      # inputs of one pass fill one input buffer
-        segs = [Segment(self.pol.expert_spaces[0], rows * passes, math.ceil(T / passes))]
+        # the dense FFN's weight striped over every expert space (over the first only in the old layout)
+        es = self.pol.expert_spaces if self.pol.expert_placement == "per_device" else self.pol.expert_spaces[:1]
+        segs = [Segment(sp, (rows // len(es) + (1 if i < rows % len(es) else 0)) * passes, math.ceil(T / passes))
+                for i, sp in enumerate(es)]
         op = self._lop("dense_ffn", "dense_ffn", f, b, unit, segs, T)
         ar = self._link("allreduce_ffn", T * m.d_model * B, "allreduce")
         return [op, ar], op.seconds + ar.seconds
@@ -518,9 +557,7 @@ class Compiler:
         if self.pol.expert_tensor_parallel and tp > 1:
             comm.append(self._link("moe_allreduce", T * m.d_model * B, "allreduce", group=tp))
         # experts per device: expert e on expert-parallel group e mod groups
-        per_dev: list[list[tuple[int, int]]] = [[] for _ in range(min(ep, m.n_experts))]
-        for e in range(m.n_experts):
-            per_dev[e % len(per_dev)].append((e, int(counts[e])))
+        per_dev = [[(e, int(counts[e])) for e in ids] for ids in self.expert_devices()]
         worst, worst_ops = -1.0, []
         f_probe, b_probe = self.expert_ops(max(1, int(counts.mean())))
         unit = self.unit_for(st.kind, "moe", f_probe / b_probe)

@@ -44,6 +44,7 @@ UNITS = ("xpu", "low")
 STAGE_KINDS = ("decode", "mixed")
 LAYER_KINDS = ("qkv", "attention_prefill", "attention_decode", "out_proj", "moe", "dense_ffn", "lm_head")
 LOW_CAPABLE = ("attention_decode", "moe", "dense_ffn")      # memory-streaming ops the low unit can run
+INTERFERENCE = ("engine", "none")                            # co-processing interference model
 BYTES_PER_ROW = 8192                                         # one bundle row of one pseudo-channel
 
 
@@ -253,8 +254,13 @@ class Compiler:
     """Builds and times the operators of stages for one model on `n_devices` devices of one kind."""
 
     def __init__(self, model: ModelSpec, device: Device, n_devices: int, policy: Policy,
-                 routing: str = "uniform", zipf_s: float = 1.0):
+                 routing: str = "uniform", zipf_s: float = 1.0, interference: str = "engine"):
+        if interference not in INTERFERENCE:
+            raise ConfigError("interference", f"must be one of {', '.join(INTERFERENCE)}, got {interference!r}")
         self.m, self.dev, self.D, self.pol = model, device, n_devices, policy
+        # co-processing interference from channel-engine runs (needs the engine timer of Logic-PIM)
+        self.interference = interference == "engine" and device.timer is not None
+        self.pairs: list[dict] = []          # co-processed operator pairs of the last stage (see coprocess)
         self.routing, self.zipf_s = routing, zipf_s
         self.B = model.dtype_bytes
         self._table_x: dict[tuple, float] = {}
@@ -265,7 +271,7 @@ class Compiler:
         self.action_pj = dram_action_energy_pj(spec)
         self.pch = pch_per_stack(spec)
         self.tck = spec.tCK_s
-        self.stage_memo: dict[tuple, tuple[float, list[Op]]] = {}
+        self.stage_memo: dict[tuple, tuple[float, list[Op], list[dict]]] = {}
 
     # -- unit timing ------------------------------------------------------------------------------------
     def xpu_time(self, flops: float, nbytes: float) -> float:
@@ -382,16 +388,21 @@ class Compiler:
 
     def split_experts(self, experts: list[tuple[int, int]]) -> tuple[list, list]:
         """Expert co-processing: all experts start on the xPU; move the fewest-token ones to the low unit one
-        at a time and keep the split with the smallest max(xPU sum, low sum) of lookup-table times."""
-        order = sorted(experts, key=lambda et: (et[1], et[0]))
-        xs = [self.expert_table(t)[0] for _, t in order]
-        ls = [self.expert_table(t)[1] for _, t in order]
+        space at a time (the paper assigns whole bundle spaces to one unit, so the xPU never reads a bundle
+        Logic-PIM holds: the experts sharing a space move together) and keep the split with the smallest
+        max(xPU sum, low sum) of lookup-table times."""
+        groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for e, t in experts:
+            groups.setdefault(self.expert_placement(e), []).append((e, t))
+        order = sorted(groups.values(), key=lambda g: (sum(t for _, t in g), min(e for e, _ in g)))
+        xs = [sum(self.expert_table(t)[0] for _, t in g) for g in order]
+        ls = [sum(self.expert_table(t)[1] for _, t in g) for g in order]
         best_k, best = 0, sum(xs)
         for k in range(1, len(order) + 1):
             cost = max(sum(xs[k:]), sum(ls[:k]))
             if cost < best:
                 best_k, best = k, cost
-        return order[best_k:], order[:best_k]
+        return [et for g in order[best_k:] for et in g], [et for g in order[:best_k] for et in g]
 
     # -- communication ----------------------------------------------------------------------------------
     def link_time(self, nbytes: float, kind: str = "allreduce", group: int | None = None) -> float:
@@ -408,22 +419,53 @@ class Compiler:
             return 2 * (D - 1) / D * nbytes / bw + 2 * (D - 1) * lat
         return (D - 1) / D * nbytes / bw + (D - 1) * lat
 
+    # -- co-processing ----------------------------------------------------------------------------------
+    def coprocess(self, pair: str, x_ops: list[Op], low_op: Op, x_spaces: tuple[int, ...],
+                  low_segments: list[Segment]) -> float:
+        """Seconds of xPU operators `x_ops` (one after another) running beside the low unit's `low_op` on the
+        same stacks. Without interference: the longer of the two. With interference (the engine): each runs
+        slower while both run, by the slow-downs measured on one channel with the low op's bundle stream
+        beside an xPU read stream in `x_spaces` at the xPU operators' bandwidth demand
+        (LogicPimTimer.interference); when the first finishes, the other continues alone. Records the pair in
+        `self.pairs`."""
+        xs = sum(o.seconds for o in x_ops)
+        ls = low_op.seconds
+        rec = {"pair": pair, "xpu_s": xs, "low_s": ls, "xpu_slowdown": 1.0, "low_slowdown": 1.0,
+               "xpu_demand": 0.0, "alone_s": max(xs, ls), "count": 1}
+        if self.interference and xs > 0 and ls > 0:
+            demand = sum(o.bytes for o in x_ops) / xs / self.dev.xpu_bw
+            r = self.dev.timer.interference(low_segments, x_spaces, demand)
+            sx, sl = r["xpu_slowdown"], r["low_slowdown"]
+            tx, tl = xs * sx, ls * sl
+            co = tx + (ls - tx / sl) if tx <= tl else tl + (xs - tl / sx)
+            rec.update(xpu_slowdown=sx, low_slowdown=sl, xpu_demand=r["demand"])
+        else:
+            co = max(xs, ls)
+        rec["seconds"] = co
+        self.pairs.append(rec)
+        return co
+
     # -- one stage --------------------------------------------------------------------------------------
     def stage(self, st: Stage) -> tuple[float, list[Op]]:
         """(seconds, operators of one representative layer of each kind + LM head) of a stage. The layer ops
         carry `count` = how many layers they stand for."""
         key = (st.prefill, self._decode_key(st))
         if key in self.stage_memo:
-            return self.stage_memo[key]
+            total, ops, self.pairs = self.stage_memo[key]
+            return total, ops
+        self.pairs = []
         m, D, B = self.m, self.D, self.B
         ops: list[Op] = []
         total = 0.0
         moe_layers = m.n_moe_layers
         dense_layers = m.n_layers - moe_layers
         # attention block -----------------------------------------------------------------------------
+        n_pairs = len(self.pairs)
         att_ops, att_t = self._attention_block(st)
         for o in att_ops:
             o.count = m.n_layers
+        for p in self.pairs[n_pairs:]:
+            p["count"] = m.n_layers
         ops += att_ops
         total += att_t * m.n_layers
         # FFN blocks -----------------------------------------------------------------------------------
@@ -438,15 +480,21 @@ class Compiler:
                 reps = min(moe_layers, m.n_experts)
                 for r in range(reps):
                     cnt = len(range(r, moe_layers, reps))
+                    n_pairs = len(self.pairs)
                     f_ops, f_t = self._moe_block(st, layer=r)
                     for o in f_ops:
                         o.count = cnt
+                    for p in self.pairs[n_pairs:]:
+                        p["count"] = cnt
                     ops += f_ops
                     total += f_t * cnt
             else:
+                n_pairs = len(self.pairs)
                 f_ops, f_t = self._moe_block(st, layer=0)
                 for o in f_ops:
                     o.count = moe_layers
+                for p in self.pairs[n_pairs:]:
+                    p["count"] = moe_layers
                 ops += f_ops
                 total += f_t * moe_layers
         # LM head for every sequence ------------------------------------------------------------------
@@ -456,7 +504,7 @@ class Compiler:
         head = self._xop("lm_head", "lm_head", f, b, n)
         ops.append(head)
         total += head.seconds
-        self.stage_memo[key] = (total, ops)
+        self.stage_memo[key] = (total, ops, self.pairs)
         return total, ops
 
     def _decode_key(self, st: Stage) -> tuple:
@@ -507,6 +555,7 @@ class Compiler:
             ks = self.pol.kv_spaces
             segs = [Segment(sp, rows // len(ks) + (1 if i < rows % len(ks) else 0), g) for i, sp in enumerate(ks)]
             dec = self._lop("attention_decode", "attention_decode", f, b, unit, segs, len(st.decode))
+            dec_segs = segs
             ops.append(dec)
         out = self._xop("out_proj", "out_proj", 2.0 * T * m.q_dim * m.d_model / D,
                         (m.q_dim * m.d_model / D + T * (m.q_dim / D + m.d_model)) * B, T)
@@ -520,7 +569,12 @@ class Compiler:
             mid = xs
         else:
             ls = dec.seconds if dec else 0.0
-            mid = max(xs, ls) if self.pol.attention_coprocessing else xs + ls
+            if not self.pol.attention_coprocessing:
+                mid = xs + ls
+            elif pre is not None and dec is not None:     # prefill attention reads the new Q/K/V's space
+                mid = self.coprocess("attention", [pre], dec, (self.pol.prefill_qkv_space,), dec_segs)
+            else:
+                mid = max(xs, ls)
         return ops, qkv.seconds + mid + out.seconds + ar.seconds
 
     def _dense_block(self, st: Stage) -> tuple[list[Op], float]:
@@ -558,7 +612,7 @@ class Compiler:
             comm.append(self._link("moe_allreduce", T * m.d_model * B, "allreduce", group=tp))
         # experts per device: expert e on expert-parallel group e mod groups
         per_dev = [[(e, int(counts[e])) for e in ids] for ids in self.expert_devices()]
-        worst, worst_ops = -1.0, []
+        worst, worst_ops, worst_pairs = -1.0, [], []
         f_probe, b_probe = self.expert_ops(max(1, int(counts.mean())))
         unit = self.unit_for(st.kind, "moe", f_probe / b_probe)
         for experts in per_dev:
@@ -577,23 +631,34 @@ class Compiler:
                 ops.append(o)
                 xt += o.seconds
             lt = 0.0
+            low_op = low_segs = None
             if on_l:
                 f = b = 0.0
                 for _, t in on_l:
                     fe, be = self.expert_ops(t)
                     f, b = f + fe, b + be
-                o = self._lop("experts_low", "moe", f, b, "low", self.expert_segments(on_l), sum(t for _, t in on_l))
+                low_segs = self.expert_segments(on_l)
+                o = self._lop("experts_low", "moe", f, b, "low", low_segs, sum(t for _, t in on_l))
                 ops.append(o)
                 lt = o.seconds
+                low_op = o
                 # partial sums of every stack, all-reduced by the xPU (read all, write one)
                 red = self._xop("stack_allreduce", "stack_allreduce", float(T * m.d_model * self.dev.stacks),
                                 (self.dev.stacks + 1) * T * m.d_model * B, T)
                 ops.append(red)
                 lt += red.seconds
             both = self.pol.expert_coprocessing
-            t_dev = max(xt, lt) if both else xt + lt
+            pairs0 = len(self.pairs)
+            if both and on_x and low_op is not None:     # xPU experts beside the low unit's, then the reduction
+                x_spaces = tuple(sorted({sp for e, _ in on_x for sp in self.expert_placement(e)}))
+                t_dev = self.coprocess("experts", [o for o in ops if o.unit == "xpu" and o.kind == "moe"], low_op,
+                                       x_spaces, low_segs) + (lt - low_op.seconds)
+            else:
+                t_dev = max(xt, lt) if both else xt + lt
             if t_dev > worst:
-                worst, worst_ops = t_dev, ops
+                worst, worst_ops, worst_pairs = t_dev, ops, self.pairs[pairs0:]
+            del self.pairs[pairs0:]                      # keep only the slowest device's pair
+        self.pairs += worst_pairs
         ops = [gate, *comm, *worst_ops]
         return ops, gate.seconds + sum(c.seconds for c in comm) + worst
 

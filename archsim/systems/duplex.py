@@ -40,6 +40,9 @@ class DuplexConfig:
                                             "{dispatch: {decode: {qkv: xpu}}}")
     pim_timing: str = opt("engine", "Logic-PIM timing: bundle command streams on the channel engine, or its "
                           "roofline", choices=("engine", "roofline"))
+    interference: str = opt("engine", "co-processing interference (xPU beside Logic-PIM on one stack): slow-downs "
+                            "measured on the channel engine per operator pair (needs pim_timing engine), or none",
+                            choices=("engine", "none"))
     requests: int = opt(64, "requests served", minimum=1)
     input_len: int = opt(1024, "mean input (prompt) length in tokens", minimum=1)
     output_len: int = opt(1024, "mean output length in tokens", minimum=1)
@@ -82,7 +85,8 @@ class DuplexRun:
         self.D = n_devices(cfg, cfg["model"])
         self.device = make_device(cfg["device"], cfg["pim_timing"], timer=timer)
         self.policy = load_policy(cfg["mapping"], cfg["mapping_overrides"])
-        self.compiler = Compiler(self.model, self.device, self.D, self.policy, cfg["routing"], cfg["zipf_s"])
+        self.compiler = Compiler(self.model, self.device, self.D, self.policy, cfg["routing"], cfg["zipf_s"],
+                                 cfg["interference"])
         self.seed = seed
         longest = cfg["input_len"] + cfg["output_len"]
         if longest > self.model.max_context:
@@ -95,6 +99,9 @@ class DuplexRun:
                             f"devices of {self.device.memory_bytes / 2**30:.0f} GiB")
         self.acc: dict[tuple, list[float]] = defaultdict(lambda: [0.0] * 6)
         self.stage_kinds = {"decode": 0, "mixed": 0}
+        # co-processed operator pairs: (stage kind, pair) -> [overlaps, alone s, with-interference s,
+        # xPU s, low s, xPU slow-down x xPU s, low slow-down x low s] (slow-downs time-weighted)
+        self.pairs: dict[tuple, list[float]] = defaultdict(lambda: [0.0] * 7)
 
     def iteration_time(self, batch: Batch) -> float:
         pre = tuple(e.new_tokens for e in batch.entries if e.phase == "prefill")
@@ -110,6 +117,12 @@ class DuplexRun:
             a[3] += o.flops * o.count
             a[4] += o.bytes * o.count
             a[5] += o.count
+        for p in self.compiler.pairs:
+            a = self.pairs[(st.kind, p["pair"])]
+            n = p["count"]
+            for i, v in enumerate((1.0, p["alone_s"], p["seconds"], p["xpu_s"], p["low_s"],
+                                   p["xpu_slowdown"] * p["xpu_s"], p["low_slowdown"] * p["low_s"])):
+                a[i] += v * n
         return seconds
 
     def run(self) -> Result:
@@ -150,8 +163,29 @@ class DuplexRun:
             "engine_streams_simulated": timer.simulated if timer else 0,
             "engine_wall_s": timer.engine_wall_s if timer else 0.0,
         }
+        inter = self.interference_table()
+        stats["interference"] = cfg["interference"] if self.compiler.interference else "none"
+        stats["interference_added_s"] = float((inter.seconds - inter.alone_seconds).sum()) if len(inter) else 0.0
+        for r in inter.itertuples():
+            stats[f"interference_{r.stage}_{r.pair}_xpu_slowdown"] = r.xpu_slowdown
+            stats[f"interference_{r.stage}_{r.pair}_low_slowdown"] = r.low_slowdown
         manifest = make_manifest("duplex", cfg, self.seed)
-        return Result(df=df, manifest=manifest, stats=stats, extra={"serving": served, "compiler": self.compiler})
+        res = Result(df=df, manifest=manifest, stats=stats, extra={"serving": served, "compiler": self.compiler})
+        res.tables["interference"] = inter
+        return res
+
+    def interference_table(self) -> pd.DataFrame:
+        """One row per (stage kind, co-processed operator pair): how often the pair overlapped (layer
+        invocations), the time the pair took without and with interference, and the time-weighted slow-downs
+        of each unit while both ran."""
+        rows = []
+        for (stage, pair), (n, alone, co, xs, ls, sx, sl) in sorted(self.pairs.items()):
+            rows.append({"stage": stage, "pair": pair, "overlaps": int(n), "xpu_seconds": xs, "low_seconds": ls,
+                         "alone_seconds": alone, "seconds": co, "xpu_slowdown": sx / xs if xs else 1.0,
+                         "low_slowdown": sl / ls if ls else 1.0,
+                         "added_fraction": co / alone - 1 if alone else 0.0})
+        return pd.DataFrame(rows, columns=["stage", "pair", "overlaps", "xpu_seconds", "low_seconds", "alone_seconds",
+                                           "seconds", "xpu_slowdown", "low_slowdown", "added_fraction"])
 
 
 @register("duplex", resolve=resolve, schema=DuplexConfig)

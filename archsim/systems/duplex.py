@@ -38,6 +38,19 @@ class DuplexConfig:
     mapping: str = opt("duplex", "mapping policy file: mappings/*.yaml or a path")
     mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
                                             "{dispatch: {decode: {qkv: xpu}}}")
+    # the mapping policy's switches as first-class keys (absent unless given: the mapping file decides)
+    expert_coprocessing: bool = opt(False, "expert co-processing (Duplex+PE): split each device's experts between "
+                                    "the xPU and Logic-PIM by a token-count lookup table; default: the mapping's",
+                                    optional=True)
+    expert_tensor_parallel: bool = opt(False, "expert tensor parallelism (Duplex+PE+ET): every expert split over "
+                                       "a node's devices; default: the mapping's", optional=True)
+    attention_coprocessing: bool = opt(True, "prefill attention on the xPU beside decode attention on Logic-PIM; "
+                                       "default: the mapping's", optional=True)
+    dispatch_rule: str = opt("table", "dispatch: the mapping's per (stage, layer) table, or opb (Op/B at most "
+                             "opb_threshold to the low unit); default: the mapping's", choices=("table", "opb"),
+                             optional=True)
+    opb_threshold: float = opt(16.0, "Op/B threshold of dispatch_rule opb; default: the mapping's", above=0,
+                               optional=True)
     pim_timing: str = opt("engine", "Logic-PIM timing: bundle command streams on the channel engine, or its "
                           "roofline", choices=("engine", "roofline"))
     interference: str = opt("engine", "co-processing interference (xPU beside Logic-PIM on one stack): slow-downs "
@@ -65,6 +78,25 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     return {**DEFAULTS, **config}
 
 
+# first-class config key -> mapping policy key
+POLICY_KEYS = {"expert_coprocessing": "expert_coprocessing", "expert_tensor_parallel": "expert_tensor_parallel",
+               "attention_coprocessing": "attention_coprocessing", "dispatch_rule": "rule",
+               "opb_threshold": "opb_threshold"}
+
+
+def policy_overrides(cfg: dict[str, Any]) -> dict[str, Any]:
+    """mapping_overrides plus the first-class policy keys given in `cfg`; a key given both ways with different
+    values is an error naming both paths."""
+    over = dict(cfg.get("mapping_overrides") or {})
+    for key, pkey in POLICY_KEYS.items():
+        if key not in cfg:
+            continue
+        if pkey in over and over[pkey] != cfg[key]:
+            raise ConfigError(key, f"{cfg[key]!r} contradicts mapping_overrides.{pkey} = {over[pkey]!r}; give one")
+        over[pkey] = cfg[key]
+    return over
+
+
 def n_devices(cfg: dict[str, Any], model_name: str) -> int:
     n = cfg["devices"] if cfg["devices"] is not None else paper_devices(model_name)
     if n is None:
@@ -84,7 +116,7 @@ class DuplexRun:
         self.model = load_model(cfg["model"])
         self.D = n_devices(cfg, cfg["model"])
         self.device = make_device(cfg["device"], cfg["pim_timing"], timer=timer)
-        self.policy = load_policy(cfg["mapping"], cfg["mapping_overrides"])
+        self.policy = load_policy(cfg["mapping"], policy_overrides(cfg))
         self.compiler = Compiler(self.model, self.device, self.D, self.policy, cfg["routing"], cfg["zipf_s"],
                                  cfg["interference"])
         self.seed = seed
@@ -188,6 +220,16 @@ class DuplexRun:
                                            "seconds", "xpu_slowdown", "low_slowdown", "added_fraction"])
 
 
-@register("duplex", resolve=resolve, schema=DuplexConfig)
+def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The first-class policy keys (absent from a resolved config unless given), valued as the mapping policy
+    the config names sets them, so `--set expert_coprocessing=true` and the flags are accepted."""
+    pol = load_policy(resolved["mapping"], resolved.get("mapping_overrides") or {})
+    values = {"expert_coprocessing": pol.expert_coprocessing, "expert_tensor_parallel": pol.expert_tensor_parallel,
+              "attention_coprocessing": pol.attention_coprocessing, "dispatch_rule": pol.rule,
+              "opb_threshold": pol.opb_threshold}
+    return {k: resolved.get(k, v) for k, v in values.items()}
+
+
+@register("duplex", resolve=resolve, keys=settable_keys, schema=DuplexConfig)
 def run(config: dict[str, Any], seed: int = 0) -> Result:
     return DuplexRun(config, seed).run()

@@ -55,7 +55,7 @@ class DuplexConfig:
                           "roofline", choices=("engine", "roofline"))
     interference: str = opt("engine", "co-processing interference (xPU beside Logic-PIM on one stack): slow-downs "
                             "measured on the channel engine per operator pair (needs pim_timing engine), or none",
-                            choices=("engine", "none"))
+                            choices=("engine", "none"), optional=True)
     requests: int = opt(64, "requests served", minimum=1)
     input_len: int = opt(1024, "mean input (prompt) length in tokens", minimum=1)
     output_len: int = opt(1024, "mean output length in tokens", minimum=1)
@@ -118,7 +118,7 @@ class DuplexRun:
         self.device = make_device(cfg["device"], cfg["pim_timing"], timer=timer)
         self.policy = load_policy(cfg["mapping"], policy_overrides(cfg))
         self.compiler = Compiler(self.model, self.device, self.D, self.policy, cfg["routing"], cfg["zipf_s"],
-                                 cfg["interference"])
+                                 cfg.get("interference", "engine"))
         self.seed = seed
         longest = cfg["input_len"] + cfg["output_len"]
         if longest > self.model.max_context:
@@ -196,7 +196,7 @@ class DuplexRun:
             "engine_wall_s": timer.engine_wall_s if timer else 0.0,
         }
         inter = self.interference_table()
-        stats["interference"] = cfg["interference"] if self.compiler.interference else "none"
+        stats["interference"] = "engine" if self.compiler.interference else "none"
         stats["interference_added_s"] = float((inter.seconds - inter.alone_seconds).sum()) if len(inter) else 0.0
         for r in inter.itertuples():
             stats[f"interference_{r.stage}_{r.pair}_xpu_slowdown"] = r.xpu_slowdown
@@ -221,13 +221,14 @@ class DuplexRun:
 
 
 def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
-    """The first-class policy keys (absent from a resolved config unless given), valued as the mapping policy
-    the config names sets them, so `--set expert_coprocessing=true` and the flags are accepted."""
+    """Keys absent from a resolved config unless given (so configs without them keep their hash): the
+    first-class policy keys, valued as the mapping policy the config names sets them, and `interference`
+    (engine), so `--set expert_coprocessing=true` and the flags are accepted."""
     pol = load_policy(resolved["mapping"], resolved.get("mapping_overrides") or {})
     values = {"expert_coprocessing": pol.expert_coprocessing, "expert_tensor_parallel": pol.expert_tensor_parallel,
               "attention_coprocessing": pol.attention_coprocessing, "dispatch_rule": pol.rule,
               "opb_threshold": pol.opb_threshold}
-    return {k: resolved.get(k, v) for k, v in values.items()}
+    return {"interference": resolved.get("interference", "engine"), **{k: resolved.get(k, v) for k, v in values.items()}}
 
 
 @register("duplex", resolve=resolve, keys=settable_keys, schema=DuplexConfig)

@@ -189,6 +189,23 @@ def gap_experiments(args, timer) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def stream_efficiency() -> pd.DataFrame:
+    """Logic-PIM bundle-stream bandwidth on the channel engine as a fraction of its peak (256 B per
+    pseudo-channel per tCCD_L), for a weight striped over 1-4 bundle spaces, with refresh on (the runs) and
+    off: what separates the engine from the roofline (toggles: spaces, refresh)."""
+    from archsim.pim.logic_pim import LogicPimTimer, Segment, bundle_bandwidth_bytes_per_s, pch_per_stack
+
+    rows = []
+    for refresh in ("allbank", "none"):
+        t = LogicPimTimer(refresh=refresh, max_sim_rows=512)
+        for n in (1, 2, 3, 4):
+            r = 192                           # bundle rows per pseudo-channel (a 48 MiB weight per stack)
+            cyc = t.time([Segment(s, r // n, 1) for s in range(n)]).cycles
+            bw = r * 8192 * pch_per_stack(t.spec) / (cyc * t.spec.tCK_s)
+            rows.append({"refresh": refresh, "spaces": n, "fraction_of_peak": bw / bundle_bandwidth_bytes_per_s(t.spec)})
+    return pd.DataFrame(rows)
+
+
 def xpu_efficiency_load(args, timer) -> pd.DataFrame:
     """The load study's points around saturation with the xPU (GPU and Duplex alike) at XPU_EFFICIENCY of its
     peaks: how far the saturation points move with the xPU's kernel efficiency."""
@@ -261,7 +278,7 @@ def main() -> None:
     ap.add_argument("--load-requests", type=int, default=400)
     ap.add_argument("--qps", type=float, nargs="+", default=[4, 8, 12, 16, 20, 24, 28])
     ap.add_argument("--reuse", nargs="*", default=[], choices=["comparison", "operators_mixtral", "edap", "load", "gaps",
-                                                               "load_xpu_efficiency"],
+                                                               "load_xpu_efficiency", "stream_efficiency"],
                     help="read these tables from the CSVs of an earlier run (in the output folder) instead of "
                          "running them again")
     ap.add_argument("-o", "--out", type=Path, default=OUT, help="output folder (default: the report's own folder)")
@@ -285,13 +302,14 @@ def main() -> None:
     load = part("load", lambda: load_study(args, timer))
     gaps = part("gaps", lambda: gap_experiments(args, timer))
     load_eff = part("load_xpu_efficiency", lambda: xpu_efficiency_load(args, timer))
+    stream = part("stream_efficiency", stream_efficiency)
     total = time.perf_counter() - t0
     for name, df in (("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
-                     ("load", load), ("gaps", gaps), ("load_xpu_efficiency", load_eff)):
+                     ("load", load), ("gaps", gaps), ("load_xpu_efficiency", load_eff), ("stream_efficiency", stream)):
         df.to_csv(out / f"{name}.csv", index=False)
     roofline_plot(ops, out / "roofline.png")
     vs_gpu_plot(main_df, out / "vs_gpu.png", f"(L_in, L_out) = ({args.input_len}, {args.output_len}), batch {args.batch}")
-    write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, total, __version__)
+    write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__)
 
 
 def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
@@ -340,7 +358,7 @@ def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
     plt.close(fig)
 
 
-def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, total, version):
+def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version):
     dx = df[df.system == "Duplex"]
     pe = df[df.system == "Duplex+PE"]
     et = df[df.system == "Duplex+PE+ET"]
@@ -365,7 +383,7 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, total, versio
              "(OPT-66B's context is 2048). Logic-PIM operators run as bank-bundle command streams on the "
              "channel engine (HBM3_Duplex, refresh on); the xPU, Bank-PIM and BankGroup-PIM are rooflines with "
              "the Duplex code's peaks. Tables: `comparison.csv`, `interference.csv`, `gaps.csv`, "
-             "`load_xpu_efficiency.csv`, `operators_mixtral.csv`, `edap.csv`, "
+             "`load_xpu_efficiency.csv`, `stream_efficiency.csv`, `operators_mixtral.csv`, `edap.csv`, "
              "`load.csv`; figures `vs_gpu.png`, `roofline.png`. Co-processing interference: measured on the "
              "channel engine (system key `interference: engine`, the default; see below).\n")
     L.append("## Headline: ours next to the paper\n")
@@ -470,7 +488,7 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, total, versio
              "over the same requests; a system keeps up with a QPS when it serves at least 90 % of what is offered.\n")
     L.append(table(load, ["qps", "system", "offered_req_per_s", "served_req_per_s", "tokens_per_s", "tbt_p50_ms", "tbt_p99_ms",
                           "ttft_p50_s", "e2e_s"], {"offered_req_per_s": 2, "served_req_per_s": 2, "tokens_per_s": 0}))
-    L.append("\n" + gaps_text(args, df, gaps, load, load_eff))
+    L.append("\n" + gaps_text(args, df, gaps, load, load_eff, stream))
     (args.out / "README.md").write_text("\n".join(L) + "\n")
 
 
@@ -492,7 +510,7 @@ can choose a split that is slower than no split.
 """
 
 
-def gaps_text(args, df, gaps, load, load_eff) -> str:
+def gaps_text(args, df, gaps, load, load_eff, stream) -> str:
     """The gaps to the paper, each with the run (gaps.csv, load_xpu_efficiency.csv, comparison.csv) that toggles
     its cause; figures are read from those tables."""
     g = gaps.set_index(["experiment", "setting", "model", "system"]).tokens_per_s
@@ -510,6 +528,11 @@ def gaps_text(args, df, gaps, load, load_eff) -> str:
     pe = {m: tp.loc[m, "Duplex+PE"] / tp.loc[m, "Duplex"] for m in moe}
     pe_free = {m: tp.loc[m, "Duplex+PE (no interference)"] / tp.loc[m, "Duplex (no interference)"] for m in moe}
     f = lambda d: ", ".join(f"{k} {v:.2f}x" for k, v in d.items())        # noqa: E731
+    eff = stream.set_index(["refresh", "spaces"]).fraction_of_peak
+    e2r = {m: tp.loc[m, "Duplex"] / tp.loc[m, "Duplex (roofline)"] for m in tp.index}
+    from archsim.dram.spec import load_spec
+
+    timing = load_spec("HBM3_Duplex").timing
     mx_layout = tp.loc["mixtral-8x7b", "Duplex"] / tp.loc["mixtral-8x7b", "Duplex (old layout)"]
     mx_why = (f" (at batch {args.batch} a Mixtral expert sees ~{args.batch * 2 // 8} tokens, Op/B above Logic-PIM's "
               "8, so the GEMM modules, not the bundles, bound it)") if mx_layout < 1.02 else ""
@@ -522,9 +545,14 @@ def gaps_text(args, df, gaps, load, load_eff) -> str:
   (32 requests, (512, 128), batch 32; `gaps.csv`, experiment `layout`); at the report's setting GLaM
   {tp.loc['glam', 'Duplex'] / tp.loc['glam', 'Duplex (old layout)']:.2f}x, Mixtral {mx_layout:.2f}x{mx_why}.
 * **Timing model of the low unit.** Duplex's own simulator times operators with a roofline by default;
-  here Logic-PIM runs as bundle command streams on the channel engine: `engine / roofline` in the toggle
-  table. BankGroup-PIM's roofline has Logic-PIM's bandwidth and Op/B but pays more energy per bit (2.68 vs
-  1.81 pJ/b), so it equals `Duplex (roofline)` in throughput.
+  here Logic-PIM runs as bundle command streams on the channel engine. Duplex over `Duplex (roofline)`:
+  {f(e2r)}. On the engine a weight striped over 2-4 spaces streams at {eff['allbank', 4]:.1%} of the bundle
+  peak with refresh and {eff['none', 4]:.1%} without; in one space (no other bundle to overlap its
+  precharge and activate with) {eff['allbank', 1]:.1%} / {eff['none', 1]:.1%} (`stream_efficiency.csv`, toggles
+  spaces and refresh). So refresh (nRFC = {timing['nRFC']} of every nREFI = {timing['nREFI']} cycles) is most
+  of the gap where Logic-PIM is bandwidth-bound (GLaM: ~{max(1, args.batch * 2 // 64)} tokens per expert); the xPU roofline, like the
+  Duplex code's, pays no refresh. BankGroup-PIM's roofline has Logic-PIM's bandwidth and Op/B but pays more
+  energy per bit (2.68 vs 1.81 pJ/b), so it equals `Duplex (roofline)` in throughput.
 * **Co-processing interference.** The paper (and the Duplex code's two-track roofline) charges nothing when
   the xPU and Logic-PIM run at once; here both go through the channel engine (the `interference` columns and
   the section above). It costs plain Duplex little (prefill attention is compute-bound) and expert

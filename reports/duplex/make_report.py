@@ -569,7 +569,7 @@ def gaps_text(args, df, gaps, load, load_eff, stream) -> str:
 * **Load study.** GPU / Duplex keep up to {sat['GPU']:g} / {sat['Duplex']:g} QPS and serve at most
   {peak['GPU']:.1f} / {peak['Duplex']:.1f} req/s here, against the paper's ~9 / ~14 req/s. The xPU roofline
   runs at the H100's peaks on every operator (as the Duplex code's does). With the xPU at
-  {XPU_EFFICIENCY:.0%} of its peaks (our assumption; `load_xpu_efficiency.csv`) the GPU keeps up to
+  {XPU_EFFICIENCY:.0%} of its peaks (our assumption, one round value set before the run, not fitted; `load_xpu_efficiency.csv`) the GPU keeps up to
   {sat_eff['GPU']:g} QPS, at most {peak_eff['GPU']:.1f} req/s, and Duplex up to {sat_eff['Duplex']:g} QPS,
   at most {peak_eff['Duplex']:.1f} req/s. Under heavy load more stages are mixed (prompts arriving),
   mixed-stage MoE runs on the xPU by the dispatch table, and Duplex's advantage shrinks; 2xGPU (twice the

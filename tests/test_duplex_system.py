@@ -305,6 +305,8 @@ def test_coprocessing_interference_is_measured_and_switchable():
     assert on.stats["throughput_tokens_per_s"] < off.stats["throughput_tokens_per_s"], (
         on.stats["throughput_tokens_per_s"], off.stats["throughput_tokens_per_s"])
     assert (off.tables["interference"].xpu_slowdown == 1).all()
+    roof = DuplexRun({**cfg, "pim_timing": "roofline"}, timer=TIMER).run().stats
+    assert roof["interference"] == "none" and "roofline" in roof["interference_note"]
 
 
 def test_interference_run_on_one_channel():

@@ -197,6 +197,13 @@ class DuplexRun:
         }
         inter = self.interference_table()
         stats["interference"] = "engine" if self.compiler.interference else "none"
+        if cfg.get("interference", "engine") == "engine" and not self.compiler.interference:
+            # says why the co-processing ran interference-free although the engine model was asked for
+            stats["interference_note"] = (
+                "no low-Op/B unit: nothing runs beside the xPU" if self.device.low is None else
+                f"{self.device.low} has no channel-engine model (a roofline): its co-processing is interference-free"
+                if self.device.low != "logic_pim" else
+                "pim_timing roofline: no engine streams to measure the interference with")
         stats["interference_added_s"] = float((inter.seconds - inter.alone_seconds).sum()) if len(inter) else 0.0
         for r in inter.itertuples():
             stats[f"interference_{r.stage}_{r.pair}_xpu_slowdown"] = r.xpu_slowdown

@@ -44,6 +44,7 @@ UNITS = ("xpu", "low")
 STAGE_KINDS = ("decode", "mixed")
 LAYER_KINDS = ("qkv", "attention_prefill", "attention_decode", "out_proj", "moe", "dense_ffn", "lm_head")
 LOW_CAPABLE = ("attention_decode", "moe", "dense_ffn")      # memory-streaming ops the low unit can run
+INTERFERENCE = ("engine", "none")                            # co-processing interference model
 BYTES_PER_ROW = 8192                                         # one bundle row of one pseudo-channel
 
 
@@ -59,6 +60,10 @@ class Policy:
     expert_spaces: tuple[int, ...]
     kv_spaces: tuple[int, ...]
     prefill_qkv_space: int
+    expert_placement: str = "per_device"
+
+
+EXPERT_PLACEMENTS = ("per_device", "global_modulo")
 
 
 def load_policy(name: str = "duplex", overrides: dict[str, Any] | None = None) -> Policy:
@@ -101,9 +106,16 @@ def load_policy(name: str = "duplex", overrides: dict[str, Any] | None = None) -
     q = lay.get("prefill_qkv_space")
     if not isinstance(q, int) or not 0 <= q < SPACES or q in lay["kv_spaces"]:
         raise err("layout.prefill_qkv_space", f"must be a space 0..{SPACES - 1} not among kv_spaces, got {q!r}")
+    unknown = sorted(set(lay) - {"spaces", "expert_spaces", "kv_spaces", "prefill_qkv_space", "expert_placement"})
+    if unknown:
+        raise err(f"layout.{unknown[0]}", "unknown key; allowed: spaces, expert_spaces, kv_spaces, "
+                  "prefill_qkv_space, expert_placement")
+    placement = lay.get("expert_placement", "per_device")
+    if placement not in EXPERT_PLACEMENTS:
+        raise err("layout.expert_placement", f"must be one of {', '.join(EXPERT_PLACEMENTS)}, got {placement!r}")
     return Policy(d["rule"], float(thr), {s: dict(disp[s]) for s in STAGE_KINDS}, d["attention_coprocessing"],
                   d["expert_coprocessing"], d["expert_tensor_parallel"], tuple(lay["expert_spaces"]),
-                  tuple(lay["kv_spaces"]), q)
+                  tuple(lay["kv_spaces"]), q, placement)
 
 
 # ---- devices ---------------------------------------------------------------------------------------------
@@ -242,8 +254,13 @@ class Compiler:
     """Builds and times the operators of stages for one model on `n_devices` devices of one kind."""
 
     def __init__(self, model: ModelSpec, device: Device, n_devices: int, policy: Policy,
-                 routing: str = "uniform", zipf_s: float = 1.0):
+                 routing: str = "uniform", zipf_s: float = 1.0, interference: str = "engine"):
+        if interference not in INTERFERENCE:
+            raise ConfigError("interference", f"must be one of {', '.join(INTERFERENCE)}, got {interference!r}")
         self.m, self.dev, self.D, self.pol = model, device, n_devices, policy
+        # co-processing interference from channel-engine runs (needs the engine timer of Logic-PIM)
+        self.interference = interference == "engine" and device.timer is not None
+        self.pairs: list[dict] = []          # co-processed operator pairs of the last stage (see coprocess)
         self.routing, self.zipf_s = routing, zipf_s
         self.B = model.dtype_bytes
         self._table_x: dict[tuple, float] = {}
@@ -254,7 +271,7 @@ class Compiler:
         self.action_pj = dram_action_energy_pj(spec)
         self.pch = pch_per_stack(spec)
         self.tck = spec.tCK_s
-        self.stage_memo: dict[tuple, tuple[float, list[Op]]] = {}
+        self.stage_memo: dict[tuple, tuple[float, list[Op], list[dict]]] = {}
 
     # -- unit timing ------------------------------------------------------------------------------------
     def xpu_time(self, flops: float, nbytes: float) -> float:
@@ -322,40 +339,70 @@ class Compiler:
         act = t * (m.d_model * 2 + m.d_ff * (3 if m.gated_ffn else 2) / tp) * self.B
         return flops, w + act
 
+    def expert_devices(self) -> list[list[int]]:
+        """Expert ids held by each expert-parallel group (expert e on group e mod groups); with ET one group
+        holds a slice of every expert."""
+        _, ep = self.expert_groups()
+        groups = min(ep, self.m.n_experts)
+        return [list(range(g, self.m.n_experts, groups)) for g in range(groups)]
+
+    def expert_placement(self, e: int) -> tuple[int, ...]:
+        """Bundle spaces holding expert e's slice on its device. per_device (the paper's round-robin, per
+        device): the device's k-th expert goes to expert_spaces[k mod S], so every device uses all S spaces
+        whatever the device count; a device with n < S experts stripes its k-th expert over spaces k, k + n,
+        ... global_modulo (the layout before issue 22, kept as a sensitivity case): expert e in space
+        expert_spaces[e mod S], which puts all of a device's experts in one space whenever the number of
+        expert-parallel groups is a multiple of S."""
+        es = self.pol.expert_spaces
+        if self.pol.expert_placement == "global_modulo":
+            return (es[e % len(es)],)
+        groups = len(self.expert_devices())
+        n = len(range(e % groups, self.m.n_experts, groups))      # experts on e's device
+        k = e // groups                                             # e's index on its device
+        return (es[k % len(es)],) if n >= len(es) else tuple(es[k::n])
+
     def expert_segments(self, experts: list[tuple[int, int]]) -> list[Segment]:
-        """Bundle-stream segments of a set of (expert id, tokens) on the low unit: expert e lives in space
-        expert_spaces[e mod len]; the inputs of one pass fill one input buffer (t x d_model x 2 B), so more
-        tokens re-stream the weights."""
+        """Bundle-stream segments of a set of (expert id, tokens) on the low unit: expert e's rows split evenly
+        over its spaces (expert_placement); the inputs of one pass fill one input buffer (t x d_model x 2 B),
+        so more tokens re-stream the weights."""
         w, _ = self.expert_shape()
         rows = self._rows(w)
         buf = (self.dev.timer.cfg.input_buffer_bytes if self.dev.timer else 1 << 20)
         segs = []
         for e, t in experts:
             passes = max(1, math.ceil(t * self.m.d_model * self.B / buf))
-            segs.append(Segment(self.pol.expert_spaces[e % len(self.pol.expert_spaces)], rows * passes,
-                                math.ceil(t / passes)))
+            spaces = self.expert_placement(e)
+            for i, sp in enumerate(spaces):
+                part = rows // len(spaces) + (1 if i < rows % len(spaces) else 0)
+                segs.append(Segment(sp, part * passes, math.ceil(t / passes)))
         return segs
 
-    def expert_table(self, t: int, space_index: int = 0) -> tuple[float, float]:
-        """The token-count lookup table: (xPU time, low-unit time) of one expert slice with t tokens."""
+    def expert_table(self, t: int) -> tuple[float, float]:
+        """The token-count lookup table: (xPU time, low-unit time) of one expert slice with t tokens (the
+        low-unit time with expert 0's placement: every expert of a device has as many spaces)."""
         if t not in self._table_x:
             f, b = self.expert_ops(t)
             self._table_x[t] = self.xpu_time(f, b)
-            self._table_l[t] = self.low_time(f, b, self.expert_segments([(space_index, t)]))[0]
+            self._table_l[t] = self.low_time(f, b, self.expert_segments([(0, t)]))[0]
         return self._table_x[t], self._table_l[t]
 
     def split_experts(self, experts: list[tuple[int, int]]) -> tuple[list, list]:
         """Expert co-processing: all experts start on the xPU; move the fewest-token ones to the low unit one
-        at a time and keep the split with the smallest max(xPU sum, low sum) of lookup-table times."""
-        order = sorted(experts, key=lambda et: (et[1], et[0]))
-        xs = [self.expert_table(t)[0] for _, t in order]
-        ls = [self.expert_table(t)[1] for _, t in order]
+        space at a time (the paper assigns whole bundle spaces to one unit, so the xPU never reads a bundle
+        Logic-PIM holds: the experts sharing a space move together) and keep the split with the smallest
+        max(xPU sum, low sum) of lookup-table times."""
+        groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for e, t in experts:
+            groups.setdefault(self.expert_placement(e), []).append((e, t))
+        order = sorted(groups.values(), key=lambda g: (sum(t for _, t in g), min(e for e, _ in g)))
+        xs = [sum(self.expert_table(t)[0] for _, t in g) for g in order]
+        ls = [sum(self.expert_table(t)[1] for _, t in g) for g in order]
         best_k, best = 0, sum(xs)
         for k in range(1, len(order) + 1):
             cost = max(sum(xs[k:]), sum(ls[:k]))
             if cost < best:
                 best_k, best = k, cost
-        return order[best_k:], order[:best_k]
+        return [et for g in order[best_k:] for et in g], [et for g in order[:best_k] for et in g]
 
     # -- communication ----------------------------------------------------------------------------------
     def link_time(self, nbytes: float, kind: str = "allreduce", group: int | None = None) -> float:
@@ -372,22 +419,53 @@ class Compiler:
             return 2 * (D - 1) / D * nbytes / bw + 2 * (D - 1) * lat
         return (D - 1) / D * nbytes / bw + (D - 1) * lat
 
+    # -- co-processing ----------------------------------------------------------------------------------
+    def coprocess(self, pair: str, x_ops: list[Op], low_op: Op, x_spaces: tuple[int, ...],
+                  low_segments: list[Segment]) -> float:
+        """Seconds of xPU operators `x_ops` (one after another) running beside the low unit's `low_op` on the
+        same stacks. Without interference: the longer of the two. With interference (the engine): each runs
+        slower while both run, by the slow-downs measured on one channel with the low op's bundle stream
+        beside an xPU read stream in `x_spaces` at the xPU operators' bandwidth demand
+        (LogicPimTimer.interference); when the first finishes, the other continues alone. Records the pair in
+        `self.pairs`."""
+        xs = sum(o.seconds for o in x_ops)
+        ls = low_op.seconds
+        rec = {"pair": pair, "xpu_s": xs, "low_s": ls, "xpu_slowdown": 1.0, "low_slowdown": 1.0,
+               "xpu_demand": 0.0, "alone_s": max(xs, ls), "count": 1}
+        if self.interference and xs > 0 and ls > 0:
+            demand = sum(o.bytes for o in x_ops) / xs / self.dev.xpu_bw
+            r = self.dev.timer.interference(low_segments, x_spaces, demand)
+            sx, sl = r["xpu_slowdown"], r["low_slowdown"]
+            tx, tl = xs * sx, ls * sl
+            co = tx + (ls - tx / sl) if tx <= tl else tl + (xs - tl / sx)
+            rec.update(xpu_slowdown=sx, low_slowdown=sl, xpu_demand=r["demand"])
+        else:
+            co = max(xs, ls)
+        rec["seconds"] = co
+        self.pairs.append(rec)
+        return co
+
     # -- one stage --------------------------------------------------------------------------------------
     def stage(self, st: Stage) -> tuple[float, list[Op]]:
         """(seconds, operators of one representative layer of each kind + LM head) of a stage. The layer ops
         carry `count` = how many layers they stand for."""
         key = (st.prefill, self._decode_key(st))
         if key in self.stage_memo:
-            return self.stage_memo[key]
+            total, ops, self.pairs = self.stage_memo[key]
+            return total, ops
+        self.pairs = []
         m, D, B = self.m, self.D, self.B
         ops: list[Op] = []
         total = 0.0
         moe_layers = m.n_moe_layers
         dense_layers = m.n_layers - moe_layers
         # attention block -----------------------------------------------------------------------------
+        n_pairs = len(self.pairs)
         att_ops, att_t = self._attention_block(st)
         for o in att_ops:
             o.count = m.n_layers
+        for p in self.pairs[n_pairs:]:
+            p["count"] = m.n_layers
         ops += att_ops
         total += att_t * m.n_layers
         # FFN blocks -----------------------------------------------------------------------------------
@@ -402,15 +480,21 @@ class Compiler:
                 reps = min(moe_layers, m.n_experts)
                 for r in range(reps):
                     cnt = len(range(r, moe_layers, reps))
+                    n_pairs = len(self.pairs)
                     f_ops, f_t = self._moe_block(st, layer=r)
                     for o in f_ops:
                         o.count = cnt
+                    for p in self.pairs[n_pairs:]:
+                        p["count"] = cnt
                     ops += f_ops
                     total += f_t * cnt
             else:
+                n_pairs = len(self.pairs)
                 f_ops, f_t = self._moe_block(st, layer=0)
                 for o in f_ops:
                     o.count = moe_layers
+                for p in self.pairs[n_pairs:]:
+                    p["count"] = moe_layers
                 ops += f_ops
                 total += f_t * moe_layers
         # LM head for every sequence ------------------------------------------------------------------
@@ -420,7 +504,7 @@ class Compiler:
         head = self._xop("lm_head", "lm_head", f, b, n)
         ops.append(head)
         total += head.seconds
-        self.stage_memo[key] = (total, ops)
+        self.stage_memo[key] = (total, ops, self.pairs)
         return total, ops
 
     def _decode_key(self, st: Stage) -> tuple:
@@ -471,6 +555,7 @@ class Compiler:
             ks = self.pol.kv_spaces
             segs = [Segment(sp, rows // len(ks) + (1 if i < rows % len(ks) else 0), g) for i, sp in enumerate(ks)]
             dec = self._lop("attention_decode", "attention_decode", f, b, unit, segs, len(st.decode))
+            dec_segs = segs
             ops.append(dec)
         out = self._xop("out_proj", "out_proj", 2.0 * T * m.q_dim * m.d_model / D,
                         (m.q_dim * m.d_model / D + T * (m.q_dim / D + m.d_model)) * B, T)
@@ -484,7 +569,12 @@ class Compiler:
             mid = xs
         else:
             ls = dec.seconds if dec else 0.0
-            mid = max(xs, ls) if self.pol.attention_coprocessing else xs + ls
+            if not self.pol.attention_coprocessing:
+                mid = xs + ls
+            elif pre is not None and dec is not None:     # prefill attention reads the new Q/K/V's space
+                mid = self.coprocess("attention", [pre], dec, (self.pol.prefill_qkv_space,), dec_segs)
+            else:
+                mid = max(xs, ls)
         return ops, qkv.seconds + mid + out.seconds + ar.seconds
 
     def _dense_block(self, st: Stage) -> tuple[list[Op], float]:
@@ -497,7 +587,10 @@ class Compiler:
         rows = self._rows(w * B)
         buf = self.dev.timer.cfg.input_buffer_bytes if self.dev.timer else 1 << 20
         passes = max(1, math.ceil(T * m.d_model * B / buf))      # inputs of one pass fill one input buffer
-        segs = [Segment(self.pol.expert_spaces[0], rows * passes, math.ceil(T / passes))]
+        # the dense FFN's weight striped over every expert space (over the first only in the old layout)
+        es = self.pol.expert_spaces if self.pol.expert_placement == "per_device" else self.pol.expert_spaces[:1]
+        segs = [Segment(sp, (rows // len(es) + (1 if i < rows % len(es) else 0)) * passes, math.ceil(T / passes))
+                for i, sp in enumerate(es)]
         op = self._lop("dense_ffn", "dense_ffn", f, b, unit, segs, T)
         ar = self._link("allreduce_ffn", T * m.d_model * B, "allreduce")
         return [op, ar], op.seconds + ar.seconds
@@ -518,10 +611,8 @@ class Compiler:
         if self.pol.expert_tensor_parallel and tp > 1:
             comm.append(self._link("moe_allreduce", T * m.d_model * B, "allreduce", group=tp))
         # experts per device: expert e on expert-parallel group e mod groups
-        per_dev: list[list[tuple[int, int]]] = [[] for _ in range(min(ep, m.n_experts))]
-        for e in range(m.n_experts):
-            per_dev[e % len(per_dev)].append((e, int(counts[e])))
-        worst, worst_ops = -1.0, []
+        per_dev = [[(e, int(counts[e])) for e in ids] for ids in self.expert_devices()]
+        worst, worst_ops, worst_pairs = -1.0, [], []
         f_probe, b_probe = self.expert_ops(max(1, int(counts.mean())))
         unit = self.unit_for(st.kind, "moe", f_probe / b_probe)
         for experts in per_dev:
@@ -540,23 +631,34 @@ class Compiler:
                 ops.append(o)
                 xt += o.seconds
             lt = 0.0
+            low_op = low_segs = None
             if on_l:
                 f = b = 0.0
                 for _, t in on_l:
                     fe, be = self.expert_ops(t)
                     f, b = f + fe, b + be
-                o = self._lop("experts_low", "moe", f, b, "low", self.expert_segments(on_l), sum(t for _, t in on_l))
+                low_segs = self.expert_segments(on_l)
+                o = self._lop("experts_low", "moe", f, b, "low", low_segs, sum(t for _, t in on_l))
                 ops.append(o)
                 lt = o.seconds
+                low_op = o
                 # partial sums of every stack, all-reduced by the xPU (read all, write one)
                 red = self._xop("stack_allreduce", "stack_allreduce", float(T * m.d_model * self.dev.stacks),
                                 (self.dev.stacks + 1) * T * m.d_model * B, T)
                 ops.append(red)
                 lt += red.seconds
             both = self.pol.expert_coprocessing
-            t_dev = max(xt, lt) if both else xt + lt
+            pairs0 = len(self.pairs)
+            if both and on_x and low_op is not None:     # xPU experts beside the low unit's, then the reduction
+                x_spaces = tuple(sorted({sp for e, _ in on_x for sp in self.expert_placement(e)}))
+                t_dev = self.coprocess("experts", [o for o in ops if o.unit == "xpu" and o.kind == "moe"], low_op,
+                                       x_spaces, low_segs) + (lt - low_op.seconds)
+            else:
+                t_dev = max(xt, lt) if both else xt + lt
             if t_dev > worst:
-                worst, worst_ops = t_dev, ops
+                worst, worst_ops, worst_pairs = t_dev, ops, self.pairs[pairs0:]
+            del self.pairs[pairs0:]                      # keep only the slowest device's pair
+        self.pairs += worst_pairs
         ops = [gate, *comm, *worst_ops]
         return ops, gate.seconds + sum(c.seconds for c in comm) + worst
 

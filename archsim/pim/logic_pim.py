@@ -219,37 +219,103 @@ class LogicPimTimer:
         self.simulated = 0
         self.engine_wall_s = 0.0
 
-    def simulate(self, segments: list[Segment], log: bool = False):
+    def simulate(self, segments: list[Segment], log: bool = False, xpu=None):
         """Run the stream of both pseudo-channels of one channel; returns (cycles, command counts of the
-        channel, the MemorySystem when `log` else None)."""
+        channel, the MemorySystem when `log` or `xpu` else None). `xpu`: (bank, row, column, arrival) arrays of
+        xPU read requests entering through an FR-FCFS source `xpu` beside the streams (co-processing); the
+        returned cycles are then still the Logic-PIM operator's, and the MemorySystem holds the requests'
+        completion cycles (`request_done`)."""
         from archsim.engine.channel import MemorySystem
 
         spec = self.one
         npc = spec.counts[1]
-        ms = MemorySystem(spec, {"refresh": self.refresh},
-                          sources=[{"name": f"pim{p}", "kind": "stream"} for p in range(npc)], log=True)
+        sources = [{"name": f"pim{p}", "kind": "stream"} for p in range(npc) if segments]
+        if xpu is not None:
+            sources.append({"name": "xpu", "kind": "rw"})
+        ms = MemorySystem(spec, {"refresh": self.refresh}, sources=sources, log=True)
         depth = self.cfg.module_buffer_bytes // (WEIGHTS_PER_RDBD * 2)
         rd = spec.cmd("RDBD")
         lat = spec.commands[rd].latency
         rd_cmds = {}
-        for p in range(npc):
+        for p in range(npc if segments else 0):
             cmd, bank, row, col, comp = bundle_stream(spec, self.cfg, segments, 0, p, stack=self.spec)
             at = _paced_at(cmd, comp, rd, depth)
             ms.enqueue_stream(f"pim{p}", 0, cmd, bank, row=row, column=col, at=at)
             rd_cmds[p] = comp[cmd == rd]
+        if xpu is not None:
+            port = ms.add_port("xpu", width=npc)
+            bank, row, col, arrive = xpu
+            ms.enqueue_requests(port, 0, bank, row, col, 0, arrive, -1)
         ms.run()
         self.engine_wall_s += ms.wall_s
         self.simulated += 1
         lg = ms.command_log()
         end = 0
-        for p in range(npc):
+        for p in range(npc if segments else 0):
             issue = lg[(lg.command == "RDBD") & (lg.pseudochannel == p)].cycle.to_numpy()
             finish = 0.0
             for t, c in zip(issue + lat, rd_cmds[p], strict=True):
                 finish = max(float(t), finish) + c
-            end = max(end, math.ceil(finish), int(lg[lg.pseudochannel == p].cycle.max()) + 1)
+            end = max(end, math.ceil(finish), int(lg[(lg.pseudochannel == p) & lg.source.str.startswith("pim")]
+                                                   .cycle.max()) + 1)
         cmd_counts = {k: int(v) for k, v in lg.command.value_counts().to_dict().items()}
-        return end, cmd_counts, (ms if log else None)
+        return end, cmd_counts, (ms if log or xpu is not None else None)
+
+    def xpu_requests(self, spaces: tuple[int, ...], n: int, demand: float, row0: int = 4096):
+        """`n` xPU read requests streaming a tensor that lies in bundle `spaces` of one channel, arriving at
+        `demand` x the channel's peak xPU-path rate (one 32 B burst per nBL per pseudo-channel): consecutive
+        bursts go round-robin over the pseudo-channels, bank groups and spaces, then over the columns of the
+        open rows, then to the next bank of each bundle and the next row (an address map that keeps every bank
+        group busy). Returns (bank, row, column, arrival cycle) for `simulate(xpu=...)`."""
+        spec = self.one
+        npc, nbg = spec.counts[1], spec.counts[3]
+        i = np.arange(n)
+        per_row = npc * nbg * len(spaces)
+        pch = i % npc
+        bg = i // npc % nbg
+        sp = np.asarray(spaces)[i // (npc * nbg) % len(spaces)]
+        col = i // per_row % RDBD_PER_ROW
+        k = i // (per_row * RDBD_PER_ROW)
+        bank = np.array([bundle_bank(spec, 0, int(p), int(s), int(b)) for p, s, b in zip(pch, sp, bg, strict=True)])
+        bank = bank + k % 2                                  # the two banks of a bundle in a bank group
+        row = row0 + k // 2
+        rate = demand * npc / spec.timing["nBL"]             # requests per cycle
+        arrive = np.floor(i / rate).astype(np.int64)
+        return bank, row, col, arrive
+
+    def interference(self, segments: list[Segment], xpu_spaces: tuple[int, ...], demand: float,
+                     rows: int = 32) -> dict[str, float]:
+        """Co-processing on one channel, measured: the Logic-PIM operator's stream (`segments`, scaled to `rows`
+        bundle rows per pseudo-channel with the same mixture) runs beside an xPU read stream in `xpu_spaces`
+        shaped to `demand` (0..1] of the xPU path's peak, and each alone. Returns
+        xpu_slowdown = xPU bursts served alone / beside Logic-PIM over the window in which the Logic-PIM
+        operator runs beside it (>= 1: the xPU operator progresses that much slower while they overlap),
+        low_slowdown = Logic-PIM operator cycles beside the xPU / alone, and the bandwidths (fractions of the
+        xPU path's peak). Memoised on (stream shape, spaces, demand)."""
+        segs = tuple(s for s in segments if s.rows > 0)
+        total = sum(s.rows for s in segs)
+        shape = tuple(Segment(s.space, max(1, round(s.rows * rows / total)), s.m) for s in segs)
+        demand = min(1.0, max(0.05, math.ceil(demand * 20) / 20))          # 5 % steps: a small table
+        key = ("interference", shape, tuple(sorted(set(xpu_spaces))), demand)
+        if key in self.memo:
+            return self.memo[key]
+        alone_pim, _, _ = self.simulate(list(shape))
+        spec = self.one
+        peak = spec.counts[1] / spec.timing["nBL"]
+        n = int(math.ceil(demand * peak * alone_pim * 3)) + 64          # outlasts the slowed Logic-PIM stream
+        req = self.xpu_requests(tuple(sorted(set(xpu_spaces))), n, demand)
+        beside_pim, _, ms = self.simulate(list(shape), xpu=req)
+        done_beside = ms.request_done
+        _, _, ms_alone = self.simulate([], xpu=req)
+        done_alone = ms_alone.request_done
+        window = beside_pim
+        served_beside = int((done_beside <= window).sum())
+        served_alone = int((done_alone <= window).sum())
+        out = {"xpu_slowdown": served_alone / max(1, served_beside), "low_slowdown": beside_pim / alone_pim,
+               "xpu_bw_alone": served_alone / window / peak, "xpu_bw_beside": served_beside / window / peak,
+               "demand": demand, "low_alone_cycles": alone_pim, "low_beside_cycles": beside_pim}
+        self.memo[key] = out
+        return out
 
     def _exact(self, segs: tuple[Segment, ...]) -> tuple[int, dict[str, int]]:
         if segs not in self.memo:

@@ -38,8 +38,24 @@ class DuplexConfig:
     mapping: str = opt("duplex", "mapping policy file: mappings/*.yaml or a path")
     mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
                                             "{dispatch: {decode: {qkv: xpu}}}")
+    # the mapping policy's switches as first-class keys (absent unless given: the mapping file decides)
+    expert_coprocessing: bool = opt(False, "expert co-processing (Duplex+PE): split each device's experts between "
+                                    "the xPU and Logic-PIM by a token-count lookup table; default: the mapping's",
+                                    optional=True)
+    expert_tensor_parallel: bool = opt(False, "expert tensor parallelism (Duplex+PE+ET): every expert split over "
+                                       "a node's devices; default: the mapping's", optional=True)
+    attention_coprocessing: bool = opt(True, "prefill attention on the xPU beside decode attention on Logic-PIM; "
+                                       "default: the mapping's", optional=True)
+    dispatch_rule: str = opt("table", "dispatch: the mapping's per (stage, layer) table, or opb (Op/B at most "
+                             "opb_threshold to the low unit); default: the mapping's", choices=("table", "opb"),
+                             optional=True)
+    opb_threshold: float = opt(16.0, "Op/B threshold of dispatch_rule opb; default: the mapping's", above=0,
+                               optional=True)
     pim_timing: str = opt("engine", "Logic-PIM timing: bundle command streams on the channel engine, or its "
                           "roofline", choices=("engine", "roofline"))
+    interference: str = opt("engine", "co-processing interference (xPU beside Logic-PIM on one stack): slow-downs "
+                            "measured on the channel engine per operator pair (needs pim_timing engine), or none",
+                            choices=("engine", "none"), optional=True)
     requests: int = opt(64, "requests served", minimum=1)
     input_len: int = opt(1024, "mean input (prompt) length in tokens", minimum=1)
     output_len: int = opt(1024, "mean output length in tokens", minimum=1)
@@ -62,6 +78,25 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     return {**DEFAULTS, **config}
 
 
+# first-class config key -> mapping policy key
+POLICY_KEYS = {"expert_coprocessing": "expert_coprocessing", "expert_tensor_parallel": "expert_tensor_parallel",
+               "attention_coprocessing": "attention_coprocessing", "dispatch_rule": "rule",
+               "opb_threshold": "opb_threshold"}
+
+
+def policy_overrides(cfg: dict[str, Any]) -> dict[str, Any]:
+    """mapping_overrides plus the first-class policy keys given in `cfg`; a key given both ways with different
+    values is an error naming both paths."""
+    over = dict(cfg.get("mapping_overrides") or {})
+    for key, pkey in POLICY_KEYS.items():
+        if key not in cfg:
+            continue
+        if pkey in over and over[pkey] != cfg[key]:
+            raise ConfigError(key, f"{cfg[key]!r} contradicts mapping_overrides.{pkey} = {over[pkey]!r}; give one")
+        over[pkey] = cfg[key]
+    return over
+
+
 def n_devices(cfg: dict[str, Any], model_name: str) -> int:
     n = cfg["devices"] if cfg["devices"] is not None else paper_devices(model_name)
     if n is None:
@@ -81,8 +116,9 @@ class DuplexRun:
         self.model = load_model(cfg["model"])
         self.D = n_devices(cfg, cfg["model"])
         self.device = make_device(cfg["device"], cfg["pim_timing"], timer=timer)
-        self.policy = load_policy(cfg["mapping"], cfg["mapping_overrides"])
-        self.compiler = Compiler(self.model, self.device, self.D, self.policy, cfg["routing"], cfg["zipf_s"])
+        self.policy = load_policy(cfg["mapping"], policy_overrides(cfg))
+        self.compiler = Compiler(self.model, self.device, self.D, self.policy, cfg["routing"], cfg["zipf_s"],
+                                 cfg.get("interference", "engine"))
         self.seed = seed
         longest = cfg["input_len"] + cfg["output_len"]
         if longest > self.model.max_context:
@@ -95,6 +131,9 @@ class DuplexRun:
                             f"devices of {self.device.memory_bytes / 2**30:.0f} GiB")
         self.acc: dict[tuple, list[float]] = defaultdict(lambda: [0.0] * 6)
         self.stage_kinds = {"decode": 0, "mixed": 0}
+        # co-processed operator pairs: (stage kind, pair) -> [overlaps, alone s, with-interference s,
+        # xPU s, low s, xPU slow-down x xPU s, low slow-down x low s] (slow-downs time-weighted)
+        self.pairs: dict[tuple, list[float]] = defaultdict(lambda: [0.0] * 7)
 
     def iteration_time(self, batch: Batch) -> float:
         pre = tuple(e.new_tokens for e in batch.entries if e.phase == "prefill")
@@ -110,6 +149,12 @@ class DuplexRun:
             a[3] += o.flops * o.count
             a[4] += o.bytes * o.count
             a[5] += o.count
+        for p in self.compiler.pairs:
+            a = self.pairs[(st.kind, p["pair"])]
+            n = p["count"]
+            for i, v in enumerate((1.0, p["alone_s"], p["seconds"], p["xpu_s"], p["low_s"],
+                                   p["xpu_slowdown"] * p["xpu_s"], p["low_slowdown"] * p["low_s"])):
+                a[i] += v * n
         return seconds
 
     def run(self) -> Result:
@@ -150,10 +195,49 @@ class DuplexRun:
             "engine_streams_simulated": timer.simulated if timer else 0,
             "engine_wall_s": timer.engine_wall_s if timer else 0.0,
         }
+        inter = self.interference_table()
+        stats["interference"] = "engine" if self.compiler.interference else "none"
+        if cfg.get("interference", "engine") == "engine" and not self.compiler.interference:
+            # says why the co-processing ran interference-free although the engine model was asked for
+            stats["interference_note"] = (
+                "no low-Op/B unit: nothing runs beside the xPU" if self.device.low is None else
+                f"{self.device.low} has no channel-engine model (a roofline): its co-processing is interference-free"
+                if self.device.low != "logic_pim" else
+                "pim_timing roofline: no engine streams to measure the interference with")
+        stats["interference_added_s"] = float((inter.seconds - inter.alone_seconds).sum()) if len(inter) else 0.0
+        for r in inter.itertuples():
+            stats[f"interference_{r.stage}_{r.pair}_xpu_slowdown"] = r.xpu_slowdown
+            stats[f"interference_{r.stage}_{r.pair}_low_slowdown"] = r.low_slowdown
         manifest = make_manifest("duplex", cfg, self.seed)
-        return Result(df=df, manifest=manifest, stats=stats, extra={"serving": served, "compiler": self.compiler})
+        res = Result(df=df, manifest=manifest, stats=stats, extra={"serving": served, "compiler": self.compiler})
+        res.tables["interference"] = inter
+        return res
+
+    def interference_table(self) -> pd.DataFrame:
+        """One row per (stage kind, co-processed operator pair): how often the pair overlapped (layer
+        invocations), the time the pair took without and with interference, and the time-weighted slow-downs
+        of each unit while both ran."""
+        rows = []
+        for (stage, pair), (n, alone, co, xs, ls, sx, sl) in sorted(self.pairs.items()):
+            rows.append({"stage": stage, "pair": pair, "overlaps": int(n), "xpu_seconds": xs, "low_seconds": ls,
+                         "alone_seconds": alone, "seconds": co, "xpu_slowdown": sx / xs if xs else 1.0,
+                         "low_slowdown": sl / ls if ls else 1.0,
+                         "added_fraction": co / alone - 1 if alone else 0.0})
+        return pd.DataFrame(rows, columns=["stage", "pair", "overlaps", "xpu_seconds", "low_seconds", "alone_seconds",
+                                           "seconds", "xpu_slowdown", "low_slowdown", "added_fraction"])
 
 
-@register("duplex", resolve=resolve, schema=DuplexConfig)
+def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
+    """Keys absent from a resolved config unless given (so configs without them keep their hash): the
+    first-class policy keys, valued as the mapping policy the config names sets them, and `interference`
+    (engine), so `--set expert_coprocessing=true` and the flags are accepted."""
+    pol = load_policy(resolved["mapping"], resolved.get("mapping_overrides") or {})
+    values = {"expert_coprocessing": pol.expert_coprocessing, "expert_tensor_parallel": pol.expert_tensor_parallel,
+              "attention_coprocessing": pol.attention_coprocessing, "dispatch_rule": pol.rule,
+              "opb_threshold": pol.opb_threshold}
+    return {"interference": resolved.get("interference", "engine"), **{k: resolved.get(k, v) for k, v in values.items()}}
+
+
+@register("duplex", resolve=resolve, keys=settable_keys, schema=DuplexConfig)
 def run(config: dict[str, Any], seed: int = 0) -> Result:
     return DuplexRun(config, seed).run()

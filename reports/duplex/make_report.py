@@ -1,6 +1,9 @@
 """Duplex (MICRO'24) reproduction report: writes reports/duplex/{README.md, *.csv, *.png}.
 
-    .venv/bin/python reports/duplex/make_report.py [--requests N] [--load-requests N] [--quick]
+    .venv/bin/python reports/duplex/make_report.py [--requests N] [--load-requests N] [-o DIR]
+
+`-o DIR` writes somewhere else (default: this folder, the shipped reproduction), so small trial runs do not
+overwrite it.
 
 Every number in README.md comes from the runs below (archsim system `duplex`); the paper's numbers are typed
 next to them as the paper states them (docs/presets.md [Duplex]).
@@ -26,13 +29,34 @@ SYSTEMS = [("GPU", {"device": "gpu"}), ("2xGPU", {"device": "2xgpu"}), ("Bank-PI
            ("Duplex+PE", {"device": "duplex", "mapping_overrides": {"expert_coprocessing": True}}),
            ("Duplex+PE+ET", {"device": "duplex", "mapping_overrides": {"expert_coprocessing": True,
                                                                        "expert_tensor_parallel": True}}),
-           ("Duplex (roofline)", {"device": "duplex", "pim_timing": "roofline"})]
+           ("Duplex (roofline)", {"device": "duplex", "pim_timing": "roofline"}),
+           # toggles of the gaps' causes (issue 22): co-processing interference off, and the expert layout of
+           # before issue 22 (a device's experts all in one bundle space when the device count is a multiple of 4)
+           ("Duplex (no interference)", {"device": "duplex", "interference": "none"}),
+           ("Duplex+PE (no interference)", {"device": "duplex", "interference": "none",
+                                             "mapping_overrides": {"expert_coprocessing": True}}),
+           ("Duplex+PE+ET (no interference)", {"device": "duplex", "interference": "none",
+                                               "mapping_overrides": {"expert_coprocessing": True,
+                                                                     "expert_tensor_parallel": True}}),
+           ("Duplex (old layout)", {"device": "duplex", "mapping_overrides": {"layout": {
+               "expert_spaces": [0, 1, 2, 3], "kv_spaces": [0, 1, 2], "prefill_qkv_space": 3,
+               "expert_placement": "global_modulo"}}})]
+VARIANTS = ["Duplex", "Duplex+PE", "Duplex+PE+ET"]          # the paper's Duplex systems
+# the paper's figures (docs/presets.md [Duplex]; /work reference note section 4)
+PAPER = {"speedup_avg_best": 2.07, "speedup_max_best": 2.67, "speedup_max_plain": 2.51,
+         "tbt_p50_glam": -0.583, "energy_avg": -0.2819,
+         "energy": {"mixtral-8x7b": -0.3328, "glam": -0.4203, "grok-1": -0.3459}}
 
 
-def run(cfg, timer=None):
+def run(cfg, timer=None, device=None):
+    """One run; `device`: a function changing the run's device object before it runs (a gap experiment that
+    toggles a hardware assumption; the preset keeps the paper's values)."""
     from archsim.systems.duplex import DuplexRun
 
-    return DuplexRun(cfg, timer=timer).run()
+    r = DuplexRun(cfg, timer=timer)
+    if device is not None:
+        device(r.device)
+    return r.run()
 
 
 def fmt(x, d=2):
@@ -51,13 +75,17 @@ def table(df: pd.DataFrame, cols: list[str], floatfmt: dict[str, int]) -> str:
 
 
 def main_comparison(args, timer):
-    rows = []
+    rows, inter = [], []
     for model in MODELS:
         for name, over in SYSTEMS:
             cfg = {"model": model, "requests": args.requests, "input_len": args.input_len,
                    "output_len": args.output_len, "max_batch": args.batch, **over}
             t0 = time.perf_counter()
-            s = run(cfg, timer).stats
+            res = run(cfg, timer)
+            s = res.stats
+            it = res.tables["interference"]
+            if len(it):
+                inter.append(it.assign(model=model, system=name))
             rows.append({"model": model, "system": name, "devices": s["devices"],
                          "tokens_per_s": s["throughput_tokens_per_s"], "tbt_p50_ms": s["tbt_p50_s"] * 1e3,
                          "tbt_p90_ms": s["tbt_p90_s"] * 1e3, "tbt_p99_ms": s["tbt_p99_s"] * 1e3,
@@ -69,7 +97,9 @@ def main_comparison(args, timer):
     df["speedup_vs_gpu"] = [r.tokens_per_s / gpu.loc[r.model, "tokens_per_s"] for r in df.itertuples()]
     df["tbt_p50_vs_gpu"] = [r.tbt_p50_ms / gpu.loc[r.model, "tbt_p50_ms"] - 1 for r in df.itertuples()]
     df["energy_vs_gpu"] = [r.energy_per_token_j / gpu.loc[r.model, "energy_per_token_j"] - 1 for r in df.itertuples()]
-    return df
+    cols = ["model", "system", "stage", "pair", "overlaps", "xpu_seconds", "low_seconds", "alone_seconds", "seconds",
+            "xpu_slowdown", "low_slowdown", "added_fraction"]
+    return df, pd.concat(inter)[cols].reset_index(drop=True)
 
 
 def operator_table(args, timer):
@@ -87,13 +117,14 @@ def edap_table():
     return edap_by_opb()
 
 
-def load_study(args, timer):
+def load_study(args, timer, qps_list=None, systems=(("GPU", "gpu"), ("2xGPU", "2xgpu"), ("Duplex", "duplex")),
+               device=None):
     rows = []
-    for qps in args.qps:
-        for name, dev in (("GPU", "gpu"), ("2xGPU", "2xgpu"), ("Duplex", "duplex")):
+    for qps in qps_list or args.qps:
+        for name, dev in systems:
             cfg = {"model": "mixtral-8x7b", "device": dev, "requests": args.load_requests, "input_len": 4096,
                    "output_len": 512, "max_batch": 128, "qps": float(qps)}
-            res = run(cfg, timer)
+            res = run(cfg, timer, device)
             s = res.stats
             # steady-state service rate: completions per second over the middle half of the completions
             # (a system that keeps up completes as fast as requests arrive; a saturated one at its own rate)
@@ -107,6 +138,79 @@ def load_study(args, timer):
                          "tbt_p99_ms": s["tbt_p99_s"] * 1e3, "ttft_p50_s": s["ttft_p50_s"], "e2e_s": s["e2e_mean_s"]})
             print("load", qps, name, f"{rows[-1]['served_req_per_s']:.2f} req/s", file=sys.stderr)
     return pd.DataFrame(rows)
+
+
+XPU_EFFICIENCY = 0.7        # our assumption for the toggle: a kernel reaching 70 % of the H100's peaks
+
+
+def _xpu_at(eff):
+    def tweak(dev):
+        dev.xpu_flops *= eff
+        dev.xpu_bw *= eff
+    return tweak
+
+
+def _one_node(dev):
+    dev.links = {**dev.links, "devices_per_node": 64}
+
+
+def gap_experiments(args, timer) -> pd.DataFrame:
+    """Runs that toggle the suspected cause of each remaining gap to the paper (one row per run):
+    layout: the issue-22 case (Mixtral and GLaM, 32 requests, (512, 128), batch 32) with each device's experts
+    spread over the bundle spaces vs the old layout; links: Grok-1 (16 devices, 2 nodes) with InfiniBand
+    between the nodes vs every device on NVLink; xpu: the load study's points around saturation with the xPU at
+    its peaks vs at XPU_EFFICIENCY of them; lengths: Llama-3 70B at (4096, 4096) instead of (1024, 1024)."""
+    rows = []
+
+    def add(exp, setting, model, system, cfg, device=None):
+        s = run({"model": model, **cfg}, timer, device).stats
+        rows.append({"experiment": exp, "setting": setting, "model": model, "system": system,
+                     "tokens_per_s": s["throughput_tokens_per_s"], "tbt_p50_ms": s["tbt_p50_s"] * 1e3,
+                     "energy_per_token_j": s["energy_per_token_j"]})
+        print("gap", exp, setting, model, system, f"{rows[-1]['tokens_per_s']:.0f} tok/s", file=sys.stderr)
+
+    small = {"requests": 32, "input_len": 512, "output_len": 128, "max_batch": 32}
+    old = {"layout": {"expert_spaces": [0, 1, 2, 3], "kv_spaces": [0, 1, 2], "prefill_qkv_space": 3,
+                      "expert_placement": "global_modulo"}}
+    for model in ("mixtral-8x7b", "glam"):
+        add("layout", "spread (now)", model, "Duplex", {**small, "device": "duplex"})
+        add("layout", "old (one space per device)", model, "Duplex", {**small, "device": "duplex",
+                                                                       "mapping_overrides": old})
+    paper = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
+             "max_batch": args.batch}
+    et = {"device": "duplex", "mapping_overrides": {"expert_coprocessing": True, "expert_tensor_parallel": True}}
+    for setting, dev in (("InfiniBand between nodes (paper)", None), ("all devices on NVLink", _one_node)):
+        add("links", setting, "grok-1", "GPU", {**paper, "device": "gpu"}, dev)
+        add("links", setting, "grok-1", "Duplex+PE+ET", {**paper, **et}, dev)
+    long = {**paper, "input_len": 4096, "output_len": 4096, "requests": args.batch}
+    for setting, cfg in ((f"({args.input_len}, {args.output_len})", paper), ("(4096, 4096)", long)):
+        add("lengths", setting, "llama3-70b", "GPU", {**cfg, "device": "gpu"})
+        add("lengths", setting, "llama3-70b", "Duplex", {**cfg, "device": "duplex"})
+    return pd.DataFrame(rows)
+
+
+def stream_efficiency() -> pd.DataFrame:
+    """Logic-PIM bundle-stream bandwidth on the channel engine as a fraction of its peak (256 B per
+    pseudo-channel per tCCD_L), for a weight striped over 1-4 bundle spaces, with refresh on (the runs) and
+    off: what separates the engine from the roofline (toggles: spaces, refresh)."""
+    from archsim.pim.logic_pim import LogicPimTimer, Segment, bundle_bandwidth_bytes_per_s, pch_per_stack
+
+    rows = []
+    for refresh in ("allbank", "none"):
+        t = LogicPimTimer(refresh=refresh, max_sim_rows=512)
+        for n in (1, 2, 3, 4):
+            r = 192                           # bundle rows per pseudo-channel (a 48 MiB weight per stack)
+            cyc = t.time([Segment(s, r // n, 1) for s in range(n)]).cycles
+            bw = r * 8192 * pch_per_stack(t.spec) / (cyc * t.spec.tCK_s)
+            rows.append({"refresh": refresh, "spaces": n, "fraction_of_peak": bw / bundle_bandwidth_bytes_per_s(t.spec)})
+    return pd.DataFrame(rows)
+
+
+def xpu_efficiency_load(args, timer) -> pd.DataFrame:
+    """The load study's points around saturation with the xPU (GPU and Duplex alike) at XPU_EFFICIENCY of its
+    peaks: how far the saturation points move with the xPU's kernel efficiency."""
+    qps = [q for q in args.qps if 8 <= q <= 20] or args.qps
+    return load_study(args, timer, qps, (("GPU", "gpu"), ("Duplex", "duplex")), _xpu_at(XPU_EFFICIENCY))
 
 
 def saturation(load: pd.DataFrame, name: str) -> float:
@@ -132,17 +236,31 @@ def roofline_plot(ops: pd.DataFrame, path: Path) -> None:
               label="Logic-PIM roofline (5 stacks)")
     pts = ops[(ops.flops > 0) & (ops.seconds > 0)].reset_index(drop=True)
     key = []
+    xy = []
     for i, r in pts.iterrows():
         perf = r.flops / r.seconds / 1e12
         xpu = r.unit == "xpu"
         ax.scatter(r.op_b, perf, marker="o" if xpu else "s", s=22, color="tab:blue" if xpu else "tab:orange",
                    edgecolor="black", linewidth=0.4, zorder=3)
-        # numbered points and a key beside the plot: operator names overlap where points cluster
-        ax.annotate(str(i + 1), (r.op_b, perf), xytext=(3, 3 if i % 2 else -9), textcoords="offset points",
-                    fontsize=7)
+        xy.append((np.log10(r.op_b), np.log10(perf), i + 1))
         key.append(f"{i + 1}: {r.stage} {r.op} ({'xPU' if xpu else 'Logic-PIM'})")
+    # numbered points and a key beside the plot; points closer than ~1/4 decade share one label ("2,6,10")
+    clusters: list[list[tuple]] = []
+    for p in sorted(xy):
+        for c in clusters:
+            if abs(c[0][0] - p[0]) < 0.25 and abs(c[0][1] - p[1]) < 0.25:
+                c.append(p)
+                break
+        else:
+            clusters.append([p])
+    for j, c in enumerate(clusters):
+        x0, y0 = c[0][0], c[0][1]
+        ax.annotate(",".join(str(n) for _, _, n in sorted(c, key=lambda q: q[2])), (10 ** x0, 10 ** y0),
+                    xytext=(-6, 8) if j % 2 else (6, -12), textcoords="offset points", fontsize=8,
+                    ha="right" if j % 2 else "left")
     ax.set_xlabel("Op/B (FLOPs per DRAM byte)")
-    ax.set_ylabel("attained TFLOP/s per device")
+    ax.set_ylabel("attained throughput per device (TFLOP/s)")
+    ax.set_ylim(top=dev.xpu_flops / 1e12 * 4)       # room for the labels above the xPU's compute roof
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title("Mixtral 8x7B operators on Duplex (circles: xPU, squares: Logic-PIM)")
     fig.text(0.72, 0.5, "\n".join(key), fontsize=7, va="center", family="monospace")
@@ -159,29 +277,88 @@ def main() -> None:
     ap.add_argument("--output-len", type=int, default=1024)
     ap.add_argument("--load-requests", type=int, default=400)
     ap.add_argument("--qps", type=float, nargs="+", default=[4, 8, 12, 16, 20, 24, 28])
-    ap.add_argument("--reuse", nargs="*", default=[], choices=["comparison", "operators_mixtral", "edap", "load"],
-                    help="read these tables from the CSVs of an earlier run instead of running them again")
+    ap.add_argument("--reuse", nargs="*", default=[], choices=["comparison", "operators_mixtral", "edap", "load", "gaps",
+                                                               "load_xpu_efficiency", "stream_efficiency"],
+                    help="read these tables from the CSVs of an earlier run (in the output folder) instead of "
+                         "running them again")
+    ap.add_argument("-o", "--out", type=Path, default=OUT, help="output folder (default: the report's own folder)")
     args = ap.parse_args()
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
     from archsim import __version__
     from archsim.pim.logic_pim import LogicPimTimer
 
     timer = LogicPimTimer()
     t0 = time.perf_counter()
     def part(name, fn):
-        return pd.read_csv(OUT / f"{name}.csv") if name in args.reuse else fn()
+        return pd.read_csv(out / f"{name}.csv") if name in args.reuse else fn()
 
-    main_df = part("comparison", lambda: main_comparison(args, timer))
+    if "comparison" in args.reuse:
+        main_df, inter = pd.read_csv(out / "comparison.csv"), pd.read_csv(out / "interference.csv")
+    else:
+        main_df, inter = main_comparison(args, timer)
     ops = part("operators_mixtral", lambda: operator_table(args, timer))
     edap = part("edap", edap_table)
     load = part("load", lambda: load_study(args, timer))
+    gaps = part("gaps", lambda: gap_experiments(args, timer))
+    load_eff = part("load_xpu_efficiency", lambda: xpu_efficiency_load(args, timer))
+    stream = part("stream_efficiency", stream_efficiency)
     total = time.perf_counter() - t0
-    for name, df in (("comparison", main_df), ("operators_mixtral", ops), ("edap", edap), ("load", load)):
-        df.to_csv(OUT / f"{name}.csv", index=False)
-    roofline_plot(ops, OUT / "roofline.png")
-    write_readme(args, main_df, ops, edap, load, total, __version__)
+    for name, df in (("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
+                     ("load", load), ("gaps", gaps), ("load_xpu_efficiency", load_eff), ("stream_efficiency", stream)):
+        df.to_csv(out / f"{name}.csv", index=False)
+    roofline_plot(ops, out / "roofline.png")
+    vs_gpu_plot(main_df, out / "vs_gpu.png", f"(L_in, L_out) = ({args.input_len}, {args.output_len}), batch {args.batch}")
+    write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__)
 
 
-def write_readme(args, df, ops, edap, load, total, version):
+def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
+    """Throughput, median TBT and energy per token of each Duplex variant (and 2xGPU) relative to the GPU,
+    per model, with the paper's figures marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = ["2xGPU", *VARIANTS]
+    colors = {"2xGPU": "tab:gray", "Duplex": "tab:blue", "Duplex+PE": "tab:orange", "Duplex+PE+ET": "tab:green"}
+    models = list(dict.fromkeys(df.model))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    panels = [("speedup_vs_gpu", "throughput relative to the GPU (x)", 1.0),
+              ("tbt_p50_vs_gpu", "median time between tokens vs the GPU (%)", 100.0),
+              ("energy_vs_gpu", "energy per token vs the GPU (%)", 100.0)]
+    w = 0.8 / len(systems)
+    x = np.arange(len(models))
+    for ax, (col, label, scale) in zip(axes, panels, strict=True):
+        for k, name in enumerate(systems):
+            d = df[df.system == name].set_index("model").reindex(models)
+            ax.bar(x + (k - (len(systems) - 1) / 2) * w, d[col] * scale, w, label=name, color=colors[name])
+        ax.set_xticks(x, [m.replace("-8x7b", "") for m in models])
+        ax.set_xlabel("model")
+        ax.set_ylabel(label)
+        ax.axhline(1.0 if col == "speedup_vs_gpu" else 0.0, color="black", linewidth=0.6)
+    a0, a1, a2 = axes
+    a0.axhline(PAPER["speedup_avg_best"], color="tab:red", linestyle="--", linewidth=1,
+               label=f"paper: +PE+ET average {PAPER['speedup_avg_best']}x")
+    a0.axhline(PAPER["speedup_max_best"], color="tab:red", linestyle=":", linewidth=1,
+               label=f"paper: +PE+ET max {PAPER['speedup_max_best']}x")
+    i = models.index("glam")
+    a1.scatter([i], [PAPER["tbt_p50_glam"] * 100], marker="*", s=150, color="tab:red", zorder=4,
+               label="paper: GLaM -58.3 %")
+    for m, v in PAPER["energy"].items():
+        a2.scatter([models.index(m)], [v * 100], marker="*", s=150, color="tab:red", zorder=4,
+                   label="paper: best Duplex variant" if m == "mixtral-8x7b" else None)
+    a2.axhline(PAPER["energy_avg"] * 100, color="tab:red", linestyle="--", linewidth=1,
+               label="paper: average -28.19 %")
+    for ax in axes:
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(f"Duplex vs the GPU (H100-class) baseline, {setting}; red: the paper's figures")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version):
     dx = df[df.system == "Duplex"]
     pe = df[df.system == "Duplex+PE"]
     et = df[df.system == "Duplex+PE+ET"]
@@ -195,21 +372,29 @@ def write_readme(args, df, ops, edap, load, total, version):
            f"{args.input_len} --output-len {args.output_len} --load-requests {args.load_requests} --qps "
            + " ".join(f"{q:g}" for q in args.qps))
     L = []
-    L.append("# Duplex (MICRO'24) reproduction (archsim, issue #11)\n")
-    L.append(f"Generated by `{cmd}` with archsim {version} in {total:.0f} s. System `duplex` "
+    L.append("# Duplex (MICRO'24) reproduction (archsim, issues #11 and #22)\n")
+    took = (f"in {total:.0f} s" if not args.reuse else f"(tables {', '.join(args.reuse)} read from an earlier "
+            f"run of it with `--reuse`; the rest took {total:.0f} s)")
+    L.append(f"Generated by `{cmd}` with archsim {version} {took}. System `duplex` "
              "(archsim/systems/duplex.py): devices per model as in the paper's Table I (Mixtral 4, GLaM 8, "
              "Grok-1 16, Llama-3 4, OPT 4; 2xGPU doubles them), FP16, uniform expert routing, closed-loop "
              f"continuous batching (all {args.requests} requests at t = 0, max batch {args.batch}, prompt budget "
              f"8192 tokens per stage), (L_in, L_out) = ({args.input_len}, {args.output_len}) for every model "
              "(OPT-66B's context is 2048). Logic-PIM operators run as bank-bundle command streams on the "
              "channel engine (HBM3_Duplex, refresh on); the xPU, Bank-PIM and BankGroup-PIM are rooflines with "
-             "the Duplex code's peaks. Tables: `comparison.csv`, `operators_mixtral.csv`, `edap.csv`, "
-             "`load.csv`; figure `roofline.png`.\n")
+             "the Duplex code's peaks. Tables: `comparison.csv`, `interference.csv`, `gaps.csv`, "
+             "`load_xpu_efficiency.csv`, `stream_efficiency.csv`, `operators_mixtral.csv`, `edap.csv`, "
+             "`load.csv`; figures `vs_gpu.png`, `roofline.png`. Co-processing interference: measured on the "
+             "channel engine (system key `interference: engine`, the default; see below).\n")
     L.append("## Headline: ours next to the paper\n")
     L.append("| metric | paper | archsim |\n|---|---|---|")
     L.append(f"| throughput vs H100 (GPU), best Duplex variant, average over models | 2.07x (+PE+ET) | "
              f"{best.mean():.2f}x (Duplex {dx.speedup_vs_gpu.mean():.2f}x, +PE {pe.speedup_vs_gpu.mean():.2f}x, "
              f"+PE+ET {et.speedup_vs_gpu.mean():.2f}x) |")
+    moe3 = ["mixtral-8x7b", "glam", "grok-1"]
+    L.append(f"| the same, average over the three MoE models only (PE and ET act only on experts) | 2.07x (average "
+             f"of its configurations) | "
+             f"{best[moe3].mean():.2f}x |")
     L.append(f"| throughput vs GPU, max | 2.67x (+PE+ET); 2.51x plain Duplex | {best.max():.2f}x ({best.idxmax()}); "
              f"plain Duplex {dx.speedup_vs_gpu.max():.2f}x |")
     L.append(f"| +PE+ET over plain Duplex, max | 1.36x | "
@@ -218,6 +403,7 @@ def write_readme(args, df, ops, edap, load, total, version):
              f"(GLaM {dx.set_index('model').loc['glam', 'tbt_p50_vs_gpu'] * 100:.1f} %) |")
     L.append(f"| energy per token vs GPU, average (the lowest Duplex variant) | -28.19 % | {e_best.mean() * 100:.1f} % "
              f"(Duplex alone {dx.energy_vs_gpu.mean() * 100:.1f} %) |")
+    L.append(f"| the same, average over the three MoE models only | -28.19 % | {e_best[moe3].mean() * 100:.1f} % |")
     L.append(f"| energy per token vs GPU, best | -42.03 % (GLaM) | {e_best.min() * 100:.1f} % ({e_best.idxmin()}) |")
     L.append(f"| Bank-PIM vs Duplex on OPT-66B (MHA) | Bank-PIM wins | Bank-PIM / Duplex = "
              f"{bank['opt-66b'] / dxt['opt-66b']:.2f} |")
@@ -230,7 +416,49 @@ def write_readme(args, df, ops, edap, load, total, version):
     L.append(f"| load: Duplex sustains | ~14 req/s, about 2xGPU | keeps up to {sat_dx:g} QPS, at most "
              f"{peak['Duplex']:.1f} req/s (2xGPU: {sat_2x:g} QPS, {peak['2xGPU']:.1f} req/s) |")
     L.append(f"| Logic-PIM engine time / roofline (Mixtral, decode MoE + attention) | (Duplex code: roofline by default) | "
-             f"{low.seconds.sum() / low.roofline_seconds.sum():.2f} |\n")
+             f"{low.seconds.sum() / low.roofline_seconds.sum():.2f} |")
+    tpm = df.pivot(index="model", columns="system", values="tokens_per_s")
+    moe = ["mixtral-8x7b", "glam", "grok-1"]
+    L.append("| co-processing interference: throughput with / without, Duplex+PE+ET | not charged (two-track roofline) | "
+             + ", ".join(f"{m} {tpm.loc[m, 'Duplex+PE+ET'] / tpm.loc[m, 'Duplex+PE+ET (no interference)']:.3f}"
+                         for m in moe) + " |")
+    L.append("| Duplex > GPU on every MoE model (all three variants) | yes | "
+             + ("yes" if (df[df.model.isin(moe) & df.system.isin(VARIANTS)].speedup_vs_gpu > 1).all() else "NO")
+             + f" (lowest: {df[df.model.isin(moe) & df.system.isin(VARIANTS)].speedup_vs_gpu.min():.2f}x) |\n")
+    L.append("![Duplex vs GPU](vs_gpu.png)\n")
+    L.append("## Gaps as experiments: runs that toggle a cause\n")
+    L.append("Each column divides a run by the same run with one cause switched (throughput ratio; > 1: the first "
+             "is faster). `engine / roofline`: Logic-PIM as bundle command streams on the channel engine vs its "
+             "roofline. `interference`: co-processing with the slow-downs measured on the channel engine vs none "
+             "(the paper's and the Duplex code's assumption), for plain Duplex (attention co-processing only) and "
+             "for +PE+ET (experts split too). `layout`: every device's experts spread over the four bundle spaces "
+             "vs the layout before issue 22 (expert e in space e mod 4).\n")
+    tp = df.pivot(index="model", columns="system", values="tokens_per_s")
+    tog = pd.DataFrame({
+        "engine / roofline": tp["Duplex"] / tp["Duplex (roofline)"],
+        "interference, Duplex": tp["Duplex"] / tp["Duplex (no interference)"],
+        "interference, +PE": tp["Duplex+PE"] / tp["Duplex+PE (no interference)"],
+        "interference, +PE+ET": tp["Duplex+PE+ET"] / tp["Duplex+PE+ET (no interference)"],
+        "layout: spread / old": tp["Duplex"] / tp["Duplex (old layout)"],
+        "GPU speed-up +PE+ET, no interference": tp["Duplex+PE+ET (no interference)"] / tp["GPU"],
+    }).reset_index()
+    L.append(table(tog, list(tog.columns), {c: 3 for c in tog.columns}))
+    L.append("\nMore toggles (`gaps.csv`, `load_xpu_efficiency.csv`; read in the gaps section below):\n")
+    L.append(table(gaps, ["experiment", "setting", "model", "system", "tokens_per_s", "tbt_p50_ms"],
+                   {"tokens_per_s": 0, "tbt_p50_ms": 2}))
+    L.append("\nThe co-processed operator pairs and their measured slow-downs (`interference.csv`; per (model, "
+             "system, stage, pair): layer invocations that overlapped, each unit's interference-free time, the "
+             "pair's time without and with interference, and the slow-down of each unit while both ran):\n")
+    # Logic-PIM only: Bank-PIM and BankGroup-PIM are rooflines with no engine model, so their co-processing
+    # is interference-free; the roofline run has no engine either
+    shown = inter[inter.system.isin(VARIANTS)]
+    L.append(table(shown, ["model", "system", "stage", "pair", "overlaps", "xpu_slowdown", "low_slowdown",
+                           "added_fraction"], {"xpu_slowdown": 2, "low_slowdown": 3, "added_fraction": 3}))
+    from archsim.pim.logic_pim import LogicPimTimer, Segment
+
+    kv = LogicPimTimer().interference([Segment(0, 16, 4), Segment(1, 16, 4), Segment(2, 16, 4)], (3,), 1.0)
+    L.append("\n" + INTERFERENCE_TEXT.format(keep=100 * kv["xpu_bw_beside"] / kv["xpu_bw_alone"],
+                                              low=100 * (kv["low_slowdown"] - 1)))
     L.append("![roofline](roofline.png)\n")
     L.append("## Per model and system\n")
     show = df.copy()
@@ -265,48 +493,102 @@ def write_readme(args, df, ops, edap, load, total, version):
              "over the same requests; a system keeps up with a QPS when it serves at least 90 % of what is offered.\n")
     L.append(table(load, ["qps", "system", "offered_req_per_s", "served_req_per_s", "tokens_per_s", "tbt_p50_ms", "tbt_p99_ms",
                           "ttft_p50_s", "e2e_s"], {"offered_req_per_s": 2, "served_req_per_s": 2, "tokens_per_s": 0}))
-    L.append("\n" + GAPS)
-    (OUT / "README.md").write_text("\n".join(L) + "\n")
+    L.append("\n" + gaps_text(args, df, gaps, load, load_eff, stream))
+    (args.out / "README.md").write_text("\n".join(L) + "\n")
 
 
-GAPS = """## Gaps to the paper, explained
+INTERFERENCE_TEXT = """How the interference is measured (`archsim.pim.logic_pim.LogicPimTimer.interference`, re-run by
+`python -c "from archsim.pim.logic_pim import *; print(LogicPimTimer().interference([Segment(0, 16, 4),
+Segment(1, 16, 4), Segment(2, 16, 4)], (3,), 1.0))"` for decode attention beside a full-rate xPU stream):
+one HBM3-Duplex channel runs the Logic-PIM operator's bundle streams (both pseudo-channels, its spaces and
+Op/B, scaled to 32 bundle rows) beside an FR-FCFS xPU read stream in the xPU operator's spaces, whose requests
+arrive at the xPU operator's bandwidth demand (its bytes over its interference-free time, as a fraction of
+the xPU path's peak); and each alone. The xPU's slow-down is its bursts served alone over those served beside
+Logic-PIM in the same window, Logic-PIM's the ratio of its stream times. The two then progress at those rates
+while both run (the first to finish leaves the other alone). At full demand the xPU keeps {keep:.0f} % of its
+bandwidth beside Mixtral's decode-attention KV stream (which slows {low:.1f} %): in `hbm3_duplex` a channel's two pseudo-channels share one column command bus,
+which carries both the xPU's RDs and Logic-PIM's RDBDs (an assumption of our standard: the paper does not say
+how Logic-PIM's commands reach the DRAM dies). A compute-bound xPU operator (prefill attention, Op/B ~340)
+asks for little bandwidth and loses little; the decode experts the xPU takes under +PE (Op/B ~16) lose most.
+The expert split itself is the paper's (lookup tables of interference-free times), so with interference it
+can choose a split that is slower than no split.
+"""
 
+
+def gaps_text(args, df, gaps, load, load_eff, stream) -> str:
+    """The gaps to the paper, each with the run (gaps.csv, load_xpu_efficiency.csv, comparison.csv) that toggles
+    its cause; figures are read from those tables."""
+    g = gaps.set_index(["experiment", "setting", "model", "system"]).tokens_per_s
+    tp = df.pivot(index="model", columns="system", values="tokens_per_s")
+    lay = {m: g["layout", "spread (now)", m, "Duplex"] / g["layout", "old (one space per device)", m, "Duplex"]
+           for m in ("mixtral-8x7b", "glam")}
+    ib, nv = "InfiniBand between nodes (paper)", "all devices on NVLink"
+    grok = {k: g["links", k, "grok-1", "Duplex+PE+ET"] / g["links", k, "grok-1", "GPU"] for k in (ib, nv)}
+    lsets = [k for k in gaps[gaps.experiment == "lengths"].setting.unique()]
+    llama = {k: g["lengths", k, "llama3-70b", "Duplex"] / g["lengths", k, "llama3-70b", "GPU"] for k in lsets}
+    peak = load.groupby("system").served_req_per_s.max()
+    peak_eff = load_eff.groupby("system").served_req_per_s.max()
+    sat, sat_eff = {n: saturation(load, n) for n in ("GPU", "Duplex")}, {n: saturation(load_eff, n) for n in ("GPU", "Duplex")}
+    moe = [m for m in ("mixtral-8x7b", "glam", "grok-1") if m in tp.index]
+    pe = {m: tp.loc[m, "Duplex+PE"] / tp.loc[m, "Duplex"] for m in moe}
+    pe_free = {m: tp.loc[m, "Duplex+PE (no interference)"] / tp.loc[m, "Duplex (no interference)"] for m in moe}
+    f = lambda d: ", ".join(f"{k} {v:.2f}x" for k, v in d.items())        # noqa: E731
+    eff = stream.set_index(["refresh", "spaces"]).fraction_of_peak
+    e2r = {m: tp.loc[m, "Duplex"] / tp.loc[m, "Duplex (roofline)"] for m in tp.index}
+    from archsim.dram.spec import load_spec
+
+    timing = load_spec("HBM3_Duplex").timing
+    mx_layout = tp.loc["mixtral-8x7b", "Duplex"] / tp.loc["mixtral-8x7b", "Duplex (old layout)"]
+    mx_why = (f" (at batch {args.batch} a Mixtral expert sees ~{args.batch * 2 // 8} tokens, Op/B above Logic-PIM's "
+              "8, so the GEMM modules, not the bundles, bound it)") if mx_layout < 1.02 else ""
+    return f"""## Gaps to the paper, explained (each with the run that toggles its cause)
+
+* **Expert layout (issue 22).** Before issue 22 a device's experts all sat in one bank-bundle space whenever
+  the device count was a multiple of 4 (expert e in space e mod 4), so Logic-PIM could not hide one bundle
+  row's precharge and activate behind another bundle's reads. That was a layout accident, not the hardware.
+  Spread over the four spaces (now): Duplex throughput {f(lay)} the old layout on the issue's small case
+  (32 requests, (512, 128), batch 32; `gaps.csv`, experiment `layout`); at the report's setting GLaM
+  {tp.loc['glam', 'Duplex'] / tp.loc['glam', 'Duplex (old layout)']:.2f}x, Mixtral {mx_layout:.2f}x{mx_why}.
 * **Timing model of the low unit.** Duplex's own simulator times operators with a roofline by default;
-  here Logic-PIM runs as command streams on the channel engine. A weight that lives in one bundle space
-  (one expert) cannot hide its own precharge and activate between bundle rows (no other bundle to overlap
-  with), so a single expert streams at about 72 % of the bundle bandwidth; KV streams over 3 spaces reach
-  about 93 %. That is why `Duplex` is below `Duplex (roofline)` and below `BankGroup-PIM` (whose roofline has
-  Logic-PIM's bandwidth and Op/B) in throughput, while BankGroup-PIM pays more energy per bit (2.68 vs
-  1.81 pJ/b).
-* **Compute-bound decode MoE.** At batch 64 with top-2 of 8 experts, a Mixtral / Grok-1 expert sees ~16
-  tokens (Op/B ~16 > Logic-PIM's 8), so the GEMM modules, not the bundles, bound decode MoE; Duplex+PE moves
-  work back to the xPU. Expert tensor parallelism (+ET: every expert split over a node's devices, their
-  partial outputs all-reduced over NVLink) gives each device a slice of every expert and so a finer
-  co-processing split; across nodes (Grok-1) the experts stay expert-parallel over InfiniBand and ET gains
-  nothing.
+  here Logic-PIM runs as bundle command streams on the channel engine. Duplex over `Duplex (roofline)`:
+  {f(e2r)}. On the engine a weight striped over 2-4 spaces streams at {eff['allbank', 4]:.1%} of the bundle
+  peak with refresh and {eff['none', 4]:.1%} without; in one space (no other bundle to overlap its
+  precharge and activate with) {eff['allbank', 1]:.1%} / {eff['none', 1]:.1%} (`stream_efficiency.csv`, toggles
+  spaces and refresh). So refresh (nRFC = {timing['nRFC']} of every nREFI = {timing['nREFI']} cycles) is most
+  of the gap where Logic-PIM is bandwidth-bound (GLaM: ~{max(1, args.batch * 2 // 64)} tokens per expert); the xPU roofline, like the
+  Duplex code's, pays no refresh. BankGroup-PIM's roofline has Logic-PIM's bandwidth and Op/B but pays more
+  energy per bit (2.68 vs 1.81 pJ/b), so it equals `Duplex (roofline)` in throughput.
+* **Co-processing interference.** The paper (and the Duplex code's two-track roofline) charges nothing when
+  the xPU and Logic-PIM run at once; here both go through the channel engine (the `interference` columns and
+  the section above). It costs plain Duplex little (prefill attention is compute-bound) and expert
+  co-processing most (the xPU's decode experts are bandwidth-bound).
+* **Expert co-processing (+PE).** +PE over Duplex: {f(pe)} with interference,
+  {f(pe_free)} without (the paper: 1.04x on average). The split comes from lookup tables of
+  interference-free times, as in the paper, so with interference it can pick a split slower than none; and
+  it moves whole bundle spaces (the paper's rule that keeps the xPU off Logic-PIM's bundles), which is
+  coarse with 2 experts per device (Mixtral) under uniform routing.
 * **Links.** All-reduce and all-to-all are ring formulas with the Duplex code's NVLink (450 GB/s, 0.8 us)
-  and InfiniBand (50 GB/s) figures, with no overlap with compute. Devices beyond one node (Grok-1: 16, GLaM
-  2xGPU: 16, Grok-1 2xGPU: 32) use InfiniBand for every collective, which is why those systems gain least.
-* **Load study.** The GPU saturates near 13 req/s here instead of ~9, and Duplex near 17 instead of ~14:
-  the xPU roofline runs at the H100's peaks on every operator (no kernel efficiency), which favours the
-  GPU most where it is weakest (decode attention, MoE GEMVs). Under heavy load more stages are mixed
-  (prompts arriving), mixed-stage MoE runs on the xPU by the dispatch table, and Duplex's advantage shrinks;
-  2xGPU (8 devices, twice the KV capacity and compute) then sustains more than Duplex, where the paper puts
-  the two about level. TBT p99 of Duplex grows first (mixed stages carry the prompts).
-* **Llama-3 70B** gains only ~1.1x: at (1024, 1024) and batch 64 its 141 GB of weights (FC layers, xPU)
-  dominate and the KV cache (decode attention, the only Logic-PIM work of a dense model) is small; the
-  paper's Llama-3 gains come from longer sequences. OPT-66B's 2xGPU is above 2x: on 4 devices its KV
-  reservation ((1024 + 1024) x 2.4 MB per request) caps the batch below 64.
-* **Lengths and batch.** One (L_in, L_out) for all models (OPT-66B's context is 2048), batch 64, uniform
-  routing, fixed lengths (the Duplex code's jitter is off); the paper sweeps (256, 256) to (4096, 4096) and
-  batch 32-128 and reports per-configuration results, so averages differ in composition.
-* **xPU roofline at peak.** As in the Duplex code, the xPU reaches 989 TFLOPS and 3.35 TB/s on every operator
-  (no kernel efficiency, no launch overhead); all baselines share this, so ratios are less affected than
-  absolute times.
-* **Energy.** DRAM bits per path x the Duplex code's pJ/b, activates (0.909 nJ per row), MACs (0.46 pJ);
-  refresh is counted only inside engine-timed Logic-PIM streams; no static/background power and no link
-  energy (the Duplex code also reports DRAM + compute only).
-* **Softmax unit** time is not modelled (assumed hidden under the V stream of decode attention).
+  and InfiniBand (50 GB/s) figures, with no overlap with compute. Grok-1 (16 devices, 2 nodes), Duplex+PE+ET
+  over the GPU: {grok[ib]:.2f}x with InfiniBand between the nodes, {grok[nv]:.2f}x with every device on NVLink
+  (`gaps.csv`, experiment `links`): the inter-node collectives cap both systems and shrink the ratio.
+* **Load study.** GPU / Duplex keep up to {sat['GPU']:g} / {sat['Duplex']:g} QPS and serve at most
+  {peak['GPU']:.1f} / {peak['Duplex']:.1f} req/s here, against the paper's ~9 / ~14 req/s. The xPU roofline
+  runs at the H100's peaks on every operator (as the Duplex code's does). With the xPU at
+  {XPU_EFFICIENCY:.0%} of its peaks (our assumption, one round value set before the run, not fitted; `load_xpu_efficiency.csv`) the GPU keeps up to
+  {sat_eff['GPU']:g} QPS, at most {peak_eff['GPU']:.1f} req/s, and Duplex up to {sat_eff['Duplex']:g} QPS,
+  at most {peak_eff['Duplex']:.1f} req/s. Under heavy load more stages are mixed (prompts arriving),
+  mixed-stage MoE runs on the xPU by the dispatch table, and Duplex's advantage shrinks; 2xGPU (twice the
+  devices, KV capacity and compute) then sustains more than Duplex, where the paper puts the two about level.
+* **Llama-3 70B** gains little at (1024, 1024): its 141 GB of weights (FC layers, xPU) dominate and the KV
+  cache (decode attention, the only Logic-PIM work of a dense model) is small. Duplex over the GPU:
+  {f(llama)} (`gaps.csv`, experiment `lengths`, batch {args.batch}): longer sequences make decode attention, and
+  Logic-PIM's share, larger. OPT-66B's 2xGPU is above 2x: on 4 devices its KV reservation caps the batch
+  below 64.
+* **Not toggled (outside the model, stated):** one (L_in, L_out) and batch for all models where the paper
+  sweeps (256, 256)-(4096, 4096) and batch 32-128 (averages differ in composition); energy is DRAM bits per
+  path x the Duplex code's pJ/b, activates and MACs, with refresh only inside engine-timed Logic-PIM
+  streams, no static power and no link energy (the Duplex code also reports DRAM + compute only); the
+  softmax unit's time is not modelled (assumed hidden under the V stream of decode attention).
 """
 
 

@@ -1,6 +1,7 @@
 """The NeuPIMs system and its baselines (archsim.systems.neupims): small decode iterations, every layer simulated.
 
-The full reproduction (reports/neupims/) is marked slow; these run one or two layers of GPT3-7B at small batch.
+These run one or two layers of small models at small batch. That the committed report (reports/neupims/)
+re-simulates from this code is tests/test_neupims_report.py (one row by default, every row marked slow).
 """
 from __future__ import annotations
 

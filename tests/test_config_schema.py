@@ -39,7 +39,8 @@ def _words(text: str) -> str:
 # -- compatibility: the resolved dict of every system is unchanged -----------------------------------------
 def test_resolved_configs_byte_identical_to_the_dict_resolvers():
     # resolved_configs.json was written by the DEFAULTS-dict resolvers (commit ae750ab) for these inputs; its two
-    # t3 entries were rewritten when t3's defaults changed (mca_threshold dynamic, new key nmc_update)
+    # t3 entries were rewritten when t3's defaults changed (mca_threshold dynamic, new key nmc_update), the NeuPIMs
+    # family's when issue 23 added npu_attention, gpu_roofline and per-system mappings (npu_pim: the naive baseline)
     cases = json.loads(FIXTURE.read_text())
     assert {c["input"]["system"] for c in cases} == set(SYSTEMS)
     for case in cases:
@@ -105,7 +106,7 @@ def _value_for(key: schema.Key):
         return 2 if key.power_of_two else int(key.minimum or 1)
     if float in members:
         return 2.5
-    return {"preset": "NeuPIMs_HBM2_Single"}.get(key.path, "x")
+    return {"preset": "NeuPIMs_HBM2_Single", "mapping": "npu_pim"}.get(key.path, "x")
 
 
 def _flag_cases():

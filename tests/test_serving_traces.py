@@ -15,20 +15,23 @@ from archsim.workload.serving import (
     write_trace,
 )
 
-# Dataset means (NeuPIMs trace-generator stats).
-MEANS = {"sharegpt": (80.0, 296.0), "alpaca": (12.0, 56.0)}
+# Means of the shipped histograms (workloads/datasets/*_lengths.csv, built from NeuPIMs' trace-generator
+# stats.tsv, whose unclipped means are 80.0 / 295.7 and 12.1 / 55.8; ShareGPT's prompts are clipped at 2047
+# tokens, which takes its prompt mean to 72.1). Output means here are after clipping at 2048 - prompt.
+MEANS = {"sharegpt": (72.13, 294.63), "alpaca": (12.13, 55.79)}
 N = 40_000
-# Standard error of the sample mean is < 0.6 % for every distribution at N = 40,000 (log-normal sigma <= 1,
-# truncated at 1024); 3 % is > 5 standard errors, so a correct generator fails with negligible probability.
-TOL = 0.03
+# Standard error of the sample mean is < 1.5 % for every distribution at N = 40,000 (ShareGPT's prompt has
+# the heaviest tail: std ~ 250 tokens on a mean of 72); 5 % is > 3 standard errors of the worst case.
+TOL = 0.05
 
 
 @pytest.mark.parametrize("dataset", sorted(MEANS))
-def test_fitted_distributions_have_the_dataset_means_exactly(dataset):
+def test_histograms_have_the_dataset_means(dataset):
+    """The histogram means, from the CSV alone (the build script printed the same figures)."""
     prompt, output = DATASETS[dataset]
-    assert prompt.mean_tokens == pytest.approx(MEANS[dataset][0], rel=1e-9)
-    assert output.mean_tokens == pytest.approx(MEANS[dataset][1], rel=1e-9)
-    assert prompt.max_tokens + output.max_tokens <= MAX_SEQ_TOKENS
+    assert prompt.mean_tokens == pytest.approx(MEANS[dataset][0], abs=0.01), prompt.mean_tokens
+    assert output.mean_tokens == pytest.approx(MEANS[dataset][1], abs=0.01), output.mean_tokens
+    assert prompt.max_tokens < MAX_SEQ_TOKENS
 
 
 @pytest.mark.parametrize("dataset", sorted(MEANS))
@@ -131,3 +134,20 @@ def test_unknown_suffix_and_missing_file(tmp_path):
         write_trace(tmp_path / "t.txt", [])
     with pytest.raises(UserError, match="not found"):
         read_trace(tmp_path / "nope.csv")
+
+
+def test_length_histogram_file_errors(tmp_path):
+    from archsim.workload.serving import load_length_histograms
+
+    bad = tmp_path / "lengths.csv"
+    bad.write_text("tokens,prompts,outputs\n1,2,3\n")
+    with pytest.raises(UserError, match="expected columns tokens, prompt_requests, output_requests"):
+        load_length_histograms(bad)
+    bad.write_text("tokens,prompt_requests,output_requests\n0,2,3\n")
+    with pytest.raises(UserError, match="integers >= 1"):
+        load_length_histograms(bad)
+    good = tmp_path / "ok.csv"
+    good.write_text("tokens,prompt_requests,output_requests\n1,3,0\n4,1,2\n")
+    p, o = load_length_histograms(good)
+    assert p.counts == (3, 0, 0, 1) and o.counts == (0, 0, 0, 2)
+    assert p.mean_tokens == pytest.approx((3 * 1 + 4) / 4)

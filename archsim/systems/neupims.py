@@ -16,9 +16,12 @@ engine at the same time: the NPU's DMA requests (an rw source, FR-FCFS) and the 
 source). The four systems differ only in data:
 
   neupims   dual row buffers (PIM and memory rows open at once); PIM commands first (`priority`)
-  npu_pim   one row buffer; `blocked`: while a PIM GEMV runs, the channel serves only PIM (Newton-style)
+  npu_pim   one row buffer; `blocked`: while a PIM GEMV runs, the channel serves only PIM (Newton-style); by
+            default the paper's naive baseline (mappings/npu_pim.yaml: no sub-batch interleaving, round-robin)
   npu_only  plain HBM (the single-buffer device, no PIM command issued); attention on the NPU
-  gpu_only  A100 40GB roofline per operator (archsim/presets/baselines/a100-40gb.yaml), no cycle simulation
+  gpu_only  the paper's GPU-only baseline: PyTorch eager on an A100 40GB, per kernel (host launch cost overlapped
+            with the device's per-kernel roofline, the KV cache re-copied by torch.cat every step), no cycle simulation
+  gpu_roofline  an upper bound on any A100: its roofline per operator, no host or framework cost
 
 Modes: `iteration` (NeuPIMs' own method, without its one-layer extrapolation: `samples` batches of `batch`
 requests with sampled lengths, one decode iteration each over all layers) and `serving` (continuous batching of
@@ -54,7 +57,7 @@ from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, collective_s
 from archsim.npu.config import NpuConfig, load_npu_config
 from archsim.npu.dram_gemm import GemmAgent
-from archsim.npu.systolic import schedule_gemm
+from archsim.npu.systolic import ArrayPipeline, _tile_instrs, schedule_gemm
 from archsim.npu.vector import vector_op_cycles, vector_row_cycles
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
@@ -62,7 +65,11 @@ from archsim.systems import register
 from archsim.workload import serving
 from archsim.workload.spec import ModelSpec, load_model
 
-SYSTEMS = ("neupims", "npu_pim", "npu_only", "gpu_only")
+SYSTEMS = ("neupims", "npu_pim", "npu_only", "gpu_only", "gpu_roofline")
+GPU_SYSTEMS = ("gpu_only", "gpu_roofline")
+# the mapping policy each system uses when none is given: npu_pim is the paper's naive NPU+PIM
+MAPPING_DEFAULT = {"npu_pim": "npu_pim"}
+NPU_ATTENTION = ("pipelined", "per_gemm")
 DEVICE_PRESET = {"neupims": "NeuPIMs_HBM2_Dual", "npu_pim": "NeuPIMs_HBM2_Single", "npu_only": "NeuPIMs_HBM2_Single"}
 # Devices per model as NeuPIMs configures them (TP x PP: 7B 4x1, 13B 4x1, 30B 4x2, 175B 8x4). archsim has no
 # pipeline parallelism, so a model's PP stages become more TP: the same devices, the same weight bytes per device.
@@ -86,7 +93,8 @@ class NeuPimsConfig:
     samples: int = opt(1, "iteration mode: batches sampled (one decode iteration each)", minimum=1)
     requests: int = opt(512, "serving mode: requests served", minimum=1)
     max_iterations: int = opt(100_000, "serving mode: stop after this many iterations", minimum=1)
-    mapping: str = opt("neupims", "mapping policy file: mappings/*.yaml or a path")
+    mapping: str | None = opt(None, "mapping policy file: mappings/*.yaml or a path; null: npu_pim for system "
+                              "npu_pim (the paper's naive baseline), else neupims")
     sub_batch: bool | None = opt(None, "interleave two sub-batches (NPU and PIM overlap); null: the mapping "
                                  "policy's", choices=POLICY_KEYS["sub_batch"])
     channel_assignment: str | None = opt(None, "which channel holds a request's KV cache; null: the mapping "
@@ -94,6 +102,10 @@ class NeuPimsConfig:
     preset: str | None = opt(None, "DRAM preset; null: NeuPIMs_HBM2_Dual (neupims), NeuPIMs_HBM2_Single "
                              "(npu_pim, npu_only)")
     npu: str = opt("neupims_npu", "NPU preset (archsim/presets/npu)")
+    npu_attention: str = opt("pipelined", "npu_only attention on the arrays: pipelined (every head's and "
+                             "request's q.K^T and s.V through one instruction pipeline per array, softmax on "
+                             "the vector unit alongside) or per_gemm (each a separate GEMM from an empty "
+                             "pipeline, softmax serial)", choices=NPU_ATTENTION)
     layers: int | None = opt(None, "layers simulated; null: all of the model's", minimum=1)
     refresh: bool = opt(True, "simulate DRAM refresh")
     # the TP all-reduce link; None = an ideal interconnect (NeuPIMs' simulator models no inter-device traffic)
@@ -130,6 +142,8 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     name = config.get("system", "neupims")
     schema.check(NeuPimsConfig, config, name)   # unknown keys, types, allowed values, ranges
     out = {**DEFAULTS, **config, "system": name}
+    if out["mapping"] is None:
+        out["mapping"] = MAPPING_DEFAULT.get(name, "neupims")
     model = load_model(out["model"])
     if out["tp"] is None:
         out["tp"] = TP_DEFAULT.get(model.name, 1)
@@ -139,9 +153,9 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     for key in ("sub_batch", "channel_assignment"):
         if out[key] is None:
             out[key] = policy[key]
-    if name in ("npu_only", "gpu_only"):
+    if name in ("npu_only", *GPU_SYSTEMS):
         out["sub_batch"] = False          # nothing runs beside the NPU's attention to interleave with
-    if out["preset"] is None and name != "gpu_only":
+    if out["preset"] is None and name not in GPU_SYSTEMS:
         out["preset"] = DEVICE_PRESET[name]
     if not _is_trace(out["dataset"]) and out["dataset"] not in serving.DATASETS:
         raise ConfigError("dataset", f"unknown dataset {out['dataset']!r}; known: {', '.join(sorted(serving.DATASETS))}"
@@ -167,6 +181,7 @@ class Device:
     policy: dict[str, Any]
     link_bytes_per_s: float | None       # None: ideal interconnect
     link_latency_s: float
+    npu_attention: str = "pipelined"
     cache: dict = field(default_factory=dict)     # GEMM schedules and the attention compiler, kept across iterations
 
     @property
@@ -198,7 +213,7 @@ def build_device(cfg: dict[str, Any]) -> Device:
     layers = cfg["layers"] or model.n_layers
     npu = load_npu_config(cfg["npu"])
     spec = None
-    if cfg["system"] != "gpu_only":
+    if cfg["system"] not in GPU_SYSTEMS:
         spec = load_spec(cfg["preset"], _dram_overrides(cfg))
         if cfg["system"] != "npu_only" and "COMP" not in spec.command_names:
             raise ConfigError("preset", f"{spec.name} has no PIM commands; system {cfg['system']} needs a NeuPIMs device")
@@ -209,7 +224,7 @@ def build_device(cfg: dict[str, Any]) -> Device:
                             "also splits GPT3-175B over 4 pipeline stages, which archsim does not model)")
     link = cfg["link_bytes_per_s"]
     return Device(cfg["system"], model, cfg["tp"], layers, spec, npu, _policy(cfg["mapping"]),
-                  None if link is None else float(link), float(cfg["link_latency_s"]))
+                  None if link is None else float(link), float(cfg["link_latency_s"]), cfg["npu_attention"])
 
 
 def allreduce_s(tp: int, link_bytes_per_s: float | None, link_latency_s: float, nbytes: int) -> float:
@@ -413,6 +428,32 @@ class DecodeSimulator:
             soft = vector_row_cycles(dev.npu, "softmax", L) * math.ceil(heads / dev.npu.vector.pipelines)
             return dev.npu_to_dram(array + soft)
 
+        # pipelined: each array issues every head's q.K^T and s.V into one instruction pipeline that stays
+        # full across heads and requests (a weight block preloads while the previous one streams), and its
+        # SIMD vector unit runs a head's softmax while the array goes on with the next heads' q.K^T
+        pipes = [ArrayPipeline(dev.npu) for _ in range(arrays)]
+        vec_free = [0] * arrays
+        qk_instrs = lambda L: _tile_instrs(dev.npu, 1, dk, L)      # noqa: E731
+        sv_instrs = lambda L: _tile_instrs(dev.npu, 1, L, dk)      # noqa: E731
+        to_npu = dev.npu.clock_hz / dev.dram_hz
+
+        def pipelined_end(a: int, L: int, ready_dram: int) -> tuple[int, int]:
+            """(compute start, end) in DRAM cycles of one request's attention on array a's pipeline."""
+            pipe = pipes[a]
+            ready = math.ceil(ready_dram * to_npu - 1e-9)
+            begin = max(ready, pipe.busy_until_cycles)
+            soft = vector_row_cycles(dev.npu, "softmax", L)
+            soft_end = []
+            for _h in range(heads):
+                for ins in qk_instrs(L):
+                    _s, fin = pipe.issue(ins, ready)
+                vec_free[a] = max(vec_free[a], fin) + soft
+                soft_end.append(vec_free[a])
+            for h in range(heads):
+                for ins in sv_instrs(L):
+                    pipe.issue(ins, soft_end[h])
+            return dev.npu_to_dram(begin), dev.npu_to_dram(pipe.busy_until_cycles)
+
         def array_run(a: int) -> None:
             reqs = per_array[a]
             loaded: dict[int, int] = {}
@@ -430,10 +471,15 @@ class DecodeSimulator:
 
             def loaded_cb(j: int, done: int) -> None:
                 loaded[j] = done
-                c0 = max(done, comp_end[0])
-                c = compute_cycles(contexts[reqs[j]])
-                stats.npu_busy += c
-                comp_end[0] = c0 + c
+                if dev.npu_attention == "pipelined":
+                    c0, end = pipelined_end(a, contexts[reqs[j]], done)
+                    stats.npu_busy += end - c0
+                    comp_end[0] = end
+                else:
+                    c0 = max(done, comp_end[0])
+                    c = compute_cycles(contexts[reqs[j]])
+                    stats.npu_busy += c
+                    comp_end[0] = c0 + c
                 if j + 1 < len(reqs):
                     issue(j + 1, max(done, c0))       # the other buffer half is free once j starts computing
                 else:
@@ -618,8 +664,17 @@ def sample_batch(dataset: str, batch: int, rng: np.random.Generator) -> list[int
 
 # ---- GPU-only ---------------------------------------------------------------------------------------------------
 def gpu_iteration_s(cfg: dict[str, Any], model: ModelSpec, contexts: list[int], layers: int) -> tuple[float, dict]:
-    """A100 roofline per operator: max(FLOPs / peak, bytes / bandwidth) (efficiencies from the preset), one
-    TP shard; the all-reduces over the same link as the NPU systems."""
+    """One decode iteration of one TP shard on the GPU (preset cfg["gpu"]); the all-reduces over the same link
+    as the NPU systems.
+
+    gpu_roofline: max(FLOPs / peak, bytes / bandwidth) per operator (efficiencies from the preset), nothing
+    else: an upper bound on any A100 software.
+    gpu_only (the paper's baseline, PyTorch on an A100): every kernel HF-style eager PyTorch launches for a
+    layer (the preset's `framework.kernels_per_op`) costs its host dispatch (`host_overhead_per_kernel_s`)
+    and its own device roofline; the host runs ahead of the device (asynchronous launches), so a layer takes
+    max(host, device). Attention reads each request's own K and V (no padding to the batch's longest context:
+    our assumption, the favourable one for the GPU); the KV append is torch.cat (HF eager), which rewrites
+    the whole cache every step (preset `kv_append_copies_cache`)."""
     from archsim.host.baselines import Baseline
 
     gpu = Baseline.load(cfg["gpu"])
@@ -628,14 +683,42 @@ def gpu_iteration_s(cfg: dict[str, Any], model: ModelSpec, contexts: list[int], 
     bw = gpu.peak_bandwidth_bytes_per_s * gpu.bandwidth_efficiency
     b = len(contexts)
     E, F, eb = model.d_model, model.d_ff, 2
-    gemm = 0.0
-    for k, n in ((E, 3 * E // tp), (E // tp, E), (E, F // tp), (F // tp, E)):
-        gemm += max(2 * b * k * n / flops_s, (k * n + b * (k + n)) * eb / bw)
-    kv_bytes = sum(contexts) * 2 * E // tp * eb
-    attn = max(4 * sum(contexts) * E // tp / flops_s, kv_bytes / bw)
+    heads = model.n_heads // tp
     ar = 2 * allreduce_s(tp, cfg["link_bytes_per_s"], cfg["link_latency_s"], b * E * eb)
-    per_layer = gemm + attn + ar
-    return per_layer * layers, {"gemm_s": gemm * layers, "attention_s": attn * layers, "allreduce_s": ar * layers}
+    gemms = [max(2 * b * k * n / flops_s, (k * n + b * (k + n)) * eb / bw)
+             for k, n in ((E, 3 * E // tp), (E // tp, E), (E, F // tp), (F // tp, E))]
+    if cfg["system"] == "gpu_roofline":
+        kv_bytes = sum(contexts) * 2 * E // tp * eb
+        attn = max(4 * sum(contexts) * E // tp / flops_s, kv_bytes / bw)
+        per_layer = sum(gemms) + attn + ar
+        return per_layer * layers, {"gemm_s": sum(gemms) * layers, "attention_s": attn * layers,
+                                    "allreduce_s": ar * layers}
+    kpo = gpu.kernels_per_op
+    act = b * E * eb                               # one activation vector per request
+    padded = sum(contexts)                         # KV tokens attention reads (ragged, no padding)
+    kv_half = padded * E // tp * eb                # K (or V) bytes of this shard
+    scores = padded * heads * eb
+    # (kernels, device seconds) per operator of one layer; elementwise kernels read and write their tensor
+    ops = {
+        "layernorm": (2 * kpo["layernorm"], 2 * 2 * act / bw),
+        "gemm": (4 * (kpo["gemm"] + gpu.bias_extra_kernels), sum(gemms) + 4 * 2 * act / bw),
+        "kv_append": (kpo["kv_append"], (4 if gpu.kv_append_copies_cache else 2) * kv_half / bw),
+        "attn_score": (kpo["attn_score"], max(2 * padded * E // tp / flops_s, kv_half / bw)
+                       + (kpo["attn_score"] - 1) * 2 * scores / bw),
+        "softmax": (kpo["softmax"], (kpo["softmax"] - 1) * 2 * scores / bw + 2 * scores / bw),
+        "attn_context": (kpo["attn_context"], max(2 * padded * E // tp / flops_s, kv_half / bw) + 2 * act / tp / bw),
+        "residual_add": (2 * kpo["residual_add"], 2 * 3 * act / bw),
+        "gelu": (kpo["gelu"], kpo["gelu"] * 2 * b * F // tp * eb / bw),
+    }
+    kernels = sum(k for k, _ in ops.values())
+    host = kernels * gpu.host_overhead_per_kernel_s
+    device = sum(d for _, d in ops.values())
+    body = max(host, device) if gpu.overlap_host_and_device else host + device
+    per_layer = body + ar
+    return per_layer * layers, {"host_s": host * layers, "device_s": device * layers, "allreduce_s": ar * layers,
+                                "kernels_per_layer": kernels,
+                                "attention_s": (ops["attn_score"][1] + ops["attn_context"][1] + ops["softmax"][1]
+                                                + ops["kv_append"][1]) * layers}
 
 
 # ---- runs ------------------------------------------------------------------------------------------------------
@@ -674,7 +757,7 @@ def run_iteration_mode(cfg: dict[str, Any], seed: int) -> Result:
     model = load_model(cfg["model"])
     layers = cfg["layers"] or model.n_layers
     rows, stage_frames = [], []
-    if cfg["system"] == "gpu_only":
+    if cfg["system"] in GPU_SYSTEMS:
         for s in range(cfg["samples"]):
             ctx = sample_batch(cfg["dataset"], cfg["batch"], rng)
             sec, parts = gpu_iteration_s(cfg, model, ctx, layers)
@@ -738,7 +821,7 @@ def run_serving_mode(cfg: dict[str, Any], seed: int) -> Result:
         requests = serving.read_trace(cfg["dataset"])[:cfg["requests"]]
     else:
         requests = serving.generate_requests(cfg["requests"], cfg["dataset"], seed=seed)
-    dev = build_device(cfg) if cfg["system"] != "gpu_only" else None
+    dev = build_device(cfg) if cfg["system"] not in GPU_SYSTEMS else None
     channel_of: dict[int, int] = {}
     sim_cycles = [0]
     state: dict[str, Any] = {}

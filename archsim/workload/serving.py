@@ -4,12 +4,11 @@ of requests on memory channels with sub-batch partitioning.
 Self-contained on purpose: iteration latency comes from a callback, so any system model (NPU tile model,
 PIM, DRAM engine, a roofline) can be plugged in without this module importing it.
 
-Length distributions (archsim's choice; NeuPIMs publishes only the dataset means): prompt and
-output lengths are independent discretised log-normals, X = round(exp(N(mu, sigma^2))) clipped below at 1
-and truncated (renormalised) to [1, max_tokens], with mu solved so the discretised, truncated mean equals
-the dataset mean exactly. Log-normal because token counts are positive and right-skewed; sigma is an
-assumption (1.0 for ShareGPT's long-tailed chat turns, 0.7 / 0.8 for Alpaca's short instructions).
-max_tokens = 1024 for each, so prompt + output <= 2048 = the NeuPIMs trace generator's max seq_len.
+Length distributions: the named datasets (`sharegpt`, `alpaca`) sample prompt and output lengths
+independently from measured histograms, workloads/datasets/<name>_lengths.csv (counts of the tokenised ShareGPT
+and Alpaca requests that NeuPIMs' trace generator ships; source and build script in that folder). A sampled
+output is clipped to 2048 - prompt (NeuPIMs' trace generator clips a sequence at max_seq_len = 2048).
+`LengthDist` (a discretised, truncated log-normal with a given mean) remains for synthetic workloads.
 """
 from __future__ import annotations
 
@@ -106,12 +105,73 @@ class LengthDist:
         return rng.choice(np.arange(1, self.max_tokens + 1), size=size, p=self.pmf())
 
 
-# Dataset means from the NeuPIMs trace generator stats (NeuPIMs' trace generator): ShareGPT 80 / 296,
-# Alpaca 12 / 56 prompt / output tokens. Sigmas are archsim's assumption (module doc).
-DATASETS: dict[str, tuple[LengthDist, LengthDist]] = {
-    "sharegpt": (LengthDist(80.0, 1.0, 1024), LengthDist(296.0, 1.0, 1024)),
-    "alpaca": (LengthDist(12.0, 0.7, 1024), LengthDist(56.0, 0.8, 1024)),
-}
+@dataclass(frozen=True)
+class HistogramDist:
+    """Lengths drawn from a measured histogram: `counts[k - 1]` requests had length k (k = 1..max_tokens)."""
+
+    counts: tuple[int, ...]
+    source: str = ""
+
+    @property
+    def max_tokens(self) -> int:
+        return len(self.counts)
+
+    def pmf(self) -> np.ndarray:
+        c = np.asarray(self.counts, dtype=float)
+        return c / c.sum()
+
+    @property
+    def mean_tokens(self) -> float:
+        return float(np.dot(np.arange(1, self.max_tokens + 1), self.pmf()))
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.choice(np.arange(1, self.max_tokens + 1), size=size, p=self.pmf())
+
+
+def load_length_histograms(path: str | Path) -> tuple[HistogramDist, HistogramDist]:
+    """(prompt, output) histograms from a CSV with columns tokens, prompt_requests, output_requests."""
+    path = Path(path)
+    df = pd.read_csv(path)
+    want = ["tokens", "prompt_requests", "output_requests"]
+    if list(df.columns) != want:
+        raise UserError(f"{path}: expected columns {', '.join(want)}, got {', '.join(map(str, df.columns))}")
+    tok = df["tokens"].to_numpy()
+    if (tok < 1).any() or len(np.unique(tok)) != len(tok):
+        raise UserError(f"{path}: tokens must be distinct integers >= 1")
+    out = []
+    for col in want[1:]:
+        counts = np.zeros(int(tok.max()), dtype=np.int64)
+        counts[tok - 1] = df[col].to_numpy()
+        last = int(np.nonzero(counts)[0].max()) + 1
+        out.append(HistogramDist(tuple(int(c) for c in counts[:last]), source=str(path)))
+    return out[0], out[1]
+
+
+class _Datasets(dict):
+    """Named datasets -> (prompt, output) length distributions, loaded from workloads/datasets on first use."""
+
+    NAMES = ("alpaca", "sharegpt")
+
+    def __init__(self):
+        super().__init__({n: None for n in self.NAMES})
+
+    def __getitem__(self, name: str):
+        if super().__getitem__(name) is None:
+            from archsim import paths
+
+            path = paths.shipped_dir("workloads") / "datasets" / f"{name}_lengths.csv"
+            super().__setitem__(name, load_length_histograms(path))
+        return super().__getitem__(name)
+
+    def items(self):
+        return [(n, self[n]) for n in self]
+
+    def values(self):
+        return [self[n] for n in self]
+
+
+# ShareGPT and Alpaca request lengths as NeuPIMs' trace generator tokenised them (module doc).
+DATASETS: dict[str, tuple[HistogramDist, HistogramDist]] = _Datasets()
 
 
 def generate_requests(n: int, dataset: str | tuple[LengthDist, LengthDist] = "sharegpt",
@@ -124,14 +184,21 @@ def generate_requests(n: int, dataset: str | tuple[LengthDist, LengthDist] = "sh
         if dataset not in DATASETS:
             raise UserError(f"unknown dataset {dataset!r}; known: {', '.join(sorted(DATASETS))}")
         prompt_dist, output_dist = DATASETS[dataset]
+        clip = True          # measured lengths: a sequence is clipped at MAX_SEQ_TOKENS (module doc)
     else:
         prompt_dist, output_dist = dataset
-    if prompt_dist.max_tokens + output_dist.max_tokens > MAX_SEQ_TOKENS:
+        clip = False
+    if clip and prompt_dist.max_tokens >= MAX_SEQ_TOKENS:
+        raise ValueError(f"prompts of up to {prompt_dist.max_tokens} tokens leave no room for an output in "
+                         f"{MAX_SEQ_TOKENS} tokens")
+    if not clip and prompt_dist.max_tokens + output_dist.max_tokens > MAX_SEQ_TOKENS:
         raise ValueError(f"prompt and output maxima ({prompt_dist.max_tokens} + {output_dist.max_tokens}) exceed "
                          f"the max sequence of {MAX_SEQ_TOKENS} tokens")
     rng = np.random.default_rng(seed)
     prompts = prompt_dist.sample(rng, n)
     outputs = output_dist.sample(rng, n)
+    if clip:
+        outputs = np.minimum(outputs, MAX_SEQ_TOKENS - prompts)
     if qps is None:
         arrivals = np.zeros(n)
     else:

@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import argparse
 
-from archsim.commands.common import add_set_option, config_file_overrides, set_overrides
+from archsim.commands.common import (
+    add_set_option,
+    config_file_overrides,
+    nonnegative_int,
+    positive_int,
+    set_overrides,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "violations were found, 2 on bad input.")
     p.add_argument("log", help="command log CSV (cycle,command,channel,pseudochannel,rank,bankgroup,bank,row,column)")
     p.add_argument("--preset", required=True, help="DRAM preset the log was produced with")
-    p.add_argument("--channels", type=int, help="channel count used for the run (default: the preset's)")
-    p.add_argument("--max-report", type=int, default=20, help="violations to print (default 20)")
+    p.add_argument("--channels", type=positive_int, help="channel count used for the run (default: the preset's)")
+    p.add_argument("--max-report", type=nonnegative_int, default=20, help="violations to print (default 20)")
     add_set_option(p, config_help="YAML file of dram.* overrides the run used, e.g. {dram: {timing: {nRCD: 20}}} "
                    "(applied before --set)")
     p.set_defaults(func=run)
@@ -26,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from archsim.systems.dram_trace import CommandLog
 
     overrides = _dram_overrides(args)
-    if args.channels:
+    if args.channels is not None:
         overrides["org.channels"] = args.channels
     spec = load_spec(args.preset, overrides=overrides)
     log = CommandLog.read(args.log)

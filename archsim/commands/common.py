@@ -68,6 +68,26 @@ def set_overrides(args: argparse.Namespace) -> list[tuple[str, Any, str, int | N
     return out
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (0 is an error, not "the default")."""
+    return _int_at_least(text, 1)
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
+    return value
+
+
 def quiet(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "quiet", False)) or os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -338,7 +358,7 @@ def _from_json(path: str) -> tuple[dict[str, Any], int]:
             data = json.load(f)
     except FileNotFoundError:
         raise UserError(f"{path}: file not found") from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not a readable JSON file ({exc})") from None
     manifest = data.get("manifest") if isinstance(data, dict) else None
     config = manifest.get("config") if isinstance(manifest, dict) else None

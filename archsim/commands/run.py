@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from archsim.commands.common import add_system_config_parser, print_system_help, print_table, system_config
+from archsim.output import check_writable
 
 EXAMPLES = """\
 examples:
@@ -45,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     if args.help:
         return print_system_help(args)
     config, seed = build_config(args)
+    check_writable(args.json_out)    # before the simulation, not after it
+    check_writable(args.csv_out)
     result = systems.get(config["system"])(config, seed)
     if not args.quiet and args.json_out != "-":
         if config["system"] == "pimgpt":

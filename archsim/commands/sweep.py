@@ -39,6 +39,9 @@ def main(args: argparse.Namespace) -> int:
         overrides.insert(0, ("system", file_system, args.override_file, None))
     overrides += set_overrides(args)
     sweep = load_sweep(args.sweep_file, base_overrides=overrides)
+    from archsim.output import check_writable
+
+    check_writable(args.out, folder=True)
     outcome = run_sweep(sweep, args.out, jobs=args.jobs, executor=executor, scheduler=args.scheduler,
                         force=args.force, progress=False if args.quiet else None)
     if not args.quiet:

@@ -88,6 +88,21 @@ def _int_at_least(text: str, low: int) -> int:
     return value
 
 
+def with_compile_time(result: Any, compile_before: float) -> Any:
+    """Record in result.stats["sim_compile_s"] the seconds spent compiling or loading channel kernels since
+    `compile_before` (compile_seconds()); the systems' simulation times (sim_kernel_s, wall_s) exclude them."""
+    stats = getattr(result, "stats", None)
+    if isinstance(stats, dict):
+        stats["sim_compile_s"] = compile_seconds() - compile_before
+    return result
+
+
+def compile_seconds() -> float:
+    """archsim.engine.channel.compile_seconds() if the engine is loaded (0 otherwise; importing it costs)."""
+    mod = sys.modules.get("archsim.engine.channel")
+    return mod.compile_seconds() if mod is not None else 0.0
+
+
 def quiet(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "quiet", False)) or os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

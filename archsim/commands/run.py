@@ -5,7 +5,14 @@ import argparse
 import json
 from typing import Any
 
-from archsim.commands.common import add_system_config_parser, print_system_help, print_table, system_config
+from archsim.commands.common import (
+    add_system_config_parser,
+    compile_seconds,
+    print_system_help,
+    print_table,
+    system_config,
+    with_compile_time,
+)
 from archsim.output import check_writable
 
 EXAMPLES = """\
@@ -48,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     config, seed = build_config(args)
     check_writable(args.json_out)    # before the simulation, not after it
     check_writable(args.csv_out)
-    result = systems.get(config["system"])(config, seed)
+    c0 = compile_seconds()
+    result = with_compile_time(systems.get(config["system"])(config, seed), c0)
     if not args.quiet and args.json_out != "-":
         if config["system"] == "pimgpt":
             print_pimgpt(result)

@@ -13,11 +13,13 @@ from typing import Any
 from archsim.commands.common import (
     add_parser,
     add_set_option,
+    compile_seconds,
     config_file_overrides,
     positive_int,
     print_table,
     quiet,
     set_overrides,
+    with_compile_time,
 )
 from archsim.output import check_writable
 
@@ -108,9 +110,11 @@ def _run(args: argparse.Namespace) -> int:
     for out in (args.json_out, args.csv_out, args.log_out):
         check_writable(out)          # before the simulation, not after it
     controller.update(ctrl_over)
+    c0 = compile_seconds()
     result = run_trace(_trace_arg(args.trace), preset=args.preset, channels=args.channels, mapping=mapping,
                        controller=controller, overrides=dram_over, log=bool(args.log_out), engine=args.engine,
                        quiet=quiet(args))
+    with_compile_time(result, c0)
     if not args.quiet and args.json_out != "-":   # --quiet: no summary (the progress bar is also off under CI=true)
         print_trace_summary(result.stats, args.trace)
     if args.json_out:
@@ -161,7 +165,8 @@ def print_trace_summary(s: dict[str, Any], trace: str) -> None:
         ("energy", "  ".join(f"{k} {fmt_energy(v * 1e-12)}" for k, v in e.items())
          + f"  total {fmt_energy(s['energy_total_pj'] * 1e-12)}"),
         ("energy per bit", f"{s['energy_pj_per_bit']:.2f} pJ/bit"),
-        ("simulation speed", f"{s['requests'] / max(s['wall_s'], 1e-9) / 1e3:,.0f} K requests/s ({fmt_time(s['wall_s'])})"),
+        ("simulation speed", f"{s['requests'] / max(s['wall_s'], 1e-9) / 1e3:,.0f} K requests/s ({fmt_time(s['wall_s'])}"
+         + (f"; kernel compile {fmt_time(s['sim_compile_s'])} apart" if s.get("sim_compile_s", 0) > 1 else "") + ")"),
     ])
 
 

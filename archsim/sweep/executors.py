@@ -38,8 +38,10 @@ def run_point(task: Task) -> Outcome:
         for module in task.get("imports", []):
             importlib.import_module(module)
         from archsim.api import run
+        from archsim.commands.common import compile_seconds, with_compile_time
 
-        result = run(task["config"], task["seed"])
+        c0 = compile_seconds()
+        result = with_compile_time(run(task["config"], task["seed"]), c0)
         stats, df, manifest = (getattr(result, name, None) for name in ("stats", "df", "manifest"))
         import pandas as pd
 

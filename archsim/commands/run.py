@@ -14,6 +14,7 @@ from archsim.commands.common import (
     with_compile_time,
 )
 from archsim.output import check_writable
+from archsim.summary import model_notes
 
 EXAMPLES = """\
 examples:
@@ -42,6 +43,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def modelled_features(system: str) -> frozenset[str] | None:
+    """The model features a system declares it models (its module's MODEL_FEATURES), None if undeclared."""
+    import importlib
+
+    from archsim import systems
+
+    fn = systems.get(system)
+    module = importlib.import_module(fn.__module__)
+    features = getattr(module, "MODEL_FEATURES", None)
+    return frozenset(features) if features is not None else None
+
+
 def build_config(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     """(validated config, seed) from --from-json, --config, the config-key flags and --set."""
     return system_config(args)
@@ -57,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.csv_out)
     c0 = compile_seconds()
     result = with_compile_time(systems.get(config["system"])(config, seed), c0)
+    notes = model_notes(systems.resolve_config(dict(config)), modelled_features(config["system"]))
     if not args.quiet and args.json_out != "-":
         if config["system"] == "pimgpt":
             print_pimgpt(result)
@@ -66,7 +80,12 @@ def run(args: argparse.Namespace) -> int:
             trace = config.get("trace")
             print_trace_summary(result.stats, trace if isinstance(trace, str) else json.dumps(trace))
         else:
-            print_generic(config["system"], result.stats, getattr(result, "df", None))
+            print_generic(config["system"], result.stats, getattr(result, "df", None),
+                          tables=getattr(result, "tables", None))
+        for note in notes:
+            print(f"  note: {note}")
+    if notes:       # in the result as well, so a --json reader sees what the figures are of
+        result.stats["notes"] = " | ".join(notes)
     if args.json_out:
         result.write_json(args.json_out)
     if args.csv_out:
@@ -74,16 +93,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _short(v: Any) -> Any:
-    """A stat as a person reads it: 6 significant digits for floats, thousands separators for integers."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return v
-    return f"{v:,}" if isinstance(v, int) else f"{v:.6g}"
+def print_generic(system: str, stats: dict[str, Any], df: Any = None, max_rows: int = 30,
+                  tables: dict[str, Any] | None = None) -> None:
+    """A summary of any system: each stat with the unit its name declares (archsim.summary), the per-stage
+    table when the result has one, the result table when short, and the notes about the model."""
+    from archsim.summary import stage_rows, summary_rows
 
-
-def print_generic(system: str, stats: dict[str, Any], df: Any = None, max_rows: int = 30) -> None:
     print(f"{system}")
-    print_table([(k, _short(v)) for k, v in stats.items() if isinstance(v, int | float | str | bool)])
+    print_table(summary_rows(stats))
+    stages = stage_rows((tables or {}).get("stages"))
+    if stages:
+        print("  per stage (all layers, all samples):")
+        print("\n".join(stages))
     if df is not None and len(df):
         if len(df) > max_rows:
             print(f"  ({len(df)} result rows: --csv FILE writes them)")
@@ -92,7 +113,7 @@ def print_generic(system: str, stats: dict[str, Any], df: Any = None, max_rows: 
 
             # a few rows of many columns (one per configuration, say) read better turned on their side
             table = df.set_index(df.columns[0]).T if len(df.columns) > 8 and len(df) <= 8 else df
-            with pd.option_context("display.float_format", "{:.6g}".format, "display.width", 200,
+            with pd.option_context("display.float_format", "{:.4g}".format, "display.width", 200,
                                    "display.max_columns", 30, "display.max_rows", 100):
                 text = table.to_string(index=table is not df, na_rep="-")
             print("\n".join("  " + line for line in text.splitlines()))

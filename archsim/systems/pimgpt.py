@@ -53,6 +53,8 @@ from archsim.results import Result, make_manifest
 from archsim.schema import opt
 from archsim.systems import register
 
+MODEL_FEATURES = frozenset({"gqa", "gated_ffn"})  # model features simulated (archsim.summary.FEATURES); MoE is refused
+
 
 @dataclass
 class PimGptConfig:

@@ -5,6 +5,7 @@ import argparse
 import json
 from typing import Any
 
+from archsim import progress
 from archsim.commands.common import (
     add_system_config_parser,
     compile_seconds,
@@ -69,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.json_out)    # before the simulation, not after it
     check_writable(args.csv_out)
     c0 = compile_seconds()
-    result = with_compile_time(systems.get(config["system"])(config, seed), c0)
+    with progress.live(f"{config['system']}:", enabled=progress.wanted(args.quiet or args.json_out == "-")):
+        result = with_compile_time(systems.get(config["system"])(config, seed), c0)
     notes = model_notes(systems.resolve_config(dict(config)), modelled_features(config["system"]))
     if not args.quiet and args.json_out != "-":
         if config["system"] == "pimgpt":

@@ -77,3 +77,14 @@ def test_unmodelled_features_are_stated():
     llama = model_notes({"system": "neupims", "model": "llama3-70b"}, modelled_features("neupims"))
     assert "grouped-query attention" in llama[0] and "gated FFN" in llama[0], llama
     assert model_notes({"system": "pimgpt", "model": "llama3-70b"}, modelled_features("pimgpt")) == []
+
+
+@pytest.mark.parametrize("system, words", [("duplex", "Duplex (MICRO'24)"), ("t3", "tensor-parallel sublayer"),
+                                           ("neupims", "NeuPIMs and its baselines"), ("dram-trace", "Trace-driven")])
+def test_run_help_describes_the_chosen_system(system, words, capsys):
+    from archsim.cli import main
+
+    assert main(["run", "--system", system, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert words in " ".join(out.split()) and f"examples (system {system})" in out, out[:2000]
+    assert "PIM-GPT end to end" not in out

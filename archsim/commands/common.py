@@ -147,6 +147,8 @@ class SystemConfigParser(argparse.ArgumentParser):
 
     epilog_head = ""
     only: tuple[str, ...] | None = None   # the systems this subcommand takes (None: every system)
+    # system -> (description, examples) of its help (`run` sets it; None: the parser's own text)
+    describe: Any = None
 
     # argparse keeps a parser's options in `_actions`; reading it (parsing, help, introspection) first adds the
     # generated flags, once the parser is built (`activate`, called by archsim.cli.build_parser).
@@ -284,7 +286,10 @@ def describe_system(parser: argparse.ArgumentParser, system: str) -> None:
     parser._config_group.title = (  # type: ignore[attr-defined]
         f"config keys of system {system} (--KEY VALUE is --set KEY=VALUE{another})")
     others = [k for k in keys.values() if not ("." not in k.path and k.scalar() and k.flag)]
-    lines = [parser.epilog_head.rstrip("\n"), ""] if parser.epilog_head else []  # type: ignore[attr-defined]
+    head = parser.epilog_head  # type: ignore[attr-defined]
+    if getattr(parser, "describe", None) is not None:
+        parser.description, head = parser.describe(system)  # type: ignore[attr-defined]
+    lines = [head.rstrip("\n"), ""] if head else []
     lines.append(CONFIG_EPILOG.rstrip("\n"))
     if cls is None:
         lines.append(f"\nsystem {system} has no typed config: see its module")

@@ -70,7 +70,7 @@ def label(key: str) -> str:
     k = key
     strip = {"s": "_s", "ms": "_ms", "ns": "_ns", "ps": "_ps", "pj": "_pj", "j": "_j", "w": "_w", "mw": "_mw",
              "bytes": "_bytes", "hz": "_hz", "gbps": "_GBps", "pct": "_pct", "pj_per_bit": "_pj_per_bit",
-             "bandwidth": "_bytes_per_s"}.get(unit)
+             "bandwidth": "_bytes_per_s", "cycles": "_cycles"}.get(unit)
     if unit == "pct" and k.endswith("_pct_of_peak"):
         k = k[: -len("_pct_of_peak")] + " of peak"
     elif strip and k.lower().endswith(strip.lower()):

@@ -480,6 +480,7 @@ class PimGptSimulator:
         graph = build_graph(self.model, "decode", context_len=L)
         self._token_id = self.rng.integers(0, self.model.vocab)
         start, end, counts = self._overlap.run_token(graph, t, L)
+        self.engine.commands_simulated += int(sum(int(c.sum()) for c in counts.values()))   # (issued on the loop)
         span: dict[str, list[int]] = {}
         for p in self._overlap.tasks:
             if p.unit == "PIM":

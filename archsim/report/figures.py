@@ -467,6 +467,8 @@ def sweep_param_figures(sources: list[Source]) -> tuple[list[FigureOut], list[st
         ycols = [c for c in src.stat_columns if _is_latency(c) and _numeric(stats[c]).notna().any()][:2]
         ycols += [c for c in src.stat_columns if _is_throughput(c) and _numeric(stats[c]).notna().any()][:2]
         swept = [k for k in src.axis_keys if k != "seed" and k in stats.columns and stats[k].nunique(dropna=False) > 1]
+        # an axis zipped with an earlier one (a preset and its capacity) adds no figure of its own
+        swept = [k for i, k in enumerate(swept) if not any(_determined_by(stats, k, e) for e in swept[:i])]
         if not swept:
             reasons.append(f"sweep {src.name}: no axis with two or more values")
             continue
@@ -479,9 +481,18 @@ def sweep_param_figures(sources: list[Source]) -> tuple[list[FigureOut], list[st
     return out, reasons
 
 
+def _determined_by(stats: pd.DataFrame, a: str, b: str) -> bool:
+    """True if column a is a function of column b (each value of b comes with one value of a), as an axis
+    zipped with an earlier one is (a preset and its capacity); in a grid, a varies within each b."""
+    pairs = stats[[a, b]].astype(str).drop_duplicates()
+    return bool(pairs[b].is_unique)
+
+
 def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
     stats = src.stats
     others = [k for k in src.axis_keys if k != key and k in stats.columns and stats[k].nunique(dropna=False) > 1]
+    # a key zipped with an earlier one only repeats it in the legend
+    others = [k for i, k in enumerate(others) if not any(_determined_by(stats, k, e) for e in [key, *others[:i]])]
     numeric_x = _is_numeric_values(stats[key])
     data = stats[others + [key] + ycols].copy()
     short = short_keys(src.axis_keys)

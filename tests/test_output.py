@@ -105,3 +105,29 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def test_report_folder_symlink_is_written_through(tmp_path):
+    import sweep_fixtures  # noqa: F401  (registers toy-roofline)
+    from sweep_fixtures import toy_sweep, write_sweep
+
+    from archsim.report import make_report
+    from archsim.sweep import run_sweep
+
+    run_sweep(write_sweep(tmp_path, toy_sweep()), tmp_path / "res", jobs=1, progress=False)
+    (tmp_path / "real-report").mkdir()
+    (tmp_path / "rep").symlink_to("real-report")
+    make_report([tmp_path / "res"], tmp_path / "rep")
+    assert (tmp_path / "rep").is_symlink() and (tmp_path / "real-report" / "report.md").is_file()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_full_standard_output_is_one_line():
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "archsim.cli", "isa", "show", "pim"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == \
+        ["archsim: error: standard output: No space left on device"], proc.stderr

@@ -117,11 +117,9 @@ def test_unknown_metric_column_stops_the_sweep_early(tmp_path):
     body["metrics"] = {"bad": "latncy_s * 2"}
     path = write_sweep(tmp_path, body)
     out = tmp_path / "res"
-    t0 = time.monotonic()
     with pytest.raises(UserError, match=r"metrics.bad.expr: 'latncy_s' is not a stats column .*did you mean latency_s"):
         run_sweep(path, out, jobs=1, progress=False)
     assert len(list((out / "points").glob("*.stats.parquet"))) == 1, "the sweep ran on after the first point"
-    assert time.monotonic() - t0 < 8 * 0.2
     # on resume the stored point shows the columns: refused before anything runs
     with pytest.raises(UserError, match="not a stats column"):
         run_sweep(path, out, jobs=1, progress=False)

@@ -53,3 +53,14 @@ def test_serving_reports_requests_done():
         ContinuousBatcher(2, 10**9, 10, lambda batch: 1e-3).run(reqs)
         text = progress.line("x", 1.0)
     assert "5/5 requests" in text and "iterations" in text, text
+
+
+def test_duplex_serving_reports_requests_done():
+    from archsim.workload.duplex_serving import DuplexBatcher
+    from archsim.workload.serving import Request
+
+    reqs = [Request(i, 0.0, 4, 3) for i in range(6)]
+    with progress.live("x", enabled=False):
+        DuplexBatcher(2, 10**9, 10, lambda batch: 1e-3).run(reqs)
+        text = progress.line("x", 1.0)
+    assert "6/6 requests" in text and "iterations" in text, text

@@ -223,6 +223,9 @@ def speedup_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
         for name, spec in with_base.items():
             base_keys = [k for k in spec["baseline"] if k in src.stats.columns]
             other = [k for k in src.axis_keys if k not in base_keys and k in src.stats.columns]
+            # a key zipped with an earlier one only repeats it in the labels
+            other = [k for i, k in enumerate(other)
+                     if not any(_determined_by(src.stats, k, e) for e in other[:i])]
             data = src.stats[other + base_keys + [name]].copy()
             short = short_keys(src.axis_keys)
             data["group"] = data.apply(lambda r, keys=other, sh=short: _group_label(r, keys, sh), axis=1)
@@ -243,7 +246,7 @@ def speedup_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
                         label=str(variant), color=colors[i])
             ax.set_yticks(y, [str(g) for g in pivot.index])
             ax.invert_yaxis()
-            _speedup_axis(ax, pivot.to_numpy(dtype=float), f"{name} (dashed line: 1 = baseline)")
+            _speedup_axis(ax, pivot.to_numpy(dtype=float), f"{axis_label(name)} (x; dashed line: 1 = baseline)")
             base_text = ", ".join(f"{k}={format_value(v)}" for k, v in spec["baseline"].items())
             ax.set_title(f"{src.name}: {name}", fontsize=10)
             fig.legend(loc="outside right upper", fontsize=8)

@@ -38,8 +38,10 @@ def _plain(v: float, integer: bool) -> str:
         return f"{int(v):,}"
     if not math.isfinite(v):
         return str(v)
-    if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
-        return fmt_si(v, "", 4).strip()
+    if v != 0 and abs(v) >= 1e6:
+        return fmt_si(v, "", 4).strip()          # 1.194 M
+    if v != 0 and abs(v) < 1e-3:
+        return f"{v:.4g}"
     return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.1f}"
 
 
@@ -56,6 +58,8 @@ def unit_of(key: str) -> str:
         return "factor"
     if k == "cycles" or k.endswith("_cycles"):
         return "cycles"
+    if k in ("seconds", "time_s"):
+        return "s"
     if k.endswith(_RATIO):
         return "ratio"
     for suffix, unit in rules:
@@ -187,8 +191,9 @@ def model_notes(config: dict[str, Any], modelled: frozenset[str] | None) -> list
     notes = []
     layers = config.get("layers")
     if isinstance(layers, int) and 0 < layers < model.n_layers:
+        these = "that layer" if layers == 1 else f"those {layers} layers"
         notes.append(f"layers={layers}: {layers} of {model.name}'s {model.n_layers} layers simulated; times, "
-                     f"tokens/s and energies are of those {layers} layers, not of the whole model")
+                     f"tokens/s and energies are of {these}, not of the whole model")
     if modelled is not None:
         missing = [text for key, probe in FEATURES.items() for has, text in [probe(model)]
                    if has and key not in modelled]

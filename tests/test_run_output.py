@@ -25,6 +25,6 @@ def test_narrow_or_long_tables(capsys):
     narrow = pd.DataFrame({"stage": ["A", "B"], "npu_s": [1.5e-6, 2.25e-6]})
     print_generic("x", {}, narrow)
     out = capsys.readouterr().out.splitlines()
-    assert out[1].split() == ["stage", "npu_s"] and out[2].split() == ["A", "1.5e-06"]
+    assert out[1].split() == ["stage", "npu_s"] and out[2].split() == ["A", "1.5", "µs"]    # with its unit
     print_generic("x", {}, pd.DataFrame({"i": range(31)}))
     assert "31 result rows: --csv FILE writes them" in capsys.readouterr().out

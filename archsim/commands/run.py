@@ -135,7 +135,7 @@ def print_generic(system: str, stats: dict[str, Any], df: Any = None, max_rows: 
                   tables: dict[str, Any] | None = None) -> None:
     """A summary of any system: each stat with the unit its name declares (archsim.summary), the per-stage
     table when the result has one, the result table when short, and the notes about the model."""
-    from archsim.summary import stage_rows, summary_rows
+    from archsim.summary import format_value, label, stage_rows, summary_rows
 
     print(f"{system}")
     print_table(summary_rows(stats))
@@ -149,11 +149,18 @@ def print_generic(system: str, stats: dict[str, Any], df: Any = None, max_rows: 
         else:
             import pandas as pd
 
+            # every cell with the unit its column's name declares (archsim.summary), as the stats above
+            cells = df.copy().astype(object)
+            for col in df.columns:
+                cells[col] = [v if isinstance(v, str) or (v is None) else format_value(str(col), v)
+                              for v in df[col].tolist()]
             # a few rows of many columns (one per configuration, say) read better turned on their side
-            table = df.set_index(df.columns[0]).T if len(df.columns) > 8 and len(df) <= 8 else df
-            with pd.option_context("display.float_format", "{:.4g}".format, "display.width", 200,
-                                   "display.max_columns", 30, "display.max_rows", 100):
-                text = table.to_string(index=table is not df, na_rep="-")
+            turned = len(df.columns) > 8 and len(df) <= 8
+            table = cells.set_index(df.columns[0]).T if turned else cells
+            if turned:
+                table.index = [label(str(c)) for c in table.index]
+            with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 100):
+                text = table.to_string(index=turned, na_rep="-")
             print("\n".join("  " + line for line in text.splitlines()))
 
 

@@ -64,3 +64,13 @@ def test_duplex_serving_reports_requests_done():
         DuplexBatcher(2, 10**9, 10, lambda batch: 1e-3).run(reqs)
         text = progress.line("x", 1.0)
     assert "6/6 requests" in text and "iterations" in text, text
+
+
+def test_pimgpt_reports_tokens_and_simulated_time():
+    from archsim.systems.pimgpt import run_pimgpt
+
+    with progress.live("pimgpt", enabled=False):
+        res = run_pimgpt("gpt2-small", tokens=2, baselines=[])
+        text = progress.line("pimgpt", 1.0, width=200)
+    assert "2/2 tokens" in text and "simulated" in text, text
+    assert res.stats["tokens"] == 2

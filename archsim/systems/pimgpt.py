@@ -512,11 +512,14 @@ class PimGptSimulator:
         w[1] += op.bytes_total * times
 
     def run(self, quiet: bool = True, seed: int = 0) -> Result:
+        from archsim.progress import report as report_progress
+
         self.rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
         n = self.cfg["tokens"]
         for t in range(n):
             self.run_token(t)
+            report_progress("tokens", t + 1, n, self.clock * self.spec.tCK_ps * 1e-12)
         wall = time.perf_counter() - t0
         res = self.result(wall, seed)
         if self.cfg["timeline"]:

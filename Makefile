@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip "setuptools>=77"   # 77: reads project.license as an SPDX string
 	$(BIN)/pip install -q -e ".[test]"
 	touch $(STAMP)
 

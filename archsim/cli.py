@@ -78,18 +78,49 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()     # a full device or closed pipe on standard output is reported here, not at exit
+        return code
     except UserError as exc:
-        print(f"archsim: error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 2
     except KeyboardInterrupt:
         print("archsim: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `archsim isa show | head`
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout()
         return 0
+    except OSError as exc:   # a file or device the user named could not be read or written
+        if exc.filename is None:   # standard output itself (a full device): do not fail again at exit
+            _silence_stdout()
+        _error(_os_error(exc))
+        return 2
+    except UnicodeDecodeError as exc:
+        _error(f"an input file is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return 2
+
+
+def _error(message: str) -> None:
+    try:
+        print(f"archsim: error: {message}", file=sys.stderr)
+    except OSError:
+        pass
+
+
+def _os_error(exc: OSError) -> str:
+    from archsim.output import describe
+
+    where = exc.filename if exc.filename is not None else "standard output" if exc.errno in (28, 32) else None
+    return f"{where}: {describe(exc)}" if where is not None else describe(exc)
+
+
+def _silence_stdout() -> None:
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -63,6 +63,8 @@ def read_text(path: str | Path, what: str = "file") -> str:
         raise UserError(f"{path}: {what} not found") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 # libyaml's parser when PyYAML was built with it (~10x faster on the presets; same resolver and constructor)

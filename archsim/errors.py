@@ -23,6 +23,15 @@ class ConfigError(UserError):
         super().__init__(f"{where}: {key_path}: {problem}")
 
 
+class RowError(UserError):
+    """A bad row of a tabular input (e.g. a command log). `row` is the 0-based data row; a caller that knows
+    the file re-raises it as `file:line: detail` (archsim check-log does)."""
+
+    def __init__(self, row: int, detail: str, what: str = "command log"):
+        self.row, self.detail = row, detail
+        super().__init__(f"{what} row {row}: {detail}")
+
+
 def nearest(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
     """The closest valid names to a misspelt one (for 'did you mean' hints)."""
     return difflib.get_close_matches(word, list(choices), n=n, cutoff=0.5)

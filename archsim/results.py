@@ -173,18 +173,11 @@ def temp_dir(path: Path, tag: str = "") -> Path:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write via a temp file in the same directory + rename, so no half-written file is ever visible.
-    The file gets the permissions the user's umask gives (like open(path, "w"))."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = temp_file(path)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write through archsim.output.write_bytes (the one output writer): atomic temp file + rename for a
+    regular file, in place for a device or pipe, through a symlink; the umask decides a new file's mode."""
+    from archsim.output import write_bytes
+
+    write_bytes(path, data)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -6,6 +6,7 @@ unit busy intervals, Op/B, flops, seconds and energy by component). Knobs for te
 
     work_s:  CPU seconds to burn per run (process CPU time, so parallel speed-up is real, not wall-clock)
     fail_if: {gemv field: value} -> raise ValueError when the GEMV has that value
+    die_if:  {gemv field: value} -> the worker process kills itself (SIGKILL) when the GEMV has that value
     run_log: path of a file that gets one line "<config_hash> <seed>" appended per finished run
 
 Import this module (sweep-file `imports: [sweep_fixtures]`, tests/ on PYTHONPATH) to register the system.
@@ -35,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     },
     "work_s": 0.0,
     "fail_if": {},
+    "die_if": {},
     "run_log": "",
 }
 
@@ -59,6 +61,11 @@ def run_toy(config: dict[str, Any], seed: int) -> Result:
     for key, value in (cfg["fail_if"] or {}).items():
         if g.get(key) == value:
             raise ValueError(f"toy-roofline: asked to fail for gemv.{key}={value}")
+    for key, value in (cfg["die_if"] or {}).items():
+        if g.get(key) == value:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)   # as the OOM killer would
     _burn(float(cfg["work_s"]))
 
     bpe = hw["bytes_per_element"]

@@ -174,8 +174,8 @@ def test_check_log_state_violation_returns_1(capsys, clean_log, tmp_path):
 
 
 @pytest.mark.parametrize("edit,expect", [
-    (lambda df: df.assign(command=df.command.where(df.index != 3, "NOP")), "row 3: unknown command 'NOP'"),
-    (lambda df: df.assign(channel=df.channel.where(df.index != 4, 5)), "row 4: channel 5 out of range"),
+    (lambda df: df.assign(command=df.command.where(df.index != 3, "NOP")), "bad.csv:5: unknown command 'NOP'"),  # data row 3: line 5
+    (lambda df: df.assign(channel=df.channel.where(df.index != 4, 5)), "bad.csv:6: channel 5 out of range"),
     (lambda df: df.drop(columns=["bank"]), "lacks columns bank"),
 ])
 def test_check_log_bad_input_exits_2(capsys, clean_log, tmp_path, edit, expect):

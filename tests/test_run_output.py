@@ -13,7 +13,8 @@ def test_numbers_are_short_and_a_wide_few_row_table_is_turned_on_its_side(capsys
     print_generic("t3", stats, df)
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "t3"
-    assert "  k       2,128" in out and "  t3_s    0.000110979" in out and "  finite  True" in out
+    # each stat with the unit its name declares (archsim.summary): t3_s is a time
+    assert "  k       2,128" in out and "  t3      111 µs" in out and "  finite  yes" in out, out
     assert not any("skip" in line for line in out)                    # lists are not summary lines
     header = next(line for line in out if line.split()[:1] == ["config"])
     assert header.split() == ["config", "sequential", "t3"]           # configurations as columns
@@ -24,6 +25,6 @@ def test_narrow_or_long_tables(capsys):
     narrow = pd.DataFrame({"stage": ["A", "B"], "npu_s": [1.5e-6, 2.25e-6]})
     print_generic("x", {}, narrow)
     out = capsys.readouterr().out.splitlines()
-    assert out[1].split() == ["stage", "npu_s"] and out[2].split() == ["A", "1.5e-06"]
+    assert out[1].split() == ["stage", "npu_s"] and out[2].split() == ["A", "1.5", "µs"]    # with its unit
     print_generic("x", {}, pd.DataFrame({"i": range(31)}))
     assert "31 result rows: --csv FILE writes them" in capsys.readouterr().out

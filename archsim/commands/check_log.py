@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import argparse
 
-from archsim.commands.common import add_set_option, config_file_overrides, set_overrides
+from archsim.commands.common import (
+    add_set_option,
+    config_file_overrides,
+    nonnegative_int,
+    positive_int,
+    set_overrides,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "violations were found, 2 on bad input.")
     p.add_argument("log", help="command log CSV (cycle,command,channel,pseudochannel,rank,bankgroup,bank,row,column)")
     p.add_argument("--preset", required=True, help="DRAM preset the log was produced with")
-    p.add_argument("--channels", type=int, help="channel count used for the run (default: the preset's)")
-    p.add_argument("--max-report", type=int, default=20, help="violations to print (default 20)")
+    p.add_argument("--channels", type=positive_int, help="channel count used for the run (default: the preset's)")
+    p.add_argument("--max-report", type=nonnegative_int, default=20, help="violations to print (default 20)")
     add_set_option(p, config_help="YAML file of dram.* overrides the run used, e.g. {dram: {timing: {nRCD: 20}}} "
                    "(applied before --set)")
     p.set_defaults(func=run)
@@ -23,14 +29,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from archsim.dram.checker import check_log
     from archsim.dram.spec import load_spec
+    from archsim.errors import RowError, UserError
     from archsim.systems.dram_trace import CommandLog
 
     overrides = _dram_overrides(args)
-    if args.channels:
+    if args.channels is not None:
         overrides["org.channels"] = args.channels
     spec = load_spec(args.preset, overrides=overrides)
     log = CommandLog.read(args.log)
-    violations = check_log(spec, log.df)
+    try:
+        violations = check_log(spec, log.df)
+    except RowError as exc:     # name the file and line, not the 0-based data row
+        raise UserError(f"{args.log}:{line_of_row(args.log, exc.row)}: {exc.detail}") from None
     n = len(log.df)
     if not violations:
         print(f"OK: {n:,} commands, {len(spec.constraints)} constraint rows of {spec.standard} ({spec.name}), "
@@ -38,8 +48,24 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"FAIL: {len(violations):,} violation(s) in {n:,} commands ({spec.name})")
     for v in violations[: args.max_report]:
-        print(f"  {v}")
+        print(f"  {args.log}:{line_of_row(args.log, v.index)}: {v}")
     return 1
+
+
+def line_of_row(path: str, row: int) -> int:
+    """The 1-based line of data row `row` (0-based) of a CSV file with one header line, counting the blank
+    lines pandas skips."""
+    import gzip
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    seen = -1                     # the header is row -1
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, start=1):
+            if line.strip():
+                if seen == row:
+                    return number
+                seen += 1
+    return row + 2
 
 
 def _dram_overrides(args: argparse.Namespace) -> dict:

@@ -68,6 +68,41 @@ def set_overrides(args: argparse.Namespace) -> list[tuple[str, Any, str, int | N
     return out
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (0 is an error, not "the default")."""
+    return _int_at_least(text, 1)
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
+    return value
+
+
+def with_compile_time(result: Any, compile_before: float) -> Any:
+    """Record in result.stats["sim_compile_s"] the seconds spent compiling or loading channel kernels since
+    `compile_before` (compile_seconds()); the systems' simulation times (sim_kernel_s, wall_s) exclude them."""
+    stats = getattr(result, "stats", None)
+    if isinstance(stats, dict):
+        stats["sim_compile_s"] = compile_seconds() - compile_before
+    return result
+
+
+def compile_seconds() -> float:
+    """archsim.engine.channel.compile_seconds() if the engine is loaded (0 otherwise; importing it costs)."""
+    mod = sys.modules.get("archsim.engine.channel")
+    return mod.compile_seconds() if mod is not None else 0.0
+
+
 def quiet(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "quiet", False)) or os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -112,6 +147,8 @@ class SystemConfigParser(argparse.ArgumentParser):
 
     epilog_head = ""
     only: tuple[str, ...] | None = None   # the systems this subcommand takes (None: every system)
+    # system -> (description, examples) of its help (`run` sets it; None: the parser's own text)
+    describe: Any = None
 
     # argparse keeps a parser's options in `_actions`; reading it (parsing, help, introspection) first adds the
     # generated flags, once the parser is built (`activate`, called by archsim.cli.build_parser).
@@ -249,7 +286,10 @@ def describe_system(parser: argparse.ArgumentParser, system: str) -> None:
     parser._config_group.title = (  # type: ignore[attr-defined]
         f"config keys of system {system} (--KEY VALUE is --set KEY=VALUE{another})")
     others = [k for k in keys.values() if not ("." not in k.path and k.scalar() and k.flag)]
-    lines = [parser.epilog_head.rstrip("\n"), ""] if parser.epilog_head else []  # type: ignore[attr-defined]
+    head = parser.epilog_head  # type: ignore[attr-defined]
+    if getattr(parser, "describe", None) is not None:
+        parser.description, head = parser.describe(system)  # type: ignore[attr-defined]
+    lines = [head.rstrip("\n"), ""] if head else []
     lines.append(CONFIG_EPILOG.rstrip("\n"))
     if cls is None:
         lines.append(f"\nsystem {system} has no typed config: see its module")
@@ -338,7 +378,7 @@ def _from_json(path: str) -> tuple[dict[str, Any], int]:
             data = json.load(f)
     except FileNotFoundError:
         raise UserError(f"{path}: file not found") from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not a readable JSON file ({exc})") from None
     manifest = data.get("manifest") if isinstance(data, dict) else None
     config = manifest.get("config") if isinstance(manifest, dict) else None

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from archsim.commands.common import add_system_config_parser, print_system_help, system_config
+from archsim.output import check_writable, write_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.out:
         raise UserError("compile: give the output directory (-o DIR)")
     config = build_config(args)
+    check_writable(args.out, folder=True)
+    check_writable(args.json_out)
     model = systems.resolve_config(dict(config))["model"]
     files = compile_decode_step(model, args.out, context=args.context, layers=args.layers, config=config)
     if not args.quiet and args.json_out != "-":
@@ -58,10 +60,7 @@ def run(args: argparse.Namespace) -> int:
                          "context": args.context, "layers": args.layers},
                "manifest": make_manifest("pimgpt-compile", config, context=args.context, layers=args.layers)}
         text = json.dumps(doc, indent=2, default=str) + "\n"
-        if args.json_out == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.json_out).write_text(text)
+        write_text(args.json_out, text)
     return 0
 
 

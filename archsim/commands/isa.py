@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from archsim import paths
@@ -68,16 +66,11 @@ def _read(path: str) -> str:
 
 
 def _write_atomic(path: str | Path, text: str) -> None:
-    # Temp file + rename so a failed run never leaves a half-written output behind.
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    # archsim.output: temp file + rename for a regular file (mode per umask), through symlinks, in place
+    # for devices and pipes.
+    from archsim.output import write_text
+
+    write_text(path, text)
 
 
 def _cmd_show(args: argparse.Namespace) -> int:

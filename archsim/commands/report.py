@@ -25,9 +25,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from archsim.output import check_writable
     from archsim.report import make_report
 
     out = Path(args.out) if args.out else default_out_dir(args.results[0])
+    check_writable(out, folder=True)
     outcome = make_report(args.results, out, title=args.title, force=args.force)
     if not args.quiet:
         print(f"report: {outcome.markdown} and {outcome.html} ({len(outcome.figures)} figures)")

@@ -108,6 +108,9 @@ def synth_stats(block: str) -> dict[str, int]:
 
 
 def run_synth(args: argparse.Namespace) -> int:
+    from archsim.output import check_writable
+
+    check_writable(args.out, folder=True)     # before minutes of synthesis
     rows = []
     for b in _pick(args.block):
         s = synth_stats(b)

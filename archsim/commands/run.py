@@ -5,16 +5,61 @@ import argparse
 import json
 from typing import Any
 
-from archsim.commands.common import add_system_config_parser, print_system_help, print_table, system_config
+from archsim import progress
+from archsim.commands.common import (
+    add_system_config_parser,
+    compile_seconds,
+    print_system_help,
+    print_table,
+    system_config,
+    with_compile_time,
+)
+from archsim.output import check_writable
+from archsim.summary import model_notes
 
-EXAMPLES = """\
-examples:
+# Examples shown by `archsim run --system X --help` (the description is the first paragraph of the system
+# module's docstring). A system without examples here shows the generic ones.
+SYSTEM_EXAMPLES = {
+    "pimgpt": """\
   archsim run --model gpt2-small --tokens 16
   archsim run --system pimgpt --set dram.timing.nRCDRD=20 --tokens 4
+  archsim run --model gpt2-small --tokens 4 --json run.json && archsim run --from-json run.json""",
+    "dram-trace": """\
+  archsim run --system dram-trace --set trace.kind=random --set trace.requests=2000 --preset HBM2_2Gbps_PC
+  archsim run --system dram-trace --set trace=my.trace --set controller.row_policy=closed""",
+    "neupims": """\
+  archsim run --system neupims --batch 64 --set layers=2      # 2 of the model's layers (the summary says so)
+  archsim run --system neupims --mode serving --batch 16 --set requests=16 --set layers=1
+  archsim run --system npu_pim --batch 64 --set layers=2      # one of the baselines of the NeuPIMs paper""",
+    "npu_pim": "  archsim run --system npu_pim --batch 64 --set layers=2",
+    "npu_only": "  archsim run --system npu_only --batch 64 --set layers=2",
+    "gpu_only": "  archsim run --system gpu_only --batch 64",
+    "duplex": """\
+  archsim run --system duplex --set requests=16 --set output_len=64
+  archsim run --system duplex --set device=gpu --set requests=16 --set output_len=64   # a baseline device""",
+    "t3": """\
+  archsim run --system t3 --set model=t-nlg --set sublayer=fc2_fwd --set tp=8 --set tokens=1024""",
+}
+GENERIC_EXAMPLES = """\
+  archsim run --model gpt2-small --tokens 16
   archsim run --system dram-trace --set trace.kind=random --set trace.requests=2000 --preset HBM2_2Gbps_PC
   archsim run --system neupims --batch 64 --help      # every key of neupims: type, default, allowed values
-  archsim run --model gpt2-small --tokens 4 --json run.json && archsim run --from-json run.json
-"""
+  archsim run --model gpt2-small --tokens 4 --json run.json && archsim run --from-json run.json"""
+EXAMPLES = "examples:\n" + GENERIC_EXAMPLES + "\n"
+
+
+def describe(system: str) -> tuple[str, str]:
+    """(description, examples) of `archsim run --system X --help`."""
+    import importlib
+
+    from archsim import systems
+
+    module = importlib.import_module(systems.get(system).__module__)
+    doc = (module.__doc__ or "").strip().split("\n\n")[0]
+    text = " ".join(doc.split())
+    head = f"Simulate system {system} and print its summary. {text}" if text else f"Simulate system {system}."
+    return head + " `--system X --help` lists every key of system X.", \
+        f"examples (system {system}):\n" + SYSTEM_EXAMPLES.get(system, GENERIC_EXAMPLES) + "\n"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +76,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the result table as CSV")
     o.add_argument("--seed", type=int, help="run seed (default: the --from-json run's, else 0)")
     o.add_argument("--quiet", action="store_true", help="print no summary (--json still writes its file)")
+    p.describe = describe
     p.set_defaults(func=run)
+
+
+def modelled_features(system: str) -> frozenset[str] | None:
+    """The model features a system declares it models (its module's MODEL_FEATURES), None if undeclared."""
+    import importlib
+
+    from archsim import systems
+
+    fn = systems.get(system)
+    module = importlib.import_module(fn.__module__)
+    features = getattr(module, "MODEL_FEATURES", None)
+    return frozenset(features) if features is not None else None
 
 
 def build_config(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
@@ -45,7 +103,12 @@ def run(args: argparse.Namespace) -> int:
     if args.help:
         return print_system_help(args)
     config, seed = build_config(args)
-    result = systems.get(config["system"])(config, seed)
+    check_writable(args.json_out)    # before the simulation, not after it
+    check_writable(args.csv_out)
+    c0 = compile_seconds()
+    with progress.live(f"{config['system']}:", enabled=progress.wanted(args.quiet or args.json_out == "-")):
+        result = with_compile_time(systems.get(config["system"])(config, seed), c0)
+    notes = model_notes(systems.resolve_config(dict(config)), modelled_features(config["system"]))
     if not args.quiet and args.json_out != "-":
         if config["system"] == "pimgpt":
             print_pimgpt(result)
@@ -55,7 +118,12 @@ def run(args: argparse.Namespace) -> int:
             trace = config.get("trace")
             print_trace_summary(result.stats, trace if isinstance(trace, str) else json.dumps(trace))
         else:
-            print_generic(config["system"], result.stats, getattr(result, "df", None))
+            print_generic(config["system"], result.stats, getattr(result, "df", None),
+                          tables=getattr(result, "tables", None))
+        for note in notes:
+            print(f"  note: {note}")
+    if notes:       # in the result as well, so a --json reader sees what the figures are of
+        result.stats["notes"] = " | ".join(notes)
     if args.json_out:
         result.write_json(args.json_out)
     if args.csv_out:
@@ -63,27 +131,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _short(v: Any) -> Any:
-    """A stat as a person reads it: 6 significant digits for floats, thousands separators for integers."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return v
-    return f"{v:,}" if isinstance(v, int) else f"{v:.6g}"
+def print_generic(system: str, stats: dict[str, Any], df: Any = None, max_rows: int = 30,
+                  tables: dict[str, Any] | None = None) -> None:
+    """A summary of any system: each stat with the unit its name declares (archsim.summary), the per-stage
+    table when the result has one, the result table when short, and the notes about the model."""
+    from archsim.summary import format_value, label, stage_rows, summary_rows
 
-
-def print_generic(system: str, stats: dict[str, Any], df: Any = None, max_rows: int = 30) -> None:
     print(f"{system}")
-    print_table([(k, _short(v)) for k, v in stats.items() if isinstance(v, int | float | str | bool)])
+    print_table(summary_rows(stats))
+    stages = stage_rows((tables or {}).get("stages"))
+    if stages:
+        print("  per stage (all layers, all samples):")
+        print("\n".join(stages))
     if df is not None and len(df):
         if len(df) > max_rows:
             print(f"  ({len(df)} result rows: --csv FILE writes them)")
         else:
             import pandas as pd
 
+            # every cell with the unit its column's name declares (archsim.summary), as the stats above
+            cells = df.copy().astype(object)
+            for col in df.columns:
+                cells[col] = [v if isinstance(v, str) or (v is None) else format_value(str(col), v)
+                              for v in df[col].tolist()]
             # a few rows of many columns (one per configuration, say) read better turned on their side
-            table = df.set_index(df.columns[0]).T if len(df.columns) > 8 and len(df) <= 8 else df
-            with pd.option_context("display.float_format", "{:.6g}".format, "display.width", 200,
-                                   "display.max_columns", 30, "display.max_rows", 100):
-                text = table.to_string(index=table is not df, na_rep="-")
+            turned = len(df.columns) > 8 and len(df) <= 8
+            table = cells.set_index(df.columns[0]).T if turned else cells
+            if turned:
+                table.index = [label(str(c)) for c in table.index]
+            with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 100):
+                text = table.to_string(index=turned, na_rep="-")
             print("\n".join("  " + line for line in text.splitlines()))
 
 

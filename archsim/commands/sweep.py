@@ -7,6 +7,10 @@ import sys
 from archsim.commands.common import add_parser, add_set_option, config_file_overrides, set_overrides
 
 
+class Terminated(BaseException):
+    """The sweep process received SIGTERM."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = add_parser(
         subparsers, "sweep",
@@ -39,8 +43,26 @@ def main(args: argparse.Namespace) -> int:
         overrides.insert(0, ("system", file_system, args.override_file, None))
     overrides += set_overrides(args)
     sweep = load_sweep(args.sweep_file, base_overrides=overrides)
-    outcome = run_sweep(sweep, args.out, jobs=args.jobs, executor=executor, scheduler=args.scheduler,
-                        force=args.force, progress=False if args.quiet else None)
+    from archsim.output import check_writable
+
+    check_writable(args.out, folder=True)
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    # SIGTERM (timeout, job schedulers) ends the sweep like Ctrl-C: workers stopped, the lock released, the
+    # finished points kept; the same command resumes.
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        outcome = run_sweep(sweep, args.out, jobs=args.jobs, executor=executor, scheduler=args.scheduler,
+                            force=args.force, progress=False if args.quiet else None)
+    except Terminated:
+        print("archsim: sweep stopped by SIGTERM; finished points are kept, rerun the same command to resume",
+              file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if not args.quiet:
         print(f"sweep {outcome.name}: {outcome.total} points: {outcome.skipped} already done, "
               f"{outcome.succeeded} ran, {len(outcome.failed)} failed in {outcome.wall_s:.1f} s "

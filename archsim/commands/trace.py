@@ -13,11 +13,15 @@ from typing import Any
 from archsim.commands.common import (
     add_parser,
     add_set_option,
+    compile_seconds,
     config_file_overrides,
+    positive_int,
     print_table,
     quiet,
     set_overrides,
+    with_compile_time,
 )
+from archsim.output import check_writable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "generates N requests (80% reads; KIND random, stream, mixed or conflict).")
     p.add_argument("trace", help="trace file, or synthetic:KIND:N (KIND: random, stream, mixed, conflict)")
     p.add_argument("--preset", default="DDR4_3200AA_x8_8Gb", help="DRAM preset (see `archsim presets list`)")
-    p.add_argument("--channels", type=int, help="number of channels (default: the preset's)")
+    p.add_argument("--channels", type=positive_int, help="number of channels (default: the preset's)")
     p.add_argument("--address-mapping", help="address mapping MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco "
                    "(default: the preset's `mapping:`, else RoBaRaCoCh)")
     # Old spelling, hidden: in `run` / `compile` --mapping is a mapping *policy file*; here it meant the
@@ -36,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mapping", dest="mapping_deprecated", help=argparse.SUPPRESS)
     p.add_argument("--row-policy", choices=["open", "closed"], help="row-buffer policy (default open)")
     p.add_argument("--refresh", choices=["allbank", "perbank", "none"], help="refresh mode (default allbank)")
-    p.add_argument("--queue", type=int, help="read and write queue entries per channel (default 32)")
+    p.add_argument("--queue", type=positive_int, help="read and write queue entries per channel (default 32)")
     p.add_argument("--engine", choices=["numba"], default="numba",
                    help="simulation engine (the channel engine is numba-compiled; the reference scheduler is "
                    "a test oracle, archsim.engine.reference)")
@@ -91,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
         controller["row_policy"] = args.row_policy
     if args.refresh:
         controller["refresh"] = args.refresh
-    if args.queue:
+    if args.queue is not None:
         controller["read_queue"] = controller["write_queue"] = args.queue
     mapping = args.address_mapping
     if args.mapping_deprecated is not None:
@@ -103,10 +107,14 @@ def _run(args: argparse.Namespace) -> int:
               "--mapping names a mapping policy file)", file=sys.stderr)
         mapping = args.mapping_deprecated
     dram_over, ctrl_over = _checked_overrides(args)
+    for out in (args.json_out, args.csv_out, args.log_out):
+        check_writable(out)          # before the simulation, not after it
     controller.update(ctrl_over)
+    c0 = compile_seconds()
     result = run_trace(_trace_arg(args.trace), preset=args.preset, channels=args.channels, mapping=mapping,
                        controller=controller, overrides=dram_over, log=bool(args.log_out), engine=args.engine,
                        quiet=quiet(args))
+    with_compile_time(result, c0)
     if not args.quiet and args.json_out != "-":   # --quiet: no summary (the progress bar is also off under CI=true)
         print_trace_summary(result.stats, args.trace)
     if args.json_out:
@@ -157,7 +165,8 @@ def print_trace_summary(s: dict[str, Any], trace: str) -> None:
         ("energy", "  ".join(f"{k} {fmt_energy(v * 1e-12)}" for k, v in e.items())
          + f"  total {fmt_energy(s['energy_total_pj'] * 1e-12)}"),
         ("energy per bit", f"{s['energy_pj_per_bit']:.2f} pJ/bit"),
-        ("simulation speed", f"{s['requests'] / max(s['wall_s'], 1e-9) / 1e3:,.0f} K requests/s ({fmt_time(s['wall_s'])})"),
+        ("simulation speed", f"{s['requests'] / max(s['wall_s'], 1e-9) / 1e3:,.0f} K requests/s ({fmt_time(s['wall_s'])}"
+         + (f"; kernel compile {fmt_time(s['sim_compile_s'])} apart" if s.get("sim_compile_s", 0) > 1 else "") + ")"),
     ])
 
 

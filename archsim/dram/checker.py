@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.dram.spec import DramSpec
-from archsim.errors import UserError
+from archsim.errors import RowError, UserError
 
 __all__ = ["Violation", "Rule", "check_log", "rules", "summary", "LOG_COLUMNS"]
 
@@ -126,7 +126,7 @@ def _int_column(df: pd.DataFrame, col: str) -> np.ndarray:
     bad = ~np.isfinite(arr) | (arr != np.round(arr))
     if bad.any():
         i = int(np.argmax(bad))
-        raise UserError(f"command log row {i}: {col} = {s.iloc[i]!r} is not an integer")
+        raise RowError(i, f"{col} = {s.iloc[i]!r} is not an integer")
     return arr.astype(np.int64)
 
 
@@ -143,28 +143,28 @@ def _decode(spec: DramSpec, df: pd.DataFrame) -> dict[str, np.ndarray]:
     cmd = lut[codes]
     if (cmd < 0).any():
         i = int(np.argmax(cmd < 0))
-        raise UserError(f"command log row {i}: unknown command {df['command'].iloc[i]!r} for {spec.standard}; "
+        raise RowError(i, f"unknown command {df['command'].iloc[i]!r} for {spec.standard}; "
                         f"known: {', '.join(names)}")
     out = {"cmd": cmd}
     for col in ["cycle", *ADDR_COLUMNS, "row", "column"]:
         out[col] = _int_column(df, col)
     if (out["cycle"] < 0).any():
         i = int(np.argmax(out["cycle"] < 0))
-        raise UserError(f"command log row {i}: cycle {out['cycle'][i]} is negative")
+        raise RowError(i, f"cycle {out['cycle'][i]} is negative")
     for col, n in zip(ADDR_COLUMNS, spec.counts, strict=True):
         v = out[col]
         bad = (v < 0) | (v >= n)
         if bad.any():
             i = int(np.argmax(bad))
             hint = "; was the log made with another --channels or preset?" if col == "channel" else ""
-            raise UserError(f"command log row {i}: {col} {v[i]} out of range 0..{n - 1} for {spec.name} "
+            raise RowError(i, f"{col} {v[i]} out of range 0..{n - 1} for {spec.name} "
                             f"({n} {col}{'s' if n != 1 else ''}){hint}")
     for col, n in (("row", spec.rows), ("column", spec.columns)):
         v = out[col]
         bad = (v < -1) | (v >= n)
         if bad.any():
             i = int(np.argmax(bad))
-            raise UserError(f"command log row {i}: {col} {v[i]} out of range -1..{n - 1} for {spec.name}")
+            raise RowError(i, f"{col} {v[i]} out of range -1..{n - 1} for {spec.name}")
     bank = np.zeros(len(cmd), dtype=np.int64)
     for col, n in zip(ADDR_COLUMNS, spec.counts, strict=True):
         bank = bank * n + out[col]

@@ -59,7 +59,9 @@ class Stream:
             srcs.append(s)
             offset += p.gather.shape[0]
         out["src"] = np.concatenate(srcs)
-        gather = np.concatenate([p.gather for p in parts]) if offset else np.zeros((0, 16), dtype=np.int64)
+        # (only parts that have gather rows: an empty table's width is a placeholder, not the lanes of this PIM)
+        gather = np.concatenate([p.gather for p in parts if p.gather.shape[0]]) if offset \
+            else np.zeros((0, 16), dtype=np.int64)
         return Stream(**out, gather=gather)
 
     def counts(self, n_cmds: int) -> np.ndarray:

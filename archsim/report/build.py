@@ -49,8 +49,9 @@ def make_report(inputs: Sequence[str | Path], out_dir: str | Path, *, title: str
     import matplotlib
 
     from archsim import __version__
+    from archsim.output import target
 
-    out = Path(out_dir)
+    out = target(out_dir)       # a symlinked report folder is written through, the link stays a link
     foreign = _check_target(out, force)
     sources = load_inputs(list(inputs))
     title = title or f"archsim report: {', '.join(s.name for s in sources)}"

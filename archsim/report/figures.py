@@ -16,6 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from archsim.report.inputs import Source, short_keys
+from archsim.report.palette import colors_of
 from archsim.sweep.spec import format_value
 
 MAX_BARS = 60  # beyond this a bar chart is unreadable; the CSV still has every run
@@ -42,15 +43,64 @@ Builder = Callable[[list[Source]], "tuple[list[FigureOut], list[str]]"]
 def _time_axis(col: str, values: pd.Series) -> tuple[float, str]:
     """(factor, label) that show a column in seconds with an SI prefix ("seconds (µs)"), so its tick labels
     are not 0.000025; other columns unchanged."""
+    from archsim.summary import label, unit_of
     from archsim.units import _PREFIX
 
+    if unit_of(col) == "per_s" and len(values):        # a rate: scaled to an SI prefix, "flops (G/s)"
+        top = float(values.abs().max())
+        if np.isfinite(top) and top >= 1e3:
+            exp3 = min(3 * int(np.floor(np.log10(top) / 3)), max(_PREFIX))
+            return 10.0 ** -exp3, f"{label(col).removesuffix(' / s')} ({_PREFIX[exp3]}/s)"
     if not _in_seconds(col) or not len(values):
-        return 1.0, col
+        return 1.0, axis_label(col)
     top = float(values.abs().max())
     if not np.isfinite(top) or top <= 0:
-        return 1.0, col
+        return 1.0, axis_label(col)
     exp3 = max(min(3 * int(np.floor(np.log10(top) / 3)), 0), min(_PREFIX))
-    return 10.0 ** -exp3, f"{col} ({_PREFIX[exp3]}s)"
+    return 10.0 ** -exp3, axis_label(col, _PREFIX[exp3])
+
+
+def axis_label(col: str, scale_prefix: str | None = None) -> str:
+    """A column as an axis label in words with its unit: "latency_per_token_s" -> "latency per token (ms)",
+    "bandwidth_pct_of_peak" -> "bandwidth (% of peak)", "speedup_vs_8ch" -> "speedup vs 8ch (x)",
+    "hw.channels" -> "hw channels". `scale_prefix` is the SI prefix the values were scaled to (times)."""
+    from archsim.summary import label, unit_of
+
+    unit = unit_of(col)
+    words = label(col).replace(".", " ")
+    if col.lower().endswith("_pct_of_peak"):
+        return words.removesuffix(" of peak") + " (% of peak)"
+    units = {"s": f"{scale_prefix or ''}s", "ms": "ms", "ns": "ns", "ps": "ps", "pj": "pJ", "j": "J", "w": "W",
+             "mw": "mW", "bytes": "bytes", "gbps": "GB/s", "bandwidth": "B/s", "hz": "Hz", "pct": "%",
+             "ratio": "fraction", "factor": "x", "cycles": "cycles", "pj_per_bit": "pJ/bit"}
+    if unit == "per_s":
+        return words
+    if col.lower() == "seconds":
+        return f"time ({scale_prefix or ''}s)"
+    return f"{words} ({units[unit]})" if unit in units else words
+
+
+def tick_text(v: float) -> str:
+    """A tick value as a person reads it: 0.5, 20, 1,000, then SI prefixes (100 G) instead of 1e+11."""
+    from archsim.units import fmt_si
+
+    if v == 0 or 1e-3 <= abs(v) < 1e4:
+        return f"{v:,.6g}"
+    return fmt_si(v, "", 3).strip()
+
+
+def readable_log_axis(ax: Axes, which: str = "y") -> None:
+    """Label a log axis with plain numbers (1, 2, 5 x 10^k when it spans few decades, else powers of ten)
+    instead of matplotlib's 2x10^1 .. 6x10^1 math text, which leaves values unreadable or overlapping."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    lo, hi = (ax.get_ylim() if which == "y" else ax.get_xlim())
+    decades = np.log10(hi / lo) if lo > 0 and hi > 0 else 10.0
+    subs = (1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: tick_text(v)))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def palette(n: int) -> list:
@@ -142,6 +192,7 @@ def _speedup_axis(ax: Axes, values: np.ndarray, label: str) -> None:
     vals = values[np.isfinite(values) & (values > 0)]
     if len(vals) and vals.max() / vals.min() > LOG_SPEEDUP_RATIO:
         ax.set_xscale("log")
+        readable_log_axis(ax, "x")
         ax.set_xlabel(f"{label}, log scale (bars start at the axis edge, not at 0)")
     else:
         ax.set_xlim(left=0, right=max(1.0, float(vals.max()) if len(vals) else 1.0) * 1.08)
@@ -172,6 +223,9 @@ def speedup_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
         for name, spec in with_base.items():
             base_keys = [k for k in spec["baseline"] if k in src.stats.columns]
             other = [k for k in src.axis_keys if k not in base_keys and k in src.stats.columns]
+            # a key zipped with an earlier one only repeats it in the labels
+            other = [k for i, k in enumerate(other)
+                     if not any(_determined_by(src.stats, k, e) for e in other[:i])]
             data = src.stats[other + base_keys + [name]].copy()
             short = short_keys(src.axis_keys)
             data["group"] = data.apply(lambda r, keys=other, sh=short: _group_label(r, keys, sh), axis=1)
@@ -192,7 +246,7 @@ def speedup_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
                         label=str(variant), color=colors[i])
             ax.set_yticks(y, [str(g) for g in pivot.index])
             ax.invert_yaxis()
-            _speedup_axis(ax, pivot.to_numpy(dtype=float), f"{name} (dashed line: 1 = baseline)")
+            _speedup_axis(ax, pivot.to_numpy(dtype=float), f"{axis_label(name)} (x; dashed line: 1 = baseline)")
             base_text = ", ".join(f"{k}={format_value(v)}" for k, v in spec["baseline"].items())
             ax.set_title(f"{src.name}: {name}", fontsize=10)
             fig.legend(loc="outside right upper", fontsize=8)
@@ -363,7 +417,7 @@ def _energy_figure(name: str, long: pd.DataFrame, origins: list[str], per: str =
     ax = fig.add_subplot()
     left = np.zeros(len(pivot_draw))
     y = np.arange(len(pivot_draw))
-    colors = palette(len(pivot_draw.columns))
+    colors = colors_of([str(c) for c in pivot_draw.columns])    # a component's colour is fixed across figures
     for comp, color in zip(pivot_draw.columns, colors, strict=True):
         vals = pivot_draw[comp].to_numpy(dtype=float) / scale
         ax.barh(y, vals, 0.7, left=left, label=str(comp), color="0.6" if comp == "unattributed" else color)
@@ -416,6 +470,8 @@ def sweep_param_figures(sources: list[Source]) -> tuple[list[FigureOut], list[st
         ycols = [c for c in src.stat_columns if _is_latency(c) and _numeric(stats[c]).notna().any()][:2]
         ycols += [c for c in src.stat_columns if _is_throughput(c) and _numeric(stats[c]).notna().any()][:2]
         swept = [k for k in src.axis_keys if k != "seed" and k in stats.columns and stats[k].nunique(dropna=False) > 1]
+        # an axis zipped with an earlier one (a preset and its capacity) adds no figure of its own
+        swept = [k for i, k in enumerate(swept) if not any(_determined_by(stats, k, e) for e in swept[:i])]
         if not swept:
             reasons.append(f"sweep {src.name}: no axis with two or more values")
             continue
@@ -428,9 +484,18 @@ def sweep_param_figures(sources: list[Source]) -> tuple[list[FigureOut], list[st
     return out, reasons
 
 
+def _determined_by(stats: pd.DataFrame, a: str, b: str) -> bool:
+    """True if column a is a function of column b (each value of b comes with one value of a), as an axis
+    zipped with an earlier one is (a preset and its capacity); in a grid, a varies within each b."""
+    pairs = stats[[a, b]].astype(str).drop_duplicates()
+    return bool(pairs[b].is_unique)
+
+
 def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
     stats = src.stats
     others = [k for k in src.axis_keys if k != key and k in stats.columns and stats[k].nunique(dropna=False) > 1]
+    # a key zipped with an earlier one only repeats it in the legend
+    others = [k for i, k in enumerate(others) if not any(_determined_by(stats, k, e) for e in [key, *others[:i]])]
     numeric_x = _is_numeric_values(stats[key])
     data = stats[others + [key] + ycols].copy()
     short = short_keys(src.axis_keys)
@@ -477,7 +542,16 @@ def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
             _rotate(ax, order)
         if log_y:
             ax.set_yscale("log")
-        ax.set_xlabel(key)
+            readable_log_axis(ax, "y")
+        if numeric_x and ax.get_xscale() == "log" and not all(float(v).is_integer() for v in order):
+            readable_log_axis(ax, "x")
+        elif numeric_x and ax.get_xscale() == "log":
+            from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+            ax.xaxis.set_major_locator(FixedLocator([float(v) for v in order]))   # the swept values
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: tick_text(v)))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(axis_label(key))
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, axis="y" if not numeric_x else "both")
     if len(lines) > 1:  # outside the axes: lines often fill the whole plot area
@@ -522,13 +596,17 @@ def roofline_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]
     roofs = _roofs(sources)
     xlo, xhi = t["op_per_byte"].min() / 4, t["op_per_byte"].max() * 4
     xs = np.logspace(np.log10(xlo), np.log10(xhi), 200)
-    for i, (peak, bw) in enumerate(roofs):
+    from archsim.units import fmt_bandwidth, fmt_si
+
+    for i, (peak, bw, who) in enumerate(roofs):
         ax.plot(xs, np.minimum(peak, bw * xs), color="k", lw=1, ls=("--", ":", "-.", (0, (5, 1)))[i % 4],
-                label=f"roof {peak:.3g} FLOP/s, {bw:.3g} B/s")
+                label=f"roof of {who}: {fmt_si(peak, 'FLOP/s')}, {fmt_bandwidth(bw)}")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    readable_log_axis(ax, "x")
+    readable_log_axis(ax, "y")
     ax.set_xlabel("operational intensity (FLOP/byte)")
-    ax.set_ylabel("attained FLOP/s")
+    ax.set_ylabel("attained throughput (FLOP/s)")
     ax.set_title("Roofline: operators by Op/B", fontsize=10)
     ax.grid(alpha=0.3)
     fig.legend(fontsize=7, loc="outside right upper")
@@ -538,14 +616,21 @@ def roofline_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]
                       f"(flops / seconds), {len(t)} rows from {len(t.groupby(['source', 'run']))} runs.{roof_note}", t, fig)], []
 
 
-def _roofs(sources: list[Source]) -> list[tuple[float, float]]:
-    pairs: list[tuple[float, float]] = []
+def _roofs(sources: list[Source]) -> list[tuple[float, float, str]]:
+    """(peak FLOP/s, peak bytes/s, the runs they belong to) of up to four distinct roofs."""
+    found: dict[tuple[float, float], list[str]] = {}
     for s in sources:
         if {"peak_flops_per_s", "peak_bytes_per_s"} <= set(s.stats.columns):
-            for p, b in zip(_numeric(s.stats["peak_flops_per_s"]), _numeric(s.stats["peak_bytes_per_s"]), strict=True):
-                if p > 0 and b > 0 and (float(p), float(b)) not in pairs:
-                    pairs.append((float(p), float(b)))
-    return pairs[:4]
+            runs = s.stats["run"] if "run" in s.stats.columns else pd.Series([s.name] * len(s.stats))
+            for p, b, run in zip(_numeric(s.stats["peak_flops_per_s"]), _numeric(s.stats["peak_bytes_per_s"]),
+                                 runs, strict=True):
+                if p > 0 and b > 0:
+                    found.setdefault((float(p), float(b)), []).append(str(run))
+    out = []
+    for (p, b), runs in list(found.items())[:4]:
+        who = runs[0] if len(runs) == 1 else f"{runs[0]} +{len(runs) - 1} runs"
+        out.append((p, b, who))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ directory has a single writer and a remote cluster needs no shared file system.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -15,7 +16,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 from archsim.errors import UserError
@@ -38,8 +38,10 @@ def run_point(task: Task) -> Outcome:
         for module in task.get("imports", []):
             importlib.import_module(module)
         from archsim.api import run
+        from archsim.commands.common import compile_seconds, with_compile_time
 
-        result = run(task["config"], task["seed"])
+        c0 = compile_seconds()
+        result = with_compile_time(run(task["config"], task["seed"]), c0)
         stats, df, manifest = (getattr(result, name, None) for name in ("stats", "df", "manifest"))
         import pandas as pd
 
@@ -64,8 +66,17 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+class WorkerDied(RuntimeError):
+    """The worker process running a point ended without returning its outcome."""
+
+
 class LocalExecutor:
-    """A pool of worker processes on this machine."""
+    """Worker processes on this machine, one point at a time each.
+
+    Not a concurrent.futures pool: there, one worker that dies (OOM killer, a crash in compiled code, a
+    stray SIGKILL) breaks the pool and fails every queued point. Here each worker has its own pipe, so a dead
+    worker fails only the point it was running, and a fresh worker takes its place. Workers die with the
+    sweep (archsim.sweep.executors.die_with_parent), so a killed sweep leaves nothing running."""
 
     def __init__(self, jobs: int):
         self.jobs = jobs
@@ -85,28 +96,143 @@ class LocalExecutor:
         return ctx
 
     def run(self, tasks: list[Task]) -> Iterator[Event]:
-        from concurrent.futures.process import BrokenProcessPool
+        from multiprocessing.connection import wait as wait_ready
 
         imports = list(tasks[0].get("imports", [])) if tasks else []
-        pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=self._context(imports))
+        ctx = self._context(imports)
+        queue = list(reversed(tasks))
+        workers: list[_Worker] = []
         try:
-            futures: dict[Future[Outcome], Task] = {pool.submit(run_point, t): t for t in tasks}
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, timeout=TICK_S, return_when=FIRST_COMPLETED)
-                if not done:
+            for _ in range(min(self.jobs, len(tasks))):
+                workers.append(_Worker(ctx))
+            for w in workers:
+                w.give(queue.pop())
+            while any(w.task is not None for w in workers):
+                busy = [w for w in workers if w.task is not None]
+                ready = wait_ready([h for w in busy for h in (w.conn, w.proc.sentinel)], timeout=TICK_S)
+                if not ready:
                     yield None
-                for fut in done:
-                    try:
-                        outcome = fut.result()
-                    except BrokenProcessPool as exc:
-                        outcome = failure_outcome(exc, traceback.format_exc(), error="a worker process died "
-                                                  "(killed or crashed) while this point was queued or running")
-                    yield futures[fut], outcome
-        except BaseException:  # Ctrl-C or the caller stopped early: do not wait for queued points
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown(wait=True)
+                    continue
+                for w in busy:
+                    if w.conn not in ready and w.proc.sentinel not in ready:
+                        continue
+                    task, outcome = w.task, w.receive()
+                    if outcome is None:     # the worker died: this point fails, a new worker takes its place
+                        why = w.death()
+                        outcome = failure_outcome(WorkerDied(why), "", pid=w.proc.pid)
+                        w.close()
+                        workers[workers.index(w)] = w = _Worker(ctx)
+                    w.task = None
+                    if queue:
+                        w.give(queue.pop())
+                    yield task, outcome
+        finally:   # normal end, Ctrl-C or the caller stopped early: do not wait for queued points
+            for w in workers:
+                w.close()
+
+
+class _Worker:
+    """One worker process and the pipe it receives tasks and returns outcomes on."""
+
+    def __init__(self, ctx: Any):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=True,
+                                name="archsim-sweep-worker")
+        self.proc.start()
+        child.close()
+        self.task: Task | None = None
+
+    def give(self, task: Task) -> None:
+        self.task = task
+        self.conn.send(task)
+
+    def receive(self) -> Outcome | None:
+        """The outcome, or None if the worker died before sending one."""
+        try:
+            if self.conn.poll():
+                return self.conn.recv()
+        except (EOFError, OSError):
+            pass
+        return None
+
+    def death(self) -> str:
+        self.proc.join(timeout=5)
+        code = self.proc.exitcode
+        how = (f"killed by signal {-code}" + (" (SIGKILL: out of memory, or killed)" if code == -9 else "")
+               if code is not None and code < 0 else f"exited with code {code}")
+        return f"the worker process running this point died ({how}); the other points are not affected"
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=5)
+
+
+def _worker_main(conn: Any, sweep_pid: int) -> None:
+    """A worker's loop: run the tasks it receives until it gets None or the pipe closes."""
+    import signal
+
+    die_with_parent(sweep_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the sweep's to handle (it stops the workers)
+    from archsim.sweep.store import release_inherited_locks
+
+    release_inherited_locks()    # the results directory's lock belongs to the sweep process only
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        try:
+            conn.send(run_point(task))
+        except (BrokenPipeError, OSError):
+            return
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sweep_pid: int) -> None:
+    """Make this worker end when the sweep process ends, however it ends (SIGKILL included).
+
+    Linux: prctl(PR_SET_PDEATHSIG, SIGKILL) makes the kernel kill us when our parent exits. Everywhere (and
+    for a forkserver child, whose parent is the server): a daemon thread checks every half second that the
+    sweep process is still there and that we were not re-parented."""
+    import signal
+
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no libc prctl: the thread below still works
+            pass
+
+    def gone() -> bool:
+        if os.getppid() != parent:
+            return True
+        try:
+            os.kill(sweep_pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:   # pragma: no cover - alive, another user's (pid reuse)
+            return False
+        return False
+
+    if gone():   # the sweep ended before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="archsim-parent-watch", daemon=True).start()
 
 
 class DaskExecutor:

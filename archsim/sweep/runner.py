@@ -118,9 +118,13 @@ def run_sweep(
     store.check_owner(sweep, force)  # before lock() creates .lock in a directory that is not ours
     with store.lock():
         store.prepare(sweep, force=force)
-        todo = [p for p in sweep.points if force or not store.is_done(p.point_hash)]
+        todo = [p for p in sweep.points if force or not _finished(store, p)]
         outcome = SweepOutcome(sweep.name, root, total=len(sweep.points), skipped=len(sweep.points) - len(todo),
                                succeeded=0)
+        pending = {p.point_hash for p in todo}
+        done = [p for p in sweep.points if p.point_hash not in pending]
+        if done and sweep.metrics:    # resuming: the stored points show the stats columns, before anything runs
+            _check_metric_columns(sweep, store, done[0])
         if todo:
             n = min(jobs or default_jobs(), len(todo))
             pool = DaskExecutor(jobs or default_jobs(), scheduler) if executor == "dask" else LocalExecutor(n)
@@ -128,16 +132,54 @@ def run_sweep(
             by_hash = {p.point_hash: p for p in todo}
             events = pool.run([_task(sweep, p) for p in todo])
             try:
+                checked = bool(done)
                 for event in events:
                     if event is not None:
                         task, result = event
-                        _store(store, by_hash[task["point_hash"]], result, outcome)
+                        point = by_hash[task["point_hash"]]
+                        _store(store, point, result, outcome)
+                        if not checked and sweep.metrics and store.is_done(point.point_hash):
+                            # the first finished point shows the system's stats columns: a metric naming
+                            # another column stops the sweep now, not after every point ran
+                            checked = True
+                            _check_metric_columns(sweep, store, point)
                     bar.update(outcome.succeeded, len(outcome.failed))
             finally:
                 events.close()  # stops the workers now if we leave early (Ctrl-C, a store error)
                 bar.close()
     outcome.wall_s = time.monotonic() - t0
     return outcome
+
+
+def _finished(store: ResultsStore, point: Point) -> bool:
+    """A point counts as done only if its stored files are whole; a corrupt or partial one is removed (and
+    said so) so that it runs again."""
+    if not store.is_done(point.point_hash):
+        return False
+    problem = store.verified(point.point_hash)
+    if problem is None:
+        return True
+    print(f"archsim: sweep point {point.point_hash} ({point.label()}): {problem}; running it again",
+          file=sys.stderr)
+    store.discard(point.point_hash)
+    return False
+
+
+def _check_metric_columns(sweep: Sweep, store: ResultsStore, point: Point) -> None:
+    """Every column a metric names must be a stats column of the system (as a stored point has them)."""
+    import pyarrow.parquet as pq
+
+    from archsim.errors import nearest
+
+    columns = set(pq.read_schema(store.stats_path(point.point_hash)).names)
+    for name, metric in sweep.metrics.items():
+        for col in (*metric.names, *metric.baseline_names):
+            if col not in columns:
+                hint = nearest(col, sorted(columns))
+                raise UserError(f"{sweep.source}: metrics.{name}.expr: {col!r} is not a stats column of system "
+                                f"{point.config.get('system')!r}"
+                                + (f"; did you mean {', '.join(hint)}?" if hint else
+                                   f"; columns: {', '.join(sorted(columns))}"))
 
 
 def _task(sweep: Sweep, point: Point) -> Task:

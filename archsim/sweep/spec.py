@@ -191,7 +191,9 @@ def load_sweep(sweep: str | Path | dict[str, Any], *, source: str | None = None,
         src = source or str(path)
         if not path.is_file():
             raise UserError(f"{src}: sweep file not found")
-        text = path.read_text()
+        from archsim.config import read_text
+
+        text = read_text(path, "sweep file")
         base_dir = path.resolve().parent
     return parse_sweep(text, src, base_dir=base_dir, base_overrides=base_overrides)
 

@@ -6,7 +6,8 @@
                                            presence means "finished". The Result's manifest is kept in the
                                            file's metadata (key b"archsim.result_manifest").
     DIR/failures/<point_hash>.json         error and traceback of a failed point (removed once it succeeds)
-    DIR/.lock                              flock-ed while a sweep writes here (the kernel drops it on kill)
+    DIR/.lock                              flock-ed while a sweep writes here (the kernel drops it on kill);
+                                           it names its holder (pid, host, start time, command)
 
 Point columns are `point_hash`, `config_hash`, `seed` and one column per axis key path. A result column
 with one of those names is dropped if it only repeats the point's value, else kept as `result.<name>`.
@@ -17,6 +18,7 @@ import contextlib
 import fcntl
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,17 +115,59 @@ class ResultsStore:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the directory for one writer, so cleaning temp files cannot race another sweep."""
+        """Hold the directory for one writer, so cleaning temp files cannot race another sweep.
+
+        An flock on DIR/.lock, which the kernel drops when the holder dies however it dies; worker processes
+        close their inherited copy at once (release_inherited_locks), so only the sweep process holds it.
+        The file names its holder (pid, host, start time, command), so a refusal says who holds the
+        directory, and a run that finds the record of a holder that is gone says it takes over."""
         self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        path = self.root / ".lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise UserError(f"{self.root}: another archsim sweep is writing to this results directory") from None
-            yield
+                owner = _read_owner(fd)
+                who = f" (pid {owner.get('pid')} on {owner.get('host')}, since {owner.get('started')})" if owner else ""
+                raise UserError(f"{self.root}: another archsim sweep is writing to this results directory{who}; "
+                                "wait for it or stop it") from None
+            previous = _read_owner(fd)
+            if previous and previous.get("pid") != os.getpid():
+                print(f"archsim: {self.root}: taking over the lock of sweep pid {previous.get('pid')} on "
+                      f"{previous.get('host')} (started {previous.get('started')}), which is no longer running",
+                      file=sys.stderr)
+            _write_owner(fd)
+            _HELD.add(fd)
+            try:
+                yield
+            finally:
+                _HELD.discard(fd)
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)     # a clean end leaves no owner record behind
         finally:
             os.close(fd)
+
+    def verified(self, point_hash: str) -> str | None:
+        """None if the point's stored files are complete, readable parquet; else why not (the caller re-runs
+        it). Reads only each file's footer (schema, row counts), so a resume of many points stays quick."""
+        import pyarrow.parquet as pq
+
+        for path in (self.stats_path(point_hash), self.table_path(point_hash)):
+            try:
+                meta = pq.read_metadata(path)
+            except FileNotFoundError:
+                return f"{path.name} is missing"
+            except Exception as exc:   # truncated, overwritten, not parquet
+                return f"{path.name} is unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+            if path == self.stats_path(point_hash) and meta.num_rows != 1:
+                return f"{path.name} has {meta.num_rows} rows, not 1"
+        return None
+
+    def discard(self, point_hash: str) -> None:
+        """Remove a point's stored files (before it is run again)."""
+        for path in (self.table_path(point_hash), self.stats_path(point_hash)):
+            path.unlink(missing_ok=True)
 
     def check_owner(self, sweep: Sweep, force: bool = False) -> None:
         """Refuse a directory holding another sweep's results (unless force) or files that are not ours."""
@@ -175,6 +219,41 @@ class ResultsStore:
         path = self.failure_path(point.point_hash)
         atomic_write_text(path, _json(record))
         return path
+
+
+# lock file descriptors this process holds (a forked worker closes its copies: release_inherited_locks)
+_HELD: set[int] = set()
+
+
+def release_inherited_locks() -> None:
+    """In a forked worker: close the copies of the parent's lock descriptors, so that only the sweep
+    process holds the results directory (its death frees the directory even if a worker lingers)."""
+    for fd in list(_HELD):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD.clear()
+
+
+def _read_owner(fd: int) -> dict[str, Any]:
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        data = os.read(fd, 4096)
+        owner = json.loads(data) if data.strip() else {}
+    except (OSError, ValueError):
+        return {}
+    return owner if isinstance(owner, dict) else {}
+
+
+def _write_owner(fd: int) -> None:
+    import datetime
+    import socket
+
+    owner = {"pid": os.getpid(), "host": socket.gethostname(),
+             "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+             "command": " ".join(sys.argv)[:500]}
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, (json.dumps(owner) + "\n").encode())
 
 
 def build_manifest(sweep: Sweep) -> dict[str, Any]:

@@ -288,10 +288,16 @@ def _read_while_loading_engine(path: Any, spec: DramSpec, ctrl: ControllerConfig
     from archsim.dram import trace as trace_mod
 
     fast_trace.load()
+    try:
+        probe = MemorySystem(spec, ctrl, log=log, requests=1)
+    except Exception:   # noqa: BLE001  (the run builds its own engine and reports the error there)
+        return trace_mod.read_trace(path)
+    if probe.kernel_cached() is False:   # a cold cache: the whole input is checked before minutes of compile
+        return trace_mod.read_trace(path)
 
     def load_kernel() -> None:
         try:
-            MemorySystem(spec, ctrl, log=log, requests=1).load_kernel()
+            probe.load_kernel()
         except Exception:   # noqa: BLE001  (only a head start: the run builds its own engine and reports any error)
             pass
 

@@ -77,6 +77,8 @@ TP_DEFAULT = {"gpt3-7b": 4, "gpt3-13b": 4, "gpt3-30b": 8, "gpt3-175b": 32}
 MODES = ("iteration", "serving")
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
                "channel_assignment": ("gmlbp", "round_robin")}
+MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): GPT-3-style MHA + 2-matrix FFN
+
 
 @dataclass
 class NeuPimsConfig:

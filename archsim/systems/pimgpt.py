@@ -53,6 +53,8 @@ from archsim.results import Result, make_manifest
 from archsim.schema import opt
 from archsim.systems import register
 
+MODEL_FEATURES = frozenset({"gqa", "gated_ffn"})  # model features simulated (archsim.summary.FEATURES); MoE is refused
+
 
 @dataclass
 class PimGptConfig:
@@ -497,6 +499,7 @@ class PimGptSimulator:
         graph = build_graph(self.model, "decode", context_len=L)
         self._token_id = self.rng.integers(0, self.model.vocab)
         start, end, counts = self._overlap.run_token(graph, t, L)
+        self.engine.commands_simulated += int(sum(int(c.sum()) for c in counts.values()))   # (issued on the loop)
         span: dict[str, list[int]] = {}
         for p in self._overlap.tasks:
             if p.unit == "PIM":
@@ -528,11 +531,14 @@ class PimGptSimulator:
         w[1] += op.bytes_total * times
 
     def run(self, quiet: bool = True, seed: int = 0) -> Result:
+        from archsim.progress import report as report_progress
+
         self.rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
         n = self.cfg["tokens"]
         for t in range(n):
             self.run_token(t)
+            report_progress("tokens", t + 1, n, self.clock * self.spec.tCK_ps * 1e-12)
         wall = time.perf_counter() - t0
         res = self.result(wall, seed)
         if self.cfg["timeline"]:

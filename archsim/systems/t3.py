@@ -17,6 +17,8 @@ from archsim.results import Result, make_manifest
 from archsim.schema import opt
 from archsim.systems import register
 
+MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): dense MHA sublayers only
+
 
 def _t3(name: str) -> Any:
     from archsim.interconnect import t3  # the model module (imported when its lists are needed)

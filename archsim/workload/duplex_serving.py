@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from archsim import progress
 from archsim.errors import UserError
 from archsim.workload.serving import (
     Batch,
@@ -139,4 +140,6 @@ class DuplexBatcher:
                                                sum(e.context_tokens for e in entries) * self.kv_per_token,
                                                tuple(admitted), tuple(retired)))
             running = still
+            # finished = admitted so far (head) - still running
+            progress.report("requests", head - len(running), len(waiting), now, f"{len(result.iterations):,} iterations")
         return result

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from archsim import progress
 from archsim.errors import UserError
 from archsim.workload.spec import ModelSpec
 
@@ -487,6 +488,8 @@ class ContinuousBatcher:
             running = still
             result.iterations.append(Iteration(len(result.iterations), start, duration, batch, reserved_during,
                                                live, tuple(admitted), tuple(retired)))
+            progress.report("requests", len(requests) - len(waiting) - len(running), len(requests), now,
+                            f"{len(result.iterations):,} iterations")
             if len(result.iterations) >= self.max_iterations and (waiting or running):
                 raise UserError(f"serving did not finish within max_iterations = {self.max_iterations}")
         return result

@@ -1,7 +1,10 @@
 """Regenerate reports/dram_trace_cycles/README.md from the sweep sweeps/dram_trace_cycles.yaml.
 
 Run:  .venv/bin/archsim sweep sweeps/dram_trace_cycles.yaml -j 2     (writes results/dram_trace_cycles/)
-      .venv/bin/python reports/dram_trace_cycles/make_report.py [RESULTS_DIR]
+      .venv/bin/python reports/dram_trace_cycles/make_report.py [RESULTS_DIR] [-o DIR]
+
+-o DIR writes README.md into DIR instead of this folder, so a run with other settings (a smaller sweep, say)
+never overwrites the shipped reproduction.
 
 Every number in README.md comes from those runs; Ramulator 2.1's cycle counts are the project's own runs of
 Ramulator 2.1 on the same traces (constants in benchmarks/bench_dram.py).
@@ -57,12 +60,20 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    results = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results" / "dram_trace_cycles"
-    rows = table(results)
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(description="Regenerate the DRAM trace cycles report from sweep results.")
+    p.add_argument("results", nargs="?", default=str(ROOT / "results" / "dram_trace_cycles"),
+                   help="results directory of sweeps/dram_trace_cycles.yaml (default: results/dram_trace_cycles)")
+    p.add_argument("-o", "--out", default=str(OUT), metavar="DIR",
+                   help="folder to write README.md into (default: this report's folder, the shipped one)")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    rows = table(Path(args.results))
     text = (OUT / "README.template.md").read_text().replace("{{TABLE}}", render(rows))
-    atomic_write_text(OUT / "README.md", text)
-    print(f"wrote {OUT / 'README.md'}")
+    atomic_write_text(out / "README.md", text)
+    print(f"wrote {out / 'README.md'}")
 
 
 if __name__ == "__main__":

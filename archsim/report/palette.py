@@ -1,0 +1,54 @@
+"""One colour per component, the same in every figure of every report (issue 27: a component's colour must
+not change between figures). Report scripts adopt it with `color_of(name)`; names are matched after
+lower-casing and dropping unit suffixes ("read_energy_pj" -> "read"), then by the words they contain.
+
+Components without a fixed colour get one from a spare list chosen by a hash of the name, so they too keep
+their colour from figure to figure (two unknown names may share a colour; known ones never do).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+
+# Fixed colours (matplotlib tab20 shades, named for readability). Groups share a hue family: DRAM command
+# energy in blues/greens, compute units in oranges/reds, links in purples, baselines in greys/browns.
+COMPONENTS: dict[str, str] = {
+    # DRAM energy / time components
+    "act_pre": "#1f77b4", "act": "#1f77b4", "pre": "#aec7e8", "read": "#2ca02c", "write": "#98df8a",
+    "refresh": "#bcbd22", "background": "#c7c7c7",
+    # units
+    "pim": "#9467bd", "bank_pim": "#9467bd", "bankgroup_pim": "#c5b0d5", "logic_pim": "#8c564b",
+    "asic": "#ff7f0e", "npu": "#d62728", "vector": "#ff9896", "xpu": "#d62728", "gpu": "#7f7f7f",
+    "dma": "#17becf", "link": "#e377c2", "allreduce": "#e377c2", "all_to_all": "#f7b6d2", "nmc": "#dbdb8d",
+    "host": "#ffbb78", "sram": "#9edae5", "buffer": "#9edae5",
+    # T3 configurations
+    "sequential": "#7f7f7f", "t3": "#393b79", "t3_mca": "#637939", "ideal": "#e7cb94",
+    "unattributed": "#999999", "other ops": "#cccccc",
+}
+SPARE = ["#8c6d31", "#843c39", "#7b4173", "#5254a3", "#8ca252", "#bd9e39", "#ad494a",
+         "#a55194", "#6b6ecf", "#b5cf6b", "#e7ba52", "#d6616b", "#ce6dbd"]
+_UNIT = re.compile(r"_(pj|nj|uj|mj|j|s|cycles|bytes|energy)$")
+
+
+def key_of(name: str) -> str:
+    """The palette key of a component name: lower case, '-' and ' ' as '_', unit suffixes dropped."""
+    k = str(name).strip().lower().replace("-", "_").replace(" ", "_")
+    while _UNIT.search(k):
+        k = _UNIT.sub("", k)
+    return k.removeprefix("energy_") if k.startswith("energy_") else k
+
+
+def color_of(name: str) -> str:
+    """The colour of component `name`, the same in every figure."""
+    k = key_of(name)
+    if k in COMPONENTS:
+        return COMPONENTS[k]
+    for word in sorted(COMPONENTS, key=len, reverse=True):     # "dram_read" -> read, "npu_gemm" -> npu
+        if re.search(rf"(^|_){re.escape(word)}($|_)", k):
+            return COMPONENTS[word]
+    digest = int(hashlib.sha1(k.encode()).hexdigest(), 16)
+    return SPARE[digest % len(SPARE)]
+
+
+def colors_of(names: list[str]) -> list[str]:
+    return [color_of(n) for n in names]

@@ -1,0 +1,176 @@
+"""The bad-input harness (issue 27): many kinds of bad input over every subcommand, each must end in one
+error line on stderr and exit code 2, with no traceback and before any simulation. A new kind of bad input
+is one more row here, so the count of handled kinds cannot fall silently."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from archsim.cli import main
+
+SWEEP_OK = """\
+name: t
+base: {system: dram-trace, preset: DDR4_3200AA_x8_8Gb, trace: {kind: random, requests: 100}}
+axes:
+  - grid: {controller.row_policy: [open, closed]}
+"""
+
+
+def _files(tmp: Path) -> None:
+    """Inputs the cases refer to, in the test's working directory."""
+    (tmp / "afile").write_text("a file, not a folder\n")
+    (tmp / "adir").mkdir()
+    (tmp / "latin1.yaml").write_bytes(b"dram:\n  timing: {nRCD: 20}  # \xe9t\xe9\n")
+    (tmp / "latin1.json").write_bytes(b'{"manifest": "\xe9"}')
+    (tmp / "broken.json").write_text("{not json")
+    (tmp / "nomanifest.json").write_text(json.dumps({"stats": {}}))
+    (tmp / "bad.trace").write_text("LD 0x100\nLD 0xZZ\n")
+    (tmp / "empty.trace").write_text("")
+    (tmp / "bad.yaml").write_text("dram: [unclosed\n")
+    (tmp / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp / "heads.yaml").write_text("name: odd\nd_model: 768\nn_layers: 2\nn_heads: 7\nvocab: 1000\n"
+                                    "max_context: 128\n")
+    (tmp / "kv.yaml").write_text("name: kv\nd_model: 768\nn_layers: 2\nn_heads: 12\nn_kv_heads: 5\n"
+                                 "vocab: 1000\nmax_context: 128\n")
+    header = "cycle,command,channel,pseudochannel,rank,bankgroup,bank,row,column\n"
+    (tmp / "badcmd.csv").write_text(header + "10,ACT,0,0,0,0,0,5,-1\n20,XYZ,0,0,0,0,0,5,-1\n")
+    (tmp / "negcycle.csv").write_text(header + "-5,ACT,0,0,0,0,0,5,-1\n")
+    (tmp / "badbank.csv").write_text(header + "10,ACT,0,0,0,0,99,5,-1\n")
+    (tmp / "nocols.csv").write_text("a,b\n1,2\n")
+    (tmp / "prog.s").write_text("FROB 1 2\n")
+    (tmp / "good.s").write_text("NOP\n")
+    (tmp / "bad.hex").write_text("zzzz\n")
+    (tmp / "ok-sweep.yaml").write_text(SWEEP_OK)
+    (tmp / "badkey-sweep.yaml").write_text(SWEEP_OK.replace("controller.row_policy", "controller.row_polcy"))
+    (tmp / "badval-sweep.yaml").write_text(SWEEP_OK.replace("[open, closed]", "[open, sideways]"))
+    (tmp / "badmetric-sweep.yaml").write_text(SWEEP_OK + "metrics: {m: '__import__(1)'}\n")
+    (tmp / "notsweep.yaml").write_text("just: a mapping\n")
+
+
+T = ["trace", "synthetic:random:100"]
+R = ["run", "--system", "pimgpt", "--model", "gpt2-small", "--tokens", "1", "--no-baselines"]
+
+CASES: dict[str, list[str]] = {
+    # trace
+    "trace missing file": ["trace", "nope.trace"],
+    "trace malformed line": ["trace", "bad.trace"],
+    "trace empty file": ["trace", "empty.trace"],
+    "trace synthetic kind": ["trace", "synthetic:bogus:10"],
+    "trace synthetic count": ["trace", "synthetic:random:zero"],
+    "trace queue 0": [*T, "--queue", "0"],
+    "trace queue negative": [*T, "--queue", "-4"],
+    "trace channels 0": [*T, "--channels", "0"],
+    "trace unknown preset": [*T, "--preset", "DDR9"],
+    "trace bad mapping": [*T, "--address-mapping", "XYZ"],
+    "trace negative timing": [*T, "--set", "dram.timing.nRCD=-3"],
+    "trace unknown key": [*T, "--set", "dram.timing.nRCDX=3"],
+    "trace key outside dram": [*T, "--set", "tokens=3"],
+    "trace set without =": [*T, "--set", "dram.timing.nRCD"],
+    "trace config missing": [*T, "--config", "nope.yaml"],
+    "trace config not utf-8": [*T, "--config", "latin1.yaml"],
+    "trace config bad yaml": [*T, "--config", "bad.yaml"],
+    "trace config a list": [*T, "--config", "list.yaml"],
+    "trace json under a file": [*T, "--json", "afile/out.json"],
+    "trace json is a folder": [*T, "--json", "adir"],
+    "trace csv under a file": [*T, "--csv", "afile/out.csv"],
+    "trace log under a file": [*T, "--log", "afile/log.csv"],
+    # run / config show
+    "run unknown system": ["run", "--system", "nosuch"],
+    "run unknown model": ["run", "--system", "pimgpt", "--model", "gpt9"],
+    "run tokens 0": [*R[:-3], "--tokens", "0"],
+    "run tokens text": [*R[:-3], "--tokens", "many"],
+    "run channels not power of 2": [*R, "--channels", "3"],
+    "run unknown key": [*R, "--set", "dram.timing.nRCDRDX=3"],
+    "run flag of another system": ["run", "--system", "dram-trace", "--layout", "packed"],
+    "run from-json missing": ["run", "--from-json", "nope.json"],
+    "run from-json not utf-8": ["run", "--from-json", "latin1.json"],
+    "run from-json broken": ["run", "--from-json", "broken.json"],
+    "run from-json no manifest": ["run", "--from-json", "nomanifest.json"],
+    "run n_heads not dividing d_model": [*R[:4], "--model", "heads.yaml", "--tokens", "1"],
+    "run n_kv_heads not dividing n_heads": [*R[:4], "--model", "kv.yaml", "--tokens", "1"],
+    "run json under a file": [*R, "--json", "afile/run.json"],
+    "run csv is a folder": [*R, "--csv", "adir"],
+    "config show bad key": ["config", "show", "--system", "pimgpt", "--set", "nope=1"],
+    "config show bad system": ["config", "show", "--system", "pimgtp"],
+    # check-log
+    "check-log missing": ["check-log", "nope.csv", "--preset", "DDR4_3200AA_x8_8Gb"],
+    "check-log channels 0": ["check-log", "badcmd.csv", "--preset", "DDR4_3200AA_x8_8Gb", "--channels", "0"],
+    "check-log unknown command": ["check-log", "badcmd.csv", "--preset", "DDR4_3200AA_x8_8Gb"],
+    "check-log negative cycle": ["check-log", "negcycle.csv", "--preset", "DDR4_3200AA_x8_8Gb"],
+    "check-log bank out of range": ["check-log", "badbank.csv", "--preset", "DDR4_3200AA_x8_8Gb"],
+    "check-log missing columns": ["check-log", "nocols.csv", "--preset", "DDR4_3200AA_x8_8Gb"],
+    "check-log unknown preset": ["check-log", "badcmd.csv", "--preset", "DDR9"],
+    "check-log key outside dram": ["check-log", "badcmd.csv", "--preset", "DDR4_3200AA_x8_8Gb", "--set", "x=1"],
+    # sweep / report
+    "sweep missing file": ["sweep", "nope.yaml"],
+    "sweep not a sweep": ["sweep", "notsweep.yaml", "-o", "res"],
+    "sweep bad yaml": ["sweep", "bad.yaml", "-o", "res"],
+    "sweep unknown axis key": ["sweep", "badkey-sweep.yaml", "-o", "res"],
+    "sweep bad axis value": ["sweep", "badval-sweep.yaml", "-o", "res"],
+    "sweep bad metric": ["sweep", "badmetric-sweep.yaml", "-o", "res"],
+    "sweep out under a file": ["sweep", "ok-sweep.yaml", "-o", "afile/res"],
+    "sweep out is a file": ["sweep", "ok-sweep.yaml", "-o", "afile"],
+    "sweep jobs 0": ["sweep", "ok-sweep.yaml", "-o", "res", "-j", "0"],
+    "report missing input": ["report", "nope-results", "-o", "rep"],
+    "report not a result": ["report", "broken.json", "-o", "rep"],
+    "report out under a file": ["report", "nomanifest.json", "-o", "afile/rep"],
+    # compile / isa / presets
+    "compile without -o": ["compile", "--model", "gpt2-small"],
+    "compile out under a file": ["compile", "--model", "gpt2-small", "-o", "afile/out"],
+    "isa asm missing input": ["isa", "asm", "nope.s", "-o", "out.hex"],
+    "isa asm unknown instruction": ["isa", "asm", "prog.s", "-o", "out.hex"],
+    "isa asm out under a file": ["isa", "asm", "good.s", "-o", "afile/out.hex"],
+    "isa asm unknown isa": ["isa", "asm", "good.s", "-o", "out.hex", "--isa", "nosuch"],
+    "isa disasm bad hex": ["isa", "disasm", "bad.hex"],
+    "isa show unknown": ["isa", "show", "nosuch"],
+    "presets show unknown": ["presets", "show", "DDR9"],
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_and_exit_2(name, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CI", "true")
+    _files(tmp_path)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    try:
+        code = main(CASES[name])
+    except SystemExit as exc:     # argparse's own errors (usage + one error line)
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, f"{name}: exit {code}, stderr:\n{err}"
+    assert "Traceback" not in err, f"{name}: traceback:\n{err}"
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("archsim: warning")]
+    errors = [line for line in lines if line.startswith("archsim") and "error:" in line]
+    assert len(errors) == 1, f"{name}: expected one error line, got:\n{err}"
+    usage = [line for line in lines if line not in errors]
+    assert all(line.startswith(("usage:", " ")) for line in usage), f"{name}: more than one line:\n{err}"
+    assert "compiling the channel kernel" not in err, f"{name}: rejected only after a compile"
+    # nothing half-written: no output or temp file appeared (sweep/report folders stay absent or empty)
+    after = sorted(str(p) for p in tmp_path.rglob("*") if not (p.is_dir() and not any(p.iterdir())))
+    assert after == before or not set(after) - set(before) - {str(tmp_path / "res" / ".lock")}, \
+        f"{name}: left {sorted(set(after) - set(before))}"
+
+
+def test_the_harness_covers_every_subcommand():
+    from archsim.cli import COMMAND_MODULES
+
+    covered = {argv[0] for argv in CASES.values()}
+    commands = {m.rsplit(".", 1)[1].replace("_", "-") for m in COMMAND_MODULES} - {"rtl"}   # rtl: tools
+    assert commands <= covered, f"subcommands without a bad-input case: {sorted(commands - covered)}"
+    assert len(CASES) >= 65, f"{len(CASES)} bad-input kinds; the harness must not shrink"
+
+
+def test_output_failure_is_one_line_after_a_run(tmp_path, capsys, monkeypatch):
+    """A device that is full is only found when written: one line, exit 2, and the device stays a device."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.s").write_text("NOP\n")
+    code = main(["isa", "asm", "good.s", "-o", "/dev/full"])
+    err = capsys.readouterr().err
+    assert code == 2 and "No space left on device" in err and len(err.strip().splitlines()) == 1, err
+    assert Path("/dev/full").is_char_device()

@@ -1,0 +1,51 @@
+"""Generic report figures (issue 27 item 12): axis labels in words with units, readable log ticks, one colour
+per component in every figure."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from archsim.report.figures import axis_label, readable_log_axis, tick_text
+from archsim.report.palette import COMPONENTS, color_of
+
+
+@pytest.mark.parametrize("col, text", [
+    ("latency_per_token_s", "latency per token (s)"),
+    ("bandwidth_pct_of_peak", "bandwidth (% of peak)"),
+    ("speedup_vs_8ch", "speedup vs 8ch (x)"),
+    ("energy_per_token_j", "energy per token (J)"),
+    ("hw.channels", "hw channels"),
+    ("read_latency_mean_cycles", "read latency mean (cycles)"),
+])
+def test_axis_labels_are_words_with_units(col, text):
+    assert axis_label(col) == text
+    assert axis_label("latency_per_token_s", "m") == "latency per token (ms)"
+
+
+def test_log_ticks_are_plain_numbers():
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.plot([20, 60], [3e9, 4e11])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    readable_log_axis(ax, "x")
+    readable_log_axis(ax, "y")
+    fig.canvas.draw()
+    xs = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    ys = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert xs and ys and not any("10^" in t or "times" in t or "e+" in t for t in xs + ys), (xs, ys)
+    assert "50" in xs and "100 G" in ys, (xs, ys)
+    assert tick_text(0.25) == "0.25" and tick_text(2e12) == "2 T"
+
+
+def test_component_colours_are_fixed_and_distinct():
+    assert color_of("read") == color_of("read_energy_pj") == color_of("Read") == color_of("energy_read_pj")
+    assert color_of("dram_refresh") == color_of("refresh")
+    assert color_of("some new unit") == color_of("some new unit")          # stable for unknown names too
+    named = {k: v for k, v in COMPONENTS.items() if k not in ("act", "xpu", "allreduce", "t3", "sequential",
+                                                              "bank_pim", "buffer")}
+    dup = [c for c in set(named.values()) if list(named.values()).count(c) > 1]
+    assert not dup, f"components sharing a colour: {[k for k, v in named.items() if v in dup]}"
+    assert len({color_of(n) for n in ("read", "write", "act_pre", "refresh", "background")}) == 5
+    assert np.all([isinstance(color_of(n), str) for n in ("pim", "npu", "asic")])

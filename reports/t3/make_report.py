@@ -154,6 +154,7 @@ def figures(out: Path, df: pd.DataFrame) -> list[str]:
         ax.set_xticks(x)
         ax.set_xticklabels(labels, rotation=70, ha="right", fontsize=7)
         ax.set_ylabel("reduce-scatter time / ring link bound (x)")
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.25)
         ax.set_title("Reduce-scatter against its ring link bound (hashed address mapping: every chunk on all 32 channels)")
         ax.legend(fontsize=7, loc="upper left")
         fig.tight_layout()
@@ -255,6 +256,16 @@ def experiments_section(out: Path) -> list[str]:
                 "compute_stall_cycles", "comm_stall_cycles"]
         keep += [c for c in ("threshold_first", "threshold_min", "threshold_max") if c in t]
         lines += _md_table(t[keep].astype(object).fillna("-"))
+        lines.append("")
+    m32 = out / "experiments_mca_tp32.csv"
+    if m32.exists():
+        d = pd.read_csv(m32)
+        lines += ["MCA where the GEMM stalls most (`experiments.py --part mca32`, T3 and T3-MCA at thresholds below the "
+                  "paper's estimate, both gates):", ""]
+        t = d.assign(sublayer_us=d["sublayer_us"].round(1), gemm_us=d["gemm_us"].round(1),
+                     rs_end_us=d["rs_end_us"].round(1), speedup=d["speedup"].map(lambda v: f"{v - 1:+.1%}"))
+        lines += _md_table(t[["case", "config", "threshold", "gate", "sublayer_us", "speedup", "gemm_us", "rs_end_us",
+                              "comm_stall_cycles"]])
         lines.append("")
     n = out / "experiments_nmc.csv"
     if n.exists():

@@ -48,8 +48,8 @@ class T3Config:
     mca_gate: str = opt("all", "MCA: what a held-back communication source may not issue: all its commands, or "
                         "only row commands (ACT/PRE; it finishes accesses to rows it opened)", choices=("all", "row"))
     window_cycles: int = opt(64, "DMA driver window in cycles", minimum=1)
-    address_mapping: str | None = opt(None, "device address mapping with optional hash clauses (docs/traces.md), "
-                                      "e.g. RoRaBgBaChCo for the unhashed layout; null: the preset's (hashed)", optional=True)
+    memory_mapping: str | None = opt(None, "device address mapping with optional hash clauses (docs/traces.md), "
+                                      "e.g. RoRaBgBaChCo for the unhashed layout; null: the preset's (hashed)")
 
 
 DEFAULTS: dict[str, Any] = schema.defaults(T3Config)
@@ -77,7 +77,7 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
         "tracker.entries": cfg["tracker_entries"], "mca.threshold": cfg["mca_threshold"],
         "mca.starvation_cap_cycles": cfg["starvation_cap_cycles"], "mca.gate": cfg["mca_gate"], "driver.window_cycles": cfg["window_cycles"],
         "nmc.update": cfg["nmc_update"],
-        **({"memory.mapping": cfg["address_mapping"]} if cfg.get("address_mapping") is not None else {})})
+        **({"memory.mapping": cfg["memory_mapping"]} if cfg.get("memory_mapping") is not None else {})})
     shape = t3.sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"])
     runs = {}
     for c in cfg["configs"]:
@@ -122,7 +122,7 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
         stats["chunk_channels_min"] = seq.extra["chunk_channels_min"]
         stats["chunk_channels_max"] = seq.extra["chunk_channels_max"]
         stats["channels"] = seq.spec.channels
-        stats["address_mapping"] = seq.extra["mapping"]
+        stats["memory_mapping"] = seq.extra["mapping"]
         stats["comm_fraction"] = (rs_s + seq.ag_s) / base
         for row in rows:
             row["speedup"] = base / row["sublayer_s"]

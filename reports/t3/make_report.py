@@ -35,7 +35,7 @@ PAPER = {  # metric: (geomean, max) as fractions; reference/duplex-t3.md sec. 7
 EXTRA = ["sequential_rs_s", "t3_rs_s", "t3_mca_rs_s", "rs_link_bound_s", "sequential_rs_vs_link_bound",
          "chunk_channels_min", "chunk_channels_max", "channels", "sequential_gemm_s",
          "sequential_compute_stall_cycles", "t3_compute_stall_cycles", "t3_mca_compute_stall_cycles",
-         "t3_comm_stall_cycles", "t3_mca_comm_stall_cycles", "t3_mca_threshold_trajectory", "address_mapping"]
+         "t3_comm_stall_cycles", "t3_mca_comm_stall_cycles", "t3_mca_threshold_trajectory", "memory_mapping"]
 
 
 def geomean(xs: list[float]) -> float:
@@ -232,7 +232,7 @@ def experiments_section(out: Path) -> list[str]:
         d = pd.read_csv(h)
         lines += ["## Sensitivity: the unhashed address layout", "",
                   "`reports/t3/experiments.py --part hash`: the same sublayers with the preset's field order and no "
-                  "channel hashing (`--set address_mapping=RoRaBgBaChCo`), the layout of the previous report.", ""]
+                  "channel hashing (`--set memory_mapping=RoRaBgBaChCo`), the layout of the previous report.", ""]
         t = d.assign(sublayer_us=d["sublayer_us"].round(1), rs_us=d["rs_us"].round(1),
                      rs_link_bound_us=d["rs_link_bound_us"].round(1),
                      rs_vs_bound=(d["rs_us"] / d["rs_link_bound_us"]).round(2),

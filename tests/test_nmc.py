@@ -20,6 +20,8 @@ from archsim.engine.reference import ReferenceController
 from archsim.engine.tables import R_UPD, R_UPDA, lower
 from archsim.errors import ConfigError
 
+SMALL_MAPPING = "RoRaBgBaChCo,Ch^Ro"     # 4-channel T3 memory (the preset's IPoly hash is for 32 channels)
+
 NMC = VARIANTS.index(("HBM2_2Gbps_NMC", (("org.channels", 1),)))
 NEW = ("NMC_ADD", "NMC_ADDA")
 
@@ -218,7 +220,7 @@ def test_set_threshold_takes_effect_between_advances(spec):
 def test_dynamic_threshold_bounds():
     from archsim.interconnect import t3
 
-    p = t3.load_params(overrides={"memory.channels": 4})
+    p = t3.load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING})
     cap = p.controller["read_queue"] + p.controller["write_queue"]
     assert t3.dynamic_threshold(p, 0.0, 58) == 58
     assert t3.dynamic_threshold(p, 60.2, 58) == 61
@@ -233,7 +235,7 @@ def test_dynamic_threshold_follows_the_gemm_and_never_starves_it():
     three starvation caps plus its own PRE, ACT and column time (each of the three may wait one cap)."""
     from archsim.interconnect import t3
 
-    p = t3.load_params(overrides={"memory.channels": 4})
+    p = t3.load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING, "mca.threshold": "dynamic"})
     shape = t3.SublayerShape("fc2_fwd", tokens=256, k=1024, h=1024)
     runs = {c: t3.simulate_sublayer(p, shape, 4, c, devices="one") for c in t3.CONFIGS}
     mca = runs["t3-mca"]

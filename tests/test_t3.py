@@ -11,12 +11,14 @@ from archsim.interconnect import ring as ringmod
 from archsim.interconnect import t3
 
 SMALL = t3.SublayerShape("fc2_fwd", tokens=128, k=256, h=1024)
+# the preset's IPoly hash is for 32 channels; the 4-channel test memory XORs row bits into its channel bits
+SMALL_MAPPING = "RoRaBgBaChCo,Ch^Ro"
 
 
 @pytest.fixture(scope="module")
 def params():
     # 4 channels keep the runs small; everything else is the paper preset
-    return t3.load_params(overrides={"memory.channels": 4})
+    return t3.load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING})
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +265,7 @@ def test_rd_wr_updates_keep_the_result_and_are_priced_alike(params):
     functional result, the update's RD and WR moved to one NMC_UPDATE action priced like NMC_ADD; slower."""
     from archsim.energy import dram_action_energy_pj
 
-    rw = t3.load_params(overrides={"memory.channels": 4, "nmc.update": "rd_wr"})
+    rw = t3.load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING, "nmc.update": "rd_wr"})
     shape = t3.SublayerShape("fc2_fwd", tokens=64, k=256, h=512)
     a = t3.simulate_sublayer(rw, shape, 2, "t3", functional=True)
     b = t3.simulate_sublayer(params, shape, 2, "t3", functional=True)
@@ -356,3 +358,102 @@ def test_advance_never_jumps_past_its_bound(params):
     assert ms.clock == 140
     ms.run()
     assert ms.S.r_enq[rid[0]] == 150
+
+
+def test_threshold_row_arbitration_matches_the_reference():
+    """`threshold_row` (T3-MCA variant: a held-back source still issues column commands to rows it opened) in
+    the fast engine against the reference scheduler, on the random cases that draw `threshold`."""
+    from engine_cases import describe, random_case, run_case
+    from test_engine_vs_reference import assert_clean, assert_same
+
+    from archsim.engine.reference import ReferenceController
+
+    ran = 0
+    for seed in range(20):
+        case = random_case(seed)
+        if case["arbitration"] != "threshold":
+            continue
+        case["arbitration"] = "threshold_row"
+        fast, ref = run_case(MemorySystem, case), run_case(ReferenceController, case)
+        assert_same(case, fast, ref)
+        assert_clean(case, fast, "fast engine")
+        ran += 1
+    assert ran >= 3, f"only {ran} threshold cases among 20 seeds ({describe(case)})"
+
+
+# ---- issue 22: address hashing in the baseline, claim directions -------------------------------------------
+def _chunk_channels(params, model: str, sub: str, tp: int, tokens: int) -> list[int]:
+    from archsim.workload.spec import load_model
+
+    sim = t3._Sim(params, t3.sublayer_shape(load_model(model), sub, tp, tokens), tp, "sequential", devices="one")
+    return [len(np.unique(np.concatenate([sim.tile_requests("C", t)[0] for t in tiles]))) for tiles in sim.chunks]
+
+
+def test_preset_hash_spreads_every_chunk_over_all_channels():
+    """The issue's camping: under the unhashed RoRaBgBaChCo some GPT-3 and MT-NLG TP-32 chunks (384 / 640
+    columns) decode onto 8 of the 32 channels (PaLM's onto 16); the preset's IPoly channel hash puts every
+    chunk of every 500B-class TP-32 out-projection on all 32 (256 tokens: the same row strides as 1024)."""
+    hashed = t3.load_params()
+    plain = t3.load_params(overrides={"memory.mapping": "RoRaBgBaChCo"})
+    assert hashed.mapping and "Ch4^" in hashed.mapping and plain.mapping == "RoRaBgBaChCo"
+    got = {m: (min(_chunk_channels(plain, m, "op_fwd", 32, 256)), min(_chunk_channels(hashed, m, "op_fwd", 32, 256)))
+           for m in ("gpt3-175b", "mt-nlg", "palm")}
+    assert got["gpt3-175b"][0] == 8 and got["mt-nlg"][0] == 8, f"(unhashed, hashed) fewest channels per chunk: {got}"
+    assert all(h == 32 for _, h in got.values()), f"(unhashed, hashed) fewest channels per chunk: {got}"
+
+
+def test_preset_mapping_errors_name_the_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("memory: {preset: HBM2_2Gbps_NMC, channels: 4, mapping: 'RoRaBgBaChCo,Ch3^Ro'}\n")
+    with pytest.raises(ConfigError, match=r"memory\.mapping.*channel has 2 bits"):
+        t3.load_params(str(bad))
+    bad.write_text("memory: {preset: HBM2_2Gbps_NMC}\nmca: {gate: some}\n")
+    with pytest.raises(ConfigError, match=r"mca\.gate"):
+        t3.load_params(str(bad))
+
+
+def test_claim_directions_small(params):
+    """Small default-suite version of the slow reproduction checks: T3 >= Sequential, ideal >= T3 within 1%,
+    T3-MCA within 2% of T3 (our model: MCA recovers little and at this size costs 1.2%, reports/t3 shows why;
+    the paper's +13% over T3 is not reproduced), and the record of what MCA did (threshold trajectory, stall
+    cycles) is in the run's stats."""
+    from archsim import api
+
+    s = api.run({"system": "t3", "model": "mega-gpt2", "sublayer": "fc2_fwd", "tp": 8, "tokens": 128}).stats
+    figs = {k: round(s[k], 4) for k in ("speedup_t3", "speedup_t3_mca", "speedup_ideal")}
+    assert s["speedup_t3"] >= 1.0, figs
+    assert s["speedup_t3_mca"] >= 0.98 * s["speedup_t3"], figs
+    assert s["speedup_ideal"] >= 0.99 * s["speedup_t3"], figs
+    assert s["t3_mca_threshold_trajectory"] and all(v >= 1 for v in s["t3_mca_threshold_trajectory"])
+    assert s["t3_comm_stall_cycles"] == s["t3_compute_stall_cycles"] - s["sequential_compute_stall_cycles"]
+    assert s["chunk_channels_min"] == s["chunk_channels_max"] == 32
+
+
+@pytest.mark.slow
+def test_done_when_gpt3_out_projection_sequential_rs_at_its_link_bound():
+    """Issue 22 done-when: GPT-3 out-projection, TP 32, 1024 tokens: the sequential reduce-scatter runs within
+    10% of its ring link bound under the preset's hashed mapping (it took 1.84x unhashed: chunks on 8 of 32
+    channels)."""
+    from archsim import api
+
+    s = api.run({"system": "t3", "model": "gpt3-175b", "sublayer": "op_fwd", "tp": 32, "tokens": 1024,
+                 "configs": ["sequential"]}).stats
+    ratio = s["sequential_rs_s"] / s["rs_link_bound_s"]
+    assert 0.9 <= ratio <= 1.1, (f"sequential RS {s['sequential_rs_s'] * 1e6:.1f} us vs link bound "
+                                 f"{s['rs_link_bound_s'] * 1e6:.1f} us ({ratio:.2f}x), channels per chunk "
+                                 f"{s['chunk_channels_min']}-{s['chunk_channels_max']}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model,sub,tp", [("t-nlg", "fc2_fwd", 8), ("gpt3-175b", "fc2_fwd", 32)])
+def test_claim_directions_full_size(model, sub, tp):
+    """Full-size rows (1024 tokens, the paper preset): T3 >= Sequential, T3-MCA >= T3 within 1%, ideal >= T3
+    within 1% (where the paper agrees; our MCA recovers little, reports/t3 shows why)."""
+    from archsim import api
+
+    s = api.run({"system": "t3", "model": model, "sublayer": sub, "tp": tp, "tokens": 1024}).stats
+    figs = {k: round(s[k], 4) for k in ("speedup_t3", "speedup_t3_mca", "speedup_ideal", "sequential_rs_vs_link_bound")}
+    assert s["speedup_t3"] > 1.05, figs
+    assert s["speedup_t3_mca"] >= 0.99 * s["speedup_t3"], figs
+    assert s["speedup_ideal"] >= 0.99 * s["speedup_t3"], figs
+    assert s["sequential_rs_vs_link_bound"] <= 1.1, figs

@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("trace", help="trace file, or synthetic:KIND:N (KIND: random, stream, mixed, conflict)")
     p.add_argument("--preset", default="DDR4_3200AA_x8_8Gb", help="DRAM preset (see `archsim presets list`)")
     p.add_argument("--channels", type=positive_int, help="number of channels (default: the preset's)")
-    p.add_argument("--address-mapping", help="address mapping MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco "
+    p.add_argument("--address-mapping", help="address mapping MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco, "
+                   "optionally with hash clauses, e.g. RoRaBgBaChCo,Ch^Ro (docs/traces.md) "
                    "(default: the preset's `mapping:`, else RoBaRaCoCh)")
     # Old spelling, hidden: in `run` / `compile` --mapping is a mapping *policy file*; here it meant the
     # address-mapping string. Still accepted, with a one-line deprecation note on stderr.

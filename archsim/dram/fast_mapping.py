@@ -24,3 +24,36 @@ def decode_into(addr, shift, mask, mult, channel, bank, row, column):
         bank[i] = b
         row[i] = np.int64((a >> shift[5]) & mask[5])
         column[i] = np.int64((a >> shift[6]) & mask[6])
+
+
+@numba.njit(cache=True, nogil=True)
+def decode_hashed_into(addr, shift, mask, mult, xor, channel, bank, row, column):
+    """decode_into with address hashing: bit k of level j (channel..bank) is XORed with the parity of
+    addr & xor[j, k] (mapping.hash_masks; a zero mask leaves the bit as it is)."""
+    for i in range(addr.shape[0]):
+        a = addr[i]
+        b = np.int64(0)
+        ch = np.int64(0)
+        for j in range(5):
+            v = (a >> shift[j]) & mask[j]
+            for k in range(64):
+                if (mask[j] >> np.uint64(k)) == 0:
+                    break
+                x = a & xor[j, k]
+                if x:
+                    x ^= x >> np.uint64(32)
+                    x ^= x >> np.uint64(16)
+                    x ^= x >> np.uint64(8)
+                    x ^= x >> np.uint64(4)
+                    x ^= x >> np.uint64(2)
+                    x ^= x >> np.uint64(1)
+                    v ^= (x & np.uint64(1)) << np.uint64(k)
+            if j == 0:
+                ch = np.int64(v)
+                b = ch
+            else:
+                b = b * mult[j] + np.int64(v)
+        channel[i] = ch
+        bank[i] = b
+        row[i] = np.int64((a >> shift[5]) & mask[5])
+        column[i] = np.int64((a >> shift[6]) & mask[6])

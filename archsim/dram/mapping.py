@@ -5,6 +5,19 @@ DRAMsim3 style (`rorabgbachco`). Tokens: Ro row, Co column, Ch channel, Pc pseud
 Bg bank group, Ba bank. When Bg is not named it shares Ba's place (bank-group bits lowest, so neighbouring
 banks sit in different groups); when Pc is not named it shares Ch's place (pseudo-channel bits lowest).
 The low log2(access_bytes) bits are the offset inside one access.
+
+Address hashing (as GPU and HBM memory controllers do) is part of the mapping string: after the field order,
+comma-separated clauses `TARGET^SOURCE[^SOURCE...]` XOR address bits into the bits of a target field:
+
+    RoRaBgBaChCo,Ch^Ro            channel bit i ^= row bit i (for every channel bit)
+    RoRaBgBaChCo,Ch^Ro3,Bg^Ro     channel bit i ^= row bit 3+i; bank-group bit i ^= row bit i
+    RoRaBgBaChCo,Ch0^Ad16^Ad21    channel bit 0 ^= byte-address bits 16 and 21
+
+A target is a field (Ch, Pc, Ra, Bg, Ba) or one bit of it (`Ch2`). A source is a field (Ro, Co, or any of the
+above; from its bit 0), a field from one of its bits on (`Ro3`), or a bit of the byte address (`Ad16`);
+for a whole-field target, target bit i takes source bit start + i. Sources may not be bits that some clause
+hashes, so the mapping stays a bijection (decode XORs each hashed bit with the parity of its unhashed
+sources; encode applies the same XOR). Without clauses a mapping decodes exactly as before hashing existed.
 """
 from __future__ import annotations
 
@@ -28,9 +41,48 @@ def _sizes(spec: DramSpec) -> dict[str, int]:
             "bankgroup": spec.counts[3], "bank": spec.counts[4], "row": spec.rows, "column": spec.columns}
 
 
+HASH_TARGETS = ("ch", "pc", "ra", "bg", "ba")
+_CLAUSE_TERM = re.compile(r"([A-Za-z]{2})(\d*)$")
+
+
+def split_mapping(text: str) -> tuple[str, list[str]]:
+    """(field order, hash clauses) of a mapping string (module doc)."""
+    parts = [p.strip() for p in str(text).strip().split(",")]
+    return parts[0], parts[1:]
+
+
+def _parse_clauses(text: str, clauses: list[str]) -> list[tuple[tuple[str, int | None], list[tuple[str, int | None]]]]:
+    """Hash clauses -> [((target field, bit or None), [(source field or 'address', bit or None), ...])];
+    checks the syntax only (bit ranges need the device: hash_masks)."""
+    out = []
+    for clause in clauses:
+        terms = [t.strip() for t in clause.split("^")]
+        if len(terms) < 2 or not all(terms):
+            raise UserError(f"mapping {text!r}: hash clause {clause!r} must be TARGET^SOURCE[^SOURCE...], "
+                            "e.g. Ch^Ro, Ch^Ro3 or Ch0^Ad16^Ad21")
+        parsed = []
+        for i, term in enumerate(terms):
+            m = _CLAUSE_TERM.match(term)
+            key = m and m.group(1).lower()
+            allowed = HASH_TARGETS if i == 0 else tuple(TOKENS) + ("ad",)
+            if not m or key not in allowed:
+                what = "target" if i == 0 else "source"
+                names = ", ".join(t.capitalize() for t in allowed)
+                raise UserError(f"mapping {text!r}: hash clause {clause!r}: {what} {term!r} must be one of "
+                                f"{names}, optionally followed by a bit number")
+            if key == "ad" and not m.group(2):
+                raise UserError(f"mapping {text!r}: hash clause {clause!r}: {term!r} needs a bit number (Ad16)")
+            parsed.append(("address" if key == "ad" else TOKENS[key], int(m.group(2)) if m.group(2) else None))
+        out.append((parsed[0], parsed[1:]))
+    return out
+
+
 def parse_mapping(text: str) -> list[str]:
-    """Field names from the least significant to the most significant."""
-    raw = str(text).strip()
+    """Field names from the least significant to the most significant (hash clauses are checked for syntax
+    and otherwise ignored here: hash_masks resolves them)."""
+    order, clauses = split_mapping(text)
+    _parse_clauses(str(text), clauses)
+    raw = order
     parts = re.findall(r"[A-Za-z]{2}", raw)
     if "".join(parts) != raw or not parts:
         raise UserError(f"mapping {text!r}: expected two-letter fields like RoBaRaCoCh or rorabgbachco "
@@ -74,6 +126,66 @@ def field_layout(spec: DramSpec, mapping: str = DEFAULT_MAPPING) -> dict[str, tu
     return out
 
 
+def hash_masks(spec: DramSpec, mapping: str = DEFAULT_MAPPING) -> dict[int, int]:
+    """The mapping's hashing as {hashed byte-address bit: mask of the address bits XORed into it} (empty for
+    a mapping without hash clauses). Raises UserError for a bit outside its field or the address, or a source
+    that is itself hashed (the mapping would not be a bijection)."""
+    _, clauses = split_mapping(mapping)
+    if not clauses:
+        return {}
+    layout = field_layout(spec, mapping)
+    top = max(s + b for s, b in layout.values())
+    low = int(spec.access_bytes).bit_length() - 1
+    out: dict[int, int] = {}
+    for clause, ((tf, tbit), sources) in zip(clauses, _parse_clauses(mapping, clauses), strict=True):
+        t0, tn = layout[tf]
+        if tn == 0:
+            raise UserError(f"mapping {mapping!r}: hash clause {clause!r}: {spec.name} has one {tf}, nothing to hash")
+        if tbit is not None and tbit >= tn:
+            raise UserError(f"mapping {mapping!r}: hash clause {clause!r}: {tf} has {tn} bits (0..{tn - 1}), "
+                            f"got bit {tbit}")
+        bits = [tbit] if tbit is not None else list(range(tn))
+        for i, b in enumerate(bits):
+            mask = 0
+            for sf, sbit in sources:
+                start = sbit or 0
+                if sf == "address":
+                    a = start + i
+                    if not low <= a < top:
+                        raise UserError(f"mapping {mapping!r}: hash clause {clause!r}: address bit {a} is outside "
+                                        f"the mapped bits {low}..{top - 1} of {spec.name}")
+                else:
+                    s0, sn = layout[sf]
+                    if start + i >= sn:
+                        raise UserError(f"mapping {mapping!r}: hash clause {clause!r}: {sf} has {sn} bits, "
+                                        f"needs bit {start + i}")
+                    a = s0 + start + i
+                mask ^= 1 << a
+            out[t0 + b] = out.get(t0 + b, 0) ^ mask
+    for t, mask in out.items():
+        clash = [b for b in out if mask >> b & 1]
+        if clash:
+            raise UserError(f"mapping {mapping!r}: address bit {clash[0]} is hashed and also a source of bit {t}'s "
+                            "hash; sources must be unhashed bits (else the mapping is not a bijection)")
+    return {t: m for t, m in out.items() if m}
+
+
+def _parity(x: np.ndarray) -> np.ndarray:
+    """Parity (0/1) of each uint64."""
+    x = x.copy()
+    for s in (32, 16, 8, 4, 2, 1):
+        x ^= x >> np.uint64(s)
+    return x & np.uint64(1)
+
+
+def _apply_hash(addr: np.ndarray, masks: dict[int, int]) -> np.ndarray:
+    """XOR every hashed bit with the parity of its sources (its own inverse: sources are never hashed)."""
+    out = addr.copy()
+    for bit, mask in masks.items():
+        out ^= _parity(addr & np.uint64(mask)) << np.uint64(bit)
+    return out
+
+
 def decode(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPING) -> dict[str, np.ndarray]:
     """Vectorised decode of byte addresses. Returns int64 arrays channel, bank (global bank id: channel,
     pseudochannel, rank, bank group, bank as mixed-radix digits), row, column."""
@@ -92,7 +204,18 @@ def decode(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPING) -> 
     a = np.ascontiguousarray(a).reshape(-1)
     n = len(a)
     out = {k: np.empty(n, dtype=np.int64) for k in ("channel", "bank", "row", "column")}
-    decode_into(a, shift, mask, mult, out["channel"], out["bank"], out["row"], out["column"])
+    masks = hash_masks(spec, mapping)
+    if masks:
+        from archsim.dram.fast_mapping import decode_hashed_into
+
+        # xor[j, k]: the sources of bit k of level j (VECTOR_LEVELS order; only channel..bank are hashed)
+        xor = np.zeros((5, 64), dtype=np.uint64)
+        for bit, m in masks.items():
+            f = next(f for f in VECTOR_LEVELS[:5] if layout[f][0] <= bit < layout[f][0] + layout[f][1])
+            xor[VECTOR_LEVELS.index(f), bit - layout[f][0]] = m
+        decode_hashed_into(a, shift, mask, mult, xor, out["channel"], out["bank"], out["row"], out["column"])
+    else:
+        decode_into(a, shift, mask, mult, out["channel"], out["bank"], out["row"], out["column"])
     return {k: v.reshape(shape) for k, v in out.items()}   # the input's shape (a scalar gives 0-d arrays)
 
 
@@ -111,7 +234,8 @@ def encode(spec: DramSpec, channel: int, pseudochannel: int, rank: int, bankgrou
             raise ValueError(f"{f}={values[f]} out of range 0..{sizes[f] - 1}")
         addr |= values[f] << shift
         shift += bits
-    return addr
+    masks = hash_masks(spec, mapping)
+    return int(_apply_hash(np.array([addr], dtype=np.uint64), masks)[0]) if masks else addr
 
 
 def encode_many(spec: DramSpec, vec: np.ndarray, mapping: str = DEFAULT_MAPPING) -> np.ndarray:
@@ -131,14 +255,19 @@ def encode_many(spec: DramSpec, vec: np.ndarray, mapping: str = DEFAULT_MAPPING)
             raise ValueError(f"{f}={int(col[bad[0]])} out of range 0..{sizes[f] - 1} (row {int(bad[0])})")
         addr |= col.astype(np.uint64) << np.uint64(shift)
         shift += int(sizes[f]).bit_length() - 1
-    return addr
+    masks = hash_masks(spec, mapping)
+    return _apply_hash(addr, masks) if masks else addr
 
 
 def decode_fields(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPING) -> dict[str, np.ndarray]:
     """Vectorised decode into every level: channel, pseudochannel, rank, bankgroup, bank (within its
     group), row and column, each an int64 array (the inverse of encode_many)."""
     sizes = _sizes(spec)
-    a = np.asarray(addr, dtype=np.uint64) >> np.uint64(int(spec.access_bytes).bit_length() - 1)
+    a = np.asarray(addr, dtype=np.uint64)
+    masks = hash_masks(spec, mapping)
+    if masks:
+        a = _apply_hash(a, masks)
+    a = a >> np.uint64(int(spec.access_bytes).bit_length() - 1)
     parts: dict[str, np.ndarray] = {}
     for f in parse_mapping(mapping):
         bits = int(sizes[f]).bit_length() - 1
@@ -154,11 +283,19 @@ def constant_fields(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAP
     addr = np.asarray(addr, dtype=np.uint64)
     if len(addr) == 0:
         return []
+    sizes = _sizes(spec)
+    if hash_masks(spec, mapping):
+        # a hashed field depends on other bits' parity: decode (in slices) and compare
+        first = {f: int(v[0]) for f, v in decode_fields(spec, addr[:1], mapping).items()}
+        varies: set[str] = set()
+        for i in range(0, len(addr), 1 << 16):
+            parts = decode_fields(spec, addr[i:i + (1 << 16)], mapping)
+            varies |= {f for f in VECTOR_LEVELS[:5] if bool(np.any(parts[f] != first[f]))}
+        return [f for f in VECTOR_LEVELS[:5] if sizes[f] > 1 and f not in varies]
     # A field is constant iff none of its bits differ from the first address's: one pass, no decode (in
     # slices, so the temporary stays small: fresh memory is what costs most in a long trace's run)
     differ = 0
     for i in range(0, len(addr), 1 << 16):
         differ |= int(np.bitwise_or.reduce(addr[i:i + (1 << 16)] ^ addr[0]))
-    sizes = _sizes(spec)
     layout = field_layout(spec, mapping)
     return [f for f in VECTOR_LEVELS[:5] if sizes[f] > 1 and not (differ >> layout[f][0]) & ((1 << layout[f][1]) - 1)]

@@ -77,8 +77,11 @@ _inl = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False, inline='alway
  CF_NBUF, CF_MAX_CYCLES, CF_NRFCPB) = range(22)
 N_CF = 22
 REFRESH_NONE, REFRESH_ALLBANK, REFRESH_PERBANK = 0, 1, 2
-ARB_FRFCFS, ARB_PRIORITY, ARB_BLOCKED, ARB_THRESHOLD = 0, 1, 2, 3
-ARBITRATIONS = {"frfcfs": ARB_FRFCFS, "priority": ARB_PRIORITY, "blocked": ARB_BLOCKED, "threshold": ARB_THRESHOLD}
+ARB_FRFCFS, ARB_PRIORITY, ARB_BLOCKED, ARB_THRESHOLD, ARB_THRESHOLD_ROW = 0, 1, 2, 3, 4
+# threshold_row: as threshold, but a held-back source may still issue column commands (to rows it opened);
+# only its row commands wait, so it never holds a bank's row open while it waits (T3-MCA variant, issue 22)
+ARBITRATIONS = {"frfcfs": ARB_FRFCFS, "priority": ARB_PRIORITY, "blocked": ARB_BLOCKED, "threshold": ARB_THRESHOLD,
+                "threshold_row": ARB_THRESHOLD_ROW}
 SEG_START, SEG_END = 1, 2
 KIND_READ, KIND_WRITE, KIND_RMW = 0, 1, 2
 # advance() status
@@ -1043,7 +1046,9 @@ def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
                 continue
             if arb == ARB_BLOCKED and s != S.active[ch]:
                 continue
-            if arb == ARB_THRESHOLD and s != 0 and gate == 0 and promoted[s] == 0:
+            if arb >= ARB_THRESHOLD and s != 0 and gate == 0 and promoted[s] == 0:
+                if arb == ARB_THRESHOLD_ROW and bus != 1 and cand[s, 0] >= 0:
+                    return s, 0
                 continue
             if bus != 1 and cand[s, 0] >= 0:
                 return s, 0
@@ -1180,7 +1185,7 @@ def _step(S, T, CF, ch, clk, cand):
                     break
             S.active[ch] = a
     gate = 1
-    if arb == ARB_THRESHOLD:
+    if arb >= ARB_THRESHOLD:
         # the first source's queued entries: rw queues, or stream commands entered and not issued
         if _is_rw(S, ch, 0):
             pk0 = ch * n_rw + S.src_idx[ch, 0]

@@ -30,7 +30,7 @@ LOG_COLUMNS = ["cycle", "command", "channel", "pseudochannel", "rank", "bankgrou
                "source"]
 READ, WRITE, RMW = 0, 1, 2
 HIT, MISS, CONFLICT = 0, 1, 2
-ARBITRATIONS = ("frfcfs", "priority", "blocked", "threshold")
+ARBITRATIONS = ("frfcfs", "priority", "blocked", "threshold", "threshold_row")
 NEVER = 1 << 62
 
 
@@ -473,7 +473,7 @@ class ReferenceController:
         for s in range(len(ch.src)):
             if self.arbitration == "blocked":
                 may_issue[s] = s == ch.active
-            elif self.arbitration == "threshold" and s > 0:
+            elif self.arbitration in ("threshold", "threshold_row") and s > 0:
                 may_issue[s] = first_queued < self.threshold or promoted[s]
 
         def arbitrate(bus: str | None) -> None:
@@ -556,6 +556,8 @@ class ReferenceController:
                 w = pick(cands[s])
                 if w is not None:
                     return w
+            elif self.arbitration == "threshold_row" and bus != "row" and cands[s][0] is not None:
+                return cands[s][0]      # held back: its column commands (rows it opened) still go
         return None
 
     # ---- refresh (3.1) --------------------------------------------------------------------------

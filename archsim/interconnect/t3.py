@@ -104,6 +104,8 @@ class T3Params:
     window_cycles: int = 16
     update_energy: str = "WR + RD"
     name: str = "t3"
+    mapping: str | None = None       # address mapping (with hashing); None: the memory preset's `mapping:`
+    mca_gate: str = "all"            # all: a held-back comm source issues nothing; row: only its ACT/PRE wait
 
 
 def _section(doc: Doc, data: dict, key: str, allowed: tuple[str, ...]) -> dict:
@@ -175,7 +177,7 @@ def params_from_mapping(doc: Doc) -> T3Params:
                           else require_int(doc, f"gpu.{k}", v, minimum=1)) for k, v in g.items()})
     if gpu.tile_n % COL_UNIT:
         raise doc.error("gpu.tile_n", f"must be a multiple of {COL_UNIT} columns (one 32 B access), got {gpu.tile_n}")
-    m = _section(doc, data, "memory", ("preset", "channels", "controller"))
+    m = _section(doc, data, "memory", ("preset", "channels", "controller", "mapping"))
     overrides = {}
     if "channels" in m:
         overrides["org.channels"] = require_int(doc, "memory.channels", m["channels"], minimum=1)
@@ -183,9 +185,19 @@ def params_from_mapping(doc: Doc) -> T3Params:
     ctrl = m.get("controller", {}) or {}
     if not isinstance(ctrl, dict):
         raise doc.error("memory.controller", "must be a mapping")
+    addr_map = m.get("mapping")
+    if addr_map is not None:
+        if not isinstance(addr_map, str):
+            raise doc.error("memory.mapping", f"must be an address-mapping string (docs/traces.md), got {addr_map!r}")
+        addr_map = " ".join(addr_map.split())
+        try:
+            mapping_mod.parse_mapping(addr_map)
+            mapping_mod.hash_masks(spec, addr_map)
+        except UserError as exc:
+            raise doc.error("memory.mapping", str(exc)) from None
     nmc = _section(doc, data, "nmc", ("alu_latency_cycles", "update_energy", "update"))
     tr = _section(doc, data, "tracker", ("entries",))
-    mca = _section(doc, data, "mca", ("threshold", "starvation_cap_cycles"))
+    mca = _section(doc, data, "mca", ("threshold", "starvation_cap_cycles", "gate"))
     drv = _section(doc, data, "driver", ("window_cycles",))
     thr = mca.get("threshold", "dynamic")
     if thr not in ("auto", "dynamic"):
@@ -194,6 +206,7 @@ def params_from_mapping(doc: Doc) -> T3Params:
         thr = require_int(doc, "mca.threshold", thr, minimum=1)
     from archsim.config import require_choice
     update = require_choice(doc, "nmc.update", nmc.get("update", "command"), ["command", "rd_wr"])
+    gate = require_choice(doc, "mca.gate", mca.get("gate", "all"), ["all", "row"])
     # the adder latency is the standard's nALU where it has one (one source of truth); the key is for
     # standards without an update command
     if "nALU" in spec.timing:
@@ -214,7 +227,7 @@ def params_from_mapping(doc: Doc) -> T3Params:
                                                       mca.get("starvation_cap_cycles", 1000), minimum=1),
                     window_cycles=require_int(doc, "driver.window_cycles", drv.get("window_cycles", 16), minimum=1),
                     update_energy=_energy_expr(doc, nmc.get("update_energy", "WR + RD"), spec),
-                    name=str(data.get("name", "t3")))
+                    name=str(data.get("name", "t3")), mapping=addr_map, mca_gate=gate)
 
 
 def load_params(name_or_path: str | Path = "t3_paper", overrides: dict[str, Any] | None = None) -> T3Params:
@@ -523,7 +536,7 @@ class _Sim:
         if at > cap:
             raise UserError(f"t3: {shape.name} at {shape.tokens} tokens needs {at} B per device, more than "
                             f"the {cap} B of {self.spec.name}")
-        self.mapping = self.spec.default_mapping
+        self.mapping = params.mapping or self.spec.default_mapping
         self.addr_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
         self.now = 0
         self.heap: list[tuple[int, int, Callable[[], None]]] = []
@@ -545,7 +558,8 @@ class _Sim:
         for dev in self.sim:
             ms = MemorySystem(self.spec, params.controller, sources=[{"name": "compute", "kind": "rw"},
                                                                      {"name": "comm", "kind": "rw"}],
-                              arbitration="threshold" if config == "t3-mca" else "frfcfs",
+                              arbitration=("frfcfs" if config != "t3-mca" else
+                                           "threshold_row" if params.mca_gate == "row" else "threshold"),
                               threshold=self.threshold or 0,
                               starvation_cap=params.starvation_cap_cycles if config == "t3-mca" else 0,
                               alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16,
@@ -568,6 +582,8 @@ class _Sim:
         self.dma_fires: dict[tuple[int, Any], int] = {}
         self.final_tiles: dict[tuple[int, Any], int] = {}
         self.gemm_done: dict[int, int] = {}
+        self.stall: dict[int, int] = {}            # device -> cycles its CUs waited for operands (memory)
+        self.first_send: int | None = None         # first cycle a reduce-scatter byte left on a link
         if functional:
             rng = np.random.default_rng(seed)
             # small integers: every sum is exact in float64, so any order of additions gives the same result
@@ -633,6 +649,8 @@ class _Sim:
         ser = int(math.ceil(nbytes / self.ring.link_bytes_per_s / self.spec.tCK_s - 1e-9))
         lat = int(math.ceil(self.ring.hop_latency_s / self.spec.tCK_s - 1e-9))
         start = max(t, self.link_free[src])
+        if self.first_send is None or start < self.first_send:
+            self.first_send = start
         self.link_free[src] = start + ser
         arrive = start + ser + lat
         self.at(arrive, lambda: fn(arrive))
@@ -749,6 +767,8 @@ class _Sim:
             if i not in st["reads_done"] or (i > 0 and i - 1 not in st["comp_done"]):
                 return
             start = max(st["reads_done"][i], st["comp_done"].get(i - 1, 0))
+            # compute stall: the CUs wait for this step's operands after finishing the step before
+            self.stall[dev] = self.stall.get(dev, 0) + max(0, st["reads_done"][i] - st["comp_done"].get(i - 1, 0))
             w, _, kw = steps[i]
             end = start + self.step_cycles(waves[w], kw)
             self.at(end, lambda: comp_done(i, end))
@@ -1022,10 +1042,26 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
             int(th.min()), float(th.mean()), int(th.max())
         run.extra["thresholds"] = len(th)
     run.extra["padded_from_h"] = sim.padded_from
+    run.extra["threshold_trajectory"] = [int(x) for x in sim.thresholds]
+    run.extra["compute_stall_cycles"] = max(sim.stall.values(), default=0)
+    run.extra["first_send_cycles"] = sim.first_send
+    # channels one chunk's output touches under the address mapping (fewest and most over the chunks)
+    per_chunk = [len(np.unique(np.concatenate([sim.tile_requests("C", t)[0] for t in tiles])))
+                 for tiles in sim.chunks]
+    run.extra["chunk_channels_min"], run.extra["chunk_channels_max"] = min(per_chunk), max(per_chunk)
+    run.extra["mapping"] = sim.mapping
     if functional:
         run.extra["partials"] = sim.P
         run.extra["chunk_bounds"] = chunk_bounds(shape.h, tp, COL_UNIT)
     return run
+
+
+def rs_link_bound_s(run: SublayerRun) -> float:
+    """Ring link bound of the reduce-scatter: N-1 steps of one hop latency plus a chunk's serialisation (the
+    largest chunk of the simulated shape)."""
+    cols = max(hi - lo for lo, hi in chunk_bounds(run.shape.h, run.tp, COL_UNIT))
+    chunk_bytes = run.shape.tokens * cols * 2
+    return (run.tp - 1) * (run.ring.hop_latency_s + chunk_bytes / run.ring.link_bytes_per_s)
 
 
 def data_movement_bytes(run: SublayerRun) -> int:

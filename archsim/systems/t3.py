@@ -41,13 +41,17 @@ class T3Config:
     configs: list[str] | str = opt(["sequential", "t3", "t3-mca"], "configurations simulated (ideal is derived "
                                    "from sequential)", choices=lambda: _t3("CONFIGS"))
     tracker_entries: int = opt(256, "tracker entries (tile-update counters) at the memory controller", minimum=1)
-    mca_threshold: int | str = opt("dynamic", "MCA: occupancy threshold; dynamic: re-estimated per K step from "
-                                   "the measured compute queue; auto: the preset's rule once, from the first stage; "
-                                   "or an integer", choices=("dynamic", "auto"), minimum=1)
+    mca_threshold: int | str = opt("auto", "MCA: occupancy threshold; auto (the paper): estimated once from the "
+                                   "first stage's memory intensity; dynamic: re-estimated per K step from the "
+                                   "measured compute queue; or an integer", choices=("dynamic", "auto"), minimum=1)
     nmc_update: str = opt("command", "near-memory update: command (the standard's NMC update command, UPD/UPDA) "
                           "or rd_wr (RD + ALU + WR)", choices=("command", "rd_wr"))
     starvation_cap_cycles: int = opt(1000, "MCA: most cycles a source may starve", minimum=1)
+    mca_gate: str = opt("all", "MCA: what a held-back communication source may not issue: all its commands, or "
+                        "only row commands (ACT/PRE; it finishes accesses to rows it opened)", choices=("all", "row"))
     window_cycles: int = opt(64, "DMA driver window in cycles", minimum=1)
+    memory_mapping: str | None = opt(None, "device address mapping with optional hash clauses (docs/traces.md), "
+                                      "e.g. RoRaBgBaChCo for the unhashed layout; null: the preset's (hashed)")
 
 
 DEFAULTS: dict[str, Any] = schema.defaults(T3Config)
@@ -73,8 +77,9 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
     model = load_model(cfg["model"])
     params = t3.load_params(cfg["preset"], overrides={
         "tracker.entries": cfg["tracker_entries"], "mca.threshold": cfg["mca_threshold"],
-        "mca.starvation_cap_cycles": cfg["starvation_cap_cycles"], "driver.window_cycles": cfg["window_cycles"],
-        "nmc.update": cfg["nmc_update"]})
+        "mca.starvation_cap_cycles": cfg["starvation_cap_cycles"], "mca.gate": cfg["mca_gate"], "driver.window_cycles": cfg["window_cycles"],
+        "nmc.update": cfg["nmc_update"],
+        **({"memory.mapping": cfg["memory_mapping"]} if cfg.get("memory_mapping") is not None else {})})
     shape = t3.sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"])
     runs = {}
     for c in cfg["configs"]:
@@ -95,7 +100,14 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
                      "mca_threshold": r.threshold, "comm_latency_max_cycles": r.comm_latency_max,
                      "mca_threshold_min": r.extra.get("threshold_min"), "mca_threshold_max": r.extra.get("threshold_max"),
                      "nmc_mode": r.nmc_mode,
-                     "padded_d_model": r.extra.get("padded_from_h") and r.shape.h, "wall_s": r.wall_s})
+                     "padded_d_model": r.extra.get("padded_from_h") and r.shape.h, "wall_s": r.wall_s,
+                     # reduce-scatter: sequential from the GEMM's end, fused from the first byte sent
+                     "rs_s": (r.rs_end_cycles - (r.gemm_cycles if c == "sequential" else
+                                                 (r.extra["first_send_cycles"] or 0))) * tck,
+                     "rs_link_bound_s": t3.rs_link_bound_s(r),
+                     "compute_stall_cycles": r.extra["compute_stall_cycles"],
+                     "chunk_channels_min": r.extra["chunk_channels_min"],
+                     "chunk_channels_max": r.extra["chunk_channels_max"]})
     if "sequential" in runs:
         seq = runs["sequential"]
         gemm_s = seq.gemm_cycles * tck
@@ -107,6 +119,12 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
         stats["sequential_s"] = base
         stats["sequential_gemm_s"] = gemm_s
         stats["sequential_rs_s"] = rs_s
+        stats["rs_link_bound_s"] = t3.rs_link_bound_s(seq)
+        stats["sequential_rs_vs_link_bound"] = rs_s / stats["rs_link_bound_s"]
+        stats["chunk_channels_min"] = seq.extra["chunk_channels_min"]
+        stats["chunk_channels_max"] = seq.extra["chunk_channels_max"]
+        stats["channels"] = seq.spec.channels
+        stats["memory_mapping"] = seq.extra["mapping"]
         stats["comm_fraction"] = (rs_s + seq.ag_s) / base
         for row in rows:
             row["speedup"] = base / row["sublayer_s"]
@@ -120,6 +138,19 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
         if c != "sequential" and "sequential" in runs:
             stats[f"data_movement_change_{c.replace('-', '_')}"] = \
                 t3.data_movement_bytes(r) / t3.data_movement_bytes(runs["sequential"]) - 1
+    for c, r in runs.items():
+        key = c.replace("-", "_")
+        stats[f"{key}_rs_s"] = next(row["rs_s"] for row in rows if row["config"] == c)
+        stats[f"{key}_compute_stall_cycles"] = r.extra["compute_stall_cycles"]
+        if r.extra["threshold_trajectory"]:
+            # MCA: the threshold per K step (one value with `auto`: the first-stage estimate)
+            stats[f"{key}_threshold_trajectory"] = r.extra["threshold_trajectory"]
+    if "sequential" in runs:
+        base_stall = runs["sequential"].extra["compute_stall_cycles"]
+        for c, r in runs.items():
+            if c != "sequential":
+                # stalls beyond the sequential GEMM's own (which runs with no communication traffic beside it)
+                stats[f"{c.replace('-', '_')}_comm_stall_cycles"] = r.extra["compute_stall_cycles"] - base_stall
     stats["sim_wall_s"] = sum(r.wall_s for r in runs.values())
     stats["finite"] = all(math.isfinite(v) for v in stats.values() if isinstance(v, float))
     return stats, rows

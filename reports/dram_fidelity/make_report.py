@@ -94,6 +94,22 @@ def steps(recs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def norefresh(path: Path) -> str:
+    """The experiment with refresh off in both simulators (`run_cases.py --no-refresh`)."""
+    recs = [r for r in json.loads(path.read_text()) if r["sim"].endswith("+norefresh")]
+    by = {(r["sim"], r["device"], r["kind"]): r for r in recs}
+    lines = ["| device | trace | requests | Ramulator 2.1 cycles | archsim cycles | difference | Ramulator latency "
+             "| archsim latency |", "|---|---|---|---|---|---|---|---|"]
+    for (sim, d, k), ref in sorted(by.items(), key=lambda kv: (kv[0][1], ORDER[kv[0][2]])):
+        a = by.get(("archsim/ramulator2+norefresh", d, k))
+        if sim != "ramulator2+norefresh" or a is None:
+            continue
+        lines.append(f"| {d} | {k} | {ref['requests']:,} | {ref['cycles']:,} | {a['cycles']:,} "
+                     f"| {100 * (a['cycles'] / ref['cycles'] - 1):+.2f} % | {ref['read_latency_mean_cycles']:.1f} "
+                     f"| {a['read_latency_mean_cycles']:.1f} |")
+    return "\n".join(lines) if len(lines) > 2 else "(not run)"
+
+
 def walls(rs: list[dict]) -> str:
     lines = ["| device | trace | Ramulator 2.1 `sim.run()` s | archsim engine s | ratio |", "|---|---|---|---|---|"]
     for r in rs:
@@ -142,7 +158,8 @@ def main() -> None:
     rs = rows(recs)
     figure(rs, args.out / "fidelity.png", n)
     text = ((HERE / "README.template.md").read_text().replace("{{REQUESTS}}", f"{n:,}")
-            .replace("{{TABLE}}", table(rs)).replace("{{WALL}}", walls(rs)).replace("{{STEPS}}", steps(recs)))
+            .replace("{{TABLE}}", table(rs)).replace("{{WALL}}", walls(rs)).replace("{{STEPS}}", steps(recs))
+            .replace("{{NOREFRESH}}", norefresh(args.cases)))
     atomic_write_text(args.out / "README.md", text)
     print(f"wrote {args.out / 'README.md'} and fidelity.png ({sum(r['ok'] for r in rs)}/{len(rs)} within tolerance)")
 

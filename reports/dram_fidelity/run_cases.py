@@ -162,6 +162,8 @@ def main() -> None:
     ap.add_argument("--ramulator2", type=Path, help="Ramulator 2.1 source tree with its built Python module")
     ap.add_argument("--ramulator2-python", default=sys.executable, help="Python that imports Ramulator 2.1")
     ap.add_argument("--conventions", nargs="*", default=["archsim", "ramulator2"])
+    ap.add_argument("--no-refresh", action="store_true", help="refresh off in both simulators (an experiment: "
+                    "records named SIM+norefresh)")
     ap.add_argument("--steps", action="store_true", help="also the cumulative steps from archsim's default to the "
                     "ramulator2 convention (STEPS)")
     args = ap.parse_args()
@@ -173,6 +175,8 @@ def main() -> None:
     for name in args.devices:
         dev = DEVICES[name]
         mapping = RAM_MAPPING[dev["ram"]["standard"]]
+        if args.no_refresh:
+            dev = {**dev, "ram": {**dev["ram"], "refresh": "NoRefresh"}}
         for kind in args.kinds:
             trace = traces[kind]["ramulator"]
             todo = []
@@ -183,7 +187,11 @@ def main() -> None:
                     ctrl = {**STEPS[conv][0], "_ramulator2_preset": STEPS[conv][1]}
                 else:
                     ctrl = {"convention": conv} if conv != "archsim" else {}
+                if args.no_refresh:
+                    ctrl["refresh"] = "none"
                 todo.append((f"archsim/{conv}", run_archsim, (dev, trace, ctrl, mapping)))
+            if args.no_refresh:
+                todo = [(f"{sim}+norefresh", fn, fn_args) for sim, fn, fn_args in todo]
             for sim, fn, fn_args in todo:
                 if (sim, name, kind, args.requests) in done:
                     continue

@@ -402,7 +402,7 @@ def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
     _mark_dirty(S, ch, b)
     done = clk + T.cmd_lat[c]
     S.r_done[ri] = done
-    # a pinned request's entry was freed when it was pinned (pin_frees_entry)
+    # a pinned request's entry was freed when it was pinned (pinned_leave_queue)
     freed = CF[CF_PIN_FREES] != 0 and S.r_pin[ri] != 0
     # unpin
     pk = ch * n_rw + k
@@ -444,7 +444,7 @@ def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
 
 @_call
 def _free_entry(S, qi, clk):
-    """One entry of queue qi is free (its request was served, or pinned under pin_frees_entry): a port
+    """One entry of queue qi is free (its request was served, or pinned under pinned_leave_queue): a port
     blocked on this queue may offer again next cycle."""
     S.qlen[qi] -= 1
     for p in range(S.p_block.shape[0]):

@@ -157,6 +157,9 @@ def random_case(seed: int, variant: int | None = None, refresh: str | None = Non
         except Exception:
             continue
     controller["active_buffer"] = bool(rng.random() < 0.3)
+    # pinned requests leave their queue (Ramulator 2.1's separate active buffer) in some of the cases with the
+    # active buffer; decided from draws already made, so the other cases stay as they were
+    controller["pinned_leave_queue"] = controller["active_buffer"] and controller["read_queue"] % 2 == 0
     arbitration = str(rng.choice(ARBITRATIONS))
     n_rw = int(rng.integers(0, 3)) if n_rw is None else n_rw
     n_stream = int(rng.integers(0, 2)) if n_stream is None else n_stream

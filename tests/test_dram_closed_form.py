@@ -195,5 +195,10 @@ def test_allbank_refresh_costs_nrfc_over_nrefi(preset, assert_log_clean):
     assert low <= loss <= high, f"loss {loss:.4f} not in [{low:.4f}, {high:.4f}]"
     refs = ref.stats["commands"]["REFab"]
     ranks = spec.counts[1] * spec.counts[2]
-    assert refs == ranks * (ref.stats["cycles"] // t["nREFI"]) or refs == ranks * (ref.stats["cycles"] // t["nREFI"] + 1)
+    k = ref.stats["cycles"] // t["nREFI"]
+    # a refresh that fell due fewer than nRTP + nRP cycles before the run ended may still have been draining
+    # its rows (HBM2_2Gbps_PC_Ramulator2 ends 3 cycles after its 11th due)
+    draining = ref.stats["cycles"] - k * t["nREFI"] < t["nRTP"] + t["nRP"]
+    allowed = {ranks * k, ranks * (k + 1)} | ({ranks * (k - 1)} if draining else set())
+    assert refs in allowed, f"{refs} REFab in {ref.stats['cycles']} cycles (nREFI {t['nREFI']}, {ranks} nodes)"
     assert_log_clean(ref)

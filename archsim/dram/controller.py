@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from functools import cache
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from archsim import schema
 from archsim.dram.mapping import parse_mapping
@@ -12,6 +16,18 @@ from archsim.schema import opt
 SCHEDULERS = ["frfcfs"]
 ROW_POLICIES = ["open", "closed"]
 REFRESH_MODES = ["allbank", "perbank", "none"]
+CONVENTIONS_FILE = Path(__file__).resolve().parent.parent / "presets" / "controller_conventions.yaml"
+DEFAULT_CONVENTION = "archsim"
+
+
+@cache
+def conventions() -> dict[str, dict[str, Any]]:
+    """The reference simulators' controller conventions (archsim/presets/controller_conventions.yaml)."""
+    return yaml.safe_load(CONVENTIONS_FILE.read_text())
+
+
+def convention_names() -> list[str]:
+    return list(conventions())
 
 
 @dataclass
@@ -31,6 +47,27 @@ class ControllerConfig:
                               "preset's default (its `mapping:`, else RoBaRaCoCh)")
     frontend_width: int = opt(1, "requests the frontend may offer per cycle (trace convention: 1)", minimum=1)
     active_buffer: bool = opt(False, "Ramulator 2.1: a request whose ACT issued is served before its row closes")
+    pinned_leave_queue: bool = opt(False, "Ramulator 2.1: a pinned request (active buffer) leaves its read or write "
+                                   "queue, freeing the entry and no longer counting for the write watermarks")
+    convention: str = opt(DEFAULT_CONVENTION, "a reference simulator's controller and front-end conventions "
+                          "(archsim/presets/controller_conventions.yaml): archsim, ramulator2; keys left at "
+                          "archsim's defaults take the convention's values", choices=convention_names)
+
+    def __post_init__(self) -> None:
+        conv = conventions().get(self.convention)
+        if conv is None:
+            return          # validate() names the allowed values
+        if "not_built" in conv:
+            raise NotImplementedError(f"controller.convention={self.convention}: {conv['not_built']}")
+        defaults = {f.name: f.default for f in fields(self)}
+        for key, value in (conv.get("controller") or {}).items():
+            if getattr(self, key) == defaults[key]:
+                setattr(self, key, value)
+
+    @property
+    def run_end(self) -> str:
+        """When a trace run ends for `cycles`: last_done (archsim) or last_accept (Ramulator 2.1's loop)."""
+        return conventions()[self.convention]["run_end"]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None, source: str = "controller") -> ControllerConfig:
@@ -66,4 +103,10 @@ class ControllerConfig:
             raise ConfigError("controller.mapping", str(exc), source=source) from None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        # keys added by issue 24 stay out of configs that leave them at their defaults (so their hashes stay)
+        if out["convention"] == DEFAULT_CONVENTION:
+            del out["convention"]
+        if not out["pinned_leave_queue"]:
+            del out["pinned_leave_queue"]
+        return out

@@ -74,8 +74,8 @@ _inl = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False, inline='alway
 # CF: controller config array slots
 (CF_CH, CF_NSRC, CF_NRW, CF_NST, CF_CLOSED_ROW, CF_REFRESH, CF_DUAL_BUS, CF_LOG, CF_NREFI, CF_NREFIPB,
  CF_ARB, CF_STARVE, CF_THRESH, CF_STREAM_REF, CF_NRFC, CF_ALU, CF_ACTIVE_BUF, CF_WM_HIGH, CF_WM_LOW,
- CF_NBUF, CF_MAX_CYCLES, CF_NRFCPB) = range(22)
-N_CF = 22
+ CF_NBUF, CF_MAX_CYCLES, CF_NRFCPB, CF_PIN_FREES) = range(23)
+N_CF = 23
 REFRESH_NONE, REFRESH_ALLBANK, REFRESH_PERBANK = 0, 1, 2
 ARB_FRFCFS, ARB_PRIORITY, ARB_BLOCKED, ARB_THRESHOLD, ARB_THRESHOLD_ROW = 0, 1, 2, 3, 4
 # threshold_row: as threshold, but a held-back source may still issue column commands (to rows it opened);
@@ -397,12 +397,16 @@ def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
             S.bank_pin[b] += 1
             S.r_pin[ri] = 1
             S.ch_pin_epoch[ch] += 1
+            if CF[CF_PIN_FREES] != 0:
+                _free_entry(S, (ch * n_rw + k) * 2 + w, clk)
         _mark_dirty(S, ch, b)
         return
     # the request is served; its bank's candidate changes
     _mark_dirty(S, ch, b)
     done = clk + T.cmd_lat[c]
     S.r_done[ri] = done
+    # a pinned request's entry was freed when it was pinned (pinned_leave_queue)
+    freed = CF[CF_PIN_FREES] != 0 and S.r_pin[ri] != 0
     # unpin
     pk = ch * n_rw + k
     for j in range(S.pin_n[pk]):
@@ -434,11 +438,18 @@ def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
         S.act_list[qi, p] = last
         S.act_pos[last, q] = p
         S.act_n[qi] -= 1
-    S.qlen[qi] -= 1
     S.outstanding[0] -= 1
     S.progress[0] += 1
     _complete(S, S.r_tag[ri], done, ri)
-    # a port blocked on this queue may offer again next cycle
+    if not freed:
+        _free_entry(S, qi, clk)
+
+
+@_call
+def _free_entry(S, qi, clk):
+    """One entry of queue qi is free (its request was served, or pinned under pinned_leave_queue): a port
+    blocked on this queue may offer again next cycle."""
+    S.qlen[qi] -= 1
     for p in range(S.p_block.shape[0]):
         if S.p_block[p] == qi:
             S.p_block[p] = -1
@@ -1085,6 +1096,8 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
                 S.bank_pin[b] += 1
                 S.r_pin[ri] = 1
                 S.ch_pin_epoch[ch] += 1
+                if CF[CF_PIN_FREES] != 0:
+                    _free_entry(S, pk * 2 + (1 if S.r_kind[ri] != KIND_READ else 0), clk)
         elif T.cmd_bus[c] == 1:
             _serve_request(S, T, CF, ch, k, ri, c, b, clk)
         return
@@ -1452,6 +1465,7 @@ class MemorySystem:
         cf[CF_STREAM_REF] = 1 if stream_refresh == "wait" else 0
         cf[CF_ALU] = int(alu_latency)
         cf[CF_ACTIVE_BUF] = bool(ab)
+        cf[CF_PIN_FREES] = bool(ctrl.pinned_leave_queue)
         cf[CF_WM_HIGH] = max(1, int(round(ctrl.write_high_watermark * ctrl.write_queue)))
         cf[CF_WM_LOW] = int(round(ctrl.write_low_watermark * ctrl.write_queue))
         cf[CF_NBUF] = nbuf

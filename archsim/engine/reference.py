@@ -159,6 +159,7 @@ class ReferenceController:
         self.stream_refresh = stream_refresh
         self.alu_latency = int(alu_latency)
         self.active_buffer = bool(active_buffer)
+        self.pinned_leave_queue = bool(cfg.pinned_leave_queue)
         self.skip_idle = skip_idle
         self.sources = list(sources or [{"name": "mem", "kind": "rw"}])
         for s in self.sources:
@@ -404,7 +405,7 @@ class ReferenceController:
                 ch = self.channels[req.channel]
                 st = ch.src[p["source"]]
                 q, cap = (st.read_q, self.cfg.read_queue) if req.kind == READ else (st.write_q, self.cfg.write_queue)
-                if len(q) >= cap:
+                if self._occupancy(q) >= cap:
                     break
                 req.age, req.enq = ch.seq, t
                 ch.seq += 1
@@ -424,6 +425,11 @@ class ReferenceController:
                 self._wake = min(self._wake, sc.at)
                 keep.append(sc)
         self._stream_pending = keep
+
+    def _occupancy(self, q: list) -> int:
+        """Entries a read or write queue holds: its requests, but not the pinned ones under
+        `pinned_leave_queue` (they have left for the active buffer)."""
+        return sum(not r.pinned for r in q) if self.pinned_leave_queue else len(q)
 
     # ---- one scheduling step of one channel (section 3) -----------------------------------------
     def _step(self, ch: _Channel, t: int) -> bool:
@@ -458,7 +464,7 @@ class ReferenceController:
         # per-step decisions (taken once, before anything of the sources issues)
         for s, st in enumerate(ch.src):
             if self.sources[s]["kind"] == "rw":
-                qr, qw = len(st.read_q), len(st.write_q)
+                qr, qw = self._occupancy(st.read_q), self._occupancy(st.write_q)
                 if not st.write_mode and (qw >= self.high or (qr == 0 and qw > 0)):
                     st.write_mode = True
                 elif st.write_mode and (qw == 0 or (qw <= self.low and qr > 0)):
@@ -468,7 +474,7 @@ class ReferenceController:
         if self.arbitration == "blocked":
             self._update_active(ch)
         first = ch.src[0]
-        first_queued = len(first.read_q) + len(first.write_q) + len(first.stream)
+        first_queued = self._occupancy(first.read_q) + self._occupancy(first.write_q) + len(first.stream)
         may_issue = [True] * len(ch.src)
         for s in range(len(ch.src)):
             if self.arbitration == "blocked":

@@ -17,7 +17,7 @@ import numpy as np
 from archsim import energy as energy_mod
 from archsim import schema
 from archsim.dram import mapping as mapping_mod
-from archsim.dram.controller import ControllerConfig
+from archsim.dram.controller import DEFAULT_CONVENTION, ControllerConfig
 from archsim.dram.spec import DramSpec, check_capacity, load_spec
 from archsim.dram.trace import SYNTHETIC_KINDS
 from archsim.engine.channel import MemorySystem
@@ -323,7 +323,9 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
             engine: str, log: bool) -> Result:
     n = len(tr)
     nch = spec.channels
-    cycles = raw["end_cycle"]
+    # Ramulator 2.1's convention: the run ends when the front end has handed over the last request (its
+    # memory clock then is the cycle that request entered its queue), not when the queued requests complete
+    cycles = int(raw["req_enq"].max()) if ctrl.run_end == "last_accept" and n else raw["end_cycle"]
     seconds = cycles * spec.tCK_s
     is_write = np.asarray(tr.is_write, dtype=bool)
     kind = raw["req_kind"]
@@ -346,7 +348,8 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     p50, p99 = (float(v) for v in np.percentile(lat, [50, 99], overwrite_input=True)) if n_read else (0.0, 0.0)
     stats: dict[str, Any] = {
         "preset": spec.name, "channels": spec.channels, "mapping": ctrl.mapping, "engine": engine,
-        "cycles": cycles, "seconds": seconds, "tCK_ps": spec.tCK_ps,
+        "cycles": cycles, "seconds": seconds, "tCK_ps": spec.tCK_ps, "convention": ctrl.convention,
+        "last_done_cycle": raw["end_cycle"], "last_accept_cycle": int(raw["req_enq"].max()) if n else 0,
         "requests": n, "reads": n_read, "writes": n - n_read,
         "bytes": bytes_moved, "bandwidth_GBps": bw / 1e9,
         "peak_bandwidth_GBps": spec.peak_bw_bytes_per_s / 1e9,
@@ -442,7 +445,9 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     mapping, dram.* (the preset's values) and trace.* (a synthetic trace) when the config does not give them."""
     from archsim.dram.spec import override_leaves
 
-    out: dict[str, Any] = {"preset": DEFAULT_PRESET, "channels": None, "mapping": None}
+    out: dict[str, Any] = {"preset": DEFAULT_PRESET, "channels": None, "mapping": None,
+                           # absent from resolved configs that name none (so their hashes stay)
+                           "controller.convention": DEFAULT_CONVENTION, "controller.pinned_leave_queue": False}
     out.update(override_leaves(resolved.get("preset", DEFAULT_PRESET)))
     trace = resolved.get("trace")
     if trace is None or isinstance(trace, dict):

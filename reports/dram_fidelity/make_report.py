@@ -1,0 +1,168 @@
+"""Regenerate reports/dram_fidelity/README.md and fidelity.png from the runs of run_cases.py.
+
+    .venv/bin/python reports/dram_fidelity/run_cases.py --requests 200000 -o results/dram_fidelity \
+        --ramulator2 /work/refsims/ramulator2 --ramulator2-python /work/refsims/venv/bin/python
+    .venv/bin/python reports/dram_fidelity/make_report.py results/dram_fidelity/cases.json [-o DIR]
+
+Every number in README.md comes from cases.json (copied next to this script as the record of the reference
+runs, which need the reference simulators built outside the repository).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from archsim.results import atomic_write_text  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ORDER = {"stream": 0, "random": 1, "mixed": 2, "conflict": 3}
+# the issue's tolerances
+TOL_CYCLES, TOL_HIT_POINTS, TOL_LATENCY = 0.02, 1.0, 0.10
+
+
+def load(path: Path, requests: int | None = None) -> tuple[int, list[dict]]:
+    recs = json.loads(path.read_text())
+    n = requests or max(r["requests"] for r in recs)
+    return n, [r for r in recs if r["requests"] == n]
+
+
+def rows(recs: list[dict], reference: str = "ramulator2") -> list[dict]:
+    by = {(r["sim"], r["device"], r["kind"]): r for r in recs}
+    out = []
+    for (sim, dev, kind), ref in sorted(by.items(), key=lambda kv: (kv[0][1], ORDER[kv[0][2]])):
+        if sim != reference:
+            continue
+        row = {"device": dev, "kind": kind, "ref": ref}
+        for conv in ("archsim", reference):
+            a = by.get((f"archsim/{conv}", dev, kind))
+            if a is None:
+                continue
+            row[conv] = {"a": a, "cycles": a["cycles"] / ref["cycles"] - 1,
+                         "hit": 100 * (a["row_hit_rate"] - ref["row_hit_rate"]),
+                         "lat": a["read_latency_mean_cycles"] / ref["read_latency_mean_cycles"] - 1}
+        row["ok"] = reference in row and (abs(row[reference]["cycles"]) <= TOL_CYCLES
+                                          and abs(row[reference]["hit"]) <= TOL_HIT_POINTS
+                                          and abs(row[reference]["lat"]) <= TOL_LATENCY)
+        out.append(row)
+    return out
+
+
+def table(rs: list[dict]) -> str:
+    lines = ["| device | trace | Ramulator 2.1 cycles | row hits | mean read latency | archsim, `ramulator2` convention: "
+             "cycles | row hits | latency | within tolerance | archsim default: cycles | latency |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        ref, m, d = r["ref"], r["ramulator2"], r["archsim"]
+        lines.append(
+            f"| {r['device']} | {r['kind']} | {ref['cycles']:,} | {100 * ref['row_hit_rate']:.1f} % "
+            f"| {ref['read_latency_mean_cycles']:.1f} | {m['a']['cycles']:,} ({100 * m['cycles']:+.2f} %) "
+            f"| {100 * m['a']['row_hit_rate']:.1f} % ({m['hit']:+.1f}) "
+            f"| {m['a']['read_latency_mean_cycles']:.1f} ({100 * m['lat']:+.1f} %) | {'yes' if r['ok'] else '**no**'} "
+            f"| {100 * d['cycles']:+.2f} % | {100 * d['lat']:+.1f} % |")
+    return "\n".join(lines)
+
+
+STEP_COLUMNS = [("archsim/archsim", "default controller"), ("archsim/step1-active_buffer", "+ active buffer"),
+                ("archsim/step2-pinned_leave_queue", "+ pinned requests leave their queue"),
+                ("archsim/step3-preset", "+ Ramulator's device preset"),
+                ("archsim/ramulator2", "+ Ramulator's run end = `ramulator2` convention")]
+
+
+def steps(recs: list[dict]) -> str:
+    """Cycles and mean read latency relative to Ramulator 2.1, step by step from archsim's default to the
+    convention."""
+    by = {(r["sim"], r["device"], r["kind"]): r for r in recs}
+    keys = sorted({(d, k) for s, d, k in by if s == "ramulator2"}, key=lambda dk: (dk[0], ORDER[dk[1]]))
+    if not any((STEP_COLUMNS[1][0], d, k) in by for d, k in keys):
+        return ""
+    head = " | ".join(name for _, name in STEP_COLUMNS)
+    lines = ["### From archsim's default to the convention, one step at a time", "",
+             "archsim minus Ramulator 2.1 (the steps are cumulative; `run_cases.py --steps`):"]
+    for metric, what in (("cycles", "cycles"), ("read_latency_mean_cycles", "mean read latency")):
+        lines += ["", f"| device | trace | {what}: {head} |", "|---|---|" + "---|" * len(STEP_COLUMNS)]
+        for d, k in keys:
+            ref = by[("ramulator2", d, k)][metric]
+            cells = [f"{100 * (by[(s, d, k)][metric] / ref - 1):+.2f} %" if (s, d, k) in by else "-"
+                     for s, _ in STEP_COLUMNS]
+            lines.append(f"| {d} | {k} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def norefresh(path: Path) -> str:
+    """The experiment with refresh off in both simulators (`run_cases.py --no-refresh`)."""
+    recs = [r for r in json.loads(path.read_text()) if r["sim"].endswith("+norefresh")]
+    by = {(r["sim"], r["device"], r["kind"]): r for r in recs}
+    lines = ["| device | trace | requests | Ramulator 2.1 cycles | archsim cycles | difference | Ramulator latency "
+             "| archsim latency |", "|---|---|---|---|---|---|---|---|"]
+    for (sim, d, k), ref in sorted(by.items(), key=lambda kv: (kv[0][1], ORDER[kv[0][2]])):
+        a = by.get(("archsim/ramulator2+norefresh", d, k))
+        if sim != "ramulator2+norefresh" or a is None:
+            continue
+        lines.append(f"| {d} | {k} | {ref['requests']:,} | {ref['cycles']:,} | {a['cycles']:,} "
+                     f"| {100 * (a['cycles'] / ref['cycles'] - 1):+.2f} % | {ref['read_latency_mean_cycles']:.1f} "
+                     f"| {a['read_latency_mean_cycles']:.1f} |")
+    return "\n".join(lines) if len(lines) > 2 else "(not run)"
+
+
+def walls(rs: list[dict]) -> str:
+    lines = ["| device | trace | Ramulator 2.1 `sim.run()` s | archsim engine s | ratio |", "|---|---|---|---|---|"]
+    for r in rs:
+        rw, aw = r["ref"]["wall_s"], r["ramulator2"]["a"]["wall_s"]
+        lines.append(f"| {r['device']} | {r['kind']} | {rw:.2f} | {aw:.3f} | {rw / aw:.0f}x |")
+    return "\n".join(lines)
+
+
+def figure(rs: list[dict], path: Path, n: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    labels = [f"{r['device'].replace(' ', chr(10))}\n{r['kind']}" for r in rs]
+    x = np.arange(len(rs))
+    fig, axes = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
+    for ax, key, tol, title in ((axes[0], "cycles", TOL_CYCLES, "simulated cycles"),
+                                (axes[1], "lat", TOL_LATENCY, "mean read latency")):
+        for off, conv, name in ((-0.2, "archsim", "archsim default controller"),
+                                (0.2, "ramulator2", "controller.convention=ramulator2")):
+            ax.bar(x + off, [100 * r[conv][key] for r in rs], width=0.4, label=name)
+        ax.axhspan(-100 * tol, 100 * tol, color="0.85", zorder=0, label=f"tolerance (±{100 * tol:g} %)")
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_ylabel(f"{title}:\narchsim vs Ramulator 2.1 (%)")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+    axes[1].set_xticks(x, labels, fontsize=8)
+    axes[0].set_title(f"archsim against Ramulator 2.1 on the same trace files ({n:,} requests each)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cases", type=Path, nargs="?", default=HERE / "cases.json")
+    ap.add_argument("-o", "--out", type=Path, default=HERE)
+    ap.add_argument("--requests", type=int, help="which trace size to tabulate (default: the largest)")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.cases.resolve() != (args.out / "cases.json").resolve():
+        shutil.copyfile(args.cases, args.out / "cases.json")
+    n, recs = load(args.cases, args.requests)
+    rs = rows(recs)
+    figure(rs, args.out / "fidelity.png", n)
+    text = ((HERE / "README.template.md").read_text().replace("{{REQUESTS}}", f"{n:,}")
+            .replace("{{TABLE}}", table(rs)).replace("{{WALL}}", walls(rs)).replace("{{STEPS}}", steps(recs))
+            .replace("{{NOREFRESH}}", norefresh(args.cases)))
+    atomic_write_text(args.out / "README.md", text)
+    print(f"wrote {args.out / 'README.md'} and fidelity.png ({sum(r['ok'] for r in rs)}/{len(rs)} within tolerance)")
+
+
+if __name__ == "__main__":
+    main()

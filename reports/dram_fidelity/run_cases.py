@@ -1,0 +1,207 @@
+"""Run the DRAM fidelity cases: the same trace files through Ramulator 2.1, DRAMsim3 and archsim.
+
+The reference simulators are built outside this repository (reports/dram_fidelity/README.md says how and at which
+commits); this script only runs them, from the paths given as arguments, and records what they print.
+
+    .venv/bin/python reports/dram_fidelity/run_cases.py --requests 20000 -o results/dram_fidelity \
+        --ramulator2 /work/refsims/ramulator2 --ramulator2-python /work/refsims/venv/bin/python \
+        --dramsim3 /work/refsims/DRAMsim3            # either reference may be left out
+
+Writes OUT/cases.json: one record per (simulator, device, trace) with cycles, row-hit rate, mean read latency
+(cycles), the wall time of the simulation, and the exact configuration used.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from archsim.dram.trace import synthetic_trace, write_trace  # noqa: E402
+
+KINDS = ("stream", "random", "mixed", "conflict")
+SPAN = 4 << 30          # the issue's 4 GiB window
+LINE = 64               # bytes per trace request (a cache line)
+
+# Devices: archsim preset and overrides beside the reference's own names for the same device. `ram` is the
+# Ramulator 2.1 configuration (python/ramulator/dram/*.py presets), `d3` DRAMsim3's config file.
+DEVICES = {
+    "DDR4-3200 1R": {
+        "preset": "DDR4_3200AA_x8_8Gb", "preset_ramulator2": "DDR4_3200AA_x8_8Gb_Ramulator2",
+        "overrides": {"org.ranks": 1}, "channels": 1,
+        "ram": {"standard": "DDR4", "org_preset": "DDR4_8Gb_x8", "timing_preset": "DDR4_3200AA", "rank": 1,
+                "controller": "GenericDDR", "channels": 1},
+        "d3": "DDR4_8Gb_x8_3200.ini",
+    },
+    "DDR4-3200 2R": {
+        "preset": "DDR4_3200AA_x8_8Gb", "preset_ramulator2": "DDR4_3200AA_x8_8Gb_Ramulator2",
+        "overrides": {"org.ranks": 2}, "channels": 1,
+        "ram": {"standard": "DDR4", "org_preset": "DDR4_8Gb_x8", "timing_preset": "DDR4_3200AA", "rank": 2,
+                "controller": "GenericDDR", "channels": 1},
+        "d3": None,
+    },
+    "HBM2 8ch": {
+        "preset": "HBM2_2Gbps_PC", "preset_ramulator2": "HBM2_2Gbps_PC_Ramulator2", "overrides": {}, "channels": 8,
+        "ram": {"standard": "HBM2", "org_preset": "HBM2_8Gb", "timing_preset": "HBM2_2000Mbps",
+                "controller": "HBM12", "channels": 8},
+        "d3": "HBM2_8Gb_x128.ini",
+    },
+}
+
+# archsim's spelling of each reference's address layout (docs/traces.md): Ramulator 2.1's RoBaRaCoCh address
+# mapper inside each controller, with its CacheLineInterleave channel mapper putting the channel bits right
+# above the transaction offset; on HBM the pseudo-channel sits between the bank group and the column.
+RAM_MAPPING = {"DDR4": "RoBaRaCoCh", "HBM2": "RoBaPcCoCh"}
+
+RAM_DRIVER = r"""
+import json, sys, time
+import ramulator as r
+c = json.loads(sys.argv[1])
+kw = {k: c[k] for k in ("rank",) if k in c}
+dram = getattr(r.dram, c["standard"])(org_preset=c["org_preset"], timing_preset=c["timing_preset"], **kw)
+ctrls = [getattr(r.controller, c["controller"])(
+    dram=dram, scheduler=getattr(r.scheduler, c.get("scheduler", "FRFCFS"))(), refresh_manager=getattr(r.refresh_manager, c.get("refresh", "AllBank"))(),
+    row_policy=r.row_policy.Open(), addr_mapper=r.addr_mapper.RoBaRaCoCh()) for _ in range(c["channels"])]
+mem = r.memory_system.GenericDRAM(clock_ratio=1, controllers=ctrls,
+                                   channel_mapper=r.channel_mapper.CacheLineInterleave())
+fe = r.frontend.LoadStoreTrace(clock_ratio=1, path=c["trace"])
+sim = r.Simulation(fe, mem)
+t0 = time.perf_counter()
+sim.run()
+wall = time.perf_counter() - t0
+print(json.dumps({"wall_s": wall, "stats": sim.stats}))
+"""
+
+
+# Cumulative steps from archsim's default controller to the `ramulator2` convention (what each one is worth):
+# active buffer; + pinned requests leave their queue; + the Ramulator device preset; the full convention adds
+# Ramulator's run end (the last request handed over).
+STEPS = {
+    "step1-active_buffer": ({"active_buffer": True}, False),
+    "step2-pinned_leave_queue": ({"active_buffer": True, "pinned_leave_queue": True}, False),
+    "step3-preset": ({"active_buffer": True, "pinned_leave_queue": True}, True),
+}
+
+
+def write_traces(out: Path, requests: int, seed: int) -> dict[str, dict[str, Path]]:
+    """The four traces, as Ramulator load/store and DRAMsim3 files (same requests, same order)."""
+    paths: dict[str, dict[str, Path]] = {}
+    for kind in KINDS:
+        # the issue's traces: 80 % reads, except "mixed": uniform random, half reads and half writes
+        gen, reads = ("random", 0.5) if kind == "mixed" else (kind, 0.8)
+        tr = synthetic_trace(gen, requests, read_fraction=reads, span_bytes=SPAN, access_bytes=LINE, seed=seed)
+        p = {"ramulator": out / f"{kind}_{requests}.trace", "dramsim3": out / f"{kind}_{requests}.d3trace"}
+        for fmt, path in p.items():
+            if not path.exists():
+                write_trace(tr, path, fmt)
+        paths[kind] = p
+    return paths
+
+
+def ramulator_controller_stats(stats: dict) -> list[dict]:
+    ctrl = stats["memory_system"]["controller"] if "controller" in stats["memory_system"] else None
+    if isinstance(ctrl, list):
+        return ctrl
+    if isinstance(ctrl, dict) and "cycles" in ctrl:
+        return [ctrl]
+    # several controllers: keyed by their id
+    return [v for k, v in stats["memory_system"].items() if isinstance(v, dict) and "cycles" in v]
+
+
+def run_ramulator(dev: dict, trace: Path, root: Path, python: str) -> dict:
+    cfg = {**dev["ram"], "trace": str(trace)}
+    env = {**os.environ, "PYTHONPATH": str(root / "python")}
+    t0 = time.perf_counter()
+    out = subprocess.run([python, "-c", RAM_DRIVER, json.dumps(cfg)], env=env, capture_output=True, text=True,
+                         check=True)
+    proc_wall = time.perf_counter() - t0
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    cs = ramulator_controller_stats(rec["stats"])
+    hits = sum(c["row_hits"] for c in cs)
+    classified = sum(c["row_hits"] + c["row_misses"] + c["row_conflicts"] for c in cs)
+    served = sum(c["num_read_reqs_served"] for c in cs)
+    lat = sum(c["avg_read_latency"] * c["num_read_reqs_served"] for c in cs) / served if served else 0.0
+    return {"cycles": max(c["cycles"] for c in cs), "row_hit_rate": hits / classified if classified else 0.0,
+            "read_latency_mean_cycles": lat, "wall_s": rec["wall_s"], "process_wall_s": proc_wall,
+            "reads_served": served, "config": cfg}
+
+
+def run_archsim(dev: dict, trace: Path, controller: dict, mapping: str) -> dict:
+    """archsim on the trace; under a reference's convention with the preset of that reference's device files
+    (docs/presets.md) where it has one."""
+    from archsim.systems.dram_trace import run_trace
+
+    ram_preset = controller.pop("_ramulator2_preset", False)
+    conv = "ramulator2" if ram_preset else controller.get("convention")
+    preset = dev.get(f"preset_{conv}", dev["preset"])
+    t0 = time.perf_counter()
+    r = run_trace(str(trace), preset=preset, channels=dev["channels"], mapping=mapping,
+                  controller=controller, overrides=dev["overrides"])
+    wall = time.perf_counter() - t0
+    s = r.stats
+    return {"cycles": int(s["cycles"]), "row_hit_rate": s["row_hit_rate"],
+            "read_latency_mean_cycles": s["read_latency_mean_cycles"], "wall_s": s["wall_s"],
+            "process_wall_s": wall, "config": {"preset": preset, "overrides": dev["overrides"],
+                                               "channels": dev["channels"], "mapping": mapping,
+                                               "controller": controller}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-o", "--out", type=Path, required=True, help="results directory")
+    ap.add_argument("--requests", type=int, default=20000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--devices", nargs="*", default=list(DEVICES))
+    ap.add_argument("--kinds", nargs="*", default=list(KINDS))
+    ap.add_argument("--ramulator2", type=Path, help="Ramulator 2.1 source tree with its built Python module")
+    ap.add_argument("--ramulator2-python", default=sys.executable, help="Python that imports Ramulator 2.1")
+    ap.add_argument("--conventions", nargs="*", default=["archsim", "ramulator2"])
+    ap.add_argument("--no-refresh", action="store_true", help="refresh off in both simulators (an experiment: "
+                    "records named SIM+norefresh)")
+    ap.add_argument("--steps", action="store_true", help="also the cumulative steps from archsim's default to the "
+                    "ramulator2 convention (STEPS)")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    traces = write_traces(args.out, args.requests, args.seed)
+    path = args.out / "cases.json"
+    records = json.loads(path.read_text()) if path.exists() else []
+    done = {(r["sim"], r["device"], r["kind"], r["requests"]) for r in records}
+    for name in args.devices:
+        dev = DEVICES[name]
+        mapping = RAM_MAPPING[dev["ram"]["standard"]]
+        if args.no_refresh:
+            dev = {**dev, "ram": {**dev["ram"], "refresh": "NoRefresh"}}
+        for kind in args.kinds:
+            trace = traces[kind]["ramulator"]
+            todo = []
+            if args.ramulator2:
+                todo.append(("ramulator2", run_ramulator, (dev, trace, args.ramulator2, args.ramulator2_python)))
+            for conv in args.conventions + (list(STEPS) if args.steps else []):
+                if conv in STEPS:
+                    ctrl = {**STEPS[conv][0], "_ramulator2_preset": STEPS[conv][1]}
+                else:
+                    ctrl = {"convention": conv} if conv != "archsim" else {}
+                if args.no_refresh:
+                    ctrl["refresh"] = "none"
+                todo.append((f"archsim/{conv}", run_archsim, (dev, trace, ctrl, mapping)))
+            if args.no_refresh:
+                todo = [(f"{sim}+norefresh", fn, fn_args) for sim, fn, fn_args in todo]
+            for sim, fn, fn_args in todo:
+                if (sim, name, kind, args.requests) in done:
+                    continue
+                rec = {"sim": sim, "device": name, "kind": kind, "requests": args.requests, **fn(*fn_args)}
+                print(f"{sim:22s} {name:14s} {kind:8s} cycles {rec['cycles']:>10d} hit "
+                      f"{100 * rec['row_hit_rate']:5.1f} % lat {rec['read_latency_mean_cycles']:7.1f} "
+                      f"wall {rec['wall_s']:.2f} s", flush=True)
+                records.append(rec)
+                path.write_text(json.dumps(records, indent=1))
+
+
+if __name__ == "__main__":
+    main()

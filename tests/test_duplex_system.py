@@ -480,3 +480,30 @@ def test_data_parallel_replicas_serve_their_share_side_by_side():
     assert two["devices"] == 2 * one["devices"] and two["requests"] == 32
     assert two["tbt_p50_s"] == pytest.approx(one["tbt_p50_s"])
     assert two["energy_j"] == pytest.approx(2 * one["energy_j"], rel=1e-9)
+
+
+@pytest.mark.parametrize("model", ["mixtral-8x7b", "glam", "grok-1", "llama3-70b", "opt-66b"])
+def test_the_weights_rule_gives_the_papers_device_count(model):
+    # The count a model outside the paper's Table I gets must be the paper's own sizing: on every model the
+    # paper lists, the rule (fewest devices, a power of two, that the weights fill at most half) agrees.
+    from archsim.compiler.duplex import make_device, paper_devices
+    from archsim.systems.duplex import devices_for_weights
+
+    memory = make_device("duplex", "roofline").memory_bytes
+    got = devices_for_weights(load_model(model).weight_bytes, memory)
+    assert got == paper_devices(model), (model, load_model(model).weight_bytes / memory, got)
+
+
+def test_a_user_config_json_runs_with_the_weights_rule(tmp_path):
+    # A Mixtral config.json under another name is not in the paper's table: it runs on the rule's 4 devices
+    # (the result says where the count came from) instead of being refused until `devices` is set.
+    import shutil
+    from pathlib import Path
+
+    cfg = tmp_path / "config.json"
+    shutil.copy(Path(__file__).parent / "fixtures" / "hf" / "mixtral-8x7b.json", cfg)
+    run = DuplexRun({"model": str(cfg), "requests": 2, "max_batch": 2, "input_len": 32, "output_len": 2,
+                     "pim_timing": "roofline"})
+    assert (run.D, run.devices_source) == (4, "weights")
+    assert DuplexRun({"model": str(cfg), "devices": 8, "pim_timing": "roofline"}).devices_source == "config"
+    assert DuplexRun({"model": "mixtral-8x7b", "pim_timing": "roofline"}).devices_source == "paper"

@@ -33,7 +33,8 @@ class DuplexConfig:
 
     model: str = opt("mixtral-8x7b", "model name (workloads/models) or a model file")
     device: str = opt("duplex", "device kind: Duplex (xPU + Logic-PIM) or a baseline", choices=DEVICE_KINDS)
-    devices: int | None = opt(None, "devices (2xgpu: twice as many GPUs); null: the paper's count for the model",
+    devices: int | None = opt(None, "devices (2xgpu: twice as many GPUs); null: the paper's count for the model, "
+                              "else the fewest (a power of two) whose memory the weights fill at most half",
                               minimum=1)
     mapping: str = opt("duplex", "mapping policy file: mappings/*.yaml or a path")
     mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
@@ -97,11 +98,28 @@ def policy_overrides(cfg: dict[str, Any]) -> dict[str, Any]:
     return over
 
 
-def n_devices(cfg: dict[str, Any], model_name: str) -> int:
-    n = cfg["devices"] if cfg["devices"] is not None else paper_devices(model_name)
-    if n is None:
-        raise ConfigError("devices", f"the paper gives no device count for model {model_name!r}; set devices")
-    return 2 * n if cfg["device"] == "2xgpu" else n
+# A model the paper does not list (a user's config.json) gets the fewest devices, a power of two, whose memory
+# its weights fill at most half (the rest holds the KV cache). This rule gives the paper's count for every
+# model of its Table I (tests/test_duplex_system.py checks it), so it is the paper's sizing, not a new one.
+WEIGHT_FILL_LIMIT = 0.5
+
+
+def devices_for_weights(weight_bytes: int, device_memory_bytes: int) -> int:
+    n = 1
+    while weight_bytes > WEIGHT_FILL_LIMIT * n * device_memory_bytes:
+        n *= 2
+    return n
+
+
+def n_devices(cfg: dict[str, Any], model, device_memory_bytes: int) -> tuple[int, str]:
+    """Devices of one replica and where the count comes from: `config`, `paper` or `weights` (the rule above)."""
+    if cfg["devices"] is not None:
+        n, source = cfg["devices"], "config"
+    elif (n := paper_devices(model.name)) is not None:
+        source = "paper"
+    else:
+        n, source = devices_for_weights(model.weight_bytes, device_memory_bytes), "weights"
+    return (2 * n if cfg["device"] == "2xgpu" else n), source
 
 
 class DuplexRun:
@@ -114,8 +132,8 @@ class DuplexRun:
 
         self.cfg = cfg = resolve(config)
         self.model = load_model(cfg["model"])
-        self.D = n_devices(cfg, cfg["model"])
         self.device = make_device(cfg["device"], cfg["pim_timing"], timer=timer)
+        self.D, self.devices_source = n_devices(cfg, self.model, self.device.memory_bytes)
         self.policy = load_policy(cfg["mapping"], policy_overrides(cfg))
         self.compiler = Compiler(self.model, self.device, self.D, self.policy, cfg["routing"], cfg["zipf_s"],
                                  cfg.get("interference", "engine"))
@@ -188,7 +206,7 @@ class DuplexRun:
         timer = self.device.timer
         stats = {
             **metrics, "model": self.model.name, "device": cfg["device"], "devices": self.D * cfg["data_parallel"],
-            "devices_per_replica": self.D, "data_parallel": cfg["data_parallel"],
+            "devices_per_replica": self.D, "devices_source": self.devices_source, "data_parallel": cfg["data_parallel"],
             "energy_j": energy_j, "energy_per_token_j": energy_j / tokens if tokens else 0.0,
             "decode_stages": self.stage_kinds["decode"], "mixed_stages": self.stage_kinds["mixed"],
             "kv_capacity_bytes": int(self.kv_capacity), "wall_s": wall,

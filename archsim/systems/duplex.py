@@ -26,6 +26,10 @@ from archsim.systems import register
 from archsim.workload.duplex_serving import DuplexBatcher, make_requests, serving_metrics
 from archsim.workload.serving import Batch
 
+# model features simulated (archsim.summary.FEATURES): MoE experts, GQA decode attention (Op/B = query group
+# size), gated FFNs (three matrices); the compiler sizes every operator from them
+MODEL_FEATURES = frozenset({"moe", "gqa", "gated_ffn"})
+
 
 @dataclass
 class DuplexConfig:

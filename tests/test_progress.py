@@ -74,3 +74,17 @@ def test_pimgpt_reports_tokens_and_simulated_time():
         text = progress.line("pimgpt", 1.0, width=200)
     assert "2/2 tokens" in text and "simulated" in text, text
     assert res.stats["tokens"] == 2
+
+
+def test_neupims_iteration_reports_layers_done_and_simulated_time():
+    # A full-model NeuPIMs iteration runs for a minute: its line counts layers (over every sample) as they end,
+    # with sub-batch interleaving too (where a layer ends inside a stage pair).
+    from archsim.api import run
+
+    for sub_batch in (False, True):
+        with progress.live("neupims", enabled=False):
+            res = run({"system": "neupims", "model": "gpt3-7b", "batch": 4, "layers": 2, "samples": 2,
+                              "sub_batch": sub_batch})
+            text = progress.line("neupims", 1.0, width=200)
+        assert "4/4 layers" in text and "simulated" in text and "sample 2 of 2" in text, (sub_batch, text)
+        assert res.stats["tokens_per_s"] > 0

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from archsim import paths, schema
+from archsim import paths, progress, schema
 from archsim.compiler.neupims import AttentionCompiler, Stream
 from archsim.config import load_yaml
 from archsim.dram import mapping as mapping_mod
@@ -599,9 +599,12 @@ class DecodeSimulator:
                 ("vector", "add", E, b)]
         return qkv, post
 
-    def iteration(self, contexts: list[int], channels: list[int], sub_batch: bool, start: int = 0) -> int:
+    def iteration(self, contexts: list[int], channels: list[int], sub_batch: bool, start: int = 0,
+                  on_layer=None) -> int:
         """One decode step of every request (context lengths after the step) through all layers; returns the
-        end cycle. channels: the channel holding each request's KV cache (-1 never happens here)."""
+        end cycle. channels: the channel holding each request's KV cache (-1 never happens here). on_layer(k,
+        cycle): called as the k-th layer's last stage ends (progress of a long iteration)."""
+        on_layer = on_layer or (lambda k, cycle: None)
         n = len(contexts)
         L = self.dev.layers
         reqs = list(zip(contexts, channels, strict=True))
@@ -615,6 +618,7 @@ class DecodeSimulator:
                 else:
                     t = self.run_stage("B", layer, [("npu_attention", layer, contexts)], None, t).end
                 t = self.run_stage("E", layer, post, None, t).end
+                on_layer(layer + 1, t)
             return t
         sb1, sb2 = serving.partition_sub_batches(channels, self.dev.spec.channels)
         subs = [[reqs[i] for i in sb1], [reqs[i] for i in sb2]]
@@ -627,8 +631,10 @@ class DecodeSimulator:
         for layer in range(L - 1):
             t = self.run_stage("C", layer, ops[layer][0][1] + ops[layer + 1][0][0], (layer, subs[1]), t).end
             t = self.run_stage("D", layer, ops[layer][1][1] + ops[layer + 1][1][0], (layer + 1, subs[0]), t).end
+            on_layer(layer + 1, t)
         t = self.run_stage("E", L - 1, ops[L - 1][0][1], (L - 1, subs[1]), t).end
         t = self.run_stage("F", L - 1, ops[L - 1][1][1], None, t).end
+        on_layer(L, t)
         return t
 
 
@@ -775,7 +781,12 @@ def run_iteration_mode(cfg: dict[str, Any], seed: int) -> Result:
         ctx = sample_batch(cfg["dataset"], cfg["batch"], rng)
         chans = assign(dev, ctx, cfg["channel_assignment"])
         sim = DecodeSimulator(dev, refresh=cfg["refresh"])
-        end = sim.iteration(ctx, chans, cfg["sub_batch"])
+
+        def on_layer(k, cycle, s=s):
+            progress.report("layers", s * dev.layers + k, cfg["samples"] * dev.layers,
+                            cycle * dev.spec.tCK_ps * 1e-12, f"sample {s + 1} of {cfg['samples']}")
+
+        end = sim.iteration(ctx, chans, cfg["sub_batch"], on_layer=on_layer)
         sec = end * dev.spec.tCK_ps * 1e-12
         sf = _stage_frame(sim.stages, dev)
         sf.insert(0, "sample", s)

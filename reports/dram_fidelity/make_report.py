@@ -145,6 +145,92 @@ def figure(rs: list[dict], path: Path, n: int) -> None:
     plt.close(fig)
 
 
+D3_COLUMNS = (("d3/archsim", "archsim default controller"),
+              ("d3/closest", "archsim, queues as deep as DRAMsim3's (32 + 8 x banks)"))
+
+
+def d3rows(recs: list[dict]) -> list[dict]:
+    """DRAMsim3 against archsim on DRAMsim3's trace files, layouts and device timings (run_cases.py --dramsim3)."""
+    by = {(r["sim"], r["device"], r["kind"]): r for r in recs}
+    out = []
+    for (sim, dev, kind), ref in sorted(by.items(), key=lambda kv: (kv[0][1], ORDER[kv[0][2]])):
+        if sim != "dramsim3":
+            continue
+        row = {"device": dev, "kind": kind, "ref": ref}
+        for key, _ in D3_COLUMNS:
+            a = by[(key, dev, kind)]
+            row[key] = {"a": a, "cycles": a["cycles"] / ref["cycles"] - 1,
+                        "hit": 100 * (a["row_hit_rate"] - ref["row_hit_rate"]),
+                        "lat": a["read_latency_mean_cycles"] / ref["read_latency_mean_cycles"] - 1}
+        out.append(row)
+    return out
+
+
+def d3table(rs: list[dict]) -> str:
+    if not rs:
+        return "(not run)"
+    lines = ["| device | trace | DRAMsim3 cycles | row hits | mean read latency | write commands issued / writes "
+             "| archsim default: cycles | row hits | latency | archsim, deep queues: cycles | row hits | latency "
+             "| DRAMsim3 loop s | archsim engine s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        ref = r["ref"]
+        cells = []
+        for key, _ in D3_COLUMNS:
+            m = r[key]
+            cells += [f"{m['a']['cycles']:,} ({100 * m['cycles']:+.1f} %)",
+                      f"{100 * m['a']['row_hit_rate']:.1f} % ({m['hit']:+.1f})",
+                      f"{m['a']['read_latency_mean_cycles']:.0f} ({100 * m['lat']:+.0f} %)"]
+        lines.append(f"| {r['device']} | {r['kind']} | {ref['cycles']:,} | {100 * ref['row_hit_rate']:.1f} % "
+                     f"| {ref['read_latency_mean_cycles']:.0f} | {ref['write_cmds']:,} / {ref['writes_done']:,} | "
+                     + " | ".join(cells) + f" | {ref['wall_s']:.2f} | {r['d3/archsim']['a']['wall_s']:.3f} |")
+    return "\n".join(lines)
+
+
+def d3figure(rs: list[dict], path: Path, n: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    labels = [f"{r['device'].replace(' ', chr(10))}\n{r['kind']}" for r in rs]
+    x = np.arange(len(rs))
+    fig, axes = plt.subplots(2, 1, figsize=(12, 8), sharex=True)
+    ax = axes[0]
+    for off, (conv, name) in zip((-0.2, 0.2), D3_COLUMNS, strict=True):
+        ax.bar(x + off, [100 * r[conv]["cycles"] for r in rs], width=0.4, label=name)
+    ax.axhspan(-100 * TOL_CYCLES, 100 * TOL_CYCLES, color="0.85", zorder=0,
+               label=f"issue 24 tolerance (±{100 * TOL_CYCLES:g} %)")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylabel("simulated cycles:\narchsim vs DRAMsim3 (%)")
+    ax.grid(axis="y", alpha=0.3)
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi + 0.3 * (hi - lo))     # room for the legend above the bars
+    ax.legend(loc="upper left", fontsize=8, ncol=3)
+    # latency ratios span 0.3x to 6x: bars from 1 on a log axis
+    ax = axes[1]
+    for off, (conv, name) in zip((-0.2, 0.2), D3_COLUMNS, strict=True):
+        ratio = np.array([1 + r[conv]["lat"] for r in rs])
+        ax.bar(x + off, ratio - 1, bottom=1, width=0.4, label=name)
+    ax.axhspan(1 - TOL_LATENCY, 1 + TOL_LATENCY, color="0.85", zorder=0,
+               label=f"issue 24 tolerance (±{100 * TOL_LATENCY:g} %)")
+    ax.axhline(1, color="black", linewidth=0.8)
+    ax.set_yscale("log", base=2)
+    ticks = [0.25, 0.5, 1, 2, 4, 8]
+    ax.set_yticks(ticks, [f"{t:g}x" for t in ticks])
+    ax.set_ylim(0.2, 10)
+    ax.set_ylabel("mean read latency:\narchsim / DRAMsim3 (log scale)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8, ncol=3)
+    axes[1].set_xticks(x, labels, fontsize=8)
+    axes[0].set_title(f"archsim against DRAMsim3 on the same trace files ({n:,} requests each; "
+                      "no dramsim3 convention yet)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cases", type=Path, nargs="?", default=HERE / "cases.json")
@@ -160,6 +246,10 @@ def main() -> None:
     text = ((HERE / "README.template.md").read_text().replace("{{REQUESTS}}", f"{n:,}")
             .replace("{{TABLE}}", table(rs)).replace("{{WALL}}", walls(rs)).replace("{{STEPS}}", steps(recs))
             .replace("{{NOREFRESH}}", norefresh(args.cases)))
+    d3 = d3rows(recs)
+    if d3:
+        d3figure(d3, args.out / "dramsim3.png", n)
+    text = text.replace("{{D3TABLE}}", d3table(d3))
     atomic_write_text(args.out / "README.md", text)
     print(f"wrote {args.out / 'README.md'} and fidelity.png ({sum(r['ok'] for r in rs)}/{len(rs)} within tolerance)")
 

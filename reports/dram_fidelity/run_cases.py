@@ -65,7 +65,10 @@ DEVICES = {
     # Ramulator 2.1 ticks HBM3 at half the CK period (dram/hbm3.py tick_multiplier = 2): its `cycles` are
     # half-CK ticks and its LoadStoreTrace(clock_ratio=1) offers one request per tick, i.e. two per CK.
     "HBM3 16ch": {
-        "preset": "HBM3_6400Mbps", "overrides": {}, "channels": 16, "ticks_per_cycle": 2,
+        "preset": "HBM3_6400Mbps", "preset_ramulator2": "HBM3_6400Mbps_Ramulator2", "overrides": {}, "channels": 16,
+        "ticks_per_cycle": 2,
+        # under the ramulator2 convention archsim's front end offers as many requests per CK as Ramulator's
+        "ramulator2_controller": {"frontend_width": 2},
         "ram": {"standard": "HBM3", "org_preset": "HBM3_16Gb_8hi", "timing_preset": "HBM3_6400Mbps",
                 "controller": "HBM34", "channels": 16},
     },
@@ -168,8 +171,12 @@ def run_ramulator(dev: dict, trace: Path, root: Path, python: str) -> dict:
     classified = sum(c["row_hits"] + c["row_misses"] + c["row_conflicts"] for c in cs)
     served = sum(c["num_read_reqs_served"] for c in cs)
     lat = sum(c["avg_read_latency"] * c["num_read_reqs_served"] for c in cs) / served if served else 0.0
-    return {"cycles": max(c["cycles"] for c in cs), "row_hit_rate": hits / classified if classified else 0.0,
-            "read_latency_mean_cycles": lat, "wall_s": rec["wall_s"], "process_wall_s": proc_wall,
+    # Ramulator counts ticks; on HBM3 a tick is half a CK (DEVICES "ticks_per_cycle"): its figures in CK
+    ticks = dev.get("ticks_per_cycle", 1)
+    cycles = max(c["cycles"] for c in cs)
+    return {"cycles": cycles // ticks if cycles % ticks == 0 else cycles / ticks,
+            "ticks": cycles, "row_hit_rate": hits / classified if classified else 0.0,
+            "read_latency_mean_cycles": lat / ticks, "wall_s": rec["wall_s"], "process_wall_s": proc_wall,
             "reads_served": served, "config": cfg}
 
 
@@ -231,9 +238,10 @@ def run_archsim(dev: dict, trace: Path, controller: dict, mapping: str) -> dict:
 
     controller = dict(controller)
     ram_preset = controller.pop("_ramulator2_preset", False)
+    jedec_preset = controller.pop("_jedec_preset", False)
     d3_device = controller.pop("_dramsim3_device", None)
     conv = "ramulator2" if ram_preset else controller.get("convention")
-    preset = dev.get(f"preset_{conv}", dev["preset"])
+    preset = dev["preset"] if jedec_preset else dev.get(f"preset_{conv}", dev["preset"])
     overrides = dev["overrides"]
     if d3_device is not None:
         preset, overrides = d3_device
@@ -263,7 +271,8 @@ def main() -> None:
                     "DRAMsim3 on its own config files and archsim on the same DRAMsim3 trace files (records "
                     "dramsim3, d3/archsim: the default controller with DRAMsim3's layout and archsim's JEDEC "
                     "preset, d3/closest: DRAMsim3's device timings and queue depth, D3_DEVICE, d3_closest)")
-    ap.add_argument("--conventions", nargs="*", default=["archsim", "ramulator2"])
+    ap.add_argument("--conventions", nargs="*", default=["archsim", "ramulator2"],
+                    help="archsim, ramulator2, or ramulator2-jedec (the convention on archsim's own preset)")
     ap.add_argument("--no-refresh", action="store_true", help="refresh off in both simulators (an experiment: "
                     "records named SIM+norefresh)")
     ap.add_argument("--steps", action="store_true", help="also the cumulative steps from archsim's default to the "
@@ -286,9 +295,15 @@ def main() -> None:
                 todo.append(("ramulator2", run_ramulator, (dev, trace, args.ramulator2, args.ramulator2_python)))
             for conv in args.conventions + (list(STEPS) if args.steps else []):
                 if conv in STEPS:
-                    ctrl = {**STEPS[conv][0], "_ramulator2_preset": STEPS[conv][1]}
+                    ctrl = {**STEPS[conv][0], **dev.get("ramulator2_controller", {}),
+                            "_ramulator2_preset": STEPS[conv][1]}
                 else:
-                    ctrl = {"convention": conv} if conv != "archsim" else {}
+                    # "ramulator2-jedec": the convention on archsim's own preset, not Ramulator's device files
+                    jedec = conv == "ramulator2-jedec"
+                    ctrl = {"convention": "ramulator2", "_jedec_preset": True} if jedec else (
+                        {"convention": conv} if conv != "archsim" else {})
+                    if conv.startswith("ramulator2"):
+                        ctrl.update(dev.get("ramulator2_controller", {}))
                 if args.no_refresh:
                     ctrl["refresh"] = "none"
                 todo.append((f"archsim/{conv}", run_archsim, (dev, trace, ctrl, mapping)))
@@ -305,7 +320,7 @@ def main() -> None:
                 if (sim, name, kind, args.requests) in done:
                     continue
                 rec = {"sim": sim, "device": name, "kind": kind, "requests": args.requests, **fn(*fn_args)}
-                print(f"{sim:22s} {name:14s} {kind:8s} cycles {rec['cycles']:>10d} hit "
+                print(f"{sim:22s} {name:14s} {kind:8s} cycles {rec['cycles']:>10.0f} hit "
                       f"{100 * rec['row_hit_rate']:5.1f} % lat {rec['read_latency_mean_cycles']:7.1f} "
                       f"wall {rec['wall_s']:.2f} s", flush=True)
                 records.append(rec)

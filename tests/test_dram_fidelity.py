@@ -80,11 +80,10 @@ def traces_20k(tmp_path_factory):
 
 def _archsim(device: str, trace: Path, preset_key: str = "preset_ramulator2") -> dict:
     dev = DEVICES[device]
-    # the preset of Ramulator's device files where archsim has one (GDDR6_14Gbps has its timings already), and
-    # the device's front end under the convention (HBM3: two requests per CK)
+    # the preset of Ramulator's device files where archsim has one (GDDR6_14Gbps has its timings already); the
+    # convention sets the front end (HBM3: two requests per CK)
     r = run_trace(str(trace), preset=dev.get(preset_key, dev["preset"]), channels=dev["channels"],
-                  mapping=RAM_MAPPING[dev["ram"]["standard"]],
-                  controller={"convention": "ramulator2", **dev.get("ramulator2_controller", {})},
+                  mapping=RAM_MAPPING[dev["ram"]["standard"]], controller={"convention": "ramulator2"},
                   overrides=dev["overrides"])
     return r.stats
 
@@ -208,6 +207,17 @@ def test_convention_sets_keys_left_at_defaults_and_keeps_explicit_ones():
     # configs that name no convention keep their keys (and so their hashes)
     assert "convention" not in d.to_dict() and "pinned_leave_queue" not in d.to_dict(), d.to_dict()
     assert ControllerConfig.from_dict(c.to_dict()) == c
+
+
+def test_convention_front_end_per_standard():
+    """Ramulator 2.1 ticks HBM3 at half the CK: under its convention the front end offers two requests per CK on
+    HBM3, one elsewhere; an explicit width wins, and archsim's own convention keeps one."""
+    c = ControllerConfig.from_dict({"convention": "ramulator2"})
+    assert c.for_standard("hbm3").frontend_width == 2 and c.for_standard("hbm3_ramulator2").frontend_width == 2
+    assert c.for_standard("ddr4").frontend_width == 1 and c.for_standard("hbm2").frontend_width == 1
+    assert ControllerConfig.from_dict({"convention": "ramulator2", "frontend_width": 4}).for_standard(
+        "hbm3").frontend_width == 4
+    assert ControllerConfig.from_dict({}).for_standard("hbm3").frontend_width == 1
 
 
 def test_unknown_and_unbuilt_conventions():

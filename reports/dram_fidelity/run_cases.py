@@ -67,8 +67,9 @@ DEVICES = {
     "HBM3 16ch": {
         "preset": "HBM3_6400Mbps", "preset_ramulator2": "HBM3_6400Mbps_Ramulator2", "overrides": {}, "channels": 16,
         "ticks_per_cycle": 2,
-        # under the ramulator2 convention archsim's front end offers as many requests per CK as Ramulator's
-        "ramulator2_controller": {"frontend_width": 2},
+        # Ramulator's front end offers two requests per CK here: the ramulator2 convention sets that itself
+        # (controller_conventions.yaml frontend_width_per_standard); the steps, which name no convention, get it
+        "steps_controller": {"frontend_width": 2},
         "ram": {"standard": "HBM3", "org_preset": "HBM3_16Gb_8hi", "timing_preset": "HBM3_6400Mbps",
                 "controller": "HBM34", "channels": 16},
     },
@@ -295,15 +296,13 @@ def main() -> None:
                 todo.append(("ramulator2", run_ramulator, (dev, trace, args.ramulator2, args.ramulator2_python)))
             for conv in args.conventions + (list(STEPS) if args.steps else []):
                 if conv in STEPS:
-                    ctrl = {**STEPS[conv][0], **dev.get("ramulator2_controller", {}),
+                    ctrl = {**STEPS[conv][0], **dev.get("steps_controller", {}),
                             "_ramulator2_preset": STEPS[conv][1]}
                 else:
                     # "ramulator2-jedec": the convention on archsim's own preset, not Ramulator's device files
                     jedec = conv == "ramulator2-jedec"
                     ctrl = {"convention": "ramulator2", "_jedec_preset": True} if jedec else (
                         {"convention": conv} if conv != "archsim" else {})
-                    if conv.startswith("ramulator2"):
-                        ctrl.update(dev.get("ramulator2_controller", {}))
                 if args.no_refresh:
                     ctrl["refresh"] = "none"
                 todo.append((f"archsim/{conv}", run_archsim, (dev, trace, ctrl, mapping)))

@@ -76,14 +76,12 @@ DEVICES = {
 }
 
 # The archsim device closest to each DRAMsim3 config file (its org and the timings where they differ from the
-# JEDEC presets; configs/*.ini @2981759). DDR4: only its rank-to-rank turnaround tRTRS = 1. HBM2: legacy mode
-# with two ranks of 1 KB rows and DRAMsim3's HBM2 timings.
+# JEDEC presets; configs/*.ini @2981759). DDR4: only its rank-to-rank turnaround tRTRS = 1. HBM2: the preset of
+# its HBM2_8Gb_x128.ini (128-bit channels with two ranks, docs/presets.md).
 D3_DEVICE = {
     "DDR4-3200 1R": ("DDR4_3200AA_x8_8Gb", {"org.ranks": 1, "timing.nRTRS": 1}),
     "DDR4-3200 2R": ("DDR4_3200AA_x8_8Gb", {"org.ranks": 2, "timing.nRTRS": 1}),
-    "HBM2 8ch": ("HBM2_2Gbps_Legacy", {"org.rows": 65536, "org.row_bytes": 1024, "timing.nCWL": 4,
-                                       "timing.nRCDWR": 14, "timing.nRRDL": 6, "timing.nFAW": 30,
-                                       "timing.nRFC": 260, "timing.nRTRS": 1}),
+    "HBM2 8ch": ("HBM2_2Gbps_DRAMsim3", {}),
 }
 # DRAMsim3's address_mapping strings (its config files), in archsim's spelling (docs/traces.md)
 D3_MAPPING = {"DDR4-3200 1R": "rochrababgco", "DDR4-3200 2R": "rochrababgco", "HBM2 8ch": "rorabgbachco"}

@@ -1,12 +1,13 @@
-"""Issue 24: archsim under `controller.convention=ramulator2` reproduces Ramulator 2.1 on the same trace files.
+"""Issue 24: archsim under `controller.convention=ramulator2` reproduces Ramulator 2.1 on the same trace files
+(DDR4 1 and 2 ranks, HBM2, GDDR6, HBM3), and its measured gaps to DRAMsim3 are pinned.
 
-The reference figures are constants measured with Ramulator 2.1 (CMU-SAFARI/ramulator2 @c5b1c3a478b6, built as
-reports/dram_fidelity/README.md says) by `reports/dram_fidelity/run_cases.py` on the traces that script writes
-(archsim.dram.trace.synthetic_trace, seed 0, 64 B lines over 4 GiB, as Ramulator load/store files): its
-`cycles`, row-hit rate and mean read latency. Configurations: reports/dram_fidelity/run_cases.py (DEVICES). A
-change that moves archsim away from them beyond the issue's tolerances (2 % of cycles, 1 point of row-hit rate,
-10 % of mean read latency) fails here. 20 K-request traces by default; the 200 K-request ones are slow.
-"""
+The reference figures are constants measured with Ramulator 2.1 (CMU-SAFARI/ramulator2 @c5b1c3a478b6) and DRAMsim3
+(umd-memsys/DRAMsim3 @29817593), built as reports/dram_fidelity/README.md says, by
+`reports/dram_fidelity/run_cases.py` on the traces that script writes (archsim.dram.trace.synthetic_trace, seed 0,
+64 B lines over 4 GiB, as Ramulator load/store and DRAMsim3 files): cycles, row-hit rate and mean read latency.
+Configurations: reports/dram_fidelity/run_cases.py (DEVICES, D3_DEVICE). A change that moves archsim away from
+them beyond the issue's tolerances (2 % of cycles, 1 point of row-hit rate, 10 % of mean read latency) fails
+here. 20 K-request traces by default; the 200 K-request ones are slow."""
 from __future__ import annotations
 
 import sys
@@ -17,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "reports" / "dram_fidelity"))
 
-from run_cases import DEVICES, RAM_MAPPING, write_traces  # noqa: E402
+from run_cases import D3_DEVICE, D3_MAPPING, DEVICES, RAM_MAPPING, write_traces  # noqa: E402
 
 from archsim.dram.controller import ControllerConfig  # noqa: E402
 from archsim.errors import ConfigError  # noqa: E402
@@ -37,6 +38,15 @@ RAMULATOR_20K = {
     ("HBM2 8ch", "random"): (21849, 0.00010, 94.31),
     ("HBM2 8ch", "mixed"): (21831, 0.00005, 126.71),
     ("HBM2 8ch", "conflict"): (1014591, 0.02543, 2096.20),
+    ("GDDR6 8ch", "stream"): (21134, 0.98123, 72.79),
+    ("GDDR6 8ch", "random"): (47591, 0.00015, 298.21),
+    ("GDDR6 8ch", "mixed"): (49183, 0.00010, 460.60),
+    ("GDDR6 8ch", "conflict"): (1636065, 0.02538, 3384.03),
+    # HBM3: Ramulator's half-CK ticks halved to CK (run_cases.run_ramulator)
+    ("HBM3 16ch", "stream"): (10531.5, 0.96699, 59.39),
+    ("HBM3 16ch", "random"): (11551.5, 0.00040, 127.07),
+    ("HBM3 16ch", "mixed"): (11622, 0.00045, 182.13),
+    ("HBM3 16ch", "conflict"): (1580615.5, 0.02538, 3271.66),
 }
 RAMULATOR_200K = {
     ("DDR4-3200 1R", "stream"): (1235361, 0.99124, 272.73),
@@ -51,6 +61,14 @@ RAMULATOR_200K = {
     ("HBM2 8ch", "random"): (220707, 0.00007, 96.35),
     ("HBM2 8ch", "mixed"): (220263, 0.00008, 125.18),
     ("HBM2 8ch", "conflict"): (10174289, 0.02445, 2091.67),
+    ("GDDR6 8ch", "stream"): (212265, 0.98139, 72.67),
+    ("GDDR6 8ch", "random"): (478320, 0.00006, 300.79),
+    ("GDDR6 8ch", "mixed"): (495023, 0.00008, 461.49),
+    ("GDDR6 8ch", "conflict"): (16411183, 0.02426, 3376.76),
+    ("HBM3 16ch", "stream"): (109177.5, 0.96631, 65.85),
+    ("HBM3 16ch", "random"): (121830.5, 0.00024, 135.42),
+    ("HBM3 16ch", "mixed"): (122039, 0.00022, 191.34),
+    ("HBM3 16ch", "conflict"): (15839897.5, 0.02448, 3261.83),
 }
 TOL_CYCLES, TOL_HIT_POINTS, TOL_LATENCY = 0.02, 1.0, 0.10
 
@@ -60,9 +78,11 @@ def traces_20k(tmp_path_factory):
     return write_traces(tmp_path_factory.mktemp("fidelity"), 20000, 0)
 
 
-def _archsim(device: str, trace: Path) -> dict:
+def _archsim(device: str, trace: Path, preset_key: str = "preset_ramulator2") -> dict:
     dev = DEVICES[device]
-    r = run_trace(str(trace), preset=dev["preset_ramulator2"], channels=dev["channels"],
+    # the preset of Ramulator's device files where archsim has one (GDDR6_14Gbps has its timings already); the
+    # convention sets the front end (HBM3: two requests per CK)
+    r = run_trace(str(trace), preset=dev.get(preset_key, dev["preset"]), channels=dev["channels"],
                   mapping=RAM_MAPPING[dev["ram"]["standard"]], controller={"convention": "ramulator2"},
                   overrides=dev["overrides"])
     return r.stats
@@ -100,6 +120,83 @@ def test_default_controller_is_measurably_different(traces_20k):
     assert s["cycles"] / ref - 1 > 0.05, f"default controller {s['cycles']} cycles vs Ramulator 2.1 {ref}"
 
 
+# DRAMsim3 (umd-memsys/DRAMsim3 @29817593, unmodified library, run by reports/dram_fidelity/run_cases.py
+# --dramsim3 through dramsim3_driver.cc until every read returned and every write was acknowledged) on its own
+# config files (run_cases.DEVICES "d3"), on the same traces written as DRAMsim3 files:
+# (device, trace) -> its (cycles, row-hit rate, mean read latency in cycles), and the gaps archsim's default
+# controller showed on DRAMsim3's layout and the closest archsim device (run_cases.D3_DEVICE, D3_MAPPING) when
+# they were measured: (cycles / DRAMsim3's - 1, row hits minus DRAMsim3's in points, latency / DRAMsim3's).
+# There is no dramsim3 convention yet (reports/dram_fidelity/README.md, "DRAMsim3", says what it needs), so the
+# gaps are not zero; they are pinned, so a change that moves archsim relative to DRAMsim3 is seen here.
+DRAMSIM3_20K = {
+    ("DDR4-3200 1R", "stream"): (113993, 0.99134, 322.21, (+0.0784, -0.02, 0.840)),
+    ("DDR4-3200 1R", "random"): (181908, 0.00010, 987.43, (+0.0422, -0.01, 0.408)),
+    ("DDR4-3200 1R", "mixed"): (185891, 0.00015, 1276.30, (+0.0945, -0.01, 0.531)),
+    ("DDR4-3200 1R", "conflict"): (1537677, 0.00000, 3766.24, (+0.0191, +2.80, 0.839)),
+    ("DDR4-3200 2R", "stream"): (114990, 0.99134, 324.69, (+0.0726, -0.00, 0.837)),
+    ("DDR4-3200 2R", "random"): (107126, 0.00030, 772.04, (+0.0006, -0.02, 0.309)),
+    ("DDR4-3200 2R", "mixed"): (108458, 0.00030, 950.11, (+0.1734, -0.03, 0.455)),
+    ("DDR4-3200 2R", "conflict"): (1538492, 0.00000, 3771.16, (+0.0185, +2.80, 0.838)),
+    ("HBM2 8ch", "stream"): (20258, 0.96689, 55.77, (+0.0016, -2.99, 0.846)),
+    ("HBM2 8ch", "random"): (21738, 0.00015, 313.57, (-0.0401, -0.01, 0.237)),
+    ("HBM2 8ch", "mixed"): (21830, 0.00030, 412.09, (-0.0403, -0.03, 0.195)),
+    ("HBM2 8ch", "conflict"): (992737, 0.00000, 2441.57, (+0.0194, +2.80, 0.835)),
+}
+DRAMSIM3_200K = {
+    ("DDR4-3200 1R", "stream"): (1136530, 0.99131, 321.65, (+0.0842, -0.01, 0.842)),
+    ("DDR4-3200 1R", "random"): (1821651, 0.00014, 980.76, (+0.0394, -0.01, 0.410)),
+    ("DDR4-3200 1R", "mixed"): (1859103, 0.00017, 1266.76, (+0.0935, -0.01, 0.531)),
+    ("DDR4-3200 1R", "conflict"): (15379217, 0.00000, 3756.51, (+0.0193, +2.73, 0.839)),
+    ("DDR4-3200 2R", "stream"): (1142586, 0.99136, 322.78, (+0.0809, -0.01, 0.841)),
+    ("DDR4-3200 2R", "random"): (1065912, 0.00026, 747.01, (+0.0095, -0.02, 0.321)),
+    ("DDR4-3200 2R", "mixed"): (1083278, 0.00027, 928.82, (+0.1643, -0.02, 0.459)),
+    ("DDR4-3200 2R", "conflict"): (15382886, 0.00000, 3757.41, (+0.0191, +2.73, 0.839)),
+    ("HBM2 8ch", "stream"): (201681, 0.96701, 56.55, (+0.0075, -3.02, 0.845)),
+    ("HBM2 8ch", "random"): (211877, 0.00018, 341.52, (-0.0192, -0.01, 0.222)),
+    ("HBM2 8ch", "mixed"): (211678, 0.00018, 419.25, (-0.0198, -0.01, 0.203)),
+    ("HBM2 8ch", "conflict"): (9936749, 0.00000, 2434.34, (+0.0190, +2.74, 0.836)),
+}
+
+
+def _check_dramsim3(device: str, trace: Path, ref: tuple) -> None:
+    preset, overrides = D3_DEVICE[device]
+    s = run_trace(str(trace), preset=preset, channels=DEVICES[device]["channels"], mapping=D3_MAPPING[device],
+                  overrides=overrides).stats
+    cycles, hit, lat, (gap_cycles, gap_hit, lat_ratio) = ref
+    got = (s["cycles"] / cycles - 1, 100 * (s["row_hit_rate"] - hit), s["read_latency_mean_cycles"] / lat)
+    msg = (f"{device} {trace.name}: archsim (default controller) {s['cycles']} cycles, row hits "
+           f"{100 * s['row_hit_rate']:.2f} %, read latency {s['read_latency_mean_cycles']:.1f}; DRAMsim3 {cycles}, "
+           f"{100 * hit:.2f} %, {lat:.1f}: gaps {100 * got[0]:+.2f} %, {got[1]:+.2f} points, x{got[2]:.3f} where "
+           f"{100 * gap_cycles:+.2f} %, {gap_hit:+.2f} points, x{lat_ratio:.3f} were measured")
+    # the issue's tolerances, around the gaps measured
+    assert abs(got[0] - gap_cycles) <= TOL_CYCLES, msg
+    assert abs(got[1] - gap_hit) <= TOL_HIT_POINTS, msg
+    assert abs(got[2] / lat_ratio - 1) <= TOL_LATENCY, msg
+
+
+@pytest.mark.parametrize("device,kind", list(DRAMSIM3_20K))
+def test_archsim_against_dramsim3_gaps_pinned(traces_20k, device, kind):
+    _check_dramsim3(device, traces_20k[kind]["dramsim3"], DRAMSIM3_20K[(device, kind)])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device,kind", list(DRAMSIM3_200K))
+def test_archsim_against_dramsim3_gaps_pinned_200k(tmp_path, device, kind):
+    traces = write_traces(tmp_path, 200000, 0)
+    _check_dramsim3(device, traces[kind]["dramsim3"], DRAMSIM3_200K[(device, kind)])
+
+
+def test_hbm3_needs_ramulators_device_rows(traces_20k):
+    """HBM3 under the convention on archsim's own HBM3_6400Mbps (per-stack-ID activate window and turnarounds)
+    runs mixed traffic > 2 % faster than Ramulator 2.1 with > 10 % lower read latency; HBM3_6400Mbps_Ramulator2
+    (the test above) is what brings it within tolerance."""
+    s = _archsim("HBM3 16ch", traces_20k["mixed"]["ramulator"], preset_key="preset")
+    cycles, _, lat = RAMULATOR_20K[("HBM3 16ch", "mixed")]
+    assert s["cycles"] / cycles - 1 < -0.02 and s["read_latency_mean_cycles"] / lat - 1 < -0.10, (
+        f"HBM3_6400Mbps: {s['cycles']} cycles, latency {s['read_latency_mean_cycles']:.1f}; Ramulator 2.1 "
+        f"{cycles}, {lat:.1f}")
+
+
 def test_convention_sets_keys_left_at_defaults_and_keeps_explicit_ones():
     c = ControllerConfig.from_dict({"convention": "ramulator2"})
     assert c.active_buffer and c.pinned_leave_queue and c.run_end == "last_accept", c
@@ -110,6 +207,17 @@ def test_convention_sets_keys_left_at_defaults_and_keeps_explicit_ones():
     # configs that name no convention keep their keys (and so their hashes)
     assert "convention" not in d.to_dict() and "pinned_leave_queue" not in d.to_dict(), d.to_dict()
     assert ControllerConfig.from_dict(c.to_dict()) == c
+
+
+def test_convention_front_end_per_standard():
+    """Ramulator 2.1 ticks HBM3 at half the CK: under its convention the front end offers two requests per CK on
+    HBM3, one elsewhere; an explicit width wins, and archsim's own convention keeps one."""
+    c = ControllerConfig.from_dict({"convention": "ramulator2"})
+    assert c.for_standard("hbm3").frontend_width == 2 and c.for_standard("hbm3_ramulator2").frontend_width == 2
+    assert c.for_standard("ddr4").frontend_width == 1 and c.for_standard("hbm2").frontend_width == 1
+    assert ControllerConfig.from_dict({"convention": "ramulator2", "frontend_width": 4}).for_standard(
+        "hbm3").frontend_width == 4
+    assert ControllerConfig.from_dict({}).for_standard("hbm3").frontend_width == 1
 
 
 def test_unknown_and_unbuilt_conventions():

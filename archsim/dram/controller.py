@@ -1,7 +1,7 @@
 """Memory-controller policy (what to issue), separate from the device spec (what is legal, and when)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,17 @@ class ControllerConfig:
     def run_end(self) -> str:
         """When a trace run ends for `cycles`: last_done (archsim) or last_accept (Ramulator 2.1's loop)."""
         return conventions()[self.convention]["run_end"]
+
+    def for_standard(self, standard: str) -> ControllerConfig:
+        """The convention's front end on a device of this standard (a preset's `standard:`): a reference that
+        ticks the device faster than its CK offers more requests per CK (the convention's
+        `frontend_width_per_standard`, e.g. Ramulator 2.1 on HBM3). A frontend_width set to another value than
+        the convention's wins."""
+        conv = conventions()[self.convention]
+        width = (conv.get("frontend_width_per_standard") or {}).get(standard)
+        if width is None or self.frontend_width != (conv.get("controller") or {}).get("frontend_width", 1):
+            return self
+        return replace(self, frontend_width=int(width))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None, source: str = "controller") -> ControllerConfig:

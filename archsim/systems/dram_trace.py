@@ -247,6 +247,7 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": mapping})
     if ctrl.mapping is None:
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": spec.default_mapping})
+    ctrl = ctrl.for_standard(spec.raw.get("standard", ""))
     phases.mark("setup")  # spec and controller
     if isinstance(trace, dict):
         # A synthetic trace spans 2 GiB by default, or the whole device when it is smaller.

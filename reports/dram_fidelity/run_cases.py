@@ -37,27 +37,70 @@ DEVICES = {
         "overrides": {"org.ranks": 1}, "channels": 1,
         "ram": {"standard": "DDR4", "org_preset": "DDR4_8Gb_x8", "timing_preset": "DDR4_3200AA", "rank": 1,
                 "controller": "GenericDDR", "channels": 1},
-        "d3": "DDR4_8Gb_x8_3200.ini",
+        # DRAMsim3 sizes ranks from channel_size: 8192 MB of 8 Gb x8 devices on 64 bits is one rank
+        "d3": "DDR4_8Gb_x8_3200.ini", "d3_set": {"channel_size": 8192},
     },
     "DDR4-3200 2R": {
         "preset": "DDR4_3200AA_x8_8Gb", "preset_ramulator2": "DDR4_3200AA_x8_8Gb_Ramulator2",
         "overrides": {"org.ranks": 2}, "channels": 1,
         "ram": {"standard": "DDR4", "org_preset": "DDR4_8Gb_x8", "timing_preset": "DDR4_3200AA", "rank": 2,
                 "controller": "GenericDDR", "channels": 1},
-        "d3": None,
+        "d3": "DDR4_8Gb_x8_3200.ini", "d3_set": {},     # its channel_size 16384 MB: two ranks
     },
     "HBM2 8ch": {
         "preset": "HBM2_2Gbps_PC", "preset_ramulator2": "HBM2_2Gbps_PC_Ramulator2", "overrides": {}, "channels": 8,
         "ram": {"standard": "HBM2", "org_preset": "HBM2_8Gb", "timing_preset": "HBM2_2000Mbps",
                 "controller": "HBM12", "channels": 8},
-        "d3": "HBM2_8Gb_x128.ini",
+        # DRAMsim3's HBM2: 8 channels of 128 bits (BL4, 64 B), 1 KB rows, 2 ranks (channel_size 1024 MB of
+        # 512 MB ranks), row and column command in one cycle (hbm_dual_cmd)
+        "d3": "HBM2_8Gb_x128.ini", "d3_set": {},
+    },
+    # GDDR6 14 Gb/s, 8 Gb x16 devices: 8 16-bit channels (four devices) so that the 4 GiB window fits
+    "GDDR6 8ch": {
+        "preset": "GDDR6_14Gbps", "overrides": {}, "channels": 8,
+        "ram": {"standard": "GDDR6", "org_preset": "GDDR6_8Gb_x16", "timing_preset": "GDDR6_14000_1350mV_double",
+                "controller": "GenericDDR", "channels": 8},
+    },
+    # HBM3 6.4 Gb/s, 16 channels of 2 pseudo-channels, 2 stack IDs (8-high 16 Gb dies: 8 GiB per stack).
+    # Ramulator 2.1 ticks HBM3 at half the CK period (dram/hbm3.py tick_multiplier = 2): its `cycles` are
+    # half-CK ticks and its LoadStoreTrace(clock_ratio=1) offers one request per tick, i.e. two per CK.
+    "HBM3 16ch": {
+        "preset": "HBM3_6400Mbps", "preset_ramulator2": "HBM3_6400Mbps_Ramulator2", "overrides": {}, "channels": 16,
+        "ticks_per_cycle": 2,
+        # Ramulator's front end offers two requests per CK here: the ramulator2 convention sets that itself
+        # (controller_conventions.yaml frontend_width_per_standard); the steps, which name no convention, get it
+        "steps_controller": {"frontend_width": 2},
+        "ram": {"standard": "HBM3", "org_preset": "HBM3_16Gb_8hi", "timing_preset": "HBM3_6400Mbps",
+                "controller": "HBM34", "channels": 16},
     },
 }
+
+# The archsim device closest to each DRAMsim3 config file (its org and the timings where they differ from the
+# JEDEC presets; configs/*.ini @2981759). DDR4: only its rank-to-rank turnaround tRTRS = 1. HBM2: the preset of
+# its HBM2_8Gb_x128.ini (128-bit channels with two ranks, docs/presets.md).
+D3_DEVICE = {
+    "DDR4-3200 1R": ("DDR4_3200AA_x8_8Gb", {"org.ranks": 1, "timing.nRTRS": 1}),
+    "DDR4-3200 2R": ("DDR4_3200AA_x8_8Gb", {"org.ranks": 2, "timing.nRTRS": 1}),
+    "HBM2 8ch": ("HBM2_2Gbps_DRAMsim3", {}),
+}
+# DRAMsim3's address_mapping strings (its config files), in archsim's spelling (docs/traces.md)
+D3_MAPPING = {"DDR4-3200 1R": "rochrababgco", "DDR4-3200 2R": "rochrababgco", "HBM2 8ch": "rorabgbachco"}
+# archsim's controller setting closest to DRAMsim3's (controller.cc, command_queue.cc @2981759): DRAMsim3 holds up
+# to 32 transactions per channel in its read queue (and 32 in its write buffer) plus 8 commands in each bank's
+# command queue (PER_BANK, cmd_queue_size 8), so a channel keeps up to 32 + 8 x banks requests in flight; archsim
+# gets queues that deep (its one queue per direction in place of that two-level structure, the rest archsim's
+# default controller). The value per device: D3_BANKS_PER_CHANNEL below.
+D3_BANKS_PER_CHANNEL = {"DDR4-3200 1R": 16, "DDR4-3200 2R": 32, "HBM2 8ch": 32}
+
+
+def d3_closest(name: str) -> dict:
+    depth = 32 + 8 * D3_BANKS_PER_CHANNEL[name]
+    return {"read_queue": depth, "write_queue": depth}
 
 # archsim's spelling of each reference's address layout (docs/traces.md): Ramulator 2.1's RoBaRaCoCh address
 # mapper inside each controller, with its CacheLineInterleave channel mapper putting the channel bits right
 # above the transaction offset; on HBM the pseudo-channel sits between the bank group and the column.
-RAM_MAPPING = {"DDR4": "RoBaRaCoCh", "HBM2": "RoBaPcCoCh"}
+RAM_MAPPING = {"DDR4": "RoBaRaCoCh", "HBM2": "RoBaPcCoCh", "GDDR6": "RoBaCoCh", "HBM3": "RoBaRaPcCoCh"}
 
 RAM_DRIVER = r"""
 import json, sys, time
@@ -127,9 +170,64 @@ def run_ramulator(dev: dict, trace: Path, root: Path, python: str) -> dict:
     classified = sum(c["row_hits"] + c["row_misses"] + c["row_conflicts"] for c in cs)
     served = sum(c["num_read_reqs_served"] for c in cs)
     lat = sum(c["avg_read_latency"] * c["num_read_reqs_served"] for c in cs) / served if served else 0.0
-    return {"cycles": max(c["cycles"] for c in cs), "row_hit_rate": hits / classified if classified else 0.0,
-            "read_latency_mean_cycles": lat, "wall_s": rec["wall_s"], "process_wall_s": proc_wall,
+    # Ramulator counts ticks; on HBM3 a tick is half a CK (DEVICES "ticks_per_cycle"): its figures in CK
+    ticks = dev.get("ticks_per_cycle", 1)
+    cycles = max(c["cycles"] for c in cs)
+    return {"cycles": cycles // ticks if cycles % ticks == 0 else cycles / ticks,
+            "ticks": cycles, "row_hit_rate": hits / classified if classified else 0.0,
+            "read_latency_mean_cycles": lat / ticks, "wall_s": rec["wall_s"], "process_wall_s": proc_wall,
             "reads_served": served, "config": cfg}
+
+
+def build_dramsim3_driver(root: Path, out: Path) -> Path:
+    """Compile dramsim3_driver.cc (this directory) against the DRAMsim3 library built in `root`."""
+    exe = out / "dramsim3_driver"
+    src = Path(__file__).with_name("dramsim3_driver.cc")
+    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
+        subprocess.run(["g++", "-O2", "-std=c++11", str(src), "-I", str(root / "src"), "-L", str(root),
+                        "-ldramsim3", f"-Wl,-rpath,{root}", "-o", str(exe)], check=True)
+    return exe
+
+
+def dramsim3_config(dev: dict, root: Path, out: Path) -> Path:
+    """DRAMsim3's config file for the device, with the `d3_set` keys replaced (written under `out`)."""
+    src = root / "configs" / dev["d3"]
+    if not dev["d3_set"]:
+        return src
+    lines = []
+    for line in src.read_text().splitlines():
+        key = line.split("=")[0].strip()
+        lines.append(f"{key} = {dev['d3_set'][key]}" if key in dev["d3_set"] else line)
+    path = out / (src.stem + "".join(f"_{k}{v}" for k, v in dev["d3_set"].items()) + ".ini")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_dramsim3(dev: dict, trace: Path, root: Path, out: Path) -> dict:
+    """DRAMsim3 until every read has returned and every write is acknowledged (dramsim3_driver.cc); its
+    statistics from its own dramsim3.json: row hits = row-hit column commands / column commands, mean read
+    latency weighted by each channel's reads."""
+    exe = build_dramsim3_driver(root, out)
+    cfg = dramsim3_config(dev, root, out)
+    stats_dir = out / "dramsim3_stats"
+    stats_dir.mkdir(exist_ok=True)
+    t0 = time.perf_counter()
+    res = subprocess.run([str(exe), str(cfg), str(trace), str(stats_dir)], capture_output=True, text=True,
+                         check=True)
+    proc_wall = time.perf_counter() - t0
+    rec = json.loads(res.stdout.strip().splitlines()[-1])
+    chans = list(json.loads((stats_dir / "dramsim3.json").read_text()).values())
+    cmds = sum(c["num_read_cmds"] + c["num_write_cmds"] for c in chans)
+    hits = sum(c["num_read_row_hits"] + c["num_write_row_hits"] for c in chans)
+    reads = sum(c["num_reads_done"] for c in chans)
+    lat = sum(c["average_read_latency"] * c["num_reads_done"] for c in chans) / reads if reads else 0.0
+    return {"cycles": rec["end_cycle"], "row_hit_rate": hits / cmds if cmds else 0.0,
+            "read_latency_mean_cycles": lat, "wall_s": rec["wall_s"], "process_wall_s": proc_wall,
+            "reads_served": reads, "last_accept_cycle": rec["last_accept_cycle"],
+            "write_cmds": sum(c["num_write_cmds"] for c in chans),
+            "writes_done": sum(c["num_writes_done"] for c in chans),
+            "config": {"file": str(cfg.relative_to(out) if cfg.is_relative_to(out) else cfg.relative_to(root)),
+                       "set": dev["d3_set"]}}
 
 
 def run_archsim(dev: dict, trace: Path, controller: dict, mapping: str) -> dict:
@@ -137,17 +235,24 @@ def run_archsim(dev: dict, trace: Path, controller: dict, mapping: str) -> dict:
     (docs/presets.md) where it has one."""
     from archsim.systems.dram_trace import run_trace
 
+    controller = dict(controller)
     ram_preset = controller.pop("_ramulator2_preset", False)
+    jedec_preset = controller.pop("_jedec_preset", False)
+    d3_device = controller.pop("_dramsim3_device", None)
     conv = "ramulator2" if ram_preset else controller.get("convention")
-    preset = dev.get(f"preset_{conv}", dev["preset"])
+    preset = dev["preset"] if jedec_preset else dev.get(f"preset_{conv}", dev["preset"])
+    overrides = dev["overrides"]
+    if d3_device is not None:
+        preset, overrides = d3_device
     t0 = time.perf_counter()
     r = run_trace(str(trace), preset=preset, channels=dev["channels"], mapping=mapping,
-                  controller=controller, overrides=dev["overrides"])
+                  controller=controller, overrides=overrides)
     wall = time.perf_counter() - t0
     s = r.stats
     return {"cycles": int(s["cycles"]), "row_hit_rate": s["row_hit_rate"],
             "read_latency_mean_cycles": s["read_latency_mean_cycles"], "wall_s": s["wall_s"],
-            "process_wall_s": wall, "config": {"preset": preset, "overrides": dev["overrides"],
+            "process_wall_s": wall, "last_accept_cycle": int(s["last_accept_cycle"]),
+            "config": {"preset": preset, "overrides": overrides,
                                                "channels": dev["channels"], "mapping": mapping,
                                                "controller": controller}}
 
@@ -161,7 +266,12 @@ def main() -> None:
     ap.add_argument("--kinds", nargs="*", default=list(KINDS))
     ap.add_argument("--ramulator2", type=Path, help="Ramulator 2.1 source tree with its built Python module")
     ap.add_argument("--ramulator2-python", default=sys.executable, help="Python that imports Ramulator 2.1")
-    ap.add_argument("--conventions", nargs="*", default=["archsim", "ramulator2"])
+    ap.add_argument("--dramsim3", type=Path, help="DRAMsim3 source tree with its built libdramsim3.so: runs "
+                    "DRAMsim3 on its own config files and archsim on the same DRAMsim3 trace files (records "
+                    "dramsim3, d3/archsim: the default controller with DRAMsim3's layout and archsim's JEDEC "
+                    "preset, d3/closest: DRAMsim3's device timings and queue depth, D3_DEVICE, d3_closest)")
+    ap.add_argument("--conventions", nargs="*", default=["archsim", "ramulator2"],
+                    help="archsim, ramulator2, or ramulator2-jedec (the convention on archsim's own preset)")
     ap.add_argument("--no-refresh", action="store_true", help="refresh off in both simulators (an experiment: "
                     "records named SIM+norefresh)")
     ap.add_argument("--steps", action="store_true", help="also the cumulative steps from archsim's default to the "
@@ -184,19 +294,30 @@ def main() -> None:
                 todo.append(("ramulator2", run_ramulator, (dev, trace, args.ramulator2, args.ramulator2_python)))
             for conv in args.conventions + (list(STEPS) if args.steps else []):
                 if conv in STEPS:
-                    ctrl = {**STEPS[conv][0], "_ramulator2_preset": STEPS[conv][1]}
+                    ctrl = {**STEPS[conv][0], **dev.get("steps_controller", {}),
+                            "_ramulator2_preset": STEPS[conv][1]}
                 else:
-                    ctrl = {"convention": conv} if conv != "archsim" else {}
+                    # "ramulator2-jedec": the convention on archsim's own preset, not Ramulator's device files
+                    jedec = conv == "ramulator2-jedec"
+                    ctrl = {"convention": "ramulator2", "_jedec_preset": True} if jedec else (
+                        {"convention": conv} if conv != "archsim" else {})
                 if args.no_refresh:
                     ctrl["refresh"] = "none"
                 todo.append((f"archsim/{conv}", run_archsim, (dev, trace, ctrl, mapping)))
+            if args.dramsim3 and not args.no_refresh:
+                d3trace = traces[kind]["dramsim3"]
+                d3map = D3_MAPPING[name]
+                todo.append(("dramsim3", run_dramsim3, (dev, d3trace, args.dramsim3, args.out)))
+                todo.append(("d3/archsim", run_archsim, (dev, d3trace, {"_dramsim3_device": D3_DEVICE[name]}, d3map)))
+                todo.append(("d3/closest", run_archsim,
+                             (dev, d3trace, {**d3_closest(name), "_dramsim3_device": D3_DEVICE[name]}, d3map)))
             if args.no_refresh:
                 todo = [(f"{sim}+norefresh", fn, fn_args) for sim, fn, fn_args in todo]
             for sim, fn, fn_args in todo:
                 if (sim, name, kind, args.requests) in done:
                     continue
                 rec = {"sim": sim, "device": name, "kind": kind, "requests": args.requests, **fn(*fn_args)}
-                print(f"{sim:22s} {name:14s} {kind:8s} cycles {rec['cycles']:>10d} hit "
+                print(f"{sim:22s} {name:14s} {kind:8s} cycles {rec['cycles']:>10.0f} hit "
                       f"{100 * rec['row_hit_rate']:5.1f} % lat {rec['read_latency_mean_cycles']:7.1f} "
                       f"wall {rec['wall_s']:.2f} s", flush=True)
                 records.append(rec)

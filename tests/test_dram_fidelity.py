@@ -21,7 +21,7 @@ from run_cases import DEVICES, RAM_MAPPING, write_traces  # noqa: E402
 
 from archsim.dram.controller import ControllerConfig  # noqa: E402
 from archsim.errors import ConfigError  # noqa: E402
-from archsim.systems.dram_trace import run_trace  # noqa: E402
+from archsim.systems.dram_trace.system import run_trace  # noqa: E402
 
 # (device, trace) -> Ramulator 2.1's (cycles, row-hit rate, mean read latency in cycles)
 RAMULATOR_20K = {

@@ -1,4 +1,4 @@
-"""PIM-GPT end to end (archsim.systems.pimgpt): claims of the paper that the model must reproduce."""
+"""PIM-GPT end to end (archsim.systems.pimgpt.system): claims of the paper that the model must reproduce."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pytest
 from archsim import api
 from archsim.cli import main
 from archsim.errors import UserError
-from archsim.systems.pimgpt import PimGptSimulator, run_pimgpt
+from archsim.systems.pimgpt.system import PimGptSimulator, run_pimgpt
 
 
 def test_memoised_equals_full_simulation():

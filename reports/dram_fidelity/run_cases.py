@@ -135,7 +135,7 @@ def run_ramulator(dev: dict, trace: Path, root: Path, python: str) -> dict:
 def run_archsim(dev: dict, trace: Path, controller: dict, mapping: str) -> dict:
     """archsim on the trace; under a reference's convention with the preset of that reference's device files
     (docs/presets.md) where it has one."""
-    from archsim.systems.dram_trace import run_trace
+    from archsim.systems.dram_trace.system import run_trace
 
     ram_preset = controller.pop("_ramulator2_preset", False)
     conv = "ramulator2" if ram_preset else controller.get("convention")

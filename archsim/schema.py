@@ -9,7 +9,7 @@ A system module declares its config once:
 
 and everything else is derived from it: the defaults dict its `resolve` fills in (`defaults`), the check of a
 given config (`check`: unknown keys, types, allowed values, ranges), the type check and coercion of one
-`--set` / `--config` / sweep value (`lookup(...).problem/coerce`, used by archsim.systems.apply_overrides and
+`--set` / `--config` / sweep value (`lookup(...).problem/coerce`, used by archsim.keypaths.apply_overrides and
 archsim.sweep.spec), the CLI flags of `archsim run` (archsim.commands.run) and the key documentation of
 `archsim run --system X --help` and `archsim config show` (`keys`, `Key.describe`).
 

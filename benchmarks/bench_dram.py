@@ -1,4 +1,4 @@
-"""Throughput benchmark of the DRAM trace simulator (archsim.systems.dram_trace.simulate_trace).
+"""Throughput benchmark of the DRAM trace simulator (archsim.systems.dram_trace.system.simulate_trace).
 
 Cases: DDR4-3200 one channel and HBM2 (pseudo-channel mode) eight channels, each on a random trace (uniform
 over 2 GiB) and a sequential stream; 64 B requests (32 B on HBM2 pseudo-channels), 80 % reads, one request
@@ -83,7 +83,7 @@ def measure_compile() -> dict:
     project's cache is neither read nor written)."""
     import tempfile
 
-    code = ("import time; t0 = time.perf_counter(); from archsim.systems.dram_trace import run_trace; "
+    code = ("import time; t0 = time.perf_counter(); from archsim.systems.dram_trace.system import run_trace; "
             "run_trace({'kind': 'random', 'requests': 64}); print(time.perf_counter() - t0)")
     with tempfile.TemporaryDirectory(prefix="archsim-bench-cache-") as d:
         env = {**os.environ, "NUMBA_CACHE_DIR": d}
@@ -94,7 +94,7 @@ def measure_compile() -> dict:
 
 
 def run_case(name: str, requests: int, repeat: int) -> dict:
-    from archsim.systems import dram_trace as system
+    from archsim.systems.dram_trace import system
 
     preset, channels, kind = CASES[name]
     spec, ctrl = _setup(preset, channels)

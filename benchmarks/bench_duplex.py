@@ -1,4 +1,4 @@
-"""Speed benchmark of the Duplex system (archsim.systems.duplex): one representative serving run.
+"""Speed benchmark of the Duplex system (archsim.systems.duplex.system): one representative serving run.
 
 Case (issue #11's target: <= 2 minutes wall): Mixtral 8x7B on 4 Duplex devices, 1,000 requests of
 (L_in, L_out) = (4096, 512), closed loop, max batch 128, continuous batching over all 32 layers, Logic-PIM
@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--pim-timing", default="engine", choices=["engine", "roofline"])
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    from archsim.systems.duplex import DuplexRun
+    from archsim.systems.duplex.system import DuplexRun
 
     cfg = {"model": "mixtral-8x7b", "device": "duplex", "requests": args.requests, "input_len": 4096,
            "output_len": 512, "max_batch": 128, "pim_timing": args.pim_timing}

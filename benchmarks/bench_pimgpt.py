@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> dict:
     a = ap.parse_args(argv)
 
     t0 = time.perf_counter()
-    from archsim.systems.pimgpt import PimGptSimulator, run_pimgpt
+    from archsim.systems.pimgpt.system import PimGptSimulator, run_pimgpt
     import_s = time.perf_counter() - t0
     out: dict = {"model": a.model, "tokens": a.tokens, "import_s": import_s}
 

@@ -15,7 +15,7 @@ import time
 
 
 def main() -> None:
-    from archsim.interconnect import t3
+    from archsim.systems.t3 import model as t3
     from archsim.workload.spec import load_model
 
     ap = argparse.ArgumentParser()

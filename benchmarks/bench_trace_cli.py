@@ -10,7 +10,7 @@ pseudo-channel-mode channels; mapping RoBaRaCoCh) to a temporary directory, runs
 once to warm numba's cache, then K times as a subprocess, and reports per case the median wall time and the
 median CPU time (user + system of the child, from wait4: less sensitive than wall time to other load on a
 shared machine), M requests/s from each, and peak RSS. A further run of the same work in one child process,
-with timers, gives the breakdown (`archsim.systems.dram_trace.run_trace`'s extra["timings_s"] plus imports;
+with timers, gives the breakdown (`archsim.systems.dram_trace.system.run_trace`'s extra["timings_s"] plus imports;
 "start+exit" is that child's wall time minus its own measured time: interpreter start-up and teardown).
 
 Warm caches are numba's and Python's: before timing, the measured checkout's (and the baseline's) modules are
@@ -66,7 +66,7 @@ t0, c0 = time.perf_counter(), time.process_time()
 gc.disable()
 import numpy
 import archsim.cli, archsim.commands.trace
-import archsim.systems.dram_trace as dt
+import archsim.systems.dram_trace.system as dt
 gc.enable()
 t1, c1 = time.perf_counter(), time.process_time()
 box = {}

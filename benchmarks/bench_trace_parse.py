@@ -126,7 +126,7 @@ def bench_startup(repeat: int) -> dict:
     out = {}
     for label, stmt in [("import archsim.cli", "import archsim.cli"),
                         ("imports of a trace run",
-                         "import archsim.cli, archsim.commands.trace, archsim.systems.dram_trace, archsim.dram.trace")]:
+                         "import archsim.cli, archsim.commands.trace, archsim.systems.dram_trace.system, archsim.dram.trace")]:
         ms, top = _import_ms(stmt)
         out[label] = ms
         print(f"{label:28s} {ms:7.1f} ms   largest: " + ", ".join(f"{name} {us / 1e3:.0f}" for us, name in top))

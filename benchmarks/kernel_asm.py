@@ -29,7 +29,7 @@ import numba
 from archsim.engine import channel, nowrap
 if sys.argv[1] == "wrap":
     nowrap._TAGS.clear()                 # (after channel registered itself) numba's own index fix-up everywhere
-from archsim.systems.dram_trace import run_trace
+from archsim.systems.dram_trace.system import run_trace
 run_trace({"kind": "random", "requests": 64}, preset="HBM2_2Gbps_PC", channels=8)
 lean = channel._VARIANT_DTYPES[channel.KERNEL_VARIANTS.index("lean")]      # State.variant's dtype names the variant
 asm = next(a for sig, a in channel.advance.inspect_asm().items() if dict(zip(sig[0].fields, sig[0].types))["variant"].dtype == numba.from_dtype(lean))

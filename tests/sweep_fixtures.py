@@ -21,8 +21,8 @@ from typing import Any
 import pandas as pd
 
 from archsim.config import deep_merge
+from archsim.registry import register
 from archsim.results import Result, config_hash, make_manifest
-from archsim.systems import register
 
 DEFAULTS: dict[str, Any] = {
     "system": "toy-roofline",

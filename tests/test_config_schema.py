@@ -13,12 +13,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archsim import schema, systems
+from archsim import registry, schema
 from archsim.cli import main
 from archsim.errors import ConfigError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "resolved_configs.json"
-SYSTEMS = systems.names()
+SYSTEMS = registry.names()
 
 
 def _cli(capsys, *argv):
@@ -45,13 +45,13 @@ def test_resolved_configs_byte_identical_to_the_dict_resolvers():
     cases = json.loads(FIXTURE.read_text())
     assert {c["input"]["system"] for c in cases} == set(SYSTEMS)
     for case in cases:
-        got = json.dumps(systems.resolve_config(copy.deepcopy(case["input"])), default=str)
+        got = json.dumps(registry.resolve_config(copy.deepcopy(case["input"])), default=str)
         assert got == case["resolved_json"], case["input"]
 
 
 @pytest.mark.parametrize("system", SYSTEMS)
 def test_schema_defaults_are_valid_and_resolving_is_idempotent(system):
-    cls = systems.schema_of(system)
+    cls = registry.schema_of(system)
     assert cls is not None, f"{system} has no typed config"
     for key in schema.keys(cls):
         if key.default is not None and schema.section_of(key.type) is None:
@@ -60,8 +60,8 @@ def test_schema_defaults_are_valid_and_resolving_is_idempotent(system):
     base = {"system": system}
     if system == "dram-trace":
         base["trace"] = {"kind": "random", "requests": 10}
-    once = systems.resolve_config(copy.deepcopy(base))
-    assert systems.resolve_config(copy.deepcopy(once)) == once
+    once = registry.resolve_config(copy.deepcopy(base))
+    assert registry.resolve_config(copy.deepcopy(once)) == once
 
 
 # -- help lists every key ----------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def test_run_help_lists_every_key_with_type_default_and_help(capsys, system):
     assert code == 0, err
     text = _words(out)
     assert f"config keys of system {system}" in text
-    for key in schema.keys(systems.schema_of(system)):
+    for key in schema.keys(registry.schema_of(system)):
         flag = "--" + key.path.replace("_", "-")
         if "." not in key.path and key.scalar() and key.flag:
             assert re.search(rf"{flag}\b", text), (system, flag)
@@ -215,7 +215,7 @@ def test_bad_sweep_axis_rejected_before_any_point_runs(capsys, tmp_path, axis, n
 
 
 def test_check_names_unknown_keys_and_allowed_ones():
-    from archsim.systems.t3 import T3Config
+    from archsim.systems.t3.system import T3Config
 
     with pytest.raises(ConfigError, match=r"tpp: unknown key for system t3; allowed: configs, devices"):
         schema.check(T3Config, {"tpp": 2}, "t3")
@@ -231,9 +231,9 @@ def test_config_show_is_the_resolved_config_with_help(capsys, system):
     from archsim.commands.run import build_config
 
     config, _ = build_config(build_parser().parse_args(["run", "--system", system, *extra]))
-    resolved = systems.resolve_config(config)
+    resolved = registry.resolve_config(config)
     assert yaml.safe_load(out) == resolved
-    for key in schema.keys(systems.schema_of(system)):
+    for key in schema.keys(registry.schema_of(system)):
         node = resolved
         for part in key.path.split("."):
             node = node.get(part) if isinstance(node, dict) else None

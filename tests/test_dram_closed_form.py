@@ -8,7 +8,7 @@ import pytest
 
 from archsim.dram.spec import load_spec, preset_names
 from archsim.dram.trace import Trace
-from archsim.systems.dram_trace import run_trace
+from archsim.systems.dram_trace.system import run_trace
 
 PRESETS = preset_names()
 

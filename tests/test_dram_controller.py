@@ -8,7 +8,7 @@ import pytest
 
 from archsim.dram.spec import load_spec
 from archsim.dram.trace import Trace
-from archsim.systems.dram_trace import run_trace
+from archsim.systems.dram_trace.system import run_trace
 
 DDR4 = "DDR4_3200AA_x8_8Gb"
 

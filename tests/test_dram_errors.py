@@ -10,7 +10,7 @@ from archsim.cli import main
 from archsim.dram.spec import load_spec, preset_names
 from archsim.dram.trace import Trace
 from archsim.errors import ConfigError, UserError
-from archsim.systems.dram_trace import run_trace
+from archsim.systems.dram_trace.system import run_trace
 
 DDR4 = "DDR4_3200AA_x8_8Gb"
 HBM3 = "HBM3_6400Mbps"

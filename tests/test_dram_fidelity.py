@@ -22,7 +22,7 @@ from run_cases import D3_DEVICE, D3_MAPPING, DEVICES, RAM_MAPPING, write_traces 
 
 from archsim.dram.controller import ControllerConfig  # noqa: E402
 from archsim.errors import ConfigError  # noqa: E402
-from archsim.systems.dram_trace import run_trace  # noqa: E402
+from archsim.systems.dram_trace.system import run_trace  # noqa: E402
 
 # (device, trace) -> Ramulator 2.1's (cycles, row-hit rate, mean read latency in cycles)
 RAMULATOR_20K = {

@@ -15,7 +15,7 @@ from archsim.dram.controller import ControllerConfig
 from archsim.dram.spec import load_spec, preset_names
 from archsim.dram.trace import Trace
 from archsim.engine.reference import ReferenceController
-from archsim.systems.dram_trace import run_trace, simulate_trace
+from archsim.systems.dram_trace.system import run_trace, simulate_trace
 
 SPECS = {p: load_spec(p) for p in preset_names()}
 MAPPINGS = ["RoBaRaCoCh", "RoRaBaCoBgPcCh", "rorabgbachco", "ChRaBaRoCo", "RoCoBaRaCh"]
@@ -162,7 +162,7 @@ def test_progress_thread_errors_reach_the_caller(monkeypatch):
     """With the progress bar on, the run happens in a thread; its errors (here max_cycles) are raised to the
     caller as in a quiet run, not printed as a thread's traceback."""
     from archsim.errors import UserError
-    from archsim.systems import dram_trace
+    from archsim.systems.dram_trace import system as dram_trace
 
     monkeypatch.setattr(dram_trace, "_progress_enabled", lambda quiet: True)
     spec = SPECS["DDR4_3200AA_x8_8Gb"]

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archsim.compiler.duplex import (
+from archsim.errors import ConfigError, UserError
+from archsim.pim.logic_pim import LogicPimTimer
+from archsim.systems.duplex.compiler import (
     Compiler,
     Stage,
     load_policy,
@@ -16,11 +18,9 @@ from archsim.compiler.duplex import (
     moe_functional,
     routing_counts,
 )
-from archsim.errors import ConfigError, UserError
-from archsim.pim.logic_pim import LogicPimTimer
-from archsim.systems.duplex import DuplexRun, resolve
+from archsim.systems.duplex.serving import DuplexBatcher, make_requests, serving_metrics, tbt_samples
+from archsim.systems.duplex.system import DuplexRun, resolve
 from archsim.workload import load_model
-from archsim.workload.duplex_serving import DuplexBatcher, make_requests, serving_metrics, tbt_samples
 from archsim.workload.serving import ContinuousBatcher
 
 TIMER = LogicPimTimer()
@@ -196,7 +196,7 @@ def test_engine_time_is_at_least_the_roofline_for_every_low_op():
 def test_edap_by_op_b_orders_the_designs_as_the_paper():
     """Paper Fig. 8: Bank-PIM best below Op/B 8, Logic-PIM best from 8 up, BankGroup-PIM never better than
     Logic-PIM (same peak, DRAM-process units and 2.68 vs 1.81 pJ/b)."""
-    from archsim.compiler.duplex import edap_by_opb
+    from archsim.systems.duplex.compiler import edap_by_opb
 
     df = edap_by_opb(timer=TIMER)
     best = df.loc[df.groupby("op_b").edap.idxmin()].set_index("op_b").design
@@ -367,7 +367,7 @@ def test_registered_and_config_errors():
 def test_policy_switches_are_first_class_keys_and_the_old_paths_still_work():
     """Issue 27 item 13: expert co-processing, expert tensor parallelism, attention co-processing and the Op/B
     rule are keys of system duplex; mapping_overrides still sets them; both ways at odds is an error."""
-    from archsim.systems.duplex import policy_overrides
+    from archsim.systems.duplex.system import policy_overrides
 
     base = {"requests": 4, "input_len": 64, "output_len": 4, "max_batch": 4}
     new = DuplexRun({**base, "expert_coprocessing": True, "expert_tensor_parallel": True, "dispatch_rule": "opb",
@@ -486,8 +486,8 @@ def test_data_parallel_replicas_serve_their_share_side_by_side():
 def test_the_weights_rule_gives_the_papers_device_count(model):
     # The count a model outside the paper's Table I gets must be the paper's own sizing: on every model the
     # paper lists, the rule (fewest devices, a power of two, that the weights fill at most half) agrees.
-    from archsim.compiler.duplex import make_device, paper_devices
-    from archsim.systems.duplex import devices_for_weights
+    from archsim.systems.duplex.compiler import make_device, paper_devices
+    from archsim.systems.duplex.system import devices_for_weights
 
     memory = make_device("duplex", "roofline").memory_bytes
     got = devices_for_weights(load_model(model).weight_bytes, memory)

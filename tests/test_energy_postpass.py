@@ -6,7 +6,7 @@ import yaml
 
 from archsim import energy, paths
 from archsim.dram.spec import load_spec
-from archsim.systems.dram_trace import run_trace
+from archsim.systems.dram_trace.system import run_trace
 
 
 def test_closing_forms_of_a_command_cost_as_their_action():

@@ -1,4 +1,4 @@
-"""System `gemm` (archsim.systems.gemm): the CLI/API face of one systolic GEMM, SCALE-Sim-exact under
+"""System `gemm` (archsim.systems.gemm.system): the CLI/API face of one systolic GEMM, SCALE-Sim-exact under
 npu.ws_preload_rule=scalesim, its errors, and memory=dram through the channel engine."""
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from archsim.cli import main
-from archsim.compiler.pimgpt import load_policy
 from archsim.errors import NotModelled, UserError
+from archsim.systems.pimgpt.compiler import load_policy
 
 LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
          "num_key_value_heads": 2, "intermediate_size": 688, "max_position_embeddings": 512,

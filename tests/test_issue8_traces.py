@@ -109,7 +109,7 @@ def test_to_addresses_out_of_range_names_line_and_level(tmp_path):
 
 
 def test_vector_trace_simulates_like_the_address_trace(tmp_path):
-    from archsim.systems.dram_trace import run_trace
+    from archsim.systems.dram_trace.system import run_trace
 
     spec = load_spec("DDR4_3200AA_x8_8Gb")
     rng = np.random.default_rng(1)

@@ -1,4 +1,4 @@
-"""NeuPIMs attention GEMVs on PIM (archsim.compiler.neupims): command counts follow the layout, the channel
+"""NeuPIMs attention GEMVs on PIM (archsim.systems.neupims.compiler): command counts follow the layout, the channel
 engine runs the streams checker-clean within NeuPIMs' own length estimate, PIM attention overlaps NPU
 traffic with dual row buffers and not in the blocked single-buffer baseline, and no GEMV crosses a refresh."""
 from __future__ import annotations
@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from archsim.compiler.neupims import AttentionCompiler
 from archsim.dram.checker import check_log
 from archsim.dram.spec import load_spec
 from archsim.engine.channel import MemorySystem
+from archsim.systems.neupims.compiler import AttentionCompiler
 
 DK = 128
 
@@ -83,7 +83,7 @@ def test_dual_row_buffers_overlap_attention_with_npu_traffic():
     rd = log[(log.source == "npu") & (log.command == "RD")]
     assert ((rd.cycle > pim.cycle.min()) & (rd.cycle < pim.cycle.max())).sum() > reads // 4
     # dual: close to the longer of the two alone; blocked single-buffer: close to their sum
-    from archsim.compiler.neupims import Stream
+    from archsim.systems.neupims.compiler import Stream
 
     npu_alone, _ = _run(_spec(), Stream(), npu_reads=reads)
     pim_alone1, _ = _run(single, lg1)

@@ -1,4 +1,4 @@
-"""The NeuPIMs system and its baselines (archsim.systems.neupims): small decode iterations, every layer simulated.
+"""The NeuPIMs system and its baselines (archsim.systems.neupims.system): small decode iterations, every layer simulated.
 
 These run one or two layers of small models at small batch. That the committed report (reports/neupims/)
 re-simulates from this code is tests/test_neupims_report.py (one row by default, every row marked slow).
@@ -13,7 +13,7 @@ import pytest
 from archsim import api
 from archsim.dram.checker import check_log
 from archsim.errors import ConfigError, UserError
-from archsim.systems import neupims as N
+from archsim.systems.neupims import system as N
 from archsim.workload import serving
 
 # GPT-3 Small (d_model 768, 12 heads of 64) on one device keeps a layer to ~0.2 M DRAM commands
@@ -266,9 +266,9 @@ def test_malformed_trace_names_the_line(tmp_path):
 
 
 def test_all_five_systems_are_registered():
-    from archsim import systems
+    from archsim import registry
 
-    assert {"neupims", "npu_pim", "npu_only", "gpu_only", "gpu_roofline"} <= set(systems.names())
+    assert {"neupims", "npu_pim", "npu_only", "gpu_only", "gpu_roofline"} <= set(registry.names())
     assert math.isfinite(api.run({"system": "gpu_only", "model": "gpt3-7b", "batch": 64}).stats["tokens_per_s"])
     assert serving.DATASETS
 

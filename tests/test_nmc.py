@@ -218,7 +218,7 @@ def test_set_threshold_takes_effect_between_advances(spec):
 
 
 def test_dynamic_threshold_bounds():
-    from archsim.interconnect import t3
+    from archsim.systems.t3 import model as t3
 
     p = t3.load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING})
     cap = p.controller["read_queue"] + p.controller["write_queue"]
@@ -233,7 +233,7 @@ def test_dynamic_threshold_follows_the_gemm_and_never_starves_it():
     per step after the first-stage estimate), within its bounds; the GEMM never starves (within 5% of the
     GEMM alone, no slower than under FR-FCFS beyond 2%) and every communication request completes within
     three starvation caps plus its own PRE, ACT and column time (each of the three may wait one cap)."""
-    from archsim.interconnect import t3
+    from archsim.systems.t3 import model as t3
 
     p = t3.load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING, "mca.threshold": "dynamic"})
     shape = t3.SublayerShape("fc2_fwd", tokens=256, k=1024, h=1024)

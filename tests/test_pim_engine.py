@@ -1,15 +1,15 @@
-"""PIM channel engine, functional model and emitted streams (archsim.pim, archsim.compiler.pimgpt)."""
+"""PIM channel engine, functional model and emitted streams (archsim.pim, archsim.systems.pimgpt.compiler)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from archsim.compiler.pimgpt import AttentionLayout, Geometry, WeightLayout
 from archsim.dram.checker import check_log
 from archsim.dram.spec import load_spec
 from archsim.engine.reuse import StreamChannels
 from archsim.host.asic import softmax as asic_softmax
 from archsim.pim.functional import FunctionalChannel, to_bf16
+from archsim.systems.pimgpt.compiler import AttentionLayout, Geometry, WeightLayout
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def _flat_equal(a, b):
 @pytest.mark.parametrize("channels", [1, 2, 8])
 def test_timing_streams_equal_programs(channels):
     """The vectorised (cmd, bank) generators equal the full streams command for command."""
-    from archsim.compiler.pimgpt import flat_streams
+    from archsim.systems.pimgpt.compiler import flat_streams
 
     spec = load_spec("GDDR6_AiM_16Gbps", overrides={"org.channels": channels})
     g = Geometry.from_spec(spec)
@@ -178,7 +178,7 @@ def test_timing_streams_equal_programs(channels):
 @pytest.mark.parametrize("memo", [False, True])
 def test_run_flat_equals_per_channel_run(spec2, memo):
     """One kernel call for all channels (run_flat) == run() channel by channel, including the end state."""
-    from archsim.compiler.pimgpt import flat_streams
+    from archsim.systems.pimgpt.compiler import flat_streams
 
     ops = _streams(spec2)
     ref = StreamChannels(spec2, memo=False)

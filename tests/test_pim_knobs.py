@@ -9,7 +9,7 @@ import yaml
 
 from archsim import paths
 from archsim.errors import ConfigError, NotModelled
-from archsim.systems.pimgpt import run_pimgpt
+from archsim.systems.pimgpt.system import run_pimgpt
 
 BASE = "GDDR6_AiM_16Gbps"
 

@@ -1,4 +1,4 @@
-"""PIM-GPT end to end (archsim.systems.pimgpt): claims of the paper that the model must reproduce."""
+"""PIM-GPT end to end (archsim.systems.pimgpt.system): claims of the paper that the model must reproduce."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pytest
 from archsim import api
 from archsim.cli import main
 from archsim.errors import UserError
-from archsim.systems.pimgpt import PimGptSimulator, run_pimgpt
+from archsim.systems.pimgpt.system import PimGptSimulator, run_pimgpt
 
 
 def test_memoised_equals_full_simulation():
@@ -137,10 +137,10 @@ def test_compile_writes_channel_and_host_streams(tmp_path):
     assert main(["compile", "--model", "gpt2-small", "-o", str(tmp_path), "--layers", "1", "--context", "3"]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == [f"channel{c}.pim.asm" for c in range(8)] + ["host.asm"]
-    isa.load("host").assemble((tmp_path / "host.asm").read_text())
+    isa.assemble(isa.load("host"), (tmp_path / "host.asm").read_text())
     text = (tmp_path / "channel0.pim.asm").read_text()
     assert "MACAB" in text and "SYNC" in text
-    isa.load("pim").assemble("\n".join(text.splitlines()[:5000]))
+    isa.assemble(isa.load("pim"), "\n".join(text.splitlines()[:5000]))
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""PIM-GPT with ASIC/PIM overlap on the event loop (`schedule: overlap`, archsim.systems.pimgpt_overlap, issue #7)."""
+"""PIM-GPT with ASIC/PIM overlap on the event loop (`schedule: overlap`, archsim.systems.pimgpt.overlap, issue #7)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,8 +8,8 @@ import pytest
 
 from archsim.errors import ConfigError
 from archsim.host.asic import AsicModel
-from archsim.systems.pimgpt import PimGptSimulator, run_pimgpt
-from archsim.systems.pimgpt_overlap import OverlapRunner
+from archsim.systems.pimgpt.overlap import OverlapRunner
+from archsim.systems.pimgpt.system import PimGptSimulator, run_pimgpt
 from archsim.workload import build_graph, load_model
 
 

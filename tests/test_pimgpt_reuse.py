@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from archsim.compiler.pimgpt import AttentionLayout, Geometry, WeightLayout
 from archsim.dram.spec import load_spec
 from archsim.engine.channel import CACHE_FIELDS
 from archsim.engine.reuse import StreamChannels
-from archsim.systems.pimgpt import PimGptSimulator
+from archsim.systems.pimgpt.compiler import AttentionLayout, Geometry, WeightLayout
+from archsim.systems.pimgpt.system import PimGptSimulator
 
 
 @pytest.fixture(scope="module")

@@ -56,7 +56,7 @@ def test_serving_reports_requests_done():
 
 
 def test_duplex_serving_reports_requests_done():
-    from archsim.workload.duplex_serving import DuplexBatcher
+    from archsim.systems.duplex.serving import DuplexBatcher
     from archsim.workload.serving import Request
 
     reqs = [Request(i, 0.0, 4, 3) for i in range(6)]
@@ -67,7 +67,7 @@ def test_duplex_serving_reports_requests_done():
 
 
 def test_pimgpt_reports_tokens_and_simulated_time():
-    from archsim.systems.pimgpt import run_pimgpt
+    from archsim.systems.pimgpt.system import run_pimgpt
 
     with progress.live("pimgpt", enabled=False):
         res = run_pimgpt("gpt2-small", tokens=2, baselines=[])

@@ -8,7 +8,7 @@ from archsim.dram.checker import check_log
 from archsim.engine.channel import KIND_READ, MemorySystem
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect import ring as ringmod
-from archsim.interconnect import t3
+from archsim.systems.t3 import model as t3
 
 SMALL = t3.SublayerShape("fc2_fwd", tokens=128, k=256, h=1024)
 # the preset's IPoly hash is for 32 channels; the 4-channel test memory XORs row bits into its channel bits

@@ -407,7 +407,7 @@ def test_synthetic_round_trip(tmp_path):
 
 def test_synthetic_mixed_and_conflict_traces():
     from archsim.dram.trace import parse_synthetic
-    from archsim.systems.dram_trace import run_trace
+    from archsim.systems.dram_trace.system import run_trace
 
     n = 4000
     mixed = synthetic_trace("mixed", n, seed=2)
@@ -429,7 +429,7 @@ def test_presets_default_mapping_spreads_cache_lines_over_pseudochannels(capsys)
     lowest pseudo-channel bit, and uses one pseudo-channel (with a warning); the preset's default mapping
     spreads the same lines over every channel and pseudo-channel."""
     from archsim.dram.spec import load_spec
-    from archsim.systems.dram_trace import run_trace
+    from archsim.systems.dram_trace.system import run_trace
 
     tr = synthetic_trace("stream", 4096, access_bytes=64)
     for preset in ("HBM2_2Gbps_PC", "HBM3_6400Mbps", "GDDR6_16Gbps"):

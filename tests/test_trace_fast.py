@@ -304,7 +304,7 @@ def test_result_table_from_rows_is_a_dataframe(tmp_path):
     import pandas as pd
 
     from archsim.results import Result
-    from archsim.systems.dram_trace import run_trace
+    from archsim.systems.dram_trace.system import run_trace
 
     rows = [{"channel": 0, "requests": 3}, {"channel": 1, "requests": 4}]
     res = Result(stats={}, df=rows, manifest={})

@@ -149,7 +149,7 @@ def _plain_stats(spec, tr: Trace, raw) -> tuple[dict, list[dict]]:
     ("HBM2_2Gbps_PC", 8, "random", 0.0),     # writes only: no latencies
 ])
 def test_statistics_match_per_channel_masks(preset, channels, kind, read_fraction):
-    from archsim.systems.dram_trace import run_trace
+    from archsim.systems.dram_trace.system import run_trace
 
     spec = load_spec(preset)
     tr = synthetic_trace(kind, 3000, read_fraction=read_fraction, span_bytes=1 << 28,
@@ -200,7 +200,7 @@ def test_trace_command_bad_line_exit_2_names_file_and_line(tmp_path):
 
 def test_whole_process_benchmark_runs(tmp_path):
     """benchmarks/bench_trace_cli.py on a tiny trace: the child runs agree with an in-process run."""
-    from archsim.systems.dram_trace import run_trace
+    from archsim.systems.dram_trace.system import run_trace
 
     out = tmp_path / "b.json"
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_trace_cli.py"), "--requests", "3000",
@@ -289,7 +289,7 @@ def test_read_while_loading_engine_reads_the_trace_and_loads_the_kernel(tmp_path
     from archsim.dram.controller import ControllerConfig
     from archsim.engine.channel import MemorySystem, advance
     from archsim.errors import UserError
-    from archsim.systems.dram_trace import _read_while_loading_engine
+    from archsim.systems.dram_trace.system import _read_while_loading_engine
 
     spec, ctrl = _spec("HBM2_2Gbps_PC"), ControllerConfig(mapping="RoBaRaCoCh")
     tr = synthetic_trace("random", 400, seed=3)

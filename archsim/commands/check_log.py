@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from archsim.dram.checker import check_log
     from archsim.dram.spec import load_spec
     from archsim.errors import RowError, UserError
-    from archsim.systems.dram_trace import CommandLog
+    from archsim.systems.dram_trace.system import CommandLog
 
     overrides = _dram_overrides(args)
     if args.channels is not None:
@@ -70,8 +70,8 @@ def line_of_row(path: str, row: int) -> int:
 
 def _dram_overrides(args: argparse.Namespace) -> dict:
     """--config / --set as load_spec overrides {"timing.nRCD": 20}, each key path checked against the
-    dram-trace system's dram.* keys (archsim.systems.config_leaves), as `trace` and sweeps do."""
-    from archsim import systems
+    dram-trace system's dram.* keys (archsim.keypaths.config_leaves), as `trace` and sweeps do."""
+    from archsim import keypaths
     from archsim.config import flatten
     from archsim.errors import ConfigError
 
@@ -83,5 +83,5 @@ def _dram_overrides(args: argparse.Namespace) -> dict:
                               source=source, line=line)
     if not items:
         return {}
-    config = systems.apply_overrides({"system": "dram-trace", "preset": args.preset}, items)
+    config = keypaths.apply_overrides({"system": "dram-trace", "preset": args.preset}, items)
     return flatten(config.get("dram") or {})

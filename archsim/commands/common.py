@@ -213,11 +213,11 @@ def add_system_config_parser(sub: argparse._SubParsersAction, name: str, epilog:
 def schema_keys_by_name(only: tuple[str, ...] | None = None) -> dict[str, dict[str, Any]]:
     """{top-level scalar key: {system: archsim.schema.Key}} over every registered system with a schema (or the
     `only` ones): the keys that get a CLI flag."""
-    from archsim import schema, systems
+    from archsim import registry, schema
 
     out: dict[str, dict[str, Any]] = {}
-    for name in only or systems.names():
-        cls = systems.schema_of(name)
+    for name in only or registry.names():
+        cls = registry.schema_of(name)
         for key in schema.keys(cls) if cls is not None else []:
             if "." not in key.path and key.scalar() and key.flag:
                 out.setdefault(key.path, {})[name] = key
@@ -262,9 +262,9 @@ def _add_schema_flags(parser: argparse.ArgumentParser) -> list[tuple[argparse.Ac
 
 def describe_system(parser: argparse.ArgumentParser, system: str) -> None:
     """Make the parser's help describe `system`: its flags (others hidden) and, in the epilog, its other keys."""
-    from archsim import schema, systems
+    from archsim import registry, schema
 
-    cls = systems.schema_of(system)
+    cls = registry.schema_of(system)
     keys = {k.path: k for k in schema.keys(cls)} if cls is not None else {}
     for action, key, const in parser._config_flags:  # type: ignore[attr-defined]
         spec = keys.get(key)
@@ -304,7 +304,7 @@ def describe_system(parser: argparse.ArgumentParser, system: str) -> None:
 def system_config(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     """(validated config, seed) of a SystemConfigParser's options: --from-json, --config, the config-key flags
     and --set (CONFIG_EPILOG)."""
-    from archsim import systems
+    from archsim import keypaths, registry
     from archsim.errors import UserError
 
     base: dict[str, Any] | None = None
@@ -313,7 +313,7 @@ def system_config(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         base, seed = _from_json(args.from_json)
     file_system, file_items = config_file_overrides(args.override_file) if args.override_file else (None, [])
     system = args.system or (base or {}).get("system") or file_system or DEFAULT_SYSTEM
-    systems.get(system)  # unknown -> the known systems, nearest first
+    registry.get(system)  # unknown -> the known systems, nearest first
     only = args.system_parser.only
     if only is not None and system not in only:
         raise UserError(f"system {system!r}: `archsim {args.system_parser.prog.split()[-1]}` takes "
@@ -325,7 +325,7 @@ def system_config(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     config = base if base is not None else {"system": system}
     items = list(file_items) + flag_overrides(args, system)
     items.extend(set_overrides(args))
-    config = systems.apply_overrides(config, items)
+    config = keypaths.apply_overrides(config, items)
     if getattr(args, "seed", None) is not None:
         seed = args.seed
     return config, seed
@@ -392,7 +392,7 @@ def _from_json(path: str) -> tuple[dict[str, Any], int]:
 def help_system(args: argparse.Namespace) -> str:
     """The system whose keys `--help` describes: --system, else the --config / --from-json file's, else the
     default."""
-    from archsim import systems
+    from archsim import registry
 
     system = args.system
     if system is None and args.override_file:
@@ -400,7 +400,7 @@ def help_system(args: argparse.Namespace) -> str:
     if system is None and args.from_json:
         system = _from_json(args.from_json)[0]["system"]
     system = system or DEFAULT_SYSTEM
-    systems.get(system)
+    registry.get(system)
     return system
 
 

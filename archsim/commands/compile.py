@@ -36,10 +36,10 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archsim import systems
-    from archsim.compiler.emit import compile_decode_step
+    from archsim import registry
     from archsim.errors import UserError
     from archsim.results import make_manifest
+    from archsim.systems.pimgpt.emit import compile_decode_step
 
     if args.help:
         return print_system_help(args)
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     config = build_config(args)
     check_writable(args.out, folder=True)
     check_writable(args.json_out)
-    model = systems.resolve_config(dict(config))["model"]
+    model = registry.resolve_config(dict(config))["model"]
     files = compile_decode_step(model, args.out, context=args.context, layers=args.layers, config=config)
     if not args.quiet and args.json_out != "-":
         for f in files:

@@ -25,18 +25,18 @@ def run_show(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from archsim import schema, systems
+    from archsim import keypaths, registry, schema
 
     if args.help:
         return print_system_help(args)
     config, _ = system_config(args)
-    resolved = systems.resolve_config(copy.deepcopy(config))
+    resolved = registry.resolve_config(copy.deepcopy(config))
     name = resolved["system"]
-    cls = systems.schema_of(name)
+    cls = registry.schema_of(name)
     print(f"# resolved config of system {name} (`archsim run --config FILE` runs it as is)")
     print(schema.yaml_with_help(cls, resolved) if cls is not None else yaml.safe_dump(resolved, sort_keys=False),
           end="")
-    given = set(systems.config_leaves(resolved)) - set(_paths(resolved))
+    given = set(keypaths.config_leaves(resolved)) - set(_paths(resolved))
     if given:
         tops = sorted({k.split(".")[0] for k in given})
         print(f"# also settable (values from the preset / policy, not part of the config unless set): "

@@ -151,7 +151,7 @@ def _cmd_asm(args: argparse.Namespace) -> int:
     from archsim import isa as isa_mod
 
     spec = isa_mod.load(args.isa)
-    words = spec.assemble(_read(args.input), source=args.input)
+    words = isa_mod.assemble(spec, _read(args.input), source=args.input)
     _write_atomic(args.out, isa_mod.to_hex(spec, words, note=f"from {Path(args.input).name}"))
     print(f"wrote {args.out}: {len(words)} {spec.name} instruction(s)")
     return 0

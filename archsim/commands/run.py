@@ -52,9 +52,9 @@ def describe(system: str) -> tuple[str, str]:
     """(description, examples) of `archsim run --system X --help`."""
     import importlib
 
-    from archsim import systems
+    from archsim import registry
 
-    module = importlib.import_module(systems.get(system).__module__)
+    module = importlib.import_module(registry.get(system).__module__)
     doc = (module.__doc__ or "").strip().split("\n\n")[0]
     text = " ".join(doc.split())
     head = f"Simulate system {system} and print its summary. {text}" if text else f"Simulate system {system}."
@@ -84,9 +84,9 @@ def modelled_features(system: str) -> frozenset[str] | None:
     """The model features a system declares it models (its module's MODEL_FEATURES), None if undeclared."""
     import importlib
 
-    from archsim import systems
+    from archsim import registry
 
-    fn = systems.get(system)
+    fn = registry.get(system)
     module = importlib.import_module(fn.__module__)
     features = getattr(module, "MODEL_FEATURES", None)
     return frozenset(features) if features is not None else None
@@ -98,7 +98,7 @@ def build_config(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archsim import systems
+    from archsim import registry
 
     if args.help:
         return print_system_help(args)
@@ -107,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.csv_out)
     c0 = compile_seconds()
     with progress.live(f"{config['system']}:", enabled=progress.wanted(args.quiet or args.json_out == "-")):
-        result = with_compile_time(systems.get(config["system"])(config, seed), c0)
-    notes = model_notes(systems.resolve_config(dict(config)), modelled_features(config["system"]))
+        result = with_compile_time(registry.get(config["system"])(config, seed), c0)
+    notes = model_notes(registry.resolve_config(dict(config)), modelled_features(config["system"]))
     if not args.quiet and args.json_out != "-":
         if config["system"] == "pimgpt":
             print_pimgpt(result)

@@ -89,7 +89,7 @@ def _freeze_at_exit() -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from archsim.systems.dram_trace import run_trace
+    from archsim.systems.dram_trace.system import run_trace
 
     controller = {}
     if args.row_policy:
@@ -129,8 +129,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _checked_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     """--config / --set as (dram overrides {"timing.nRCD": 20}, controller fields), each key path checked
-    against the dram-trace system's keys (archsim.systems.config_leaves, as sweeps do)."""
-    from archsim import systems
+    against the dram-trace system's keys (archsim.keypaths.config_leaves, as sweeps do)."""
+    from archsim import keypaths
     from archsim.config import flatten
     from archsim.errors import ConfigError
 
@@ -145,7 +145,7 @@ def _checked_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
                               "channels and mapping are options)", source=source, line=line)
     if not items:
         return {}, {}
-    config = systems.apply_overrides({"system": "dram-trace", "preset": args.preset}, items)
+    config = keypaths.apply_overrides({"system": "dram-trace", "preset": args.preset}, items)
     return flatten(config.get("dram") or {}), dict(config.get("controller") or {})
 
 

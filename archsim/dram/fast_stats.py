@@ -1,4 +1,4 @@
-"""Numba kernel of a trace run's per-request statistics (archsim.systems.dram_trace._result): one pass over
+"""Numba kernel of a trace run's per-request statistics (archsim.systems.dram_trace.system._result): one pass over
 the requests instead of ~10 numpy passes and their temporaries.
 
 Kept in its own module so that numba's on-disk cache (keyed by this file) survives edits elsewhere.

@@ -22,11 +22,14 @@ sources; encode applies the same XOR). Without clauses a mapping decodes exactly
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from archsim.dram.spec import DramSpec
 from archsim.errors import UserError
+
+if TYPE_CHECKING:   # annotations only: dram/spec imports this module (parse_mapping, DEFAULT_MAPPING)
+    from archsim.dram.spec import DramSpec
 
 TOKENS = {"ro": "row", "co": "column", "ch": "channel", "pc": "pseudochannel", "ra": "rank",
           "bg": "bankgroup", "ba": "bank"}

@@ -202,7 +202,7 @@ def load_preset_dict(name_or_path: str | Path) -> tuple[dict[str, Any], Doc]:
 def override_leaves(preset: str | Path | dict[str, Any], prefix: str = "dram.") -> dict[str, Any]:
     """The key paths load_spec's `overrides` accept for `preset` -> their preset values: every value of the
     preset file, plus the cycle form nX of each timing the preset gives in ns (tX_ns), since setting either
-    form replaces the other. Systems expose these as their `dram.*` config keys (archsim.systems.config_leaves)."""
+    form replaces the other. Systems expose these as their `dram.*` config keys (archsim.keypaths.config_leaves)."""
     from archsim.config import flatten
 
     if isinstance(preset, dict):
@@ -217,7 +217,7 @@ def override_leaves(preset: str | Path | dict[str, Any], prefix: str = "dram.") 
             out.setdefault(f"{prefix}timing.n{key[1:-3]}", max(1, math.ceil(value * 1000.0 / tck - 1e-6)))
     std_name = data.get("standard")
     if isinstance(std_name, str) and not std_name.endswith((".yaml", ".yml")) and std_name in standard_names():
-        from archsim.systems import NotSettable
+        from archsim.keypaths import NotSettable
 
         for name, text in _load_standard(std_name).get("derived", {}).items():
             out.setdefault(f"{prefix}timing.{name}", NotSettable(f"{name} is derived ({name} = {text}); set its inputs instead"))

@@ -5,7 +5,7 @@ generate Verilog headers.
     pim = isa.load("pim")                           # shipped name, or a path to a user's spec
     word = pim.encode("MACAB", row=12, col=3, gb_offset=3, clr=1)
     pim.decode(word)                                 # Instruction("MACAB", {"row": 12, ...})
-    pim.assemble("ACTAB row=12\\nMACAB row=12 col=0 gb_offset=0 clr=1\\n")
+    isa.assemble(pim, "ACTAB row=12\\nMACAB row=12 col=0 gb_offset=0 clr=1\\n")
 """
 
 from __future__ import annotations

@@ -273,16 +273,6 @@ class Isa:
     def format_spec_example(self, ins: InstrSpec) -> str:
         return " ".join([ins.mnemonic] + [f"{f.name}=N" for f in ins.fields])
 
-    def assemble(self, text: str, source: str = "<asm>") -> list[int]:
-        from archsim.isa.asm import assemble
-
-        return assemble(self, text, source=source)
-
-    def disassemble(self, words: Iterable[int]) -> str:
-        from archsim.isa.asm import disassemble
-
-        return disassemble(self, words)
-
     # -- helpers --------------------------------------------------------------------------------------
     def _range_msg(self, ins: InstrSpec, f: Field, value: int) -> str:
         return (

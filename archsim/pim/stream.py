@@ -99,7 +99,7 @@ def to_text(stream: Stream, spec: DramSpec, sync_at: list[int] | None = None) ->
             lines.append("SYNC")
     text = "\n".join(lines) + ("\n" if lines else "")
     # Validate a sample through the real assembler (the full stream can be millions of lines).
-    pim.assemble("\n".join(lines[:2000]), source="<generated>")
+    isa_mod.assemble(pim, "\n".join(lines[:2000]), source="<generated>")
     return text
 
 

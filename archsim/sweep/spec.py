@@ -16,7 +16,7 @@ A sweep file is YAML::
       gflops: "flops / latency_s / 1e9"
 
 Every swept key path must be a leaf of the *resolved* base config (the base with the system's defaults,
-see archsim.systems.resolve_config) and every value must have that leaf's type. A `seed` key in an axis
+see archsim.registry.resolve_config) and every value must have that leaf's type. A `seed` key in an axis
 sets the run seed of those points explicitly instead of deriving it. All checks run before any point does.
 (YAML 1.1 reads `1e11` as text: write floats in exponent form as `1.0e+11`.)
 
@@ -47,7 +47,7 @@ from typing import Any
 
 import yaml
 
-from archsim import systems
+from archsim import keypaths, registry
 from archsim.config import Doc, get_path, load_yaml, load_yaml_text
 from archsim.errors import ConfigError, UserError, nearest
 from archsim.results import config_hash
@@ -133,8 +133,8 @@ class _Ctx:
 # config helpers
 
 
-_sections = systems.sections
-_set = systems.set_key
+_sections = keypaths.sections
+_set = keypaths.set_key
 
 
 def _get(config: dict[str, Any], key_path: str) -> Any:
@@ -177,11 +177,11 @@ def _point_hash(resolved: dict[str, Any], seed: int) -> str:
 
 
 def load_sweep(sweep: str | Path | dict[str, Any], *, source: str | None = None,
-               base_overrides: list[systems.Override] | None = None) -> Sweep:
+               base_overrides: list[keypaths.Override] | None = None) -> Sweep:
     """Read, validate and expand a sweep file (a path, or an already parsed dict). Raises UserError.
 
     base_overrides: (key path, value, source, line) items applied to the base config first, checked like
-    axis keys (archsim.systems.apply_overrides); `archsim sweep --set/--config` passes them."""
+    axis keys (archsim.keypaths.apply_overrides); `archsim sweep --set/--config` passes them."""
     if isinstance(sweep, dict):
         text = yaml.safe_dump(sweep, sort_keys=False)
         src = source or "<sweep>"
@@ -199,7 +199,7 @@ def load_sweep(sweep: str | Path | dict[str, Any], *, source: str | None = None,
 
 
 def parse_sweep(text: str, source: str, *, base_dir: Path | None = None,
-                base_overrides: list[systems.Override] | None = None) -> Sweep:
+                base_overrides: list[keypaths.Override] | None = None) -> Sweep:
     base_dir = base_dir or Path.cwd()
     doc = load_yaml_text(text, source)
     ctx = _Ctx(doc)
@@ -233,17 +233,17 @@ def parse_sweep(text: str, source: str, *, base_dir: Path | None = None,
     system = base.get("system")
     if not isinstance(system, str):
         raise ctx.error(("base", "system") if "system" in base else ("base",), "system",
-                        f"base config must name a system (a string); known systems: {', '.join(systems.names())}")
+                        f"base config must name a system (a string); known systems: {', '.join(registry.names())}")
     if base_overrides:
         if "system" in base:   # a --config file naming another system than base's
             for key, value, src, line in base_overrides:
                 if key == "system" and value != system:
                     raise ConfigError("system", f"is {value!r}, but the sweep's base is system {system!r}",
                                       source=src, line=line)
-        base = systems.apply_overrides(base, [o for o in base_overrides if o[0] != "system"])
+        base = keypaths.apply_overrides(base, [o for o in base_overrides if o[0] != "system"])
     try:
-        # every settable key path: the resolved base's leaves plus the system's extra keys (systems.config_leaves)
-        leaves = systems.config_leaves(base)
+        # every settable key path: the resolved base's leaves plus the system's extra keys (keypaths.config_leaves)
+        leaves = keypaths.config_leaves(base)
     except ConfigError as exc:  # the system's resolver rejected the base config
         raise ctx.error(("base",), exc.key_path, exc.problem) from None
     except UserError as exc:
@@ -385,7 +385,7 @@ def _check_key(key: Any, where: PathKey, leaves: dict[str, Any], sections: set[s
                ctx: _Ctx) -> str:
     if not isinstance(key, str):
         raise ctx.error(where, str(key), "key paths must be strings like hw.channels")
-    problem = systems.key_problem(key, leaves, also=(SEED_KEY,))
+    problem = keypaths.key_problem(key, leaves, also=(SEED_KEY,))
     if problem:
         raise ctx.error(where, key, problem)
     return key
@@ -397,7 +397,7 @@ def _check_value(key: str, value: Any, where: PathKey, leaves: dict[str, Any],
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ctx.error(where, key, f"seed values must be integers >= 0, got {value!r}")
         return
-    problem = systems.value_problem(key, value, leaves, where="the base config")
+    problem = keypaths.value_problem(key, value, leaves, where="the base config")
     if problem:
         raise ctx.error(where, key, problem)
 
@@ -414,7 +414,7 @@ def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, Any], ctx: _Ctx) 
             if key != SEED_KEY:
                 _set(config, key, copy.deepcopy(value))
         try:
-            resolved = systems.resolve_config(copy.deepcopy(config))
+            resolved = registry.resolve_config(copy.deepcopy(config))
         except UserError as exc:
             raise ctx.error(("axes",), None, f"point {index} ({_label(values)}): {exc}") from None
         chash = config_hash(resolved)

@@ -233,7 +233,7 @@ def run_dramsim3(dev: dict, trace: Path, root: Path, out: Path) -> dict:
 def run_archsim(dev: dict, trace: Path, controller: dict, mapping: str) -> dict:
     """archsim on the trace; under a reference's convention with the preset of that reference's device files
     (docs/presets.md) where it has one."""
-    from archsim.systems.dram_trace import run_trace
+    from archsim.systems.dram_trace.system import run_trace
 
     controller = dict(controller)
     ram_preset = controller.pop("_ramulator2_preset", False)

@@ -24,7 +24,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from archsim import api, systems  # noqa: E402
+from archsim import api, registry  # noqa: E402
 from archsim.errors import UserError  # noqa: E402
 from archsim.results import atomic_write_text, config_hash, load_result  # noqa: E402
 from archsim.workload.spec import load_model  # noqa: E402
@@ -94,7 +94,7 @@ def _run(job: tuple[dict, Path]) -> Path:
     cfg, runs = job
     path = runs / f"{cfg['system']}-{config_hash(cfg)}.json"
     nofit = path.with_suffix(".nofit")
-    if path.exists() and load_result(path).manifest["config"] != systems.resolve_config(cfg):
+    if path.exists() and load_result(path).manifest["config"] != registry.resolve_config(cfg):
         path.unlink()       # the system's defaults changed since: the stored run is stale
     if not path.exists() and not nofit.exists():
         try:

@@ -24,7 +24,7 @@ from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 from archsim import __version__  # noqa: E402
 from archsim.host.baselines import Baseline  # noqa: E402
 from archsim.results import atomic_write_text  # noqa: E402
-from archsim.systems.pimgpt import PimGptSimulator, run_pimgpt  # noqa: E402
+from archsim.systems.pimgpt.system import PimGptSimulator, run_pimgpt  # noqa: E402
 from archsim.workload import build_graph, load_model  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -398,7 +398,7 @@ def main(tokens: int = 1024, out: Path | None = None) -> None:
         "## ASIC/PIM overlap (`schedule: overlap`)", "",
         "PIM-GPT's engine issues an op only when the ASIC and every PIM channel are idle (`schedule: serial`, the "
         "default and every number above). With `schedule: overlap` a decode step is a task graph on archsim's event "
-        "loop (`archsim/systems/pimgpt_overlap.py`): each op is cut into pieces where its data live (a GEMV's "
+        "loop (`archsim/systems/pimgpt/overlap.py`): each op is cut into pieces where its data live (a GEMV's "
         "outputs by channel, q.K^T by channel, softmax by head, p.V by head and global-buffer chunk), every piece "
         "depends on exactly the pieces that wrote the elements it reads (the graph's op inputs + the layout), and "
         "the ASIC datapath takes the next piece while the previous one drains through its pipeline. Latency of one "

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from archsim.engine.channel import KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
-from archsim.interconnect import t3
+from archsim.systems.t3 import model as t3
 from archsim.workload.spec import load_model
 
 HERE = Path(__file__).resolve().parent

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from archsim.dram.spec import load_spec
-from archsim.interconnect import t3
+from archsim.systems.t3 import model as t3
 from archsim.workload.spec import load_model
 
 HERE = Path(__file__).resolve().parent

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from archsim import api
-from archsim.interconnect import t3
+from archsim.systems.t3 import model as t3
 from archsim.workload.spec import load_model
 
 HERE = Path(__file__).resolve().parent
@@ -31,7 +31,7 @@ PAPER = {  # metric: (geomean, max) as fractions; reference/duplex-t3.md sec. 7
     "t3_mca": (0.30, 0.47), "t3": (0.20, 0.39), "ideal": (0.35, 0.50), "data_movement": (-0.22, -0.36)}
 
 
-# per-case figures kept beside the speed-ups (archsim.systems.t3 stats)
+# per-case figures kept beside the speed-ups (archsim.systems.t3.system stats)
 EXTRA = ["sequential_rs_s", "t3_rs_s", "t3_mca_rs_s", "rs_link_bound_s", "sequential_rs_vs_link_bound",
          "chunk_channels_min", "chunk_channels_max", "channels", "sequential_gemm_s",
          "sequential_compute_stall_cycles", "t3_compute_stall_cycles", "t3_mca_compute_stall_cycles",

@@ -132,7 +132,7 @@ def spec_rep(spec, c: int, bank: int) -> int:
 
 # ---- stimulus -----------------------------------------------------------------------------------------------
 def pim_segment(spec, rng: random.Random, rows: list[int], staging_rows: list[int]) -> list[tuple]:
-    """One GEMV as NeuPIMs' attention compiler shapes it (archsim/compiler/neupims.py): optionally a GWRITE
+    """One GEMV as NeuPIMs' attention compiler shapes it (archsim/systems/neupims/compiler.py): optionally a GWRITE
     (ACT, GWRITE, PRE on a staging bank), then rounds of G_ACT on every bank group (random order) with one
     row, k COMPs and a READRES, PIM_PRE between row sets and at the end. (cmd, bank, row, flags) tuples."""
     C = spec.cmd
@@ -180,10 +180,10 @@ def random_workload(spec, seed: int, n_stream: int = 1000, n_requests: int = 450
 
 
 def attention_workload(spec, seed: int = 7, contexts=(40, 70), heads: int = 2) -> tuple[Workload, str]:
-    """A NeuPIMs attention step's PIM streams (archsim.compiler.neupims.AttentionCompiler.decode_step:
+    """A NeuPIMs attention step's PIM streams (archsim.systems.neupims.compiler.AttentionCompiler.decode_step:
     logits then attend) replayed with a memory request stream (the NPU's DMA: reads and writes of random
     rows) arriving over the same time."""
-    from archsim.compiler.neupims import AttentionCompiler
+    from archsim.systems.neupims.compiler import AttentionCompiler
 
     comp = AttentionCompiler(spec, d_head=64)
     lg, at = comp.decode_step(list(contexts), heads)

@@ -120,11 +120,11 @@ def random_stream(spec, rng: random.Random, n: int) -> tuple[list[int], list[int
 
 
 def pimgpt_stream(limit: int = 3000) -> tuple[list[int], list[int], list[int], str]:
-    """Channel 0's command streams of GPT-2 small's first layer in PIM-GPT (archsim.compiler.pimgpt):
+    """Channel 0's command streams of GPT-2 small's first layer in PIM-GPT (archsim.systems.pimgpt.compiler):
     the QKV GEMV, this token's K/V writes (ACT/WR/PRE, ACTAB/WR/PREAB), the attention score and context
     programs, the output projection and the FFN GEMVs, concatenated in op order and truncated to `limit`
     commands (a truncated stream is still well formed: it only ends with rows open)."""
-    from archsim.compiler.pimgpt import layout_model, load_policy
+    from archsim.systems.pimgpt.compiler import layout_model, load_policy
     from archsim.workload import load_model
 
     spec = load_spec(TIMING_PRESET)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from archsim import schema
+from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
-from archsim.systems import register
 
 MEMORIES = ("ideal", "dram")
 

@@ -60,7 +60,7 @@ def compile_decode_step(model: str, out_dir: str | Path, context: int = 1, layer
     keys) replaces preset / mapping / channels when given; its tokens, baselines and timeline do not apply."""
     from archsim import isa as isa_mod
     from archsim.pim.stream import Stream, to_text
-    from archsim.systems.pimgpt import PimGptSimulator
+    from archsim.systems.pimgpt.system import PimGptSimulator
     from archsim.workload import build_graph
 
     if config is not None:

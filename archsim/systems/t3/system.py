@@ -1,5 +1,5 @@
 """System `t3`: one tensor-parallel sublayer (GEMM + reduce-scatter + all-gather) in the configurations
-Sequential, T3, T3-MCA and Ideal overlap (archsim.interconnect.t3 has the model and its assumptions).
+Sequential, T3, T3-MCA and Ideal overlap (archsim.systems.t3.model has the model and its assumptions).
 
     archsim run --system t3 --set model=t-nlg --set sublayer=fc2_fwd --set tp=8 --set tokens=1024
 
@@ -13,15 +13,15 @@ from typing import Any
 
 from archsim import schema
 from archsim.errors import ConfigError
+from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
-from archsim.systems import register
 
 MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): dense MHA sublayers only
 
 
 def _t3(name: str) -> Any:
-    from archsim.interconnect import t3  # the model module (imported when its lists are needed)
+    from archsim.systems.t3 import model as t3  # the model module (imported when its lists are needed)
 
     return getattr(t3, name)
 
@@ -71,7 +71,7 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
 
 def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Simulate the configured configurations; stats and one table row per configuration."""
-    from archsim.interconnect import t3
+    from archsim.systems.t3 import model as t3
     from archsim.workload.spec import load_model
 
     model = load_model(cfg["model"])

@@ -63,7 +63,7 @@ from archsim.engine.channel import CF_THRESH, INF, KIND_READ, KIND_RMW, KIND_WRI
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s, load_ring
 
-PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "t3"
+PRESET_DIR = paths.PACKAGE_DIR / "presets" / "t3"
 CONFIGS = ["sequential", "t3", "t3-mca"]          # simulated; "ideal" is derived from the sequential run
 ALL_CONFIGS = CONFIGS + ["ideal"]
 SUBLAYERS = ["op_fwd", "fc2_fwd", "fc1_bwd", "ip_bwd"]

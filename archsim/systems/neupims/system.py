@@ -5,7 +5,7 @@ HBM2 channels with PIM banks (preset NeuPIMs_HBM2_Dual / _Single). Per layer and
 
   QKV      LayerNorm (vector) -> GEMM b x E x 3E/tp (NPU arrays; DMA through the channel engine)
   MHA      per request and head q.K^T (PIM GEMV) -> softmax (NPU vector units) -> s.V (PIM GEMV), on the channel
-           that holds the request's KV cache (archsim.compiler.neupims streams), or on the NPU (npu_only)
+           that holds the request's KV cache (archsim.systems.neupims.compiler streams), or on the NPU (npu_only)
   Proj+FFN GEMM b x E/tp x E -> all-reduce -> residual add -> LayerNorm -> GEMM b x E x 4E/tp -> GELU ->
            GEMM b x 4E/tp x E -> all-reduce -> residual add
 
@@ -47,7 +47,6 @@ import numpy as np
 import pandas as pd
 
 from archsim import paths, progress, schema
-from archsim.compiler.neupims import AttentionCompiler, Stream
 from archsim.config import load_yaml
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.spec import DramSpec, load_spec
@@ -59,9 +58,10 @@ from archsim.npu.config import NpuConfig, load_npu_config
 from archsim.npu.dram_gemm import GemmAgent
 from archsim.npu.systolic import ArrayPipeline, _tile_instrs, schedule_gemm
 from archsim.npu.vector import vector_op_cycles, vector_row_cycles
+from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
-from archsim.systems import register
+from archsim.systems.neupims.compiler import AttentionCompiler, Stream
 from archsim.workload import serving
 from archsim.workload.spec import ModelSpec, load_model
 

@@ -1,6 +1,6 @@
 """PIM-GPT with the ASIC and the PIM channels overlapping where the data allow (`schedule: overlap`, issue #7).
 
-The paper's engine (`schedule: serial`, archsim.systems.pimgpt) issues the next instruction only when the ASIC
+The paper's engine (`schedule: serial`, archsim.systems.pimgpt.system) issues the next instruction only when the ASIC
 and every PIM channel are idle. Here one decode step is a task graph on the event loop (archsim.engine.loop):
 
 * every op is cut into *pieces* by where its data live. A PIM op (weight GEMV, q.K^T, p.V, K/V append) has one

@@ -2,7 +2,7 @@
 
 Per token (context L = t + 1) every op of the graph runs in order (the PIM-GPT engine issues the next
 instruction when the ASIC and the PIM package are idle, the PIM-GPT paper (Wu, Wang & Lu 2024); `schedule:
-overlap` instead runs the step as a task graph on the event loop, archsim.systems.pimgpt_overlap):
+overlap` instead runs the step as a task graph on the event loop, archsim.systems.pimgpt.overlap):
   * weight GEMVs, q.K^T, p.V, K/V appends and embedding reads -> per-channel command streams timed by the
     channel engine (archsim.engine.channel, one stream source per channel, via archsim.engine.reuse); their
     I/O (WRGB, RDMAC, RD/WR bursts) is part of the streams; refresh (option `refresh: true`) interrupts a
@@ -16,7 +16,7 @@ Simulation speed (all exact: results equal a full simulation cycle for cycle, te
   * per-token op plans come from the graph of a one-layer copy of the model, after checking that the full
     graph is exactly that block repeated n_layers times (otherwise every token builds the full graph);
   * streams are generated in timing-only form (opcode, bank) for all channels at once and run by one kernel
-    call per op (archsim.compiler.pimgpt `*_timing`, archsim.engine.reuse `run_flat`);
+    call per op (archsim.systems.pimgpt.compiler `*_timing`, archsim.engine.reuse `run_flat`);
   * attention streams are keyed by their timing class (AttentionLayout.timing_class: q.K^T depends on L only
     through ceil(L / banks), p.V through ceil(L / lanes), the K/V append through the bank and row alignment of
     token t), so one simulated op serves every token of its class;
@@ -44,14 +44,14 @@ import numpy as np
 import pandas as pd
 
 from archsim import schema
-from archsim.compiler.pimgpt import ModelLayout, layout_model, load_policy
 from archsim.config import flatten
 from archsim.dram.spec import DramSpec, load_spec, override_leaves
 from archsim.engine.reuse import StreamChannels
 from archsim.errors import UserError
+from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
-from archsim.systems import register
+from archsim.systems.pimgpt.compiler import ModelLayout, layout_model, load_policy
 
 MODEL_FEATURES = frozenset({"gqa", "gated_ffn"})  # model features simulated (archsim.summary.FEATURES); MoE is refused
 
@@ -80,7 +80,7 @@ class PimGptConfig:
                                ", the preset's values)", optional=True)
     schedule: str = opt("serial", "serial: the paper's engine (the next op starts when the ASIC and the PIM are idle);"
                         " overlap: the token's op graph on the event loop, ASIC and PIM overlapping where the data "
-                        "allow (systems/pimgpt_overlap.py)", choices=("serial", "overlap"), optional=True)
+                        "allow (systems/pimgpt/overlap.py)", choices=("serial", "overlap"), optional=True)
     omit_ops: list[str] = opt([], "op kinds left out of every decode step (an experiment: what they cost; e.g. "
                               "[kv_append] or [attn_score, softmax, attn_context]); schedule: serial only",
                               choices=lambda: _op_kinds(), optional=True)
@@ -149,7 +149,7 @@ class PimGptSimulator:
         self._fast = self._setup_fast()
         self._overlap = None
         if overlap:
-            from archsim.systems.pimgpt_overlap import OverlapRunner
+            from archsim.systems.pimgpt.overlap import OverlapRunner
             self._overlap = OverlapRunner(self)
 
     # -- streams --------------------------------------------------------------------------------------------
@@ -307,7 +307,7 @@ class PimGptSimulator:
         return got
 
     def _flat_embedding(self, tok: int, t: int) -> tuple:
-        from archsim.compiler.pimgpt import concat_flat
+        from archsim.systems.pimgpt.compiler import concat_flat
 
         lay = self.layout
         pieces: list[list] = [[] for _ in range(self.g.channels)]
@@ -490,7 +490,7 @@ class PimGptSimulator:
         return self.clock - start
 
     def _run_token_overlap(self, t: int) -> int:
-        """Decode step t as a task graph on the event loop (schedule: overlap, systems/pimgpt_overlap.py).
+        """Decode step t as a task graph on the event loop (schedule: overlap, systems/pimgpt/overlap.py).
         Per op: the same command counts, ASIC cycles (busy time) and energy as serially; `pim_cycles` is the
         span from the op's first PIM piece's start to its last one's end."""
         from archsim.workload import build_graph
@@ -709,7 +709,7 @@ class PimGptSimulator:
 
 
 def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
-    """Keys settable beyond the resolved config's leaves (archsim.systems.config_leaves): dram.* from the
+    """Keys settable beyond the resolved config's leaves (archsim.keypaths.config_leaves): dram.* from the
     preset, mapping_overrides.<section>.<key> from the mapping policy, schedule, omit_ops."""
     out = override_leaves(resolved["preset"])
     out["schedule"] = resolved.get("schedule", "serial")

@@ -22,9 +22,9 @@ from archsim.dram.spec import DramSpec, check_capacity, load_spec
 from archsim.dram.trace import SYNTHETIC_KINDS
 from archsim.engine.channel import MemorySystem
 from archsim.errors import ConfigError, UserError
+from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
-from archsim.systems import register
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where used: a plain trace run never needs it (slow to import)
@@ -442,7 +442,7 @@ SYNTHETIC_KEYS = {k.path: k.default for k in schema.keys(SyntheticTrace)}
 
 
 def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
-    """Keys settable beyond the resolved config's leaves (archsim.systems.config_leaves): preset, channels,
+    """Keys settable beyond the resolved config's leaves (archsim.keypaths.config_leaves): preset, channels,
     mapping, dram.* (the preset's values) and trace.* (a synthetic trace) when the config does not give them."""
     from archsim.dram.spec import override_leaves
 

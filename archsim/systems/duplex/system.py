@@ -1,7 +1,7 @@
 """Duplex (MICRO'24) serving runs: xPU + Logic-PIM devices, or the baselines GPU, 2xGPU, Bank-PIM and
 BankGroup-PIM, under continuous batching (closed loop or Poisson arrivals at a QPS).
 
-Each iteration (stage) of archsim.workload.serving.ContinuousBatcher is compiled by archsim.compiler.duplex
+Each iteration (stage) of archsim.workload.serving.ContinuousBatcher is compiled by archsim.systems.duplex.compiler
 into operators dispatched by the mapping policy (mappings/duplex.yaml), timed (xPU: roofline; Logic-PIM:
 bundle command streams on the channel engine, or its roofline with `pim_timing: roofline`; Bank-PIM and
 BankGroup-PIM: rooflines; links: ring all-reduce / all-to-all) and costed (DRAM bits per path, activates,
@@ -18,12 +18,19 @@ import numpy as np
 import pandas as pd
 
 from archsim import schema
-from archsim.compiler.duplex import DEVICE_KINDS, Compiler, Stage, load_policy, make_device, paper_devices
 from archsim.errors import ConfigError, UserError
+from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
-from archsim.systems import register
-from archsim.workload.duplex_serving import DuplexBatcher, make_requests, serving_metrics
+from archsim.systems.duplex.compiler import (
+    DEVICE_KINDS,
+    Compiler,
+    Stage,
+    load_policy,
+    make_device,
+    paper_devices,
+)
+from archsim.systems.duplex.serving import DuplexBatcher, make_requests, serving_metrics
 from archsim.workload.serving import Batch
 
 # model features simulated (archsim.summary.FEATURES): MoE experts, GQA decode attention (Op/B = query group

@@ -1,1 +1,0 @@
-"""archsim.compiler"""

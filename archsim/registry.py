@@ -1,0 +1,94 @@
+"""Registry of simulatable systems: name -> function(config: dict, seed: int) -> archsim.results.Result.
+
+`archsim.api.run(config)` dispatches on config["system"]. Sweeps and reports only use this interface, so
+every system (DRAM trace runs, PIM-GPT, ...) is sweepable as soon as it registers here. Each system is a
+package `archsim/systems/<name>/` whose `__init__` imports the module that calls `register(...)`; the registry
+finds them by walking the `archsim.systems` package (no hand list), lazily so that importing archsim stays cheap.
+A module outside archsim registers a system the same way (sweeps import it through their `imports:` list).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from archsim.errors import unknown_name
+
+RunFn = Callable[[dict[str, Any], int], Any]
+ResolveFn = Callable[[dict[str, Any]], dict[str, Any]]
+KeysFn = Callable[[dict[str, Any]], dict[str, Any]]
+_REGISTRY: dict[str, RunFn] = {}
+# Optional per-system hook returning the config with defaults filled in. Sweeps validate swept key paths
+# against the *resolved* config, so a key the system defaults is sweepable without repeating it in `base`.
+_RESOLVERS: dict[str, ResolveFn] = {}
+# Optional per-system hook: keys(resolved config) -> {key path: current value} of the settable keys that the
+# resolved config does not spell out (e.g. dram.timing.* of the DRAM preset). See config_leaves().
+_KEYS: dict[str, KeysFn] = {}
+# Per-system typed schema (archsim.schema): a dataclass whose fields carry type, default, help and allowed values.
+# Overrides (--set, --config, CLI flags) and sweep axes are type-checked against it; `run --help` lists it.
+_SCHEMAS: dict[str, type] = {}
+# The package whose subpackages are the systems (each registers on import).
+SYSTEMS_PACKAGE = "archsim.systems"
+_loaded = False
+
+
+def register(name: str, resolve: ResolveFn | None = None, keys: KeysFn | None = None,
+             schema: type | None = None) -> Callable[[RunFn], RunFn]:
+    """Decorator registering a system's run function; `resolve(config) -> config` optionally fills defaults,
+    `keys(resolved) -> {key path: value}` optionally adds settable keys the resolved config leaves out,
+    `schema` is the system's typed config dataclass (archsim.schema)."""
+
+    def deco(fn: RunFn) -> RunFn:
+        _REGISTRY[name] = fn
+        for table, hook in ((_RESOLVERS, resolve), (_KEYS, keys), (_SCHEMAS, schema)):
+            if hook is not None:
+                table[name] = hook
+            else:
+                table.pop(name, None)
+        return fn
+
+    return deco
+
+
+def _load_providers() -> None:
+    """Import every package under archsim/systems/ once; each registers its system(s) on import."""
+    global _loaded
+    if _loaded:
+        return
+    import importlib
+    import pkgutil
+
+    package = importlib.import_module(SYSTEMS_PACKAGE)
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if info.ispkg:
+            importlib.import_module(f"{SYSTEMS_PACKAGE}.{info.name}")
+    _loaded = True
+
+
+def names() -> list[str]:
+    _load_providers()
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> RunFn:
+    _load_providers()
+    if name not in _REGISTRY:
+        raise unknown_name("system", name, _REGISTRY)
+    return _REGISTRY[name]
+
+
+def schema_of(name: str) -> type | None:
+    """The typed config dataclass of a system (None for a system registered without one)."""
+    get(name)
+    return _SCHEMAS.get(name)
+
+
+def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` with its system's defaults filled in (unchanged if the system registered no resolver)."""
+    from archsim.errors import ConfigError
+
+    if "system" not in config:
+        raise ConfigError("system", f"missing; known systems: {', '.join(names())}")
+    name = config["system"]
+    get(name)  # unknown system -> UserError with the nearest names
+    resolver = _RESOLVERS.get(name)
+    return resolver(config) if resolver else config

@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # Cold start (issue 26): the channel kernel's first compile takes about a minute of CPU. numba, numpy and PyYAML
 # (all it needs; versions as pyproject.toml pins them) go in first, then archsim.warm compiles the demo's kernel
 # into numba's cache in the background, from the source tree, while the rest installs; `make demo` and
-# `make test` wait for it (WARM=) rather than compile it again. WARM= (empty) skips the warm-up.
+# `make test` wait for it (a file lock) rather than compile it again. `make setup WARM=` skips the warm-up.
 WARM   ?= pimgpt
 WAIT   := $(BIN)/python -m archsim.warm --wait --lock $(VENV)/warm.lock
 

@@ -6,8 +6,21 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup tools demo demo-trace test test-all bench lint clean
 
+# Cold start (issue 26): the channel kernel's first compile takes about a minute of CPU. numba, numpy and PyYAML
+# (all it needs; versions as pyproject.toml pins them) go in first, then archsim.warm compiles the demo's kernel
+# into numba's cache in the background, from the source tree, while the rest installs; `make demo` and
+# `make test` wait for it (a file lock) rather than compile it again. `make setup WARM=` skips the warm-up.
+WARM   ?= pimgpt
+WAIT   := $(BIN)/python -m archsim.warm --wait --lock $(VENV)/warm.lock
+
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q $$($(PYTHON) -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb")); \
+	  print(" ".join(r for r in d["project"]["dependencies"] if r.split(">")[0].split("[")[0] in \
+	  ("numpy", "numba", "pyyaml")))')
+	@if [ -n "$(WARM)" ]; then \
+	  PYTHONPATH="$(CURDIR)" nohup $(BIN)/python -m archsim.warm $(WARM) --lock $(VENV)/warm.lock \
+	    >$(VENV)/warm.log 2>&1 & fi
 	$(BIN)/pip install -q --upgrade pip "setuptools>=77"   # 77: reads project.license as an SPDX string
 	$(BIN)/pip install -q -e ".[test]"
 	touch $(STAMP)
@@ -25,6 +38,7 @@ tools:
 
 # Main job on a built-in default: PIM-GPT decodes 64 tokens of GPT-2 small, then a report with figures.
 demo: setup
+	@$(WAIT)
 	$(BIN)/archsim run --system pimgpt --model gpt2-small --tokens 64 --timeline --json demo-out/pimgpt-gpt2-small.json
 	$(BIN)/archsim report demo-out/pimgpt-gpt2-small.json -o demo-out/report
 	@echo "open demo-out/report/report.html"
@@ -34,6 +48,7 @@ demo-trace: setup
 	$(BIN)/archsim trace synthetic:random:200000 --preset HBM2_2Gbps_PC --json demo-out/trace-hbm2-random.json
 
 test: setup tools
+	@$(WAIT)
 	$(BIN)/pytest -q
 
 # Full paper reproductions and long runs as well (marked slow).

@@ -17,7 +17,7 @@ def _signature_of(builder) -> tuple:
 
 
 def test_warm_compiles_the_demos_kernel():
-    from archsim.systems.pimgpt import PimGptSimulator
+    from archsim.systems.pimgpt.system import PimGptSimulator
 
     want = _signature_of(warm.KERNELS["pimgpt"])
     for log in (False, True):            # the demo runs with --timeline

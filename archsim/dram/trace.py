@@ -61,7 +61,6 @@ import gzip
 import mmap
 import os
 import re
-import secrets
 import stat
 import zlib
 from pathlib import Path
@@ -70,6 +69,7 @@ from typing import Any
 import numpy as np
 
 from archsim.errors import UserError
+from archsim.output import write_bytes
 
 __all__ = ["Trace", "read_trace", "synthetic_trace", "write_trace", "to_addresses", "trace_warnings", "FORMATS",
            "WRITE_FORMATS",
@@ -902,30 +902,12 @@ def write_trace(trace: Trace, path: str | Path, fmt: str = "ramulator") -> None:
     arrive, or the cycle after the previous request for arrive = -1. Arrivals earlier than what the
     in-order, one-per-cycle offer rule allows are written as that earliest possible cycle (reading the
     file back gives the same simulation). gzip-compressed if the path ends in .gz. Atomic: a temporary
-    file in the same directory replaces the target only once complete."""
+    file in the same directory replaces the target only once complete (archsim.output.write_bytes)."""
     if fmt not in WRITE_FORMATS:
         raise UserError(f"unknown trace format {fmt!r} for {path}; expected one of: {', '.join(WRITE_FORMATS)}")
     payload = _format(trace, fmt)
-    target = Path(path).expanduser()
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        # os.open with 0o666 lets the umask decide permissions, as for a normally created file.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except OSError as e:
-        raise UserError(f"{path}: cannot write trace file: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if target.name.endswith(".gz"):
-                with gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=6, mtime=0) as gz:
-                    gz.write(payload)
-            else:
-                f.write(payload)
-        os.replace(tmp, target)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise UserError(f"{path}: cannot write trace file: {e.strerror or e}") from None
-        raise
+    if str(path).endswith(".gz"):   # mtime 0: the same trace gives the same bytes
+        payload = gzip.compress(payload, compresslevel=6, mtime=0)
+    if str(path) != "-" and not Path(path).expanduser().parent.is_dir():   # a library call makes no folders
+        raise UserError(f"{path}: cannot write trace file: no such directory")
+    write_bytes(path, payload)   # the CLI's one writer: atomic for files, through symlinks, in place to devices

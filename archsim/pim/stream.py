@@ -59,7 +59,8 @@ class Stream:
             srcs.append(s)
             offset += p.gather.shape[0]
         out["src"] = np.concatenate(srcs)
-        # (only parts that have gather rows: an empty table's width is a placeholder, not the lanes of this PIM)
+        # only parts with gather rows: an empty part's table has a nominal width (Stream.empty: 16), not this
+        # PIM's lane count, and would make the concatenation fail
         gather = np.concatenate([p.gather for p in parts if p.gather.shape[0]]) if offset \
             else np.zeros((0, 16), dtype=np.int64)
         return Stream(**out, gather=gather)

@@ -60,6 +60,36 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def figure(rows: list[dict], path: Path) -> None:
+    """Cycles relative to the default controller's run of the same trace: the active buffer's effect and
+    Ramulator 2.1's count (where it was run), one scale for every device and trace."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['preset'].split('_')[0]}\n{r['ranks']} rank{'s' if r['ranks'] > 1 else ''}\n{r['trace']}"
+              for r in rows]
+    x = range(len(rows))
+    fig, ax = plt.subplots(figsize=(max(8, 0.75 * len(rows)), 4.4))
+    ax.bar([i - 0.2 for i in x], [r["ab_ratio"] for r in rows], 0.4, color="tab:orange",
+           label="active buffer on (controller.active_buffer=true)")
+    ram = [(i, r["ramulator"] / r["cycles"]) for i, r in enumerate(rows) if r["ramulator"]]
+    ax.bar([i + 0.2 for i, _ in ram], [v for _, v in ram], 0.4, color="tab:gray",
+           label="Ramulator 2.1 on the same trace (where run)")
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_ylim(0.85, 1.15)
+    ax.set_xticks(list(x), labels, fontsize=7)
+    ax.set_ylabel("simulated cycles relative to\narchsim's default controller (x)")
+    ax.set_title(f"DRAM trace runs, {rows[0]['requests']:,} requests each: the active buffer and Ramulator 2.1 "
+                 "against archsim's default controller", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
@@ -72,8 +102,10 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     rows = table(Path(args.results))
     text = (OUT / "README.template.md").read_text().replace("{{TABLE}}", render(rows))
+    out.mkdir(parents=True, exist_ok=True)
+    figure(rows, out / "cycles.png")
     atomic_write_text(out / "README.md", text)
-    print(f"wrote {out / 'README.md'}")
+    print(f"wrote {out / 'README.md'} and {out / 'cycles.png'}")
 
 
 if __name__ == "__main__":

@@ -476,27 +476,18 @@ class Compiler:
             ops += f_ops
             total += f_t * dense_layers
         if moe_layers:
-            if self.routing == "zipf":   # the hot expert rotates per layer: one distinct layer per rotation
-                reps = min(moe_layers, m.n_experts)
-                for r in range(reps):
-                    cnt = len(range(r, moe_layers, reps))
-                    n_pairs = len(self.pairs)
-                    f_ops, f_t = self._moe_block(st, layer=r)
-                    for o in f_ops:
-                        o.count = cnt
-                    for p in self.pairs[n_pairs:]:
-                        p["count"] = cnt
-                    ops += f_ops
-                    total += f_t * cnt
-            else:
+            # zipf: the hot expert rotates per layer, so one distinct layer per rotation; uniform: one for all
+            reps = min(moe_layers, m.n_experts) if self.routing == "zipf" else 1
+            for r in range(reps):
+                cnt = len(range(r, moe_layers, reps))
                 n_pairs = len(self.pairs)
-                f_ops, f_t = self._moe_block(st, layer=0)
+                f_ops, f_t = self._moe_block(st, layer=r)
                 for o in f_ops:
-                    o.count = moe_layers
+                    o.count = cnt
                 for p in self.pairs[n_pairs:]:
-                    p["count"] = moe_layers
+                    p["count"] = cnt
                 ops += f_ops
-                total += f_t * moe_layers
+                total += f_t * cnt
         # LM head for every sequence ------------------------------------------------------------------
         n = st.sequences
         f = 2.0 * n * m.d_model * m.vocab / D

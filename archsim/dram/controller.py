@@ -49,6 +49,12 @@ class ControllerConfig:
     active_buffer: bool = opt(False, "Ramulator 2.1: a request whose ACT issued is served before its row closes")
     pinned_leave_queue: bool = opt(False, "Ramulator 2.1: a pinned request (active buffer) leaves its read or write "
                                    "queue, freeing the entry and no longer counting for the write watermarks")
+    row_hit_cap: int = opt(0, "DRAMsim3: once the open row of a bank has served this many column commands, the "
+                           "bank's oldest request goes first even if it needs a precharge (0: hits always first)",
+                           minimum=0)
+    refresh_stagger: bool = opt(False, "DRAMsim3: all-bank refreshes of the ranks of a channel spread over nREFI "
+                                "(rank r first due at (r + 1) * (nREFI // ranks), each every ranks * (nREFI // "
+                                "ranks)) instead of all due together")
     convention: str = opt(DEFAULT_CONVENTION, "a reference simulator's controller and front-end conventions "
                           "(archsim/presets/controller_conventions.yaml): archsim, ramulator2; keys left at "
                           "archsim's defaults take the convention's values", choices=convention_names)
@@ -107,6 +113,9 @@ class ControllerConfig:
                               f"with write_queue={self.write_queue}, high={hi} and low={lo} round to "
                               f"{round(hi * self.write_queue)} and {round(lo * self.write_queue)} entries; "
                               "they must differ (use a larger queue or further-apart watermarks)", source=source)
+        if self.refresh_stagger and self.refresh == "perbank":
+            raise ConfigError("controller.refresh_stagger", "staggers all-bank refreshes only; with refresh: "
+                              "perbank set it false (allowed with refresh: allbank or none)", source=source)
         try:
             if self.mapping is not None:
                 parse_mapping(self.mapping)
@@ -118,6 +127,7 @@ class ControllerConfig:
         # keys added by issue 24 stay out of configs that leave them at their defaults (so their hashes stay)
         if out["convention"] == DEFAULT_CONVENTION:
             del out["convention"]
-        if not out["pinned_leave_queue"]:
-            del out["pinned_leave_queue"]
+        for key in ("pinned_leave_queue", "row_hit_cap", "refresh_stagger"):
+            if not out[key]:
+                del out[key]
         return out

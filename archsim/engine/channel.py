@@ -74,8 +74,8 @@ _inl = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False, inline='alway
 # CF: controller config array slots
 (CF_CH, CF_NSRC, CF_NRW, CF_NST, CF_CLOSED_ROW, CF_REFRESH, CF_DUAL_BUS, CF_LOG, CF_NREFI, CF_NREFIPB,
  CF_ARB, CF_STARVE, CF_THRESH, CF_STREAM_REF, CF_NRFC, CF_ALU, CF_ACTIVE_BUF, CF_WM_HIGH, CF_WM_LOW,
- CF_NBUF, CF_MAX_CYCLES, CF_NRFCPB, CF_PIN_FREES) = range(23)
-N_CF = 23
+ CF_NBUF, CF_MAX_CYCLES, CF_NRFCPB, CF_PIN_FREES, CF_HIT_CAP) = range(24)
+N_CF = 24
 REFRESH_NONE, REFRESH_ALLBANK, REFRESH_PERBANK = 0, 1, 2
 ARB_FRFCFS, ARB_PRIORITY, ARB_BLOCKED, ARB_THRESHOLD, ARB_THRESHOLD_ROW = 0, 1, 2, 3, 4
 # threshold_row: as threshold, but a held-back source may still issue column commands (to rows it opened);
@@ -105,8 +105,10 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 # scheduler and with the general kernel (MemorySystem(kernel="general") forces that one).
 _VARIANT_FIXED = {
     "general": {},
-    "lean": {CF_NSRC: 1, CF_NRW: 1, CF_NST: 0, CF_NBUF: 1, CF_ARB: ARB_FRFCFS, CF_STARVE: 0, CF_ACTIVE_BUF: 0},
-    "pim_dual": {CF_NSRC: 2, CF_NRW: 1, CF_NST: 1, CF_NBUF: 2, CF_ARB: ARB_PRIORITY, CF_STARVE: 0, CF_ACTIVE_BUF: 0},
+    "lean": {CF_NSRC: 1, CF_NRW: 1, CF_NST: 0, CF_NBUF: 1, CF_ARB: ARB_FRFCFS, CF_STARVE: 0, CF_ACTIVE_BUF: 0,
+             CF_HIT_CAP: 0},
+    "pim_dual": {CF_NSRC: 2, CF_NRW: 1, CF_NST: 1, CF_NBUF: 2, CF_ARB: ARB_PRIORITY, CF_STARVE: 0, CF_ACTIVE_BUF: 0,
+                 CF_HIT_CAP: 0},
 }
 KERNEL_VARIANTS = tuple(_VARIANT_FIXED)
 _VARIANT_DTYPES = (np.int8, np.uint8, np.int16)        # State.variant's dtype per variant, in that order
@@ -149,6 +151,7 @@ State = namedtuple("State", [
     "ready", "hist", "hist_pos",               # timing: (ch, cells * cmds), (ch, win, node, window), (ch, win, node)
     "open_row", "owner", "bank_pin", "reserve",  # (banks, buf) row (-1 closed, -2 open/unknown), (banks, buf), (banks,)
     "last_open_cmd", "last_open_tgt", "last_open_row",  # (banks, buf): the last open a *stream* issued there
+    "row_hits",                                # (banks,) column commands the open row of buffer 0 served (row_hit_cap)
     # requests (pool, global over channels)
     "r_ch", "r_bank", "r_row", "r_col", "r_kind", "r_tag", "r_arrive", "r_src",
     "r_enq", "r_done", "r_class", "r_seq", "r_phase", "r_nb", "l_next", "l_prev",
@@ -282,6 +285,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
                 S.last_open_row[x, buf] = row
             S.n_open[ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]] += 1
             if buf == 0:
+                S.row_hits[x] = 0
                 # queued requests that now hit the new row
                 for q in range(2 * n_rw):
                     _recount_hits(S, x, q)
@@ -297,6 +301,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
                 S.owner[x, buf] = -1
                 S.n_open[ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]] -= 1
                 if buf == 0:
+                    S.row_hits[x] = 0
                     for q in range(2 * n_rw):
                         S.hitq[x, q] = 0
                         S.first_hit[x, q] = -1
@@ -304,9 +309,21 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
     elif eff == E_READ or eff == E_WRITE or eff == E_COMPUTE or eff == E_UPDATE:
         if logged_row < 0 and k1 - k0 == 1:
             logged_row = S.open_row[gb0 + T.tgt_banks[k0], buf]
+        if buf == 0 and _cf(S, CF, CF_HIT_CAP) > 0:
+            _count_row_hit(S, T, ch, k0, k1)
     # --- observers
     _observe(S, CF, ch, c, gb0 + r, logged_row, col, src, clk)
     return eff
+
+
+@_helper
+def _count_row_hit(S, T, ch, k0, k1):
+    """row_hit_cap: the open rows of buffer 0 at target banks tgt_banks[k0:k1] served one more column command;
+    their banks' rw candidates may change (the cap reached)."""
+    for kk in range(k0, k1):
+        x = ch * T.banks + T.tgt_banks[kk]
+        S.row_hits[x] += 1
+        _mark_dirty(S, ch, x)
 
 
 @_helper
@@ -624,9 +641,11 @@ def _col_cmd(S, T, CF, k, ri, b):
 @_call
 def _bank_cand(S, T, CF, kq, ww, b):
     """(request, command) the bank stands for in queue (kq, ww): its oldest unpinned hit, else its oldest
-    unpinned request (ACT or PRE); (-1, -1) if it has none."""
+    unpinned request (ACT or PRE); (-1, -1) if it has none. With row_hit_cap, once the open row has served
+    that many column commands the oldest unpinned request, hit or not."""
     qq = kq * 2 + ww
-    if S.hitq[b, qq] > 0:
+    cap = _cf(S, CF, CF_HIT_CAP)
+    if S.hitq[b, qq] > 0 and (cap == 0 or S.row_hits[b] < cap):
         orow = S.open_row[b, 0]
         j = S.first_hit[b, qq]
         while j >= 0 and (S.r_row[j] != orow or S.r_pin[j] != 0):
@@ -1388,6 +1407,60 @@ class EngineError(RuntimeError):
     """The kernel reached a state the semantics forbid (a simulator bug, not a user error)."""
 
 
+
+def _controller_fields(spec, T, ctrl, *, nch, nsrc, n_rw, arbitration, starvation_cap, threshold, stream_refresh,
+                       alu_latency, active_buffer, log, max_cycles):
+    """The kernel's controller field array (CF_* slots) for this device, controller and source set."""
+    from archsim.errors import UserError
+
+    n_st = nsrc - n_rw
+    nbuf = len(spec.row_buffers)
+    cf = np.zeros(N_CF, dtype=np.int64)
+    cf[CF_CH] = nch
+    cf[CF_NSRC] = nsrc
+    cf[CF_NRW] = n_rw
+    cf[CF_NST] = n_st
+    cf[CF_CLOSED_ROW] = ctrl.row_policy == "closed"
+    cf[CF_REFRESH] = {"none": REFRESH_NONE, "allbank": REFRESH_ALLBANK, "perbank": REFRESH_PERBANK}[ctrl.refresh]
+    if cf[CF_REFRESH] == REFRESH_ALLBANK and T.role[R_REFAB] < 0 or cf[CF_REFRESH] == REFRESH_PERBANK and T.role[R_REFPB] < 0:
+        raise UserError(f"{spec.standard} has no {ctrl.refresh} refresh command")
+    cf[CF_DUAL_BUS] = spec.command_bus == "dual"
+    cf[CF_LOG] = bool(log)
+    cf[CF_NREFI] = spec.timing["nREFI"]
+    cf[CF_NREFIPB] = spec.timing["nREFIpb"]
+    cf[CF_NRFC] = spec.timing["nRFC"]
+    cf[CF_NRFCPB] = spec.timing["nRFCpb"]
+    cf[CF_ARB] = ARBITRATIONS[arbitration]
+    cf[CF_STARVE] = int(starvation_cap)
+    cf[CF_THRESH] = int(threshold)
+    cf[CF_STREAM_REF] = 1 if stream_refresh == "wait" else 0
+    cf[CF_ALU] = int(alu_latency)
+    cf[CF_ACTIVE_BUF] = bool(active_buffer)
+    cf[CF_PIN_FREES] = bool(ctrl.pinned_leave_queue)
+    cf[CF_WM_HIGH] = max(1, int(round(ctrl.write_high_watermark * ctrl.write_queue)))
+    cf[CF_WM_LOW] = int(round(ctrl.write_low_watermark * ctrl.write_queue))
+    cf[CF_NBUF] = nbuf
+    cf[CF_MAX_CYCLES] = max_cycles
+    cf[CF_HIT_CAP] = int(ctrl.row_hit_cap)
+    if ctrl.refresh_stagger and ctrl.refresh == "allbank":
+        # DRAMsim3's RANK_LEVEL_STAGGERED: one node's refresh every nREFI // nodes cycles, nodes in turn
+        cf[CF_NREFI] = T.ref_nodes * (spec.timing["nREFI"] // T.ref_nodes)
+    return cf
+
+
+def _first_refresh_due(spec, T, ctrl):
+    """The first refresh due cycle of each refresh node of one channel: nREFI (per-bank: nREFIpb) for every
+    node, or with refresh_stagger node i at (i + 1) * (nREFI // nodes); INF without refresh."""
+    n = T.ref_nodes
+    if ctrl.refresh == "none":
+        return np.full(n, INF, np.int64)
+    if ctrl.refresh == "perbank":
+        return np.full(n, spec.timing["nREFIpb"], np.int64)
+    if ctrl.refresh_stagger:
+        return (np.arange(1, n + 1, dtype=np.int64) * (spec.timing["nREFI"] // n)).astype(np.int64)
+    return np.full(n, spec.timing["nREFI"], np.int64)
+
+
 class MemorySystem:
     """All channels of one DRAM device set, with their sources, ports and observers.
 
@@ -1403,7 +1476,7 @@ class MemorySystem:
                  stream_refresh="split", alu_latency=4, active_buffer=None, log=True, requests=1024,
                  stream_capacity=1024, max_cycles=1 << 60, rmw="command", kernel="auto", reuse_slots=False):
         from archsim.dram.controller import ControllerConfig
-        from archsim.errors import ConfigError, UserError
+        from archsim.errors import ConfigError
 
         self.spec = spec
         ctrl = controller if isinstance(controller, ControllerConfig) else ControllerConfig.from_dict(controller)
@@ -1444,32 +1517,9 @@ class MemorySystem:
         nb = nch * B
         C = T.n_cmds
         ab = ctrl.active_buffer if active_buffer is None else active_buffer
-        cf = np.zeros(N_CF, dtype=np.int64)
-        cf[CF_CH] = nch
-        cf[CF_NSRC] = nsrc
-        cf[CF_NRW] = n_rw
-        cf[CF_NST] = n_st
-        cf[CF_CLOSED_ROW] = ctrl.row_policy == "closed"
-        cf[CF_REFRESH] = {"none": REFRESH_NONE, "allbank": REFRESH_ALLBANK, "perbank": REFRESH_PERBANK}[ctrl.refresh]
-        if cf[CF_REFRESH] == REFRESH_ALLBANK and T.role[R_REFAB] < 0 or cf[CF_REFRESH] == REFRESH_PERBANK and T.role[R_REFPB] < 0:
-            raise UserError(f"{spec.standard} has no {ctrl.refresh} refresh command")
-        cf[CF_DUAL_BUS] = spec.command_bus == "dual"
-        cf[CF_LOG] = bool(log)
-        cf[CF_NREFI] = spec.timing["nREFI"]
-        cf[CF_NREFIPB] = spec.timing["nREFIpb"]
-        cf[CF_NRFC] = spec.timing["nRFC"]
-        cf[CF_NRFCPB] = spec.timing["nRFCpb"]
-        cf[CF_ARB] = ARBITRATIONS[arbitration]
-        cf[CF_STARVE] = int(starvation_cap)
-        cf[CF_THRESH] = int(threshold)
-        cf[CF_STREAM_REF] = 1 if stream_refresh == "wait" else 0
-        cf[CF_ALU] = int(alu_latency)
-        cf[CF_ACTIVE_BUF] = bool(ab)
-        cf[CF_PIN_FREES] = bool(ctrl.pinned_leave_queue)
-        cf[CF_WM_HIGH] = max(1, int(round(ctrl.write_high_watermark * ctrl.write_queue)))
-        cf[CF_WM_LOW] = int(round(ctrl.write_low_watermark * ctrl.write_queue))
-        cf[CF_NBUF] = nbuf
-        cf[CF_MAX_CYCLES] = max_cycles
+        cf = _controller_fields(spec, T, ctrl, nch=nch, nsrc=nsrc, n_rw=n_rw, arbitration=arbitration,
+                                starvation_cap=starvation_cap, threshold=threshold, stream_refresh=stream_refresh,
+                                alu_latency=alu_latency, active_buffer=ab, log=log, max_cycles=max_cycles)
         self.cf = cf
         fits = [v == 0 or bool(np.all((VARIANT_CF[v] < 0) | (cf == VARIANT_CF[v])))
                 for v in range(len(KERNEL_VARIANTS))]
@@ -1495,7 +1545,6 @@ class MemorySystem:
             else:
                 kst += 1
         nq = nch * max(n_rw, 1) * 2
-        refresh_due = spec.timing["nREFI"] if ctrl.refresh == "allbank" else spec.timing["nREFIpb"]
         R = max(int(requests), 1)
         SC = max(int(stream_capacity), 1)
         nst_slots = max(nch * n_st, 1)
@@ -1506,7 +1555,7 @@ class MemorySystem:
             open_row=np.full((nb, nbuf), -1, i64), owner=np.full((nb, nbuf), -1, i64),
             bank_pin=np.zeros(nb, i64), reserve=np.zeros(nb, i64),
             last_open_cmd=np.full((nb, nbuf), -1, i64), last_open_tgt=np.zeros((nb, nbuf), i64),
-            last_open_row=np.full((nb, nbuf), -1, i64),
+            last_open_row=np.full((nb, nbuf), -1, i64), row_hits=np.zeros(nb, i64),
             # the request pool: zeros (pages the OS maps on first write); enqueue_requests initialises the
             # slots it fills, so a pool larger than its use costs no memory traffic
             r_ch=np.zeros(R, i64), r_bank=np.zeros(R, i64), r_row=np.zeros(R, i64), r_col=np.zeros(R, i64),
@@ -1535,7 +1584,7 @@ class MemorySystem:
             s_head=np.zeros(nst_slots, i64), s_tail=np.zeros(nst_slots, i64), s_lastend=np.zeros(nst_slots, i64),
             src_kind=src_kind, src_idx=src_idx, starve=np.full((nch, max(nsrc, 1)), -1, i64),
             active=np.full(nch, -1, i64), seq=np.zeros(nch, i64),
-            ref_due=np.full(nch * T.ref_nodes, refresh_due if ctrl.refresh != "none" else INF, i64),
+            ref_due=np.tile(_first_refresh_due(spec, T, ctrl), nch),
             ref_pending=np.zeros(nch * T.ref_nodes, i64), ref_bank=np.zeros(nch * T.ref_nodes, i64),
             ch_ref_pending=np.zeros(nch, i64), n_open=np.zeros(nch * T.ref_nodes, i64),
             wake=np.zeros(nch, i64),

@@ -89,6 +89,7 @@ class _RefreshNode:
     node: int
     banks: list[int]
     due: int
+    period: int                      # cycles from one refresh due of the node to its next
     pending: bool = False
     ref_bank: int = 0
 
@@ -113,6 +114,8 @@ class _Channel:
         nbuf = len(ref.spec.row_buffers)
         self.open = {b: [-1] * nbuf for b in range(self.first_bank, self.first_bank + nb)}
         self.opener = {b: [-1] * nbuf for b in range(self.first_bank, self.first_bank + nb)}
+        # column commands served by the open row of buffer 0 since it opened (row_hit_cap)
+        self.row_hits = dict.fromkeys(self.open, 0)
         self.history: dict[int, list[tuple[int, tuple[int, int]]]] = defaultdict(list)  # cmd -> (cycle, target)
         self.seq = 0
         self.src = [_SourceState() for _ in ref.sources]
@@ -121,8 +124,17 @@ class _Channel:
         if ref.refresh_mode != "none":
             scope = ref.spec.commands[ref.ref_ab].scope
             nodes = sorted({int(ref.node_of[b, scope]) for b in self.open})
-            due = ref.t["nREFI"] if ref.refresh_mode == "allbank" else ref.t["nREFIpb"]
-            self.refresh = [_RefreshNode(n, list(ref.banks((scope, n))), due) for n in nodes]
+            if ref.refresh_mode == "perbank":
+                self.refresh = [_RefreshNode(n, list(ref.banks((scope, n))), ref.t["nREFIpb"], ref.t["nREFIpb"])
+                                for n in nodes]
+            elif ref.cfg.refresh_stagger:
+                # the nodes (ranks) in turn, one every nREFI // nodes cycles: node i first at (i + 1) times that
+                gap = ref.t["nREFI"] // len(nodes)
+                self.refresh = [_RefreshNode(n, list(ref.banks((scope, n))), (i + 1) * gap, gap * len(nodes))
+                                for i, n in enumerate(nodes)]
+            else:
+                self.refresh = [_RefreshNode(n, list(ref.banks((scope, n))), ref.t["nREFI"], ref.t["nREFI"])
+                                for n in nodes]
 
 
 class ReferenceController:
@@ -213,6 +225,9 @@ class ReferenceController:
             raise ValueError(f"{spec.standard} has no {self.refresh_mode} refresh command")
 
         self.channels = [_Channel(self, c) for c in range(spec.channels)]
+        if self.refresh_mode == "allbank" and cfg.refresh_stagger and self.channels[0].refresh:
+            # staggered: a node's refreshes are ranks * (nREFI // ranks) apart, which may be a little under nREFI
+            self.split_above = self.channels[0].refresh[0].period - self.t["nRFC"]
         self.ports: list[dict[str, Any]] = []
         self.requests: list[_Request] = []
         self._done: list[int] = []
@@ -433,33 +448,12 @@ class ReferenceController:
 
     # ---- one scheduling step of one channel (section 3) -----------------------------------------
     def _step(self, ch: _Channel, t: int) -> bool:
-        row_free = col_free = True
         issued_by: set[int] = set()
         had_ready: set[int] = set()
-        any_issue = False
-
         # 3.1 refresh
-        for node in ch.refresh:
-            if not node.pending:
-                if t >= node.due:
-                    node.pending = True
-                else:
-                    self._wake = min(self._wake, node.due)
-            if node.pending and row_free:
-                want = self._refresh_wanted(ch, node)
-                if want is not None and self.ready(ch, want[0], want[1], t):
-                    self._issue(ch, t, want[0], want[1], -1, -1, "refresh")
-                    any_issue = True
-                    row_free = False
-                    if not self.dual:
-                        col_free = False
-                    if self.spec.commands[want[0]].effect == "refresh":
-                        node.pending = False
-                        if self.refresh_mode == "allbank":
-                            node.due += self.t["nREFI"]
-                        else:
-                            node.due += self.t["nREFIpb"]
-                            node.ref_bank = (node.ref_bank + 1) % len(node.banks)
+        any_issue = self._refresh_step(ch, t)
+        row_free = not any_issue
+        col_free = self.dual or not any_issue
 
         # per-step decisions (taken once, before anything of the sources issues)
         for s, st in enumerate(ch.src):
@@ -516,6 +510,30 @@ class ReferenceController:
             if self.starvation_cap > 0 and st.starve_since >= 0:
                 self._wake = min(self._wake, max(t + 1, st.starve_since + self.starvation_cap))
         return any_issue
+
+    def _refresh_step(self, ch: _Channel, t: int) -> bool:
+        """3.1: refresh nodes become pending at their due; the first pending node whose wanted command is
+        ready issues it (taking the row bus). True if a refresh command issued."""
+        issued = False
+        for node in ch.refresh:
+            if not node.pending:
+                if t >= node.due:
+                    node.pending = True
+                else:
+                    self._wake = min(self._wake, node.due)
+            if not node.pending or issued:
+                continue
+            want = self._refresh_wanted(ch, node)
+            if want is None or not self.ready(ch, want[0], want[1], t):
+                continue
+            self._issue(ch, t, want[0], want[1], -1, -1, "refresh")
+            issued = True
+            if self.spec.commands[want[0]].effect == "refresh":
+                node.pending = False
+                node.due += node.period
+                if self.refresh_mode == "perbank":
+                    node.ref_bank = (node.ref_bank + 1) % len(node.banks)
+        return issued
 
     def _has_work(self, st: _SourceState, s: int) -> bool:
         return bool(st.read_q or st.write_q) if self.sources[s]["kind"] == "rw" else bool(st.stream)
@@ -661,11 +679,12 @@ class ReferenceController:
         for bank, rs in by_bank.items():
             open_row = ch.open[bank][0]
             hits = [r for r in rs if open_row >= 0 and r.row == open_row]
-            if hits:
-                r = hits[0]
+            # row_hit_cap: once the open row served that many column commands, the oldest request goes first
+            capped = 0 < self.cfg.row_hit_cap <= ch.row_hits[bank]
+            r = hits[0] if hits and not capped else rs[0]
+            if open_row >= 0 and r.row == open_row:
                 cmd = self._column_cmd(ch, st, r, pinned)
             else:
-                r = rs[0]
                 if open_row < 0:
                     cmd = self.ACT
                     other_buf = any(ch.open[bank][b] == r.row for b in range(1, len(self.spec.row_buffers)))
@@ -775,6 +794,10 @@ class ReferenceController:
             elif c.effect in ("close", "read_close", "write_close", "update_close"):
                 ch.open[b][c.buffer] = -1
                 ch.opener[b][c.buffer] = -1
+            if c.buffer == 0 and c.effect in ("read", "write", "update", "compute"):
+                ch.row_hits[b] += 1
+            elif c.buffer == 0 and c.effect in ("open", "close", "read_close", "write_close", "update_close"):
+                ch.row_hits[b] = 0
         low = self.banks(target)[0]
         self._log.append((t, c.name, *self._address(low), row, col, source))
 

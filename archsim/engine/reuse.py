@@ -224,7 +224,7 @@ class StreamChannels:
         return (np.maximum(S.ready[ch] - t0, 0).tobytes() + np.maximum(S.hist[ch] - t0, -self.max_lat - 1).tobytes()
                 + S.hist_pos[ch].tobytes() + S.open_row[b0:b1].tobytes() + S.owner[b0:b1].tobytes()
                 + S.last_open_cmd[b0:b1].tobytes() + (S.last_open_tgt[b0:b1] - b0).tobytes()
-                + S.last_open_row[b0:b1].tobytes())
+                + S.last_open_row[b0:b1].tobytes() + S.row_hits[b0:b1].tobytes())
 
     def _copy_channel(self, src: int, dst: int, counts_before: np.ndarray, seq_before: np.ndarray) -> None:
         """Give channel dst the outcome channel src had in this run (same stream, same starting state)."""
@@ -234,7 +234,7 @@ class StreamChannels:
         s0, d0 = src * B, dst * B
         for f in ("ready", "hist", "hist_pos", "wake", "active", "starve"):
             getattr(S, f)[dst] = getattr(S, f)[src]
-        for f in ("open_row", "owner", "last_open_cmd", "last_open_row"):
+        for f in ("open_row", "owner", "last_open_cmd", "last_open_row", "row_hits"):
             a = getattr(S, f)
             a[d0:d0 + B] = a[s0:s0 + B]
         S.last_open_tgt[d0:d0 + B] = S.last_open_tgt[s0:s0 + B] - s0 + d0

@@ -97,6 +97,16 @@ def d3_closest(name: str) -> dict:
     depth = 32 + 8 * D3_BANKS_PER_CHANNEL[name]
     return {"read_queue": depth, "write_queue": depth}
 
+
+def d3_keys() -> dict[str, dict]:
+    """archsim's default controller with the DRAMsim3 keys built so far (controller_conventions.yaml, dramsim3
+    `controller:`), each alone and together: records d3/KEY and d3/keys."""
+    from archsim.dram.controller import conventions
+
+    built = conventions()["dramsim3"]["controller"]
+    new = {k: v for k, v in built.items() if k in ("row_hit_cap", "refresh_stagger")}
+    return {**{f"d3/{k}": {k: v} for k, v in new.items()}, "d3/keys": dict(built)}
+
 # archsim's spelling of each reference's address layout (docs/traces.md): Ramulator 2.1's RoBaRaCoCh address
 # mapper inside each controller, with its CacheLineInterleave channel mapper putting the channel bits right
 # above the transaction offset; on HBM the pseudo-channel sits between the bank group and the column.
@@ -311,6 +321,9 @@ def main() -> None:
                 todo.append(("d3/archsim", run_archsim, (dev, d3trace, {"_dramsim3_device": D3_DEVICE[name]}, d3map)))
                 todo.append(("d3/closest", run_archsim,
                              (dev, d3trace, {**d3_closest(name), "_dramsim3_device": D3_DEVICE[name]}, d3map)))
+                for sim, keys in d3_keys().items():
+                    todo.append((sim, run_archsim, (dev, d3trace, {**keys, "_dramsim3_device": D3_DEVICE[name]},
+                                                    d3map)))
             if args.no_refresh:
                 todo = [(f"{sim}+norefresh", fn, fn_args) for sim, fn, fn_args in todo]
             for sim, fn, fn_args in todo:

@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -17,7 +17,7 @@ import numpy as np
 from archsim import energy as energy_mod
 from archsim import schema
 from archsim.dram import mapping as mapping_mod
-from archsim.dram.controller import DEFAULT_CONVENTION, ControllerConfig
+from archsim.dram.controller import ControllerConfig
 from archsim.dram.spec import DramSpec, check_capacity, load_spec
 from archsim.dram.trace import SYNTHETIC_KINDS
 from archsim.engine.channel import MemorySystem
@@ -446,9 +446,12 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     mapping, dram.* (the preset's values) and trace.* (a synthetic trace) when the config does not give them."""
     from archsim.dram.spec import override_leaves
 
-    out: dict[str, Any] = {"preset": DEFAULT_PRESET, "channels": None, "mapping": None,
-                           # absent from resolved configs that name none (so their hashes stay)
-                           "controller.convention": DEFAULT_CONVENTION, "controller.pinned_leave_queue": False}
+    out: dict[str, Any] = {"preset": DEFAULT_PRESET, "channels": None, "mapping": None}
+    # controller keys absent from resolved configs that leave them at their defaults (so their hashes stay):
+    # convention, pinned_leave_queue, row_hit_cap, refresh_stagger (ControllerConfig.to_dict)
+    default_ctrl = ControllerConfig()
+    kept = default_ctrl.to_dict()
+    out.update({f"controller.{k}": v for k, v in asdict(default_ctrl).items() if k not in kept})
     out.update(override_leaves(resolved.get("preset", DEFAULT_PRESET)))
     trace = resolved.get("trace")
     if trace is None or isinstance(trace, dict):

@@ -33,7 +33,8 @@ class Effect(StrEnum):
 
 # Integer codes (the lowered `cmd_effect` table and the kernel's constants): the position in `Effect`.
 # Written out so that numba sees plain integers and a reader can grep for them; tests/test_effects.py checks
-# that each equals CODE[its effect].
+# that each equals CODE[its effect]. Add a new effect at the end and never renumber: numba's on-disk cache of
+# the kernel is keyed on archsim/engine/channel.py alone and keeps the codes it was compiled with.
 E_OPEN = 0
 E_CLOSE = 1
 E_READ = 2

@@ -122,7 +122,8 @@ module dual_rowbuf_arbiter #(
     localparam [NL*NCB-1:0] LEVEL_NODES = `ARB_LEVEL_NODES;
     localparam [NC*LB-1:0] CMD_SCOPE = `ARB_CMD_SCOPE;
     localparam [NC-1:0] CMD_COLBUS = `ARB_CMD_COLBUS;
-    localparam [NC*4-1:0] CMD_EFFECT = `ARB_CMD_EFFECT;
+    localparam EB = `ARB_EFFECT_BITS;
+    localparam [NC*EB-1:0] CMD_EFFECT = `ARB_CMD_EFFECT;
     localparam [NC-1:0] CMD_BUFFER = `ARB_CMD_BUFFER;
     localparam [2*CB-1:0] CLOSE_BANK = `ARB_CLOSE_BANK;
     localparam [2*NL*CB-1:0] CLOSE_WIDE = `ARB_CLOSE_WIDE;
@@ -147,7 +148,8 @@ module dual_rowbuf_arbiter #(
     localparam [2*CB-1:0] REF_CLOSE = `ARB_REF_CLOSE;
     localparam [CB-1:0] C_REF = `ARB_REF_CMD;
     localparam [31:0] NREFI = `ARB_NREFI;
-    localparam [3:0] E_OPEN = 4'd0, E_CLOSE = 4'd1, E_READ = 4'd2, E_WRITE = 4'd3, E_COMPUTE = 4'd7;
+    localparam [EB-1:0] E_OPEN = `ARB_EFFECT_OPEN, E_CLOSE = `ARB_EFFECT_CLOSE, E_READ = `ARB_EFFECT_READ,
+                        E_WRITE = `ARB_EFFECT_WRITE, E_COMPUTE = `ARB_EFFECT_COMPUTE;
     localparam [CB-1:0] C_ACT = `ARB_ROLE_ACT, C_PRE = `ARB_ROLE_PRE, C_RD = `ARB_ROLE_RD, C_WR = `ARB_ROLE_WR;
 
     // ---- lookup tables as arrays (a dynamic select from a wide constant vector is slow to simulate) -----
@@ -177,8 +179,8 @@ module dual_rowbuf_arbiter #(
     function automatic [LB+BB-1:0] tgt_index(input [CB-1:0] c, input [BB-1:0] b);   // scope_tab index
         tgt_index = {CMD_SCOPE[c*LB +: LB], b};
     endfunction
-    function automatic [3:0] effect(input [CB-1:0] c);
-        effect = CMD_EFFECT[c*4 +: 4];
+    function automatic [EB-1:0] effect(input [CB-1:0] c);
+        effect = CMD_EFFECT[c*EB +: EB];
     endfunction
     function automatic known(input [CB-1:0] c);
         known = c < NC[CB-1:0];

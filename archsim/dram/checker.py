@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from archsim.dram.effects import CLOSES, NEEDS_OPEN, Effect
 from archsim.dram.spec import DramSpec
 from archsim.errors import RowError, UserError
 
@@ -45,9 +46,9 @@ __all__ = ["Violation", "Rule", "check_log", "rules", "summary", "LOG_COLUMNS"]
 LOG_COLUMNS = ["cycle", "command", "channel", "pseudochannel", "rank", "bankgroup", "bank", "row", "column"]
 ADDR_COLUMNS = ["channel", "pseudochannel", "rank", "bankgroup", "bank"]
 _SHORT = ("ch", "pc", "ra", "bg", "ba")
-# effects that need their buffer open (an `update` is a near-memory read-add-write of the open row)
-_OPEN_NEEDS = ("read", "write", "read_close", "write_close", "compute", "update", "update_close")
-_CLOSES = ("close", "read_close", "write_close", "update_close")
+# effects that need their buffer open, and those that close it (the declaration: archsim.dram.effects)
+_OPEN_NEEDS = NEEDS_OPEN
+_CLOSES = CLOSES
 
 
 @dataclass(frozen=True)
@@ -360,7 +361,7 @@ def _check_state(spec: DramSpec, a: dict[str, np.ndarray], ev_row: np.ndarray,
     logged_row = a["row"][ev_row]
     scale = np.int64(n + 1)
 
-    is_open_ev = eff == "open"
+    is_open_ev = eff == Effect.OPEN.value
     ev_mask = is_open_ev | np.isin(eff, _CLOSES)
     key = (ev_bank * nbuf + buf)[ev_mask] * scale + ev_row[ev_mask]
     order = np.argsort(key, kind="stable")
@@ -408,7 +409,7 @@ def _check_state(spec: DramSpec, a: dict[str, np.ndarray], ev_row: np.ndarray,
         problems[i].append(f"{names[cmd[i]]} to row {logged_row[e]} but row {r} is open in buffer "
                            f"{buffers[buf[e]]} of {_bank_text(spec, int(ev_bank[e]))}")
     # refresh: every buffer of every bank closed
-    q = np.nonzero(eff == "refresh")[0]
+    q = np.nonzero(eff == Effect.REFRESH.value)[0]
     for b in range(nbuf):
         is_open, orow = state(ev_row[q], ev_bank[q] * nbuf + b)
         for e, r in zip(q[is_open].tolist(), orow[is_open].tolist(), strict=True):

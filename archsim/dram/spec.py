@@ -13,6 +13,7 @@ import numpy as np
 
 from archsim import expr
 from archsim.config import Doc, deep_merge, load_yaml, parse_override, require_choice, require_int, set_path
+from archsim.dram.effects import EFFECTS
 from archsim.errors import ConfigError, UserError, unknown_name
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "dram"
@@ -25,9 +26,6 @@ ADDRESS_FIELDS = LEVELS
 LEVEL_INDEX = {name: i for i, name in enumerate(LEVELS)}
 ORG_KEYS = {"channels": "channel", "pseudochannels": "pseudochannel", "ranks": "rank",
             "bankgroups": "bankgroup", "banks_per_group": "bank"}
-# What a command does to the banks of its target (docs/channel-engine.md, section 1).
-EFFECTS = ("open", "close", "read", "write", "read_close", "write_close", "refresh", "compute", "transfer",
-           "update", "update_close")
 BUSES = ("row", "column")
 
 
@@ -37,7 +35,7 @@ class Command:
     index: int
     scope: int      # index into spec.levels: the level whose nodes are the command's targets
     bus: str        # "row" or "column" command bus
-    effect: str     # one of EFFECTS
+    effect: str     # one of EFFECTS (archsim.dram.effects: what the command does to its banks)
     buffer: int = 0         # row buffer the command uses (index into spec.row_buffers)
     latency: int = 0        # cycles from issue until its effect is complete (data returned / written)
     action: str = ""        # energy action name (counts x per-action energy, archsim.energy)
@@ -262,16 +260,42 @@ def load_spec(preset: str | Path | dict[str, Any], overrides: dict[str, Any] | l
 
 
 def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
-    src = doc.source
     for key in ("standard", "name", "org", "timing"):
         if key not in data:
-            raise ConfigError(key, "missing (a preset needs standard, name, org, timing)", source=src)
+            raise ConfigError(key, "missing (a preset needs standard, name, org, timing)", source=doc.source)
     std_name = data["standard"]
     if not str(std_name).endswith((".yaml", ".yml")):
         require_choice(doc, "standard", std_name, standard_names())
     std = _load_standard(std_name)
+    counts, rows, row_bytes, access_bytes = _organisation(data, doc, std)
+    tck, timing, env = _timing(data, doc, std, counts)
 
-    # --- organisation ---
+    # levels, row buffers, commands and constraints (docs/channel-engine.md, section 1)
+    levels, field_of, parent, groups = _levels(std, doc.source)
+    node_of = _node_ids(counts, levels, field_of, parent, groups, std)
+    level_of = _level_resolver(std, levels, field_of)
+    buffers, commands = _commands(std, level_of, env)
+    constraints = _constraints(std, commands, levels, parent, level_of, env)
+    energy = data.get("energy", {}) or {}
+    _check_energy(doc, energy, std, commands)
+    if "mapping" in data:
+        from archsim.dram.mapping import parse_mapping
+
+        try:
+            parse_mapping(data["mapping"])
+        except Exception as exc:
+            raise doc.error("mapping", str(exc)) from None
+    return DramSpec(
+        name=str(data["name"]), standard=std["name"], source=str(data.get("source", "")), counts=tuple(counts),
+        rows=rows, row_bytes=row_bytes, access_bytes=access_bytes, tCK_ps=float(tck), timing=timing,
+        commands=commands, constraints=constraints, command_bus=std.get("command_bus", "single"),
+        energy=energy, raw=data, levels=levels, level_parent=parent, node_of=node_of, row_buffers=buffers,
+        refresh_modes=tuple(std.get("refresh_modes", ("allbank", "perbank", "none"))),
+    )
+
+
+def _organisation(data: dict[str, Any], doc: Doc, std: dict[str, Any]) -> tuple[list[int], int, int, int]:
+    """The preset's `org`: (counts per address field, rows, row_bytes, access_bytes)."""
     org = data["org"]
     if not isinstance(org, dict):
         raise doc.error("org", "must be a mapping")
@@ -292,8 +316,37 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
     access_bytes = require_int(doc, "org.access_bytes", org.get("access_bytes"), minimum=1, power_of_two=True)
     if access_bytes > row_bytes:
         raise doc.error("org.access_bytes", f"must be <= org.row_bytes ({row_bytes}), got {access_bytes}")
+    return counts, rows, row_bytes, access_bytes
 
-    # --- timing ---
+
+def _timing_entry(doc: Doc, std: dict[str, Any], key: str, value: Any, tck: float, params: list[str],
+                  timing: dict[str, int]) -> None:
+    """One `timing` key of the preset into timing[nX] (cycles; a tX_ns time is rounded up to whole cycles)."""
+    derived = std.get("derived", {})
+    name = "n" + key[1:-3] if key.startswith("t") and key.endswith("_ns") else key
+    if name in derived:
+        raise doc.error(f"timing.{key}", f"{name} is derived ({name} = {derived[name]}); set its inputs instead")
+    if name not in params:
+        hint = [p for p in params if p.lower() == name.lower()]
+        raise doc.error(f"timing.{key}", f"unknown timing parameter for {std['name']}"
+                        + (f"; did you mean {hint[0]}?" if hint else f"; allowed: {', '.join(params)}"))
+    if key.startswith("t"):
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise doc.error(f"timing.{key}", f"must be a time in ns >= 0, got {value!r}")
+        # JEDEC rounding: ceil(t / tCK), with a small guard against float noise (e.g. 15.0 / 0.625).
+        cycles = max(1, math.ceil(value * 1000.0 / tck - 1e-6))
+        if name in timing:
+            raise doc.error(f"timing.{key}", f"{name} is given twice (as {name} and {key})")
+        timing[name] = cycles
+    else:
+        if name in timing:
+            raise doc.error(f"timing.{key}", f"{name} is given twice")
+        timing[name] = require_int(doc, f"timing.{key}", value, minimum=1 if name != "nRTRS" else 0)
+
+
+def _timing(data: dict[str, Any], doc: Doc, std: dict[str, Any],
+            counts: list[int]) -> tuple[float, dict[str, int], dict[str, Any]]:
+    """(tCK_ps, every timing parameter in cycles incl. the derived ones, the expression environment)."""
     timing_in = data["timing"]
     if not isinstance(timing_in, dict) or "tCK_ps" not in timing_in:
         raise doc.error("timing", "must be a mapping with tCK_ps and the n*/t*_ns parameters")
@@ -305,30 +358,8 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
     params = [p for p in dict.fromkeys(std.get("parameters", [])) if p not in derived]
     timing: dict[str, int] = {}
     for key, value in timing_in.items():
-        if key == "tCK_ps":
-            continue
-        if key.startswith("t") and key.endswith("_ns"):
-            name = "n" + key[1:-3]
-        else:
-            name = key
-        if name in derived:
-            raise doc.error(f"timing.{key}", f"{name} is derived ({name} = {derived[name]}); set its inputs instead")
-        if name not in params:
-            hint = [p for p in params if p.lower() == name.lower()]
-            raise doc.error(f"timing.{key}", f"unknown timing parameter for {std['name']}"
-                            + (f"; did you mean {hint[0]}?" if hint else f"; allowed: {', '.join(params)}"))
-        if key.startswith("t"):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise doc.error(f"timing.{key}", f"must be a time in ns >= 0, got {value!r}")
-            # JEDEC rounding: ceil(t / tCK), with a small guard against float noise (e.g. 15.0 / 0.625).
-            cycles = max(1, math.ceil(value * 1000.0 / tck - 1e-6))
-            if name in timing:
-                raise doc.error(f"timing.{key}", f"{name} is given twice (as {name} and {key})")
-            timing[name] = cycles
-        else:
-            if name in timing:
-                raise doc.error(f"timing.{key}", f"{name} is given twice")
-            timing[name] = require_int(doc, f"timing.{key}", value, minimum=1 if name != "nRTRS" else 0)
+        if key != "tCK_ps":
+            _timing_entry(doc, std, key, value, tck, params, timing)
     missing = [p for p in params if p not in timing]
     if missing:
         raise doc.error("timing", f"missing parameters for {std['name']}: {', '.join(missing)}")
@@ -340,10 +371,11 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
         except expr.ExprError as exc:
             raise ConfigError(f"derived.{name}", str(exc), source=std["_sources"][-1]) from None
         timing[name] = env[name]
+    return tck, timing, env
 
-    # --- levels, row buffers, commands and constraints (docs/channel-engine.md, section 1) ---
-    levels, field_of, parent, groups = _levels(std, src)
-    node_of = _node_ids(counts, levels, field_of, parent, groups, std)
+
+def _level_resolver(std: dict[str, Any], levels: list[str], field_of: dict[str, str]):
+    """level_of(name, where): the index of a level named in the standard (a command's scope, a row's level)."""
     level_index = {name: i for i, name in enumerate(levels)}
     std_src = std["_sources"][-1]
 
@@ -360,38 +392,51 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
                     return level_index[lv]
         raise ConfigError(where, f"unknown level {name!r}; levels of {std['name']}: {', '.join(levels)}", source=std_src)
 
+    return level_of
+
+
+def _command(std: dict[str, Any], i: int, name: str, c: Any, buffers: list[str], level_of, env: dict[str, Any]) -> Command:
+    std_src = std["_sources"][-1]
+    where = f"commands.{name}"
+    if not isinstance(c, dict):
+        raise ConfigError(where, "must be a mapping {scope, bus, effect, buffer?, latency?, action?}", source=std_src)
+    scope = level_of(c.get("scope"), f"{where}.scope")
+    if c.get("bus") not in BUSES:
+        raise ConfigError(f"{where}.bus", f"must be one of {', '.join(BUSES)}, got {c.get('bus')!r}", source=std_src)
+    if "effect" not in c:
+        raise ConfigError(f"{where}.effect", f"missing; allowed: {', '.join(EFFECTS)}", source=std_src)
+    if c["effect"] not in EFFECTS:
+        raise ConfigError(f"{where}.effect", f"must be one of {', '.join(EFFECTS)}, got {c['effect']!r}",
+                          source=std_src)
+    buf = c.get("buffer", buffers[0])
+    if buf not in buffers:
+        raise ConfigError(f"{where}.buffer", f"no row buffer {buf!r}; row buffers of {std['name']}: "
+                          f"{', '.join(buffers)}", source=std_src)
+    try:
+        lat = int(expr.evaluate(c.get("latency", 1), env))
+    except expr.ExprError as exc:
+        raise ConfigError(f"{where}.latency", str(exc), source=std_src) from None
+    return Command(name, i, scope, c["bus"], c["effect"], buffers.index(buf), max(0, lat), str(c.get("action", name)))
+
+
+def _commands(std: dict[str, Any], level_of, env: dict[str, Any]) -> tuple[list[str], list[Command]]:
+    """(row buffer names, the commands of the standard in order)."""
     buffers = list(std.get("row_buffers", ["mem"]))
     if not buffers or len(set(buffers)) != len(buffers):
-        raise ConfigError("row_buffers", f"must be a list of distinct names, got {buffers!r}", source=std_src)
-    commands = []
-    for i, (name, c) in enumerate(std["commands"].items()):
-        where = f"commands.{name}"
-        if not isinstance(c, dict):
-            raise ConfigError(where, "must be a mapping {scope, bus, effect, buffer?, latency?, action?}", source=std_src)
-        scope = level_of(c.get("scope"), f"{where}.scope")
-        if c.get("bus") not in BUSES:
-            raise ConfigError(f"{where}.bus", f"must be one of {', '.join(BUSES)}, got {c.get('bus')!r}", source=std_src)
-        if "effect" not in c:
-            raise ConfigError(f"{where}.effect", f"missing; allowed: {', '.join(EFFECTS)}", source=std_src)
-        if c["effect"] not in EFFECTS:
-            raise ConfigError(f"{where}.effect", f"must be one of {', '.join(EFFECTS)}, got {c['effect']!r}",
-                              source=std_src)
-        buf = c.get("buffer", buffers[0])
-        if buf not in buffers:
-            raise ConfigError(f"{where}.buffer", f"no row buffer {buf!r}; row buffers of {std['name']}: "
-                              f"{', '.join(buffers)}", source=std_src)
-        try:
-            lat = int(expr.evaluate(c.get("latency", 1), env))
-        except expr.ExprError as exc:
-            raise ConfigError(f"{where}.latency", str(exc), source=std_src) from None
-        commands.append(Command(name, i, scope, c["bus"], c["effect"], buffers.index(buf), max(0, lat),
-                                str(c.get("action", name))))
+        raise ConfigError("row_buffers", f"must be a list of distinct names, got {buffers!r}", source=std["_sources"][-1])
+    commands = [_command(std, i, name, c, buffers, level_of, env) for i, (name, c) in enumerate(std["commands"].items())]
+    return buffers, commands
+
+
+def _constraints(std: dict[str, Any], commands: list[Command], levels: list[str], parent: list[int], level_of,
+                 env: dict[str, Any]) -> list[dict[str, Any]]:
+    """The constraint rows, one per (preceding, following) command pair of every row of the standard."""
+    std_src = std["_sources"][-1]
     by_name = {c.name: c for c in commands}
-    raw_rows = _merge_rows(std.get("constraints", []), std_src)
     constraints = []
-    for n, (row, where) in enumerate(raw_rows):
+    for n, (row, where) in enumerate(_merge_rows(std.get("constraints", []), std_src)):
         level, prev, nxt, lat, window, sibling = row
-        if sibling and level not in level_index and level in LEVEL_INDEX:
+        if sibling and level not in levels and level in LEVEL_INDEX:
             continue   # a level the standard lacks has one node: nothing is ever a sibling there
         lv = level_of(level, f"{where}.level")
         try:
@@ -408,39 +453,29 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
                 constraints.append({"group": n, "level": lv, "prev": by_name[p].index, "next": by_name[f].index,
                                     "latency": max(0, latency), "window": int(window), "sibling": bool(sibling),
                                     "expr": str(lat), "prev_name": p, "next_name": f, "level_name": levels[lv]})
+    return constraints
 
-    energy = data.get("energy", {}) or {}
-    if energy:
-        require_choice(doc, "energy.model", energy.get("model"), ["idd", "table"])
-        acts = energy.get("actions") or {}
-        if not isinstance(acts, dict):
-            raise doc.error("energy.actions", "must be a mapping {action: expression over ACT, RD, WR, REFab, REFpb}")
-        known = {c.action for c in commands}
-        for action, text in acts.items():
-            if action not in known:
-                raise doc.error(f"energy.actions.{action}", "not an action of any command of standard "
-                                f"{std['name']}; actions: {', '.join(sorted(known))}")
-            try:
-                bad = expr.names(str(text)) - {"ACT", "RD", "WR", "REFab", "REFpb"}
-            except Exception as exc:
-                raise doc.error(f"energy.actions.{action}", str(exc)) from None
-            if bad:
-                raise doc.error(f"energy.actions.{action}", f"unknown name {sorted(bad)[0]!r}; an action is "
-                                "priced in units of ACT, RD, WR, REFab, REFpb")
-    if "mapping" in data:
-        from archsim.dram.mapping import parse_mapping
 
+def _check_energy(doc: Doc, energy: dict[str, Any], std: dict[str, Any], commands: list[Command]) -> None:
+    """The preset's `energy`: its model, and `actions` priced in units of ACT, RD, WR, REFab, REFpb."""
+    if not energy:
+        return
+    require_choice(doc, "energy.model", energy.get("model"), ["idd", "table"])
+    acts = energy.get("actions") or {}
+    if not isinstance(acts, dict):
+        raise doc.error("energy.actions", "must be a mapping {action: expression over ACT, RD, WR, REFab, REFpb}")
+    known = {c.action for c in commands}
+    for action, text in acts.items():
+        if action not in known:
+            raise doc.error(f"energy.actions.{action}", "not an action of any command of standard "
+                            f"{std['name']}; actions: {', '.join(sorted(known))}")
         try:
-            parse_mapping(data["mapping"])
+            bad = expr.names(str(text)) - {"ACT", "RD", "WR", "REFab", "REFpb"}
         except Exception as exc:
-            raise doc.error("mapping", str(exc)) from None
-    return DramSpec(
-        name=str(data["name"]), standard=std["name"], source=str(data.get("source", "")), counts=tuple(counts),
-        rows=rows, row_bytes=row_bytes, access_bytes=access_bytes, tCK_ps=float(tck), timing=timing,
-        commands=commands, constraints=constraints, command_bus=std.get("command_bus", "single"),
-        energy=energy, raw=data, levels=levels, level_parent=parent, node_of=node_of, row_buffers=buffers,
-        refresh_modes=tuple(std.get("refresh_modes", ("allbank", "perbank", "none"))),
-    )
+            raise doc.error(f"energy.actions.{action}", str(exc)) from None
+        if bad:
+            raise doc.error(f"energy.actions.{action}", f"unknown name {sorted(bad)[0]!r}; an action is "
+                            "priced in units of ACT, RD, WR, REFab, REFpb")
 
 
 def _levels(std: dict[str, Any], src: str) -> tuple[list[str], dict[str, str], list[int], dict[str, Any]]:

@@ -30,6 +30,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from archsim.dram.effects import CODE, EFFECTS, Effect
+from archsim.dram.roles import (
+    R_ACT,
+    R_PRE,
+    R_RD,
+    R_REFAB,
+    R_WR,
+    close_commands,
+    controller_roles,
+    refresh_nodes,
+)
 from archsim.errors import ConfigError
 from archsim.results import atomic_write_text
 
@@ -230,16 +241,32 @@ def timing_header(spec) -> str:
 #: single-buffer baseline (its header in a subdirectory, put first on the include path for blocked mode).
 ARBITER_PRESETS = {"NeuPIMs_HBM2_Dual": "", "NeuPIMs_HBM2_Single": "neupims_single"}
 ARBITER_HEADER = "dual_rowbuf_arbiter_timing.vh"
-_EFFECTS = ["open", "close", "read", "write", "read_close", "write_close", "refresh", "compute", "transfer"]
+#: Bits of an effect code in the header's CMD_EFFECT table (the codes are archsim.dram.effects.CODE).
+EFFECT_BITS = 4
+_CLOSING_COLUMN = ("a column command that closes its buffer, in the PIM stream (the block assumes column "
+                   "commands leave bank state unchanged within a cycle)")
+_NO_NMC = "a near-memory update (the block has no read-add-write path and takes no rmw requests)"
+#: What rtl/dual_rowbuf_arbiter.v does with a command of each effect of archsim.dram.effects (every effect has
+#: an entry; tests/test_effects.py fails for one without): None where the block models it, else what it cannot
+#: model. The header still encodes every command (its code is in CMD_EFFECT); `arbiter_refusal` turns an
+#: entry into the one-line error with which the bench refuses such a command in the PIM stream.
+ARBITER_EFFECTS: dict[Effect, str | None] = {
+    Effect.OPEN: None, Effect.CLOSE: None, Effect.READ: None, Effect.WRITE: None, Effect.COMPUTE: None,
+    Effect.REFRESH: None, Effect.TRANSFER: None,
+    Effect.READ_CLOSE: _CLOSING_COLUMN, Effect.WRITE_CLOSE: _CLOSING_COLUMN,
+    Effect.UPDATE: _NO_NMC, Effect.UPDATE_CLOSE: _NO_NMC,
+}
 
 
-def arbiter_tables(spec, latency_override: dict[str, int] | None = None) -> dict:
-    """timing_tables plus what the arbiter needs beyond timing: buses, effects and buffers of the commands,
-    the controller's roles (ACT/PRE/RD/WR of the memory buffer), the close command of each buffer per scope
-    (the engine's lowered tables: one source of truth), sibling nodes, and the row address width."""
-    from archsim.engine.channel import lowered
-    from archsim.engine.tables import R_ACT, R_PRE, R_RD, R_WR
+def arbiter_refusal(spec, cmd: int) -> str | None:
+    """None if rtl/dual_rowbuf_arbiter.v models command `cmd` of `spec` in its PIM stream, else a one-line
+    reason naming the command and its effect."""
+    c = spec.commands[cmd]
+    why = ARBITER_EFFECTS.get(Effect(c.effect), f"the effect is not in ARBITER_EFFECTS of {__name__}")
+    return None if why is None else f"{c.name} (effect `{c.effect}`: {why})"
 
+
+def _check_arbiter_device(spec) -> None:
     if spec.command_bus != "dual":
         raise ConfigError("(verilog)", f"{spec.name} has a {spec.command_bus} command bus; dual_rowbuf_arbiter "
                                        "implements the dual (row + column) command bus only (issue #10)",
@@ -248,9 +275,22 @@ def arbiter_tables(spec, latency_override: dict[str, int] | None = None) -> dict
     if nbuf > 2:
         raise ConfigError("(verilog)", f"{spec.name}: {nbuf} row buffers; the arbiter has at most 2 (issue #10)",
                           source=spec.name)
-    t = timing_tables(spec, latency_override, arbiter=True)
-    T = lowered(spec).tables
-    nl, nb = len(t["levels"]), t["banks"]
+
+
+def _effect_codes(spec) -> list[int]:
+    """CMD_EFFECT: the effect code of every command (archsim.dram.effects), which must fit EFFECT_BITS."""
+    codes = []
+    for c in spec.commands:
+        code = CODE[Effect(c.effect)]
+        if code >= 1 << EFFECT_BITS:
+            raise ConfigError("(verilog)", f"{c.name}: effect `{c.effect}` has code {code}, wider than the "
+                                           f"header's {EFFECT_BITS}-bit CMD_EFFECT", source=spec.name)
+        codes.append(code)
+    return codes
+
+
+def _local_nodes(spec, nl: int, nb: int) -> list[list[int]]:
+    """local[level][bank]: the bank's node of the level, numbered 0.. in order of first bank."""
     node_of = spec.node_of[:nb]
     local = []
     for li in range(nl):
@@ -258,26 +298,25 @@ def arbiter_tables(spec, latency_override: dict[str, int] | None = None) -> dict
         for b in range(nb):
             ids.setdefault(int(node_of[b, li]), len(ids))
         local.append([ids[int(node_of[b, li])] for b in range(nb)])
+    return local
+
+
+def _sibling_nodes(local: list[list[int]], nl: int, nb: int, max_nodes: int) -> list[int]:
+    """SIB_NODES[level * max_nodes + node]: mask of the other nodes of the level under the same parent."""
     sib = []
     for li in range(nl):
         parent = {}
         for b in range(nb):
             parent[local[li][b]] = local[li - 1][b] if li > 0 else 0
-        for n in range(t["max_nodes"]):
+        for n in range(max_nodes):
             sib.append(sum(1 << m for m in parent if n in parent and m != n and parent[m] == parent[n]))
-    t.update({
-        "bus": [1 if c.bus == "column" else 0 for c in spec.commands],
-        "effect": [_EFFECTS.index(c.effect) for c in spec.commands],
-        "buffer": [int(c.buffer) for c in spec.commands],
-        "nbuf": nbuf, "sib_nodes": sib, "row_bits": _bits(int(spec.rows) - 1),
-        "roles": {"ACT": int(T.role[R_ACT]), "PRE": int(T.role[R_PRE]), "RD": int(T.role[R_RD]),
-                  "WR": int(T.role[R_WR])},
-        "close_bank": [int(T.close_bank[k]) for k in range(nbuf)],
-        "close_wide": [[int(T.close_wide[k, lv]) for lv in range(nl)] for k in range(nbuf)],
-    })
-    # Saturation value per counter: the largest latency any row compares it with, over the counter and the
-    # younger ones of its node that shift into it (k' <= k): an idle counter then stops at that value
-    # instead of the all-ones value (a simulator only wakes the rows of counters that still tick).
+    return sib
+
+
+def _counter_saturation(t: dict) -> list[int]:
+    """Saturation value per counter: the largest latency any row compares it with, over the counter and the
+    younger ones of its node that shift into it (k' <= k): an idle counter then stops at that value instead
+    of the all-ones value (a simulator only wakes the rows of counters that still tick)."""
     sat = [0] * len(t["ctrs"])
     for r in t["rows"]:
         base = r["ctr"] - (r["win"] - 1)
@@ -285,10 +324,13 @@ def arbiter_tables(spec, latency_override: dict[str, int] | None = None) -> dict
             for k in range(r["win"]):
                 i = base + n * r["stride"] + k
                 sat[i] = max(sat[i], r["lat"])
-    t["ctr_sat"] = sat
-    # Nodes a target covers, per (scope level, bank): COV_TAB (nodes of every level sharing a bank with the
-    # target) and SIB_TAB (nodes with a covered sibling: another node of the level under the same parent)
-    maxn = t["max_nodes"]
+    return sat
+
+
+def _cover_tables(t: dict, local: list[list[int]]) -> tuple[list[int], list[int]]:
+    """Nodes a target covers, per (scope level, bank): COV_TAB (nodes of every level sharing a bank with the
+    target) and SIB_TAB (nodes with a covered sibling: another node of the level under the same parent)."""
+    nl, nb, maxn = len(t["levels"]), t["banks"], t["max_nodes"]
     cov_tab, sib_tab = [], []
     for sl in range(nl):
         for b in range(nb):
@@ -303,7 +345,50 @@ def arbiter_tables(spec, latency_override: dict[str, int] | None = None) -> dict
                         sib_v |= 1 << (li * maxn + n)
             cov_tab.append(cov)
             sib_tab.append(sib_v)
-    t["cov_tab"], t["sib_tab"] = cov_tab, sib_tab
+    return cov_tab, sib_tab
+
+
+def _arbiter_refresh(spec, role, close_wide, nl: int, nbuf: int) -> dict | None:
+    """All-bank refresh (docs/channel-engine.md 3.1): nodes of REFab's scope, their banks, and per buffer the
+    close the refresh uses (the widest close of the buffer covering the node, lowest command index)."""
+    ref = int(role[R_REFAB])
+    if ref < 0:
+        return None
+    nodes_ = refresh_nodes(spec, role)
+    lv = int(nodes_.level)
+    nodes = [sum(1 << int(b) for b in nodes_.banks[nodes_.off[n]:nodes_.off[n + 1]]) for n in range(nodes_.count)]
+    closes = []
+    for k in range(nbuf):
+        wide = [int(close_wide[k, x]) for x in range(nl) if x <= lv and int(close_wide[k, x]) >= 0]
+        closes.append(wide[0] if wide else -1)
+    return {"cmd": ref, "level": lv, "nodes": nodes, "close": closes, "nREFI": int(spec.timing["nREFI"])}
+
+
+def arbiter_tables(spec, latency_override: dict[str, int] | None = None) -> dict:
+    """timing_tables plus what the arbiter needs beyond timing: buses, effects and buffers of the commands,
+    the controller's roles (ACT/PRE/RD/WR of the memory buffer), the close command of each buffer per scope
+    (archsim.dram.roles, which the engine's lowering reads too: one source of truth), sibling nodes, and the
+    row address width."""
+    _check_arbiter_device(spec)
+    nbuf = len(spec.row_buffers)
+    t = timing_tables(spec, latency_override, arbiter=True)
+    role = controller_roles(spec)
+    close_bank, close_wide = close_commands(spec)
+    nl, nb = len(t["levels"]), t["banks"]
+    local = _local_nodes(spec, nl, nb)
+    t.update({
+        "bus": [1 if c.bus == "column" else 0 for c in spec.commands],
+        "effect": _effect_codes(spec),
+        "buffer": [int(c.buffer) for c in spec.commands],
+        "nbuf": nbuf, "sib_nodes": _sibling_nodes(local, nl, nb, t["max_nodes"]),
+        "row_bits": _bits(int(spec.rows) - 1),
+        "roles": {"ACT": int(role[R_ACT]), "PRE": int(role[R_PRE]), "RD": int(role[R_RD]),
+                  "WR": int(role[R_WR])},
+        "close_bank": [int(close_bank[k]) for k in range(nbuf)],
+        "close_wide": [[int(close_wide[k, lv]) for lv in range(nl)] for k in range(nbuf)],
+    })
+    t["ctr_sat"] = _counter_saturation(t)
+    t["cov_tab"], t["sib_tab"] = _cover_tables(t, local)
     # Rows grouped by (following command, level, sibling): a command's check at a node is the AND of its
     # group's comparisons there
     groups: dict[tuple[int, int, int], list[int]] = {}
@@ -311,21 +396,7 @@ def arbiter_tables(spec, latency_override: dict[str, int] | None = None) -> dict
         groups.setdefault((r["next"], r["level"], int(r["sib"])), []).append(i)
     t["groups"] = groups
     t["group_max"] = max(len(v) for v in groups.values())
-    # all-bank refresh (docs/channel-engine.md 3.1): nodes of REFab's scope, their banks, and per buffer the
-    # close the refresh uses (the widest close of the buffer covering the node, lowest command index)
-    from archsim.engine.tables import R_REFAB
-
-    ref = int(T.role[R_REFAB])
-    t["refresh"] = None
-    if ref >= 0:
-        lv = int(T.ref_level)
-        nodes = [sum(1 << int(b) for b in T.ref_banks[T.ref_off[n]:T.ref_off[n + 1]]) for n in range(int(T.ref_nodes))]
-        closes = []
-        for k in range(nbuf):
-            wide = [int(T.close_wide[k, x]) for x in range(nl) if x <= lv and int(T.close_wide[k, x]) >= 0]
-            closes.append(wide[0] if wide else -1)
-        t["refresh"] = {"cmd": ref, "level": lv, "nodes": nodes, "close": closes,
-                        "nREFI": int(spec.timing["nREFI"])}
+    t["refresh"] = _arbiter_refresh(spec, role, close_wide, nl, nbuf)
     return t
 
 
@@ -364,12 +435,15 @@ def arbiter_header(spec) -> str:
     w(f"`define {p}_CMD_NONE {cb}'d{none}")
     for i, (name, scope) in enumerate(t["commands"]):
         w(f"`define {p}_CMD_{name.upper()} {cb}'d{i}  // scope {t['levels'][scope]}, "
-          f"{'column' if t['bus'][i] else 'row'} bus, {_EFFECTS[t['effect'][i]]}, buffer "
+          f"{'column' if t['bus'][i] else 'row'} bus, {EFFECTS[t['effect'][i]]}, buffer "
           f"{spec.row_buffers[t['buffer'][i]]}")
     w(f"`define {p}_CMD_SCOPE {_vec([s for _, s in t['commands']], lb)}")
     w(f"`define {p}_CMD_COLBUS {_vec(t['bus'], 1)}")
-    w("// effects: " + ", ".join(f"{i} {e}" for i, e in enumerate(_EFFECTS)))
-    w(f"`define {p}_CMD_EFFECT {_vec(t['effect'], 4)}")
+    w("// effect codes (archsim/dram/effects.py)")
+    w(f"`define {p}_EFFECT_BITS {EFFECT_BITS}")
+    for e in Effect:
+        w(f"`define {p}_EFFECT_{e.name} {EFFECT_BITS}'d{CODE[e]}")
+    w(f"`define {p}_CMD_EFFECT {_vec(t['effect'], EFFECT_BITS)}")
     w(f"`define {p}_CMD_BUFFER {_vec(t['buffer'], 1)}")
     w(f"`define {p}_NUM_BUFS {t['nbuf']}  // row buffers: {', '.join(spec.row_buffers)}")
     w("// the memory controller's commands (bank scope, buffer 0)")

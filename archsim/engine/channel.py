@@ -26,8 +26,7 @@ import numba
 import numpy as np
 from numba.extending import overload
 
-from archsim.engine import nowrap
-from archsim.engine.tables import (
+from archsim.dram.effects import (
     E_CLOSE,
     E_COMPUTE,
     E_OPEN,
@@ -38,6 +37,9 @@ from archsim.engine.tables import (
     E_UPDATE_CLOSE,
     E_WRITE,
     E_WRITE_CLOSE,
+)
+from archsim.engine import nowrap
+from archsim.engine.tables import (
     R_ACT,
     R_PRE,
     R_RD,

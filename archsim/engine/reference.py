@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.dram.controller import ControllerConfig
+from archsim.dram.effects import CLOSES, NEEDS_OPEN, Effect
 from archsim.dram.spec import DramSpec
 
 __all__ = ["ReferenceController", "SEG_START", "SEG_END", "LOG_COLUMNS"]
@@ -204,11 +205,11 @@ class ReferenceController:
                     return c.index
             return -1
 
-        self.ACT, self.PRE = find("open"), find("close")
-        self.RD, self.WR = find("read"), find("write")
-        self.RDA, self.WRA = find("read_close"), find("write_close")
+        self.ACT, self.PRE = find(Effect.OPEN), find(Effect.CLOSE)
+        self.RD, self.WR = find(Effect.READ), find(Effect.WRITE)
+        self.RDA, self.WRA = find(Effect.READ_CLOSE), find(Effect.WRITE_CLOSE)
         # near-memory update command (one column command per rmw) and its closing form, if the standard has them
-        self.UPD, self.UPDA = find("update"), find("update_close")
+        self.UPD, self.UPDA = find(Effect.UPDATE), find(Effect.UPDATE_CLOSE)
         if rmw not in ("command", "rd_wr"):
             raise ValueError(f"rmw must be command or rd_wr, got {rmw!r}")
         if rmw == "rd_wr":          # RD, ALU latency, WR even where the standard has an update command
@@ -216,11 +217,11 @@ class ReferenceController:
         # closing one bank's buffer: its bank-scope close, else the narrowest close of that buffer
         self.bank_close = []
         for b in range(len(spec.row_buffers)):
-            closes = [c for c in cmds if c.effect == "close" and c.buffer == b]
+            closes = [c for c in cmds if c.effect == Effect.CLOSE and c.buffer == b]
             self.bank_close.append(min(closes, key=lambda c: (-c.scope, c.index)).index if closes else -1)
-        refs = [c for c in cmds if c.effect == "refresh"]
+        refs = [c for c in cmds if c.effect == Effect.REFRESH]
         self.ref_ab = min(refs, key=lambda c: (len(self.banks((c.scope, 0))) * -1, c.index)).index if refs else -1
-        self.ref_pb = find("refresh")
+        self.ref_pb = find(Effect.REFRESH)
         if self.refresh_mode != "none" and (self.ref_ab < 0 or (self.refresh_mode == "perbank" and self.ref_pb < 0)):
             raise ValueError(f"{spec.standard} has no {self.refresh_mode} refresh command")
 
@@ -528,7 +529,7 @@ class ReferenceController:
                 continue
             self._issue(ch, t, want[0], want[1], -1, -1, "refresh")
             issued = True
-            if self.spec.commands[want[0]].effect == "refresh":
+            if self.spec.commands[want[0]].effect == Effect.REFRESH:
                 node.pending = False
                 node.due += node.period
                 if self.refresh_mode == "perbank":
@@ -593,7 +594,7 @@ class ReferenceController:
         best, size = -1, 0
         need = set(banks)
         for c in self.spec.commands:
-            if c.effect == "close" and c.buffer == buffer:
+            if c.effect == Effect.CLOSE and c.buffer == buffer:
                 tb = self.banks(self.target_of(c.index, banks[0]))
                 if need <= set(tb) and len(tb) > size:
                     best, size = c.index, len(tb)
@@ -712,7 +713,7 @@ class ReferenceController:
         for s, st in enumerate(ch.src):
             if self.sources[s]["kind"] == "stream" and st.stream:
                 h = st.stream[0]
-                if self.spec.commands[h.cmd].effect == "open":
+                if self.spec.commands[h.cmd].effect == Effect.OPEN:
                     out |= set(self.banks(h.target))
         return out
 
@@ -730,7 +731,7 @@ class ReferenceController:
         open_banks = [b for b in banks if ch.open[b][c.buffer] >= 0]
         if open_banks:
             same_scope = next((x.index for x in self.spec.commands
-                               if x.effect == "close" and x.buffer == c.buffer and x.scope == c.scope), -1)
+                               if x.effect == Effect.CLOSE and x.buffer == c.buffer and x.scope == c.scope), -1)
             if same_scope >= 0:
                 return same_scope, target
             close = self.bank_close[c.buffer]
@@ -751,10 +752,10 @@ class ReferenceController:
             if any(t + h.est > node.due and bset & set(node.banks) for node in ch.refresh):
                 return None
         cmd, target, row, col, is_head = h.cmd, h.target, h.row, h.column, True
-        if hc.effect == "open":
+        if hc.effect == Effect.OPEN:
             cmd, target = self._open_or_close(ch, h.cmd, h.target, h.row)
             is_head = cmd == h.cmd
-        elif hc.effect in ("compute", "read", "write", "read_close", "write_close", "update", "update_close"):
+        elif hc.effect in NEEDS_OPEN:
             lost = [b for b in banks if ch.open[b][hc.buffer] < 0
                     or (h.row >= 0 and ch.open[b][hc.buffer] != h.row)]
             if lost:
@@ -766,11 +767,11 @@ class ReferenceController:
                 row, col, is_head = restore[2], restore[3], False
         if not is_head and cmd != h.cmd:
             ce = self.spec.commands[cmd].effect
-            if ce == "close":
+            if ce == Effect.CLOSE:
                 row, col = -1, -1
         tb = set(self.banks(target))
         effect = self.spec.commands[cmd].effect
-        if effect in ("close", "read_close", "write_close", "update_close") and tb & pinned:
+        if effect in CLOSES and tb & pinned:
             return None
         if tb & blocked:
             return None
@@ -783,20 +784,20 @@ class ReferenceController:
                source: str, opener: int = -1) -> None:
         c = self.spec.commands[cmd]
         ch.history[cmd].append((t, target))
-        if c.effect == "close":
+        if c.effect == Effect.CLOSE:
             # a close of one bank logs the row it closes (-1 if it was closed); a wider close logs -1
             banks = self.banks(target)
             row = ch.open[banks[0]][c.buffer] if len(banks) == 1 and ch.open[banks[0]][c.buffer] >= 0 else -1
         for b in self.banks(target):
-            if c.effect == "open":
+            if c.effect == Effect.OPEN:
                 ch.open[b][c.buffer] = row
                 ch.opener[b][c.buffer] = opener
-            elif c.effect in ("close", "read_close", "write_close", "update_close"):
+            elif c.effect in CLOSES:
                 ch.open[b][c.buffer] = -1
                 ch.opener[b][c.buffer] = -1
-            if c.buffer == 0 and c.effect in ("read", "write", "update", "compute"):
+            if c.buffer == 0 and c.effect in (Effect.READ, Effect.WRITE, Effect.UPDATE, Effect.COMPUTE):
                 ch.row_hits[b] += 1
-            elif c.buffer == 0 and c.effect in ("open", "close", "read_close", "write_close", "update_close"):
+            elif c.buffer == 0 and (c.effect == Effect.OPEN or c.effect in CLOSES):
                 ch.row_hits[b] = 0
         low = self.banks(target)[0]
         self._log.append((t, c.name, *self._address(low), row, col, source))
@@ -809,13 +810,13 @@ class ReferenceController:
         if self.sources[c.source]["kind"] == "rw":
             r = c.req
             assert r is not None
-            if cmd.effect == "open":
+            if cmd.effect == Effect.OPEN:
                 r.cls = max(r.cls, MISS)
                 if self.active_buffer:
                     r.act_pinned = True
-            elif cmd.effect == "close":
+            elif cmd.effect == Effect.CLOSE:
                 r.cls = max(r.cls, CONFLICT)
-            elif r.kind == RMW and cmd.effect == "read":     # the RD of an rmw without an update command
+            elif r.kind == RMW and cmd.effect == Effect.READ:     # the RD of an rmw without an update command
                 r.rd_issue = t
                 r.act_pinned = False
             else:
@@ -828,7 +829,7 @@ class ReferenceController:
                     self._completions.append((done, len(self._log), r.tag))
             return
         st.seg_end = False
-        if cmd.effect == "open":
+        if cmd.effect == Effect.OPEN:
             st.opens.append((c.cmd, c.target, c.row, c.column))
         if c.stream_head:
             h = st.stream.pop(0)

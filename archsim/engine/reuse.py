@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from archsim.dram.effects import E_OPEN
 from archsim.engine.channel import INF, MemorySystem, compile_seconds
-from archsim.engine.tables import E_OPEN
 
 
 class StreamChannels:

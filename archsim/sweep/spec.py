@@ -204,43 +204,12 @@ def parse_sweep(text: str, source: str, *, base_dir: Path | None = None,
     doc = load_yaml_text(text, source)
     ctx = _Ctx(doc)
     data = doc.data
-    for key in data:
-        if key not in TOP_KEYS:
-            hint = nearest(str(key), TOP_KEYS)
-            extra = f" (did you mean {', '.join(hint)}?)" if hint else ""
-            raise ctx.error((key,), None, f"unknown sweep-file key; allowed: {', '.join(TOP_KEYS)}{extra}")
-
-    name = data.get("name", Path(source).stem)
-    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
-        raise ctx.error(("name",), None, f"must be a non-empty name usable as a directory name, got {name!r}")
-
-    imports = data.get("imports", []) or []
-    if not isinstance(imports, list) or not all(isinstance(m, str) and m for m in imports):
-        raise ctx.error(("imports",), None, "must be a list of module names, e.g. [my_package.my_systems]")
+    name, imports = _name_and_imports(data, source, ctx)
     import_paths = [str(base_dir)]
     _import_modules(imports, import_paths, ctx)
-
     base = _load_base(data.get("base"), base_dir, ctx)
-    base_seed = data.get("seed", 0)
-    if isinstance(base_seed, bool) or not isinstance(base_seed, int) or base_seed < 0:
-        raise ctx.error(("seed",), None, f"must be an integer >= 0, got {base_seed!r}")
-
-    seed_by = data.get("seed_by", "workload")
-    if not (seed_by in ("workload", "point") or (isinstance(seed_by, list) and seed_by
-                                                  and all(isinstance(k, str) and k for k in seed_by))):
-        raise ctx.error(("seed_by",), None, f"must be workload, point or a list of config key paths, got {seed_by!r}")
-
-    system = base.get("system")
-    if not isinstance(system, str):
-        raise ctx.error(("base", "system") if "system" in base else ("base",), "system",
-                        f"base config must name a system (a string); known systems: {', '.join(registry.names())}")
-    if base_overrides:
-        if "system" in base:   # a --config file naming another system than base's
-            for key, value, src, line in base_overrides:
-                if key == "system" and value != system:
-                    raise ConfigError("system", f"is {value!r}, but the sweep's base is system {system!r}",
-                                      source=src, line=line)
-        base = keypaths.apply_overrides(base, [o for o in base_overrides if o[0] != "system"])
+    base_seed, seed_by = _seeds(data, ctx)
+    base = _with_overrides(base, base_overrides, ctx)
     try:
         # every settable key path: the resolved base's leaves plus the system's extra keys (keypaths.config_leaves)
         leaves = keypaths.config_leaves(base)
@@ -254,12 +223,7 @@ def parse_sweep(text: str, source: str, *, base_dir: Path | None = None,
     if not isinstance(axes_raw, list):
         raise ctx.error(("axes",), None, "must be a list of axes: {grid: ...}, {zip: ...} or {points: [...]}")
     axis_sets, axis_keys = _read_axes(axes_raw, leaves, sections, ctx)
-    if isinstance(seed_by, list):
-        for i, key in enumerate(seed_by):
-            if key not in leaves and key not in sections:
-                hint = nearest(key, list(leaves) + sorted(sections))
-                raise ctx.error(("seed_by", i), None, f"{key!r} is not a key path of the resolved base config"
-                                + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
+    _check_seed_by_keys(seed_by, leaves, sections, ctx)
 
     sweep = Sweep(name=name, source=source, text=text, data=data, base=base, base_seed=base_seed,
                   imports=list(imports), import_paths=import_paths, axis_keys=axis_keys, metrics={},
@@ -270,6 +234,61 @@ def parse_sweep(text: str, source: str, *, base_dir: Path | None = None,
     axis_values = {k: [p.axes[k] for p in sweep.points] for k in axis_keys}
     sweep.metrics = parse_metrics(data.get("metrics") or {}, axis_values, ctx.error)
     return sweep
+
+
+def _name_and_imports(data: dict[str, Any], source: str, ctx: _Ctx) -> tuple[str, list[str]]:
+    """The sweep file's top-level keys checked; its `name` (default: the file's stem) and `imports`."""
+    for key in data:
+        if key not in TOP_KEYS:
+            hint = nearest(str(key), TOP_KEYS)
+            extra = f" (did you mean {', '.join(hint)}?)" if hint else ""
+            raise ctx.error((key,), None, f"unknown sweep-file key; allowed: {', '.join(TOP_KEYS)}{extra}")
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ctx.error(("name",), None, f"must be a non-empty name usable as a directory name, got {name!r}")
+    imports = data.get("imports", []) or []
+    if not isinstance(imports, list) or not all(isinstance(m, str) and m for m in imports):
+        raise ctx.error(("imports",), None, "must be a list of module names, e.g. [my_package.my_systems]")
+    return name, imports
+
+
+def _seeds(data: dict[str, Any], ctx: _Ctx) -> tuple[int, Any]:
+    """(seed, seed_by): the base seed and how points derive theirs (workload, point or a list of key paths)."""
+    base_seed = data.get("seed", 0)
+    if isinstance(base_seed, bool) or not isinstance(base_seed, int) or base_seed < 0:
+        raise ctx.error(("seed",), None, f"must be an integer >= 0, got {base_seed!r}")
+    seed_by = data.get("seed_by", "workload")
+    if not (seed_by in ("workload", "point") or (isinstance(seed_by, list) and seed_by
+                                                  and all(isinstance(k, str) and k for k in seed_by))):
+        raise ctx.error(("seed_by",), None, f"must be workload, point or a list of config key paths, got {seed_by!r}")
+    return base_seed, seed_by
+
+
+def _with_overrides(base: dict[str, Any], base_overrides: list[keypaths.Override] | None,
+                    ctx: _Ctx) -> dict[str, Any]:
+    """The base config (which must name its system) with the command line's --config / --set overrides."""
+    system = base.get("system")
+    if not isinstance(system, str):
+        raise ctx.error(("base", "system") if "system" in base else ("base",), "system",
+                        f"base config must name a system (a string); known systems: {', '.join(registry.names())}")
+    if not base_overrides:
+        return base
+    if "system" in base:   # a --config file naming another system than base's
+        for key, value, src, line in base_overrides:
+            if key == "system" and value != system:
+                raise ConfigError("system", f"is {value!r}, but the sweep's base is system {system!r}",
+                                  source=src, line=line)
+    return keypaths.apply_overrides(base, [o for o in base_overrides if o[0] != "system"])
+
+
+def _check_seed_by_keys(seed_by: Any, leaves: dict[str, Any], sections: set[str], ctx: _Ctx) -> None:
+    if not isinstance(seed_by, list):
+        return
+    for i, key in enumerate(seed_by):
+        if key not in leaves and key not in sections:
+            hint = nearest(key, list(leaves) + sorted(sections))
+            raise ctx.error(("seed_by", i), None, f"{key!r} is not a key path of the resolved base config"
+                            + (f" (did you mean {', '.join(hint)}?)" if hint else ""))
 
 
 def _import_modules(modules: list[str], paths: list[str], ctx: _Ctx) -> None:

@@ -25,7 +25,19 @@
 `define ARB_CMD_PIM_PRE 4'd13  // scope channel, row bus, close, buffer pim
 `define ARB_CMD_SCOPE 28'h02f7fdf
 `define ARB_CMD_COLBUS 14'h1a78
-// effects: 0 open, 1 close, 2 read, 3 write, 4 read_close, 5 write_close, 6 refresh, 7 compute, 8 transfer
+// effect codes (archsim/dram/effects.py)
+`define ARB_EFFECT_BITS 4
+`define ARB_EFFECT_OPEN 4'd0
+`define ARB_EFFECT_CLOSE 4'd1
+`define ARB_EFFECT_READ 4'd2
+`define ARB_EFFECT_WRITE 4'd3
+`define ARB_EFFECT_READ_CLOSE 4'd4
+`define ARB_EFFECT_WRITE_CLOSE 4'd5
+`define ARB_EFFECT_REFRESH 4'd6
+`define ARB_EFFECT_COMPUTE 4'd7
+`define ARB_EFFECT_TRANSFER 4'd8
+`define ARB_EFFECT_UPDATE 4'd9
+`define ARB_EFFECT_UPDATE_CLOSE 4'd10
 `define ARB_CMD_EFFECT 56'h18702665432110
 `define ARB_CMD_BUFFER 14'h3c00
 `define ARB_NUM_BUFS 2  // row buffers: mem, pim

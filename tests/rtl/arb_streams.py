@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from archsim.dram.spec import load_spec
+from archsim.dram.verilog import arbiter_refusal
 from archsim.engine.channel import SEG_END, SEG_START
 
 #: mode -> (preset, arbitration, RTL parameter BLOCKED, include subdirectory)
@@ -68,8 +69,9 @@ def check_scope(spec, controller: dict, arbitration: str, work: Workload, starva
         no("rmw requests")
     for _, c, _, row, _, _ in work.stream:
         eff = spec.commands[c].effect
-        if eff in ("read_close", "write_close"):
-            no(f"{spec.command_names[c]} ({eff}) in the PIM stream")
+        why = arbiter_refusal(spec, c)
+        if why is not None:
+            no(f"{why} in the PIM stream")
         if eff in ("open", "compute", "read", "write") and row < 0:
             no(f"a stream {spec.command_names[c]} without a row")
     ats = [s[0] for s in work.stream]

@@ -58,6 +58,7 @@ import numpy as np
 from archsim import paths
 from archsim.config import Doc, load_yaml, require_int, require_number
 from archsim.dram import mapping as mapping_mod
+from archsim.dram.effects import Effect
 from archsim.dram.spec import DramSpec, load_spec
 from archsim.engine.channel import CF_THRESH, INF, KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
 from archsim.errors import ConfigError, UserError
@@ -134,7 +135,7 @@ def _energy_expr(doc: Doc, text: Any, spec: DramSpec) -> str:
 
 def update_action(spec: DramSpec) -> str | None:
     """The energy action of the standard's near-memory update command (e.g. hbm2_nmc's NMC), or None."""
-    return next((c.action for c in spec.commands if c.effect == "update"), None)
+    return next((c.action for c in spec.commands if c.effect == Effect.UPDATE), None)
 
 
 def update_energy_pj(spec: DramSpec, params: T3Params) -> float:
@@ -554,7 +555,7 @@ class _Sim:
         self.threshold_floor = self.threshold
         self.thresholds: list[int] = [self.threshold] if self.threshold is not None else []
         self.nmc_mode = "command" if params.nmc_update == "command" and any(
-            c.effect == "update" for c in self.spec.commands) else "rd_wr"
+            c.effect == Effect.UPDATE for c in self.spec.commands) else "rd_wr"
         for dev in self.sim:
             ms = MemorySystem(self.spec, params.controller, sources=[{"name": "compute", "kind": "rw"},
                                                                      {"name": "comm", "kind": "rw"}],

@@ -287,7 +287,8 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
                 S.last_open_row[x, buf] = row
             S.n_open[ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]] += 1
             if buf == 0:
-                S.row_hits[x] = 0
+                if _cf(S, CF, CF_HIT_CAP) > 0:
+                    S.row_hits[x] = 0
                 # queued requests that now hit the new row
                 for q in range(2 * n_rw):
                     _recount_hits(S, x, q)
@@ -303,7 +304,8 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
                 S.owner[x, buf] = -1
                 S.n_open[ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]] -= 1
                 if buf == 0:
-                    S.row_hits[x] = 0
+                    if _cf(S, CF, CF_HIT_CAP) > 0:
+                        S.row_hits[x] = 0
                     for q in range(2 * n_rw):
                         S.hitq[x, q] = 0
                         S.first_hit[x, q] = -1
@@ -1145,53 +1147,52 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
 
 
 @_inl
-def _refresh_step(S, T, CF, ch, clk):
-    """3.1: refresh nodes become pending at their due; a pending node whose wanted command is ready issues it
-    while the row bus is free. Returns (the earliest cycle refresh has something to do, a command issued)."""
-    nxt = INF
-    issued = False
-    none = np.int64(-1)
-    refresh = CF[CF_REFRESH]
-    if refresh == REFRESH_NONE:
-        return nxt, issued
-    for node in range(T.ref_nodes):
-        g = ch * T.ref_nodes + node
-        if S.ref_pending[g] == 0:
-            if clk >= S.ref_due[g]:
-                S.ref_pending[g] = 1
-                S.ch_ref_pending[ch] += 1
-            else:
-                if S.ref_due[g] < nxt:
-                    nxt = S.ref_due[g]
-                continue
-        c, bl = _refresh_want(S, T, CF, ch, node)
-        if c < 0:
-            continue
-        t = _earliest(S, T, ch, c, bl)
-        if t <= clk and not issued:
-            eff = _issue(S, T, CF, ch, c, bl, none, none, none, clk)
-            issued = True
-            if eff == E_REFRESH:
-                S.ref_pending[g] = 0
-                S.ch_ref_pending[ch] -= 1
-                if refresh == REFRESH_ALLBANK:
-                    S.ref_due[g] += CF[CF_NREFI]
-                else:
-                    S.ref_due[g] += CF[CF_NREFIPB]
-                    S.ref_bank[g] += 1
-                    if S.ref_bank[g] == T.ref_off[node + 1] - T.ref_off[node]:
-                        S.ref_bank[g] = 0
-        elif t < nxt:
-            nxt = t
-    return nxt, issued
-
-
-@_inl
-def _step_decisions(S, CF, ch, clk):
-    """The decisions taken once per step (clarification 2): write modes, promotions (into S.promo[ch]), the
-    blocked active source. Returns the threshold gate."""
+def _step(S, T, CF, ch, clk, cand):
+    """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
     nsrc = _cf(S, CF, CF_NSRC)
     n_rw = _cf(S, CF, CF_NRW)
+    nxt = INF
+    row_free = True
+    col_free = True
+    dual = CF[CF_DUAL_BUS] != 0
+    issued = False
+    none = np.int64(-1)
+    # ---- refresh
+    refresh = CF[CF_REFRESH]
+    if refresh != REFRESH_NONE:
+        for node in range(T.ref_nodes):
+            g = ch * T.ref_nodes + node
+            if S.ref_pending[g] == 0:
+                if clk >= S.ref_due[g]:
+                    S.ref_pending[g] = 1
+                    S.ch_ref_pending[ch] += 1
+                else:
+                    if S.ref_due[g] < nxt:
+                        nxt = S.ref_due[g]
+                    continue
+            c, bl = _refresh_want(S, T, CF, ch, node)
+            if c < 0:
+                continue
+            t = _earliest(S, T, ch, c, bl)
+            if t <= clk and row_free:
+                eff = _issue(S, T, CF, ch, c, bl, none, none, none, clk)
+                issued = True
+                row_free = False
+                if not dual:
+                    col_free = False
+                if eff == E_REFRESH:
+                    S.ref_pending[g] = 0
+                    S.ch_ref_pending[ch] -= 1
+                    if refresh == REFRESH_ALLBANK:
+                        S.ref_due[g] += CF[CF_NREFI]
+                    else:
+                        S.ref_due[g] += CF[CF_NREFIPB]
+                        S.ref_bank[g] += 1
+                        if S.ref_bank[g] == T.ref_off[node + 1] - T.ref_off[node]:
+                            S.ref_bank[g] = 0
+            elif t < nxt:
+                nxt = t
+    # ---- decisions taken once per step: write modes, promotions, the blocked active source, the gate
     for k in range(n_rw):
         pk = ch * n_rw + k
         ql_r = S.qlen[pk * 2]
@@ -1229,104 +1230,65 @@ def _step_decisions(S, CF, ch, clk):
             sl0 = ch * _cf(S, CF, CF_NST) + S.src_idx[ch, 0]
             occ = S.s_in[sl0] - S.s_head[sl0]
         gate = 1 if occ < CF[CF_THRESH] else 0
-    return gate
-
-
-@_inl
-def _issue_buses(S, T, CF, ch, clk, cand, col_free, row_free, gate, nxt):
-    """Candidates and arbitration: on dual buses the column bus first, then the row bus with candidates
-    recomputed; on one bus one command. Marks the sources with a ready candidate (S.promo_ready[ch]). Returns
-    (column-bus winner, row-bus winner, a command issued, nxt)."""
-    nsrc = _cf(S, CF, CF_NSRC)
-    dual = CF[CF_DUAL_BUS] != 0
-    promoted = S.promo[ch]
-    ready = S.promo_ready[ch]
-    issued = False
-    win_c = -1
-    win_r = -1
-    rows0 = np.int64(0)
-    pins0 = np.int64(0)
-    t = _cands(S, T, CF, ch, clk, cand)
-    if t < nxt:
-        nxt = t
-    for s in range(nsrc):
-        if cand[s, 0] >= 0 or cand[s, 4] >= 0:
-            ready[s] = 1
-    if dual:
-        if col_free:
-            win_c, slot = _arbitrate(S, CF, ch, cand, 0, promoted, gate)
-            if win_c >= 0:
-                rows0 = S.ch_rows_epoch[ch]
-                pins0 = S.ch_pin_epoch[ch]
-                _issue_pick(S, T, CF, ch, win_c, 0, clk)
-                issued = True
-        if row_free:
-            if win_c >= 0:
-                t = _cands_after_col(S, T, CF, ch, clk, cand, win_c, rows0, pins0)
-                if t < nxt:
-                    nxt = t
-                for s in range(nsrc):
-                    if cand[s, 0] >= 0 or cand[s, 4] >= 0:
-                        ready[s] = 1
-            win_r, slot = _arbitrate(S, CF, ch, cand, 1, promoted, gate)
-            if win_r >= 0:
-                _issue_pick(S, T, CF, ch, win_r, 4, clk)
-                issued = True
-    elif col_free:
-        w, slot = _arbitrate(S, CF, ch, cand, 2, promoted, gate)
-        if w >= 0:
-            _issue_pick(S, T, CF, ch, w, slot, clk)
-            issued = True
-            if slot == 0:
-                win_c = w
-            else:
-                win_r = w
-    return win_c, win_r, issued, nxt
-
-
-@_inl
-def _starvation(S, CF, ch, clk, win_c, win_r, nxt):
-    """Starvation bookkeeping (3.4, clarification 12): a source that had a ready candidate and did not issue
-    starts waiting; one that issued or has no work stops. Returns nxt, lowered to the next promotion."""
-    nsrc = _cf(S, CF, CF_NSRC)
-    cap = _cf(S, CF, CF_STARVE)
-    ready = S.promo_ready[ch]
-    for s in range(nsrc):
-        if s == win_c or s == win_r:
-            S.starve[ch, s] = -1
-        elif ready[s] != 0:
-            if S.starve[ch, s] < 0:
-                S.starve[ch, s] = clk
-        elif not _has_work(S, CF, ch, s):
-            S.starve[ch, s] = -1
-        if S.starve[ch, s] >= 0:
-            tp = S.starve[ch, s] + cap
-            if clk < tp < nxt:
-                nxt = tp
-    return nxt
-
-
-@_inl
-def _step(S, T, CF, ch, clk, cand):
-    """One scheduling step of channel ch at cycle clk (docs/channel-engine.md 3), in named steps inlined here.
-    Returns the channel's next wake cycle."""
-    nsrc = _cf(S, CF, CF_NSRC)
-    dual = CF[CF_DUAL_BUS] != 0
-    nxt, issued = _refresh_step(S, T, CF, ch, clk)
-    row_free = not issued
-    col_free = dual or not issued
-    gate = _step_decisions(S, CF, ch, clk)
+    # ---- candidates and arbitration: column bus first, then the row bus with candidates recomputed
     ready = S.promo_ready[ch]
     for s in range(nsrc):
         ready[s] = 0
     win_c = -1
     win_r = -1
-    track = _cf(S, CF, CF_STARVE) > 0 and _cf(S, CF, CF_ARB) != ARB_FRFCFS
+    rows0 = np.int64(0)
+    pins0 = np.int64(0)
+    track = cap > 0 and arb != ARB_FRFCFS
     if col_free or row_free or track:
-        win_c, win_r, bus_issued, nxt = _issue_buses(S, T, CF, ch, clk, cand, col_free, row_free, gate, nxt)
-        issued = issued or bus_issued
+        t = _cands(S, T, CF, ch, clk, cand)
+        if t < nxt:
+            nxt = t
+        for s in range(nsrc):
+            if cand[s, 0] >= 0 or cand[s, 4] >= 0:
+                ready[s] = 1
+        if dual:
+            if col_free:
+                win_c, slot = _arbitrate(S, CF, ch, cand, 0, promoted, gate)
+                if win_c >= 0:
+                    rows0 = S.ch_rows_epoch[ch]
+                    pins0 = S.ch_pin_epoch[ch]
+                    _issue_pick(S, T, CF, ch, win_c, 0, clk)
+                    issued = True
+            if row_free:
+                if win_c >= 0:
+                    t = _cands_after_col(S, T, CF, ch, clk, cand, win_c, rows0, pins0)
+                    if t < nxt:
+                        nxt = t
+                    for s in range(nsrc):
+                        if cand[s, 0] >= 0 or cand[s, 4] >= 0:
+                            ready[s] = 1
+                win_r, slot = _arbitrate(S, CF, ch, cand, 1, promoted, gate)
+                if win_r >= 0:
+                    _issue_pick(S, T, CF, ch, win_r, 4, clk)
+                    issued = True
+        elif col_free:
+            w, slot = _arbitrate(S, CF, ch, cand, 2, promoted, gate)
+            if w >= 0:
+                _issue_pick(S, T, CF, ch, w, slot, clk)
+                issued = True
+                if slot == 0:
+                    win_c = w
+                else:
+                    win_r = w
+    # ---- starvation bookkeeping
     if track:
-        nxt = _starvation(S, CF, ch, clk, win_c, win_r, nxt)
+        for s in range(nsrc):
+            if s == win_c or s == win_r:
+                S.starve[ch, s] = -1
+            elif ready[s] != 0:
+                if S.starve[ch, s] < 0:
+                    S.starve[ch, s] = clk
+            elif not _has_work(S, CF, ch, s):
+                S.starve[ch, s] = -1
+            if S.starve[ch, s] >= 0:
+                tp = S.starve[ch, s] + cap
+                if clk < tp < nxt:
+                    nxt = tp
     if issued:
         nxt = clk + 1
     return nxt

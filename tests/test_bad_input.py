@@ -165,6 +165,7 @@ CASES: dict[str, list[str]] = {
     "run pimgpt unknown mapping policy": [*R, "--set", "mapping=nosuch"],
     "run pimgpt bad layout override": [*R, "--set", "mapping_overrides.weights.layout=bogus"],
     "run pimgpt bad layout in config": [*R, "--config", "pimgpt-layout.yaml"],
+    "run pimgpt unmodelled layout override": [*R, "--set", "mapping_overrides.attention.k_layout=bogus"],
     "run pimgpt bad schedule": [*R, "--set", "schedule=sometimes"],
     "run pimgpt tokens beyond context": [*R[:-3], "--tokens", "100000"],
     "run t3 bad memory_mapping": ["run", "--system", "t3", "--set", "memory_mapping=XYZ"],
@@ -288,7 +289,7 @@ def test_the_harness_covers_every_subcommand():
     covered = {argv[0] for argv in CASES.values()}
     commands = {m.rsplit(".", 1)[1].replace("_", "-") for m in COMMAND_MODULES} - {"rtl"}   # rtl: tools
     assert commands <= covered, f"subcommands without a bad-input case: {sorted(commands - covered)}"
-    assert len(CASES) >= 166, f"{len(CASES)} bad-input kinds; the harness must not shrink"
+    assert len(CASES) >= 167, f"{len(CASES)} bad-input kinds; the harness must not shrink"
 
 
 def test_output_failure_is_one_line_after_a_run(tmp_path, capsys, monkeypatch):
@@ -312,6 +313,8 @@ def test_output_failure_is_one_line_after_a_run(tmp_path, capsys, monkeypatch):
     ([*R, "--set", "mapping_overrides.weights.layout=bogus"],
      "--set mapping_overrides.weights.layout=bogus: mapping_overrides.weights.layout: "),
     ([*R, "--config", "pimgpt-layout.yaml"], "pimgpt-layout.yaml:1: mapping_overrides.weights.layout: "),
+    ([*R, "--set", "mapping_overrides.attention.k_layout=bogus"],
+     "error: mapping_overrides.attention.k_layout: 'bogus' is not modelled yet"),
 ])
 def test_a_bad_mapping_is_reported_where_the_user_set_it(argv, where, tmp_path, capsys, monkeypatch):
     """Issue 27: a bad address mapping or policy override names the key and the place the user set it, not

@@ -3,6 +3,7 @@ archsim.stats_names), and a sweep checks its metrics against them before the fir
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,13 @@ def test_metrics_over_declared_names_axis_keys_and_baselines_pass_the_check(tmp_
     path.write_text(SWEEP + "  m: row_hit_rate * sim_compile_s + seed\n"
                     "  b: {expr: bandwidth_GBps / baseline.bandwidth_GBps, baseline: {controller.row_policy: open}}\n")
     assert _check_declared_metric_columns(load_sweep(path)) is True
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parent.parent / "sweeps").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_the_shipped_sweeps_metrics_name_declared_columns(path):
+    from archsim.sweep.runner import _check_declared_metric_columns
+    from archsim.sweep.spec import load_sweep
+
+    sweep = load_sweep(path)
+    assert not sweep.metrics or _check_declared_metric_columns(sweep) is True

@@ -59,18 +59,19 @@ def test_component_colours_are_fixed_and_distinct():
 
 # reports whose figures take every component colour from archsim.report.palette (dram_fidelity and neupims
 # are other engineers' reports this session; they are not checked here yet)
-PALETTE_REPORTS = ("dram_trace_cycles", "duplex", "pimgpt", "t3")
+PALETTE_SCRIPTS = ("dram_trace_cycles/make_report.py", "duplex/make_report.py", "pimgpt/make_report.py",
+                   "t3/make_report.py", "t3/experiments.py")
 _LITERAL_COLOUR = re.compile(r"""colou?rs?\s*=\s*[\[{]?\s*["'](?!black["']|k["'])[^"']+["']""")
 
 
-@pytest.mark.parametrize("report", PALETTE_REPORTS)
-def test_report_scripts_take_component_colours_from_the_palette(report):
+@pytest.mark.parametrize("script", PALETTE_SCRIPTS)
+def test_report_scripts_take_component_colours_from_the_palette(script):
     """Issue 27 item 12: one colour per component in every report. A figure script names no colour of its
     own (black reference lines aside): it asks archsim.report.palette.color_of for the component's."""
-    text = (ROOT / "reports" / report / "make_report.py").read_text()
+    text = (ROOT / "reports" / script).read_text()
     literal = [m.group(0) for m in _LITERAL_COLOUR.finditer(text)]
-    assert not literal, f"reports/{report}/make_report.py names colours itself: {literal}"
-    assert "color_of(" in text, f"reports/{report}/make_report.py does not use archsim.report.palette"
+    assert not literal, f"reports/{script} names colours itself: {literal}"
+    assert "color_of(" in text, f"reports/{script} does not use archsim.report.palette"
 
 
 def test_pimgpt_figures_redraw_from_the_committed_tables(tmp_path):

@@ -313,6 +313,7 @@ def test_output_failure_is_one_line_after_a_run(tmp_path, capsys, monkeypatch):
     ([*R, "--set", "mapping_overrides.weights.layout=bogus"],
      "--set mapping_overrides.weights.layout=bogus: mapping_overrides.weights.layout: "),
     ([*R, "--config", "pimgpt-layout.yaml"], "pimgpt-layout.yaml:1: mapping_overrides.weights.layout: "),
+    (["sweep", "badmapping-sweep.yaml", "-o", "res"], "axes: point 1 (mapping=XYZ): mapping: mapping 'XYZ'"),
     ([*R, "--set", "mapping_overrides.attention.k_layout=bogus"],
      "error: mapping_overrides.attention.k_layout: 'bogus' is not modelled yet"),
 ])

@@ -108,6 +108,8 @@ def _run(args: argparse.Namespace) -> int:
               "--mapping names a mapping policy file)", file=sys.stderr)
         mapping = args.mapping_deprecated
     dram_over, ctrl_over = _checked_overrides(args)
+    if mapping is not None:
+        _check_mapping(mapping, {**controller, **ctrl_over})
     for out in (args.json_out, args.csv_out, args.log_out):
         check_writable(out)          # before the simulation, not after it
     controller.update(ctrl_over)
@@ -125,6 +127,17 @@ def _run(args: argparse.Namespace) -> int:
     if args.log_out:
         result.extra["command_log"].write(args.log_out)
     return 0
+
+
+def _check_mapping(mapping: str, controller: dict[str, Any]) -> None:
+    """A bad --address-mapping is an error naming that option, before the simulation."""
+    from archsim.errors import ConfigError
+    from archsim.systems.dram_trace.system import with_mapping
+
+    try:
+        with_mapping(controller, mapping)
+    except ConfigError as exc:
+        raise ConfigError(exc.key_path, exc.problem, source=f"--address-mapping {mapping}") from None
 
 
 def _checked_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -61,6 +61,7 @@ from archsim.npu.vector import vector_op_cycles, vector_row_cycles
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
+from archsim.stats_names import from_code
 from archsim.systems.neupims.compiler import AttentionCompiler, Stream
 from archsim.workload import serving
 from archsim.workload.spec import ModelSpec, load_model
@@ -919,4 +920,4 @@ def run(config: dict[str, Any], seed: int = 0) -> Result:
 
 
 for _name in SYSTEMS:
-    register(_name, resolve=resolve, schema=NeuPimsConfig)(run)
+    register(_name, resolve=resolve, schema=NeuPimsConfig, stats=from_code((run_iteration_mode, "stats"), (run_serving_mode, "stats")))(run)

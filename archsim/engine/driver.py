@@ -12,10 +12,9 @@ units are timed arithmetic between them); `archsim.engine.loop.EventLoop` is the
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
-from archsim.engine.channel import ST_COMPLETION, ST_IDLE, EngineError, MemorySystem, compile_seconds
+from archsim.engine.channel import ST_COMPLETION, ST_IDLE, EngineError, MemorySystem
 
 Callback = Callable[[int], None]
 
@@ -26,7 +25,6 @@ class Driver:
         self._callbacks: dict[int, Callback] = {}
         self._free: list[int] = []
         self._next = 0
-        self.kernel_cpu_s = 0.0     # CPU time (this thread) inside the channel kernel, compile excluded
 
     def group(self, n: int, callback: Callback) -> int:
         """A fresh tag whose n items complete as one event: `callback(done_cycle)` (tags are recycled)."""
@@ -45,9 +43,7 @@ class Driver:
         """Advance until every registered group has completed; returns the memory clock (cycles)."""
         ms = self.ms
         while self._callbacks:
-            c0, k0 = time.thread_time(), compile_seconds()
             st = ms.advance()
-            self.kernel_cpu_s += max(time.thread_time() - c0 - (compile_seconds() - k0), 0.0)
             if st == ST_COMPLETION:
                 for tag, done in ms.drain():
                     cb = self._callbacks.pop(tag, None)

@@ -11,7 +11,8 @@ compile excluded) and the Python driver's (the rest). The benchmark measures thr
 so it runs unchanged against an older checkout for a before/after (PYTHONPATH=that checkout).
 
 Run: .venv/bin/python benchmarks/bench_neupims.py [--batch 512] [--layers 32] [--serving-iterations 100]
-     (--serving-iterations 0 skips the serving run; --layers N simulates only the first N layers)
+     (--serving-iterations 0 skips the serving run, --no-iteration the batch iteration; --layers N simulates
+     only the first N layers)
 """
 from __future__ import annotations
 
@@ -21,6 +22,23 @@ import resource
 import time
 
 
+def iteration(api, run: dict, kernel_cpu: list[float], out: dict) -> None:
+    """Time one decode iteration (wall, CPU, the kernel's CPU) into `out`."""
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    kernel_cpu[0] = 0.0
+    r = api.run(run)
+    out["iteration_wall_s"] = time.perf_counter() - t0
+    out["iteration_cpu_s"] = time.process_time() - cpu0
+    out["iteration_simulated_cycles"] = r.stats["simulated_cycles"]
+    out["iteration_cycles_per_s"] = r.stats["simulated_cycles"] / out["iteration_wall_s"]
+    out["iteration_kernel_s"] = float(r.df["kernel_wall_s"].sum())
+    out["iteration_kernel_cpu_s"] = kernel_cpu[0]
+    out["iteration_python_cpu_s"] = out["iteration_cpu_s"] - out["iteration_kernel_cpu_s"]
+    st = r.tables["stages"]
+    out["iteration_dram_commands"] = int(sum(st[c].sum() for c in st.columns if c.startswith("n_")))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="gpt3-7b")
@@ -28,6 +46,7 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=None)
     ap.add_argument("--serving-iterations", type=int, default=100)
     ap.add_argument("--serving-batch", type=int, default=64)
+    ap.add_argument("--no-iteration", action="store_true", help="skip the batch iteration (time serving only)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -62,19 +81,8 @@ def main() -> int:
     run = {"system": "neupims", "model": args.model, "batch": args.batch, "dataset": "sharegpt"}
     if args.layers:
         run["layers"] = args.layers
-    t0 = time.perf_counter()
-    cpu0 = time.process_time()
-    kernel_cpu[0] = 0.0
-    r = api.run(run)
-    out["iteration_wall_s"] = time.perf_counter() - t0
-    out["iteration_cpu_s"] = time.process_time() - cpu0
-    out["iteration_simulated_cycles"] = r.stats["simulated_cycles"]
-    out["iteration_cycles_per_s"] = r.stats["simulated_cycles"] / out["iteration_wall_s"]
-    out["iteration_kernel_s"] = float(r.df["kernel_wall_s"].sum())
-    out["iteration_kernel_cpu_s"] = kernel_cpu[0]
-    out["iteration_python_cpu_s"] = out["iteration_cpu_s"] - out["iteration_kernel_cpu_s"]
-    st = r.tables["stages"]
-    out["iteration_dram_commands"] = int(sum(st[c].sum() for c in st.columns if c.startswith("n_")))
+    if not args.no_iteration:
+        iteration(api, run, kernel_cpu, out)
 
     if args.serving_iterations:
         srv = {"system": "neupims", "model": args.model, "mode": "serving", "batch": args.serving_batch,

@@ -19,12 +19,12 @@ MULTI = [i for i, (p, ov) in enumerate(VARIANTS) if dict(ov).get("org.channels")
 
 
 def _multi_case(seed: int) -> dict:
-    """A random single-channel case (tests/engine_cases.py) spread over 2-5 channels: each channel gets the
+    """A random single-channel case (tests/engine_cases.py) spread over 2, 4 or 8 channels: each channel gets the
     case's traffic with its own time shift and a random subset of its requests; ports are shared by all
     channels; some tags form completion groups across channels."""
     rng = np.random.default_rng(10_000 + seed)
     base = random_case(seed, variant=MULTI[seed % len(MULTI)])
-    nch = int(rng.integers(2, 6))
+    nch = int(rng.choice([2, 4, 4, 8]))          # (a power of two; 3 threads then shard 4 channels 1, 1, 2)
     ov = dict(base["overrides"])
     ov["org.channels"] = nch
     spec = _spec(base["preset"], tuple(sorted(ov.items())))

@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> dict:
             r["sim_us"] = us
             r["syncs_per_us"] = (s["regions"] + s["serial_calls"]) / us if us else float("nan")
             r["mean_region_cycles"] = s["region_cycles"] / max(1, s["regions"])
+            # wall per region: threads' hand-off, the slowest shard and the merge
+            r["us_per_region"] = 1e6 * s["region_s"] / max(1, s["regions"])
+            r["merge_us_per_region"] = 1e6 * s["merge_s"] / max(1, s["regions"])
             p = s["shard_s"] / max(1e-12, s["shard_s"] + s["serial_s"])
             r["parallel_share"] = p
             for cores in (2, 16, 64):

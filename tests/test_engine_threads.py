@@ -142,6 +142,7 @@ def test_threads_give_bit_identical_results(short_regions, chunk):
 
 def test_threads_default_and_validation(monkeypatch):
     spec = _spec("HBM2_2Gbps_PC", (("org.channels", 4),))
+    assert MemorySystem(spec).threads == 1                     # the default: one thread (README "Measured speed")
     monkeypatch.setattr(threads, "_DEFAULT", [None])
     assert MemorySystem(spec).threads == min(4, threads.cores())
     threads.set_threads(3)
@@ -149,7 +150,7 @@ def test_threads_default_and_validation(monkeypatch):
     assert MemorySystem(spec, threads=8).threads == 4          # never more threads than channels
     assert MemorySystem(spec, threads=1).threads == 1
     for bad in (0, -2, 1.5, "2", True):
-        with pytest.raises(ConfigError, match="engine.threads"):
+        with pytest.raises(ConfigError, match="threads"):
             threads.set_threads(bad)
 
 
@@ -175,3 +176,24 @@ def test_completion_inside_a_gap_stops_every_thread(short_regions):
         got.append(seen)
     assert got[0] == got[1] == got[2], f"stops differ: {got[0][:3]} / {got[1][:3]} / {got[2][:3]}"
     assert len(got[0]) > 5, f"only {len(got[0])} stops"
+
+
+def test_cli_threads_flag(monkeypatch, tmp_path, capsys):
+    """`archsim trace --threads N`: the same results for 1 and 2 threads; a bad N is a one-line error, exit 2."""
+    import json
+
+    from archsim.cli import main
+
+    monkeypatch.setattr(threads, "_DEFAULT", [1])
+    out = []
+    for n in (1, 2):
+        path = tmp_path / f"t{n}.json"
+        assert main(["trace", "synthetic:random:300", "--preset", "HBM2_2Gbps_PC", "--threads", str(n),
+                     "--json", str(path), "--quiet"]) == 0
+        assert threads._DEFAULT[0] == n
+        out.append(json.loads(path.read_text())["stats"])
+    keep = [k for k in out[0] if not k.endswith("_s") and "wall" not in k and "per_s" not in k]
+    assert {k: out[0][k] for k in keep} == {k: out[1][k] for k in keep}, "stats differ between 1 and 2 threads"
+    assert main(["trace", "synthetic:random:10", "--threads", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--threads" in err[0] and ">= 1" in err[0], err

@@ -1425,6 +1425,21 @@ def _one_channel(spec):
     return dataclasses.replace(spec, counts=(1,) + tuple(spec.counts[1:]), node_of=spec.node_of[:B])
 
 
+def _pick_variant(kernel: str, cf: np.ndarray) -> int:
+    """Index in KERNEL_VARIANTS of the kernel a device set with controller fields `cf` runs: `kernel`, or for
+    "auto" the first variant whose fixed fields agree with cf, else the general kernel."""
+    from archsim.errors import ConfigError
+
+    fits = [v == 0 or bool(np.all((VARIANT_CF[v] < 0) | (cf == VARIANT_CF[v]))) for v in range(len(KERNEL_VARIANTS))]
+    if kernel == "auto":
+        return next((v for v in range(1, len(KERNEL_VARIANTS)) if fits[v]), 0)
+    if kernel in KERNEL_VARIANTS and fits[KERNEL_VARIANTS.index(kernel)]:
+        return KERNEL_VARIANTS.index(kernel)
+    allowed = ["auto"] + [n for n, ok in zip(KERNEL_VARIANTS, fits, strict=True) if ok]
+    raise ConfigError("kernel", f"{kernel!r} does not run this device set (its sources and controller "
+                      f"fields); allowed: {', '.join(allowed)}")
+
+
 class EngineError(RuntimeError):
     """The kernel reached a state the semantics forbid (a simulator bug, not a user error)."""
 
@@ -1516,16 +1531,7 @@ class MemorySystem:
         cf[CF_NBUF] = nbuf
         cf[CF_MAX_CYCLES] = max_cycles
         self.cf = cf
-        fits = [v == 0 or bool(np.all((VARIANT_CF[v] < 0) | (cf == VARIANT_CF[v])))
-                for v in range(len(KERNEL_VARIANTS))]
-        if kernel == "auto":
-            v = next((v for v in range(1, len(KERNEL_VARIANTS)) if fits[v]), 0)
-        elif kernel in KERNEL_VARIANTS and fits[KERNEL_VARIANTS.index(kernel)]:
-            v = KERNEL_VARIANTS.index(kernel)
-        else:
-            allowed = ["auto"] + [n for n, ok in zip(KERNEL_VARIANTS, fits, strict=True) if ok]
-            raise ConfigError("kernel", f"{kernel!r} does not run this device set (its sources and controller "
-                              f"fields); allowed: {', '.join(allowed)}")
+        v = _pick_variant(kernel, cf)
         self.kernel = KERNEL_VARIANTS[v]
         i64 = np.int64
         W, WN, MW = T.n_win, T.n_win_nodes, T.max_window

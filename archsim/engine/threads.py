@@ -44,12 +44,13 @@ TOTALS = dict.fromkeys(SYNC_KEYS, 0)
 
 
 def set_threads(n: int | None) -> None:
-    """The worker-thread count of new MemorySystems (config `engine.threads`, CLI `--threads`); None = every
-    core this process may run on."""
+    """The worker-thread count of new MemorySystems (CLI `--threads`); None = every core this process may run
+    on. Not a config key: threads change no result, so they are no part of a run's config or its hash (and
+    `engine` is already a key of its own in PIM-GPT's config)."""
     _DEFAULT[0] = None if n is None else check_threads(n)
 
 
-def check_threads(n: Any, key: str = "engine.threads") -> int:
+def check_threads(n: Any, key: str = "threads") -> int:
     from archsim.errors import ConfigError
 
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:

@@ -48,14 +48,22 @@ def _multi_case(seed: int) -> dict:
         cat = {k: np.concatenate([x[k] for x in parts]) for k in parts[0]}
         order = np.argsort(cat["arrive"], kind="stable")          # a port is an in-order backlog
         requests.append(dict({k: v[order] for k, v in cat.items()}, port=p))
-    # completion groups: every tagged item whose tag is one of a few chosen ones gets the group's tag
+    # completion groups: some tagged items get a group's tag; in every third case every tagged item is in a group
+    # (no tag outside a group: regions are then bounded by the groups' items left, not by the command latency)
     groups = {}
     items = [(x, "request") for x in requests] + [(x, "stream") for x in streams]
+    if seed % 3 == 0:
+        for x, _ in items:
+            x["tag"] = np.where(x["tag"] >= 0, 800_000 + x["tag"] % 3, -1)
+        for g in range(3):
+            n = sum(int((x["tag"] == 800_000 + g).sum()) for x, _ in items)
+            if n:
+                groups[800_000 + g] = n
     for g in range(int(rng.integers(0, 3))):
         gtag = 900_000 + g
         n = 0
         for x, _ in items:
-            pick = (x["tag"] >= 0) & (x["tag"] < 900_000) & (rng.random(len(x["tag"])) < 0.3)
+            pick = (x["tag"] >= 0) & (x["tag"] < 800_000) & (rng.random(len(x["tag"])) < 0.3)
             x["tag"] = np.where(pick, gtag, x["tag"])
             n += int(pick.sum())
         if n:

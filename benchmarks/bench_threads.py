@@ -14,7 +14,9 @@ each run is a fresh process-level simulation after a warm-up run that compiles/l
                   case's MemorySystems);
   parallel share  the share of channel-kernel work inside parallel regions: shard kernel seconds / (shard
                   kernel seconds + one-thread kernel seconds), in that run; Amdahl then bounds the speed-up at
-                  N cores by 1 / ((1 - p) + p / N), before any synchronisation cost.
+                  N cores by 1 / ((1 - p) + p / N), before any synchronisation cost;
+  us_per_region   wall of one region in that run (hand-off, slower shard, merge); handoff_us: one hand-off to a
+                  worker thread and back with nothing to do, the floor of that cost.
 """
 from __future__ import annotations
 
@@ -101,6 +103,19 @@ def _sync_run(fn) -> dict:
         th.REGION_MIN, th.SERIAL_SPAN_MAX = saved
 
 
+def handoff_us(n: int = 20_000) -> float:
+    """Wall microseconds of one hand-off to a worker thread and back (ThreadPoolExecutor submit + result of a
+    function that does nothing), the floor of a region's cost in the coordinator."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(int).result()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            pool.submit(int).result()
+        return 1e6 * (time.perf_counter() - t0) / n
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -140,11 +155,13 @@ def main(argv: list[str] | None = None) -> dict:
                 r[f"amdahl_{cores}"] = 1 / ((1 - p) + p / cores)
         out[name] = r
         print(json.dumps({name: r}), flush=True)
+    out["handoff_us"] = handoff_us()
+    print(f"\none hand-off to a worker thread and back: {out['handoff_us']:.1f} us")
     print()
     print("| case | wall 1 thr s | wall 2 thr s | speed-up | CPU 1 thr s | CPU 2 thr s | syncs / sim us | "
           "mean region cycles | parallel share | Amdahl 16 | Amdahl 64 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in out.values():
+    for r in (v for v in out.values() if isinstance(v, dict)):
         sync = (f"{r['syncs_per_us']:.0f} | {r['mean_region_cycles']:.1f} | {r['parallel_share']:.2f} | "
                 f"{r['amdahl_16']:.2f} | {r['amdahl_64']:.2f}") if "syncs_per_us" in r else "- | - | - | - | -"
         print(f"| {r['case']} | {r['wall_s_1']:.2f} | {r['wall_s_2']:.2f} | {r['speedup_2']:.2f} | "

@@ -1356,7 +1356,6 @@ def advance(S, T, CF, until):
     return status
 
 
-
 # ---------------------------------------------------------------------------------------------------------
 # Threads (docs/channel-engine.md, "Threads"). Between two coupling cycles (a port offer, a stream intake, a
 # pending completion, the bound) channels do not interact: a shard of channels [lo, hi) advances on its own, in
@@ -1453,8 +1452,8 @@ class MemorySystem:
     fixed controller fields agree with this device set's, else "general" (tests compare the variants).
     reuse_slots: new requests take served requests' pool slots (enqueue_requests), for drivers whose requests
     are all untagged or in completion groups; per-request results are then not kept.
-    threads: worker threads advancing shards of channels between coupling cycles (None = `engine.threads`,
-    archsim.engine.threads.set_threads(), default every core; 1 = the plain kernel on one thread; never more
+    threads: worker threads advancing shards of channels between coupling cycles (None = the process default,
+    archsim.engine.threads.set_threads() / CLI --threads, one thread unless set; 1 = the plain kernel; never more
     than channels). Results are bit-identical for every count.
     """
 

@@ -205,3 +205,35 @@ def test_cli_threads_flag(monkeypatch, tmp_path, capsys):
     assert main(["trace", "synthetic:random:10", "--threads", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--threads" in err[0] and ">= 1" in err[0], err
+
+
+def test_systems_end_to_end_identical(monkeypatch):
+    """PIM-GPT (streams, completion groups on the event loop) and T3 (DMA / NMC ports and completions) give the
+    same results with 2 threads as with 1, and their 2-thread runs did run parallel regions."""
+    import json
+
+    from archsim.systems.pimgpt.system import run_pimgpt
+    from archsim.systems.t3 import model as t3
+    from archsim.workload.spec import load_model
+
+    def pimgpt():
+        s = run_pimgpt("gpt2-small", tokens=2, baselines=[]).stats
+        return {k: v for k, v in s.items() if "wall" not in k and not k.startswith("sim_")}
+
+    def t3_run():
+        run = t3.simulate_sublayer(t3.load_params(), t3.sublayer_shape(load_model("t-nlg"), "fc2_fwd", 8, 64), 8,
+                                   "t3", devices="one")
+        return {"sublayer_s": run.sublayer_s, "gemm": run.gemm_cycles, "rs_end": run.rs_end_cycles,
+                "log": [int(ms.S.n_log[0]) for ms in run.memories],
+                "counts": [ms.S.cmd_count.tolist() for ms in run.memories]}
+
+    monkeypatch.setattr(threads, "_DEFAULT", [1])
+    for name, fn in (("pimgpt", pimgpt), ("t3", t3_run)):
+        got = []
+        for n in (1, 2):
+            threads.set_threads(n)
+            before = threads.TOTALS["regions"]
+            got.append(json.dumps(fn(), sort_keys=True, default=str))
+            regions = threads.TOTALS["regions"] - before
+        assert got[0] == got[1], f"{name}: results differ between 1 and 2 threads"
+        assert regions > 0, f"{name}: no parallel region ran with 2 threads"

@@ -19,6 +19,7 @@ each issue and never influence scheduling.
 """
 from __future__ import annotations
 
+import sys
 from collections import namedtuple
 from typing import Any
 
@@ -1621,7 +1622,7 @@ class MemorySystem:
         from archsim.engine import threads as threads_mod
 
         self.threads = min(threads_mod.resolve_threads(threads), nch)
-        self._coord = threads_mod.Coordinator(self, self.threads) if self.threads > 1 else None
+        self._coord = threads_mod.Coordinator(self, self.threads, sys.modules[__name__]) if self.threads > 1 else None
 
     # -- building ------------------------------------------------------------------------------------------
     def _grow(self, **fields):

@@ -11,7 +11,9 @@ ascending within a cycle, the order one thread produces. Results are bit-identic
 (tests/test_engine_threads.py).
 
 This module holds no numba code: the compiled functions live in archsim/engine/channel.py beside `_step`,
-so that numba's per-file cache recompiles them whenever the step changes.
+so that numba's per-file cache recompiles them whenever the step changes. It does not import that module
+either (channel.py builds the coordinator, so an import back would be a circle): the MemorySystem hands its
+coordinator the engine module whose kernels and constants it runs (`Coordinator(ms, threads, engine)`).
 """
 from __future__ import annotations
 
@@ -20,8 +22,6 @@ import time
 from typing import Any
 
 import numpy as np
-
-from archsim.engine import channel as ch
 
 # Regions shorter than REGION_MIN cycles run on one thread (a hand-off to the threads costs more than they
 # save); a region is at most REGION_MAX cycles (the shards' log and completion buffers hold that many); while
@@ -69,7 +69,7 @@ def resolve_threads(n: int | None = None) -> int:
     return max(1, cores()) if n is None else check_threads(n)
 
 
-def _cached(sig: tuple) -> bool | None:
+def _cached(ch: Any, sig: tuple) -> bool | None:
     """Whether advance_shard for `sig` is compiled here or in numba's on-disk cache (as channel.kernel_cached)."""
     disp = ch.advance_shard
     try:
@@ -84,7 +84,7 @@ def _cached(sig: tuple) -> bool | None:
 _ANNOUNCED: set = set()
 
 
-def _announce(sig: tuple) -> None:
+def _announce(ch: Any, sig: tuple) -> None:
     import sys
 
     if sig in _ANNOUNCED or os.environ.get("ARCHSIM_NO_COMPILE_NOTICE"):
@@ -103,8 +103,9 @@ def _timed(fn, *args):
 class Coordinator:
     """Runs advance() of one MemorySystem on `threads` shards of its channels."""
 
-    def __init__(self, ms: Any, threads: int):
+    def __init__(self, ms: Any, threads: int, engine: Any):
         self.ms = ms
+        self.ch = ch = engine          # archsim.engine.channel: its kernels and constants
         self.threads = threads
         self.sync = dict.fromkeys(SYNC_KEYS, 0)
         self._shards: tuple | None = None          # (the state they were built for, [(lo, hi, state, c_clk)])
@@ -142,6 +143,7 @@ class Coordinator:
         """channel.advance(until) with the channels sharded: one thread through the cycles that couple channels
         (port offers, stream intake, completions), the shards in parallel over the regions between them. Same
         statuses, state and observers as one kernel call (ST_LOG_FULL included)."""
+        ch = self.ch
         ms = self.ms
         while True:
             clk = int(ms.S.clock[0])
@@ -169,6 +171,7 @@ class Coordinator:
         """Cycles from a region's start within which no tagged completion can fall: the shortest latency of a
         tagged command while an ungrouped tagged item may be in flight; otherwise also as long as no completion
         group can lose its last item (a channel completes at most two items a cycle)."""
+        ch = self.ch
         S = self.ms.S
         g = S.g_left
         if self.loose:
@@ -186,6 +189,7 @@ class Coordinator:
         """The end of the longest region from clk in which no channel can affect another: before the next port
         offer, stream intake, pending completion, completion a command issued in it could cause, bound, timeout
         or stall check; none while a port is blocked (a served request would unblock it mid-region)."""
+        ch = self.ch
         S, cf = self.ms.S, self.ms.cf
         if S.p_block.size and int(S.p_block.max()) >= 0:
             return clk
@@ -204,6 +208,7 @@ class Coordinator:
         """Per shard: (lo, hi, shard state, completion cycles). A shard state shares every per-channel array
         with the MemorySystem's state and has its own copies of what all channels write: log, completion ring
         (raw items: the completion groups are applied at the merge), counters, candidate scratch."""
+        ch = self.ch
         S = self.ms.S
         if self._shards is not None and self._shards[0] is S:
             return self._shards[1]
@@ -229,6 +234,7 @@ class Coordinator:
     def _kernel(self) -> tuple:
         """(advance_shard, _replay_completions) compiled for this state's types, looked up once (as
         MemorySystem._call_kernel does); compile time is counted apart from simulation time."""
+        ch = self.ch
         ms = self.ms
         if self._kernels is None or self._kernels[0] is not ms.S:
             import numba
@@ -238,8 +244,8 @@ class Coordinator:
             state = numba.typeof(ms.S)
             sig = (state, numba.typeof(ms.tables), numba.typeof(ms.cf), i64, i64, i64, arr)
             t0 = time.perf_counter()
-            if _cached(sig) is False:
-                _announce(sig)
+            if _cached(ch, sig) is False:
+                _announce(ch, sig)
             self._kernels = (ms.S, (ch.advance_shard.compile(sig),
                                     ch._replay_completions.compile((state, arr, arr, arr))))
             ch._COMPILE_S[0] += time.perf_counter() - t0
@@ -248,6 +254,7 @@ class Coordinator:
     def _region(self, clk: int, end: int) -> int:
         """Advance every shard over [clk, end) in parallel, then merge their observers. Returns ST_UNTIL, or
         the idle / deadlock status one thread would have stopped with inside the region."""
+        ch = self.ch
         ms = self.ms
         nch = int(ms.cf[ch.CF_CH])
         if ms.cf[ch.CF_LOG]:
@@ -290,6 +297,7 @@ class Coordinator:
     def _merge(self, shards: list, replay: Any) -> None:
         """Shard observers into the state: log entries and completions by cycle, shards in channel order (a
         stable sort keeps each shard's own order within a cycle); counters summed."""
+        ch = self.ch
         S = self.ms.S
         if self.ms.cf[ch.CF_LOG]:
             parts = [(sh, int(sh.n_log[0])) for _, _, sh, _ in shards]

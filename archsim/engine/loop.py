@@ -29,10 +29,13 @@ Timed work that is not memory (compute, links) is `loop.at(t, fn)` or a `Task` o
 Two ways to synchronise the memories with the rest (the loop's `window`):
 * exact (`window=None`, default): memories stop at each completion group at exactly its cycle (above);
 * windowed (`window=W` ticks): every memory advances W ticks at a time (or to the next timed event, if
-  sooner); the request waits that completed in the window are then called in the order of their done times,
-  each with its exact done time, and the timed events up to the window's end follow. Work a completion
-  causes in the same memory can enter it up to W-1 ticks late (W = 1 is exact); polling request ids instead
-  of stopping the kernel at every completion is what makes tens of thousands of small waits cheap (T3).
+  sooner); the request waits whose requests all have a done cycle by then are called in the order of their
+  done times, each with its exact done time, and the timed events up to the window's end follow. (The engine
+  knows a request's done cycle when its column command issues, so a done time can lie up to a burst's
+  latency past the window; agents schedule from the done time they are given, with `loop.at` or an arrival
+  cycle.) Work a completion causes in the same memory can enter it up to W-1 ticks late; polling request ids
+  instead of stopping the kernel at every completion is what makes tens of thousands of small waits cheap
+  (T3).
 
 Time base: the loop's integer time is picoseconds for the unit constructors' defaults (units with different
 clocks); a system paced by one DRAM clock can count that clock's cycles instead (`MemoryUnit(...,
@@ -388,6 +391,8 @@ class EventLoop:
         return self.now
 
     def _run_windowed(self) -> int:
+        """The windowed mode (module doc); a UserError when requests stay outstanding for `stall_limit` ticks
+        without one wait completing (a schedule that waits on itself)."""
         window = self.window
         idle_windows = 0
         while True:

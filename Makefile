@@ -55,11 +55,11 @@ test: setup tools
 test-all: setup tools
 	$(BIN)/pytest -q -m "slow or not slow"
 
+# Every speed benchmark once, each figure beside its target (benchmarks/targets.yaml); about an hour here, most
+# of it NeuPIMs' 100 serving iterations. One benchmark: `$(BIN)/python benchmarks/run_all.py --only bench_t3.py`.
 bench: setup
-	$(BIN)/python benchmarks/bench_dram.py
-	$(BIN)/python benchmarks/bench_trace_cli.py
-	$(BIN)/python benchmarks/bench_pimgpt.py
-	$(BIN)/python benchmarks/bench_duplex.py
+	@$(WAIT)
+	$(BIN)/python benchmarks/run_all.py
 
 lint: setup
 	$(BIN)/ruff check archsim tests benchmarks

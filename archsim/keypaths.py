@@ -160,7 +160,7 @@ def apply_overrides(config: dict[str, Any], overrides: list[Override]) -> dict[s
     from archsim.errors import ConfigError
 
     out = copy.deepcopy(config)
-    for key, value, source, line in overrides:
+    for i, (key, value, source, line) in enumerate(overrides):
         if key == "system":
             if value != out.get("system"):
                 raise ConfigError(key, f"is {out.get('system')!r} here; choose the system with --system "
@@ -169,7 +169,8 @@ def apply_overrides(config: dict[str, Any], overrides: list[Override]) -> dict[s
         try:
             leaves = config_leaves(out)
         except ConfigError as exc:  # the config so far is invalid (e.g. an earlier override's value)
-            raise ConfigError(exc.key_path, exc.problem, source=exc.source or source, line=exc.line) from None
+            raise _where_set(exc, overrides[:i]) or ConfigError(exc.key_path, exc.problem, source=exc.source or source,
+                                                               line=exc.line) from None
         problem = key_problem(key, leaves, where=f"the keys of system {out['system']}")
         if problem is None:
             value = coerce_value(key, value, out["system"])
@@ -177,5 +178,26 @@ def apply_overrides(config: dict[str, Any], overrides: list[Override]) -> dict[s
         if problem is not None:
             raise ConfigError(key, problem, source=source, line=line)
         set_key(out, key, copy.deepcopy(value))
-    resolve_config(copy.deepcopy(out))   # the system's own checks of the values (ranges, combinations)
+    try:
+        resolve_config(copy.deepcopy(out))   # the system's own checks of the values (ranges, combinations)
+    except ConfigError as exc:
+        raise _where_set(exc, overrides) or exc from None
     return out
+
+
+def _where_set(exc: Any, overrides: list[Override]) -> Any:
+    """A system's check failed on a value without saying where it came from: the same error naming the
+    override that set it (`--set memory_mapping=XYZ`, the --config file and line), or None."""
+    from archsim.errors import ConfigError
+
+    setters = [o for o in overrides if _related(o[0], exc.key_path)]
+    if exc.source is not None or not setters:
+        return None
+    _, _, source, line = setters[-1]
+    return ConfigError(exc.key_path, exc.problem, source=source, line=line)
+
+
+def _related(set_path: str, error_path: str) -> bool:
+    """Whether setting `set_path` set the value at `error_path` (the same key, a parent or a child of it)."""
+    return (set_path == error_path or error_path.startswith(set_path + ".")
+            or set_path.startswith(error_path + "."))

@@ -8,7 +8,8 @@ A module outside archsim registers a system the same way (sweeps import it throu
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from fnmatch import fnmatchcase
 from typing import Any
 
 from archsim.errors import unknown_name
@@ -16,6 +17,9 @@ from archsim.errors import unknown_name
 RunFn = Callable[[dict[str, Any], int], Any]
 ResolveFn = Callable[[dict[str, Any]], dict[str, Any]]
 KeysFn = Callable[[dict[str, Any]], dict[str, Any]]
+# The stats names a system's result may carry: names, or shell-style patterns (`speedup_vs_*`) for families
+# whose members depend on the run; a tuple, or a function returning them (called once, when first needed).
+StatsNames = Iterable[str] | Callable[[], Iterable[str]]
 _REGISTRY: dict[str, RunFn] = {}
 # Optional per-system hook returning the config with defaults filled in. Sweeps validate swept key paths
 # against the *resolved* config, so a key the system defaults is sweepable without repeating it in `base`.
@@ -26,20 +30,25 @@ _KEYS: dict[str, KeysFn] = {}
 # Per-system typed schema (archsim.schema): a dataclass whose fields carry type, default, help and allowed values.
 # Overrides (--set, --config, CLI flags) and sweep axes are type-checked against it; `run --help` lists it.
 _SCHEMAS: dict[str, type] = {}
+# Per-system declaration of its stats names (see StatsNames): a sweep checks the columns its metrics name
+# against it before the first point runs (a system without one: after its first point). archsim.stats_names
+# reads a declaration from the code that builds the stats; tests/test_stats_names.py runs every system small
+# and checks that its declaration covers what it returns.
+_STATS: dict[str, StatsNames] = {}
 # The package whose subpackages are the systems (each registers on import).
 SYSTEMS_PACKAGE = "archsim.systems"
 _loaded = False
 
 
 def register(name: str, resolve: ResolveFn | None = None, keys: KeysFn | None = None,
-             schema: type | None = None) -> Callable[[RunFn], RunFn]:
+             schema: type | None = None, stats: StatsNames | None = None) -> Callable[[RunFn], RunFn]:
     """Decorator registering a system's run function; `resolve(config) -> config` optionally fills defaults,
     `keys(resolved) -> {key path: value}` optionally adds settable keys the resolved config leaves out,
-    `schema` is the system's typed config dataclass (archsim.schema)."""
+    `schema` is the system's typed config dataclass (archsim.schema), `stats` declares its stats names."""
 
     def deco(fn: RunFn) -> RunFn:
         _REGISTRY[name] = fn
-        for table, hook in ((_RESOLVERS, resolve), (_KEYS, keys), (_SCHEMAS, schema)):
+        for table, hook in ((_RESOLVERS, resolve), (_KEYS, keys), (_SCHEMAS, schema), (_STATS, stats)):
             if hook is not None:
                 table[name] = hook
             else:
@@ -92,3 +101,19 @@ def resolve_config(config: dict[str, Any]) -> dict[str, Any]:
     get(name)  # unknown system -> UserError with the nearest names
     resolver = _RESOLVERS.get(name)
     return resolver(config) if resolver else config
+
+
+def stats_names(system: str) -> tuple[str, ...] | None:
+    """The stats names (and name patterns) a run of `system` may return; None if it declares none."""
+    get(system)
+    declared = _STATS.get(system)
+    if declared is None:
+        return None
+    if callable(declared):
+        declared = _STATS[system] = tuple(declared())
+    return tuple(declared)
+
+
+def declares(names: Iterable[str], column: str) -> bool:
+    """Whether `column` is one of `names` or matches one of its patterns."""
+    return any(column == n or fnmatchcase(column, n) for n in names)

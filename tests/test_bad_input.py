@@ -48,6 +48,24 @@ def _files(tmp: Path) -> None:
     (tmp / "badval-sweep.yaml").write_text(SWEEP_OK.replace("[open, closed]", "[open, sideways]"))
     (tmp / "badmetric-sweep.yaml").write_text(SWEEP_OK + "metrics: {m: '__import__(1)'}\n")
     (tmp / "notsweep.yaml").write_text("just: a mapping\n")
+    (tmp / "unknowncol-sweep.yaml").write_text(SWEEP_OK + "metrics: {m: bandwidth_GBs / 2}\n")
+    (tmp / "badbase-sweep.yaml").write_text(SWEEP_OK.replace("DDR4_3200AA_x8_8Gb", "DDR9"))
+    (tmp / "nosystem-sweep.yaml").write_text(SWEEP_OK.replace("system: dram-trace, ", ""))
+    (tmp / "badmapping-sweep.yaml").write_text(SWEEP_OK.replace("controller.row_policy: [open, closed]",
+                                                                 "mapping: [RoBaRaCoCh, XYZ]"))
+    (tmp / "dt-mapping.yaml").write_text("system: dram-trace\nmapping: XYZ\ntrace: {kind: random, requests: 10}\n")
+    (tmp / "t3-mapping.yaml").write_text("memory_mapping: RoRaBgBaChCo,Ch9^Ad16\n")
+    (tmp / "pimgpt-layout.yaml").write_text("mapping_overrides: {weights: {layout: bogus}}\n")
+    (tmp / "othersystem.yaml").write_text("system: t3\n")
+    (tmp / "emptyaxis-sweep.yaml").write_text(SWEEP_OK.replace("[open, closed]", "[]"))
+    (tmp / "baseline-notaxis-sweep.yaml").write_text(
+        SWEEP_OK + "metrics: {m: {expr: cycles / baseline.cycles, baseline: {channels: 2}}}\n")
+    (tmp / "baseline-value-sweep.yaml").write_text(
+        SWEEP_OK + "metrics: {m: {expr: cycles / baseline.cycles, baseline: {controller.row_policy: shut}}}\n")
+    (tmp / "topkey-sweep.yaml").write_text(SWEEP_OK + "extra: 1\n")
+    (tmp / "seed-sweep.yaml").write_text(SWEEP_OK + "seed: many\n")
+    (tmp / "imports-sweep.yaml").write_text(SWEEP_OK + "imports: [no_such_module_xyz]\n")
+    (tmp / "dupkey-sweep.yaml").write_text(SWEEP_OK + "name: again\n")
 
 
 T = ["trace", "synthetic:random:100"]
@@ -127,6 +145,116 @@ CASES: dict[str, list[str]] = {
     "isa disasm bad hex": ["isa", "disasm", "bad.hex"],
     "isa show unknown": ["isa", "show", "nosuch"],
     "presets show unknown": ["presets", "show", "DDR9"],
+    # more of trace
+    "trace channels not power of 2": [*T, "--channels", "3"],
+    "trace unknown engine": [*T, "--engine", "warp"],
+    "trace unknown row policy": [*T, "--row-policy", "sideways"],
+    "trace controller key unknown": [*T, "--set", "controller.row_polcy=open"],
+    "trace controller value bad": [*T, "--set", "controller.row_policy=sideways"],
+    "trace controller mapping bad": [*T, "--set", "controller.mapping=XYZ"],
+    "trace timing not a number": [*T, "--set", "dram.timing.nRCD=fast"],
+    "trace config of another system": [*T, "--config", "othersystem.yaml"],
+    "trace mapping hash bit out of range": [*T, "--address-mapping", "RoBaRaCoCh,Ch0^Ad99"],
+    "trace synthetic negative count": ["trace", "synthetic:random:-5"],
+    # run: every system
+    "run dram-trace mapping in config file": ["run", "--config", "dt-mapping.yaml"],
+    "run dram-trace without a trace": ["run", "--system", "dram-trace"],
+    "run dram-trace controller value": ["run", "--system", "dram-trace", "--set", "controller.refresh=sometimes"],
+    "run pimgpt unknown preset": [*R, "--set", "preset=DDR9"],
+    "run pimgpt non-PIM preset": [*R, "--set", "preset=DDR4_3200AA_x8_8Gb"],
+    "run pimgpt unknown mapping policy": [*R, "--set", "mapping=nosuch"],
+    "run pimgpt bad layout override": [*R, "--set", "mapping_overrides.weights.layout=bogus"],
+    "run pimgpt bad layout in config": [*R, "--config", "pimgpt-layout.yaml"],
+    "run pimgpt unmodelled layout override": [*R, "--set", "mapping_overrides.attention.k_layout=bogus"],
+    "run pimgpt bad schedule": [*R, "--set", "schedule=sometimes"],
+    "run pimgpt tokens beyond context": [*R[:-3], "--tokens", "100000"],
+    "run t3 bad memory_mapping": ["run", "--system", "t3", "--set", "memory_mapping=XYZ"],
+    "run t3 hash bit out of range in config": ["run", "--system", "t3", "--config", "t3-mapping.yaml"],
+    "run t3 unknown config": ["run", "--system", "t3", "--set", "configs=[t4]"],
+    "run t3 empty configs": ["run", "--system", "t3", "--set", "configs=[]"],
+    "run t3 tracker 0": ["run", "--system", "t3", "--set", "tracker_entries=0"],
+    "run t3 unknown preset": ["run", "--system", "t3", "--set", "preset=nosuch"],
+    "run t3 unknown model": ["run", "--system", "t3", "--set", "model=gpt9"],
+    "run t3 bad gate": ["run", "--system", "t3", "--set", "mca_gate=sometimes"],
+    "run neupims unknown key": ["run", "--system", "neupims", "--set", "dram_preset=x"],
+    "run neupims batch 0": ["run", "--system", "neupims", "--set", "batch=0"],
+    "run neupims bad mode": ["run", "--system", "neupims", "--set", "mode=offline"],
+    "run neupims unknown mapping policy": ["run", "--system", "neupims", "--set", "mapping=nosuch"],
+    "run neupims bad channel assignment": ["run", "--system", "neupims", "--set", "channel_assignment=random"],
+    "run npu_only layers 0": ["run", "--system", "npu_only", "--set", "layers=0"],
+    "run gpu_only unknown model": ["run", "--system", "gpu_only", "--set", "model=gpt9"],
+    "run duplex unknown device": ["run", "--system", "duplex", "--set", "device=tpu"],
+    "run duplex requests 0": ["run", "--system", "duplex", "--set", "requests=0"],
+    "run duplex negative qps": ["run", "--system", "duplex", "--set", "qps=-1"],
+    "run duplex bad dispatch rule": ["run", "--system", "duplex", "--set", "dispatch_rule=bogus"],
+    "run duplex unknown mapping policy": ["run", "--system", "duplex", "--set", "mapping=nosuch"],
+    "run gemm m 0": ["run", "--system", "gemm", "--set", "m=0"],
+    "run gemm bad dataflow": ["run", "--system", "gemm", "--set", "npu.dataflow=diagonal"],
+    "run gemm bad memory": ["run", "--system", "gemm", "--set", "memory=flash"],
+    "run seed text": [*R, "--seed", "x"],
+    "run config of another system": [*R, "--config", "othersystem.yaml"],
+    "config show flag of another system": ["config", "show", "--system", "t3", "--layout", "packed"],
+    # sweep
+    "sweep unknown metric column": ["sweep", "unknowncol-sweep.yaml", "-o", "res"],
+    "sweep unknown preset in base": ["sweep", "badbase-sweep.yaml", "-o", "res"],
+    "sweep base without system": ["sweep", "nosystem-sweep.yaml", "-o", "res"],
+    "sweep bad mapping on an axis": ["sweep", "badmapping-sweep.yaml", "-o", "res"],
+    "sweep unknown executor": ["sweep", "ok-sweep.yaml", "-o", "res", "--executor", "slurm"],
+    # check-log / isa / presets / compile
+    "check-log not utf-8": ["check-log", "latin1.yaml", "--preset", "DDR4_3200AA_x8_8Gb"],
+    "check-log empty file": ["check-log", "empty.trace", "--preset", "DDR4_3200AA_x8_8Gb"],
+    "isa disasm missing input": ["isa", "disasm", "nope.hex"],
+    "isa gen-verilog out under a file": ["isa", "gen-verilog", "-o", "afile/rtl", "--isa", "nosuch"],
+    "compile unknown model": ["compile", "--model", "gpt9", "-o", "out"],
+    "compile tokens 0": ["compile", "--model", "gpt2-small", "--tokens", "0", "-o", "out"],
+    "compile system without streams": ["compile", "--system", "t3", "-o", "out"],
+    "compile out is a file": ["compile", "--model", "gpt2-small", "-o", "afile"],
+    "compile channels not power of 2": ["compile", "--model", "gpt2-small", "--channels", "3", "-o", "out"],
+    "compile unknown key": ["compile", "--model", "gpt2-small", "--set", "nope=1", "-o", "out"],
+    # more of run
+    "run json is a folder": [*R, "--json", "adir"],
+    "run csv under a file": [*R, "--csv", "afile/x.csv"],
+    "run tokens negative": [*R[:-3], "--tokens", "-2"],
+    "run pimgpt channels 0": [*R, "--channels", "0"],
+    "run pimgpt asic clock 0": [*R, "--set", "asic_clock_hz=0"],
+    "run pimgpt unknown baseline": [*R[:-1], "--set", "baselines=[tpu9]"],
+    "run pimgpt timing negative": [*R, "--set", "dram.timing.nRCD=-3"],
+    "run dram-trace requests 0": ["run", "--system", "dram-trace", "--set", "trace.kind=random",
+                                  "--set", "trace.requests=0"],
+    "run dram-trace unknown trace kind": ["run", "--system", "dram-trace", "--set", "trace.kind=zigzag",
+                                          "--set", "trace.requests=10"],
+    "run dram-trace trace file missing": ["run", "--system", "dram-trace", "--set", "trace=nope.trace"],
+    "run dram-trace channels not power of 2": ["run", "--system", "dram-trace", "--set", "trace.kind=random",
+                                               "--set", "trace.requests=10", "--set", "channels=3"],
+    "run t3 tp 0": ["run", "--system", "t3", "--set", "tp=0"],
+    "run t3 tokens 0": ["run", "--system", "t3", "--set", "tokens=0"],
+    "run t3 unknown sublayer": ["run", "--system", "t3", "--set", "sublayer=fc9_fwd"],
+    "run neupims unknown dataset": ["run", "--system", "neupims", "--set", "dataset=nope.csv"],
+    "run neupims tp 0": ["run", "--system", "neupims", "--set", "tp=0"],
+    "run duplex max_batch 0": ["run", "--system", "duplex", "--set", "max_batch=0"],
+    "run duplex beyond the context": ["run", "--system", "duplex", "--set", "input_len=100000"],
+    "run duplex devices 0": ["run", "--system", "duplex", "--set", "devices=0"],
+    "run gemm array height 0": ["run", "--system", "gemm", "--set", "npu.height=0"],
+    "config show bad value": ["config", "show", "--system", "pimgpt", "--set", "tokens=0"],
+    # more of sweep
+    "sweep not utf-8": ["sweep", "latin1.yaml", "-o", "res"],
+    "sweep jobs negative": ["sweep", "ok-sweep.yaml", "-o", "res", "-j", "-1"],
+    "sweep empty axis": ["sweep", "emptyaxis-sweep.yaml", "-o", "res"],
+    "sweep baseline not an axis": ["sweep", "baseline-notaxis-sweep.yaml", "-o", "res"],
+    "sweep baseline value not swept": ["sweep", "baseline-value-sweep.yaml", "-o", "res"],
+    "sweep unknown top-level key": ["sweep", "topkey-sweep.yaml", "-o", "res"],
+    "sweep seed text": ["sweep", "seed-sweep.yaml", "-o", "res"],
+    "sweep import missing": ["sweep", "imports-sweep.yaml", "-o", "res"],
+    "sweep duplicate key": ["sweep", "dupkey-sweep.yaml", "-o", "res"],
+    # more of check-log / isa / report
+    "check-log channels negative": ["check-log", "badcmd.csv", "--preset", "DDR4_3200AA_x8_8Gb", "--channels", "-1"],
+    "check-log timing negative": ["check-log", "badcmd.csv", "--preset", "DDR4_3200AA_x8_8Gb",
+                                  "--set", "dram.timing.nRCD=-1"],
+    "isa asm not utf-8": ["isa", "asm", "latin1.yaml", "-o", "out.hex"],
+    "isa disasm not utf-8": ["isa", "disasm", "latin1.json"],
+    "isa show a broken spec": ["isa", "show", "bad.yaml"],
+    "report out is a file": ["report", "nomanifest.json", "-o", "afile"],
+    "report not utf-8": ["report", "latin1.json", "-o", "rep"],
 }
 
 
@@ -161,7 +289,7 @@ def test_the_harness_covers_every_subcommand():
     covered = {argv[0] for argv in CASES.values()}
     commands = {m.rsplit(".", 1)[1].replace("_", "-") for m in COMMAND_MODULES} - {"rtl"}   # rtl: tools
     assert commands <= covered, f"subcommands without a bad-input case: {sorted(commands - covered)}"
-    assert len(CASES) >= 65, f"{len(CASES)} bad-input kinds; the harness must not shrink"
+    assert len(CASES) >= 167, f"{len(CASES)} bad-input kinds; the harness must not shrink"
 
 
 def test_output_failure_is_one_line_after_a_run(tmp_path, capsys, monkeypatch):
@@ -174,3 +302,26 @@ def test_output_failure_is_one_line_after_a_run(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert code == 2 and "No space left on device" in err and len(err.strip().splitlines()) == 1, err
     assert Path("/dev/full").is_char_device()
+
+
+@pytest.mark.parametrize("argv, where", [
+    (["run", "--system", "t3", "--set", "memory_mapping=XYZ"], "--set memory_mapping=XYZ: memory_mapping: "),
+    (["run", "--system", "t3", "--config", "t3-mapping.yaml"], "t3-mapping.yaml:1: memory_mapping: "),
+    (["run", "--config", "dt-mapping.yaml"], "dt-mapping.yaml:2: mapping: "),
+    ([*T, "--address-mapping", "XYZ"], "--address-mapping XYZ: mapping: "),
+    ([*T, "--set", "controller.mapping=XYZ"], "--set controller.mapping=XYZ: controller.mapping: "),
+    ([*R, "--set", "mapping_overrides.weights.layout=bogus"],
+     "--set mapping_overrides.weights.layout=bogus: mapping_overrides.weights.layout: "),
+    ([*R, "--config", "pimgpt-layout.yaml"], "pimgpt-layout.yaml:1: mapping_overrides.weights.layout: "),
+    (["sweep", "badmapping-sweep.yaml", "-o", "res"], "axes: point 1 (mapping=XYZ): mapping: mapping 'XYZ'"),
+    ([*R, "--set", "mapping_overrides.attention.k_layout=bogus"],
+     "error: mapping_overrides.attention.k_layout: 'bogus' is not modelled yet"),
+])
+def test_a_bad_mapping_is_reported_where_the_user_set_it(argv, where, tmp_path, capsys, monkeypatch):
+    """Issue 27: a bad address mapping or policy override names the key and the place the user set it, not
+    the preset or policy file line the value replaced (t3_paper.yaml:31 memory.mapping, controller.mapping)."""
+    monkeypatch.chdir(tmp_path)
+    _files(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert where in err and "presets/" not in err and "mappings/" not in err, err

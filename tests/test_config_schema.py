@@ -107,7 +107,9 @@ def _value_for(key: schema.Key):
         return 2 if key.power_of_two else int(key.minimum or 1)
     if float in members:
         return 2.5
-    return {"preset": "NeuPIMs_HBM2_Single", "mapping": "npu_pim"}.get(key.path, "x")
+    # a value the system checks with the config must be a valid one (t3's memory_mapping is parsed at once)
+    return {"preset": "NeuPIMs_HBM2_Single", "mapping": "npu_pim",
+            "memory_mapping": "RoRaBgBaChCo"}.get(key.path, "x")
 
 
 def _flag_cases():

@@ -346,6 +346,32 @@ def test_prefill_budget_splits_a_burst_into_mixed_stages():
     assert max(it.batch.size for it in tight.iterations) == 2
 
 
+def test_duplex_batcher_is_the_base_batcher_plus_a_prompt_budget():
+    """DuplexBatcher runs ContinuousBatcher's loop (admission, one token per request, retirement): without a
+    budget every iteration and record equals the base's, and with one the base's invariants still hold (the
+    KV recorded for an iteration is what its batch reserved, before its retirements)."""
+    reqs = make_requests(60, 40, 6, np.random.default_rng(3), length_std=0.5, qps=400.0)
+    fn = lambda b: 1e-3 + 1e-6 * b.prefill_tokens + 1e-5 * b.size      # noqa: E731
+    kv_per_token, cap = 3, 3 * 250
+    base = ContinuousBatcher(8, cap, kv_per_token, fn).run(reqs)
+    dup = DuplexBatcher(8, cap, kv_per_token, fn).run(reqs)
+    first_diff = next((i for i, (a, b) in enumerate(zip(base.iterations, dup.iterations, strict=False)) if a != b), None)
+    assert len(dup.iterations) == len(base.iterations) and first_diff is None, \
+        f"{len(dup.iterations)} vs {len(base.iterations)} iterations; first differing: {first_diff}"
+    assert dup.admission_order == base.admission_order
+    assert dup.requests_df().equals(base.requests_df())
+    by_id = {r.id: r for r in reqs}
+    budget = DuplexBatcher(8, cap, kv_per_token, fn, max_prefill_tokens=60).run(reqs)
+    over = [it.index for it in base.iterations if sum(by_id[i].prompt_tokens for i in it.admitted) > 60]
+    assert over and [it.admitted for it in budget.iterations] != [it.admitted for it in base.iterations], \
+        f"the budget never binds: base stages over 60 prompt tokens: {over}"
+    for it in budget.iterations:
+        reserved = sum(by_id[e.request_id].total_tokens for e in it.batch.entries) * kv_per_token
+        assert it.kv_reserved_bytes == reserved, (it.index, it.kv_reserved_bytes, reserved)
+        prompts = [by_id[i].prompt_tokens for i in it.admitted]
+        assert len(prompts) <= 1 or sum(prompts) <= 60, (it.index, prompts)
+
+
 def test_registered_and_config_errors():
     from archsim import api
 

@@ -188,3 +188,60 @@ def test_fixed_units_overlap_where_the_graph_allows():
     loop.submit([a, b, c])
     end = loop.run()
     assert (a.start_ps, b.start_ps) == (0, 0) and c.start_ps == 100_000 and end == 110_000
+
+
+def _read_chain(window):
+    """An agent that reads 4 bursts, computes for 10 cycles after they are done, then reads the next 4 (8
+    times), on the exact loop (a completion group per read) or a windowed one (request waits)."""
+    spec = load_spec("HBM2_2Gbps_PC", overrides={"org.channels": 1})
+    ms = MemorySystem(spec, log=True)
+    port = ms.add_port()
+    loop = EventLoop(window=window)
+    unit = loop.add(MemoryUnit("mem", ms, ticks="cycles"))
+    seen = []
+
+    def issue(k, at):
+        def done(t):
+            seen.append((k, t, loop.now))
+            if k + 1 < 8:
+                loop.at(t + 10, lambda: issue(k + 1, t + 10))
+
+        args = (np.zeros(4, int), np.arange(4) + 4 * (k % 2), 3 + k, np.arange(4), 0, at)
+        if window is None:
+            ms.enqueue_requests(port, *args, unit.group(4, done))
+        else:
+            unit.wait_requests(ms.enqueue_requests(port, *args, -1), done)
+
+    issue(0, 0)
+    loop.run()
+    return seen, ms
+
+
+@pytest.mark.parametrize("window", [1, 8])
+def test_windowed_loop_gives_the_exact_schedule_when_agents_wait_a_window(window):
+    """Request waits in a windowed loop are called with their exact done cycles, in order; an agent that waits
+    at least a window after a completion before using the memory again gets the exact loop's schedule."""
+    exact, ms_exact = _read_chain(None)
+    got, ms = _read_chain(window)
+    assert [(k, t) for k, t, _ in got] == [(k, t) for k, t, _ in exact], (got, exact)
+    for k, t, _ in got:
+        assert t == int(ms.S.r_done[4 * k:4 * k + 4].max()), (k, t)
+    assert all(now == t for _, t, now in exact)                     # the exact loop calls at the done cycle
+    assert ms.command_log().equals(ms_exact.command_log())
+    _clean(ms.spec, ms)
+
+
+def test_windowed_loop_rejects_tasks_on_memory_and_waits_need_a_window():
+    from archsim.engine.channel import EngineError
+
+    spec = load_spec("HBM2_2Gbps_PC", overrides={"org.channels": 1})
+    loop = EventLoop(window=4)
+    unit = loop.add(MemoryUnit("mem", MemorySystem(spec), ticks="cycles"))
+    with pytest.raises(EngineError, match="exact loop"):
+        loop.submit([Task("t", unit, submit=lambda ms, at, tag: 0)])
+    exact = EventLoop()
+    other = exact.add(MemoryUnit("mem", MemorySystem(spec)))
+    with pytest.raises(EngineError, match="windowed EventLoop"):
+        other.wait_requests(np.arange(2), lambda t: None)
+    with pytest.raises(ValueError, match="window must be"):
+        EventLoop(window=0)

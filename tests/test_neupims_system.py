@@ -21,7 +21,7 @@ SMALL = {"model": "gpt3-small", "layers": 1, "batch": 8}
 
 
 def _sim(system: str, refresh: bool = True, log: bool = True, **extra):
-    cfg = N.resolve({"system": system, **SMALL, **extra})
+    cfg = N.setup({"system": system, **SMALL, **extra})
     dev = N.build_device(cfg)
     return cfg, dev, N.DecodeSimulator(dev, refresh=refresh, log=log)
 
@@ -43,8 +43,7 @@ def test_every_command_stream_passes_the_checker(system, sub_batch):
 
 def test_stage_plan_follows_the_six_stage_pipeline_and_the_serialized_baseline():
     for sub_batch, names in ((True, ["A", "B", "C", "D", "E", "F"]), (False, ["A", "B", "E"] * 2)):
-        cfg = N.resolve({"system": "neupims", **SMALL, "layers": 2, "sub_batch": sub_batch})
-        dev = N.build_device(cfg)
+        dev = N.build_device(N.setup({"system": "neupims", **SMALL, "layers": 2, "sub_batch": sub_batch}))
         sim = N.DecodeSimulator(dev, refresh=False)
         ctx = _contexts(8, 1)
         end = sim.iteration(ctx, N.assign(dev, ctx, "gmlbp"), sub_batch)
@@ -153,10 +152,10 @@ def test_results_are_deterministic_and_utilisations_are_fractions():
 
 
 def test_gpu_roofline_is_the_roofline_of_its_operators():
-    cfg = N.resolve({"system": "gpu_roofline", "model": "gpt3-7b", "batch": 4})
-    model = N.load_model("gpt3-7b")
+    su = N.setup({"system": "gpu_roofline", "model": "gpt3-7b", "batch": 4})
+    model = su.model
     ctx = [100, 200, 300, 400]
-    sec, parts = N.gpu_iteration_s(cfg, model, ctx, model.n_layers)
+    sec, parts = N.gpu_iteration_s(su, ctx)
     bw = 1555e9 * 0.85
     E, tp = 4096, 4
     weights = (E * 3 * E + E * E + 2 * E * 4 * E) // tp * 2
@@ -171,19 +170,14 @@ def test_gpu_only_is_eager_kernels_host_bound_at_small_batch_and_never_faster_th
     device rooflines); at batch 1 the host decides: 30 x 33 us per layer. GPT3-175B on 8 A100s at batch 1
     comes to 96 x 30 x 33 us = 95.0 ms/token, the eager figure metaseq measured for OPT-175B on 8 A100s
     (~95 ms; docs/presets.md)."""
-    model = N.load_model("gpt3-175b")
-    cfg = N.resolve({"system": "gpu_only", "model": "gpt3-175b", "tp": 8, "batch": 1})
-    sec, parts = N.gpu_iteration_s(cfg, model, [100], model.n_layers)
+    sec, parts = N.gpu_iteration_s(N.setup({"system": "gpu_only", "model": "gpt3-175b", "tp": 8, "batch": 1}), [100])
     assert parts["kernels_per_layer"] == 30
     assert sec == pytest.approx(96 * 30 * 33e-6, rel=1e-9), sec
     assert parts["device_s"] < parts["host_s"], parts
     for batch in (4, 64, 512):
         ctx = N.sample_batch("sharegpt", batch, np.random.default_rng(batch))
-        small = N.load_model("gpt3-7b")
-        eager, ep = N.gpu_iteration_s(N.resolve({"system": "gpu_only", "model": "gpt3-7b", "batch": batch}), small,
-                                      ctx, 32)
-        roof, _ = N.gpu_iteration_s(N.resolve({"system": "gpu_roofline", "model": "gpt3-7b", "batch": batch}),
-                                    small, ctx, 32)
+        eager, ep = N.gpu_iteration_s(N.setup({"system": "gpu_only", "model": "gpt3-7b", "batch": batch}), ctx)
+        roof, _ = N.gpu_iteration_s(N.setup({"system": "gpu_roofline", "model": "gpt3-7b", "batch": batch}), ctx)
         assert eager >= roof, (batch, eager, roof)
         assert eager == pytest.approx(max(ep["host_s"], ep["device_s"]) + ep["allreduce_s"]), ep
 
@@ -233,7 +227,7 @@ def test_serving_mode_reports_ttft_and_tbt_percentiles(tmp_path):
 
 
 def test_a_batch_whose_kv_cache_does_not_fit_says_how_much_it_needs():
-    dev = N.build_device(N.resolve({"system": "neupims", "model": "gpt3-7b", "batch": 4}))
+    dev = N.build_device(N.setup({"system": "neupims", "model": "gpt3-7b", "batch": 4}))
     N.assign(dev, [2048] * 64, "gmlbp")        # 64 x 2048 tokens x 0.5 MiB = 64 GiB fits next to the weights
     with pytest.raises(UserError, match=r"need [0-9.]+ GiB of KV cache"):
         N.assign(dev, [2048] * 256, "gmlbp")   # 256 GiB: not in 4 x 32 GB
@@ -241,7 +235,7 @@ def test_a_batch_whose_kv_cache_does_not_fit_says_how_much_it_needs():
 
 def test_weights_that_do_not_fit_the_tp_group_are_a_user_error():
     with pytest.raises(UserError, match=r"weights .* GB per device .* more than the .* of NeuPIMs_HBM2_Dual"):
-        N.build_device(N.resolve({"system": "neupims", "model": "gpt3-175b", "tp": 8}))
+        N.build_device(N.setup({"system": "neupims", "model": "gpt3-175b", "tp": 8}))
 
 
 @pytest.mark.parametrize("key,value,match", [
@@ -274,10 +268,40 @@ def test_all_five_systems_are_registered():
 
 
 def test_tp_all_reduce_is_a_ring_over_the_link_and_ideal_by_default():
-    cfg = N.resolve({"system": "neupims", "model": "gpt3-7b", "tp": 4})
+    cfg = N.setup({"system": "neupims", "model": "gpt3-7b", "tp": 4})
     assert N.DecodeSimulator(N.build_device(cfg), refresh=False)._allreduce(1 << 20) == 0
-    cfg = N.resolve({"system": "neupims", "model": "gpt3-7b", "tp": 4, "link_bytes_per_s": 64e9,
+    cfg = N.setup({"system": "neupims", "model": "gpt3-7b", "tp": 4, "link_bytes_per_s": 64e9,
                      "link_latency_s": 1e-6})
     sim = N.DecodeSimulator(N.build_device(cfg), refresh=False)
     # reduce-scatter + all-gather: 2 (p-1)/p of the bytes over the link, 2 (p-1) hop latencies (1 GHz cycles)
     assert sim._allreduce(1 << 20) == math.ceil((2 * 3 / 4 * (1 << 20) / 64e9 + 6e-6) * 1e9)
+
+
+def test_config_resolves_once_into_a_typed_frozen_setup_with_a_sub_config_per_mode():
+    """`setup` turns the config into typed values once; the mode's own knobs sit in its own dataclass, built
+    from the same top-level key paths the CLI and sweeps use."""
+    import dataclasses
+
+    su = N.setup({"system": "neupims", "model": "gpt3-7b", "mode": "serving", "requests": 7, "max_iterations": 3})
+    assert su.mode == N.ServingMode(requests=7, max_iterations=3), su.mode
+    assert N.setup({"system": "neupims", "samples": 2}).mode == N.IterationMode(samples=2)
+    assert su.policy == N.Policy(attention="pim", sub_batch=True, channel_assignment="gmlbp", kv_base_row=16384)
+    assert (su.tp, su.layers, su.model.name, su.npu.arrays) == (4, 32, "gpt3-7b", 8), su
+    assert su.resolved == N.resolve({"system": "neupims", "model": "gpt3-7b", "mode": "serving", "requests": 7,
+                                     "max_iterations": 3})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        su.batch = 1
+
+
+def test_a_run_loads_the_model_policy_and_npu_once(monkeypatch):
+    """Before the typed setup a run loaded the model three times and the NPU config twice."""
+    calls = {"load_model": 0, "load_npu_config": 0, "_policy": 0}
+    for name in calls:
+        real = getattr(N, name)
+
+        def counted(*a, _real=real, _name=name, **k):
+            calls[_name] += 1
+            return _real(*a, **k)
+        monkeypatch.setattr(N, name, counted)
+    api.run({"system": "neupims", **SMALL, "refresh": False, "mode": "serving", "requests": 2, "batch": 2})
+    assert calls == {"load_model": 1, "load_npu_config": 1, "_policy": 1}, calls

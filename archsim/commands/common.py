@@ -409,3 +409,18 @@ def print_system_help(args: argparse.Namespace) -> int:
     describe_system(parser, help_system(args))
     sys.stdout.write(parser.format_help())
     return 0
+
+
+def add_threads_option(parser: argparse.ArgumentParser) -> None:
+    """`--threads N`: worker threads of the channel engine (archsim/engine/threads.py). Not a config key: it
+    changes no result (bit-identical for every N), so it is not part of a run's config or its hash."""
+    parser.add_argument("--threads", type=int, metavar="N", default=None,
+                        help="threads the channel engine shards a device's channels over (results are identical "
+                        "for every N; default 1: no system ran faster on more here, README 'Measured speed')")
+
+
+def apply_threads(args: argparse.Namespace) -> None:
+    from archsim.engine.threads import check_threads, set_threads
+
+    if getattr(args, "threads", None) is not None:
+        set_threads(check_threads(args.threads, "--threads"))

@@ -8,6 +8,8 @@ from typing import Any
 from archsim import progress
 from archsim.commands.common import (
     add_system_config_parser,
+    add_threads_option,
+    apply_threads,
     compile_seconds,
     print_system_help,
     print_table,
@@ -76,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the result table as CSV")
     o.add_argument("--seed", type=int, help="run seed (default: the --from-json run's, else 0)")
     o.add_argument("--quiet", action="store_true", help="print no summary (--json still writes its file)")
+    add_threads_option(p)
     p.describe = describe
     p.set_defaults(func=run)
 
@@ -103,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if args.help:
         return print_system_help(args)
     config, seed = build_config(args)
+    apply_threads(args)
     check_writable(args.json_out)    # before the simulation, not after it
     check_writable(args.csv_out)
     c0 = compile_seconds()

@@ -13,6 +13,8 @@ from typing import Any
 from archsim.commands.common import (
     add_parser,
     add_set_option,
+    add_threads_option,
+    apply_threads,
     compile_seconds,
     config_file_overrides,
     positive_int,
@@ -50,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-channel table as CSV")
     p.add_argument("--log", dest="log_out", metavar="FILE", help="write the command log (CSV) for check-log")
     p.add_argument("--quiet", action="store_true", help="print nothing (no summary, no progress bar); --json still writes its file")
+    add_threads_option(p)
     add_set_option(p, config_help="YAML file of dram.* / controller.* overrides, e.g. {dram: {timing: {nRCD: 20}}} "
                    "(applied before --set)")
     p.set_defaults(func=run)
@@ -91,6 +94,7 @@ def _freeze_at_exit() -> None:
 def _run(args: argparse.Namespace) -> int:
     from archsim.systems.dram_trace.system import run_trace
 
+    apply_threads(args)
     controller = {}
     if args.row_policy:
         controller["row_policy"] = args.row_policy
@@ -108,6 +112,8 @@ def _run(args: argparse.Namespace) -> int:
               "--mapping names a mapping policy file)", file=sys.stderr)
         mapping = args.mapping_deprecated
     dram_over, ctrl_over = _checked_overrides(args)
+    if mapping is not None:
+        _check_mapping(mapping, {**controller, **ctrl_over})
     for out in (args.json_out, args.csv_out, args.log_out):
         check_writable(out)          # before the simulation, not after it
     controller.update(ctrl_over)
@@ -125,6 +131,17 @@ def _run(args: argparse.Namespace) -> int:
     if args.log_out:
         result.extra["command_log"].write(args.log_out)
     return 0
+
+
+def _check_mapping(mapping: str, controller: dict[str, Any]) -> None:
+    """A bad --address-mapping is an error naming that option, before the simulation."""
+    from archsim.errors import ConfigError
+    from archsim.systems.dram_trace.system import with_mapping
+
+    try:
+        with_mapping(controller, mapping)
+    except ConfigError as exc:
+        raise ConfigError(exc.key_path, exc.problem, source=f"--address-mapping {mapping}") from None
 
 
 def _checked_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -192,34 +192,46 @@ def _apply_hash(addr: np.ndarray, masks: dict[int, int]) -> np.ndarray:
 def decode(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPING) -> dict[str, np.ndarray]:
     """Vectorised decode of byte addresses. Returns int64 arrays channel, bank (global bank id: channel,
     pseudochannel, rank, bank group, bank as mixed-radix digits), row, column."""
-    from archsim.dram.fast_mapping import decode_into  # numba: imported when first used
+    return Decoder(spec, mapping)(addr)
 
-    layout = field_layout(spec, mapping)
-    if any(s + b > 64 for s, b in layout.values()):
-        raise UserError(f"mapping {mapping!r}: {spec.name}'s address fields need more than 64 address bits")
-    sizes = _sizes(spec)
-    # a level without bits reads as 0 (mask 0; its shift is then irrelevant, so keep it in range)
-    shift = np.array([layout[f][0] if layout[f][1] else 0 for f in VECTOR_LEVELS], dtype=np.uint64)
-    mask = np.array([(1 << layout[f][1]) - 1 for f in VECTOR_LEVELS], dtype=np.uint64)
-    mult = np.array([sizes[f] for f in VECTOR_LEVELS], dtype=np.int64)
-    a = np.asarray(addr, dtype=np.uint64)
-    shape = a.shape
-    a = np.ascontiguousarray(a).reshape(-1)
-    n = len(a)
-    out = {k: np.empty(n, dtype=np.int64) for k in ("channel", "bank", "row", "column")}
-    masks = hash_masks(spec, mapping)
-    if masks:
-        from archsim.dram.fast_mapping import decode_hashed_into
 
-        # xor[j, k]: the sources of bit k of level j (VECTOR_LEVELS order; only channel..bank are hashed)
-        xor = np.zeros((5, 64), dtype=np.uint64)
-        for bit, m in masks.items():
-            f = next(f for f in VECTOR_LEVELS[:5] if layout[f][0] <= bit < layout[f][0] + layout[f][1])
-            xor[VECTOR_LEVELS.index(f), bit - layout[f][0]] = m
-        decode_hashed_into(a, shift, mask, mult, xor, out["channel"], out["bank"], out["row"], out["column"])
-    else:
-        decode_into(a, shift, mask, mult, out["channel"], out["bank"], out["row"], out["column"])
-    return {k: v.reshape(shape) for k, v in out.items()}   # the input's shape (a scalar gives 0-d arrays)
+class Decoder:
+    """`decode` for one device and mapping, its tables built once (for drivers that decode many small
+    batches of addresses, e.g. an NPU's DMA tile by tile)."""
+
+    def __init__(self, spec: DramSpec, mapping: str = DEFAULT_MAPPING):
+        layout = field_layout(spec, mapping)
+        if any(s + b > 64 for s, b in layout.values()):
+            raise UserError(f"mapping {mapping!r}: {spec.name}'s address fields need more than 64 address bits")
+        sizes = _sizes(spec)
+        # a level without bits reads as 0 (mask 0; its shift is then irrelevant, so keep it in range)
+        self.shift = np.array([layout[f][0] if layout[f][1] else 0 for f in VECTOR_LEVELS], dtype=np.uint64)
+        self.mask = np.array([(1 << layout[f][1]) - 1 for f in VECTOR_LEVELS], dtype=np.uint64)
+        self.mult = np.array([sizes[f] for f in VECTOR_LEVELS], dtype=np.int64)
+        masks = hash_masks(spec, mapping)
+        self.xor = None
+        if masks:
+            # xor[j, k]: the sources of bit k of level j (VECTOR_LEVELS order; only channel..bank are hashed)
+            self.xor = np.zeros((5, 64), dtype=np.uint64)
+            for bit, m in masks.items():
+                f = next(f for f in VECTOR_LEVELS[:5] if layout[f][0] <= bit < layout[f][0] + layout[f][1])
+                self.xor[VECTOR_LEVELS.index(f), bit - layout[f][0]] = m
+
+    def __call__(self, addr: np.ndarray) -> dict[str, np.ndarray]:
+        # numba: imported when first used
+        from archsim.dram.fast_mapping import decode_hashed_into, decode_into
+
+        a = np.asarray(addr, dtype=np.uint64)
+        shape = a.shape
+        a = np.ascontiguousarray(a).reshape(-1)
+        n = len(a)
+        out = {k: np.empty(n, dtype=np.int64) for k in ("channel", "bank", "row", "column")}
+        if self.xor is not None:
+            decode_hashed_into(a, self.shift, self.mask, self.mult, self.xor, out["channel"], out["bank"],
+                               out["row"], out["column"])
+        else:
+            decode_into(a, self.shift, self.mask, self.mult, out["channel"], out["bank"], out["row"], out["column"])
+        return {k: v.reshape(shape) for k, v in out.items()}   # the input's shape (a scalar gives 0-d arrays)
 
 
 def encode(spec: DramSpec, channel: int, pseudochannel: int, rank: int, bankgroup: int, bank: int, row: int,

@@ -19,6 +19,7 @@ each issue and never influence scheduling.
 """
 from __future__ import annotations
 
+import sys
 from collections import namedtuple
 from typing import Any
 
@@ -1379,6 +1380,46 @@ def advance(S, T, CF, until):
     return status
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Threads (docs/channel-engine.md, "Threads"). Between two coupling cycles (a port offer, a stream intake, a
+# pending completion, the bound) channels do not interact: a shard of channels [lo, hi) advances on its own, in
+# its own thread, with a shard state whose shared fields (log, completion ring, counters, scratch) are its own;
+# the coordinator (archsim/engine/threads.py) merges them afterwards in cycle order, channels ascending, which
+# is the order one thread produces. (Here, beside `_step`: numba's cache is per file, so they recompile with it.)
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def advance_shard(S, T, CF, lo, hi, until, c_clk):
+    """Step channels [lo, hi) over cycles [S.clock, until), each at its own wake cycles (as `advance` steps it
+    when nothing outside the channel changes it). c_clk[i] = the cycle of the step that recorded the shard's
+    completion i. Returns the last cycle at which a channel of the shard stepped (-1 none)."""
+    clk = S.clock[0]
+    cand = S.cand
+    last = np.int64(-1)
+    while clk < until:
+        for ch in range(lo, hi):
+            if S.wake[ch] <= clk:
+                n0 = S.n_comp[0]
+                S.wake[ch] = _step(S, T, CF, ch, clk, cand)
+                for i in range(n0, S.n_comp[0]):
+                    c_clk[i] = clk
+                last = clk
+        t_next = until
+        for ch in range(lo, hi):
+            if S.wake[ch] < t_next:
+                t_next = S.wake[ch]
+        if t_next <= clk:
+            t_next = clk + 1
+        clk = t_next
+    S.clock[0] = clk
+    return last
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _replay_completions(S, tag, done, ident):
+    """Record merged shard completions (raw: item by item) in order, through the completion groups."""
+    for i in range(tag.shape[0]):
+        _complete(S, tag[i], done[i], ident[i])
+
+
 # =========================================================================================================
 # Python side: allocation, enqueueing, advancing, draining
 # =========================================================================================================
@@ -1405,6 +1446,21 @@ def _one_channel(spec):
 
     B = spec.banks_per_channel
     return dataclasses.replace(spec, counts=(1,) + tuple(spec.counts[1:]), node_of=spec.node_of[:B])
+
+
+def _pick_variant(kernel: str, cf: np.ndarray) -> int:
+    """Index in KERNEL_VARIANTS of the kernel a device set with controller fields `cf` runs: `kernel`, or for
+    "auto" the first variant whose fixed fields agree with cf, else the general kernel."""
+    from archsim.errors import ConfigError
+
+    fits = [v == 0 or bool(np.all((VARIANT_CF[v] < 0) | (cf == VARIANT_CF[v]))) for v in range(len(KERNEL_VARIANTS))]
+    if kernel == "auto":
+        return next((v for v in range(1, len(KERNEL_VARIANTS)) if fits[v]), 0)
+    if kernel in KERNEL_VARIANTS and fits[KERNEL_VARIANTS.index(kernel)]:
+        return KERNEL_VARIANTS.index(kernel)
+    allowed = ["auto"] + [n for n, ok in zip(KERNEL_VARIANTS, fits, strict=True) if ok]
+    raise ConfigError("kernel", f"{kernel!r} does not run this device set (its sources and controller "
+                      f"fields); allowed: {', '.join(allowed)}")
 
 
 class EngineError(RuntimeError):
@@ -1474,11 +1530,15 @@ class MemorySystem:
     fixed controller fields agree with this device set's, else "general" (tests compare the variants).
     reuse_slots: new requests take served requests' pool slots (enqueue_requests), for drivers whose requests
     are all untagged or in completion groups; per-request results are then not kept.
+    threads: worker threads advancing shards of channels between coupling cycles (None = the process default,
+    archsim.engine.threads.set_threads() / CLI --threads, one thread unless set; 1 = the plain kernel; never more
+    than channels). Results are bit-identical for every count.
     """
 
     def __init__(self, spec, controller=None, sources=None, arbitration="frfcfs", starvation_cap=0, threshold=0,
                  stream_refresh="split", alu_latency=4, active_buffer=None, log=True, requests=1024,
-                 stream_capacity=1024, max_cycles=1 << 60, rmw="command", kernel="auto", reuse_slots=False):
+                 stream_capacity=1024, max_cycles=1 << 60, rmw="command", kernel="auto", reuse_slots=False,
+                 threads=None):
         from archsim.dram.controller import ControllerConfig
         from archsim.errors import ConfigError
 
@@ -1525,16 +1585,7 @@ class MemorySystem:
                                 starvation_cap=starvation_cap, threshold=threshold, stream_refresh=stream_refresh,
                                 alu_latency=alu_latency, active_buffer=ab, log=log, max_cycles=max_cycles)
         self.cf = cf
-        fits = [v == 0 or bool(np.all((VARIANT_CF[v] < 0) | (cf == VARIANT_CF[v])))
-                for v in range(len(KERNEL_VARIANTS))]
-        if kernel == "auto":
-            v = next((v for v in range(1, len(KERNEL_VARIANTS)) if fits[v]), 0)
-        elif kernel in KERNEL_VARIANTS and fits[KERNEL_VARIANTS.index(kernel)]:
-            v = KERNEL_VARIANTS.index(kernel)
-        else:
-            allowed = ["auto"] + [n for n, ok in zip(KERNEL_VARIANTS, fits, strict=True) if ok]
-            raise ConfigError("kernel", f"{kernel!r} does not run this device set (its sources and controller "
-                              f"fields); allowed: {', '.join(allowed)}")
+        v = _pick_variant(kernel, cf)
         self.kernel = KERNEL_VARIANTS[v]
         i64 = np.int64
         W, WN, MW = T.n_win, T.n_win_nodes, T.max_window
@@ -1618,6 +1669,11 @@ class MemorySystem:
         self.wall_s = 0.0
         self._kernel = None
         self._stream_slots: dict[str, int] = {}    # stream source name -> its index among the stream sources
+        # threads > 1: a coordinator runs advance() with the channels sharded over threads (archsim/engine/threads.py)
+        from archsim.engine import threads as threads_mod
+
+        self.threads = min(threads_mod.resolve_threads(threads), nch)
+        self._coord = threads_mod.Coordinator(self, self.threads, sys.modules[__name__]) if self.threads > 1 else None
 
     # -- building ------------------------------------------------------------------------------------------
     def _grow(self, **fields):
@@ -1771,6 +1827,8 @@ class MemorySystem:
                 self._grow(p_buf=pb)
                 S = self.S
             tail = S.p_tail[port]
+        if self._coord is not None:
+            self._coord.note_tags(tag)
         S.p_buf[port, tail:tail + n] = np.arange(a, b, dtype=np.int64)
         S.p_tail[port] = tail + n
         S.outstanding[0] += n
@@ -1847,6 +1905,8 @@ class MemorySystem:
         rep_bank = channel * B + T.rep[cmd, local]
         sl = channel * self.n_st + sl0
         self._append_stream(sl, cmd, rep_bank, row, column, flags, est, tag, at_arr)
+        if self._coord is not None:
+            self._coord.note_stream(cmd, np.broadcast_to(np.asarray(tag, dtype=np.int64), (n,)))
 
     def _append_stream(self, sl: int, cmd: np.ndarray, rep_bank: np.ndarray, row: Any, column: Any, flags: Any,
                        est: Any, tag: Any, at: Any) -> None:
@@ -1942,7 +2002,7 @@ class MemorySystem:
 
         t0, c0 = time.perf_counter(), _COMPILE_S[0]
         while True:
-            st = self._call_kernel(until)
+            st = self._call_kernel(until) if self._coord is None else self._coord.advance(until)
             if st == ST_LOG_FULL:
                 self._grow_log()
                 continue
@@ -2013,6 +2073,13 @@ class MemorySystem:
             m = 2 * S.c_tag.shape[0]
             self._grow(c_tag=np.resize(S.c_tag, m), c_done=np.resize(S.c_done, m), c_id=np.resize(S.c_id, m))
         return out
+
+    @property
+    def sync(self) -> dict:
+        """What the threads did (archsim/engine/threads.py SYNC_KEYS); all zero with one thread."""
+        from archsim.engine import threads as threads_mod
+
+        return self._coord.sync if self._coord is not None else dict.fromkeys(threads_mod.SYNC_KEYS, 0)
 
     # -- observing -----------------------------------------------------------------------------------------
     @property

@@ -1,6 +1,6 @@
 """The event loop: one time base for every unit, and a task graph with edges.
 
-Time is an integer number of picoseconds. Units:
+Time is an integer number of picoseconds (or of one memory's cycles: "Time base" below). Units:
 * `FixedUnit` - runs one task at a time (or `capacity` at a time); a task takes `cycles` of the unit's clock
   (ASIC, NPU arrays, vector units, DMA set-up, links);
 * `MemoryUnit` - a `MemorySystem` (archsim.engine.channel); a task submits requests or stream commands with
@@ -17,16 +17,49 @@ Several memory units (several devices): they advance in lockstep windows of `loo
 delay between a memory completion in one unit and work it can cause in another (a link's latency). This is
 the conservative rule of parallel discrete-event simulation: results are exact as long as every cross-unit
 interaction goes through a delay of at least `lookahead_ps`; `Link` units enforce it.
+
+How an agent waits on memory (one way: a callback with the loop time of the completion's done cycle):
+* `MemoryUnit.group(n, callback) -> tag` (exact loop): the agent enqueues n items with that tag;
+  `callback(t)` when the last is done. A `Task` on a `MemoryUnit` is the same wait (its `submit` enqueues
+  items under the tag it is given) whose callback finishes the task and starts its dependants;
+* `MemoryUnit.wait_requests(ids, callback)` (windowed loop): requests the agent enqueued itself
+  (`enqueue_requests` returns their ids); `callback(t)` at the last one's done cycle.
+Timed work that is not memory (compute, links) is `loop.at(t, fn)` or a `Task` on a `FixedUnit` / `Link`.
+
+Two ways to synchronise the memories with the rest (the loop's `window`):
+* exact (`window=None`, default): memories stop at each completion group at exactly its cycle (above);
+* windowed (`window=W` ticks): every memory advances W ticks at a time (or to the next timed event, if
+  sooner); the request waits whose requests all have a done cycle by then are called in the order of their
+  done times, each with its exact done time, and the timed events up to the window's end follow. (The engine
+  knows a request's done cycle when its column command issues, so a done time can lie up to a burst's
+  latency past the window; agents schedule from the done time they are given, with `loop.at` or an arrival
+  cycle.) Work a completion causes in the same memory can enter it up to W-1 ticks late; polling request ids
+  instead of stopping the kernel at every completion is what makes tens of thousands of small waits cheap
+  (T3).
+
+Time base: the loop's integer time is picoseconds for the unit constructors' defaults (units with different
+clocks); a system paced by one DRAM clock can count that clock's cycles instead (`MemoryUnit(...,
+ticks="cycles")`, T3), so no conversion rounds.
+
+Users: PIM-GPT's overlap mode (task graph), ring collectives (links), NeuPIMs and `archsim.npu.dram_gemm`
+(completion groups, through `archsim.engine.driver.Driver`: this loop with one memory in its own cycles) and
+T3 (windowed, request waits). Not a loop, and so not here: `archsim.engine.reuse.StreamChannels` is a memo
+layer over the channel engine (it runs one op's per-channel command streams to completion and reuses the
+outcome of identical ones; nothing else happens while an op runs).
 """
 from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from archsim.engine.channel import INF, ST_COMPLETION, MemorySystem
+import numpy as np
+
+from archsim.engine.channel import INF, ST_COMPLETION, EngineError, MemorySystem
+from archsim.errors import UserError
 
 PS_INF = 1 << 62
 
@@ -82,53 +115,199 @@ class Link(FixedUnit):
         return self.latency_ps + int(math.ceil(nbytes / self.bytes_per_s * 1e12))
 
 
+class _PendingRequests:
+    """Request ids a memory unit waits on, in enqueue order. Only a bounded prefix can have completed (the rest
+    wait in the ports' backlogs), so each window checks `pend` (accepted, not yet seen done) topped up from the
+    backlog to `limit` ids; a completion beyond it is seen a window later, with its exact done cycle."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.pend = np.zeros(0, np.int64)
+        self.segs: deque[np.ndarray] = deque()
+        self.pos = 0
+        self.size = 0
+
+    def add(self, ids: np.ndarray) -> None:
+        self.segs.append(ids)
+        self.size += len(ids)
+
+    def window(self) -> np.ndarray:
+        need = self.limit - len(self.pend)
+        if need > 0 and self.segs:
+            parts = [self.pend]
+            while need > 0 and self.segs:
+                seg = self.segs[0]
+                k = min(need, len(seg) - self.pos)
+                parts.append(seg[self.pos:self.pos + k])
+                self.pos += k
+                need -= k
+                if self.pos == len(seg):
+                    self.segs.popleft()
+                    self.pos = 0
+            self.pend = np.concatenate(parts)
+        return self.pend
+
+
 class MemoryUnit(Unit):
-    def __init__(self, name: str, ms: MemorySystem, capacity: int = 1 << 30):
-        super().__init__(name, 1e12 / ms.spec.tCK_ps, capacity)
+    """A `MemorySystem` in the loop. `ticks="cycles"`: the loop's time is this memory's clock cycles (one clock
+    paces the system; no rounding between cycles and picoseconds)."""
+
+    def __init__(self, name: str, ms: MemorySystem, capacity: int = 1 << 30, ticks: str = "ps"):
+        if ticks not in ("ps", "cycles"):
+            raise ValueError(f"ticks must be ps or cycles, got {ticks!r}")
+        super().__init__(name, 1e12 / ms.spec.tCK_ps if ticks == "ps" else 1e12, capacity)
         self.ms = ms
-        self.tasks: dict[int, Task] = {}
+        # completion groups (exact loop): tag -> callback(loop time of the group's done cycle); tags are recycled
+        self._groups: dict[int, Callable[[int], None]] = {}
+        self._free_tags: list[int] = []
         self._next_tag = 0
+        self.loop: EventLoop | None = None
+        # request waits: wait id -> [requests left, latest done cycle, callback]; the wait id of every request
+        self._waits: dict[int, list] = {}
+        self._owner = np.zeros(1 << 16, np.int64)
+        self._next_wait = 0
+        self._pending: _PendingRequests | None = None
+
+    def attach(self, loop: EventLoop) -> None:
+        """Called by `EventLoop.add`. In a windowed loop, how many outstanding ids a window checks: every
+        request the controller queues can hold, twice over, plus what 8 requests per channel and cycle of a
+        window could add (a bound on what can have completed; a larger one only costs time)."""
+        self.loop = loop
+        ctrl, channels = self.ms.ctrl, self.ms.spec.channels
+        window_cycles = self.cycle_at(loop.window) if loop.window else 1
+        self._pending = _PendingRequests(2 * 2 * (ctrl.read_queue + ctrl.write_queue) * channels
+                                         + 8 * window_cycles * channels)
+
+    @property
+    def requests_waited(self) -> int:
+        """Requests of `wait_requests` calls not yet seen done."""
+        return self._pending.size if self._pending is not None else 0
+
+    def wait_requests(self, ids: np.ndarray, callback: Callable[[int], None]) -> None:
+        """`callback(t)` once every request in `ids` (from this memory's `enqueue_requests`) is done; t is the
+        loop time of the last one's done cycle. Needs a windowed loop (`EventLoop(window=...)`)."""
+        loop = self.loop
+        if loop is None or not loop.window:
+            raise EngineError(f"{self.name}: wait_requests needs the unit in a windowed EventLoop (window=W)")
+        if len(ids) == 0:
+            loop.at(loop.now, lambda: callback(loop.now))
+            return
+        wid = self._next_wait
+        self._next_wait += 1
+        self._waits[wid] = [len(ids), 0, callback]
+        own = self._owner
+        if ids[-1] >= own.shape[0]:
+            new = np.zeros(max(2 * own.shape[0], int(ids[-1]) + 1), np.int64)
+            new[:own.shape[0]] = own
+            self._owner = own = new
+        own[ids] = wid
+        self._pending.add(ids)
+
+    def collect(self) -> list[tuple[int, Callable[[int], None]]]:
+        """The request waits whose last request is done, as (done cycle, callback), in the order they began."""
+        pending = self._pending
+        if pending is None or pending.size == 0:
+            return []
+        ids = pending.window()
+        done = self.ms.S.r_done[ids]
+        fin = done >= 0
+        if not fin.any():
+            return []
+        pending.pend = ids[~fin]
+        pending.size -= int(fin.sum())
+        wids = self._owner[ids[fin]]
+        dts = done[fin]
+        out = []
+        uniq, inv = np.unique(wids, return_inverse=True)
+        cnt = np.bincount(inv)
+        latest = np.full(len(uniq), -1, np.int64)
+        np.maximum.at(latest, inv, dts)
+        for wid, c, m in zip(uniq.tolist(), cnt.tolist(), latest.tolist(), strict=True):
+            wait = self._waits[wid]
+            wait[0] -= c
+            wait[1] = max(wait[1], m)
+            if wait[0] == 0:
+                del self._waits[wid]
+                out.append((wait[1], wait[2]))
+        return out
 
     def begin(self, loop: EventLoop, task: Task, t: int) -> None:
+        if loop.window:
+            raise EngineError(f"{self.name}: tasks on a memory unit need the exact loop (window=None); in a "
+                              "windowed loop, enqueue and use wait_requests")
         cyc = self.cycle_at(t)
         task.start_ps = self.ps(cyc)
-        tag = self._next_tag
-        self._next_tag += 1
-        self.tasks[tag] = task
+        tag = self._tag()
         n = task.submit(self.ms, cyc, tag)
         if n == 0:
+            self._free_tags.append(tag)
             loop.at(task.start_ps, lambda: loop._finish(task))
         else:
             self.ms.expect(tag, int(n))      # one completion when the task's last item is done
+            self._groups[tag] = lambda _t: loop._finish(task)
+
+    def _tag(self) -> int:
+        tag = self._free_tags.pop() if self._free_tags else self._next_tag
+        if tag == self._next_tag:
+            self._next_tag += 1
+        return tag
+
+    def group(self, n: int, callback: Callable[[int], None]) -> int:
+        """A fresh tag whose `n` items (requests or stream commands the caller enqueues with this tag) complete
+        as one event: `callback(t)` at the loop time t of the last one's done cycle (exact loop)."""
+        tag = self._tag()
+        self.ms.expect(tag, n)
+        self._groups[tag] = callback
+        return tag
+
+    @property
+    def groups_waiting(self) -> int:
+        return len(self._groups)
 
     def advance_to(self, loop: EventLoop, t_ps: int) -> int | None:
-        """Advance up to t_ps (exclusive); return the time of the first completion on the way, if any."""
+        """Advance up to t_ps (exclusive); return the time of the first completion on the way, if any; the
+        callbacks of the groups that completed there are on the loop's heap at that time, in done order."""
         until = self.cycle_at(t_ps) if t_ps < PS_INF else INF
+        if until <= self.ms.clock:
+            return None                      # nothing to simulate (the kernel would return at once)
         st = self.ms.advance(until)
         if st != ST_COMPLETION:
             return None
         now = self.ms.clock
-        for tag, _done in self.ms.drain():
-            task = self.tasks.pop(tag, None)
-            if task is not None:
-                loop.at(self.ps(now), lambda task=task: loop._finish(task))
-        return self.ps(now)
+        t_now = self.ps(now)
+        for tag, done in self.ms.drain():
+            cb = self._groups.pop(tag, None)
+            if cb is not None:
+                self._free_tags.append(tag)
+                t_done = self.ps(done)
+                loop.at(t_now, lambda cb=cb, t_done=t_done: cb(t_done))
+        return t_now
 
 
 class EventLoop:
-    def __init__(self, lookahead_ps: int = PS_INF):
+    def __init__(self, lookahead_ps: int = PS_INF, window: int | None = None, name: str = "event loop",
+                 stall_limit: int = 1 << 26):
+        """`window`: None for exact completions, or the windowed loop's window in ticks (module doc); `name`
+        and `stall_limit` (ticks without a completed request wait while some are outstanding) for the
+        windowed loop's deadlock error."""
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise ValueError(f"window must be None or an integer >= 1, got {window!r}")
         self.heap: list[tuple[int, int, Callable[[], None]]] = []
         self.seq = 0
         self.now = 0
         self.units: list[Unit] = []
         self.memories: list[MemoryUnit] = []
         self.lookahead_ps = lookahead_ps
+        self.window = window
+        self.name = name
+        self.stall_limit = stall_limit
         self.done: list[Task] = []
 
     def add(self, unit: Unit) -> Unit:
         self.units.append(unit)
         if isinstance(unit, MemoryUnit):
             self.memories.append(unit)
+            unit.attach(self)
         return unit
 
     def at(self, t: int, fn: Callable[[], None]) -> None:
@@ -178,7 +357,14 @@ class EventLoop:
 
     # -- running --------------------------------------------------------------------------------------------
     def run(self, until_ps: int = PS_INF) -> int:
+        """Run until nothing is left (or until `until_ps`, exact loop only); returns the loop's time."""
+        if self.window:
+            if until_ps < PS_INF:
+                raise ValueError("a windowed EventLoop runs to the end (until_ps is for the exact loop)")
+            return self._run_windowed()
         while True:
+            if until_ps >= PS_INF and not self.heap and not any(m._groups for m in self.memories):
+                break              # nothing timed and nothing waited on: done
             t_heap = self.heap[0][0] if self.heap else PS_INF
             horizon = min(t_heap, until_ps)
             if len(self.memories) > 1:
@@ -202,4 +388,41 @@ class EventLoop:
                 break
             self.now = t
             fn()
+        return self.now
+
+    def _run_windowed(self) -> int:
+        """The windowed mode (module doc); a UserError when requests stay outstanding for `stall_limit` ticks
+        without one wait completing (a schedule that waits on itself)."""
+        window = self.window
+        idle_windows = 0
+        while True:
+            busy = any(m.requests_waited for m in self.memories)
+            t_heap = self.heap[0][0] if self.heap else PS_INF
+            if not busy and t_heap >= PS_INF:
+                break
+            horizon = min(t_heap, self.now + window) if busy else t_heap
+            if horizon > self.now:
+                if busy:
+                    for m in self.memories:
+                        until = m.cycle_at(horizon)
+                        if m.ms.clock < until:
+                            m.ms.advance(until)
+                self.now = horizon
+            ready: list[tuple[int, int, Callable[[int], None]]] = []
+            for m in self.memories:
+                for done, cb in m.collect():
+                    ready.append((m.ps(done), len(ready), cb))
+            ready.sort(key=lambda x: (x[0], x[1]))
+            for t_done, _, cb in ready:
+                cb(t_done)
+            while self.heap and self.heap[0][0] <= self.now:
+                _, _, fn = heapq.heappop(self.heap)
+                fn()
+            if busy and not ready:
+                idle_windows += 1
+                if idle_windows * window > self.stall_limit:
+                    raise UserError(f"{self.name}: no request completed for {self.stall_limit} ticks "
+                                    "(a deadlock in the schedule)")
+            else:
+                idle_windows = 0
         return self.now

@@ -88,12 +88,13 @@ class GemmAgent:
     """
 
     def __init__(self, driver: Driver, schedule: GemmSchedule, bases: dict[str, int], start_npu: int,
-                 load_port: int, store_port: int, mapping: str, npu_hz: float,
+                 load_port: int, store_port: int, mapping: str | mapping_mod.Decoder, npu_hz: float,
                  on_finish: Callable[[GemmAgent], None] | None = None, layout: str = "row_major"):
         ms = driver.ms
         self.driver, self.schedule, self.bases = driver, schedule, bases
         self.spec = ms.spec
-        self.mapping = mapping
+        # a Decoder (built once by a driver running many GEMMs) or a mapping name
+        self.decode = mapping if isinstance(mapping, mapping_mod.Decoder) else mapping_mod.Decoder(self.spec, mapping)
         self.start_npu = start_npu
         self.load_port, self.store_port = load_port, store_port
         self.ratio = (1e12 / npu_hz) / self.spec.tCK_ps           # DRAM cycles per NPU cycle
@@ -122,7 +123,7 @@ class GemmAgent:
         if len(addr) == 0:
             callback(self._to_dram(at_rel))
             return
-        dec = mapping_mod.decode(self.spec, addr, self.mapping)
+        dec = self.decode(addr)
         tag = self.driver.group(len(addr), callback)
         self.driver.ms.enqueue_requests(self.store_port if write else self.load_port, dec["channel"], dec["bank"],
                                         dec["row"], dec["column"], int(write), self._to_dram(at_rel), tag)

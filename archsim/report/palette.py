@@ -15,7 +15,7 @@ import re
 COMPONENTS: dict[str, str] = {
     # DRAM energy / time components
     "act_pre": "#1f77b4", "act": "#1f77b4", "pre": "#aec7e8", "read": "#2ca02c", "write": "#98df8a",
-    "refresh": "#bcbd22", "background": "#c7c7c7",
+    "refresh": "#bcbd22", "background": "#c7c7c7", "dram_array": "#1f77b4", "io": "#6baed6",
     # units
     "pim": "#9467bd", "bank_pim": "#9467bd", "bankgroup_pim": "#c5b0d5", "logic_pim": "#8c564b",
     "asic": "#ff7f0e", "npu": "#d62728", "vector": "#ff9896", "xpu": "#d62728", "gpu": "#7f7f7f",
@@ -24,15 +24,24 @@ COMPONENTS: dict[str, str] = {
     # T3 configurations
     "sequential": "#7f7f7f", "t3": "#393b79", "t3_mca": "#637939", "ideal": "#e7cb94",
     "unattributed": "#999999", "other ops": "#cccccc",
+    # systems and baselines compared in the reports (a system takes its distinguishing unit's colour)
+    "duplex": "#8c564b", "duplex_pe": "#c49c94", "duplex_pe_et": "#4e2c1f", "2xgpu": "#525252",
+    "t4": "#7f7f7f", "t4_graphs": "#a5a5a5", "xeon": "#ffbb78", "cpu": "#ffbb78",
+    # parts of a decode step (PIM-GPT)
+    "weight_gemv": "#6b6ecf", "attention": "#ce6dbd", "kv_append": "#8ca252", "embedding": "#e7ba52",
+    # DRAM controller conventions and other simulators
+    "active_buffer": "#bd9e39", "ramulator": "#5254a3",
+    # a paper's published figure (lines, markers, shaded ranges)
+    "paper": "#000000",
 }
-SPARE = ["#8c6d31", "#843c39", "#7b4173", "#5254a3", "#8ca252", "#bd9e39", "#ad494a",
-         "#a55194", "#6b6ecf", "#b5cf6b", "#e7ba52", "#d6616b", "#ce6dbd"]
+SPARE = ["#8c6d31", "#843c39", "#7b4173", "#ad494a", "#a55194", "#b5cf6b", "#d6616b", "#3182bd", "#e6550d", "#31a354",
+         "#756bb1", "#636363", "#fd8d3c", "#74c476"]
 _UNIT = re.compile(r"_(pj|nj|uj|mj|j|s|cycles|bytes|energy)$")
 
 
 def key_of(name: str) -> str:
     """The palette key of a component name: lower case, '-' and ' ' as '_', unit suffixes dropped."""
-    k = str(name).strip().lower().replace("-", "_").replace(" ", "_")
+    k = str(name).strip().lower().replace("-", "_").replace(" ", "_").replace("+", "_")
     while _UNIT.search(k):
         k = _UNIT.sub("", k)
     return k.removeprefix("energy_") if k.startswith("energy_") else k

@@ -112,6 +112,8 @@ def run_sweep(
         raise UserError(f"--jobs must be an integer >= 1, got {jobs!r}")
     if not isinstance(sweep, Sweep):
         sweep = load_sweep(sweep)
+    # metrics against the systems' declared stats names, before anything is written or run
+    declared = bool(sweep.metrics) and _check_declared_metric_columns(sweep)
     root = Path(out_dir) if out_dir is not None else Path("results") / sweep.name
     store = ResultsStore(root)
     t0 = time.monotonic()
@@ -123,8 +125,8 @@ def run_sweep(
                                succeeded=0)
         pending = {p.point_hash for p in todo}
         done = [p for p in sweep.points if p.point_hash not in pending]
-        if done and sweep.metrics:    # resuming: the stored points show the stats columns, before anything runs
-            _check_metric_columns(sweep, store, done[0])
+        if done and sweep.metrics and not declared:
+            _check_metric_columns(sweep, store, done[0])   # resuming: the stored points show the columns
         if todo:
             n = min(jobs or default_jobs(), len(todo))
             pool = DaskExecutor(jobs or default_jobs(), scheduler) if executor == "dask" else LocalExecutor(n)
@@ -132,7 +134,7 @@ def run_sweep(
             by_hash = {p.point_hash: p for p in todo}
             events = pool.run([_task(sweep, p) for p in todo])
             try:
-                checked = bool(done)
+                checked = bool(done) or declared
                 for event in events:
                     if event is not None:
                         task, result = event
@@ -163,6 +165,39 @@ def _finished(store: ResultsStore, point: Point) -> bool:
           file=sys.stderr)
     store.discard(point.point_hash)
     return False
+
+
+# stats columns every stored point has besides the system's own (archsim.sweep.store.point_columns, and the
+# compile time the worker adds: archsim.sweep.executors.run_point)
+POINT_COLUMNS = ("point_hash", "config_hash", "seed", "sim_compile_s")
+
+
+def _check_declared_metric_columns(sweep: Sweep) -> bool:
+    """Check every column a metric names against the stats names its points' systems declare
+    (archsim.registry, `stats=`), before any point runs. False (nothing checked) if a system declares none:
+    then the first finished point's columns are checked instead."""
+    from archsim import registry
+    from archsim.errors import nearest
+
+    declared: dict[str, tuple[str, ...]] = {}      # system -> its stats names and patterns
+    for system in dict.fromkeys(point.config["system"] for point in sweep.points):
+        names = registry.stats_names(system)
+        if names is None:
+            return False
+        declared[system] = names
+    allowed = {*POINT_COLUMNS, *sweep.axis_keys, *(n for names in declared.values() for n in names)}
+    for name, metric in sweep.metrics.items():
+        for col in (*metric.names, *metric.baseline_names):
+            bare = col.removeprefix("result.")      # a stat renamed because an axis of its name differs
+            if col in allowed or registry.declares(allowed, bare):
+                continue
+            exact = sorted(n for n in allowed if "*" not in n)
+            hint = nearest(col, exact)
+            systems = ", ".join(repr(s) for s in sorted(declared))
+            raise UserError(f"{sweep.source}: metrics.{name}.expr: {col!r} is not a stats column of system "
+                            f"{systems}" + (f"; did you mean {', '.join(hint)}?" if hint else
+                                            f"; columns: {', '.join(sorted(allowed))}"))
+    return True
 
 
 def _check_metric_columns(sweep: Sweep, store: ResultsStore, point: Point) -> None:

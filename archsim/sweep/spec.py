@@ -435,7 +435,9 @@ def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, Any], ctx: _Ctx) 
         try:
             resolved = registry.resolve_config(copy.deepcopy(config))
         except UserError as exc:
-            raise ctx.error(("axes",), None, f"point {index} ({_label(values)}): {exc}") from None
+            # a system's check of the point's config names the key; "<config>:" would only be noise here
+            what = f"{exc.key_path}: {exc.problem}" if isinstance(exc, ConfigError) and exc.source is None else exc
+            raise ctx.error(("axes",), None, f"point {index} ({_label(values)}): {what}") from None
         chash = config_hash(resolved)
         seed = values[SEED_KEY] if SEED_KEY in values else point_seed(sweep.base_seed, resolved, sweep.seed_by)
         phash = _point_hash(resolved, seed)

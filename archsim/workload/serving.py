@@ -430,6 +430,12 @@ class ContinuousBatcher:
     def kv_need_bytes(self, request: Request) -> int:
         return request.total_tokens * self.kv_bytes_per_token
 
+    def stage_admits(self, request: Request, n_admitted: int, admitted_prompt_tokens: int) -> bool:
+        """A further admission rule of one iteration, after FIFO order, batch size and KV have let `request`
+        in; `n_admitted` requests with `admitted_prompt_tokens` prompt tokens joined this iteration before it.
+        None here; a subclass (e.g. a prompt-token budget per stage) overrides it."""
+        return True
+
     def run(self, requests: Sequence[Request]) -> ServingResult:
         ids = [r.id for r in requests]
         if len(set(ids)) != len(ids):
@@ -446,9 +452,12 @@ class ContinuousBatcher:
         now = 0.0
         while waiting or running:
             admitted = []
+            admitted_prompt = 0
             while (waiting and waiting[0].arrival_s <= now and len(running) < self.max_batch
-                   and reserved + self.kv_need_bytes(waiting[0]) <= self.kv_capacity_bytes):
+                   and reserved + self.kv_need_bytes(waiting[0]) <= self.kv_capacity_bytes
+                   and self.stage_admits(waiting[0], len(admitted), admitted_prompt)):
                 req = waiting.popleft()
+                admitted_prompt += req.prompt_tokens
                 rec = result.records[req.id]
                 rec.admit_s = now
                 reserved += self.kv_need_bytes(req)

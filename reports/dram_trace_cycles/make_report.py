@@ -68,14 +68,16 @@ def figure(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from archsim.report.palette import color_of
+
     labels = [f"{r['preset'].split('_')[0]}\n{r['ranks']} rank{'s' if r['ranks'] > 1 else ''}\n{r['trace']}"
               for r in rows]
     x = range(len(rows))
     fig, ax = plt.subplots(figsize=(max(8, 0.75 * len(rows)), 4.4))
-    ax.bar([i - 0.2 for i in x], [r["ab_ratio"] for r in rows], 0.4, color="tab:orange",
+    ax.bar([i - 0.2 for i in x], [r["ab_ratio"] for r in rows], 0.4, color=color_of("active_buffer"),
            label="active buffer on (controller.active_buffer=true)")
     ram = [(i, r["ramulator"] / r["cycles"]) for i, r in enumerate(rows) if r["ramulator"]]
-    ax.bar([i + 0.2 for i, _ in ram], [v for _, v in ram], 0.4, color="tab:gray",
+    ax.bar([i + 0.2 for i, _ in ram], [v for _, v in ram], 0.4, color=color_of("ramulator"),
            label="Ramulator 2.1 on the same trace (where run)")
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_ylim(0.85, 1.15)

@@ -226,13 +226,14 @@ def roofline_plot(ops: pd.DataFrame, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from archsim.report.palette import color_of
     from archsim.systems.duplex.compiler import make_device
 
     dev = make_device("duplex", "roofline")
     x = np.logspace(-1, 4, 200)
     fig, ax = plt.subplots(figsize=(10, 5))
-    ax.loglog(x, np.minimum(dev.xpu_flops, x * dev.xpu_bw) / 1e12, color="tab:blue", label="xPU roofline")
-    ax.loglog(x, np.minimum(dev.low_flops, x * dev.low_bw) / 1e12, color="tab:orange",
+    ax.loglog(x, np.minimum(dev.xpu_flops, x * dev.xpu_bw) / 1e12, color=color_of("xpu"), label="xPU roofline")
+    ax.loglog(x, np.minimum(dev.low_flops, x * dev.low_bw) / 1e12, color=color_of("logic_pim"),
               label="Logic-PIM roofline (5 stacks)")
     pts = ops[(ops.flops > 0) & (ops.seconds > 0)].reset_index(drop=True)
     key = []
@@ -240,7 +241,7 @@ def roofline_plot(ops: pd.DataFrame, path: Path) -> None:
     for i, r in pts.iterrows():
         perf = r.flops / r.seconds / 1e12
         xpu = r.unit == "xpu"
-        ax.scatter(r.op_b, perf, marker="o" if xpu else "s", s=22, color="tab:blue" if xpu else "tab:orange",
+        ax.scatter(r.op_b, perf, marker="o" if xpu else "s", s=22, color=color_of("xpu" if xpu else "logic_pim"),
                    edgecolor="black", linewidth=0.4, zorder=3)
         xy.append((np.log10(r.op_b), np.log10(perf), i + 1))
         key.append(f"{i + 1}: {r.stage} {r.op} ({'xPU' if xpu else 'Logic-PIM'})")
@@ -320,8 +321,9 @@ def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from archsim.report.palette import color_of
+
     systems = ["2xGPU", *VARIANTS]
-    colors = {"2xGPU": "tab:gray", "Duplex": "tab:blue", "Duplex+PE": "tab:orange", "Duplex+PE+ET": "tab:green"}
     models = list(dict.fromkeys(df.model))
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
     panels = [("speedup_vs_gpu", "throughput relative to the GPU (x)", 1.0),
@@ -332,27 +334,28 @@ def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
     for ax, (col, label, scale) in zip(axes, panels, strict=True):
         for k, name in enumerate(systems):
             d = df[df.system == name].set_index("model").reindex(models)
-            ax.bar(x + (k - (len(systems) - 1) / 2) * w, d[col] * scale, w, label=name, color=colors[name])
+            ax.bar(x + (k - (len(systems) - 1) / 2) * w, d[col] * scale, w, label=name, color=color_of(name))
         ax.set_xticks(x, [m.replace("-8x7b", "") for m in models])
         ax.set_xlabel("model")
         ax.set_ylabel(label)
         ax.axhline(1.0 if col == "speedup_vs_gpu" else 0.0, color="black", linewidth=0.6)
     a0, a1, a2 = axes
-    a0.axhline(PAPER["speedup_avg_best"], color="tab:red", linestyle="--", linewidth=1,
+    paper = color_of("paper")
+    a0.axhline(PAPER["speedup_avg_best"], color=paper, linestyle="--", linewidth=1,
                label=f"paper: +PE+ET average {PAPER['speedup_avg_best']}x")
-    a0.axhline(PAPER["speedup_max_best"], color="tab:red", linestyle=":", linewidth=1,
+    a0.axhline(PAPER["speedup_max_best"], color=paper, linestyle=":", linewidth=1,
                label=f"paper: +PE+ET max {PAPER['speedup_max_best']}x")
     i = models.index("glam")
-    a1.scatter([i], [PAPER["tbt_p50_glam"] * 100], marker="*", s=150, color="tab:red", zorder=4,
+    a1.scatter([i], [PAPER["tbt_p50_glam"] * 100], marker="*", s=150, color=paper, zorder=4,
                label="paper: GLaM -58.3 %")
     for m, v in PAPER["energy"].items():
-        a2.scatter([models.index(m)], [v * 100], marker="*", s=150, color="tab:red", zorder=4,
+        a2.scatter([models.index(m)], [v * 100], marker="*", s=150, color=paper, zorder=4,
                    label="paper: best Duplex variant" if m == "mixtral-8x7b" else None)
-    a2.axhline(PAPER["energy_avg"] * 100, color="tab:red", linestyle="--", linewidth=1,
+    a2.axhline(PAPER["energy_avg"] * 100, color=paper, linestyle="--", linewidth=1,
                label="paper: average -28.19 %")
     for ax in axes:
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"Duplex vs the GPU (H100-class) baseline, {setting}; red: the paper's figures")
+    fig.suptitle(f"Duplex vs the GPU (H100-class) baseline, {setting}; black stars and lines: the paper's figures")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

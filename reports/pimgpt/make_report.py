@@ -2,6 +2,8 @@
 
 Run:  .venv/bin/python reports/pimgpt/make_report.py [TOKENS] [-o DIR]   (default 1024 tokens, this folder;
       a few minutes)
+      .venv/bin/python reports/pimgpt/make_report.py --figures-only [-o DIR]   redraws the figures from the
+      CSV tables in DIR (models.csv, breakdown_parts.csv, breakdown_runs.csv) without simulating
 
 Writes README.md (tables + discussion), CSV tables and PNG/SVG figures into DIR. Every number in README.md
 comes from the runs below; the paper's numbers are quoted from arXiv 2310.09385 v2 / npj 2024.
@@ -23,6 +25,7 @@ from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
 from archsim import __version__  # noqa: E402
 from archsim.host.baselines import Baseline  # noqa: E402
+from archsim.report.palette import color_of  # noqa: E402
 from archsim.results import atomic_write_text  # noqa: E402
 from archsim.systems.pimgpt.system import PimGptSimulator, run_pimgpt  # noqa: E402
 from archsim.workload import build_graph, load_model  # noqa: E402
@@ -179,25 +182,34 @@ def _plain_log_axis(ax, lo: float, hi: float) -> None:
     ax.set_yticklabels([f"{t:g}" for t in ticks])
 
 
+# the parts of a decode step (step_breakdown) -> their component in archsim.report.palette
+PART_COMPONENTS = {"weight GEMVs": "weight_gemv", "ASIC ops": "asic", "attention": "attention",
+                   "K/V appends": "kv_append", "embedding": "embedding"}
+
+
+def part_component(part: str) -> str:
+    return next((c for prefix, c in PART_COMPONENTS.items() if part.startswith(prefix)), part)
+
+
 def figures(main: pd.DataFrame, parts: pd.DataFrame, runs: pd.DataFrame, bound_ms: float, context: int) -> None:
     x = list(range(len(main)))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
     ax = axes[0]
     w = 0.38
-    ax.bar([i - w / 2 for i in x], main["speedup_vs_t4"], w, color="tab:blue", label="vs T4, HF eager (launch-bound)")
-    ax.bar([i + w / 2 for i in x], main["speedup_vs_t4_graphs"], w, color="tab:green",
+    ax.bar([i - w / 2 for i in x], main["speedup_vs_t4"], w, color=color_of("t4"), label="vs T4, HF eager (launch-bound)")
+    ax.bar([i + w / 2 for i in x], main["speedup_vs_t4_graphs"], w, color=color_of("t4_graphs"),
            label="vs T4, CUDA graph (device-bound)")
     lo, hi = PAPER["speedup_vs_t4"]
-    ax.axhspan(lo, hi, color="tab:orange", alpha=0.25, label=f"paper: {lo}-{hi}x vs T4")
+    ax.axhspan(lo, hi, color=color_of("paper"), alpha=0.12, label=f"paper: {lo}-{hi}x vs T4")
     _plain_log_axis(ax, 1, 500)
     ax.set_xticks(x, main["model"], rotation=45, ha="right")
     ax.set_ylabel("PIM-GPT speedup per token (times, log scale)")
     ax.set_title("PIM-GPT speedup over NVIDIA T4")
     ax.legend(fontsize=8, loc="upper right")
     ax = axes[1]
-    ax.bar(x, main["speedup_vs_xeon_gold_6154"], 0.6, color="tab:blue", label="vs Xeon Gold 6154, HF eager")
+    ax.bar(x, main["speedup_vs_xeon_gold_6154"], 0.6, color=color_of("xeon"), label="vs Xeon Gold 6154, HF eager")
     lo, hi = PAPER["speedup_vs_xeon_gold_6154"]
-    ax.axhspan(lo, hi, color="tab:orange", alpha=0.25, label=f"paper: {lo}-{hi}x vs Xeon")
+    ax.axhspan(lo, hi, color=color_of("paper"), alpha=0.12, label=f"paper: {lo}-{hi}x vs Xeon")
     _plain_log_axis(ax, 10, 2000)
     ax.set_xticks(x, main["model"], rotation=45, ha="right")
     ax.set_ylabel("PIM-GPT speedup per token (times, log scale)")
@@ -212,7 +224,8 @@ def figures(main: pd.DataFrame, parts: pd.DataFrame, runs: pd.DataFrame, bound_m
     fig, ax = plt.subplots(figsize=(8, 4.2))
     bottom = [0.0] * len(main)
     for c in comps:
-        ax.bar(x, main[c], bottom=bottom, label=c.removeprefix("energy_").removesuffix("_mJ").replace("_", " "))
+        name = c.removeprefix("energy_").removesuffix("_mJ")
+        ax.bar(x, main[c], bottom=bottom, label=name.replace("_", " "), color=color_of(name))
         bottom = [b + v for b, v in zip(bottom, main[c], strict=True)]
     ax.set_xticks(x, main["model"], rotation=45, ha="right")
     ax.set_ylabel("PIM-GPT energy per token (mJ)")
@@ -227,9 +240,9 @@ def figures(main: pd.DataFrame, parts: pd.DataFrame, runs: pd.DataFrame, bound_m
     fig, axes = plt.subplots(2, 1, figsize=(10, 7.2), gridspec_kw={"height_ratios": [1.2, 2.4]})
     ax = axes[0]
     left = 0.0
-    colours = ["tab:blue", "tab:red", "tab:purple", "tab:brown", "tab:gray"]
-    for (_, row), colour in zip(parts.iterrows(), colours, strict=True):
-        ax.barh([0], [row["ms"]], 0.5, left=left, color=colour, label=f"{row['part']}: {row['ms']:.3f} ms")
+    for _, row in parts.iterrows():
+        ax.barh([0], [row["ms"]], 0.5, left=left, color=color_of(part_component(row["part"])),
+                label=f"{row['part']}: {row['ms']:.3f} ms")
         left += row["ms"]
     ax.axvline(bound_ms, color="black", ls="--", label=f"weight-streaming bound: {bound_ms:.3f} ms")
     ax.set_yticks([0], ["serial step"])
@@ -240,7 +253,7 @@ def figures(main: pd.DataFrame, parts: pd.DataFrame, runs: pd.DataFrame, bound_m
     ax.legend(fontsize=7, loc="center right")
     ax = axes[1]
     y = list(range(len(runs)))[::-1]
-    ax.barh(y, runs["ms"], color="tab:blue")
+    ax.barh(y, runs["ms"], color=color_of("pim"))
     ax.axvline(bound_ms, color="black", ls="--", label="weight-streaming bound")
     for yi, (ms, xb) in zip(y, zip(runs["ms"], runs["x_bound"], strict=True), strict=True):
         ax.text(ms + 0.02, yi, f"{ms:.3f} ms ({xb:.2f}x bound)", va="center", fontsize=8)
@@ -253,6 +266,17 @@ def figures(main: pd.DataFrame, parts: pd.DataFrame, runs: pd.DataFrame, bound_m
     for ext in ("png", "svg"):
         fig.savefig(OUT / f"breakdown.{ext}", dpi=120)
     plt.close(fig)
+
+
+def redraw_figures(tokens: int = 1024, out: Path | None = None) -> None:
+    """The figures from the CSV tables main() wrote into `out` (no simulation): the weight-streaming bound is
+    each part's ms / x_bound, the context main()'s min(512, tokens)."""
+    global OUT
+    OUT = Path(out) if out is not None else HERE
+    main_df, parts, runs = (pd.read_csv(OUT / f"{n}.csv") for n in ("models", "breakdown_parts", "breakdown_runs"))
+    bound = float((parts["ms"] / parts["x_bound"]).iloc[0])
+    figures(main_df, parts, runs, bound, min(512, tokens))
+    print(f"redrew the figures in {OUT}", file=sys.stderr)
 
 
 def md_table(df: pd.DataFrame, fmt: dict[str, str]) -> list[str]:
@@ -477,5 +501,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tokens", nargs="?", type=int, default=1024, help="tokens decoded per model (default 1024)")
     ap.add_argument("-o", "--out", type=Path, default=HERE, help="output folder (default: this report's folder)")
+    ap.add_argument("--figures-only", action="store_true",
+                    help="redraw the figures from the CSV tables in the output folder, without simulating")
     args = ap.parse_args()
-    main(args.tokens, args.out)
+    if args.figures_only:
+        redraw_figures(args.tokens, args.out)
+    else:
+        main(args.tokens, args.out)

@@ -160,6 +160,8 @@ def figures(out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from archsim.report.palette import color_of
+
     made = []
     mca = out / "experiments_mca.csv"
     if mca.exists():
@@ -175,16 +177,17 @@ def figures(out: Path) -> list[Path]:
             sel = m[(m["starvation_cap"].astype(str) == cap) & (m["gate"] == gate)]
             xs = [labels.index(str(t)) + (j - (len(groups) - 1) / 2) * w for t in sel["threshold"].astype(str)]
             name = f"T3-MCA, cap {cap} cycles" + (", row commands only held" if gate == "row" else "")
-            color = "tab:purple" if gate == "row" else ["tab:blue", "tab:orange", "tab:green", "tab:olive"][j % 4]
-            a1.bar(xs, sel["sublayer_us"], w, label=name, color=color, hatch="//" if gate == "row" else None)
-            a2.bar(xs, sel["comm_stall_cycles"] / 1e3, w, label=name, color=color,
-                   hatch="//" if gate == "row" else None)
+            # every bar is T3-MCA (its palette colour); the starvation caps as shades, the row gate hatched
+            shade = {"color": color_of("t3_mca"), "alpha": (1.0, 0.7, 0.45, 0.3)[j % 4],
+                     "hatch": "//" if gate == "row" else None, "edgecolor": "black", "linewidth": 0.3}
+            a1.bar(xs, sel["sublayer_us"], w, label=name, **shade)
+            a2.bar(xs, sel["comm_stall_cycles"] / 1e3, w, label=name, **shade)
         for _, r in ref.iterrows():
             name = "Sequential" if r["config"] == "sequential" else "T3 (FR-FCFS, no MCA)"
             style = ":" if r["config"] == "sequential" else "--"
-            a1.axhline(r["sublayer_us"], ls=style, color="k" if r["config"] == "sequential" else "r", label=name)
+            a1.axhline(r["sublayer_us"], ls=style, color=color_of(r["config"]), label=name)
             if r["config"] != "sequential":
-                a2.axhline(r["comm_stall_cycles"] / 1e3, ls="--", color="r", label=name)
+                a2.axhline(r["comm_stall_cycles"] / 1e3, ls="--", color=color_of(r["config"]), label=name)
         shown = []
         for t in labels:
             first = m[m["threshold"].astype(str) == t]["threshold_first"]
@@ -210,11 +213,12 @@ def figures(out: Path) -> list[Path]:
         df = pd.read_csv(nmc)
         fig, ax = plt.subplots(figsize=(7.5, 4.6))
         names = [f"{r['update']}\n({r['update_vs_write']:.2f}x a write's DRAM time)" for _, r in df.iterrows()]
-        ax.bar(range(len(df)), (df["speedup"] - 1) * 100, 0.6, label="T3 (ours)")
+        ax.bar(range(len(df)), (df["speedup"] - 1) * 100, 0.6, label="T3 (ours)", color=color_of("t3"))
         ax.set_xticks(range(len(df)))
         ax.set_xticklabels(names, fontsize=7)
-        ax.axhline((df["ideal_speedup"].iloc[0] - 1) * 100, ls="--", color="k", label="ideal GEMM-RS overlap (ours)")
-        ax.axhline(29, ls=":", color="g", label="paper: 500B-class T3-MCA geomean (+29%)")
+        ax.axhline((df["ideal_speedup"].iloc[0] - 1) * 100, ls="--", lw=2, color=color_of("ideal"),
+                   label="ideal GEMM-RS overlap (ours)")
+        ax.axhline(29, ls=":", color=color_of("paper"), label="paper: 500B-class T3-MCA geomean (+29%)")
         ax.set_xlabel("NMC update: form and adder latency nALU (cycles of 1 ns)")
         ax.set_ylabel("sublayer speed-up over Sequential (%)")
         ax.set_title(f"{df['case'].iloc[0]}, {int(df['tokens'].iloc[0])} tokens")

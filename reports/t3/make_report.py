@@ -123,6 +123,8 @@ def figures(out: Path, df: pd.DataFrame) -> list[str]:
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from archsim.report.palette import color_of
+
     x = np.arange(len(df))
     labels = [_label(r) for r in df.to_dict("records")]
     fig, ax = plt.subplots(figsize=(13, 5))
@@ -130,9 +132,10 @@ def figures(out: Path, df: pd.DataFrame) -> list[str]:
     for j, (key, name) in enumerate((("sequential", "Sequential"), ("t3", "T3"), ("t3_mca", "T3-MCA"),
                                      ("ideal", "ideal GEMM-RS overlap"))):
         y = np.ones(len(df)) if key == "sequential" else df[f"speedup_{key}"].to_numpy()
-        ax.bar(x + (j - 1.5) * w, y, w, label=f"{name} (ours)")
+        ax.bar(x + (j - 1.5) * w, y, w, label=f"{name} (ours)", color=color_of(key))
     for key, name, style in (("t3", "T3", ":"), ("t3_mca", "T3-MCA", "--"), ("ideal", "ideal", "-.")):
-        ax.axhline(1 + PAPER[key][0], ls=style, color="k", lw=1, label=f"paper geomean, {name} (+{PAPER[key][0]:.0%})")
+        ax.axhline(1 + PAPER[key][0], ls=style, color=color_of("paper"), lw=1,
+                   label=f"paper geomean, {name} (+{PAPER[key][0]:.0%})")
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=70, ha="right", fontsize=7)
     ax.set_ylabel("sublayer speed-up over Sequential (x)")
@@ -148,7 +151,8 @@ def figures(out: Path, df: pd.DataFrame) -> list[str]:
         for j, (key, name) in enumerate((("sequential", "Sequential RS (after the GEMM)"),
                                          ("t3", "T3 RS (first send to last reduction)"),
                                          ("t3_mca", "T3-MCA RS"))):
-            ax.bar(x + (j - 1) * 0.27, df[f"{key}_rs_s"] / df["rs_link_bound_s"], 0.27, label=name)
+            ax.bar(x + (j - 1) * 0.27, df[f"{key}_rs_s"] / df["rs_link_bound_s"], 0.27, label=name,
+                   color=color_of(key))
         ax.axhline(1.0, color="k", lw=1, label="ring link bound, (N-1) x (hop latency + chunk bytes / link bandwidth)")
         ax.axhline(1.1, color="k", lw=1, ls=":", label="link bound + 10%")
         ax.set_xticks(x)

@@ -25,6 +25,7 @@ from archsim.errors import ConfigError, UserError
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
+from archsim.stats_names import from_code
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where used: a plain trace run never needs it (slow to import)
@@ -244,7 +245,7 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
         spec = load_spec(spec.raw, overrides={"org.channels": channels})
     ctrl = controller if isinstance(controller, ControllerConfig) else ControllerConfig.from_dict(controller)
     if mapping is not None:
-        ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": mapping})
+        ctrl = with_mapping(ctrl.to_dict(), mapping)
     if ctrl.mapping is None:
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": spec.default_mapping})
     ctrl = ctrl.for_standard(spec.raw.get("standard", ""))
@@ -434,7 +435,22 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     out = dict(config)
     out["controller"] = {**ControllerConfig().to_dict(), **(config.get("controller") or {})}
     out.setdefault("engine", "numba")
+    # the controller's values (and the top-level mapping) are checked with the config, before a run, and a bad
+    # one is reported at the key the user set (archsim.keypaths.apply_overrides adds where it was set)
+    ControllerConfig.from_dict(out["controller"], source=None)
+    if out.get("mapping") is not None:
+        with_mapping(out["controller"], out["mapping"])
     return out
+
+
+def with_mapping(controller: dict[str, Any], mapping: str) -> ControllerConfig:
+    """The controller with the address mapping given as the top-level key `mapping` (errors name that key)."""
+    try:
+        return ControllerConfig.from_dict({**controller, "mapping": mapping}, source=None)
+    except ConfigError as exc:
+        if exc.key_path != "controller.mapping":
+            raise
+        raise ConfigError("mapping", exc.problem) from None
 
 
 # keys of a synthetic trace given as a mapping -> their defaults (None: required, or chosen at run time)
@@ -460,7 +476,8 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@register("dram-trace", resolve=resolve, keys=settable_keys, schema=DramTraceConfig)
+@register("dram-trace", resolve=resolve, keys=settable_keys, schema=DramTraceConfig,
+          stats=from_code((_result, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry for sweeps: keys preset, channels, mapping, controller{}, dram{timing overrides}, trace."""
     config = resolve(config)

@@ -16,17 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from archsim import progress
 from archsim.errors import UserError
-from archsim.workload.serving import (
-    Batch,
-    BatchEntry,
-    Iteration,
-    IterationTimeFn,
-    Request,
-    RequestRecord,
-    ServingResult,
-)
+from archsim.workload.serving import ContinuousBatcher, IterationTimeFn, Request, ServingResult
 
 
 def make_requests(n: int, input_len: int, output_len: int, rng: np.random.Generator, length_std: float = 0.0,
@@ -73,8 +64,9 @@ def serving_metrics(served: ServingResult) -> dict[str, Any]:
     }
 
 
-class DuplexBatcher:
-    """Continuous batching with mixed prefill/decode stages and a prompt-token budget per stage."""
+class DuplexBatcher(ContinuousBatcher):
+    """Continuous batching with mixed prefill/decode stages and a prompt-token budget per stage: the base
+    batcher's loop (admission, one token per running request, retirement) with one more admission rule."""
 
     def __init__(self, max_batch: int, kv_capacity_bytes: int, kv_bytes_per_token: int,
                  iteration_time_s: IterationTimeFn, max_prefill_tokens: int | None = None):
@@ -82,64 +74,10 @@ class DuplexBatcher:
                         ("kv_bytes_per_token", kv_bytes_per_token)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise UserError(f"{name} must be an integer >= 1, got {v!r}")
-        self.max_batch, self.kv_capacity, self.kv_per_token = max_batch, kv_capacity_bytes, kv_bytes_per_token
-        self.iteration_time_s = iteration_time_s
+        super().__init__(max_batch, kv_capacity_bytes, kv_bytes_per_token, iteration_time_s)
         self.max_prefill_tokens = max_prefill_tokens
 
-    def run(self, requests: list[Request]) -> ServingResult:
-        need = {r.id: r.total_tokens * self.kv_per_token for r in requests}
-        for r in requests:
-            if need[r.id] > self.kv_capacity:
-                raise UserError(f"request {r.id} needs {need[r.id]} B of KV cache but the capacity is "
-                                f"{self.kv_capacity} B; it could never be admitted")
-        result = ServingResult(records={r.id: RequestRecord(r) for r in requests})
-        waiting = sorted(requests, key=lambda r: (r.arrival_s, r.id))
-        head = 0
-        running: list[RequestRecord] = []
-        reserved, now = 0, 0.0
-        while head < len(waiting) or running:
-            admitted, budget = [], self.max_prefill_tokens
-            while (head < len(waiting) and waiting[head].arrival_s <= now and len(running) < self.max_batch
-                   and reserved + need[waiting[head].id] <= self.kv_capacity
-                   and (budget is None or not admitted or waiting[head].prompt_tokens <= budget)):
-                req = waiting[head]
-                head += 1
-                rec = result.records[req.id]
-                rec.admit_s = now
-                reserved += need[req.id]
-                running.append(rec)
-                admitted.append(req.id)
-                result.admission_order.append(req.id)
-                if budget is not None:
-                    budget -= req.prompt_tokens
-            if not running:
-                now = max(now, waiting[head].arrival_s)
-                continue
-            entries = tuple(
-                BatchEntry(rec.request.id, "prefill", rec.request.prompt_tokens, rec.request.prompt_tokens)
-                if rec.generated_tokens == 0 else
-                BatchEntry(rec.request.id, "decode", 1, rec.request.prompt_tokens + rec.generated_tokens)
-                for rec in running)
-            batch = Batch(entries)
-            duration = float(self.iteration_time_s(batch))
-            if not (np.isfinite(duration) and duration > 0):
-                raise ValueError(f"iteration_time_s returned {duration!r}; it must be a finite time > 0 seconds")
-            start, now = now, now + duration
-            retired, still = [], []
-            for rec in running:
-                rec.generated_tokens += 1
-                if rec.generated_tokens == 1:
-                    rec.first_token_s = now
-                if rec.generated_tokens == rec.request.output_tokens:
-                    rec.finish_s = now
-                    reserved -= need[rec.request.id]
-                    retired.append(rec.request.id)
-                else:
-                    still.append(rec)
-            result.iterations.append(Iteration(len(result.iterations), start, duration, batch, reserved,
-                                               sum(e.context_tokens for e in entries) * self.kv_per_token,
-                                               tuple(admitted), tuple(retired)))
-            running = still
-            # finished = admitted so far (head) - still running
-            progress.report("requests", head - len(running), len(waiting), now, f"{len(result.iterations):,} iterations")
-        return result
+    def stage_admits(self, request: Request, n_admitted: int, admitted_prompt_tokens: int) -> bool:
+        """The first request of a stage always; later ones while their prompts fit the stage's budget."""
+        budget = self.max_prefill_tokens
+        return budget is None or n_admitted == 0 or admitted_prompt_tokens + request.prompt_tokens <= budget

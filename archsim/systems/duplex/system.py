@@ -22,6 +22,7 @@ from archsim.errors import ConfigError, UserError
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
+from archsim.stats_names import from_code
 from archsim.systems.duplex.compiler import (
     DEVICE_KINDS,
     Compiler,
@@ -267,6 +268,7 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     return {"interference": resolved.get("interference", "engine"), **{k: resolved.get(k, v) for k, v in values.items()}}
 
 
-@register("duplex", resolve=resolve, keys=settable_keys, schema=DuplexConfig)
+@register("duplex", resolve=resolve, keys=settable_keys, schema=DuplexConfig,
+          stats=from_code((DuplexRun.run, "stats"), serving_metrics))
 def run(config: dict[str, Any], seed: int = 0) -> Result:
     return DuplexRun(config, seed).run()

@@ -22,6 +22,7 @@ from archsim import schema
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
+from archsim.stats_names import from_code
 
 MEMORIES = ("ideal", "dram")
 
@@ -140,7 +141,7 @@ def run_gemm(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     return stats, timeline.to_frame()
 
 
-@register("gemm", resolve=resolve, schema=GemmConfig)
+@register("gemm", resolve=resolve, schema=GemmConfig, stats=from_code((run_gemm, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     cfg = resolve(config)
     stats, frame = run_gemm(cfg)

@@ -48,6 +48,15 @@ class Stream:
         self.flags.append(0)
         self.est.append(0)
 
+    def extend(self, cmd: list[int], bank: list[int], row: list[int]) -> None:
+        """Append commands in bulk (lists of one length): the compiler's rounds are thousands of commands."""
+        self.cmd += cmd
+        self.bank += bank
+        self.row += row
+        zeros = [0] * len(cmd)
+        self.flags += zeros
+        self.est += zeros
+
     def segment(self, start: int, est: int) -> None:
         """Mark commands [start, end) as one admission segment of estimated length `est` cycles."""
         if start < len(self.cmd):
@@ -93,20 +102,21 @@ class AttentionCompiler:
 
     def _rounds(self, s: Stream, rounds: int, comps: int, rows_of_round: list[int]) -> None:
         """`rounds` x (comps COMP + READRES), opening each round's PIM row set when it changes."""
+        c = self.c
+        n_act = len(self.group_banks)
+        computes = [c["COMP"]] * comps + [c["READRES"]]      # one round's commands, all on bank 0
+        zeros = [0] * (comps + 1)
         open_row = None
         for r in range(rounds):
             row = rows_of_round[r]
             if row != open_row:
                 if open_row is not None:
-                    s.add(self.c["PIM_PRE"], 0)
-                for b in self.group_banks:
-                    s.add(self.c["G_ACT"], b, row)
+                    s.add(c["PIM_PRE"], 0)
+                s.extend([c["G_ACT"]] * n_act, self.group_banks, [row] * n_act)
                 open_row = row
-            for _ in range(comps):
-                s.add(self.c["COMP"], 0, row)
-            s.add(self.c["READRES"], 0, row)
+            s.extend(computes, zeros, [row] * (comps + 1))
         if open_row is not None:
-            s.add(self.c["PIM_PRE"], 0)
+            s.add(c["PIM_PRE"], 0)
 
     # -- the two GEMVs -------------------------------------------------------------------------------------
     def logits(self, s: Stream, context: int, k_row: int, q_row: int, head: int) -> None:

@@ -36,6 +36,8 @@ logits GEMVs finish.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import heapq
 import math
 import time
@@ -50,7 +52,7 @@ from archsim import paths, progress, schema
 from archsim.config import load_yaml
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.spec import DramSpec, load_spec
-from archsim.engine.channel import MemorySystem
+from archsim.engine.channel import EngineError, MemorySystem
 from archsim.engine.driver import Driver
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, collective_s
@@ -61,6 +63,7 @@ from archsim.npu.vector import vector_op_cycles, vector_row_cycles
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
+from archsim.stats_names import from_code
 from archsim.systems.neupims.compiler import AttentionCompiler, Stream
 from archsim.workload import serving
 from archsim.workload.spec import ModelSpec, load_model
@@ -123,7 +126,17 @@ DEFAULTS: dict[str, Any] = schema.defaults(NeuPimsConfig)
 
 
 # ---- configuration -------------------------------------------------------------------------------------------
-def _policy(name: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Policy:
+    """A mapping policy (mappings/*.yaml), read once per run."""
+
+    attention: str            # pim | npu
+    sub_batch: bool
+    channel_assignment: str   # gmlbp | round_robin
+    kv_base_row: int          # first row of every bank that holds KV caches (weights below it)
+
+
+def _policy(name: str) -> Policy:
     path = paths.resolve("mappings", name)
     doc = load_yaml(path)
     out = {}
@@ -136,11 +149,60 @@ def _policy(name: str) -> dict[str, Any]:
     row = doc.data.get("kv_base_row", 16384)
     if isinstance(row, bool) or not isinstance(row, int) or row < 0:
         raise doc.error("kv_base_row", f"must be an integer >= 0, got {row!r}")
-    out["kv_base_row"] = row
-    return out
+    return Policy(kv_base_row=row, **out)
 
 
-def resolve(config: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class IterationMode:
+    """mode: iteration (key path `samples`)."""
+
+    samples: int
+
+
+@dataclass(frozen=True)
+class ServingMode:
+    """mode: serving (key paths `requests`, `max_iterations`)."""
+
+    requests: int
+    max_iterations: int
+
+
+# each mode's own knobs: its sub-config, built from the top-level keys of the same names (key paths unchanged)
+MODE_CONFIGS: dict[str, type] = {"iteration": IterationMode, "serving": ServingMode}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A run's config resolved once into typed values (model, NPU and policy loaded once), passed down to
+    everything below `run`; `resolved` is the same config as the dict the manifest records."""
+
+    system: str
+    model: ModelSpec
+    tp: int
+    batch: int
+    dataset: str
+    mode: IterationMode | ServingMode
+    policy: Policy
+    sub_batch: bool
+    channel_assignment: str
+    preset: str | None
+    npu: NpuConfig
+    npu_attention: str
+    layers: int                            # layers simulated
+    refresh: bool
+    link_bytes_per_s: float | None         # None: an ideal interconnect
+    link_latency_s: float
+    gpu: str
+    dram: tuple[tuple[str, Any], ...]      # flattened overrides of the DRAM preset
+    resolved: dict[str, Any] = field(compare=False, repr=False)
+
+    @property
+    def gpu_system(self) -> bool:
+        return self.system in GPU_SYSTEMS
+
+
+def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]:
+    """The resolved config, with the model and policy it loaded on the way (so `setup` loads neither again)."""
     name = config.get("system", "neupims")
     schema.check(NeuPimsConfig, config, name)   # unknown keys, types, allowed values, ranges
     out = {**DEFAULTS, **config, "system": name}
@@ -154,7 +216,7 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     policy = _policy(out["mapping"])
     for key in ("sub_batch", "channel_assignment"):
         if out[key] is None:
-            out[key] = policy[key]
+            out[key] = getattr(policy, key)
     if name in ("npu_only", *GPU_SYSTEMS):
         out["sub_batch"] = False          # nothing runs beside the NPU's attention to interleave with
     if out["preset"] is None and name not in GPU_SYSTEMS:
@@ -162,7 +224,25 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     if not _is_trace(out["dataset"]) and out["dataset"] not in serving.DATASETS:
         raise ConfigError("dataset", f"unknown dataset {out['dataset']!r}; known: {', '.join(sorted(serving.DATASETS))}"
                           " or a trace file (.csv / .jsonl)")
-    return out
+    return out, model, policy
+
+
+def resolve(config: dict[str, Any]) -> dict[str, Any]:
+    return _resolve(config)[0]
+
+
+def setup(config: dict[str, Any]) -> Setup:
+    """`config` resolved and typed: what `run` passes down."""
+    cfg, model, policy = _resolve(config)
+    mode_cls = MODE_CONFIGS[cfg["mode"]]
+    mode = mode_cls(**{f.name: cfg[f.name] for f in dataclasses.fields(mode_cls)})
+    link = cfg["link_bytes_per_s"]
+    return Setup(system=cfg["system"], model=model, tp=cfg["tp"], batch=cfg["batch"], dataset=cfg["dataset"],
+                 mode=mode, policy=policy, sub_batch=cfg["sub_batch"], channel_assignment=cfg["channel_assignment"],
+                 preset=cfg["preset"], npu=load_npu_config(cfg["npu"]), npu_attention=cfg["npu_attention"],
+                 layers=cfg["layers"] or model.n_layers, refresh=cfg["refresh"],
+                 link_bytes_per_s=None if link is None else float(link), link_latency_s=float(cfg["link_latency_s"]),
+                 gpu=cfg["gpu"], dram=tuple(_dram_overrides(cfg).items()), resolved=cfg)
 
 
 def _is_trace(dataset: str) -> bool:
@@ -180,7 +260,7 @@ class Device:
     layers: int
     spec: DramSpec | None
     npu: NpuConfig
-    policy: dict[str, Any]
+    policy: Policy
     link_bytes_per_s: float | None       # None: ideal interconnect
     link_latency_s: float
     npu_attention: str = "pipelined"
@@ -210,23 +290,19 @@ class Device:
         return max(free // self.spec.channels // per_token, 0)
 
 
-def build_device(cfg: dict[str, Any]) -> Device:
-    model = load_model(cfg["model"])
-    layers = cfg["layers"] or model.n_layers
-    npu = load_npu_config(cfg["npu"])
+def build_device(su: Setup) -> Device:
     spec = None
-    if cfg["system"] not in GPU_SYSTEMS:
-        spec = load_spec(cfg["preset"], _dram_overrides(cfg))
-        if cfg["system"] != "npu_only" and "COMP" not in spec.command_names:
-            raise ConfigError("preset", f"{spec.name} has no PIM commands; system {cfg['system']} needs a NeuPIMs device")
-        per_device = model.weight_bytes / cfg["tp"]
+    if not su.gpu_system:
+        spec = load_spec(su.preset, dict(su.dram))
+        if su.system != "npu_only" and "COMP" not in spec.command_names:
+            raise ConfigError("preset", f"{spec.name} has no PIM commands; system {su.system} needs a NeuPIMs device")
+        per_device = su.model.weight_bytes / su.tp
         if per_device >= spec.capacity_bytes:
-            raise UserError(f"{model.name}: its weights take {per_device / 1e9:.1f} GB per device at tp {cfg['tp']}, "
+            raise UserError(f"{su.model.name}: its weights take {per_device / 1e9:.1f} GB per device at tp {su.tp}, "
                             f"more than the {spec.capacity_bytes / 1e9:.1f} GB of {spec.name}; raise tp (NeuPIMs "
                             "also splits GPT3-175B over 4 pipeline stages, which archsim does not model)")
-    link = cfg["link_bytes_per_s"]
-    return Device(cfg["system"], model, cfg["tp"], layers, spec, npu, _policy(cfg["mapping"]),
-                  None if link is None else float(link), float(cfg["link_latency_s"]), cfg["npu_attention"])
+    return Device(su.system, su.model, su.tp, su.layers, spec, su.npu, su.policy, su.link_bytes_per_s,
+                  su.link_latency_s, su.npu_attention)
 
 
 def allreduce_s(tp: int, link_bytes_per_s: float | None, link_latency_s: float, nbytes: int) -> float:
@@ -283,6 +359,26 @@ def _attention_streams(compiler: AttentionCompiler, context: int, head: int = 0)
     return lg.arrays(), at.arrays(), k_rows + v_rows + 2, k_rows
 
 
+@dataclass(frozen=True)
+class _Part:
+    """The logits (or attend) streams of every head of one channel, concatenated (DecodeSimulator._part)."""
+
+    cmd: np.ndarray
+    bank: np.ndarray          # the engine's representative bank of each command's target (global id)
+    valid: np.ndarray         # the command names a row
+    pos: np.ndarray           # its row past the first KV row, before the layer's offset
+    flags: np.ndarray
+    est: np.ndarray
+    start: np.ndarray         # head j's commands: [start[j], start[j + 1])
+
+
+@dataclass(frozen=True)
+class _ChannelPlan:
+    logits: _Part
+    attend: _Part
+    softmax: list[int]        # each head's softmax, DRAM cycles
+
+
 class DecodeSimulator:
     """Simulates decode iterations of one device, stage by stage, on one long-lived channel engine."""
 
@@ -291,7 +387,7 @@ class DecodeSimulator:
         self.log = log
         self.stream_flags: dict[int, list[tuple[int, int]]] = {}
         spec = dev.spec
-        self.attention_on_pim = dev.system in ("neupims", "npu_pim") and dev.policy["attention"] == "pim"
+        self.attention_on_pim = dev.system in ("neupims", "npu_pim") and dev.policy.attention == "pim"
         if self.attention_on_pim:
             sources = [{"name": "pim", "kind": "stream"}, {"name": "npu", "kind": "rw"}]
             arbitration = "priority" if dev.system == "neupims" else "blocked"
@@ -307,10 +403,13 @@ class DecodeSimulator:
         # one load and one store DMA engine per array, each offering up to one request per channel per cycle
         width = spec.channels
         self.ports = [(self.ms.add_port("npu", width), self.ms.add_port("npu", width)) for _ in range(dev.npu.arrays)]
-        self.mapping = spec.default_mapping
+        self.decode = mapping_mod.Decoder(spec, spec.default_mapping)     # tables built once, not per DMA tile
         if self.attention_on_pim and "compiler" not in dev.cache:
             dev.cache["compiler"] = AttentionCompiler(spec, dev.model.d_head)
         self.compiler = dev.cache.get("compiler")
+        self._stream_slot = {"pim": int(self.ms.S.src_idx[0, self.ms.source_index("pim")])} if self.attention_on_pim else {}
+        self._plans: dict[tuple[int, tuple[int, ...]], _ChannelPlan] = {}    # this iteration's (channel, contexts)
+        self._softmax_memo: dict[int, int] = {}
         self.stages: list[StageStats] = []
         self.eb = dev.npu.dtype_bytes
         # address space: weights of every layer from 0, activations after them; KV rows from kv_base_row
@@ -336,7 +435,7 @@ class DecodeSimulator:
                 at += self.block_stride[name] * dev.npu.arrays
         self.act_base = at
         rows_needed = at // (spec.row_bytes * spec.total_banks) + 64
-        self.kv_row0 = max(dev.policy["kv_base_row"], rows_needed)
+        self.kv_row0 = max(dev.policy.kv_base_row, rows_needed)
         if self.kv_row0 >= spec.rows:
             raise UserError(f"{dev.model.name} / tp {tp}: the weights need {rows_needed} rows of every bank, more "
                             f"than {spec.name}'s {spec.rows}")
@@ -363,7 +462,7 @@ class DecodeSimulator:
             # operands in the tile-blocked layout (weights arranged offline, activations written that way), so
             # a tile is one contiguous range spread over every channel (row-major A with 8 KB rows would put
             # a tile's 1 KB row pieces on a quarter of the channels)
-            agent = GemmAgent(self.driver, sched, bases, start_npu, *self.ports[a], self.mapping, dev.npu.clock_hz,
+            agent = GemmAgent(self.driver, sched, bases, start_npu, *self.ports[a], self.decode, dev.npu.clock_hz,
                               on_finish=lambda ag: on_array_done(self.dev.npu_to_dram(ag.end_npu)), layout="blocked")
             agent.start()
 
@@ -466,7 +565,7 @@ class DecodeSimulator:
                 lo = int(base + offsets[r])
                 addr = np.arange(lo // 64 * 64, lo + contexts[r] * kv_tok, self.dev.spec.access_bytes, dtype=np.uint64)
                 addr %= np.uint64(self.dev.spec.capacity_bytes)
-                dec = mapping_mod.decode(self.dev.spec, addr, self.mapping)
+                dec = self.decode(addr)
                 tag = self.driver.group(len(addr), lambda done, j=j: loaded_cb(j, done))
                 self.ms.enqueue_requests(self.ports[a][0], dec["channel"], dec["bank"], dec["row"], dec["column"], 0,
                                          at, tag)
@@ -505,64 +604,89 @@ class DecodeSimulator:
         return self.dev.heads
 
     # -- attention on PIM ----------------------------------------------------------------------------------------
+    def _channel_plan(self, ch: int, contexts: tuple[int, ...]) -> _ChannelPlan:
+        """The layer-independent part of one channel's attention streams (every layer of an iteration runs the
+        same requests: only the rows' layer offset differs), built once per iteration and channel."""
+        key = (ch, contexts)
+        plan = self._plans.get(key)
+        if plan is None:
+            comp = self.compiler
+            heads_per_gwrite = comp.row_elems // comp.dk
+            lg, at, base = [], [], []
+            row = self.kv_row0
+            for L in contexts:
+                for h in range(self.heads):
+                    (lg_h, at_h, rows_per_head, _k) = _attention_streams(comp, L, h % heads_per_gwrite)
+                    lg.append(lg_h)
+                    at.append(at_h)
+                    base.append(row)
+                    row += rows_per_head
+            softmax = [self._softmax_cycles(L) for L in contexts for _h in range(self.heads)]
+            plan = self._plans[key] = _ChannelPlan(self._part(ch, lg, base), self._part(ch, at, base), softmax)
+        return plan
+
+    def _part(self, ch: int, streams: list[tuple[np.ndarray, ...]], base: list[int]) -> _Part:
+        """Streams (one per head) concatenated, banks as the engine keeps them (its representative bank of the
+        command's target), rows as positions past the first KV row before the layer's offset."""
+        B = self.dev.spec.banks_per_channel
+        n = np.array([len(p[0]) for p in streams], dtype=np.int64)
+        cmd, local, rel, flags, est = (np.concatenate([p[i] for p in streams]) for i in range(5))
+        if local.min() < 0 or local.max() >= B:
+            raise EngineError(f"attention stream bank out of range for {self.dev.spec.name}")
+        pos = rel + np.repeat(np.asarray(base, dtype=np.int64), n)
+        return _Part(cmd, ch * B + self.ms.tables.rep[cmd, local], rel >= 0, pos, flags, est,
+                     np.concatenate([[0], np.cumsum(n)]))
+
+    def _layer_rows(self, part: _Part, layer: int) -> np.ndarray:
+        """A part's rows in `layer` (each layer's KV caches sit 97 rows further, wrapping in the KV region)."""
+        span = self.dev.spec.rows - self.kv_row0
+        return np.where(part.valid, (part.pos + layer * 97) % span + self.kv_row0, -1)
+
+    def _softmax_cycles(self, L: int) -> int:
+        d = self._softmax_memo.get(L)
+        if d is None:
+            d = self._softmax_memo[L] = self.dev.npu_to_dram(vector_row_cycles(self.dev.npu, "softmax", L))
+        return d
+
     def _pim_attention(self, layer: int, requests: list[tuple[int, int]], start: int, stats: StageStats) -> None:
         """requests: (context, channel). Per channel, the logits GEMVs of every request and head go first (one
         stream); each head's softmax runs on a vector pipeline when its logits are done, and its attend GEMV
         is appended to the channel's stream at the softmax's end."""
-        spec = self.dev.spec
-        B = spec.banks_per_channel
-        comp = self.compiler
-        heads = self.heads
         by_ch: dict[int, list[int]] = {}
         for L, ch in requests:
             by_ch.setdefault(ch, []).append(L)
         stats.pim_end = max(stats.pim_end, start)
-        rows = spec.rows
+        done = functools.partial(self._pim_done, stats)
         for ch, contexts in by_ch.items():
-            row = self.kv_row0
-            lg_parts, at_jobs = [], []
-            for L in contexts:
-                for h in range(heads):
-                    (lg, at, rows_per_head, _k) = _attention_streams(comp, L, h % (comp.row_elems // comp.dk))
-                    lg_parts.append((lg, row))
-                    at_jobs.append((at, row, L))
-                    row += rows_per_head
-            # tags: one completion group per head's logits GEMV
-            cmd = np.concatenate([p[0][0] for p in lg_parts])
-            bank = np.concatenate([p[0][1] for p in lg_parts]) + ch * B
-            rel = np.concatenate([p[0][2] for p in lg_parts])
-            base = np.concatenate([np.full(len(p[0][0]), p[1], np.int64) for p in lg_parts])
-            row_arr = np.where(rel >= 0, (rel + base + layer * 97) % (rows - self.kv_row0) + self.kv_row0, -1)
-            flags = np.concatenate([p[0][3] for p in lg_parts])
-            est = np.concatenate([p[0][4] for p in lg_parts])
-            tags = np.empty(len(cmd), np.int64)
-            pos = 0
-            for j, (p, _r) in enumerate(lg_parts):
-                n = len(p[0])
-                tags[pos:pos + n] = self.driver.group(n, lambda done, ch=ch, j=j, jobs=at_jobs:
-                                                      self._softmax_then_attend(layer, ch, jobs[j], done, stats))
-                pos += n
-            self._stream("pim", ch, cmd, bank, row_arr, flags, est, tags, start)
+            plan = self._channel_plan(ch, tuple(contexts))
+            lg, at = plan.logits, plan.attend
+            at_rows = self._layer_rows(at, layer)
+            # tags: one completion group per head's logits GEMV, whose end starts the head's softmax
+            group = self.driver.group
+            tags = np.repeat(np.array([
+                group(int(lg.start[j + 1] - lg.start[j]),
+                      functools.partial(self._softmax_then_attend, ch, at, at_rows, j, plan.softmax[j], stats, done))
+                for j in range(len(plan.softmax))], dtype=np.int64), np.diff(lg.start))
+            self._append("pim", ch, lg.cmd, lg.bank, self._layer_rows(lg, layer), lg.flags, lg.est, tags, start)
 
-    def _softmax_then_attend(self, layer: int, ch: int, job, logits_done: int, stats: StageStats) -> None:
-        at, row, L = job
-        d = self.dev.npu_to_dram(vector_row_cycles(self.dev.npu, "softmax", L))
+    def _softmax_then_attend(self, ch: int, at: _Part, rows: np.ndarray, j: int, d: int, stats: StageStats, done,
+                             logits_done: int) -> None:
         free = heapq.heappop(self.vector_free)
         begin = max(free, logits_done)
         heapq.heappush(self.vector_free, begin + d)
         stats.vector_busy += d
-        spec = self.dev.spec
-        rows = spec.rows
-        cmd, bank, rel, flags, est = at
-        row_arr = np.where(rel >= 0, (rel + row + layer * 97) % (rows - self.kv_row0) + self.kv_row0, -1)
-        tag = self.driver.group(len(cmd), lambda done: self._pim_done(stats, done))
-        self._stream("pim", ch, cmd, bank + ch * spec.banks_per_channel, row_arr, flags, est, tag, begin + d)
+        a, b = int(at.start[j]), int(at.start[j + 1])
+        tag = self.driver.group(b - a, done)
+        self._append("pim", ch, at.cmd[a:b], at.bank[a:b], rows[a:b], at.flags[a:b], at.est[a:b], tag, begin + d)
 
-    def _stream(self, source, ch, cmd, bank, row, flags, est, tag, at) -> None:
-        self.ms.enqueue_stream(source, ch, cmd, bank, row, -1, flags, est, tag, at=at)
+    def _append(self, source: str, ch: int, cmd, bank, row, flags, est, tag, at: int) -> None:
+        """`MemorySystem.enqueue_stream` of commands checked once when their plan was built (bank: the engine's
+        representative bank; archsim.engine.reuse drives the engine the same way)."""
+        ms = self.ms
+        ms._append_stream(ch * ms.n_st + self._stream_slot[source], cmd, bank, row, -1, flags, est, tag,
+                          max(int(ms.S.clock[0]), int(at)))
         if self.log:     # per channel, (command, segment flags) of the stream in enqueue order (tests read them)
-            self.stream_flags.setdefault(ch, []).extend(zip(np.asarray(cmd).tolist(),
-                                                            np.broadcast_to(flags, np.shape(cmd)).tolist(), strict=True))
+            self.stream_flags.setdefault(ch, []).extend(zip(cmd.tolist(), flags.tolist(), strict=True))
 
     @staticmethod
     def _pim_done(stats: StageStats, done: int) -> None:
@@ -605,6 +729,7 @@ class DecodeSimulator:
         end cycle. channels: the channel holding each request's KV cache (-1 never happens here). on_layer(k,
         cycle): called as the k-th layer's last stage ends (progress of a long iteration)."""
         on_layer = on_layer or (lambda k, cycle: None)
+        self._plans = {}
         n = len(contexts)
         L = self.dev.layers
         reqs = list(zip(contexts, channels, strict=True))
@@ -671,8 +796,8 @@ def sample_batch(dataset: str, batch: int, rng: np.random.Generator) -> list[int
 
 
 # ---- GPU-only ---------------------------------------------------------------------------------------------------
-def gpu_iteration_s(cfg: dict[str, Any], model: ModelSpec, contexts: list[int], layers: int) -> tuple[float, dict]:
-    """One decode iteration of one TP shard on the GPU (preset cfg["gpu"]); the all-reduces over the same link
+def gpu_iteration_s(su: Setup, contexts: list[int]) -> tuple[float, dict]:
+    """One decode iteration (su.layers layers) of one TP shard on the GPU (preset su.gpu); the all-reduces over the same link
     as the NPU systems.
 
     gpu_roofline: max(FLOPs / peak, bytes / bandwidth) per operator (efficiencies from the preset), nothing
@@ -685,17 +810,17 @@ def gpu_iteration_s(cfg: dict[str, Any], model: ModelSpec, contexts: list[int], 
     the whole cache every step (preset `kv_append_copies_cache`)."""
     from archsim.host.baselines import Baseline
 
-    gpu = Baseline.load(cfg["gpu"])
-    tp = cfg["tp"]
+    gpu = Baseline.load(su.gpu)
+    model, tp, layers = su.model, su.tp, su.layers
     flops_s = gpu.peak_matmul_flops_per_s * gpu.compute_efficiency
     bw = gpu.peak_bandwidth_bytes_per_s * gpu.bandwidth_efficiency
     b = len(contexts)
     E, F, eb = model.d_model, model.d_ff, 2
     heads = model.n_heads // tp
-    ar = 2 * allreduce_s(tp, cfg["link_bytes_per_s"], cfg["link_latency_s"], b * E * eb)
+    ar = 2 * allreduce_s(tp, su.link_bytes_per_s, su.link_latency_s, b * E * eb)
     gemms = [max(2 * b * k * n / flops_s, (k * n + b * (k + n)) * eb / bw)
              for k, n in ((E, 3 * E // tp), (E // tp, E), (E, F // tp), (F // tp, E))]
-    if cfg["system"] == "gpu_roofline":
+    if su.system == "gpu_roofline":
         kv_bytes = sum(contexts) * 2 * E // tp * eb
         attn = max(4 * sum(contexts) * E // tp / flops_s, kv_bytes / bw)
         per_layer = sum(gemms) + attn + ar
@@ -759,34 +884,33 @@ def _energy_j(dev: Device, stage_df: pd.DataFrame, cycles: int) -> dict[str, flo
     return {k: v * 1e-12 for k, v in pj.items()}
 
 
-def run_iteration_mode(cfg: dict[str, Any], seed: int) -> Result:
+def run_iteration_mode(su: Setup, seed: int) -> Result:
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    model = load_model(cfg["model"])
-    layers = cfg["layers"] or model.n_layers
+    samples = su.mode.samples
     rows, stage_frames = [], []
-    if cfg["system"] in GPU_SYSTEMS:
-        for s in range(cfg["samples"]):
-            ctx = sample_batch(cfg["dataset"], cfg["batch"], rng)
-            sec, parts = gpu_iteration_s(cfg, model, ctx, layers)
+    if su.gpu_system:
+        for s in range(samples):
+            ctx = sample_batch(su.dataset, su.batch, rng)
+            sec, parts = gpu_iteration_s(su, ctx)
             rows.append({"sample": s, "batch": len(ctx), "mean_context": float(np.mean(ctx)), "seconds": sec,
                          "tokens_per_s": len(ctx) / sec, **parts})
         df = pd.DataFrame(rows)
         stats = {"tokens_per_s": float(df["tokens_per_s"].mean()), "iteration_s": float(df["seconds"].mean()),
                  "wall_s": time.perf_counter() - t0}
-        return Result(stats=stats, df=df, manifest=make_manifest(cfg["system"], cfg, seed=seed))
-    dev = build_device(cfg)
+        return Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
+    dev = build_device(su)
     sim_cycles = 0
-    for s in range(cfg["samples"]):
-        ctx = sample_batch(cfg["dataset"], cfg["batch"], rng)
-        chans = assign(dev, ctx, cfg["channel_assignment"])
-        sim = DecodeSimulator(dev, refresh=cfg["refresh"])
+    for s in range(samples):
+        ctx = sample_batch(su.dataset, su.batch, rng)
+        chans = assign(dev, ctx, su.channel_assignment)
+        sim = DecodeSimulator(dev, refresh=su.refresh)
 
         def on_layer(k, cycle, s=s):
-            progress.report("layers", s * dev.layers + k, cfg["samples"] * dev.layers,
-                            cycle * dev.spec.tCK_ps * 1e-12, f"sample {s + 1} of {cfg['samples']}")
+            progress.report("layers", s * dev.layers + k, samples * dev.layers,
+                            cycle * dev.spec.tCK_ps * 1e-12, f"sample {s + 1} of {samples}")
 
-        end = sim.iteration(ctx, chans, cfg["sub_batch"], on_layer=on_layer)
+        end = sim.iteration(ctx, chans, su.sub_batch, on_layer=on_layer)
         sec = end * dev.spec.tCK_ps * 1e-12
         sf = _stage_frame(sim.stages, dev)
         sf.insert(0, "sample", s)
@@ -807,7 +931,7 @@ def run_iteration_mode(cfg: dict[str, Any], seed: int) -> Result:
              "npu_util": float(df["npu_util"].mean()), "pim_util": float(df["pim_util"].mean()),
              "mem_bw_util": float(df["mem_bw_util"].mean()), "energy_per_token_j": float(df["energy_j"].sum() / tok),
              "simulated_cycles": int(sim_cycles), "wall_s": wall, "cycles_per_s": sim_cycles / wall}
-    res = Result(stats=stats, df=df, manifest=make_manifest(cfg["system"], cfg, seed=seed))
+    res = Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
     res.tables["stages"] = stages
     res.tables["timeline"] = _timeline(stages[stages["sample"] == 0], dev)
     return res
@@ -826,20 +950,19 @@ def _timeline(stages: pd.DataFrame, dev: Device) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["unit", "op", "start_s", "end_s"])
 
 
-def run_serving_mode(cfg: dict[str, Any], seed: int) -> Result:
+def run_serving_mode(su: Setup, seed: int) -> Result:
     t0 = time.perf_counter()
-    model = load_model(cfg["model"])
-    layers = cfg["layers"] or model.n_layers
-    if _is_trace(cfg["dataset"]):
-        requests = serving.read_trace(cfg["dataset"])[:cfg["requests"]]
+    model, layers, mode = su.model, su.layers, su.mode
+    if _is_trace(su.dataset):
+        requests = serving.read_trace(su.dataset)[:mode.requests]
     else:
-        requests = serving.generate_requests(cfg["requests"], cfg["dataset"], seed=seed)
-    dev = build_device(cfg) if cfg["system"] not in GPU_SYSTEMS else None
+        requests = serving.generate_requests(mode.requests, su.dataset, seed=seed)
+    dev = None if su.gpu_system else build_device(su)
     channel_of: dict[int, int] = {}
     sim_cycles = [0]
     state: dict[str, Any] = {}
 
-    npu = load_npu_config(cfg["npu"])
+    npu = su.npu
     prefill_cache: dict[int, float] = {}
 
     def prefill_s(prompt: int) -> float:
@@ -847,7 +970,7 @@ def run_serving_mode(cfg: dict[str, Any], seed: int) -> Result:
         tile model on its arrays (N split over the arrays; prompt GEMMs are compute-bound, so DMA is not
         simulated), q.K^T and s.V per head, x layers."""
         if prompt not in prefill_cache:
-            E, F, tp, dk = model.d_model, model.d_ff, cfg["tp"], model.d_head
+            E, F, tp, dk = model.d_model, model.d_ff, su.tp, model.d_head
             cycles = 0
             for k, n in ((E, 3 * E // tp), (E // tp, E), (E, F // tp), (F // tp, E)):
                 cycles += schedule_gemm(npu, prompt, k, math.ceil(n / npu.arrays)).compute_only_cycles()
@@ -865,7 +988,7 @@ def run_serving_mode(cfg: dict[str, Any], seed: int) -> Result:
             return pre
         ctx = [e.context_tokens for e in decode]
         if dev is None:
-            return max(pre, gpu_iteration_s(cfg, model, ctx, layers)[0])
+            return max(pre, gpu_iteration_s(su, ctx)[0])
         # a request keeps the channel its KV cache was placed on at admission (greedy on current loads)
         new = [i for i, e in enumerate(decode) if e.request_id not in channel_of]
         if new:
@@ -875,7 +998,7 @@ def run_serving_mode(cfg: dict[str, Any], seed: int) -> Result:
                 if e.request_id in channel_of:
                     loads[channel_of[e.request_id]] += load_fn(e.context_tokens)
             sub = [ctx[i] for i in new]
-            if cfg["channel_assignment"] == "gmlbp":
+            if su.channel_assignment == "gmlbp":
                 chans = serving.assign_channels_gmlbp(sub, dev.spec.channels, load_fn, initial_loads=loads)
             else:
                 chans = [(len(channel_of) + j) % dev.spec.channels for j in range(len(sub))]
@@ -884,17 +1007,17 @@ def run_serving_mode(cfg: dict[str, Any], seed: int) -> Result:
         chans = [channel_of[e.request_id] for e in decode]
         # one device for the whole run: its DRAM state (open rows, refresh phase) carries over between iterations
         if "sim" not in state:
-            state["sim"] = DecodeSimulator(dev, refresh=cfg["refresh"])
+            state["sim"] = DecodeSimulator(dev, refresh=su.refresh)
         sim = state["sim"]
         start = state.get("clock", 0)
-        end = sim.iteration(ctx, chans, cfg["sub_batch"], start=start)
+        end = sim.iteration(ctx, chans, su.sub_batch, start=start)
         state["clock"] = end
         sim_cycles[0] += end - start
         return max(pre, (end - start) * dev.spec.tCK_ps * 1e-12)
 
-    cap = (dev.kv_capacity_bytes if dev is not None else cfg["tp"] * 40 * 2**30 - model.weight_bytes)
-    batcher = serving.ContinuousBatcher(cfg["batch"], int(cap), model.kv_bytes_per_token, iteration_s,
-                                        max_iterations=cfg["max_iterations"])
+    cap = (dev.kv_capacity_bytes if dev is not None else su.tp * 40 * 2**30 - model.weight_bytes)
+    batcher = serving.ContinuousBatcher(su.batch, int(cap), model.kv_bytes_per_token, iteration_s,
+                                        max_iterations=mode.max_iterations)
     out = batcher.run(requests)
     it = out.iterations_df()
     rq = out.requests_df()
@@ -906,17 +1029,17 @@ def run_serving_mode(cfg: dict[str, Any], seed: int) -> Result:
     for p in (50, 90, 99):
         stats[f"tbt_p{p}_s"] = float(np.percentile(tbt, p)) if len(tbt) else 0.0
         stats[f"ttft_p{p}_s"] = float(np.percentile(ttft, p))
-    res = Result(stats=stats, df=it, manifest=make_manifest(cfg["system"], cfg, seed=seed))
+    res = Result(stats=stats, df=it, manifest=make_manifest(su.system, su.resolved, seed=seed))
     res.tables["requests"] = rq
     return res
 
 
 def run(config: dict[str, Any], seed: int = 0) -> Result:
-    cfg = resolve(config)
-    if cfg["mode"] == "serving":
-        return run_serving_mode(cfg, seed)
-    return run_iteration_mode(cfg, seed)
+    su = setup(config)
+    if isinstance(su.mode, ServingMode):
+        return run_serving_mode(su, seed)
+    return run_iteration_mode(su, seed)
 
 
 for _name in SYSTEMS:
-    register(_name, resolve=resolve, schema=NeuPimsConfig)(run)
+    register(_name, resolve=resolve, schema=NeuPimsConfig, stats=from_code((run_iteration_mode, "stats"), (run_serving_mode, "stats")))(run)

@@ -65,11 +65,13 @@ def load_policy(name_or_path: str | Path = "pimgpt", overrides: dict[str, Any] |
     from archsim.config import flatten
 
     # {"weights.layout": x} or {"weights": {"layout": x}} (the nested form a config's mapping_overrides takes)
+    overridden = set()
     for key, value in flatten(dict(overrides or {})).items():
         sec, _, sub = key.partition(".")
         if not sub or sec not in ("weights", "attention", "rows"):
             raise ConfigError(f"mapping.{key}", "unknown key; e.g. weights.layout=row_aligned", source=str(path))
         data.setdefault(sec, {})[sub] = value
+        overridden.add(key)
     for (sec, key), allowed in _ALLOWED.items():
         value = (data.get(sec) or {}).get(key)
         if value is None:
@@ -77,7 +79,8 @@ def load_policy(name_or_path: str | Path = "pimgpt", overrides: dict[str, Any] |
         if value not in allowed:
             if sec == "weights" and key == "layout":
                 raise doc.error(f"{sec}.{key}", f"must be one of {allowed}, got {value!r}")
-            raise NotModelled(f"{path}: {sec}.{key}: {value!r} is not modelled yet; supported: "
+            where = f"mapping_overrides.{sec}.{key}" if f"{sec}.{key}" in overridden else f"{path}: {sec}.{key}"
+            raise NotModelled(f"{where}: {value!r} is not modelled yet; supported: "
                               f"{', '.join(map(str, allowed))} (system pimgpt)")
     return Policy(name=str(data.get("name", path.stem)), weight_layout=data["weights"]["layout"],
                   source=str(data.get("source", path)), raw=data)

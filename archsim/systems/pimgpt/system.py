@@ -47,10 +47,11 @@ from archsim import schema
 from archsim.config import flatten
 from archsim.dram.spec import DramSpec, load_spec, override_leaves
 from archsim.engine.reuse import StreamChannels
-from archsim.errors import UserError
+from archsim.errors import ConfigError, UserError
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
+from archsim.stats_names import from_code
 from archsim.systems.pimgpt.compiler import ModelLayout, layout_model, load_policy
 
 MODEL_FEATURES = frozenset({"gqa", "gated_ffn"})  # model features simulated (archsim.summary.FEATURES); MoE is refused
@@ -101,7 +102,24 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     if config.get("omit_ops") and config.get("schedule", "serial") != "serial":
         raise UserError("omit_ops: works with schedule: serial only (the overlap task graph reads every op's "
                         "inputs)")
-    return {**DEFAULTS, **config}
+    out = {**DEFAULTS, **config}
+    policy(out)     # the mapping policy and its overrides are checked with the config, before a run
+    return out
+
+
+def policy(cfg: dict[str, Any]) -> Any:
+    """The mapping policy with cfg's mapping_overrides. A bad value the user set in mapping_overrides is
+    reported at that key (`mapping_overrides.weights.layout`), not at the policy file line it replaced."""
+    from archsim.config import flatten
+
+    overrides = flatten(dict(cfg["mapping_overrides"] or {}))
+    try:
+        return load_policy(cfg["mapping"], cfg["mapping_overrides"])
+    except ConfigError as exc:
+        key = exc.key_path.removeprefix("mapping.")
+        if key not in overrides:
+            raise
+        raise ConfigError(f"mapping_overrides.{key}", exc.problem) from None
 
 
 class PimGptSimulator:
@@ -119,7 +137,7 @@ class PimGptSimulator:
         self.spec: DramSpec = spec
         if "pim" not in spec.raw:
             raise UserError(f"DRAM preset {spec.name} has no `pim` section (use a PIM preset, e.g. GDDR6_AiM_16Gbps)")
-        self.policy = load_policy(cfg["mapping"], cfg["mapping_overrides"])
+        self.policy = policy(cfg)
         self.layout: ModelLayout = layout_model(self.model, spec, self.policy)
         self.g = self.layout.g
         if cfg["tokens"] > self.model.max_context:
@@ -721,7 +739,8 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@register("pimgpt", resolve=resolve, keys=settable_keys, schema=PimGptConfig)
+@register("pimgpt", resolve=resolve, keys=settable_keys, schema=PimGptConfig,
+          stats=from_code((PimGptSimulator.result, "stats"), (PimGptSimulator.baselines, "out")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry: keys model, tokens, channels, asic_clock_hz, preset, mapping, asic, baselines, engine, memo."""
     return PimGptSimulator(config).run(seed=seed)

@@ -39,13 +39,13 @@ Devices: `devices="all"` simulates every device's memory cycle-accurately; `devi
 symmetric: what device N-1 sends to device 0 at time t is what device 0 sends to device 1 at t, for the
 previous chunk). "one" needs equal chunks and no functional mode.
 
-Time base: DRAM cycles of the device memory. GPU cycles and link times convert with ceil. The driver
-advances every memory in windows of `window_cycles` and acts on the requests that completed in a window at
-their exact done cycle; work they cause in the *same* memory can enter it up to window-1 cycles late.
+Time base: DRAM cycles of the device memory. GPU cycles and link times convert with ceil. The agents (GEMM
+producer, tracker, DMA engine, links) run on archsim.engine.loop's windowed event loop: it advances every
+memory in windows of `window_cycles` and calls the request waits that completed in a window with their exact
+done cycle; work they cause in the *same* memory can enter it up to window-1 cycles late.
 """
 from __future__ import annotations
 
-import heapq
 import math
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -60,7 +60,8 @@ from archsim.config import Doc, load_yaml, require_int, require_number
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.effects import Effect
 from archsim.dram.spec import DramSpec, load_spec
-from archsim.engine.channel import CF_THRESH, INF, KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
+from archsim.engine.channel import CF_THRESH, KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
+from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s, load_ring
 
@@ -456,39 +457,6 @@ def _interleave(dec: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     return tuple(x[final] for x in dec)
 
 
-class _Out:
-    """Outstanding request ids of one device in enqueue order. Only a bounded prefix can have completed (the
-    rest wait in the ports' backlogs), so each window checks `pend` (accepted, not yet seen done) topped up
-    from the backlog to `limit` ids; a completion beyond it is seen a window later, at its exact cycle."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.pend = np.zeros(0, np.int64)
-        self.segs: deque[np.ndarray] = deque()
-        self.pos = 0
-        self.size = 0
-
-    def add(self, ids: np.ndarray) -> None:
-        self.segs.append(ids)
-        self.size += len(ids)
-
-    def window(self) -> np.ndarray:
-        need = self.limit - len(self.pend)
-        if need > 0 and self.segs:
-            parts = [self.pend]
-            while need > 0 and self.segs:
-                seg = self.segs[0]
-                k = min(need, len(seg) - self.pos)
-                parts.append(seg[self.pos:self.pos + k])
-                self.pos += k
-                need -= k
-                if self.pos == len(seg):
-                    self.segs.popleft()
-                    self.pos = 0
-            self.pend = np.concatenate(parts)
-        return self.pend
-
-
 class _Sim:
     def __init__(self, params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
                  functional: bool = False, log: bool = False, seed: int = 0, window_cycles: int | None = None):
@@ -539,9 +507,9 @@ class _Sim:
                             f"the {cap} B of {self.spec.name}")
         self.mapping = params.mapping or self.spec.default_mapping
         self.addr_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
-        self.now = 0
-        self.heap: list[tuple[int, int, Callable[[], None]]] = []
-        self.seq = 0
+        # the event loop, in DRAM cycles of the device memory (module doc: Time base)
+        self.loop = EventLoop(window=self.W, name="t3")
+        self.units: dict[int, MemoryUnit] = {}
         # GPU waves: the production order of device d (stage by stage, staggered)
         self.mems: dict[int, MemorySystem] = {}
         self.pc: dict[int, int] = {}
@@ -566,15 +534,9 @@ class _Sim:
                               alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16,
                               rmw=self.nmc_mode)
             self.mems[dev] = ms
+            self.units[dev] = self.loop.add(MemoryUnit(f"memory {dev}", ms, ticks="cycles"))
             self.pc[dev] = ms.add_port("compute", width=self.spec.channels)
             self.pm[dev] = ms.add_port("comm", width=self.spec.channels)
-        # outstanding request tracking per device: ids, owning task, counts
-        ctrl = self.mems[self.sim[0]].ctrl
-        limit = 2 * 2 * (ctrl.read_queue + ctrl.write_queue) * self.spec.channels + 8 * self.W * self.spec.channels
-        self.out_ids: dict[int, _Out] = {dev: _Out(limit) for dev in self.sim}
-        self.tasks: dict[int, list] = {}           # task id -> [remaining, max_done, cb]
-        self.owner: dict[int, np.ndarray] = {dev: np.zeros(1 << 16, np.int64) for dev in self.sim}
-        self.next_task = 0
         self.traffic = {dev: {"gemm_read": 0, "gemm_write": 0, "gemm_update": 0, "rs_read": 0, "rs_write": 0,
                               "rs_update": 0} for dev in self.sim}
         self.nmc_updates = 0
@@ -599,8 +561,7 @@ class _Sim:
         return int(math.ceil(gpu_cycles / self.gpu.clock_hz / self.spec.tCK_s - 1e-9))
 
     def at(self, t: int, fn: Callable[[], None]) -> None:
-        heapq.heappush(self.heap, (int(t), self.seq, fn))
-        self.seq += 1
+        self.loop.at(int(t), fn)
 
     def _tile_addr(self, region: str, tile: Tile) -> np.ndarray:
         d = self.gpu.dtype_bytes
@@ -631,18 +592,9 @@ class _Sim:
         self.traffic[dev][cls] += n
         if kind == KIND_RMW:
             self.nmc_updates += n
-        tid = self.next_task
-        self.next_task += 1
-        self.tasks[tid] = [n, 0, cb]
         ids = ms.enqueue_requests(self.pc[dev] if source == "compute" else self.pm[dev], ch, bank, row, col, kind,
                                   max(int(t), ms.clock), -1)
-        own = self.owner[dev]
-        if ids[-1] >= own.shape[0]:
-            new = np.zeros(max(2 * own.shape[0], int(ids[-1]) + 1), np.int64)
-            new[:own.shape[0]] = own
-            self.owner[dev] = own = new
-        own[ids] = tid
-        self.out_ids[dev].add(ids)
+        self.units[dev].wait_requests(ids, cb)
         return ids
 
     def link(self, src: int, nbytes: int, t: int, fn: Callable[[int], None]) -> None:
@@ -926,34 +878,7 @@ class _Sim:
         self.mem(dev, "comm", self.tile_requests("R", tile), KIND_READ, t, read, "rs_read")
         self.mem(dev, "comm", self.tile_requests("C", tile), KIND_READ, t, read, "rs_read")
 
-    # -- driver -------------------------------------------------------------------------------------------------
-    def _collect(self, dev: int) -> list[tuple[int, Callable[[int], None]]]:
-        out_ = self.out_ids[dev]
-        if out_.size == 0:
-            return []
-        ids = out_.window()
-        done = self.mems[dev].S.r_done[ids]
-        fin = done >= 0
-        if not fin.any():
-            return []
-        out_.pend = ids[~fin]
-        out_.size -= int(fin.sum())
-        tids = self.owner[dev][ids[fin]]
-        dts = done[fin]
-        out = []
-        uniq, inv = np.unique(tids, return_inverse=True)
-        cnt = np.bincount(inv)
-        mx = np.full(len(uniq), -1, np.int64)
-        np.maximum.at(mx, inv, dts)
-        for tid, c, m in zip(uniq.tolist(), cnt.tolist(), mx.tolist(), strict=True):
-            task = self.tasks[tid]
-            task[0] -= c
-            task[1] = max(task[1], m)
-            if task[0] == 0:
-                del self.tasks[tid]
-                out.append((task[1], task[2]))
-        return out
-
+    # -- running ------------------------------------------------------------------------------------------------
     def run(self) -> None:
         import time
 
@@ -963,34 +888,7 @@ class _Sim:
             self.program_trackers()
         for dev in self.sim:
             self.start_gemm(dev)
-        idle_windows = 0
-        while True:
-            busy = any(o.size for o in self.out_ids.values())
-            t_heap = self.heap[0][0] if self.heap else INF
-            if not busy and t_heap >= INF:
-                break
-            horizon = min(t_heap, self.now + self.W) if busy else t_heap
-            if horizon > self.now:
-                for ms in self.mems.values():
-                    if busy and ms.clock < horizon:
-                        ms.advance(horizon)
-                self.now = horizon
-            ready: list[tuple[int, int, Callable[[int], None]]] = []
-            for dev in self.sim:
-                for td, cb in self._collect(dev):
-                    ready.append((td, len(ready), cb))
-            ready.sort(key=lambda x: (x[0], x[1]))
-            for td, _, cb in ready:
-                cb(td)
-            while self.heap and self.heap[0][0] <= self.now:
-                _, _, fn = heapq.heappop(self.heap)
-                fn()
-            if busy and not ready:
-                idle_windows += 1
-                if idle_windows * self.W > (1 << 26):
-                    raise UserError("t3: no request completed for 2^26 cycles (a deadlock in the schedule)")
-            else:
-                idle_windows = 0
+        self.loop.run()
         self.wall_s = time.perf_counter() - t0
         if self.config != "sequential":
             for dev in self.sim:

@@ -16,6 +16,7 @@ from archsim.errors import ConfigError
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
+from archsim.stats_names import from_code
 
 MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): dense MHA sublayers only
 
@@ -66,7 +67,29 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     if not cfgs:
         raise ConfigError("configs", f"must be a non-empty list of {', '.join(_t3('CONFIGS'))}, got {out['configs']!r}")
     out["configs"] = list(cfgs)
+    if out["memory_mapping"] is not None:
+        load_params(out)    # a bad mapping is rejected with the config, not when the simulation starts
     return out
+
+
+# preset key path -> the config key that overrides it (every one is set: the config's defaults are the preset's)
+PRESET_KEYS = {"tracker.entries": "tracker_entries", "mca.threshold": "mca_threshold",
+               "mca.starvation_cap_cycles": "starvation_cap_cycles", "mca.gate": "mca_gate",
+               "driver.window_cycles": "window_cycles", "nmc.update": "nmc_update", "memory.mapping": "memory_mapping"}
+
+
+def load_params(cfg: dict[str, Any]) -> Any:
+    """The T3 preset with the config's keys applied. A bad value the user set is reported at the key they set
+    (`memory_mapping: ...`), not at the preset file's line that it replaced."""
+    from archsim.systems.t3 import model as t3
+
+    overrides = {path: cfg[key] for path, key in PRESET_KEYS.items() if cfg.get(key) is not None}
+    try:
+        return t3.load_params(cfg["preset"], overrides=overrides)
+    except ConfigError as exc:
+        if exc.key_path not in overrides:
+            raise
+        raise ConfigError(PRESET_KEYS[exc.key_path], exc.problem) from None
 
 
 def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -75,11 +98,7 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
     from archsim.workload.spec import load_model
 
     model = load_model(cfg["model"])
-    params = t3.load_params(cfg["preset"], overrides={
-        "tracker.entries": cfg["tracker_entries"], "mca.threshold": cfg["mca_threshold"],
-        "mca.starvation_cap_cycles": cfg["starvation_cap_cycles"], "mca.gate": cfg["mca_gate"], "driver.window_cycles": cfg["window_cycles"],
-        "nmc.update": cfg["nmc_update"],
-        **({"memory.mapping": cfg["memory_mapping"]} if cfg.get("memory_mapping") is not None else {})})
+    params = load_params(cfg)
     shape = t3.sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"])
     runs = {}
     for c in cfg["configs"]:
@@ -156,7 +175,7 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
     return stats, rows
 
 
-@register("t3", resolve=resolve, schema=T3Config)
+@register("t3", resolve=resolve, schema=T3Config, stats=from_code((run_sublayer, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     cfg = resolve(config)
     stats, rows = run_sublayer(cfg)

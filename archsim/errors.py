@@ -50,3 +50,8 @@ class NotModelled(UserError):
     """The input is valid but describes something archsim does not model yet.
 
     The message is one line: what is missing and which system does support it."""
+
+
+class NotBuilt(NotModelled, NotImplementedError):
+    """A feature an open issue plans but archsim has not built yet (the message names the issue): a
+    NotImplementedError to a caller of the API, one line and exit 2 on the command line."""

@@ -10,7 +10,7 @@ import yaml
 
 from archsim import schema
 from archsim.dram.mapping import parse_mapping
-from archsim.errors import ConfigError, nearest
+from archsim.errors import ConfigError, NotBuilt, nearest
 from archsim.schema import opt
 
 SCHEDULERS = ["frfcfs"]
@@ -64,7 +64,7 @@ class ControllerConfig:
         if conv is None:
             return          # validate() names the allowed values
         if "not_built" in conv:
-            raise NotImplementedError(f"controller.convention={self.convention}: {conv['not_built']}")
+            raise NotBuilt(f"controller.convention={self.convention}: {conv['not_built']}")
         defaults = {f.name: f.default for f in fields(self)}
         for key, value in (conv.get("controller") or {}).items():
             if getattr(self, key) == defaults[key]:

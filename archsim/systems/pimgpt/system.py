@@ -104,6 +104,10 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
                         "inputs)")
     out = {**DEFAULTS, **config}
     policy(out)     # the mapping policy and its overrides are checked with the config, before a run
+    from archsim.host.baselines import Baseline
+
+    for name in out["baselines"] or []:
+        Baseline.load(name)     # an unknown baseline too: before a run (and before a kernel compile)
     return out
 
 

@@ -57,10 +57,9 @@ def test_component_colours_are_fixed_and_distinct():
     assert np.all([isinstance(color_of(n), str) for n in ("pim", "npu", "asic")])
 
 
-# reports whose figures take every component colour from archsim.report.palette (dram_fidelity and neupims
-# are other engineers' reports this session; they are not checked here yet)
+# reports whose figures take every component colour from archsim.report.palette: every report with figures
 PALETTE_SCRIPTS = ("dram_trace_cycles/make_report.py", "duplex/make_report.py", "pimgpt/make_report.py",
-                   "t3/make_report.py", "t3/experiments.py")
+                   "t3/make_report.py", "t3/experiments.py", "dram_fidelity/make_report.py", "neupims/make_report.py")
 _LITERAL_COLOUR = re.compile(r"""colou?rs?\s*=\s*[\[{]?\s*["'](?!black["']|k["'])[^"']+["']""")
 
 

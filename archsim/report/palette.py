@@ -30,7 +30,8 @@ COMPONENTS: dict[str, str] = {
     # parts of a decode step (PIM-GPT)
     "weight_gemv": "#6b6ecf", "attention": "#ce6dbd", "kv_append": "#8ca252", "embedding": "#e7ba52",
     # DRAM controller conventions and other simulators
-    "active_buffer": "#bd9e39", "ramulator": "#5254a3",
+    "active_buffer": "#bd9e39", "ramulator": "#5254a3", "default_controller": "#9c9ede",
+    "ramulator2_convention": "#e7969c", "dramsim3_keys": "#fdae6b", "deep_queues": "#a1d99b",
     # a paper's published figure (lines, markers, shaded ranges)
     "paper": "#000000",
 }

@@ -161,7 +161,7 @@ def figure(rs: list[dict], path: Path, n: int) -> None:
                     ax.text(xi, np.sign(v) * CLIP * 0.97, f"{v:+.0f} %", ha="center",
                             va="top" if v > 0 else "bottom", fontsize=7, rotation=90, color="white")
         ax.set_ylim(-CLIP * 1.05, CLIP * 1.05)
-        ax.axhspan(-100 * tol, 100 * tol, color="0.85", zorder=0, label=f"tolerance (±{100 * tol:g} %)")
+        ax.axhspan(-100 * tol, 100 * tol, color=color_of("tolerance"), zorder=0, label=f"tolerance (±{100 * tol:g} %)")
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_ylabel(f"{title}:\narchsim vs Ramulator 2.1 (%)")
         ax.grid(axis="y", alpha=0.3)
@@ -252,7 +252,7 @@ def d3figure(rs: list[dict], path: Path, n: int) -> None:
     offs, width = (-0.27, 0, 0.27), 0.27
     for off, (conv, name) in zip(offs, D3_COLUMNS, strict=True):
         ax.bar(x + off, [100 * r[conv]["cycles"] for r in rs], width=width, label=name, color=color_of(COMPONENT[conv]))
-    ax.axhspan(-100 * TOL_CYCLES, 100 * TOL_CYCLES, color="0.85", zorder=0,
+    ax.axhspan(-100 * TOL_CYCLES, 100 * TOL_CYCLES, color=color_of("tolerance"), zorder=0,
                label=f"issue 24 tolerance (±{100 * TOL_CYCLES:g} %)")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_ylabel("simulated cycles:\narchsim vs DRAMsim3 (%)")
@@ -265,7 +265,7 @@ def d3figure(rs: list[dict], path: Path, n: int) -> None:
     for off, (conv, name) in zip(offs, D3_COLUMNS, strict=True):
         ratio = np.array([1 + r[conv]["lat"] for r in rs])
         ax.bar(x + off, ratio - 1, bottom=1, width=width, label=name, color=color_of(COMPONENT[conv]))
-    ax.axhspan(1 - TOL_LATENCY, 1 + TOL_LATENCY, color="0.85", zorder=0,
+    ax.axhspan(1 - TOL_LATENCY, 1 + TOL_LATENCY, color=color_of("tolerance"), zorder=0,
                label=f"issue 24 tolerance (±{100 * TOL_LATENCY:g} %)")
     ax.axhline(1, color="black", linewidth=0.8)
     ax.set_yscale("log", base=2)

@@ -57,17 +57,16 @@ def test_component_colours_are_fixed_and_distinct():
     assert np.all([isinstance(color_of(n), str) for n in ("pim", "npu", "asic")])
 
 
-# reports whose figures take every component colour from archsim.report.palette (dram_fidelity and neupims
-# are other engineers' reports this session; they are not checked here yet)
+# reports whose figures take every component colour from archsim.report.palette: every report with figures
 PALETTE_SCRIPTS = ("dram_trace_cycles/make_report.py", "duplex/make_report.py", "pimgpt/make_report.py",
-                   "t3/make_report.py", "t3/experiments.py")
-_LITERAL_COLOUR = re.compile(r"""colou?rs?\s*=\s*[\[{]?\s*["'](?!black["']|k["'])[^"']+["']""")
+                   "t3/make_report.py", "t3/experiments.py", "dram_fidelity/make_report.py", "neupims/make_report.py")
+_LITERAL_COLOUR = re.compile(r"""colou?rs?\s*=\s*[\[{]?\s*["'](?!black["']|k["']|white["'])[^"']+["']""")
 
 
 @pytest.mark.parametrize("script", PALETTE_SCRIPTS)
 def test_report_scripts_take_component_colours_from_the_palette(script):
     """Issue 27 item 12: one colour per component in every report. A figure script names no colour of its
-    own (black reference lines aside): it asks archsim.report.palette.color_of for the component's."""
+    own (black reference lines and white text on a bar aside): it asks archsim.report.palette.color_of for the component's."""
     text = (ROOT / "reports" / script).read_text()
     literal = [m.group(0) for m in _LITERAL_COLOUR.finditer(text)]
     assert not literal, f"reports/{script} names colours itself: {literal}"

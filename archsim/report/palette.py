@@ -30,9 +30,12 @@ COMPONENTS: dict[str, str] = {
     # parts of a decode step (PIM-GPT)
     "weight_gemv": "#6b6ecf", "attention": "#ce6dbd", "kv_append": "#8ca252", "embedding": "#e7ba52",
     # DRAM controller conventions and other simulators
-    "active_buffer": "#bd9e39", "ramulator": "#5254a3",
+    "active_buffer": "#bd9e39", "ramulator": "#5254a3", "default_controller": "#9c9ede",
+    "ramulator2_convention": "#e7969c", "dramsim3_keys": "#fdae6b", "deep_queues": "#a1d99b",
     # a paper's published figure (lines, markers, shaded ranges)
     "paper": "#000000",
+    # the band of a stated tolerance (reproduction figures)
+    "tolerance": "#d9d9d9",
 }
 SPARE = ["#8c6d31", "#843c39", "#7b4173", "#ad494a", "#a55194", "#b5cf6b", "#d6616b", "#3182bd", "#e6550d", "#31a354",
          "#756bb1", "#636363", "#fd8d3c", "#74c476"]

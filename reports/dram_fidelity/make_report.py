@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from archsim.report.palette import color_of  # noqa: E402
 from archsim.results import atomic_write_text  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -153,14 +154,14 @@ def figure(rs: list[dict], path: Path, n: int) -> None:
         for off, conv, name in ((-0.2, "archsim", "archsim default controller"),
                                 (0.2, "ramulator2", "controller.convention=ramulator2")):
             vals = np.array([100 * r[conv][key] for r in rs])
-            ax.bar(x + off, np.clip(vals, -CLIP, CLIP), width=0.4, label=name)
+            ax.bar(x + off, np.clip(vals, -CLIP, CLIP), width=0.4, label=name, color=color_of(COMPONENT[conv]))
             # bars beyond the axis (HBM3's default front end offers half Ramulator's requests per CK): value
             for xi, v in zip(x + off, vals, strict=True):
                 if abs(v) > CLIP:
                     ax.text(xi, np.sign(v) * CLIP * 0.97, f"{v:+.0f} %", ha="center",
                             va="top" if v > 0 else "bottom", fontsize=7, rotation=90, color="white")
         ax.set_ylim(-CLIP * 1.05, CLIP * 1.05)
-        ax.axhspan(-100 * tol, 100 * tol, color="0.85", zorder=0, label=f"tolerance (±{100 * tol:g} %)")
+        ax.axhspan(-100 * tol, 100 * tol, color=color_of("tolerance"), zorder=0, label=f"tolerance (±{100 * tol:g} %)")
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_ylabel(f"{title}:\narchsim vs Ramulator 2.1 (%)")
         ax.grid(axis="y", alpha=0.3)
@@ -175,6 +176,9 @@ def figure(rs: list[dict], path: Path, n: int) -> None:
 D3_COLUMNS = (("d3/archsim", "archsim default controller"),
               ("d3/closest", "archsim, queues as deep as DRAMsim3's (32 + 8 x banks)"),
               ("d3/keys", "archsim default + DRAMsim3's keys built so far (row_hit_cap 4, refresh_stagger)"))
+# each controller's colour in every figure (archsim.report.palette: the same component, the same colour)
+COMPONENT = {"archsim": "default_controller", "d3/archsim": "default_controller",
+             "ramulator2": "ramulator2_convention", "d3/closest": "deep_queues", "d3/keys": "dramsim3_keys"}
 # the DRAMsim3 keys one at a time and together (run_cases.d3_keys), for the table of their effect
 D3_KEY_COLUMNS = (("d3/archsim", "default controller"), ("d3/row_hit_cap", "+ row_hit_cap 4 alone"),
                   ("d3/refresh_stagger", "+ refresh_stagger alone"), ("d3/keys", "+ both"))
@@ -247,8 +251,8 @@ def d3figure(rs: list[dict], path: Path, n: int) -> None:
     ax = axes[0]
     offs, width = (-0.27, 0, 0.27), 0.27
     for off, (conv, name) in zip(offs, D3_COLUMNS, strict=True):
-        ax.bar(x + off, [100 * r[conv]["cycles"] for r in rs], width=width, label=name)
-    ax.axhspan(-100 * TOL_CYCLES, 100 * TOL_CYCLES, color="0.85", zorder=0,
+        ax.bar(x + off, [100 * r[conv]["cycles"] for r in rs], width=width, label=name, color=color_of(COMPONENT[conv]))
+    ax.axhspan(-100 * TOL_CYCLES, 100 * TOL_CYCLES, color=color_of("tolerance"), zorder=0,
                label=f"issue 24 tolerance (±{100 * TOL_CYCLES:g} %)")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_ylabel("simulated cycles:\narchsim vs DRAMsim3 (%)")
@@ -260,8 +264,8 @@ def d3figure(rs: list[dict], path: Path, n: int) -> None:
     ax = axes[1]
     for off, (conv, name) in zip(offs, D3_COLUMNS, strict=True):
         ratio = np.array([1 + r[conv]["lat"] for r in rs])
-        ax.bar(x + off, ratio - 1, bottom=1, width=width, label=name)
-    ax.axhspan(1 - TOL_LATENCY, 1 + TOL_LATENCY, color="0.85", zorder=0,
+        ax.bar(x + off, ratio - 1, bottom=1, width=width, label=name, color=color_of(COMPONENT[conv]))
+    ax.axhspan(1 - TOL_LATENCY, 1 + TOL_LATENCY, color=color_of("tolerance"), zorder=0,
                label=f"issue 24 tolerance (±{100 * TOL_LATENCY:g} %)")
     ax.axhline(1, color="black", linewidth=0.8)
     ax.set_yscale("log", base=2)

@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from archsim import api, registry  # noqa: E402
 from archsim.errors import UserError  # noqa: E402
+from archsim.report.palette import color_of  # noqa: E402
 from archsim.results import atomic_write_text, config_hash, load_result  # noqa: E402
 from archsim.workload.spec import load_model  # noqa: E402
 
@@ -218,9 +219,9 @@ def timeline(res, out: Path, layers: int | None) -> None:
         t0, t1 = r["start_cycle"] / 1e3, (r["start_cycle"] + r["cycles"]) / 1e3
         ax.axvline(t0, color="black", linewidth=0.8, linestyle=":", zorder=3)
         ax.text((t0 + t1) / 2, 1.55, f"{r['stage']}{int(r['layer'])}", fontsize=8, ha="center")
-        ax.barh(1, (r["npu_end_cycle"] - r["start_cycle"]) / 1e3, left=t0, color="tab:blue")
+        ax.barh(1, (r["npu_end_cycle"] - r["start_cycle"]) / 1e3, left=t0, color=color_of("npu"))
         if r["pim_end_cycle"] > r["start_cycle"]:
-            ax.barh(0, (r["pim_end_cycle"] - r["start_cycle"]) / 1e3, left=t0, color="tab:orange")
+            ax.barh(0, (r["pim_end_cycle"] - r["start_cycle"]) / 1e3, left=t0, color=color_of("pim"))
     ax.axvline(st["start_cycle"].iloc[-1] / 1e3 + st["cycles"].iloc[-1] / 1e3, color="black", linewidth=0.8, zorder=3,
                linestyle=":")
     ax.set_ylim(-0.6, 1.85)

@@ -14,10 +14,11 @@ import pytest
 from engine_cases import VARIANTS, case_spec, random_case, run_case
 
 from archsim.dram.checker import check_log
+from archsim.dram.roles import R_UPD, R_UPDA
 from archsim.dram.spec import load_spec
 from archsim.engine.channel import KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
 from archsim.engine.reference import ReferenceController
-from archsim.engine.tables import R_UPD, R_UPDA, lower
+from archsim.engine.tables import lower
 from archsim.errors import ConfigError
 
 SMALL_MAPPING = "RoRaBgBaChCo,Ch^Ro"     # 4-channel T3 memory (the preset's IPoly hash is for 32 channels)

@@ -39,8 +39,7 @@ from archsim.dram.effects import (
     E_WRITE,
     E_WRITE_CLOSE,
 )
-from archsim.engine import nowrap
-from archsim.engine.tables import (
+from archsim.dram.roles import (
     R_ACT,
     R_PRE,
     R_RD,
@@ -52,6 +51,7 @@ from archsim.engine.tables import (
     R_WR,
     R_WRA,
 )
+from archsim.engine import nowrap
 
 # The kernel never indexes from an array's end: numba compiles this module without negative-index wrap-around
 # (~17-20 % of kernel time; archsim/engine/nowrap.py).

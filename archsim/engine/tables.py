@@ -22,26 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from archsim.dram.effects import CODE as EFFECT_CODES
-from archsim.dram.roles import (  # noqa: F401  (R_* and N_ROLES: re-exported for the kernel)
-    N_ROLES,
-    R_ACT,
-    R_PRE,
-    R_RD,
-    R_RDA,
-    R_REFAB,
-    R_REFPB,
-    R_UPD,
-    R_UPDA,
-    R_WR,
-    R_WRA,
-    close_commands,
-    controller_roles,
-    refresh_nodes,
-)
+from archsim.dram.roles import close_commands, controller_roles, refresh_nodes
 from archsim.dram.spec import DramSpec
 
-# the controller's roles (R_*, N_ROLES) are found in the standard by archsim.dram.roles; re-exported here for
-# the kernel, which reads them from its tables
 Tables = namedtuple("Tables", [
     "n_cmds", "banks", "n_levels", "K", "n_cells",
     "cmd_scope", "cmd_bus", "cmd_buf", "cmd_effect", "cmd_lat",

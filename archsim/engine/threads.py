@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from archsim.dram.roles import R_RD, R_RDA, R_UPD, R_UPDA, R_WR, R_WRA
+
 # Regions shorter than REGION_MIN cycles run on one thread (a hand-off to the threads costs more than they
 # save); a region is at most REGION_MAX cycles (the shards' log and completion buffers hold that many); while
 # no region opens, one thread runs spans doubling up to SERIAL_SPAN_MAX cycles before the coordinator looks
@@ -105,7 +107,7 @@ class Coordinator:
 
     def __init__(self, ms: Any, threads: int, engine: Any):
         self.ms = ms
-        self.ch = ch = engine          # archsim.engine.channel: its kernels and constants
+        self.ch = engine          # archsim.engine.channel: its kernels and constants
         self.threads = threads
         self.sync = dict.fromkeys(SYNC_KEYS, 0)
         self._shards: tuple | None = None          # (the state they were built for, [(lo, hi, state, c_clk)])
@@ -115,7 +117,7 @@ class Coordinator:
         # a command issued at cycle c completes no earlier than c + its latency: while a tagged completion may
         # come from it, a region is no longer (the completion would have stopped advance() inside it). Requests
         # complete with their column command; note_stream lowers it for tagged stream commands.
-        col = [T.role[r] for r in (ch.R_RD, ch.R_RDA, ch.R_WR, ch.R_WRA, ch.R_UPD, ch.R_UPDA) if T.role[r] >= 0]
+        col = [T.role[r] for r in (R_RD, R_RDA, R_WR, R_WRA, R_UPD, R_UPDA) if T.role[r] >= 0]
         self.lat_min = int(T.cmd_lat[col].min()) if col else 0
         # tags that were outside a completion group when enqueued (a driver may expect() them afterwards):
         # while one is not grouped, any tagged item may stop advance() and regions are at most lat_min long

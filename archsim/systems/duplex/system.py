@@ -148,7 +148,6 @@ class ZipfRouting:
     """routing zipf: expert popularity ~ 1 / rank^zipf_s (key path `zipf_s`)."""
 
     name: ClassVar[str] = "zipf"
-
     zipf_s: float
 
 

@@ -144,7 +144,8 @@ def setup(config: dict[str, Any]) -> Setup:
     from archsim.workload.spec import load_model
 
     cfg, params = _resolve(config)
-    params = params or load_params(cfg)
+    if params is None:
+        params = load_params(cfg)
     model = load_model(cfg["model"])
     variants = tuple(schema.variant(VARIANT_CONFIGS, c, cfg, "configs") for c in dict.fromkeys(cfg["configs"]))
     return Setup(model=model, shape=t3.sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"]),
@@ -153,7 +154,8 @@ def setup(config: dict[str, Any]) -> Setup:
 
 
 # preset key path -> the config key that overrides it for every configuration (the config's defaults are the
-# preset's); the keys of one configuration only are set per run from its sub-config (variant_params)
+# preset's); the keys of one configuration only are set per run from its sub-config (variant_params).
+# nmc_update is the memory's (every configuration's row records the update mode it had), so it is shared.
 PRESET_KEYS = {"driver.window_cycles": "window_cycles", "nmc.update": "nmc_update", "memory.mapping": "memory_mapping"}
 
 

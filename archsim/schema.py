@@ -373,6 +373,16 @@ def check(cls: type, config: dict[str, Any], system: str, allow: tuple[str, ...]
     check_values(cls, config, "", source)
 
 
+def variant(configs: typing.Mapping[str, type], name: str, values: typing.Mapping[str, Any], key: str) -> Any:
+    """The frozen sub-config of variant `name` (the value of config key `key`): `configs[name]` built from the
+    entries of `values` (a resolved config) named like its fields. A variant's knobs keep their flat key paths
+    (`--set`, sweeps and help unchanged); only the variant that uses a knob carries it."""
+    if name not in configs:
+        raise ConfigError(key, f"must be one of {', '.join(map(str, configs))}, got {name!r}")
+    cls = configs[name]
+    return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
+
+
 def check_values(cls: type, data: dict[str, Any], prefix: str, source: str | None) -> None:
     """Raise a ConfigError (key path `prefix` + field) for the first value of `data` its field declaration
     rejects (type, allowed values, range); keys the schema does not declare are left alone."""

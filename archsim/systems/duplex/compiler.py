@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from archsim.config import load_yaml
-from archsim.dram.spec import load_spec
+from archsim.dram.spec import DramSpec, load_spec
 from archsim.errors import ConfigError
 from archsim.paths import resolve
 from archsim.pim.logic_pim import (
@@ -138,6 +138,7 @@ class Device:
     mac_pj: float = 0.0
     timer: LogicPimTimer | None = None     # engine timing of Logic-PIM ops (None: roofline)
     links: dict[str, Any] = field(default_factory=dict)
+    spec: DramSpec | None = None           # the stacks' DRAM (the devices preset's `dram`), loaded once
 
     @property
     def xpu_ridge(self) -> float:
@@ -161,7 +162,7 @@ def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | No
                  xpu_bw=float(x["hbm_bandwidth_bytes_per_s"]) * float(x["bandwidth_efficiency"]),
                  memory_bytes=int(x["memory_bytes"]), stacks=stacks, low=None,
                  xpu_pj_per_bit=e["RD"] / (spec.access_bytes * 8), act_pj=e["ACT"], row_bytes=spec.row_bytes,
-                 mac_pj=float(pre["energy"]["mac_pj"]), links=dict(pre["links"]))
+                 mac_pj=float(pre["energy"]["mac_pj"]), links=dict(pre["links"]), spec=spec)
     if kind in ("gpu", "2xgpu"):
         return dev
     low = {"duplex": "logic_pim", "bank_pim": "bank_pim", "bankgroup_pim": "bankgroup_pim"}[kind]
@@ -267,7 +268,7 @@ class Compiler:
         self._table_l: dict[tuple, float] = {}
         from archsim.energy import dram_action_energy_pj
 
-        spec = load_spec(device_preset()["dram"])
+        spec = device.spec if device.spec is not None else load_spec(device_preset()["dram"])
         self.action_pj = dram_action_energy_pj(spec)
         self.pch = pch_per_stack(spec)
         self.tck = spec.tCK_s

@@ -9,10 +9,11 @@ MACs). Registered as system `duplex`.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,7 @@ from archsim.stats_names import from_code
 from archsim.systems.duplex.compiler import (
     DEVICE_KINDS,
     Compiler,
+    Policy,
     Stage,
     load_policy,
     make_device,
@@ -33,6 +35,7 @@ from archsim.systems.duplex.compiler import (
 )
 from archsim.systems.duplex.serving import DuplexBatcher, make_requests, serving_metrics
 from archsim.workload.serving import Batch
+from archsim.workload.spec import ModelSpec
 
 # model features simulated (archsim.summary.FEATURES): MoE experts, GQA decode attention (Op/B = query group
 # size), gated FFNs (three matrices); the compiler sizes every operator from them
@@ -110,6 +113,100 @@ def policy_overrides(cfg: dict[str, Any]) -> dict[str, Any]:
     return over
 
 
+# ---- the run's config, typed ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class XpuOnly:
+    """device gpu / 2xgpu: GPUs alone (no low-Op/B unit); no knobs of their own."""
+
+
+@dataclass(frozen=True)
+class LogicPimDevice:
+    """device duplex: xPU + Logic-PIM (key path `pim_timing`: Logic-PIM on the channel engine or its roofline)."""
+
+    pim_timing: str
+
+
+@dataclass(frozen=True)
+class RooflinePimDevice:
+    """device bank_pim / bankgroup_pim: xPU + a PIM baseline timed by its roofline; no knobs of its own."""
+
+
+# each device kind's sub-config, built from the top-level keys of the same names (key paths unchanged)
+DEVICE_CONFIGS: dict[str, type] = {"gpu": XpuOnly, "2xgpu": XpuOnly, "duplex": LogicPimDevice,
+                                   "bank_pim": RooflinePimDevice, "bankgroup_pim": RooflinePimDevice}
+
+
+@dataclass(frozen=True)
+class UniformRouting:
+    """routing uniform: every expert equally likely; no knobs."""
+
+    name: ClassVar[str] = "uniform"
+
+
+@dataclass(frozen=True)
+class ZipfRouting:
+    """routing zipf: expert popularity ~ 1 / rank^zipf_s (key path `zipf_s`)."""
+
+    name: ClassVar[str] = "zipf"
+    zipf_s: float
+
+
+ROUTING_CONFIGS: dict[str, type] = {"uniform": UniformRouting, "zipf": ZipfRouting}
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The served workload and the batcher's limits (key paths of the same names)."""
+
+    requests: int
+    input_len: int
+    output_len: int
+    length_std: float
+    qps: float | None             # None: closed loop (all requests arrive at 0)
+    max_batch: int
+    max_prefill_tokens: int | None
+    data_parallel: int
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A run's config resolved once into typed values (model and mapping policy loaded once), passed down to
+    everything below `run`; `resolved` is the same config as the dict the manifest records."""
+
+    model: ModelSpec
+    device: str                                            # DEVICE_KINDS
+    hardware: XpuOnly | LogicPimDevice | RooflinePimDevice  # the device kind's own knobs
+    devices: int | None                                    # per replica; None: the paper's count or the weights'
+    policy: Policy                                         # the mapping file with the overrides applied
+    interference: str                                      # co-processing interference asked for: engine | none
+    routing: UniformRouting | ZipfRouting
+    serving: Serving
+    resolved: dict[str, Any] = field(compare=False, repr=False)
+
+    @property
+    def pim_timing(self) -> str:
+        """Logic-PIM's timing; a device without Logic-PIM has no engine model (its low unit is a roofline)."""
+        return self.hardware.pim_timing if isinstance(self.hardware, LogicPimDevice) else "roofline"
+
+    @property
+    def zipf_s(self) -> float:
+        """The Zipf exponent (the schema's default under uniform routing, which does not read it)."""
+        return self.routing.zipf_s if isinstance(self.routing, ZipfRouting) else DEFAULTS["zipf_s"]
+
+
+def setup(config: dict[str, Any]) -> Setup:
+    """`config` resolved and typed: what `run` passes down."""
+    from archsim.workload import load_model
+
+    cfg = resolve(config)
+    return Setup(model=load_model(cfg["model"]), device=cfg["device"],
+                 hardware=schema.variant(DEVICE_CONFIGS, cfg["device"], cfg, "device"), devices=cfg["devices"],
+                 policy=load_policy(cfg["mapping"], policy_overrides(cfg)),
+                 interference=cfg.get("interference", "engine"),
+                 routing=schema.variant(ROUTING_CONFIGS, cfg["routing"], cfg, "routing"),
+                 serving=Serving(**{f.name: cfg[f.name] for f in dataclasses.fields(Serving)}), resolved=cfg)
+
+
 # A model the paper does not list (a user's config.json) gets the fewest devices, a power of two, whose memory
 # its weights fill at most half (the rest holds the KV cache). This rule gives the paper's count for every
 # model of its Table I (tests/test_duplex_system.py checks it), so it is the paper's sizing, not a new one.
@@ -123,15 +220,15 @@ def devices_for_weights(weight_bytes: int, device_memory_bytes: int) -> int:
     return n
 
 
-def n_devices(cfg: dict[str, Any], model, device_memory_bytes: int) -> tuple[int, str]:
+def n_devices(su: Setup, device_memory_bytes: int) -> tuple[int, str]:
     """Devices of one replica and where the count comes from: `config`, `paper` or `weights` (the rule above)."""
-    if cfg["devices"] is not None:
-        n, source = cfg["devices"], "config"
-    elif (n := paper_devices(model.name)) is not None:
+    if su.devices is not None:
+        n, source = su.devices, "config"
+    elif (n := paper_devices(su.model.name)) is not None:
         source = "paper"
     else:
-        n, source = devices_for_weights(model.weight_bytes, device_memory_bytes), "weights"
-    return (2 * n if cfg["device"] == "2xgpu" else n), source
+        n, source = devices_for_weights(su.model.weight_bytes, device_memory_bytes), "weights"
+    return (2 * n if su.device == "2xgpu" else n), source
 
 
 class DuplexRun:
@@ -139,18 +236,16 @@ class DuplexRun:
     of one device (for MoE the slowest device); run energy = per-device energy x devices (exact for the
     tensor-parallel parts and uniform routing, an approximation under skewed routing)."""
 
-    def __init__(self, config: dict[str, Any], seed: int = 0, timer=None):
-        from archsim.workload import load_model
-
-        self.cfg = cfg = resolve(config)
-        self.model = load_model(cfg["model"])
-        self.device = make_device(cfg["device"], cfg["pim_timing"], timer=timer)
-        self.D, self.devices_source = n_devices(cfg, self.model, self.device.memory_bytes)
-        self.policy = load_policy(cfg["mapping"], policy_overrides(cfg))
-        self.compiler = Compiler(self.model, self.device, self.D, self.policy, cfg["routing"], cfg["zipf_s"],
-                                 cfg.get("interference", "engine"))
+    def __init__(self, config: dict[str, Any] | Setup, seed: int = 0, timer=None):
+        self.su = su = config if isinstance(config, Setup) else setup(config)
+        self.model = su.model
+        self.device = make_device(su.device, su.pim_timing, timer=timer)
+        self.D, self.devices_source = n_devices(su, self.device.memory_bytes)
+        self.policy = su.policy
+        self.compiler = Compiler(self.model, self.device, self.D, self.policy, su.routing.name, su.zipf_s,
+                                 su.interference)
         self.seed = seed
-        longest = cfg["input_len"] + cfg["output_len"]
+        longest = su.serving.input_len + su.serving.output_len
         if longest > self.model.max_context:
             raise UserError(f"input_len + output_len = {longest} exceeds {self.model.name}'s max context "
                             f"{self.model.max_context}")
@@ -188,17 +283,17 @@ class DuplexRun:
         return seconds
 
     def run(self) -> Result:
-        cfg = self.cfg
+        su, sv = self.su, self.su.serving
         rng = np.random.default_rng(self.seed)
-        reqs = make_requests(cfg["requests"], cfg["input_len"], cfg["output_len"], rng, cfg["length_std"], cfg["qps"],
+        reqs = make_requests(sv.requests, sv.input_len, sv.output_len, rng, sv.length_std, sv.qps,
                              max_context=self.model.max_context)
-        batcher = DuplexBatcher(cfg["max_batch"], int(self.kv_capacity), self.model.kv_bytes_per_token,
-                                self.iteration_time, cfg["max_prefill_tokens"])
+        batcher = DuplexBatcher(sv.max_batch, int(self.kv_capacity), self.model.kv_bytes_per_token,
+                                self.iteration_time, sv.max_prefill_tokens)
         t0 = time.perf_counter()
         # data parallelism: replica r serves requests r, r + k, ... with its own batcher on its own devices;
         # the replicas run side by side, so the merged run ends with the last replica (iterations of all
         # replicas together give the token intervals; operator time and energy add up over replicas)
-        k = cfg["data_parallel"]
+        k = sv.data_parallel
         parts = [batcher.run(reqs[r::k]) for r in range(k) if reqs[r::k]]
         served = parts[0]
         for p in parts[1:]:
@@ -217,8 +312,8 @@ class DuplexRun:
         tokens = metrics["output_tokens"]
         timer = self.device.timer
         stats = {
-            **metrics, "model": self.model.name, "device": cfg["device"], "devices": self.D * cfg["data_parallel"],
-            "devices_per_replica": self.D, "devices_source": self.devices_source, "data_parallel": cfg["data_parallel"],
+            **metrics, "model": self.model.name, "device": su.device, "devices": self.D * sv.data_parallel,
+            "devices_per_replica": self.D, "devices_source": self.devices_source, "data_parallel": sv.data_parallel,
             "energy_j": energy_j, "energy_per_token_j": energy_j / tokens if tokens else 0.0,
             "decode_stages": self.stage_kinds["decode"], "mixed_stages": self.stage_kinds["mixed"],
             "kv_capacity_bytes": int(self.kv_capacity), "wall_s": wall,
@@ -227,7 +322,7 @@ class DuplexRun:
         }
         inter = self.interference_table()
         stats["interference"] = "engine" if self.compiler.interference else "none"
-        if cfg.get("interference", "engine") == "engine" and not self.compiler.interference:
+        if su.interference == "engine" and not self.compiler.interference:
             # says why the co-processing ran interference-free although the engine model was asked for
             stats["interference_note"] = (
                 "no low-Op/B unit: nothing runs beside the xPU" if self.device.low is None else
@@ -238,7 +333,7 @@ class DuplexRun:
         for r in inter.itertuples():
             stats[f"interference_{r.stage}_{r.pair}_xpu_slowdown"] = r.xpu_slowdown
             stats[f"interference_{r.stage}_{r.pair}_low_slowdown"] = r.low_slowdown
-        manifest = make_manifest("duplex", cfg, self.seed)
+        manifest = make_manifest("duplex", su.resolved, self.seed)
         res = Result(df=df, manifest=manifest, stats=stats, extra={"serving": served, "compiler": self.compiler})
         res.tables["interference"] = inter
         return res

@@ -459,7 +459,8 @@ def _interleave(dec: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
 
 class _Sim:
     def __init__(self, params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
-                 functional: bool = False, log: bool = False, seed: int = 0, window_cycles: int | None = None):
+                 functional: bool = False, log: bool = False, seed: int = 0, window_cycles: int | None = None,
+                 ring: RingConfig | None = None):
         from archsim.errors import unknown_name
 
         if config not in CONFIGS:
@@ -473,7 +474,9 @@ class _Sim:
         self.shape = shape
         self.padded_from: int | None = None
         self.config = config
-        self.ring = load_ring(params.ring_name, tp)
+        self.ring = ring or load_ring(params.ring_name, tp)     # a caller's ring: loaded once for several runs
+        if self.ring.devices != tp:
+            raise ConfigError("tp", f"the ring given has {self.ring.devices} devices, the sublayer {tp}")
         self.spec = params.spec
         self.gpu = params.gpu
         self.l2_used: dict[int, int] = {}
@@ -900,9 +903,10 @@ class _Sim:
 
 def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
                       functional: bool = False, log: bool = False, seed: int = 0,
-                      window_cycles: int | None = None) -> SublayerRun:
-    """Simulate one sliced sublayer (GEMM + reduce-scatter; all-gather in closed form) in one configuration."""
-    sim = _Sim(params, shape, tp, config, devices, functional, log, seed, window_cycles)
+                      window_cycles: int | None = None, ring: RingConfig | None = None) -> SublayerRun:
+    """Simulate one sliced sublayer (GEMM + reduce-scatter; all-gather in closed form) in one configuration
+    (`ring`: the ring of `params.ring_name` for `tp` devices, if the caller loaded it already)."""
+    sim = _Sim(params, shape, tp, config, devices, functional, log, seed, window_cycles, ring)
     sim.run()
     shape = sim.shape
     n_sim = len(sim.sim)

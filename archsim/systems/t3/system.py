@@ -7,9 +7,10 @@ Ideal overlap is derived from the Sequential run: max(GEMM, reduce-scatter) + al
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from archsim import schema
 from archsim.errors import ConfigError
@@ -17,6 +18,11 @@ from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
 from archsim.stats_names import from_code
+
+if TYPE_CHECKING:       # the model module is imported when a run needs it (the CLI's help does not)
+    from archsim.interconnect.ring import RingConfig
+    from archsim.systems.t3.model import SublayerShape, T3Params
+    from archsim.workload.spec import ModelSpec
 
 MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): dense MHA sublayers only
 
@@ -58,7 +64,8 @@ class T3Config:
 DEFAULTS: dict[str, Any] = schema.defaults(T3Config)
 
 
-def resolve(config: dict[str, Any]) -> dict[str, Any]:
+def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], T3Params | None]:
+    """The resolved config, and the preset it loaded on the way when a memory mapping was given (else None)."""
     schema.check(T3Config, config, "t3")   # unknown keys, types, allowed values, ranges
     out = {**DEFAULTS, **config}
     cfgs = out["configs"]
@@ -67,20 +74,94 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     if not cfgs:
         raise ConfigError("configs", f"must be a non-empty list of {', '.join(_t3('CONFIGS'))}, got {out['configs']!r}")
     out["configs"] = list(cfgs)
-    if out["memory_mapping"] is not None:
-        load_params(out)    # a bad mapping is rejected with the config, not when the simulation starts
-    return out
+    # a bad mapping is rejected with the config, not when the simulation starts
+    return out, (load_params(out) if out["memory_mapping"] is not None else None)
 
 
-# preset key path -> the config key that overrides it (every one is set: the config's defaults are the preset's)
-PRESET_KEYS = {"tracker.entries": "tracker_entries", "mca.threshold": "mca_threshold",
-               "mca.starvation_cap_cycles": "starvation_cap_cycles", "mca.gate": "mca_gate",
-               "driver.window_cycles": "window_cycles", "nmc.update": "nmc_update", "memory.mapping": "memory_mapping"}
+def resolve(config: dict[str, Any]) -> dict[str, Any]:
+    return _resolve(config)[0]
 
 
-def load_params(cfg: dict[str, Any]) -> Any:
-    """The T3 preset with the config's keys applied. A bad value the user set is reported at the key they set
-    (`memory_mapping: ...`), not at the preset file's line that it replaced."""
+# ---- the configurations' own knobs ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sequential:
+    """configs entry `sequential`: the GEMM, then an NCCL-like ring reduce-scatter; no knobs of its own."""
+
+    name: ClassVar[str] = "sequential"
+
+
+@dataclass(frozen=True)
+class Fused:
+    """configs entry `t3`: the GEMM's stores fused with the reduce-scatter by the tracker (key path
+    `tracker_entries`)."""
+
+    name: ClassVar[str] = "t3"
+    tracker_entries: int
+
+
+@dataclass(frozen=True)
+class FusedMca:
+    """configs entry `t3-mca`: T3 with the memory controller's arbitration (key paths `tracker_entries`,
+    `mca_threshold`, `starvation_cap_cycles`, `mca_gate`)."""
+
+    name: ClassVar[str] = "t3-mca"
+    tracker_entries: int
+    mca_threshold: int | str
+    starvation_cap_cycles: int
+    mca_gate: str
+
+
+# each configuration's sub-config, built from the top-level keys of the same names (key paths unchanged); its
+# fields are T3Params fields, set on the preset for that configuration's run only
+VARIANT_CONFIGS: dict[str, type] = {"sequential": Sequential, "t3": Fused, "t3-mca": FusedMca}
+Variant = Sequential | Fused | FusedMca
+
+
+def variant_params(params: T3Params, variant: Variant) -> T3Params:
+    """The preset parameters a configuration runs with: the shared ones, plus its own knobs."""
+    return dataclasses.replace(params, **dataclasses.asdict(variant))
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A run's config resolved once into typed values (model, preset and ring loaded once), passed down to
+    everything below `run_config`; `resolved` is the same config as the dict the manifest records."""
+
+    model: ModelSpec
+    shape: SublayerShape            # the per-device GEMM of the sublayer
+    tp: int
+    devices: str                    # one | all
+    params: T3Params                # the preset with the shared keys set (PRESET_KEYS)
+    ring: RingConfig                # the preset's ring, for `tp` devices
+    variants: tuple[Variant, ...]   # the configurations simulated, in the order given
+    resolved: dict[str, Any] = field(compare=False, repr=False)
+
+
+def setup(config: dict[str, Any]) -> Setup:
+    """`config` resolved and typed: what `run_config` passes down."""
+    from archsim.interconnect.ring import load_ring
+    from archsim.systems.t3 import model as t3
+    from archsim.workload.spec import load_model
+
+    cfg, params = _resolve(config)
+    if params is None:
+        params = load_params(cfg)
+    model = load_model(cfg["model"])
+    variants = tuple(schema.variant(VARIANT_CONFIGS, c, cfg, "configs") for c in dict.fromkeys(cfg["configs"]))
+    return Setup(model=model, shape=t3.sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"]),
+                 tp=cfg["tp"], devices=cfg["devices"], params=params, ring=load_ring(params.ring_name, cfg["tp"]),
+                 variants=variants, resolved=cfg)
+
+
+# preset key path -> the config key that overrides it for every configuration (the config's defaults are the
+# preset's); the keys of one configuration only are set per run from its sub-config (variant_params).
+# nmc_update is the memory's (every configuration's row records the update mode it had), so it is shared.
+PRESET_KEYS = {"driver.window_cycles": "window_cycles", "nmc.update": "nmc_update", "memory.mapping": "memory_mapping"}
+
+
+def load_params(cfg: dict[str, Any]) -> T3Params:
+    """The T3 preset with the config's shared keys applied. A bad value the user set is reported at the key
+    they set (`memory_mapping: ...`), not at the preset file's line that it replaced."""
     from archsim.systems.t3 import model as t3
 
     overrides = {path: cfg[key] for path, key in PRESET_KEYS.items() if cfg.get(key) is not None}
@@ -92,24 +173,22 @@ def load_params(cfg: dict[str, Any]) -> Any:
         raise ConfigError(PRESET_KEYS[exc.key_path], exc.problem) from None
 
 
-def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def run_sublayer(su: Setup) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Simulate the configured configurations; stats and one table row per configuration."""
     from archsim.systems.t3 import model as t3
-    from archsim.workload.spec import load_model
 
-    model = load_model(cfg["model"])
-    params = load_params(cfg)
-    shape = t3.sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"])
-    runs = {}
-    for c in cfg["configs"]:
-        runs[c] = t3.simulate_sublayer(params, shape, cfg["tp"], c, devices=cfg["devices"])
-        runs[c].memories = []       # the request tables are large (GBs for 500B-class layers); counts are kept
-    tck = params.spec.tCK_s
+    shape = su.shape
+    runs, run_params = {}, {}
+    for v in su.variants:
+        run_params[v.name] = params = variant_params(su.params, v)
+        runs[v.name] = t3.simulate_sublayer(params, shape, su.tp, v.name, devices=su.devices, ring=su.ring)
+        runs[v.name].memories = []  # the request tables are large (GBs for 500B-class layers); counts are kept
+    tck = su.params.spec.tCK_s
     rows = []
-    stats: dict[str, Any] = {"model": model.name, "sublayer": shape.name, "tp": cfg["tp"], "tokens": shape.tokens,
+    stats: dict[str, Any] = {"model": su.model.name, "sublayer": shape.name, "tp": su.tp, "tokens": shape.tokens,
                              "k": shape.k, "d_model": shape.h}
     for c, r in runs.items():
-        energy = t3.dram_energy(r, params)
+        energy = t3.dram_energy(r, run_params[c])
         rows.append({"config": c, "gemm_s": r.gemm_cycles * tck, "rs_end_s": r.rs_end_cycles * tck,
                      "all_gather_s": r.ag_s, "sublayer_s": r.sublayer_s,
                      "data_movement_bytes": t3.data_movement_bytes(r),
@@ -177,6 +256,6 @@ def run_sublayer(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
 
 @register("t3", resolve=resolve, schema=T3Config, stats=from_code((run_sublayer, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
-    cfg = resolve(config)
-    stats, rows = run_sublayer(cfg)
-    return Result(stats=stats, df=rows, manifest=make_manifest("t3", dict(cfg), seed=seed))
+    su = setup(config)
+    stats, rows = run_sublayer(su)
+    return Result(stats=stats, df=rows, manifest=make_manifest("t3", dict(su.resolved), seed=seed))

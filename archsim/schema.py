@@ -361,6 +361,24 @@ def defaults(cls: type) -> dict[str, Any]:
     return out
 
 
+def variant(configs: dict[str, type], choice: str, values: dict[str, Any], schema_cls: type, key: str) -> Any:
+    """The frozen sub-config of the variant named `choice` (a system's choice key, e.g. pimgpt's `schedule`):
+    its dataclass in `configs`, each field filled from `values` (the resolved config) under the same top-level
+    key, so the variant's knobs keep their key paths; an optional key the config leaves out takes the default
+    `schema_cls` documents for it. Lists become tuples (the sub-config is immutable). An unknown choice is a
+    ConfigError at `key` naming the variants."""
+    cls = configs.get(choice)
+    if cls is None:
+        raise ConfigError(key, f"must be one of {', '.join(map(str, configs))}, got {choice!r}")
+    documented = {k.path: k.default for k in keys(schema_cls) if "." not in k.path}
+
+    def frozen(value: Any) -> Any:
+        return tuple(frozen(v) for v in value) if isinstance(value, list) else value
+
+    return cls(**{f.name: frozen(values[f.name] if f.name in values else copy.deepcopy(documented[f.name]))
+                  for f in dataclasses.fields(cls)})
+
+
 def check(cls: type, config: dict[str, Any], system: str, allow: tuple[str, ...] = ("system",),
           source: str | None = None) -> None:
     """Raise a ConfigError for the first unknown key or bad value of `config` (only keys it gives are checked;

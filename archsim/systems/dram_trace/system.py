@@ -316,6 +316,7 @@ def trace_setup(trace: Any, preset: str | DramSpec = DEFAULT_PRESET, channels: i
 
 
 def _source_kind(trace: Any) -> str:
+    """The name (in TRACE_SOURCES) of the kind of source `trace` is."""
     from archsim.dram import trace as trace_mod
 
     if isinstance(trace, dict) or (isinstance(trace, str) and trace.startswith("synthetic:")):
@@ -324,10 +325,10 @@ def _source_kind(trace: Any) -> str:
 
 
 def _source(trace: Any, spec: DramSpec, seed: int) -> TraceFile | SyntheticSource | LoadedTrace:
-    kind = _source_kind(trace)
-    if kind == "file":
+    kind = TRACE_SOURCES[_source_kind(trace)]
+    if kind is TraceFile:
         return TraceFile(path=str(trace))
-    if kind == "loaded":
+    if kind is LoadedTrace:
         return LoadedTrace(trace=trace)
     # A synthetic trace spans 2 GiB by default, or the whole device when it is smaller.
     span = min(2 << 30, spec.capacity_bytes)

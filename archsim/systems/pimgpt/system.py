@@ -173,7 +173,7 @@ def setup(config: dict[str, Any]) -> Setup:
 
     cfg, pol, baselines = _resolve(config)
     model = load_model(cfg["model"])
-    # the channel count is one more override of the preset (after the dram ones: it wins), so its files are read once
+    # the channel count is one more override of the preset (after the dram ones: it wins): its files read once
     over = flatten(cfg.get("dram") or {})
     if cfg["channels"] is not None:
         over["org.channels"] = cfg["channels"]
@@ -181,10 +181,11 @@ def setup(config: dict[str, Any]) -> Setup:
     if "pim" not in spec.raw:
         raise UserError(f"DRAM preset {spec.name} has no `pim` section (use a PIM preset, e.g. GDDR6_AiM_16Gbps)")
     clock = {} if cfg["asic_clock_hz"] is None else {"clock_hz": float(cfg["asic_clock_hz"])}
+    asic = AsicModel(AsicConfig.load(cfg["asic"], **clock))
     schedule = schema.variant(SCHEDULES, cfg.get("schedule", "serial"), cfg, PimGptConfig, "schedule")
-    return Setup(model=model, tokens=cfg["tokens"], spec=spec, policy=pol, asic=AsicModel(AsicConfig.load(cfg["asic"], **clock)),
-                 baselines=baselines, engine=cfg["engine"], refresh=bool(cfg["refresh"]),
-                 timeline=bool(cfg["timeline"]), schedule=schedule, resolved=cfg)
+    return Setup(model=model, tokens=cfg["tokens"], spec=spec, policy=pol, asic=asic, baselines=baselines,
+                 engine=cfg["engine"], refresh=bool(cfg["refresh"]), timeline=bool(cfg["timeline"]),
+                 schedule=schedule, resolved=cfg)
 
 
 def policy(cfg: dict[str, Any]) -> Policy:

@@ -361,6 +361,26 @@ def defaults(cls: type) -> dict[str, Any]:
     return out
 
 
+def variant(configs: typing.Mapping[str, type], choice: str, values: typing.Mapping[str, Any], key: str,
+            schema_cls: type | None = None) -> Any:
+    """The frozen sub-config of the variant named `choice` (a system's choice key, e.g. pimgpt's `schedule`):
+    its dataclass in `configs`, each field filled from `values` (the resolved config) under the same top-level
+    key, so the variant's knobs keep their key paths (`--set`, sweeps and help unchanged); an optional key the
+    config leaves out takes the default `schema_cls` documents for it (not needed when `values` has every key).
+    Lists become tuples (the sub-config is immutable). An unknown choice is a ConfigError at `key` naming the
+    variants."""
+    cls = configs.get(choice)
+    if cls is None:
+        raise ConfigError(key, f"must be one of {', '.join(map(str, configs))}, got {choice!r}")
+    documented = {k.path: k.default for k in keys(schema_cls) if "." not in k.path} if schema_cls else {}
+
+    def frozen(value: Any) -> Any:
+        return tuple(frozen(v) for v in value) if isinstance(value, list) else value
+
+    return cls(**{f.name: frozen(values[f.name] if f.name in values else copy.deepcopy(documented[f.name]))
+                  for f in dataclasses.fields(cls)})
+
+
 def check(cls: type, config: dict[str, Any], system: str, allow: tuple[str, ...] = ("system",),
           source: str | None = None) -> None:
     """Raise a ConfigError for the first unknown key or bad value of `config` (only keys it gives are checked;
@@ -371,16 +391,6 @@ def check(cls: type, config: dict[str, Any], system: str, allow: tuple[str, ...]
             raise ConfigError(key, f"unknown key for system {system}; allowed: {', '.join(sorted(names))}",
                               source=source)
     check_values(cls, config, "", source)
-
-
-def variant(configs: typing.Mapping[str, type], name: str, values: typing.Mapping[str, Any], key: str) -> Any:
-    """The frozen sub-config of variant `name` (the value of config key `key`): `configs[name]` built from the
-    entries of `values` (a resolved config) named like its fields. A variant's knobs keep their flat key paths
-    (`--set`, sweeps and help unchanged); only the variant that uses a knob carries it."""
-    if name not in configs:
-        raise ConfigError(key, f"must be one of {', '.join(map(str, configs))}, got {name!r}")
-    cls = configs[name]
-    return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
 
 
 def check_values(cls: type, data: dict[str, Any], prefix: str, source: str | None) -> None:

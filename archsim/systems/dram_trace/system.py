@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from archsim import energy as energy_mod
 from archsim import schema
+from archsim.config import parse_override
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.controller import ControllerConfig
 from archsim.dram.spec import DramSpec, check_capacity, load_spec
@@ -97,6 +98,7 @@ class Phases:
 # VM, memory a process touches for the first time costs ~3 ms per MB: a whole-trace pool cost more than the
 # simulation; README "Measured speed").
 STREAM_CHUNK = 1 << 15
+DEFAULT_PRESET = "DDR4_3200AA_x8_8Gb"
 
 
 def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_write: np.ndarray,
@@ -221,49 +223,159 @@ def command_log_frame(spec: DramSpec, raw_log: list[np.ndarray]) -> CommandLog:
     return CommandLog(df)
 
 
-def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channels: int | None = None,
+def run_trace(trace: Any, preset: str | DramSpec = DEFAULT_PRESET, channels: int | None = None,
               mapping: str | None = None, controller: dict[str, Any] | ControllerConfig | None = None,
               overrides: dict[str, Any] | list[str] | None = None, log: bool = False, engine: str = "numba",
               quiet: bool = True, seed: int = 0) -> Result:
     """Simulate a memory trace on a DRAM preset.
 
     trace:      a path (Ramulator 2 or DRAMsim3 format, optionally .gz), an archsim.dram.trace.Trace, or a
-                dict {kind: random|stream, requests: N, read_fraction: 0.8, span_bytes, seed} for a synthetic one.
+                dict {kind: random|stream, requests: N, read_fraction: 0.8, span_bytes, seed} for a synthetic one
+                (seed: the run's `seed` when the dict gives none).
     preset:     preset name (see `archsim presets list`), a preset YAML path, or a loaded DramSpec.
     channels:   override the preset's channel count. mapping: e.g. "RoBaRaCoCh". controller: ControllerConfig
                 fields. overrides: {"timing.nRCD": 20} or ["timing.nRCD=20"].
     Returns a Result: .stats (dict), .df (one row per channel), .manifest; with log=True also
     .extra["command_log"] (a CommandLog).
     """
-    from archsim.dram import trace as trace_mod
-
     phases = Phases()
-    spec = preset if isinstance(preset, DramSpec) else load_spec(preset, overrides=dict(overrides or {}) if isinstance(overrides, dict) else overrides)
-    if channels is not None:
-        if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1 or channels & (channels - 1):
-            raise ConfigError("channels", f"must be a power of two >= 1, got {channels!r}")
-        spec = load_spec(spec.raw, overrides={"org.channels": channels})
+    su = trace_setup(trace, preset=preset, channels=channels, mapping=mapping, controller=controller,
+                     overrides=overrides, engine=engine, seed=seed)
+    phases.mark("setup")  # spec and controller
+    return _run(su, seed, log=log, quiet=quiet, phases=phases)
+
+
+# ---- the run's config resolved once -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TraceFile:
+    """trace: a trace file (Ramulator 2 or DRAMsim3 format, optionally .gz); key path `trace`."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class SyntheticSource:
+    """trace: a synthetic trace, {kind, requests, ...} (key paths trace.<key>) or the shorthand synthetic:KIND:N;
+    every generator argument filled (archsim.dram.trace.synthetic_trace)."""
+
+    kind: str
+    requests: int
+    read_fraction: float
+    span_bytes: int               # given, else the device's capacity up to 2 GiB
+    seed: int                     # given, else the run's
+    start: int
+    desc: Any = field(compare=False)   # what the manifest records: the mapping as run, or the shorthand
+
+
+@dataclass(frozen=True)
+class LoadedTrace:
+    """trace: an archsim.dram.trace.Trace already in memory (the Python API)."""
+
+    trace: Any
+
+
+# the trace's source is the run's variant: each kind with its own fields
+TRACE_SOURCES: dict[str, type] = {"file": TraceFile, "synthetic": SyntheticSource, "loaded": LoadedTrace}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A trace run's config resolved once (the preset loaded once, with its overrides and channel count; the
+    controller with its address mapping and the convention's front end for the standard), passed to `_run`."""
+
+    spec: DramSpec
+    controller: ControllerConfig
+    source: TraceFile | SyntheticSource | LoadedTrace
+    engine: str
+
+
+def trace_setup(trace: Any, preset: str | DramSpec = DEFAULT_PRESET, channels: int | None = None,
+                mapping: str | None = None, controller: dict[str, Any] | ControllerConfig | None = None,
+                overrides: dict[str, Any] | list[str] | None = None, engine: str = "numba", seed: int = 0) -> Setup:
+    """run_trace's arguments resolved and typed (the one place both entries, run_trace and the registered
+    system, build a run from)."""
+    if channels is not None and (isinstance(channels, bool) or not isinstance(channels, int) or channels < 1
+                                 or channels & (channels - 1)):
+        raise ConfigError("channels", f"must be a power of two >= 1, got {channels!r}")
+    if isinstance(preset, DramSpec):
+        spec = preset if channels is None else load_spec(preset.raw, overrides={"org.channels": channels})
+    else:
+        # the channel count is one more override of the preset (after the others: it wins), so its files are
+        # read once
+        items = [parse_override(o) for o in overrides] if isinstance(overrides, list) else list((overrides or {}).items())
+        if channels is not None:
+            items.append(("org.channels", channels))
+        spec = load_spec(preset, overrides=dict(items))
     ctrl = controller if isinstance(controller, ControllerConfig) else ControllerConfig.from_dict(controller)
     if mapping is not None:
         ctrl = with_mapping(ctrl.to_dict(), mapping)
     if ctrl.mapping is None:
         ctrl = ControllerConfig.from_dict({**ctrl.to_dict(), "mapping": spec.default_mapping})
     ctrl = ctrl.for_standard(spec.raw.get("standard", ""))
-    phases.mark("setup")  # spec and controller
-    if isinstance(trace, dict):
-        # A synthetic trace spans 2 GiB by default, or the whole device when it is smaller.
-        trace = {"span_bytes": min(2 << 30, spec.capacity_bytes), **trace}
-        tr = trace_mod.synthetic_trace(access_bytes=spec.access_bytes, **trace)
-        trace_desc: Any = dict(trace)
-    elif isinstance(trace, trace_mod.Trace):
-        tr = trace
-        trace_desc = tr.source
-    elif isinstance(trace, str) and trace.startswith("synthetic:"):
-        tr = trace_mod.synthetic_trace(access_bytes=spec.access_bytes, **_synthetic_arg(trace, spec, seed))
-        trace_desc = trace
+    return Setup(spec=spec, controller=ctrl, source=_source(trace, spec, seed), engine=engine)
+
+
+def _source_kind(trace: Any) -> str:
+    """The name (in TRACE_SOURCES) of the kind of source `trace` is."""
+    from archsim.dram import trace as trace_mod
+
+    if isinstance(trace, dict) or (isinstance(trace, str) and trace.startswith("synthetic:")):
+        return "synthetic"
+    return "loaded" if isinstance(trace, trace_mod.Trace) else "file"
+
+
+def _source(trace: Any, spec: DramSpec, seed: int) -> TraceFile | SyntheticSource | LoadedTrace:
+    kind = TRACE_SOURCES[_source_kind(trace)]
+    if kind is TraceFile:
+        return TraceFile(path=str(trace))
+    if kind is LoadedTrace:
+        return LoadedTrace(trace=trace)
+    # A synthetic trace spans 2 GiB by default, or the whole device when it is smaller.
+    span = min(2 << 30, spec.capacity_bytes)
+    if isinstance(trace, str):
+        from archsim.dram.trace import parse_synthetic
+
+        name, n = parse_synthetic(trace)
+        given: dict[str, Any] = {"kind": name, "requests": n, "seed": seed, "span_bytes": span}
+        desc: Any = trace
     else:
-        tr = _read_while_loading_engine(trace, spec, ctrl, log)
-        trace_desc = str(trace)
+        _check_synthetic(trace)
+        given = desc = {"span_bytes": span, **trace}
+    fill = {"read_fraction": SYNTHETIC_KEYS["read_fraction"], "start": SYNTHETIC_KEYS["start"], "seed": seed}
+    return SyntheticSource(**{**fill, **given}, desc=desc)
+
+
+def _check_synthetic(trace: dict[str, Any]) -> None:
+    """A synthetic trace given as a mapping: known keys, kind and requests given."""
+    for key in trace:
+        if key not in SYNTHETIC_KEYS:
+            raise ConfigError(f"trace.{key}", f"unknown key of a synthetic trace; allowed: {', '.join(SYNTHETIC_KEYS)}")
+    for key in ("kind", "requests"):
+        if key not in trace:
+            raise ConfigError(f"trace.{key}", f"missing: a synthetic trace needs kind ({'|'.join(SYNTHETIC_KINDS)}) "
+                              "and requests")
+
+
+def _read(source: TraceFile | SyntheticSource | LoadedTrace, spec: DramSpec, ctrl: ControllerConfig,
+          log: bool) -> tuple[Any, Any]:
+    """(the trace, what the manifest records of it)."""
+    from archsim.dram import trace as trace_mod
+
+    if isinstance(source, SyntheticSource):
+        tr = trace_mod.synthetic_trace(kind=source.kind, requests=source.requests, read_fraction=source.read_fraction,
+                                       span_bytes=source.span_bytes, access_bytes=spec.access_bytes,
+                                       seed=source.seed, start=source.start)
+        return tr, source.desc
+    if isinstance(source, LoadedTrace):
+        return source.trace, source.trace.source
+    return _read_while_loading_engine(source.path, spec, ctrl, log), source.path
+
+
+def _run(su: Setup, seed: int, log: bool, quiet: bool, phases: Phases) -> Result:
+    from archsim.dram import trace as trace_mod
+
+    spec, ctrl = su.spec, su.controller
+    tr, trace_desc = _read(su.source, spec, ctrl, log)
     phases.mark("read")
     if getattr(tr, "vec", None) is not None:
         tr.addr = trace_mod.to_addresses(tr, spec, ctrl.mapping)
@@ -273,9 +385,9 @@ def run_trace(trace: Any, preset: str | DramSpec = "DDR4_3200AA_x8_8Gb", channel
     for w in trace_mod.trace_warnings(tr, spec, ctrl.mapping):
         print(f"archsim: warning: {w}", file=sys.stderr)
     phases.mark("check")
-    raw = simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive, engine=engine, log=log, quiet=quiet,
+    raw = simulate_trace(spec, ctrl, tr.addr, tr.is_write, tr.arrive, engine=su.engine, log=log, quiet=quiet,
                          phases=phases)
-    result = _result(spec, ctrl, tr, raw, trace_desc, seed, engine, log)
+    result = _result(spec, ctrl, tr, raw, trace_desc, seed, su.engine, log)
     phases.mark("stats")
     result.extra["timings_s"], result.extra["cpu_s"] = phases.wall, phases.cpu
     return result
@@ -311,14 +423,6 @@ def _read_while_loading_engine(path: Any, spec: DramSpec, ctrl: ControllerConfig
         # also after a read error: a process must not exit while a thread is inside LLVM (it aborts). With a
         # cold cache (a first run) that error then waits for the kernel's compile.
         loader.join()
-
-
-def _synthetic_arg(text: str, spec: DramSpec, seed: int) -> dict[str, Any]:
-    """`synthetic:KIND:N` (the CLI's and the API's shorthand)."""
-    from archsim.dram.trace import parse_synthetic
-
-    kind, n = parse_synthetic(text)
-    return {"kind": kind, "requests": n, "seed": seed, "span_bytes": min(2 << 30, spec.capacity_bytes)}
 
 
 def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any], trace_desc: Any, seed: int,
@@ -390,8 +494,6 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     result.extra["raw"] = raw
     return result
 
-
-DEFAULT_PRESET = "DDR4_3200AA_x8_8Gb"
 
 
 @dataclass
@@ -479,21 +581,21 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
 @register("dram-trace", resolve=resolve, keys=settable_keys, schema=DramTraceConfig,
           stats=from_code((_result, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
-    """System entry for sweeps: keys preset, channels, mapping, controller{}, dram{timing overrides}, trace."""
+    """System entry: the config (DramTraceConfig's keys) resolved once into a `Setup`, then simulated."""
+    phases = Phases()
+    su = setup(config, seed)
+    phases.mark("setup")
+    return _run(su, seed, log=False, quiet=True, phases=phases)
+
+
+def setup(config: dict[str, Any], seed: int = 0) -> Setup:
+    """A dram-trace config resolved and typed: what `run_config` passes down."""
     config = resolve(config)
     if "trace" not in config:
         raise ConfigError("trace", "missing: a trace path or {kind: random|stream, requests: N}")
     trace = config["trace"]
     if isinstance(trace, dict):
-        for key in trace:
-            if key not in SYNTHETIC_KEYS:
-                raise ConfigError(f"trace.{key}", f"unknown key of a synthetic trace; allowed: {', '.join(SYNTHETIC_KEYS)}")
-        for key in ("kind", "requests"):
-            if key not in trace:
-                from archsim.dram.trace import SYNTHETIC_KINDS
-
-                raise ConfigError(f"trace.{key}", f"missing: a synthetic trace needs kind ({'|'.join(SYNTHETIC_KINDS)}) "
-                                  "and requests")
+        _check_synthetic(trace)
         trace = {"seed": seed, **trace}
     elif not isinstance(trace, str):
         raise ConfigError("trace", f"must be a trace path or {{kind: random|stream, requests: N}}, got {trace!r}")
@@ -504,6 +606,6 @@ def run_config(config: dict[str, Any], seed: int = 0) -> Result:
                 overrides[f"{section}.{k}"] = v
         else:
             overrides[section] = values
-    return run_trace(trace, preset=config.get("preset", DEFAULT_PRESET), channels=config.get("channels"),
-                     mapping=config.get("mapping"), controller=config.get("controller"), overrides=overrides,
-                     engine=config.get("engine", "numba"), seed=seed)
+    return trace_setup(trace, preset=config.get("preset", DEFAULT_PRESET), channels=config.get("channels"),
+                       mapping=config.get("mapping"), controller=config.get("controller"), overrides=overrides,
+                       engine=config.get("engine", "numba"), seed=seed)

@@ -60,7 +60,7 @@ def compile_decode_step(model: str, out_dir: str | Path, context: int = 1, layer
     keys) replaces preset / mapping / channels when given; its tokens, baselines and timeline do not apply."""
     from archsim import isa as isa_mod
     from archsim.pim.stream import Stream, to_text
-    from archsim.systems.pimgpt.system import PimGptSimulator
+    from archsim.systems.pimgpt.system import PimGptSimulator, setup
     from archsim.workload import build_graph
 
     if config is not None:
@@ -70,7 +70,7 @@ def compile_decode_step(model: str, out_dir: str | Path, context: int = 1, layer
         cfg = {"model": model, "tokens": 1, "preset": preset, "mapping": mapping, "baselines": []}
         if channels is not None:
             cfg["channels"] = channels
-    sim = PimGptSimulator(cfg, log=True)
+    sim = PimGptSimulator(setup(cfg), log=True)
     lay = sim.layout
     L = context
     t = L - 1

@@ -37,8 +37,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -52,7 +52,12 @@ from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
 from archsim.stats_names import from_code
-from archsim.systems.pimgpt.compiler import ModelLayout, layout_model, load_policy
+from archsim.systems.pimgpt.compiler import ModelLayout, Policy, layout_model, load_policy
+from archsim.workload.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from archsim.host.asic import AsicModel
+    from archsim.host.baselines import Baseline
 
 MODEL_FEATURES = frozenset({"gqa", "gated_ffn"})  # model features simulated (archsim.summary.FEATURES); MoE is refused
 
@@ -81,7 +86,7 @@ class PimGptConfig:
                                ", the preset's values)", optional=True)
     schedule: str = opt("serial", "serial: the paper's engine (the next op starts when the ASIC and the PIM are idle);"
                         " overlap: the token's op graph on the event loop, ASIC and PIM overlapping where the data "
-                        "allow (systems/pimgpt/overlap.py)", choices=("serial", "overlap"), optional=True)
+                        "allow (systems/pimgpt/overlap.py)", choices=lambda: tuple(SCHEDULES), optional=True)
     omit_ops: list[str] = opt([], "op kinds left out of every decode step (an experiment: what they cost; e.g. "
                               "[kv_append] or [attn_score, softmax, attn_context]); schedule: serial only",
                               choices=lambda: _op_kinds(), optional=True)
@@ -97,25 +102,95 @@ DEFAULTS: dict[str, Any] = {"system": "pimgpt", **schema.defaults(PimGptConfig)}
 ENERGY_COMPONENTS = ("dram_array", "pim_mac", "global_buffer", "io", "asic", "background")
 
 
-def resolve(config: dict[str, Any]) -> dict[str, Any]:
+# ---- the config resolved once ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SerialSchedule:
+    """schedule: serial, the paper's engine (key paths `memo`, `omit_ops`: they act on this schedule only)."""
+
+    memo: bool                      # reuse identical ops and layers (exact)
+    omit_ops: tuple[str, ...]       # op kinds left out of every decode step (an experiment)
+
+
+@dataclass(frozen=True)
+class OverlapSchedule:
+    """schedule: overlap, the op graph on the event loop (systems/pimgpt/overlap.py); no knobs of its own (the
+    event loop drives the channel engine directly, so there is no op memo to switch)."""
+
+
+# each schedule's own knobs: its sub-config, built from the top-level keys of the same names (key paths unchanged)
+SCHEDULES: dict[str, type] = {"serial": SerialSchedule, "overlap": OverlapSchedule}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A run's config resolved once into typed values (model, DRAM preset, mapping policy, ASIC and baselines
+    each loaded once), passed down to everything below `run_config`; `resolved` is the same config as the dict
+    the manifest records."""
+
+    model: ModelSpec
+    tokens: int
+    spec: DramSpec                  # the preset with the config's dram overrides and channel count
+    policy: Policy                  # the mapping policy with the config's mapping_overrides
+    asic: AsicModel                 # the ASIC preset at the config's asic_clock_hz, with its energy table
+    baselines: tuple[Baseline, ...]
+    engine: str
+    refresh: bool
+    timeline: bool
+    schedule: SerialSchedule | OverlapSchedule
+    resolved: dict[str, Any] = field(compare=False, repr=False)
+
+    @property
+    def omit_ops(self) -> tuple[str, ...]:
+        """Op kinds left out of every decode step (only the serial schedule has any)."""
+        return self.schedule.omit_ops if isinstance(self.schedule, SerialSchedule) else ()
+
+
+def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], Policy, tuple[Baseline, ...]]:
+    """The resolved config, with the mapping policy and baselines it loaded on the way (so `setup` loads
+    neither again)."""
+    from archsim.host.baselines import Baseline
+
     schema.check(PimGptConfig, config, "pimgpt")   # unknown keys, types, allowed values, ranges
     if config.get("omit_ops") and config.get("schedule", "serial") != "serial":
         raise UserError("omit_ops: works with schedule: serial only (the overlap task graph reads every op's "
                         "inputs)")
     out = {**DEFAULTS, **config}
-    policy(out)     # the mapping policy and its overrides are checked with the config, before a run
-    from archsim.host.baselines import Baseline
-
-    for name in out["baselines"] or []:
-        Baseline.load(name)     # an unknown baseline too: before a run (and before a kernel compile)
-    return out
+    pol = policy(out)     # the mapping policy and its overrides are checked with the config, before a run
+    # an unknown baseline too: before a run (and before a kernel compile)
+    baselines = tuple(Baseline.load(name) for name in out["baselines"] or [])
+    return out, pol, baselines
 
 
-def policy(cfg: dict[str, Any]) -> Any:
+def resolve(config: dict[str, Any]) -> dict[str, Any]:
+    return _resolve(config)[0]
+
+
+def setup(config: dict[str, Any]) -> Setup:
+    """`config` resolved and typed: what `run_config` passes down. Raises the config's errors (a preset without
+    a `pim` section included) before anything is simulated."""
+    from archsim.host.asic import AsicConfig, AsicModel
+    from archsim.workload import load_model
+
+    cfg, pol, baselines = _resolve(config)
+    model = load_model(cfg["model"])
+    # the channel count is one more override of the preset (after the dram ones: it wins): its files read once
+    over = flatten(cfg.get("dram") or {})
+    if cfg["channels"] is not None:
+        over["org.channels"] = cfg["channels"]
+    spec = load_spec(cfg["preset"], overrides=over or None)
+    if "pim" not in spec.raw:
+        raise UserError(f"DRAM preset {spec.name} has no `pim` section (use a PIM preset, e.g. GDDR6_AiM_16Gbps)")
+    clock = {} if cfg["asic_clock_hz"] is None else {"clock_hz": float(cfg["asic_clock_hz"])}
+    asic = AsicModel(AsicConfig.load(cfg["asic"], **clock))
+    schedule = schema.variant(SCHEDULES, cfg.get("schedule", "serial"), cfg, "schedule", PimGptConfig)
+    return Setup(model=model, tokens=cfg["tokens"], spec=spec, policy=pol, asic=asic, baselines=baselines,
+                 engine=cfg["engine"], refresh=bool(cfg["refresh"]), timeline=bool(cfg["timeline"]),
+                 schedule=schedule, resolved=cfg)
+
+
+def policy(cfg: dict[str, Any]) -> Policy:
     """The mapping policy with cfg's mapping_overrides. A bad value the user set in mapping_overrides is
     reported at that key (`mapping_overrides.weights.layout`), not at the policy file line it replaced."""
-    from archsim.config import flatten
-
     overrides = flatten(dict(cfg["mapping_overrides"] or {}))
     try:
         return load_policy(cfg["mapping"], cfg["mapping_overrides"])
@@ -129,32 +204,24 @@ def policy(cfg: dict[str, Any]) -> Any:
 class PimGptSimulator:
     """Holds the layout, the channel engine, the ASIC model and the per-op accumulators of one run."""
 
-    def __init__(self, config: dict[str, Any], log: bool = False):
-        from archsim.host.asic import AsicConfig, AsicModel
-        from archsim.workload import load_model
-
-        self.cfg = cfg = resolve(config)
-        self.model = load_model(cfg["model"])
-        spec = load_spec(cfg["preset"], overrides=flatten(cfg.get("dram") or {}) or None)
-        if cfg["channels"] is not None:
-            spec = load_spec(spec.raw, overrides={"org.channels": cfg["channels"]})
-        self.spec: DramSpec = spec
-        if "pim" not in spec.raw:
-            raise UserError(f"DRAM preset {spec.name} has no `pim` section (use a PIM preset, e.g. GDDR6_AiM_16Gbps)")
-        self.policy = policy(cfg)
-        self.layout: ModelLayout = layout_model(self.model, spec, self.policy)
+    def __init__(self, su: Setup | dict[str, Any], log: bool = False):
+        if isinstance(su, dict):        # a config dict (tests, reports, the Python API): resolved here, once
+            su = setup(su)
+        self.su = su
+        self.model = su.model
+        self.spec: DramSpec = su.spec
+        self.policy = su.policy
+        self.layout: ModelLayout = layout_model(self.model, self.spec, self.policy)
         self.g = self.layout.g
-        if cfg["tokens"] > self.model.max_context:
-            raise UserError(f"tokens={cfg['tokens']} exceeds {self.model.name}'s max context {self.model.max_context}")
-        over = {} if cfg["asic_clock_hz"] is None else {"clock_hz": float(cfg["asic_clock_hz"])}
-        self.asic = AsicModel(AsicConfig.load(cfg["asic"], **over))
-        self.schedule = cfg.get("schedule", "serial")
-        overlap = self.schedule == "overlap"
+        if su.tokens > self.model.max_context:
+            raise UserError(f"tokens={su.tokens} exceeds {self.model.name}'s max context {self.model.max_context}")
+        self.asic = su.asic
+        overlap = isinstance(su.schedule, OverlapSchedule)
         # overlap: the event loop drives the channel engine directly (nothing to memoise op by op)
-        self.engine = StreamChannels(spec, memo=bool(cfg["memo"]) and not overlap, log=log,
-                                     refresh=bool(cfg["refresh"]), engine=cfg["engine"])
+        self.engine = StreamChannels(self.spec, memo=not overlap and su.schedule.memo, log=log,
+                                     refresh=su.refresh, engine=su.engine)
         self.log = log
-        self.n_cmds = len(spec.commands)
+        self.n_cmds = len(self.spec.commands)
         self._streams: dict[Any, list] = {}
         self._asic_memo: dict[Any, tuple[int, float]] = {}
         self.acc: dict[str, dict[str, Any]] = {}
@@ -252,7 +319,7 @@ class PimGptSimulator:
         from archsim.workload import build_graph
 
         g = build_graph(model, "decode", context_len=L)
-        omit = self.cfg.get("omit_ops") or ()
+        omit = self.su.omit_ops
         if omit:
             g[:] = [op for op in g if op.kind not in omit]
         return g
@@ -266,7 +333,7 @@ class PimGptSimulator:
         model = self.model
         n = model.n_layers
         m1 = dataclasses.replace(model, n_layers=1)
-        T = self.cfg["tokens"]
+        T = self.su.tokens
         split = None
         for L in sorted({1, 2, (T + 1) // 2, T} & set(range(1, model.max_context + 1))):
             full = list(self._graph(model, L))
@@ -557,13 +624,13 @@ class PimGptSimulator:
 
         self.rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
-        n = self.cfg["tokens"]
+        n = self.su.tokens
         for t in range(n):
             self.run_token(t)
             report_progress("tokens", t + 1, n, self.clock * self.spec.tCK_ps * 1e-12)
         wall = time.perf_counter() - t0
         res = self.result(wall, seed)
-        if self.cfg["timeline"]:
+        if self.su.timeline:
             res.tables["timeline"] = self.timeline(n - 1)
         return res
 
@@ -571,7 +638,13 @@ class PimGptSimulator:
         """Per-unit busy intervals of decode step t on a fresh simulator: op by op (serial: the PIM channels
         and the ASIC never overlap, each op starts when the previous one ends), or the pieces of the task graph
         (overlap)."""
-        sim = PimGptSimulator({**self.cfg, "tokens": max(t + 1, 1), "memo": False, "timeline": False})
+        su = self.su
+        schedule = su.schedule
+        if isinstance(schedule, SerialSchedule):
+            schedule = dataclasses.replace(schedule, memo=False)
+        tokens = max(t + 1, 1)
+        sim = PimGptSimulator(dataclasses.replace(su, tokens=tokens, timeline=False, schedule=schedule, resolved={
+            **su.resolved, "tokens": tokens, "memo": False, "timeline": False}))
         if sim._overlap is not None:              # the task graph's pieces: the ASIC datapath and each channel
             sim.rng = np.random.default_rng(0)
             sim.run_token(t)
@@ -672,7 +745,7 @@ class PimGptSimulator:
             "sim_commands_simulated": self.engine.commands_simulated,
             "sim_memo_hits": self.engine.memo_hits, "sim_memo_misses": self.engine.memo_misses,
             "sim_layer_memo_hits": self.layer_memo_hits, "sim_layer_memo_misses": self.layer_memo_misses,
-            "engine": self.engine.engine, "refresh": "allbank" if self.cfg["refresh"] else "none",
+            "engine": self.engine.engine, "refresh": "allbank" if self.su.refresh else "none",
             # roofs for the report's roofline: all MACs busy, and every bank streaming one column per MAC slot
             "peak_flops_per_s": self.g.channels * self.g.banks * self.g.lanes * 2
             / (self.spec.timing["nCCDL"] * tck),
@@ -681,19 +754,18 @@ class PimGptSimulator:
         stats.update(self.baselines())
         # manifest.config is the resolved config, so it re-runs as is (`archsim run --config` / --from-json);
         # the expanded DRAM preset and mapping policy it ran with are recorded beside it
-        res = Result(stats=stats, df=df, manifest=make_manifest("pimgpt", dict(self.cfg), seed=seed,
+        res = Result(stats=stats, df=df, manifest=make_manifest("pimgpt", dict(self.su.resolved), seed=seed,
                                                                 dram=self.spec.raw, policy=self.policy.raw))
         res.extra["token_latency_s"] = lat
         return res
 
     def baselines(self) -> dict[str, Any]:
         """Speedup and energy efficiency against the GPU/CPU baselines over the same tokens."""
-        from archsim.host.baselines import Baseline
         from archsim.workload import build_graph
 
         out: dict[str, Any] = {}
         n = len(self.token_cycles)
-        if not self.cfg["baselines"] or n == 0:
+        if not self.su.baselines or n == 0:
             return out
         pim_s = sum(self.token_cycles) * self.spec.tCK_s
         pim_j = out_j = 0.0
@@ -702,8 +774,7 @@ class PimGptSimulator:
         # changes regime, so evaluate it at up to 33 points and integrate piecewise-linearly (exact at the
         # sample points; tests compare against every-token evaluation).
         Ls = np.unique(np.linspace(1, n, min(n, 33)).round().astype(int))
-        for name in self.cfg["baselines"]:
-            b = Baseline.load(name)
+        for b in self.su.baselines:
             lat, en = [], []
             for L in Ls:
                 r = b.decode_token(build_graph(self.model, "decode", context_len=int(L)))
@@ -746,8 +817,8 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
 @register("pimgpt", resolve=resolve, keys=settable_keys, schema=PimGptConfig,
           stats=from_code((PimGptSimulator.result, "stats"), (PimGptSimulator.baselines, "out")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
-    """System entry: keys model, tokens, channels, asic_clock_hz, preset, mapping, asic, baselines, engine, memo."""
-    return PimGptSimulator(config).run(seed=seed)
+    """System entry: the config (PimGptConfig's keys) resolved once into a `Setup`, then simulated."""
+    return PimGptSimulator(setup(config)).run(seed=seed)
 
 
 def run_pimgpt(model: str = "gpt2-xl", tokens: int = 1024, **kwargs: Any) -> Result:

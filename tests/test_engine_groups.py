@@ -1,4 +1,4 @@
-"""Completion groups (MemorySystem.expect), request-pool recycling and the completion-driven Driver."""
+"""Completion groups (MemorySystem.expect; MemoryUnit.group on the exact event loop) and request-pool recycling."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,10 +6,16 @@ import pytest
 
 from archsim.dram.spec import load_spec
 from archsim.engine.channel import ST_IDLE, MemorySystem
-from archsim.engine.driver import Driver
+from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.errors import ConfigError
 
 NO_REFRESH = {"refresh": "none"}
+
+
+def _memory(ms):
+    """The exact event loop with one memory counted in its own cycles (how NeuPIMs and the NPU DMA run)."""
+    loop = EventLoop(name="test loop")
+    return loop, loop.add(MemoryUnit("memory", ms, ticks="cycles"))
 
 
 def _requests(spec, n, seed):
@@ -61,15 +67,15 @@ def test_recycled_request_pool_gives_the_same_schedule():
     for recycle in (False, True):
         ms = MemorySystem(spec, {"refresh": "allbank"}, log=True, requests=16)
         port = ms.add_port(width=2)
-        drv = Driver(ms)
+        loop, mem = _memory(ms)
         ends = []
-        _enqueue(ms, port, spec, a, drv.group(400, ends.append))
-        drv.run()
+        _enqueue(ms, port, spec, a, mem.group(400, ends.append))
+        assert loop.run() == ms.clock == max(ends)        # the loop's time is the memory's cycles
         if recycle:
             assert ms.recycle_requests()
             assert ms.n_req == 0
-        _enqueue(ms, port, spec, b, drv.group(400, ends.append), arrive=ms.clock + 10)
-        drv.run()
+        _enqueue(ms, port, spec, b, mem.group(400, ends.append), arrive=ms.clock + 10)
+        loop.run()
         log = ms.command_log()
         logs.append((ends, log["cycle"].tolist(), log["command"].tolist(), log["bank"].tolist(), log["channel"].tolist()))
     assert logs[0] == logs[1]
@@ -82,15 +88,31 @@ def test_recycling_refuses_while_requests_wait():
     assert not ms.recycle_requests()
 
 
-def test_driver_reports_a_group_that_never_completes():
+def test_loop_reports_a_group_that_never_completes():
     from archsim.engine.channel import EngineError
 
     spec = load_spec("HBM2_2Gbps_PC")
     ms = MemorySystem(spec, NO_REFRESH)
-    drv = Driver(ms)
-    _enqueue(ms, ms.add_port(), spec, _requests(spec, 5, 1), drv.group(6, lambda done: None))
-    with pytest.raises(EngineError, match="1 completion groups"):
-        drv.run()
+    loop, mem = _memory(ms)
+    fired = []
+    _enqueue(ms, ms.add_port(), spec, _requests(spec, 5, 1), mem.group(5, fired.append))
+    _enqueue(ms, ms.add_port(), spec, _requests(spec, 5, 2), mem.group(6, fired.append))
+    with pytest.raises(EngineError, match="test loop: memory idle at cycle [0-9]+ with 1 completion groups"):
+        loop.run()
+    assert len(fired) == 1, fired                     # the complete group fired; the short one never can
+
+
+def test_a_bounded_run_may_stop_with_groups_waiting():
+    """run(until_ps) stops at the bound with work in flight: not an error; the run to the end finishes it."""
+    spec = load_spec("HBM2_2Gbps_PC")
+    ms = MemorySystem(spec, NO_REFRESH)
+    loop, mem = _memory(ms)
+    fired = []
+    _enqueue(ms, ms.add_port(), spec, _requests(spec, 50, 3), mem.group(50, fired.append))
+    loop.run(until_ps=5)                              # 5 cycles: no request is done yet
+    assert fired == [] and mem.groups_waiting == 1 and ms.clock <= 5, (fired, ms.clock)
+    end = loop.run()
+    assert fired == [end] and mem.groups_waiting == 0, (fired, end)
 
 
 def test_enqueue_stream_rejects_bad_input_with_one_line_errors():
@@ -115,7 +137,7 @@ def test_enqueue_stream_rejects_bad_input_with_one_line_errors():
 def _dma_stream(ms, spec, groups, size, reuse_log):
     """A DMA-like agent: `groups` groups of `size` random requests on two ports, each group enqueued when the
     one two before it completed (double buffering), arriving 5 cycles later. Returns the completion events."""
-    drv = Driver(ms)
+    loop, mem = _memory(ms)
     ports = (ms.add_port(width=2), ms.add_port(width=2))
     events = []
 
@@ -124,12 +146,12 @@ def _dma_stream(ms, spec, groups, size, reuse_log):
             events.append((g, cycle))
             if g + 2 < groups:
                 issue(g + 2, cycle + 5)
-        _enqueue(ms, ports[g % 2], spec, _requests(spec, size, 100 + g), drv.group(size, done), arrive=at)
+        _enqueue(ms, ports[g % 2], spec, _requests(spec, size, 100 + g), mem.group(size, done), arrive=at)
         reuse_log.append(int(ms.S.r_ch.shape[0]))
 
     issue(0, 0)
     issue(1, 0)
-    drv.run()
+    loop.run()
     return events
 
 

@@ -58,3 +58,55 @@ def test_dram_memory_streams_every_operand_and_is_never_faster_than_ideal():
     assert dram["dram_read_bytes"] >= (16 * 256 + 256 * 256) * 2 and dram["dram_write_bytes"] >= 16 * 256 * 2
     assert dram["compute_only_cycles"] == ideal["elapsed_cycles"] == ideal["scalesim_cycles"] + 1
     assert dram["cycles"] > ideal["cycles"], (dram["cycles"], ideal["cycles"])
+
+
+def test_config_resolves_once_into_a_typed_frozen_setup_with_a_sub_config_per_memory():
+    """`setup` turns the config into typed values once: the NPU preset with its overrides and buffer sizes, and
+    the memory's own knobs in its own dataclass, selected by `memory` and built from the same key paths
+    (`dram.preset`, `dram.channels`, `dram.refresh`) the CLI and sweeps use."""
+    import dataclasses
+
+    from archsim.systems.gemm import system as G
+
+    cfg = {"m": 16, "k": 64, "n": 32, "memory": "dram", "npu": {"height": 32, "dataflow": "os"},
+           "dram": {"channels": 2, "refresh": True}}
+    su = G.setup(cfg)
+    assert isinstance(su.memory, G.DramMemory) and su.memory.name == "dram", su.memory
+    assert (su.memory.spec.name, su.memory.spec.channels, su.memory.refresh) == ("NeuPIMs_HBM2_Single", 2, True)
+    assert su.memory.controller is None                           # the preset's controller: refresh on
+    assert (su.m, su.k, su.n, su.npu.height, su.npu.width, su.npu.dataflow) == (16, 64, 32, 32, 128, "os"), su
+    # null buffers: both halves hold A and B whole (scratchpad) and the whole output (accumulator)
+    assert su.npu.scratchpad_bytes == 2 * (16 * 64 + 64 * 32) * su.npu.dtype_bytes
+    assert su.npu.accumulator_bytes == 2 * 16 * 32 * su.npu.acc_dtype_bytes
+    assert su.resolved == G.resolve(cfg)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        su.m = 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        su.memory.refresh = False
+    assert G.DramMemory.from_config(G.resolve({"memory": "dram"})).controller == {"refresh": "none"}
+    ideal = G.setup({"memory": "ideal", "dram": {"preset": "no_such_preset"}})   # the dram section is not read
+    assert ideal.memory == G.IdealMemory() and ideal.memory.name == "ideal"
+    assert set(G.MEMORY_CONFIGS) == set(G.MEMORIES)
+
+
+def test_a_bad_dram_preset_names_its_key_when_memory_is_dram(capsys):
+    rc = main(["run", "--system", "gemm", "--set", "memory=dram", "--set", "dram.preset=no_such_preset"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no_such_preset" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_dram_run_loads_the_npu_preset_and_the_dram_spec_once(monkeypatch):
+    from archsim.dram import spec as spec_mod
+    from archsim.npu import config as npu_mod
+
+    calls = {"load_spec": 0, "load_npu_config": 0}
+    for mod, name in ((spec_mod, "load_spec"), (npu_mod, "load_npu_config")):
+        real = getattr(mod, name)
+
+        def counted(*a, _real=real, _name=name, **k):
+            calls[_name] += 1
+            return _real(*a, **k)
+        monkeypatch.setattr(mod, name, counted)
+    s = _run(m=8, k=64, n=64, memory="dram", dram={"channels": 1})
+    assert s["dram_channels"] == 1 and s["dram_read_bytes"] >= (8 * 64 + 64 * 64) * 2, s
+    assert calls == {"load_spec": 1, "load_npu_config": 1}, calls

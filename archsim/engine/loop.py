@@ -41,9 +41,12 @@ Time base: the loop's integer time is picoseconds for the unit constructors' def
 clocks); a system paced by one DRAM clock can count that clock's cycles instead (`MemoryUnit(...,
 ticks="cycles")`, T3), so no conversion rounds.
 
+A run of the exact loop to the end (`run()` with no bound) that stops while completion groups still wait
+raises `EngineError` naming them: the memory went idle with an agent expecting more items than it enqueued.
+
 Users: PIM-GPT's overlap mode (task graph), ring collectives (links), NeuPIMs and `archsim.npu.dram_gemm`
-(completion groups, through `archsim.engine.driver.Driver`: this loop with one memory in its own cycles) and
-T3 (windowed, request waits). Not a loop, and so not here: `archsim.engine.reuse.StreamChannels` is a memo
+(completion groups: one memory unit counted in its own cycles, `ticks="cycles"`) and T3 (windowed, request
+waits). Not a loop, and so not here: `archsim.engine.reuse.StreamChannels` is a memo
 layer over the channel engine (it runs one op's per-channel command streams to completion and reuses the
 outcome of identical ones; nothing else happens while an op runs).
 """
@@ -388,7 +391,16 @@ class EventLoop:
                 break
             self.now = t
             fn()
+        if until_ps >= PS_INF:
+            self._check_groups()
         return self.now
+
+    def _check_groups(self) -> None:
+        """The exact loop ran out of work: a completion group still waiting can never complete."""
+        for m in self.memories:
+            if m.groups_waiting:
+                raise EngineError(f"{self.name}: {m.name} idle at cycle {m.ms.clock} with {m.groups_waiting} "
+                                  "completion groups still waiting (an agent expected more items than it enqueued)")
 
     def _run_windowed(self) -> int:
         """The windowed mode (module doc); a UserError when requests stay outstanding for `stall_limit` ticks

@@ -4,8 +4,8 @@ The tile schedule and the double-buffer rules are archsim.npu.systolic's (`sched
 `DoubleBufferTimeline`); here every load and store of a tile becomes one read / write request per DRAM access
 of its address ranges, offered through a load (or store) port of a `MemorySystem` at the cycle the DMA engine
 issues it, and the tile's operands are ready when the last of its reads completes (one completion-group event
-per tile, archsim.engine.driver). Stores are written when their output block is complete; a block two behind must be stored
-before its accumulator half is reused.
+per tile: `MemoryUnit.group` of archsim.engine.loop). Stores are written when their output block is complete; a block
+two behind must be stored before its accumulator half is reused.
 
 Time: the engine counts DRAM cycles, the timeline NPU cycles; conversions round up (a result is never
 available before it exists). Events are handled in time order: the loads of tile i+1 are enqueued as soon as
@@ -24,7 +24,7 @@ import numpy as np
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.spec import DramSpec
 from archsim.engine.channel import MemorySystem
-from archsim.engine.driver import Driver
+from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.npu.config import NpuConfig
 from archsim.npu.systolic import DmaTile, DoubleBufferTimeline, GemmSchedule, Timeline, schedule_gemm
 
@@ -76,7 +76,9 @@ def _requests(spec: DramSpec, tiles: tuple[DmaTile, ...], bases: dict[str, int],
 
 
 class GemmAgent:
-    """One GEMM on one NPU array whose DMA goes through a shared `MemorySystem` (see archsim.engine.driver).
+    """One GEMM on one NPU array whose DMA goes through a shared `MemorySystem`, a `MemoryUnit` of an exact
+    `EventLoop` counted in the memory's cycles (`ticks="cycles"`): each tile's loads (and each block's stores)
+    are one completion group.
 
     Event-driven form of the double-buffer rules (`DoubleBufferTimeline`): the loads of tile i+1 are enqueued
     once tile i's loads are done and tile i-1 has read its operands; the first tile of output block o waits for
@@ -87,13 +89,12 @@ class GemmAgent:
     `layout`: how A, B and C lie in DRAM (row_major, or blocked: tile after tile, see `_blocked_range`).
     """
 
-    def __init__(self, driver: Driver, schedule: GemmSchedule, bases: dict[str, int], start_npu: int,
+    def __init__(self, memory: MemoryUnit, schedule: GemmSchedule, bases: dict[str, int], start_npu: int,
                  load_port: int, store_port: int, mapping: str | mapping_mod.Decoder, npu_hz: float,
                  on_finish: Callable[[GemmAgent], None] | None = None, layout: str = "row_major"):
-        ms = driver.ms
-        self.driver, self.schedule, self.bases = driver, schedule, bases
-        self.spec = ms.spec
-        # a Decoder (built once by a driver running many GEMMs) or a mapping name
+        self.memory, self.schedule, self.bases = memory, schedule, bases
+        self.spec = memory.ms.spec
+        # a Decoder (built once by a system running many GEMMs) or a mapping name
         self.decode = mapping if isinstance(mapping, mapping_mod.Decoder) else mapping_mod.Decoder(self.spec, mapping)
         self.start_npu = start_npu
         self.load_port, self.store_port = load_port, store_port
@@ -124,8 +125,8 @@ class GemmAgent:
             callback(self._to_dram(at_rel))
             return
         dec = self.decode(addr)
-        tag = self.driver.group(len(addr), callback)
-        self.driver.ms.enqueue_requests(self.store_port if write else self.load_port, dec["channel"], dec["bank"],
+        tag = self.memory.group(len(addr), callback)
+        self.memory.ms.enqueue_requests(self.store_port if write else self.load_port, dec["channel"], dec["bank"],
                                         dec["row"], dec["column"], int(write), self._to_dram(at_rel), tag)
         if write:
             self.writes += len(addr)
@@ -209,10 +210,11 @@ def simulate_gemm(cfg: NpuConfig, spec: DramSpec, m: int, k: int, n: int, contro
     bases = bases or default_bases(spec, cfg.dtype_bytes, m, k, n)
     ms = MemorySystem(spec, controller, log=log, reuse_slots=True)     # every DMA request is in a completion group
     width = dma_width or spec.channels
-    driver = Driver(ms)
-    agent = GemmAgent(driver, schedule, bases, 0, ms.add_port(width=width), ms.add_port(width=width),
+    loop = EventLoop(name="NPU GEMM")
+    memory = loop.add(MemoryUnit("DRAM", ms, ticks="cycles"))
+    agent = GemmAgent(memory, schedule, bases, 0, ms.add_port(width=width), ms.add_port(width=width),
                       mapping or spec.default_mapping, cfg.clock_hz)
     agent.start()
-    driver.run()
+    loop.run()
     a = spec.access_bytes
     return DramGemm(schedule, agent.dbt.timeline, ms, agent.reads * a, agent.writes * a, agent.dbt.timeline.total_cycles)

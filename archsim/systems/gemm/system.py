@@ -15,14 +15,18 @@ SRAMs never stall; give npu.scratchpad_bytes / npu.accumulator_bytes to tile it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from archsim import schema
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
 from archsim.stats_names import from_code
+
+if TYPE_CHECKING:
+    from archsim.dram.spec import DramSpec
+    from archsim.npu.config import NpuConfig
 
 MEMORIES = ("ideal", "dram")
 
@@ -85,22 +89,85 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def npu_config(cfg: dict[str, Any]) -> Any:
-    """The NpuConfig of a resolved config: the preset, its overrides, and buffers sized to one tile if null."""
+# ---- the config resolved once into typed values -------------------------------------------------------------
+@dataclass(frozen=True)
+class IdealMemory:
+    """memory: ideal. No knobs: every DMA is instantaneous (the `dram` section is not read)."""
+
+    name: ClassVar[str] = "ideal"
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> IdealMemory:
+        return cls()
+
+
+@dataclass(frozen=True)
+class DramMemory:
+    """memory: dram (key paths `dram.preset`, `dram.channels`, `dram.refresh`): the DRAM behind the DMA, its
+    preset loaded once with the channel count applied."""
+
+    name: ClassVar[str] = "dram"
+    spec: DramSpec
+    refresh: bool
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> DramMemory:
+        from archsim.dram.spec import load_spec
+
+        dram = cfg["dram"]
+        channels = dram["channels"]
+        spec = load_spec(dram["preset"], overrides={"org.channels": channels} if channels else None)
+        return cls(spec=spec, refresh=dram["refresh"])
+
+    @property
+    def controller(self) -> dict[str, str] | None:
+        """The channel engine's controller overrides: the preset's (refresh on) or refresh off."""
+        return None if self.refresh else {"refresh": "none"}
+
+
+# each memory's own knobs: its sub-config, built from its section of the config (key paths unchanged)
+MEMORY_CONFIGS: dict[str, type[IdealMemory] | type[DramMemory]] = {"ideal": IdealMemory, "dram": DramMemory}
+
+
+@dataclass(frozen=True)
+class GemmSetup:
+    """A run's config resolved once into typed values (the NPU preset loaded with its overrides and buffer
+    sizes, the memory's sub-config selected by `memory`), passed down to `run_gemm`; `resolved` is the same
+    config as the dict the manifest records."""
+
+    m: int
+    k: int
+    n: int
+    npu: NpuConfig
+    memory: IdealMemory | DramMemory
+    resolved: dict[str, Any] = field(compare=False, repr=False)
+
+
+def _npu_config(section: dict[str, Any], m: int, k: int, n: int) -> NpuConfig:
+    """The NpuConfig of a resolved `npu` section: the preset, its overrides, and buffers sized to one tile if
+    null (both scratchpad halves hold A and B whole; both accumulator halves the whole output)."""
     from archsim.npu.config import load_npu_config
 
-    over = {k: v for k, v in cfg["npu"].items() if k != "preset" and v is not None}
-    npu = load_npu_config(cfg["npu"]["preset"], **over)
-    m, k, n = cfg["m"], cfg["k"], cfg["n"]
+    over = {key: v for key, v in section.items() if key != "preset" and v is not None}
+    npu = load_npu_config(section["preset"], **over)
     sizes = {}
-    if cfg["npu"]["scratchpad_bytes"] is None:          # both halves hold A and B whole
+    if section["scratchpad_bytes"] is None:
         sizes["scratchpad_bytes"] = 2 * (m * k + k * n) * npu.dtype_bytes
-    if cfg["npu"]["accumulator_bytes"] is None:
+    if section["accumulator_bytes"] is None:
         sizes["accumulator_bytes"] = 2 * m * n * npu.acc_dtype_bytes
     return npu.with_(**sizes) if sizes else npu
 
 
-def run_gemm(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def setup(config: dict[str, Any]) -> GemmSetup:
+    """`config` resolved and typed: what `run_config` passes down."""
+    cfg = resolve(config)
+    m, k, n = cfg["m"], cfg["k"], cfg["n"]
+    npu = _npu_config(cfg["npu"], m, k, n)
+    return GemmSetup(m=m, k=k, n=n, npu=npu, memory=MEMORY_CONFIGS[cfg["memory"]].from_config(cfg),
+                     resolved=cfg)
+
+
+def run_gemm(su: GemmSetup) -> tuple[dict[str, Any], Any]:
     """Simulate the configured GEMM; (stats, per-tile timeline frame)."""
     from archsim.npu.systolic import (
         overlap_timeline,
@@ -109,17 +176,14 @@ def run_gemm(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         schedule_gemm,
     )
 
-    npu = npu_config(cfg)
-    m, k, n = cfg["m"], cfg["k"], cfg["n"]
+    npu, m, k, n = su.npu, su.m, su.k, su.n
     stats: dict[str, Any] = {"m": m, "k": k, "n": n, "dataflow": npu.dataflow, "rule": npu.ws_preload_rule,
-                             "height": npu.height, "width": npu.width, "memory": cfg["memory"]}
-    if cfg["memory"] == "dram":
-        from archsim.dram.spec import load_spec
+                             "height": npu.height, "width": npu.width, "memory": su.memory.name}
+    if isinstance(su.memory, DramMemory):
         from archsim.npu.dram_gemm import simulate_gemm
 
-        d = cfg["dram"]
-        spec = load_spec(d["preset"], overrides={"org.channels": d["channels"]} if d["channels"] else None)
-        run = simulate_gemm(npu, spec, m, k, n, controller=None if d["refresh"] else {"refresh": "none"})
+        spec = su.memory.spec
+        run = simulate_gemm(npu, spec, m, k, n, controller=su.memory.controller)
         sched, timeline = run.schedule, run.timeline
         stats.update(dram_preset=spec.name, dram_channels=spec.channels, dram_read_bytes=run.read_bytes,
                      dram_write_bytes=run.write_bytes, compute_only_cycles=sched.compute_only_cycles())
@@ -143,6 +207,6 @@ def run_gemm(cfg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
 
 @register("gemm", resolve=resolve, schema=GemmConfig, stats=from_code((run_gemm, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
-    cfg = resolve(config)
-    stats, frame = run_gemm(cfg)
-    return Result(stats=stats, df=frame, manifest=make_manifest("gemm", dict(cfg), seed=seed))
+    su = setup(config)
+    stats, frame = run_gemm(su)
+    return Result(stats=stats, df=frame, manifest=make_manifest("gemm", dict(su.resolved), seed=seed))

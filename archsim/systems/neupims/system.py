@@ -53,7 +53,7 @@ from archsim.config import load_yaml
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.spec import DramSpec, load_spec
 from archsim.engine.channel import EngineError, MemorySystem
-from archsim.engine.driver import Driver
+from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, collective_s
 from archsim.npu.config import NpuConfig, load_npu_config
@@ -399,7 +399,10 @@ class DecodeSimulator:
         self.ms = MemorySystem(spec, ctrl, sources=sources, arbitration=arbitration, log=log,
                                stream_refresh="wait" if self.attention_on_pim else "split", requests=1 << 16,
                                stream_capacity=1 << 14, reuse_slots=True)
-        self.driver = Driver(self.ms)
+        # one exact event loop over the device's memory, in DRAM cycles: every agent (an array's GEMM DMA, a
+        # channel's PIM attention, npu_only's KV loads) waits on completion groups of `self.memory`
+        self.loop = EventLoop(name=f"{dev.system} stage")
+        self.memory = self.loop.add(MemoryUnit("DRAM", self.ms, ticks="cycles"))
         # one load and one store DMA engine per array, each offering up to one request per channel per cycle
         width = spec.channels
         self.ports = [(self.ms.add_port("npu", width), self.ms.add_port("npu", width)) for _ in range(dev.npu.arrays)]
@@ -462,7 +465,7 @@ class DecodeSimulator:
             # operands in the tile-blocked layout (weights arranged offline, activations written that way), so
             # a tile is one contiguous range spread over every channel (row-major A with 8 KB rows would put
             # a tile's 1 KB row pieces on a quarter of the channels)
-            agent = GemmAgent(self.driver, sched, bases, start_npu, *self.ports[a], self.decode, dev.npu.clock_hz,
+            agent = GemmAgent(self.memory, sched, bases, start_npu, *self.ports[a], self.decode, dev.npu.clock_hz,
                               on_finish=lambda ag: on_array_done(self.dev.npu_to_dram(ag.end_npu)), layout="blocked")
             agent.start()
 
@@ -566,7 +569,7 @@ class DecodeSimulator:
                 addr = np.arange(lo // 64 * 64, lo + contexts[r] * kv_tok, self.dev.spec.access_bytes, dtype=np.uint64)
                 addr %= np.uint64(self.dev.spec.capacity_bytes)
                 dec = self.decode(addr)
-                tag = self.driver.group(len(addr), lambda done, j=j: loaded_cb(j, done))
+                tag = self.memory.group(len(addr), lambda done, j=j: loaded_cb(j, done))
                 self.ms.enqueue_requests(self.ports[a][0], dec["channel"], dec["bank"], dec["row"], dec["column"], 0,
                                          at, tag)
 
@@ -662,7 +665,7 @@ class DecodeSimulator:
             lg, at = plan.logits, plan.attend
             at_rows = self._layer_rows(at, layer)
             # tags: one completion group per head's logits GEMV, whose end starts the head's softmax
-            group = self.driver.group
+            group = self.memory.group
             tags = np.repeat(np.array([
                 group(int(lg.start[j + 1] - lg.start[j]),
                       functools.partial(self._softmax_then_attend, ch, at, at_rows, j, plan.softmax[j], stats, done))
@@ -676,7 +679,7 @@ class DecodeSimulator:
         heapq.heappush(self.vector_free, begin + d)
         stats.vector_busy += d
         a, b = int(at.start[j]), int(at.start[j + 1])
-        tag = self.driver.group(b - a, done)
+        tag = self.memory.group(b - a, done)
         self._append("pim", ch, at.cmd[a:b], at.bank[a:b], rows[a:b], at.flags[a:b], at.est[a:b], tag, begin + d)
 
     def _append(self, source: str, ch: int, cmd, bank, row, flags, est, tag, at: int) -> None:
@@ -702,7 +705,7 @@ class DecodeSimulator:
             self._pim_attention(pim[0], pim[1], start, st)
         if npu_ops:
             self._npu_program(npu_ops, start, st)
-        self.driver.run()
+        self.loop.run()
         st.end = max(st.npu_end, st.pim_end, start)
         counts = self.ms.S.cmd_count.sum(axis=0) - before
         st.commands = {n: int(c) for n, c in zip(self.dev.spec.command_names, counts, strict=True) if c}

@@ -205,7 +205,7 @@ FIELDS: tuple[Field, ...] = (
     F("n_log", I64, (1,), 0, "observer", "log entries", SHARD),
     F("c_tag", I64, ("ring",), 0, "observer", "completion ring: tag", SHARD),
     F("c_done", I64, ("ring",), 0, "observer", "... done cycle", SHARD),
-    F("c_id", I64, ("ring",), 0, "observer", "... request id (-1 stream command or group)", SHARD),
+    F("c_id", I64, ("ring",), 0, "observer", "... request id (a stream command: -1 - its index; a group: -1)", SHARD),
     F("n_comp", I64, (1,), 0, "observer", "ring entries", SHARD),
     F("min_pending", I64, (1,), INF, "observer", "the earliest done cycle in the ring (advance stops there)", SHARD),
     F("outstanding", I64, (1,), 0, "observer", "requests and stream commands not yet issued", SHARD),

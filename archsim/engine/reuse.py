@@ -72,13 +72,8 @@ class StreamChannels:
         self._rep = t.rep
         self._is_open = np.asarray(t.cmd_effect) == E_OPEN
         self._src_slot = int(self.ms.S.src_idx[0, self.ms.source_index("pim")])
-        self._bank_key = [(f, state.BANK_ID in state.BY_NAME[f].flags) for f in state.BANK_STATE_FIELDS]
-        # what _copy_channel moves: (field, flags, its channel axis, elements per channel along it)
-        self._outcome = []
-        for f in state.OUTCOME_FIELDS:
-            decl = state.BY_NAME[f]
-            ax = state.channel_axis(decl)
-            self._outcome.append((f, decl.flags, ax, self.ms.sizes[decl.shape[ax]] // self.channels))
+        self._views: list = []              # per channel: views of its part of the state (_channel_views)
+        self._views_of = None               # the state those views are of
 
     # -- state normalisation -----------------------------------------------------------------------------
     def _canonicalise(self) -> None:
@@ -222,16 +217,40 @@ class StreamChannels:
         ends = S.s_maxdone[:C].copy() if self.ms.n_st == 1 else None
         return ends, S.cmd_count - before["cmd_count"]
 
+    def _channel_views(self) -> list[tuple[list, list, list]]:
+        """Per channel, views of its part of the state (state.channel_index), built once per state arrays: (what
+        an op leaves in it, state.OUTCOME_FIELDS: (view, how a copy moves it, field, index); its banks' state,
+        state.BANK_STATE_FIELDS: (view, holds bank ids); its caches, state.CACHE_FIELDS: (view, is an epoch,
+        fill))."""
+        S = self.ms.S
+        if self._views_of is not S:
+            size = self.ms.sizes
+            self._views = []
+            for ch in range(self.channels):
+                out, banks, caches = [], [], []
+                for f in state.OUTCOME_FIELDS:
+                    d = state.BY_NAME[f]
+                    idx = state.channel_index(d, size, ch)
+                    how = 1 if state.COUNT in d.flags else 2 if state.BANK_ID in d.flags else 0
+                    out.append((getattr(S, f)[idx], how, f, idx))
+                for f in state.BANK_STATE_FIELDS:
+                    d = state.BY_NAME[f]
+                    banks.append((getattr(S, f)[state.channel_index(d, size, ch)], state.BANK_ID in d.flags))
+                for f in state.CACHE_FIELDS:
+                    d = state.BY_NAME[f]
+                    caches.append((getattr(S, f)[state.channel_index(d, size, ch)], d.role == "epoch", d.fill))
+                self._views.append((out, banks, caches))
+            self._views_of = S
+        return self._views
+
     def _channel_sig(self, ch: int, t0: int) -> bytes:
         """Channel ch's state relative to t0, everything its future depends on: its timing relative to t0 and
         its banks' state (state.BANK_STATE_FIELDS; bank ids relative to the channel's first bank)."""
         S = self.ms.S
-        B = self._B
-        b0, b1 = ch * B, (ch + 1) * B
+        b0 = ch * self._B
         sig = [np.maximum(S.ready[ch] - t0, 0).tobytes(), np.maximum(S.hist[ch] - t0, -self.max_lat - 1).tobytes(),
                S.hist_pos[ch].tobytes()]
-        for f, bank_id in self._bank_key:
-            a = getattr(S, f)[b0:b1]
+        for a, bank_id in self._channel_views()[ch][1]:
             sig.append((a - b0 if bank_id else a).tobytes())
         return b"".join(sig)
 
@@ -240,19 +259,20 @@ class StreamChannels:
         field an op changes in a channel (state.OUTCOME_FIELDS) copied from src's part to dst's, running counts
         advanced by src's increase, bank ids shifted to dst's banks; then dst's kernel caches are invalidated
         (its rows and pins changed outside the kernel)."""
-        S = self.ms.S
+        views = self._channel_views()
         shift = (dst - src) * self._B
-        for f, flags, ax, n in self._outcome:
-            a = getattr(S, f)
-            lead = (slice(None),) * ax
-            d, s = lead + (slice(dst * n, dst * n + n),), lead + (slice(src * n, src * n + n),)
-            if state.COUNT in flags:
-                a[d] += a[s] - before[f][s]
-            elif state.BANK_ID in flags:
-                a[d] = a[s] + shift
+        for (d, how, f, _), (s, _, _, sidx) in zip(views[dst][0], views[src][0], strict=True):
+            if how == 1:
+                d += s - before[f][sidx]
+            elif how == 2:
+                np.add(s, shift, out=d)
             else:
-                a[d] = a[s]
-        state.invalidate_caches(S, dst, self.ms.sizes)
+                d[...] = s
+        for a, epoch, fill in views[dst][2]:
+            if epoch:
+                a += 1
+            else:
+                a.fill(fill)
 
     def run(self, key: Any, streams: Any, t_min: int) -> tuple[np.ndarray, np.ndarray]:
         """Run one op: `streams` is a list (per channel) of (cmd, bank[, row, col]) arrays or None, or a callable

@@ -64,7 +64,8 @@ CAND_WIDTH = 9
 ROLES = {
     "global": "one value for the whole device set",
     "timing": "per channel: the forward timing state (earliest cycle per cell and command, window histories)",
-    "bank": "per bank: row buffers, pins, reservations, the streams' last opens",
+    "bank": "per bank: row buffers, the streams' last opens",
+    "hold": "per bank: holds of work in flight (pinned requests, waiting stream opens); zero when nothing is queued",
     "request": "the request pool: one slot per request, shared by every channel",
     "port": "request ports: in-order backlogs feeding the rw queues",
     "queue": "rw sources: queues, their per-bank request lists and candidate tables",
@@ -116,8 +117,8 @@ FIELDS: tuple[Field, ...] = (
     # banks
     F("open_row", I64, ("banks", "bufs"), -1, "bank", "open row per buffer (-1 closed, -2 open at an unknown row)"),
     F("owner", I64, ("banks", "bufs"), -1, "bank", "source that opened the buffer (-1 none)"),
-    F("bank_pin", I64, B_, 0, "bank", "requests pinning the bank's row (held open for their column command)"),
-    F("reserve", I64, B_, 0, "bank", "stream opens waiting for the bank (no other source may open it)"),
+    F("bank_pin", I64, B_, 0, "hold", "requests pinning the bank's row (held open for their column command)"),
+    F("reserve", I64, B_, 0, "hold", "stream opens waiting for the bank (no other source may open it)"),
     F("last_open_cmd", I64, ("banks", "bufs"), -1, "bank", "the last open a stream issued there: its command"),
     F("last_open_tgt", I64, ("banks", "bufs"), 0, "bank", "... its target's representative bank", BANK_ID),
     F("last_open_row", I64, ("banks", "bufs"), -1, "bank", "... its row"),
@@ -327,14 +328,17 @@ def reset_pool(S: State, a: int, b: int) -> None:
             getattr(S, name)[a:b] = v
 
 
+_CACHE_DECLS = tuple(BY_NAME[f] for f in CACHE_FIELDS)
+
+
 def invalidate_caches(S: State, channel: int | None = None, size: dict | None = None) -> None:
     """Forget the kernel's cached answers (of one channel, or all): answers back to their fill (unknown),
     epochs advanced. Needed after code outside the kernel wrote timing, rows or pins."""
-    for name in CACHE_FIELDS:
-        f = BY_NAME[name]
-        a = getattr(S, name)
-        idx = slice(None) if channel is None else channel_index(f, size, channel)
+    for f in _CACHE_DECLS:
+        a = getattr(S, f.name)
+        if channel is not None:
+            a = a[channel_index(f, size, channel)]
         if f.role == "epoch":
-            a[idx] += 1
+            a += 1
         else:
-            a[idx] = f.fill
+            a.fill(f.fill)

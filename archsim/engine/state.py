@@ -257,10 +257,10 @@ def channel_axis(f: Field) -> int | None:
     return next((i for i, d in enumerate(f.shape) if d in CHANNEL_MAJOR), None)
 
 
-def channel_index(f: Field, sizes: dict, ch: int) -> tuple:
-    """Index of channel ch's part of field f (one with a channel axis)."""
+def channel_index(f: Field, size: dict, ch: int) -> tuple:
+    """Index of channel ch's part of field f (one with a channel axis), for sizes `size`."""
     ax = channel_axis(f)
-    n = sizes[f.shape[ax]] // sizes["ch"]
+    n = size[f.shape[ax]] // size["ch"]
     return (slice(None),) * ax + (slice(ch * n, (ch + 1) * n),)
 
 

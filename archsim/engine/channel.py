@@ -20,8 +20,8 @@ each issue and never influence scheduling.
 from __future__ import annotations
 
 import sys
-from collections import namedtuple
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -51,7 +51,7 @@ from archsim.dram.roles import (
     R_WR,
     R_WRA,
 )
-from archsim.engine import nowrap
+from archsim.engine import nowrap, state
 
 # The kernel never indexes from an array's end: numba compiles this module without negative-index wrap-around
 # (~17-20 % of kernel time; archsim/engine/nowrap.py).
@@ -74,12 +74,68 @@ _helper = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 _call = _helper
 _inl = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False, inline='always')
 
-# CF: controller config array slots
-(CF_CH, CF_NSRC, CF_NRW, CF_NST, CF_CLOSED_ROW, CF_REFRESH, CF_DUAL_BUS, CF_LOG, CF_NREFI, CF_NREFIPB,
- CF_ARB, CF_STARVE, CF_THRESH, CF_STREAM_REF, CF_NRFC, CF_ALU, CF_ACTIVE_BUF, CF_WM_HIGH, CF_WM_LOW,
- CF_NBUF, CF_MAX_CYCLES, CF_NRFCPB, CF_PIN_FREES, CF_HIT_CAP) = range(24)
-N_CF = 24
+# ---------------------------------------------------------------------------------------------------------
+# CF: the controller config array, declared once. One slot per line: its name (the constant CF_<name>, a plain
+# module-level int that numba folds into the compiled kernel), what it means, and how its value comes from the
+# device set (`d`: spec, lowered tables T, controller config ctrl, and MemorySystem's arguments; see
+# `_controller_fields`). The kernel reads a slot with `_cf(S, CF, CF_<name>)` (a variant's constant where the
+# variant fixes it, `_VARIANT_FIXED`) or CF[CF_<name>]. A new controller knob: one line at the end
+# (docs/extending.md, "A config knob").
+class Slot(NamedTuple):
+    name: str
+    doc: str
+    value: Callable[[Any], int]
+
+
+CF_SLOTS: list[Slot] = []
+
+
+def _slot(name: str, doc: str, value: Callable[[Any], int]) -> int:
+    CF_SLOTS.append(Slot(name, doc, value))
+    return len(CF_SLOTS) - 1
+
+
+CF_CH = _slot("CH", "channels of the device set", lambda d: d.nch)
+CF_NSRC = _slot("NSRC", "sources per channel", lambda d: d.nsrc)
+CF_NRW = _slot("NRW", "rw sources per channel", lambda d: d.n_rw)
+CF_NST = _slot("NST", "stream sources per channel", lambda d: d.nsrc - d.n_rw)
+CF_CLOSED_ROW = _slot("CLOSED_ROW", "closed row policy (1) or open (0)", lambda d: d.ctrl.row_policy == "closed")
+CF_REFRESH = _slot("REFRESH", "REFRESH_NONE / _ALLBANK / _PERBANK (controller.refresh)",
+                   lambda d: REFRESH_MODES[d.ctrl.refresh])
+CF_DUAL_BUS = _slot("DUAL_BUS", "separate row and column command buses (the standard's command_bus: dual)",
+                    lambda d: d.spec.command_bus == "dual")
+CF_LOG = _slot("LOG", "the command log is kept", lambda d: d.log)
+CF_NREFI = _slot("NREFI", "all-bank refresh interval of one node (refresh_stagger, DRAMsim3's RANK_LEVEL_STAGGERED: "
+                 "nodes x (nREFI // nodes), one node due every nREFI // nodes cycles)",
+                 lambda d: (d.T.ref_nodes * (d.spec.timing["nREFI"] // d.T.ref_nodes)
+                            if d.ctrl.refresh_stagger and d.ctrl.refresh == "allbank" else d.spec.timing["nREFI"]))
+CF_NREFIPB = _slot("NREFIPB", "per-bank refresh interval (nREFIpb)", lambda d: d.spec.timing["nREFIpb"])
+CF_ARB = _slot("ARB", "arbitration (ARBITRATIONS)", lambda d: ARBITRATIONS[d.arbitration])
+CF_STARVE = _slot("STARVE", "starvation cap in cycles (0 never promotes)", lambda d: d.starvation_cap)
+CF_THRESH = _slot("THRESH", "threshold arbitration's gate (MemorySystem.set_threshold changes it)",
+                  lambda d: d.threshold)
+CF_STREAM_REF = _slot("STREAM_REF", "stream_refresh: wait (1) or split (0)", lambda d: d.stream_refresh == "wait")
+CF_NRFC = _slot("NRFC", "all-bank refresh cycle time (nRFC)", lambda d: d.spec.timing["nRFC"])
+CF_ALU = _slot("ALU", "rmw as RD + WR: ALU latency between them", lambda d: d.alu_latency)
+CF_ACTIVE_BUF = _slot("ACTIVE_BUF", "active_buffer: a request is pinned from its ACT", lambda d: d.active_buffer)
+CF_WM_HIGH = _slot("WM_HIGH", "write queue entries that start write mode",
+                   lambda d: max(1, int(round(d.ctrl.write_high_watermark * d.ctrl.write_queue))))
+CF_WM_LOW = _slot("WM_LOW", "write queue entries at which write mode may end",
+                  lambda d: int(round(d.ctrl.write_low_watermark * d.ctrl.write_queue)))
+CF_NBUF = _slot("NBUF", "row buffers per bank", lambda d: len(d.spec.row_buffers))
+CF_MAX_CYCLES = _slot("MAX_CYCLES", "timeout: advance() fails past this cycle (run(max_cycles) changes it)",
+                      lambda d: d.max_cycles)
+CF_NRFCPB = _slot("NRFCPB", "per-bank refresh cycle time (nRFCpb)", lambda d: d.spec.timing["nRFCpb"])
+CF_PIN_FREES = _slot("PIN_FREES", "pinned_leave_queue: a pinned request frees its queue entry",
+                     lambda d: d.ctrl.pinned_leave_queue)
+CF_HIT_CAP = _slot("HIT_CAP", "row_hit_cap: column commands per open row before the oldest request wins (0 off)",
+                   lambda d: d.ctrl.row_hit_cap)
+N_CF = len(CF_SLOTS)
+CF_INDEX = {s.name: i for i, s in enumerate(CF_SLOTS)}
+if any(globals().get("CF_" + s.name) != i for i, s in enumerate(CF_SLOTS)):
+    raise RuntimeError("a controller slot's constant CF_<name> does not name its own slot")
 REFRESH_NONE, REFRESH_ALLBANK, REFRESH_PERBANK = 0, 1, 2
+REFRESH_MODES = {"none": REFRESH_NONE, "allbank": REFRESH_ALLBANK, "perbank": REFRESH_PERBANK}
 ARB_FRFCFS, ARB_PRIORITY, ARB_BLOCKED, ARB_THRESHOLD, ARB_THRESHOLD_ROW = 0, 1, 2, 3, 4
 # threshold_row: as threshold, but a held-back source may still issue column commands (to rows it opened);
 # only its row commands wait, so it never holds a bank's row open while it waits (T3-MCA variant, issue 22)
@@ -106,17 +162,26 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 # A MemorySystem takes the first variant whose fixed fields agree with its own (README "Measured speed" has the
 # figures). Every variant runs the same source under the same contract; tests compare each with the reference
 # scheduler and with the general kernel (MemorySystem(kernel="general") forces that one).
-_VARIANT_FIXED = {
+_VARIANT_FIXED = {     # variant -> {controller slot name: the value it fixes}
     "general": {},
-    "lean": {CF_NSRC: 1, CF_NRW: 1, CF_NST: 0, CF_NBUF: 1, CF_ARB: ARB_FRFCFS, CF_STARVE: 0, CF_ACTIVE_BUF: 0,
-             CF_HIT_CAP: 0},
-    "pim_dual": {CF_NSRC: 2, CF_NRW: 1, CF_NST: 1, CF_NBUF: 2, CF_ARB: ARB_PRIORITY, CF_STARVE: 0, CF_ACTIVE_BUF: 0,
-                 CF_HIT_CAP: 0},
+    "lean": {"NSRC": 1, "NRW": 1, "NST": 0, "NBUF": 1, "ARB": ARB_FRFCFS, "STARVE": 0, "ACTIVE_BUF": 0, "HIT_CAP": 0},
+    "pim_dual": {"NSRC": 2, "NRW": 1, "NST": 1, "NBUF": 2, "ARB": ARB_PRIORITY, "STARVE": 0, "ACTIVE_BUF": 0,
+                 "HIT_CAP": 0},
 }
 KERNEL_VARIANTS = tuple(_VARIANT_FIXED)
 _VARIANT_DTYPES = (np.int8, np.uint8, np.int16)        # State.variant's dtype per variant, in that order
-VARIANT_CF = np.array([[fixed.get(slot, -1) for slot in range(N_CF)] for fixed in _VARIANT_FIXED.values()],
-                      dtype=np.int64)
+
+
+def _variant_cf() -> np.ndarray:
+    """VARIANT_CF[v, slot]: the value variant v fixes controller slot `slot` to, -1 where it does not."""
+    for v, fixed in _VARIANT_FIXED.items():
+        if set(fixed) - set(CF_INDEX):
+            raise RuntimeError(f"kernel variant {v}: unknown controller slots {sorted(set(fixed) - set(CF_INDEX))}; "
+                               f"declared: {', '.join(CF_INDEX)}")
+    return np.array([[fixed.get(s.name, -1) for s in CF_SLOTS] for fixed in _VARIANT_FIXED.values()], dtype=np.int64)
+
+
+VARIANT_CF = _variant_cf()
 
 
 def _variant(S):
@@ -149,50 +214,12 @@ def _is_rw(S, ch, s):
     return S.src_kind[ch, s] == 0
 
 
-State = namedtuple("State", [
-    "clock",                                   # [0] current cycle (the next cycle to simulate)
-    "ready", "hist", "hist_pos",               # timing: (ch, cells * cmds), (ch, win, node, window), (ch, win, node)
-    "open_row", "owner", "bank_pin", "reserve",  # (banks, buf) row (-1 closed, -2 open/unknown), (banks, buf), (banks,)
-    "last_open_cmd", "last_open_tgt", "last_open_row",  # (banks, buf): the last open a *stream* issued there
-    "row_hits",                                # (banks,) column commands the open row of buffer 0 served (row_hit_cap)
-    # requests (pool, global over channels)
-    "r_ch", "r_bank", "r_row", "r_col", "r_kind", "r_tag", "r_arrive", "r_src",
-    "r_enq", "r_done", "r_class", "r_seq", "r_phase", "r_nb", "l_next", "l_prev",
-    # ports
-    "p_buf", "p_head", "p_tail", "p_width", "p_src", "p_next", "p_block",
-    # rw queues: q = (ch * n_rw + k) * 2 + w
-    "qlen", "qcap", "wmode",                   # (ch * n_rw * 2,), (.. ,), (ch * n_rw,)
-    "l_head", "l_tail", "l_cnt", "hitq", "first_hit",   # (banks, n_rw * 2)
-    "act_list", "act_n", "act_pos",            # (ch * n_rw * 2, banks_per_ch), (..), (banks, n_rw * 2)
-    "cand_ri", "cand_cmd", "cand_seq", "cand_nb", "dirty", "dirty_list", "dirty_n",
-    "pin_list", "pin_n",                       # (ch * n_rw, cap), (ch * n_rw,)
-    # streams: s = ch * n_st + m
-    "s_cmd", "s_bank", "s_row", "s_col", "s_flags", "s_est", "s_tag", "s_seq", "s_head", "s_tail", "s_lastend",
-    # arbitration per (ch, source)
-    "src_kind", "src_idx", "starve", "active", "seq",
-    # refresh per node (global)
-    "ref_due", "ref_pending", "ref_bank", "ch_ref_pending", "n_open",
-    # wake per channel
-    "wake",
-    # observers
-    "cmd_count", "log_clk", "log_cmd", "log_bank", "log_row", "log_col", "log_src", "n_log",
-    "c_tag", "c_done", "c_id", "n_comp", "min_pending", "outstanding", "progress",
-    "cand", "s_maxdone",                       # scratch: candidates per source; max done cycle per stream
-    "r_pin", "s_at", "s_in", "st_next",        # request pinned?; stream entry cycle, first not entered, next entry
-    "promo", "promo_ready",                    # scratch per (channel, source): promoted now, had a ready candidate
-    "g_left", "g_done",                        # completion groups by tag: items still to complete, latest done
-    # caches (never change results): per rw candidate a lower bound of its earliest cycle (timing cells only
-    # rise, so a value computed earlier stays a lower bound; 0 = unknown); per channel a count of row-buffer
-    # changes, and per stream the (count, target, row) at which its head's rows were last found open
-    "cand_t", "ch_rows_epoch", "s_ok_epoch", "s_ok_tgt", "s_ok_row",
-    "ch_pin_epoch",                            # per channel: count of bank pin / reservation changes
-    # the kernel variant (KERNEL_VARIANTS): an empty array whose dtype names it, so each variant compiles apart
-    "variant",
-])
-# the fields above that only cache answers (tests comparing two runs' states skip them; code that writes a
-# channel's timing, rows or pins from outside the kernel must invalidate them, as reuse.py's _materialise and
-# _copy_channel do)
-CACHE_FIELDS = ("cand_t", "ch_rows_epoch", "s_ok_epoch", "s_ok_tgt", "s_ok_row", "ch_pin_epoch")
+# The kernel's state: the namedtuple of arrays declared field by field (dtype, shape, fill, role) in
+# archsim/engine/state.py, which also derives the field groups the Python side works on (CACHE_FIELDS: the
+# fields that only cache answers; code that writes a channel's timing, rows or pins from outside the kernel
+# must invalidate them, `state.invalidate_caches`, and tests comparing two runs' states skip them).
+State = state.State
+CACHE_FIELDS = state.CACHE_FIELDS
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1470,42 +1497,19 @@ class EngineError(RuntimeError):
 
 def _controller_fields(spec, T, ctrl, *, nch, nsrc, n_rw, arbitration, starvation_cap, threshold, stream_refresh,
                        alu_latency, active_buffer, log, max_cycles):
-    """The kernel's controller field array (CF_* slots) for this device, controller and source set."""
+    """The kernel's controller field array: every declared slot (CF_SLOTS) evaluated for this device, controller
+    and source set."""
+    from types import SimpleNamespace
+
     from archsim.errors import UserError
 
-    n_st = nsrc - n_rw
-    nbuf = len(spec.row_buffers)
-    cf = np.zeros(N_CF, dtype=np.int64)
-    cf[CF_CH] = nch
-    cf[CF_NSRC] = nsrc
-    cf[CF_NRW] = n_rw
-    cf[CF_NST] = n_st
-    cf[CF_CLOSED_ROW] = ctrl.row_policy == "closed"
-    cf[CF_REFRESH] = {"none": REFRESH_NONE, "allbank": REFRESH_ALLBANK, "perbank": REFRESH_PERBANK}[ctrl.refresh]
-    if cf[CF_REFRESH] == REFRESH_ALLBANK and T.role[R_REFAB] < 0 or cf[CF_REFRESH] == REFRESH_PERBANK and T.role[R_REFPB] < 0:
+    if ctrl.refresh == "allbank" and T.role[R_REFAB] < 0 or ctrl.refresh == "perbank" and T.role[R_REFPB] < 0:
         raise UserError(f"{spec.standard} has no {ctrl.refresh} refresh command")
-    cf[CF_DUAL_BUS] = spec.command_bus == "dual"
-    cf[CF_LOG] = bool(log)
-    cf[CF_NREFI] = spec.timing["nREFI"]
-    cf[CF_NREFIPB] = spec.timing["nREFIpb"]
-    cf[CF_NRFC] = spec.timing["nRFC"]
-    cf[CF_NRFCPB] = spec.timing["nRFCpb"]
-    cf[CF_ARB] = ARBITRATIONS[arbitration]
-    cf[CF_STARVE] = int(starvation_cap)
-    cf[CF_THRESH] = int(threshold)
-    cf[CF_STREAM_REF] = 1 if stream_refresh == "wait" else 0
-    cf[CF_ALU] = int(alu_latency)
-    cf[CF_ACTIVE_BUF] = bool(active_buffer)
-    cf[CF_PIN_FREES] = bool(ctrl.pinned_leave_queue)
-    cf[CF_WM_HIGH] = max(1, int(round(ctrl.write_high_watermark * ctrl.write_queue)))
-    cf[CF_WM_LOW] = int(round(ctrl.write_low_watermark * ctrl.write_queue))
-    cf[CF_NBUF] = nbuf
-    cf[CF_MAX_CYCLES] = max_cycles
-    cf[CF_HIT_CAP] = int(ctrl.row_hit_cap)
-    if ctrl.refresh_stagger and ctrl.refresh == "allbank":
-        # DRAMsim3's RANK_LEVEL_STAGGERED: one node's refresh every nREFI // nodes cycles, nodes in turn
-        cf[CF_NREFI] = T.ref_nodes * (spec.timing["nREFI"] // T.ref_nodes)
-    return cf
+    d = SimpleNamespace(spec=spec, T=T, ctrl=ctrl, nch=nch, nsrc=nsrc, n_rw=n_rw, arbitration=arbitration,
+                        starvation_cap=int(starvation_cap), threshold=int(threshold), stream_refresh=stream_refresh,
+                        alu_latency=int(alu_latency), active_buffer=bool(active_buffer), log=bool(log),
+                        max_cycles=max_cycles)
+    return np.array([int(s.value(d)) for s in CF_SLOTS], dtype=np.int64)
 
 
 def _first_refresh_due(spec, T, ctrl):
@@ -1577,9 +1581,6 @@ class MemorySystem:
         n_rw = sum(s["kind"] == "rw" for s in self.sources)
         n_st = nsrc - n_rw
         self.n_rw, self.n_st = n_rw, n_st
-        nbuf = len(spec.row_buffers)
-        nb = nch * B
-        C = T.n_cmds
         ab = ctrl.active_buffer if active_buffer is None else active_buffer
         cf = _controller_fields(spec, T, ctrl, nch=nch, nsrc=nsrc, n_rw=n_rw, arbitration=arbitration,
                                 starvation_cap=starvation_cap, threshold=threshold, stream_refresh=stream_refresh,
@@ -1587,79 +1588,13 @@ class MemorySystem:
         self.cf = cf
         v = _pick_variant(kernel, cf)
         self.kernel = KERNEL_VARIANTS[v]
-        i64 = np.int64
-        W, WN, MW = T.n_win, T.n_win_nodes, T.max_window
-        src_kind = np.zeros((nch, max(nsrc, 1)), dtype=i64)
-        src_idx = np.zeros((nch, max(nsrc, 1)), dtype=i64)
-        krw = kst = 0
-        for i, s in enumerate(self.sources):
-            src_kind[:, i] = 0 if s["kind"] == "rw" else 1
-            src_idx[:, i] = krw if s["kind"] == "rw" else kst
-            if s["kind"] == "rw":
-                krw += 1
-            else:
-                kst += 1
-        nq = nch * max(n_rw, 1) * 2
-        R = max(int(requests), 1)
-        SC = max(int(stream_capacity), 1)
-        nst_slots = max(nch * n_st, 1)
-        self.S = State(
-            clock=np.zeros(1, i64),
-            ready=np.zeros((nch, T.n_cells * C), i64),
-            hist=np.full((nch, W, WN, MW), -INF, i64), hist_pos=np.zeros((nch, W, WN), i64),
-            open_row=np.full((nb, nbuf), -1, i64), owner=np.full((nb, nbuf), -1, i64),
-            bank_pin=np.zeros(nb, i64), reserve=np.zeros(nb, i64),
-            last_open_cmd=np.full((nb, nbuf), -1, i64), last_open_tgt=np.zeros((nb, nbuf), i64),
-            last_open_row=np.full((nb, nbuf), -1, i64), row_hits=np.zeros(nb, i64),
-            # the request pool: zeros (pages the OS maps on first write); enqueue_requests initialises the
-            # slots it fills, so a pool larger than its use costs no memory traffic
-            r_ch=np.zeros(R, i64), r_bank=np.zeros(R, i64), r_row=np.zeros(R, i64), r_col=np.zeros(R, i64),
-            r_kind=np.zeros(R, i64), r_tag=np.zeros(R, i64), r_arrive=np.zeros(R, i64), r_src=np.zeros(R, i64),
-            r_enq=np.zeros(R, i64), r_done=np.zeros(R, i64), r_class=np.zeros(R, i64),
-            r_seq=np.zeros(R, i64), r_phase=np.zeros(R, i64), r_nb=np.zeros(R, i64),
-            l_next=np.zeros(R, i64), l_prev=np.zeros(R, i64),
-            p_buf=np.zeros((0, 1), i64), p_head=np.zeros(0, i64), p_tail=np.zeros(0, i64),
-            p_width=np.zeros(0, i64), p_src=np.zeros(0, i64), p_next=np.zeros(0, i64), p_block=np.zeros(0, i64),
-            qlen=np.zeros(nq, i64),
-            qcap=np.tile(np.array([ctrl.read_queue, ctrl.write_queue], dtype=i64), nq // 2),
-            wmode=np.zeros(nch * max(n_rw, 1), i64),
-            l_head=np.full((nb, max(n_rw, 1) * 2), -1, i64), l_tail=np.full((nb, max(n_rw, 1) * 2), -1, i64),
-            l_cnt=np.zeros((nb, max(n_rw, 1) * 2), i64), hitq=np.zeros((nb, max(n_rw, 1) * 2), i64),
-            first_hit=np.full((nb, max(n_rw, 1) * 2), -1, i64),
-            act_list=np.zeros((nq, B), i64), act_n=np.zeros(nq, i64), act_pos=np.zeros((nb, max(n_rw, 1) * 2), i64),
-            cand_ri=np.zeros((max(n_rw, 1) * 2, nb), i64), cand_cmd=np.zeros((max(n_rw, 1) * 2, nb), i64),
-            cand_seq=np.zeros((max(n_rw, 1) * 2, nb), i64), cand_nb=np.zeros((max(n_rw, 1) * 2, nb), i64),
-            dirty=np.zeros(nb, np.bool_), dirty_list=np.zeros((nch, B), i64), dirty_n=np.zeros(nch, i64),
-            pin_list=np.zeros((nch * max(n_rw, 1), max(ctrl.read_queue, ctrl.write_queue) * 2 + 2), i64),
-            pin_n=np.zeros(nch * max(n_rw, 1), i64),
-            s_cmd=np.zeros((nst_slots, SC), i64), s_bank=np.zeros((nst_slots, SC), i64),
-            s_row=np.full((nst_slots, SC), -1, i64), s_col=np.full((nst_slots, SC), -1, i64),
-            s_flags=np.zeros((nst_slots, SC), i64), s_est=np.zeros((nst_slots, SC), i64),
-            s_tag=np.full((nst_slots, SC), -1, i64), s_seq=np.zeros((nst_slots, SC), i64),
-            s_head=np.zeros(nst_slots, i64), s_tail=np.zeros(nst_slots, i64), s_lastend=np.zeros(nst_slots, i64),
-            src_kind=src_kind, src_idx=src_idx, starve=np.full((nch, max(nsrc, 1)), -1, i64),
-            active=np.full(nch, -1, i64), seq=np.zeros(nch, i64),
-            ref_due=np.tile(_first_refresh_due(spec, T, ctrl), nch),
-            ref_pending=np.zeros(nch * T.ref_nodes, i64), ref_bank=np.zeros(nch * T.ref_nodes, i64),
-            ch_ref_pending=np.zeros(nch, i64), n_open=np.zeros(nch * T.ref_nodes, i64),
-            wake=np.zeros(nch, i64),
-            cmd_count=np.zeros((nch, C), i64),
-            log_clk=np.zeros(4096 if log else 1, i64), log_cmd=np.zeros(4096 if log else 1, i64),
-            log_bank=np.zeros(4096 if log else 1, i64), log_row=np.zeros(4096 if log else 1, i64),
-            log_col=np.zeros(4096 if log else 1, i64), log_src=np.zeros(4096 if log else 1, i64),
-            n_log=np.zeros(1, i64),
-            c_tag=np.zeros(4096, i64), c_done=np.zeros(4096, i64), c_id=np.zeros(4096, i64), n_comp=np.zeros(1, i64),
-            min_pending=np.full(1, INF, i64), outstanding=np.zeros(1, i64), progress=np.zeros(4, i64),
-            cand=np.zeros((max(nsrc, 1), 9), i64), s_maxdone=np.zeros(nst_slots, i64),
-            r_pin=np.zeros(R, i64), s_at=np.zeros((nst_slots, SC), i64), s_in=np.zeros(nst_slots, i64),
-            st_next=np.full(1, INF, i64),
-            promo=np.zeros((nch, max(nsrc, 1)), i64), promo_ready=np.zeros((nch, max(nsrc, 1)), i64),
-            g_left=np.zeros(0, i64), g_done=np.zeros(0, i64),
-            cand_t=np.zeros((max(n_rw, 1) * 2, nb), i64), ch_rows_epoch=np.zeros(nch, i64),
-            s_ok_epoch=np.full(nst_slots, -1, i64), s_ok_tgt=np.full(nst_slots, -1, i64),
-            s_ok_row=np.full(nst_slots, -1, i64), ch_pin_epoch=np.zeros(nch, i64),
-            variant=np.zeros(0, _VARIANT_DTYPES[v]),
-        )
+        # the state's sizes as allocated (archsim/engine/state.py SIZES; the pool, ports, streams, log and ring grow)
+        self.sizes = state.sizes(channels=nch, banks_per_ch=B, bufs=len(spec.row_buffers), cmds=T.n_cmds,
+                                 cells=T.n_cells * T.n_cmds, windows=T.n_win, win_nodes=T.n_win_nodes,
+                                 window=T.max_window, ref_nodes_per_ch=T.ref_nodes, sources=nsrc, rw=n_rw,
+                                 requests=requests, stream_capacity=stream_capacity,
+                                 queue_max=max(ctrl.read_queue, ctrl.write_queue), log=log)
+        self.S = state.new_state(self.sizes, self._initial_arrays(spec, T, ctrl, v))
         self.n_req = 0
         # reuse_slots: every request may be forgotten once served (untagged, or in a completion group), so new
         # requests take the slots of served ones in ring order and the pool stays as large as the requests in
@@ -1676,6 +1611,22 @@ class MemorySystem:
         self._coord = threads_mod.Coordinator(self, self.threads, sys.modules[__name__]) if self.threads > 1 else None
 
     # -- building ------------------------------------------------------------------------------------------
+    def _initial_arrays(self, spec, T, ctrl, variant: int) -> dict[str, np.ndarray]:
+        """The state fields whose initial values depend on the device set (fill INIT in archsim/engine/state.py):
+        queue capacities, each source's kind and index among its kind, refresh due cycles, the variant's dtype."""
+        nch, nsrc = spec.channels, len(self.sources)
+        src_kind = np.zeros((nch, max(nsrc, 1)), dtype=np.int64)
+        src_idx = np.zeros((nch, max(nsrc, 1)), dtype=np.int64)
+        seen = {"rw": 0, "stream": 0}
+        for i, s in enumerate(self.sources):
+            src_kind[:, i] = 0 if s["kind"] == "rw" else 1
+            src_idx[:, i] = seen[s["kind"]]
+            seen[s["kind"]] += 1
+        nq = self.sizes["rw_queues"]
+        return {"qcap": np.tile(np.array([ctrl.read_queue, ctrl.write_queue], dtype=np.int64), nq // 2),
+                "src_kind": src_kind, "src_idx": src_idx, "ref_due": np.tile(_first_refresh_due(spec, T, ctrl), nch),
+                "variant": np.zeros(0, _VARIANT_DTYPES[variant])}
+
     def _grow(self, **fields):
         self.S = self.S._replace(**fields)
         self._kernel = None
@@ -1718,8 +1669,7 @@ class MemorySystem:
             return
         new = max(need, 2 * cap)
         upd = {}
-        for f in ("r_ch", "r_bank", "r_row", "r_col", "r_kind", "r_tag", "r_arrive", "r_src", "r_enq", "r_done",
-                  "r_class", "r_seq", "r_phase", "r_nb", "l_next", "l_prev", "r_pin"):
+        for f in state.POOL_FIELDS:
             a = getattr(S, f)
             b = np.zeros(new, dtype=a.dtype)      # (untouched beyond the copy until enqueue_requests fills it)
             b[:cap] = a
@@ -1747,10 +1697,7 @@ class MemorySystem:
     def _reset_requests(self, a: int, b: int) -> None:
         """The engine-owned fields of pool slots [a, b) back to a fresh request's (enqueue_requests writes the
         others, r_tag included)."""
-        S = self.S
-        for f, v in (("r_enq", -1), ("r_done", -1), ("l_next", -1), ("l_prev", -1), ("r_class", 0),
-                     ("r_seq", 0), ("r_phase", 0), ("r_nb", 0), ("r_pin", 0)):
-            getattr(S, f)[a:b] = v
+        state.reset_pool(self.S, a, b)
 
     def source_index(self, name: str) -> int:
         from archsim.errors import unknown_name
@@ -1920,7 +1867,7 @@ class MemorySystem:
             # compact every stream (drop issued commands); widen only if the live commands do not fit
             cap = S.s_cmd.shape[1]
             need = max(int((S.s_tail - S.s_head).max()), t - h + n)
-            fields = ("s_cmd", "s_bank", "s_row", "s_col", "s_flags", "s_est", "s_tag", "s_seq", "s_at")
+            fields = state.STREAM_SLOT_FIELDS
             if 2 * need <= cap:
                 # in place (no allocation: compacting is frequent, and fresh pages cost more than the copy)
                 for q in range(S.s_head.shape[0]):
@@ -1934,7 +1881,7 @@ class MemorySystem:
                 upd = {}
                 for f in fields:
                     arr = getattr(S, f)
-                    new = np.full((arr.shape[0], width), -1 if f in ("s_row", "s_col", "s_tag") else 0, dtype=arr.dtype)
+                    new = np.full((arr.shape[0], width), state.BY_NAME[f].fill, dtype=arr.dtype)
                     for q in range(arr.shape[0]):
                         hq, tq = S.s_head[q], S.s_tail[q]
                         new[q, :tq - hq] = arr[q, hq:tq]
@@ -1971,8 +1918,7 @@ class MemorySystem:
         S = self.S
         if tag >= S.g_left.shape[0]:
             m = max(2 * S.g_left.shape[0], tag + 1, 1024)
-            g_left = np.zeros(m, np.int64)
-            g_done = np.full(m, -1, np.int64)
+            g_left, g_done = state.allocate(("g_left", "g_done"), {"groups": m}).values()
             g_left[:S.g_left.shape[0]] = S.g_left
             g_done[:S.g_done.shape[0]] = S.g_done
             self._grow(g_left=g_left, g_done=g_done)
@@ -2032,7 +1978,7 @@ class MemorySystem:
         S = self.S
         n = S.log_clk.shape[0]
         upd = {}
-        for f in ("log_clk", "log_cmd", "log_bank", "log_row", "log_col", "log_src"):
+        for f in state.LOG_FIELDS:
             a = getattr(S, f)
             b = np.zeros(2 * n, dtype=a.dtype)
             b[:n] = a
@@ -2065,14 +2011,18 @@ class MemorySystem:
         out = list(zip(S.c_tag[:n][now][order].tolist(), done[now][order].tolist(), strict=True))
         keep = ~now
         k = int(keep.sum())
-        for f in (S.c_tag, S.c_done, S.c_id):
-            f[:k] = f[:n][keep]
+        for f in state.RING_FIELDS:
+            a = getattr(S, f)
+            a[:k] = a[:n][keep]
         S.n_comp[0] = k
         S.min_pending[0] = S.c_done[:k].min() if k else INF
         if S.c_tag.shape[0] - k < 4096:
-            m = 2 * S.c_tag.shape[0]
-            self._grow(c_tag=np.resize(S.c_tag, m), c_done=np.resize(S.c_done, m), c_id=np.resize(S.c_id, m))
+            self._grow_ring(2 * S.c_tag.shape[0])
         return out
+
+    def _grow_ring(self, m: int) -> None:
+        """The completion ring (state.RING_FIELDS) resized to m entries, its entries kept."""
+        self._grow(**{f: np.resize(getattr(self.S, f), m) for f in state.RING_FIELDS})
 
     @property
     def sync(self) -> dict:

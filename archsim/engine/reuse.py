@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from archsim.dram.effects import E_OPEN
+from archsim.engine import state
 from archsim.engine.channel import INF, MemorySystem, compile_seconds
 
 
@@ -71,6 +72,8 @@ class StreamChannels:
         self._rep = t.rep
         self._is_open = np.asarray(t.cmd_effect) == E_OPEN
         self._src_slot = int(self.ms.S.src_idx[0, self.ms.source_index("pim")])
+        self._views: list = []              # per channel: views of its part of the state (_channel_views)
+        self._views_of = None               # the state those views are of
 
     # -- state normalisation -----------------------------------------------------------------------------
     def _canonicalise(self) -> None:
@@ -149,8 +152,7 @@ class StreamChannels:
         S.ready[:] = ready + t0
         S.hist[:] = np.where(hist <= -self.max_lat - 1, -INF, hist + t0)
         S.hist_pos[:] = hist_pos
-        S.cand_t[:] = 0            # the kernel's timing caches are lower bounds of the old timing state
-        S.s_ok_epoch[:] = -1
+        state.invalidate_caches(S)     # the kernel's timing caches are lower bounds of the old timing state
         self._arrays_ok = True
 
     def sync(self) -> None:
@@ -173,8 +175,8 @@ class StreamChannels:
         C = self.channels
         if S.clock[0] < t_min:
             S.clock[0] = t_min            # nothing is queued between ops: the engine may jump
-        before = S.cmd_count.copy()
-        seq_before = S.seq.copy()
+        # the running counts a channel given another's outcome advances by that one's increase (_copy_channel)
+        before = {f: getattr(S, f).copy() for f in state.OUTCOME_COUNTS}
         S.s_maxdone[:] = t_min
         B = self._B
         n_cmds = self.n_cmds
@@ -210,46 +212,67 @@ class StreamChannels:
         self.kernel_s += time.perf_counter() - t0 - (compile_seconds() - c0)    # a first call's compile excluded
         self.commands_simulated += n
         for ch, rep in dups:
-            self._copy_channel(rep, ch, before, seq_before)
+            self._copy_channel(rep, ch, before)
         S = ms.S
         ends = S.s_maxdone[:C].copy() if self.ms.n_st == 1 else None
-        return ends, S.cmd_count - before
+        return ends, S.cmd_count - before["cmd_count"]
+
+    def _channel_views(self) -> list[tuple[list, list, list]]:
+        """Per channel, views of its part of the state (state.channel_index), built once per state arrays: (what
+        an op leaves in it, state.OUTCOME_FIELDS: (view, how a copy moves it, field, index); its banks' state,
+        state.BANK_STATE_FIELDS: (view, holds bank ids); its caches, state.CACHE_FIELDS: (view, is an epoch,
+        fill))."""
+        S = self.ms.S
+        if self._views_of is not S:
+            size = self.ms.sizes
+            self._views = []
+            for ch in range(self.channels):
+                out, banks, caches = [], [], []
+                for f in state.OUTCOME_FIELDS:
+                    d = state.BY_NAME[f]
+                    idx = state.channel_index(d, size, ch)
+                    how = 1 if state.COUNT in d.flags else 2 if state.BANK_ID in d.flags else 0
+                    out.append((getattr(S, f)[idx], how, f, idx))
+                for f in state.BANK_STATE_FIELDS:
+                    d = state.BY_NAME[f]
+                    banks.append((getattr(S, f)[state.channel_index(d, size, ch)], state.BANK_ID in d.flags))
+                for f in state.CACHE_FIELDS:
+                    d = state.BY_NAME[f]
+                    caches.append((getattr(S, f)[state.channel_index(d, size, ch)], d.role == "epoch", d.fill))
+                self._views.append((out, banks, caches))
+            self._views_of = S
+        return self._views
 
     def _channel_sig(self, ch: int, t0: int) -> bytes:
-        """Channel ch's state relative to t0, everything its future depends on (timing, rows, the stream's
-        last opens relative to the channel's first bank)."""
+        """Channel ch's state relative to t0, everything its future depends on: its timing relative to t0 and
+        its banks' state (state.BANK_STATE_FIELDS; bank ids relative to the channel's first bank)."""
         S = self.ms.S
-        B = self._B
-        b0, b1 = ch * B, (ch + 1) * B
-        return (np.maximum(S.ready[ch] - t0, 0).tobytes() + np.maximum(S.hist[ch] - t0, -self.max_lat - 1).tobytes()
-                + S.hist_pos[ch].tobytes() + S.open_row[b0:b1].tobytes() + S.owner[b0:b1].tobytes()
-                + S.last_open_cmd[b0:b1].tobytes() + (S.last_open_tgt[b0:b1] - b0).tobytes()
-                + S.last_open_row[b0:b1].tobytes() + S.row_hits[b0:b1].tobytes())
+        b0 = ch * self._B
+        sig = [np.maximum(S.ready[ch] - t0, 0).tobytes(), np.maximum(S.hist[ch] - t0, -self.max_lat - 1).tobytes(),
+               S.hist_pos[ch].tobytes()]
+        for a, bank_id in self._channel_views()[ch][1]:
+            sig.append((a - b0 if bank_id else a).tobytes())
+        return b"".join(sig)
 
-    def _copy_channel(self, src: int, dst: int, counts_before: np.ndarray, seq_before: np.ndarray) -> None:
-        """Give channel dst the outcome channel src had in this run (same stream, same starting state)."""
-        ms = self.ms
-        S = ms.S
-        B = self._B
-        s0, d0 = src * B, dst * B
-        for f in ("ready", "hist", "hist_pos", "wake", "active", "starve"):
-            getattr(S, f)[dst] = getattr(S, f)[src]
-        for f in ("open_row", "owner", "last_open_cmd", "last_open_row", "row_hits"):
-            a = getattr(S, f)
-            a[d0:d0 + B] = a[s0:s0 + B]
-        S.last_open_tgt[d0:d0 + B] = S.last_open_tgt[s0:s0 + B] - s0 + d0
-        # its rows and pins changed outside the kernel: the kernel's caches of that channel no longer hold
-        S.ch_rows_epoch[dst] += 1
-        S.ch_pin_epoch[dst] += 1
-        S.cand_t[:, d0:d0 + B] = 0
-        R = ms.tables.ref_nodes
-        S.n_open[dst * R:(dst + 1) * R] = S.n_open[src * R:(src + 1) * R]
-        S.seq[dst] += S.seq[src] - seq_before[src]
-        S.cmd_count[dst] += S.cmd_count[src] - counts_before[src]
-        nst = ms.n_st
-        for k in range(nst):
-            S.s_maxdone[dst * nst + k] = S.s_maxdone[src * nst + k]
-            S.s_lastend[dst * nst + k] = S.s_lastend[src * nst + k]
+    def _copy_channel(self, src: int, dst: int, before: dict[str, np.ndarray]) -> None:
+        """Give channel dst the outcome channel src had in this run (same stream, same starting state): every
+        field an op changes in a channel (state.OUTCOME_FIELDS) copied from src's part to dst's, running counts
+        advanced by src's increase, bank ids shifted to dst's banks; then dst's kernel caches are invalidated
+        (its rows and pins changed outside the kernel)."""
+        views = self._channel_views()
+        shift = (dst - src) * self._B
+        for (d, how, f, _), (s, _, _, sidx) in zip(views[dst][0], views[src][0], strict=True):
+            if how == 1:
+                d += s - before[f][sidx]
+            elif how == 2:
+                np.add(s, shift, out=d)
+            else:
+                d[...] = s
+        for a, epoch, fill in views[dst][2]:
+            if epoch:
+                a += 1
+            else:
+                a.fill(fill)
 
     def run(self, key: Any, streams: Any, t_min: int) -> tuple[np.ndarray, np.ndarray]:
         """Run one op: `streams` is a list (per channel) of (cmd, bank[, row, col]) arrays or None, or a callable

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from archsim.dram.roles import R_RD, R_RDA, R_UPD, R_UPDA, R_WR, R_WRA
+from archsim.engine import state
 
 # Regions shorter than REGION_MIN cycles run on one thread (a hand-off to the threads costs more than they
 # save); a region is at most REGION_MAX cycles (the shards' log and completion buffers hold that many); while
@@ -214,7 +215,6 @@ class Coordinator:
         S = self.ms.S
         if self._shards is not None and self._shards[0] is S:
             return self._shards[1]
-        i64 = np.int64
         nch = int(self.ms.cf[ch.CF_CH])
         n = self.threads
         out = []
@@ -222,14 +222,10 @@ class Coordinator:
             lo, hi = nch * i // n, nch * (i + 1) // n
             nl = 3 * (hi - lo) * REGION_MAX if self.ms.cf[ch.CF_LOG] else 1
             nc = 2 * (hi - lo) * REGION_MAX
-            sh = S._replace(
-                clock=np.zeros(1, i64), n_log=np.zeros(1, i64), n_comp=np.zeros(1, i64),
-                log_clk=np.zeros(nl, i64), log_cmd=np.zeros(nl, i64), log_bank=np.zeros(nl, i64),
-                log_row=np.zeros(nl, i64), log_col=np.zeros(nl, i64), log_src=np.zeros(nl, i64),
-                c_tag=np.zeros(nc, i64), c_done=np.zeros(nc, i64), c_id=np.zeros(nc, i64),
-                min_pending=np.full(1, ch.INF, i64), outstanding=np.zeros(1, i64), progress=np.zeros(4, i64),
-                cand=np.zeros_like(S.cand), g_left=np.zeros(0, i64), g_done=np.zeros(0, i64))
-            out.append((lo, hi, sh, np.zeros(nc, i64)))
+            # the fields every channel writes (state.SHARD_FIELDS), fresh; groups are applied at the merge
+            own = state.allocate(state.SHARD_FIELDS, dict(self.ms.sizes, log=nl, ring=nc, groups=0))
+            sh = S._replace(**own)
+            out.append((lo, hi, sh, np.zeros(nc, np.int64)))
         self._shards = (S, out)
         return out
 
@@ -265,7 +261,7 @@ class Coordinator:
         S = ms.S
         if S.c_tag.shape[0] - int(S.n_comp[0]) < 2 * nch * (end - clk) + 4096:
             m = 2 * S.c_tag.shape[0] + 2 * nch * (end - clk)
-            ms._grow(c_tag=np.resize(S.c_tag, m), c_done=np.resize(S.c_done, m), c_id=np.resize(S.c_id, m))
+            ms._grow_ring(m)
             S = ms.S
         shards = self._shard_states()
         kernel, replay = self._kernel()
@@ -307,14 +303,14 @@ class Coordinator:
             if tot:
                 order = np.argsort(np.concatenate([sh.log_clk[:k] for sh, k in parts]), kind="stable")
                 n0 = int(S.n_log[0])
-                for f in ("log_clk", "log_cmd", "log_bank", "log_row", "log_col", "log_src"):
+                for f in state.LOG_FIELDS:
                     getattr(S, f)[n0:n0 + tot] = np.concatenate([getattr(sh, f)[:k] for sh, k in parts])[order]
                 S.n_log[0] = n0 + tot
         pick = [(sh, cc, int(sh.n_comp[0])) for _, _, sh, cc in shards if sh.n_comp[0]]
         if pick:
             order = np.argsort(np.concatenate([cc[:k] for _, cc, k in pick]), kind="stable")
             tag, done, ident = (np.concatenate([getattr(sh, f)[:k] for sh, _, k in pick])[order]
-                                for f in ("c_tag", "c_done", "c_id"))
+                                for f in state.RING_FIELDS)
             replay(S, tag, done, ident)
         for _, _, sh, _ in shards:
             S.outstanding[0] += sh.outstanding[0]

@@ -77,8 +77,13 @@ _inl = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False, inline='alway
 # CF: controller config array slots
 (CF_CH, CF_NSRC, CF_NRW, CF_NST, CF_CLOSED_ROW, CF_REFRESH, CF_DUAL_BUS, CF_LOG, CF_NREFI, CF_NREFIPB,
  CF_ARB, CF_STARVE, CF_THRESH, CF_STREAM_REF, CF_NRFC, CF_ALU, CF_ACTIVE_BUF, CF_WM_HIGH, CF_WM_LOW,
- CF_NBUF, CF_MAX_CYCLES, CF_NRFCPB, CF_PIN_FREES, CF_HIT_CAP) = range(24)
-N_CF = 24
+ CF_NBUF, CF_MAX_CYCLES, CF_NRFCPB, CF_PIN_FREES, CF_HIT_CAP,
+ CF_CMDQ,            # bank_command_queue: entries of each bank's command queue (0: archsim's FR-FCFS queues)
+ CF_DRAIN_IDLE,      # write_drain_idle: drain the write queue above this many writes while command queues are empty
+ CF_POSTED,          # posted_writes: a write is acknowledged the cycle after it enters its queue
+ CF_MERGE_RD,        # merge_reads: a read of an address a queued read waits for is answered with it
+ ) = range(28)
+N_CF = 28
 REFRESH_NONE, REFRESH_ALLBANK, REFRESH_PERBANK = 0, 1, 2
 ARB_FRFCFS, ARB_PRIORITY, ARB_BLOCKED, ARB_THRESHOLD, ARB_THRESHOLD_ROW = 0, 1, 2, 3, 4
 # threshold_row: as threshold, but a held-back source may still issue column commands (to rows it opened);
@@ -87,6 +92,8 @@ ARBITRATIONS = {"frfcfs": ARB_FRFCFS, "priority": ARB_PRIORITY, "blocked": ARB_B
                 "threshold_row": ARB_THRESHOLD_ROW}
 SEG_START, SEG_END = 1, 2
 KIND_READ, KIND_WRITE, KIND_RMW = 0, 1, 2
+PHASE_POSTED = 2          # r_phase of a posted write (acknowledged) still waiting to issue (bank_command_queue)
+CLASS_NONE = 3            # r_class of a request served without a command of its own (posted_writes, merge_reads)
 # advance() status
 ST_UNTIL, ST_COMPLETION, ST_IDLE, ST_LOG_FULL, ST_DEADLOCK, ST_TIMEOUT = 0, 1, 2, 3, 4, 5
 KEY_SHIFT = np.int64(16)                     # candidate keys in the rw scan: age << KEY_SHIFT | list position
@@ -109,9 +116,9 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 _VARIANT_FIXED = {
     "general": {},
     "lean": {CF_NSRC: 1, CF_NRW: 1, CF_NST: 0, CF_NBUF: 1, CF_ARB: ARB_FRFCFS, CF_STARVE: 0, CF_ACTIVE_BUF: 0,
-             CF_HIT_CAP: 0},
+             CF_HIT_CAP: 0, CF_CMDQ: 0, CF_POSTED: 0, CF_MERGE_RD: 0},
     "pim_dual": {CF_NSRC: 2, CF_NRW: 1, CF_NST: 1, CF_NBUF: 2, CF_ARB: ARB_PRIORITY, CF_STARVE: 0, CF_ACTIVE_BUF: 0,
-                 CF_HIT_CAP: 0},
+                 CF_HIT_CAP: 0, CF_CMDQ: 0, CF_POSTED: 0, CF_MERGE_RD: 0},
 }
 KERNEL_VARIANTS = tuple(_VARIANT_FIXED)
 _VARIANT_DTYPES = (np.int8, np.uint8, np.int16)        # State.variant's dtype per variant, in that order
@@ -186,6 +193,9 @@ State = namedtuple("State", [
     # changes, and per stream the (count, target, row) at which its head's rows were last found open
     "cand_t", "ch_rows_epoch", "s_ok_epoch", "s_ok_tgt", "s_ok_row",
     "ch_pin_epoch",                            # per channel: count of bank pin / reservation changes
+    "cq_req", "cq_n",                          # bank_command_queue: (banks, entries) requests of each bank's command queue in order, (banks,) count
+    "cq_rr", "cq_drain",                       # bank_command_queue: (ch,) local bank whose queue issued last; writes left to move in the drain
+    "r_follow",                                # merge_reads: per request the next read merged into it (done with it), -1 none
     # the kernel variant (KERNEL_VARIANTS): an empty array whose dtype names it, so each variant compiles apart
     "variant",
 ])
@@ -508,6 +518,12 @@ def _offer(S, T, CF, clk):
             if S.qlen[qi] >= S.qcap[qi]:
                 S.p_block[p] = qi
                 break
+            if ((_cf(S, CF, CF_POSTED) != 0 or _cf(S, CF, CF_MERGE_RD) != 0)
+                    and _cq_accept(S, T, CF, ch, ri, w, clk)):
+                S.p_head[p] += 1            # answered from (merged into) a waiting write or read: queued nowhere
+                offered += 1
+                S.progress[1] = clk
+                continue
             b = S.r_bank[ri]
             q = k * 2 + w
             S.qlen[qi] += 1
@@ -540,7 +556,8 @@ def _offer(S, T, CF, clk):
             # did not change (older requests of another row queued there) it cannot issue before that
             # candidate, which the wake already covers); otherwise now
             if S.wake[ch] > clk:
-                if _cf(S, CF, CF_NSRC) != 1 or w != S.wmode[ch * n_rw + k] or S.ch_ref_pending[ch] != 0:
+                if (_cf(S, CF, CF_NSRC) != 1 or w != S.wmode[ch * n_rw + k] or S.ch_ref_pending[ch] != 0
+                        or _cf(S, CF, CF_CMDQ) != 0):
                     S.wake[ch] = clk
                 elif changed:
                     orow = S.open_row[b, 0]
@@ -1147,18 +1164,254 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
         S.s_lastend[sl] = 0
 
 
-@_inl
-def _step(S, T, CF, ch, clk, cand):
-    """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
-    nsrc = _cf(S, CF, CF_NSRC)
-    n_rw = _cf(S, CF, CF_NRW)
-    nxt = INF
-    row_free = True
-    col_free = True
+# ---------------------------------------------------------------------------------------------------------
+# bank_command_queue (DRAMsim3's two-level queues, docs/channel-engine.md 3.6): one rw source whose read and
+# write queues are a transaction queue and a write buffer in front of a command queue per bank. Each step
+# issues the first ready command of the bank queues visited round robin, then moves at most one transaction.
+@_helper
+def _cq_hit_queued(S, b, orow):
+    """Some request in bank b's command queue is to the open row orow."""
+    for pos in range(S.cq_n[b]):
+        if S.r_row[S.cq_req[b, pos]] == orow:
+            return True
+    return False
+
+
+@_helper
+def _cq_read_before(S, b, pos, ri):
+    """A read of write ri's address is ahead of it (before position pos) in bank b's command queue."""
+    for j in range(pos):
+        x = S.cq_req[b, j]
+        if S.r_kind[x] == KIND_READ and S.r_row[x] == S.r_row[ri] and S.r_col[x] == S.r_col[ri]:
+            return True
+    return False
+
+
+@_helper
+def _cq_find(S, b, q, kind, ri):
+    """A request of `kind` to ri's address (bank b, row, column) waiting in bank b's transaction list q or in its
+    command queue (not yet issued): the oldest in the list, else the first in the queue; -1 none."""
+    j = S.l_head[b, q]
+    while j >= 0:
+        if S.r_row[j] == S.r_row[ri] and S.r_col[j] == S.r_col[ri]:
+            return j
+        j = S.l_next[j]
+    for pos in range(S.cq_n[b]):
+        x = S.cq_req[b, pos]
+        if S.r_kind[x] == kind and S.r_row[x] == S.r_row[ri] and S.r_col[x] == S.r_col[ri]:
+            return x
+    return np.int64(-1)
+
+
+@_call
+def _cq_queue_cmd(S, T, CF, ch, bl, clk):
+    """The first command of local bank bl's command queue whose timing is met at clk, in queue order:
+    (command, position), or (-1, earliest cycle of one of them). A request to the open row gives its column
+    command, one to a closed bank an ACT; a PRE only for the queue's first request, and only if no queued
+    request hits the open row or the row has served row_hit_cap column commands; a write waits behind a read
+    of its address."""
+    b = ch * T.banks + bl
+    orow = S.open_row[b, 0]
+    cap = CF[CF_HIT_CAP]
+    tmin = INF
+    for pos in range(S.cq_n[b]):
+        ri = S.cq_req[b, pos]
+        if orow == S.r_row[ri]:
+            c = T.role[R_WR] if S.r_kind[ri] == KIND_WRITE else T.role[R_RD]
+            if S.r_kind[ri] == KIND_WRITE and _cq_read_before(S, b, pos, ri):
+                continue
+        elif orow == -1:
+            c = T.role[R_ACT]
+        else:
+            if pos > 0 or (not (cap > 0 and S.row_hits[b] >= cap) and _cq_hit_queued(S, b, orow)):
+                continue
+            c = T.role[R_PRE]
+        t = _earliest(S, T, ch, c, bl)
+        if t <= clk:
+            return c, np.int64(pos)
+        tmin = min(tmin, t)
+    return np.int64(-1), tmin
+
+
+@_call
+def _cq_pick(S, T, CF, ch, clk):
+    """The command the bank queues offer at clk: visited round robin from the one after cq_rr (queues of
+    banks whose refresh is pending skipped), the first ready command of the first queue that has one.
+    Returns (command, local bank, position, earliest cycle of a command not ready); command -1: none."""
+    B = T.banks
+    rr = S.cq_rr[ch]
+    tmin = INF
+    ref_check = S.ch_ref_pending[ch] != 0 and CF[CF_REFRESH] != REFRESH_NONE
+    for i in range(B):
+        bl = rr + 1 + i
+        if bl >= B:
+            bl -= B
+        if S.cq_n[ch * B + bl] == 0:
+            continue
+        if ref_check and _ref_blocked(S, T, CF, ch, T.role[R_ACT], bl):
+            continue
+        c, x = _cq_queue_cmd(S, T, CF, ch, bl, clk)
+        if c >= 0:
+            return c, np.int64(bl), x, tmin
+        tmin = min(tmin, x)
+    return np.int64(-1), np.int64(-1), np.int64(-1), tmin
+
+
+@_call
+def _cq_issue(S, T, CF, ch, c, bl, pos, clk):
+    """Issue command c for the request at position pos of local bank bl's command queue. A column command
+    serves the request (it leaves the queue); a posted write was acknowledged when it was accepted."""
+    b = ch * T.banks + bl
+    ri = S.cq_req[b, pos]
+    S.cq_rr[ch] = bl
+    S.progress[1] = clk
+    if c == T.role[R_ACT]:
+        if S.r_class[ri] < 1:
+            S.r_class[ri] = 1
+    elif c == T.role[R_PRE]:
+        S.r_class[ri] = 2
+    col = S.r_col[ri] if T.cmd_bus[c] == 1 else np.int64(-1)
+    _issue(S, T, CF, ch, c, bl, S.r_row[ri], col, _rw_src(S, ch, 0), clk)
+    if T.cmd_bus[c] != 1:
+        return
+    for j in range(pos, S.cq_n[b] - 1):
+        S.cq_req[b, j] = S.cq_req[b, j + 1]
+    S.cq_n[b] -= 1
+    if S.r_phase[ri] == PHASE_POSTED:
+        S.r_phase[ri] = 0
+        return
+    done = clk + T.cmd_lat[c]
+    while ri >= 0:                      # the request, then the reads merged into it
+        S.r_done[ri] = done
+        S.outstanding[0] -= 1
+        S.progress[0] += 1
+        _complete(S, S.r_tag[ri], done, ri)
+        ri = S.r_follow[ri]
+
+
+@_call
+def _cq_move(S, T, CF, ch, clk):
+    """Move at most one transaction into its bank's command queue: the oldest of the read queue, or of the
+    write queue while draining, whose bank's queue has room. Draining starts when the write queue is full, or
+    holds more than write_drain_idle writes while every command queue is empty, and moves as many writes as
+    it held then; a write with a read of its address still waiting ends the drain. True if one moved."""
+    B = T.banks
+    gb0 = ch * B
+    qw = ch * 2 + 1
+    if S.cq_drain[ch] == 0:
+        empty = True
+        for bl in range(B):
+            if S.cq_n[gb0 + bl] > 0:
+                empty = False
+                break
+        if S.qlen[qw] >= S.qcap[qw] or (S.qlen[qw] > CF[CF_DRAIN_IDLE] and empty):
+            S.cq_drain[ch] = S.qlen[qw]
+    w = 1 if S.cq_drain[ch] > 0 else 0
+    qi = ch * 2 + w
+    best = np.int64(-1)
+    best_seq = INF
+    for kk in range(S.act_n[qi]):
+        b = S.act_list[qi, kk]
+        if S.cq_n[b] >= CF[CF_CMDQ]:
+            continue
+        ri = S.l_head[b, w]
+        if S.r_seq[ri] < best_seq:
+            best_seq = S.r_seq[ri]
+            best = ri
+    if best < 0:
+        return False
+    ri = best
+    b = S.r_bank[ri]
+    if w == 1:
+        if _cq_find(S, b, 0, KIND_READ, ri) >= 0:
+            S.cq_drain[ch] = 0
+            return False
+        S.cq_drain[ch] -= 1
+    _unlink(S, ri, b, w)
+    if S.l_cnt[b, w] == 0:
+        p = S.act_pos[b, w]
+        last = S.act_list[qi, S.act_n[qi] - 1]
+        S.act_list[qi, p] = last
+        S.act_pos[last, w] = p
+        S.act_n[qi] -= 1
+    S.cq_req[b, S.cq_n[b]] = ri
+    S.cq_n[b] += 1
+    _free_entry(S, qi, clk)
+    return True
+
+
+@_call
+def _cq_accept(S, T, CF, ch, ri, w, clk):
+    """posted_writes / merge_reads, at a request's acceptance. Posted: a request to the address of a waiting
+    write (in the write queue or a command queue) is done at the next cycle and queued nowhere (returns True):
+    a read answered from the write, a write merged with it; any other write is done (acknowledged) at the next
+    cycle and queued (False). Merged reads: a read of the address of a waiting read is queued nowhere and done
+    with that read (True). Otherwise the request is queued (False)."""
+    b = S.r_bank[ri]
+    if CF[CF_POSTED] != 0:
+        if _cq_find(S, b, 1, KIND_WRITE, ri) >= 0:
+            S.r_enq[ri] = clk
+            S.r_done[ri] = clk + 1
+            S.r_class[ri] = CLASS_NONE
+            S.outstanding[0] -= 1
+            S.progress[0] += 1
+            _complete(S, S.r_tag[ri], clk + 1, ri)
+            return True
+        if w == 1:
+            S.r_done[ri] = clk + 1
+            S.outstanding[0] -= 1
+            S.progress[0] += 1
+            _complete(S, S.r_tag[ri], clk + 1, ri)
+            S.r_phase[ri] = PHASE_POSTED
+            return False
+    if w == 0 and CF[CF_MERGE_RD] != 0:
+        j = _cq_find(S, b, 0, KIND_READ, ri)
+        if j >= 0:
+            while S.r_follow[j] >= 0:
+                j = S.r_follow[j]
+            S.r_follow[j] = ri
+            S.r_enq[ri] = clk
+            S.r_class[ri] = CLASS_NONE
+            return True
+    return False
+
+
+@_call
+def _cq_step(S, T, CF, ch, clk, ref_issued, nxt):
+    """The bank_command_queue step after refresh (3.6): a single command bus takes the bank queues' command
+    unless a refresh command issued; a dual bus (DRAMsim3's hbm_dual_cmd) asks the queues a second time after
+    a first command (a refresh one included) and issues that one too if it is on the other bus (the round robin
+    moves on to its queue either way). Then one transaction moves. Returns the channel's next wake cycle."""
     dual = CF[CF_DUAL_BUS] != 0
+    issued = ref_issued
+    first_bus = np.int64(0)              # a refresh command is on the row bus
+    tmin = INF
+    if not ref_issued:
+        c, bl, pos, tmin = _cq_pick(S, T, CF, ch, clk)
+        if c >= 0:
+            _cq_issue(S, T, CF, ch, c, bl, pos, clk)
+            issued = True
+            first_bus = T.cmd_bus[c]
+    if issued and dual:
+        c, bl, pos, t2 = _cq_pick(S, T, CF, ch, clk)
+        if c >= 0:
+            if T.cmd_bus[c] != first_bus:
+                _cq_issue(S, T, CF, ch, c, bl, pos, clk)
+            else:
+                S.cq_rr[ch] = bl
+    moved = _cq_move(S, T, CF, ch, clk)
+    if issued or moved:
+        return clk + 1
+    return min(nxt, tmin)
+
+
+@_inl
+def _refresh_step(S, T, CF, ch, clk):
+    """Section 3.1 for channel ch at cycle clk: refresh nodes fall due, and the first pending node whose wanted
+    command is ready issues it (taking the row bus). Returns (a refresh command issued, next due cycle)."""
+    nxt = INF
     issued = False
     none = np.int64(-1)
-    # ---- refresh
     refresh = CF[CF_REFRESH]
     if refresh != REFRESH_NONE:
         for node in range(T.ref_nodes):
@@ -1175,12 +1428,9 @@ def _step(S, T, CF, ch, clk, cand):
             if c < 0:
                 continue
             t = _earliest(S, T, ch, c, bl)
-            if t <= clk and row_free:
+            if t <= clk and not issued:
                 eff = _issue(S, T, CF, ch, c, bl, none, none, none, clk)
                 issued = True
-                row_free = False
-                if not dual:
-                    col_free = False
                 if eff == E_REFRESH:
                     S.ref_pending[g] = 0
                     S.ch_ref_pending[ch] -= 1
@@ -1193,6 +1443,22 @@ def _step(S, T, CF, ch, clk, cand):
                             S.ref_bank[g] = 0
             elif t < nxt:
                 nxt = t
+    return issued, nxt
+
+
+@_inl
+def _step(S, T, CF, ch, clk, cand):
+    """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
+    nsrc = _cf(S, CF, CF_NSRC)
+    n_rw = _cf(S, CF, CF_NRW)
+    dual = CF[CF_DUAL_BUS] != 0
+    # ---- refresh
+    issued, nxt = _refresh_step(S, T, CF, ch, clk)
+    row_free = not issued
+    col_free = dual or not issued
+    if _cf(S, CF, CF_CMDQ) > 0:
+        # DRAMsim3's two-level queues (bank_command_queue): their own scheduling path
+        return _cq_step(S, T, CF, ch, clk, issued, nxt)
     # ---- decisions taken once per step: write modes, promotions, the blocked active source, the gate
     for k in range(n_rw):
         pk = ch * n_rw + k
@@ -1502,6 +1768,13 @@ def _controller_fields(spec, T, ctrl, *, nch, nsrc, n_rw, arbitration, starvatio
     cf[CF_NBUF] = nbuf
     cf[CF_MAX_CYCLES] = max_cycles
     cf[CF_HIT_CAP] = int(ctrl.row_hit_cap)
+    cf[CF_CMDQ] = int(ctrl.bank_command_queue)
+    cf[CF_DRAIN_IDLE] = int(ctrl.write_drain_idle)
+    cf[CF_POSTED] = bool(ctrl.posted_writes)
+    cf[CF_MERGE_RD] = bool(ctrl.merge_reads)
+    if ctrl.bank_command_queue > 0 and (nsrc != 1 or n_rw != 1 or bool(active_buffer)):
+        raise UserError("controller.bank_command_queue: DRAMsim3's queues serve one rw source without the "
+                        f"active buffer (got {n_rw} rw and {n_st} stream sources, active_buffer={bool(active_buffer)})")
     if ctrl.refresh_stagger and ctrl.refresh == "allbank":
         # DRAMsim3's RANK_LEVEL_STAGGERED: one node's refresh every nREFI // nodes cycles, nodes in turn
         cf[CF_NREFI] = T.ref_nodes * (spec.timing["nREFI"] // T.ref_nodes)
@@ -1658,6 +1931,9 @@ class MemorySystem:
             cand_t=np.zeros((max(n_rw, 1) * 2, nb), i64), ch_rows_epoch=np.zeros(nch, i64),
             s_ok_epoch=np.full(nst_slots, -1, i64), s_ok_tgt=np.full(nst_slots, -1, i64),
             s_ok_row=np.full(nst_slots, -1, i64), ch_pin_epoch=np.zeros(nch, i64),
+            cq_req=np.zeros((nb, max(int(ctrl.bank_command_queue), 1)), i64), cq_n=np.zeros(nb, i64),
+            cq_rr=np.zeros(nch, i64), cq_drain=np.zeros(nch, i64),
+            r_follow=np.full(R, -1, i64),
             variant=np.zeros(0, _VARIANT_DTYPES[v]),
         )
         self.n_req = 0
@@ -1719,7 +1995,7 @@ class MemorySystem:
         new = max(need, 2 * cap)
         upd = {}
         for f in ("r_ch", "r_bank", "r_row", "r_col", "r_kind", "r_tag", "r_arrive", "r_src", "r_enq", "r_done",
-                  "r_class", "r_seq", "r_phase", "r_nb", "l_next", "l_prev", "r_pin"):
+                  "r_class", "r_seq", "r_phase", "r_nb", "l_next", "l_prev", "r_pin", "r_follow"):
             a = getattr(S, f)
             b = np.zeros(new, dtype=a.dtype)      # (untouched beyond the copy until enqueue_requests fills it)
             b[:cap] = a
@@ -1749,7 +2025,7 @@ class MemorySystem:
         others, r_tag included)."""
         S = self.S
         for f, v in (("r_enq", -1), ("r_done", -1), ("l_next", -1), ("l_prev", -1), ("r_class", 0),
-                     ("r_seq", 0), ("r_phase", 0), ("r_nb", 0), ("r_pin", 0)):
+                     ("r_seq", 0), ("r_phase", 0), ("r_nb", 0), ("r_pin", 0), ("r_follow", -1)):
             getattr(S, f)[a:b] = v
 
     def source_index(self, name: str) -> int:
@@ -1786,6 +2062,10 @@ class MemorySystem:
         cols = [np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (channel, bank, row, column, kind, arrive, tag)]
         n = max(c.shape[0] for c in cols)
         channel, bank, row, column, kind, arrive, tag = (np.broadcast_to(c, (n,)) for c in cols)
+        if self.cf[CF_CMDQ] > 0 and (kind == KIND_RMW).any():
+            from archsim.errors import ConfigError
+            raise ConfigError("controller.bank_command_queue", "DRAMsim3's queues take reads and writes only; "
+                              "rmw requests need bank_command_queue: 0")
         if self.reuse_slots:
             if slot is not None:
                 raise ValueError("slot: a MemorySystem with reuse_slots picks the slots itself")
@@ -1863,7 +2143,8 @@ class MemorySystem:
     def served(self, a: int, b: int) -> bool:
         """Whether every request in pool slots [a, b) has been served (its last column command issued): the
         engine no longer reads those slots."""
-        return bool((self.S.r_done[a:b] >= 0).all())
+        # (a posted write is acknowledged, r_done set, while it still waits to issue: PHASE_POSTED)
+        return bool(((self.S.r_done[a:b] >= 0) & (self.S.r_phase[a:b] != PHASE_POSTED)).all())
 
     def enqueue_stream(self, source: str, channel: int, cmd, bank, row=-1, column=-1, flags=0, est=0, tag=-1,
                        at=None) -> None:

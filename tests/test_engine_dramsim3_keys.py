@@ -251,8 +251,8 @@ def command_queue_case(seed: int) -> dict:
                 r["bank"][i], r["row"][i], r["column"][i] = earlier[int(rng.integers(len(earlier)))]
                 continue
             a = (int(r["bank"][i]), int(r["row"][i]), int(r["column"][i]))
-            while a in seen:
-                a = (a[0], a[1], int(rng.integers(0, cols)))
+            while a in seen:          # (another column, and another row once the row's columns run out)
+                a = (a[0], a[1] if rng.random() < 0.8 else int(rng.integers(0, 64)), int(rng.integers(0, cols)))
             seen.add(a)
             r["bank"][i], r["row"][i], r["column"][i] = a
             if (c["posted_writes"] and r["kind"][i] == 1) or (c["merge_reads"] and r["kind"][i] == 0):

@@ -79,7 +79,7 @@ CASES: dict[str, list[str]] = {
     "trace synthetic kind": ["trace", "synthetic:bogus:10"],
     "trace synthetic count": ["trace", "synthetic:random:zero"],
     "trace queue 0": [*T, "--queue", "0"],
-    "trace convention not built": [*T, "--set", "controller.convention=dramsim3"],
+    "trace posted writes without command queues": [*T, "--set", "controller.posted_writes=true"],
     "trace queue negative": [*T, "--queue", "-4"],
     "trace channels 0": [*T, "--channels", "0"],
     "trace unknown preset": [*T, "--preset", "DDR9"],

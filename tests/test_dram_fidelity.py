@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "reports" / "dram_fidelity"))
 
 from run_cases import D3_DEVICE, D3_MAPPING, DEVICES, RAM_MAPPING, d3_keys, write_traces  # noqa: E402
 
-from archsim.dram.controller import ControllerConfig  # noqa: E402
+from archsim.dram.controller import ControllerConfig, conventions  # noqa: E402
 from archsim.errors import ConfigError  # noqa: E402
 from archsim.systems.dram_trace.system import run_trace  # noqa: E402
 
@@ -249,14 +249,62 @@ def test_archsim_dramsim3_keys_against_dramsim3_gaps_pinned_200k(tmp_path, devic
                     DRAMSIM3_KEYS_GAPS_200K[(device, kind)], d3_keys()["d3/keys"])
 
 
-def test_dramsim3_keys_are_the_conventions_and_stay_unbuilt_as_a_convention():
-    """run_cases' d3/keys controller is the dramsim3 convention's controller section; the convention itself
-    still raises, naming issue 24 and the keys built."""
+# Under controller.convention=dramsim3 (run_cases.d3_convention "d3/dramsim3"; reports/dram_fidelity/README.md,
+# "controller.convention=dramsim3"): the gaps to DRAMsim3 measured (cycles / DRAMsim3's - 1, row hits minus
+# DRAMsim3's in points, latency / DRAMsim3's). The cases within the issue's tolerances are also checked against
+# DRAMsim3 directly; DDR4 2-rank random and mixed and the HBM2 stream, random and mixed traces are not within
+# them (the report's experiments), so for those the measured gap is what is pinned.
+DRAMSIM3_CONVENTION_GAPS_20K = {
+    ("DDR4-3200 1R", "stream"): (+0.0000, -0.00, 1.000),
+    ("DDR4-3200 1R", "random"): (+0.0014, +0.11, 1.007),
+    ("DDR4-3200 1R", "mixed"): (+0.0005, +0.09, 0.998),
+    ("DDR4-3200 1R", "conflict"): (+0.0001, +0.08, 1.000),
+    ("DDR4-3200 2R", "stream"): (-0.0010, +0.00, 0.999),
+    ("DDR4-3200 2R", "random"): (+0.0276, +0.10, 1.033),
+    ("DDR4-3200 2R", "mixed"): (+0.0536, +0.10, 0.995),
+    ("DDR4-3200 2R", "conflict"): (-0.0002, +0.08, 1.000),
+    ("HBM2 8ch", "stream"): (-0.0106, -3.62, 1.133),
+    ("HBM2 8ch", "random"): (-0.0697, +0.00, 0.256),
+    ("HBM2 8ch", "mixed"): (-0.0725, +0.00, 0.208),
+    ("HBM2 8ch", "conflict"): (+0.0002, +0.08, 1.000),
+}
+D3_CONVENTION_OUT = {("DDR4-3200 2R", "random"), ("DDR4-3200 2R", "mixed"), ("HBM2 8ch", "stream"),
+                     ("HBM2 8ch", "random"), ("HBM2 8ch", "mixed")}
+
+
+def _check_dramsim3_convention(traces: dict, device: str, kind: str) -> None:
+    ref = DRAMSIM3_20K[(device, kind)]
+    if (device, kind) not in D3_CONVENTION_OUT:
+        # within the tolerances of DRAMsim3 itself (a zero gap)
+        _check_dramsim3(device, traces[kind]["dramsim3"], ref, (0.0, 0.0, 1.0), {"convention": "dramsim3"})
+    _check_dramsim3(device, traces[kind]["dramsim3"], ref, DRAMSIM3_CONVENTION_GAPS_20K[(device, kind)],
+                    {"convention": "dramsim3"})
+
+
+# a stream and a random trace by default (a few seconds each); every case slow
+@pytest.mark.parametrize("device,kind", [("DDR4-3200 1R", "stream"), ("DDR4-3200 1R", "random")])
+def test_dramsim3_convention_matches_dramsim3(traces_20k, device, kind):
+    _check_dramsim3_convention(traces_20k, device, kind)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device,kind", list(DRAMSIM3_CONVENTION_GAPS_20K))
+def test_dramsim3_convention_against_dramsim3_all(traces_20k, device, kind):
+    _check_dramsim3_convention(traces_20k, device, kind)
+
+
+def test_dramsim3_keys_are_the_conventions():
+    """run_cases' d3/keys controller is part of the dramsim3 convention's controller section, and the
+    convention sets every key of that section (DRAMsim3's queues, posting, merging, precharge rule, refresh)."""
     keys = d3_keys()["d3/keys"]
     assert keys["row_hit_cap"] == 4 and keys["refresh_stagger"] is True, keys
     ControllerConfig.from_dict(keys)
-    with pytest.raises(NotImplementedError, match="issue 24.*row_hit_cap.*refresh_stagger"):
-        ControllerConfig.from_dict({"convention": "dramsim3"})
+    cfg = ControllerConfig.from_dict({"convention": "dramsim3"})
+    section = conventions()["dramsim3"]["controller"]
+    assert set(keys) <= set(section), (keys, section)
+    got = {k: getattr(cfg, k) for k in section}
+    assert got == section, got
+    assert (cfg.bank_command_queue, cfg.posted_writes, cfg.merge_reads, cfg.run_end) == (8, True, True, "last_done")
 
 
 def test_hbm3_needs_ramulators_device_rows(traces_20k):
@@ -293,11 +341,9 @@ def test_convention_front_end_per_standard():
     assert ControllerConfig.from_dict({}).for_standard("hbm3").frontend_width == 1
 
 
-def test_unknown_and_unbuilt_conventions():
+def test_unknown_conventions():
     with pytest.raises(ConfigError, match="controller.convention"):
         ControllerConfig.from_dict({"convention": "ramulator3"})
-    with pytest.raises(NotImplementedError, match="issue 24"):
-        ControllerConfig.from_dict({"convention": "dramsim3"})
 
 
 def test_run_end_convention_reports_the_last_hand_over(traces_20k):

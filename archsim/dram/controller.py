@@ -55,6 +55,17 @@ class ControllerConfig:
     refresh_stagger: bool = opt(False, "DRAMsim3: all-bank refreshes of the ranks of a channel spread over nREFI "
                                 "(rank r first due at (r + 1) * (nREFI // ranks), each every ranks * (nREFI // "
                                 "ranks)) instead of all due together")
+    bank_command_queue: int = opt(0, "DRAMsim3: entries of a command queue per bank; > 0 puts the read and write "
+                                  "queues (its transaction queue and write buffer) in front of them: one transaction "
+                                  "moves down per cycle, bank queues served round robin, the first ready command of "
+                                  "a queue in queue order (0: archsim's FR-FCFS over the queues)", minimum=0)
+    write_drain_idle: int = opt(8, "DRAMsim3 (with bank_command_queue): drain the write queue when it is full, or "
+                                "holds more than this many writes while every command queue is empty", minimum=0)
+    posted_writes: bool = opt(False, "DRAMsim3 (with bank_command_queue): a write is acknowledged (done) the cycle "
+                              "after it is accepted, its command issues later; a read of a waiting write's "
+                              "address is answered from it, a write to one merged with it")
+    merge_reads: bool = opt(False, "DRAMsim3 (with bank_command_queue): a read of the address of a read still "
+                            "queued is merged with it and done when that read's command completes")
     convention: str = opt(DEFAULT_CONVENTION, "a reference simulator's controller and front-end conventions "
                           "(archsim/presets/controller_conventions.yaml): archsim, ramulator2; keys left at "
                           "archsim's defaults take the convention's values", choices=convention_names)
@@ -116,6 +127,17 @@ class ControllerConfig:
         if self.refresh_stagger and self.refresh == "perbank":
             raise ConfigError("controller.refresh_stagger", "staggers all-bank refreshes only; with refresh: "
                               "perbank set it false (allowed with refresh: allbank or none)", source=source)
+        if self.bank_command_queue > 0 and (self.row_policy != "open" or self.active_buffer
+                                            or self.pinned_leave_queue):
+            raise ConfigError("controller.bank_command_queue", "DRAMsim3's queues are modelled with row_policy: "
+                              "open and without active_buffer / pinned_leave_queue (set those, or "
+                              "bank_command_queue: 0)", source=source)
+        if self.posted_writes and self.bank_command_queue == 0:
+            raise ConfigError("controller.posted_writes", "needs bank_command_queue > 0 (DRAMsim3's write buffer); "
+                              "allowed: false, or set bank_command_queue", source=source)
+        if self.merge_reads and self.bank_command_queue == 0:
+            raise ConfigError("controller.merge_reads", "needs bank_command_queue > 0 (DRAMsim3's queues); allowed: "
+                              "false, or set bank_command_queue", source=source)
         try:
             if self.mapping is not None:
                 parse_mapping(self.mapping)
@@ -127,7 +149,10 @@ class ControllerConfig:
         # keys added by issue 24 stay out of configs that leave them at their defaults (so their hashes stay)
         if out["convention"] == DEFAULT_CONVENTION:
             del out["convention"]
-        for key in ("pinned_leave_queue", "row_hit_cap", "refresh_stagger"):
+        for key in ("pinned_leave_queue", "row_hit_cap", "refresh_stagger", "bank_command_queue", "posted_writes",
+                    "merge_reads"):
             if not out[key]:
                 del out[key]
+        if not self.bank_command_queue:
+            del out["write_drain_idle"]
         return out

@@ -11,7 +11,8 @@ import numpy as np
 
 @numba.njit(cache=True, nogil=True)
 def request_counts(channel, is_write, kind, enq, done, per_req, per_read, per_kind, lat_sum, lat):
-    """Per channel: requests, reads, row hits/misses/conflicts (kind 0/1/2) and the exact (int64) sum of read
+    """Per channel: requests, reads, row hits/misses/conflicts (kind 0/1/2; 3: served without a command of its
+    own, counted in none) and the exact (int64) sum of read
     latencies (done - enq); every read's latency, in request order, into lat. Returns the number of reads,
     or -1 - i if request i has a channel or kind out of range (nothing is written out of bounds)."""
     nch = per_req.shape[0]
@@ -19,10 +20,11 @@ def request_counts(channel, is_write, kind, enq, done, per_req, per_read, per_ki
     for i in range(channel.shape[0]):
         c = channel[i]
         r = kind[i]
-        if c < 0 or c >= nch or r < 0 or r > 2:
+        if c < 0 or c >= nch or r < 0 or r > 3:
             return -1 - i
         per_req[c] += 1
-        per_kind[c, r] += 1
+        if r < 3:                  # (3: served without a command of its own, e.g. from a buffered write)
+            per_kind[c, r] += 1
         if not is_write[i]:
             x = done[i] - enq[i]
             lat[k] = x
@@ -52,6 +54,6 @@ def request_stats(channel: np.ndarray, is_write: np.ndarray, kind: np.ndarray, e
     if k < 0:
         i = -1 - k
         raise ValueError(f"request {i}: channel {int(channel[i])} (of {channels}) or row class {int(kind[i])} "
-                         "(0 hit, 1 miss, 2 conflict) out of range")
+                         "(0 hit, 1 miss, 2 conflict, 3 none) out of range")
     out["lat"] = lat[:k]
     return out

@@ -130,6 +130,14 @@ CF_PIN_FREES = _slot("PIN_FREES", "pinned_leave_queue: a pinned request frees it
                      lambda d: d.ctrl.pinned_leave_queue)
 CF_HIT_CAP = _slot("HIT_CAP", "row_hit_cap: column commands per open row before the oldest request wins (0 off)",
                    lambda d: d.ctrl.row_hit_cap)
+CF_CMDQ = _slot("CMDQ", "bank_command_queue: entries of each bank's command queue (0: archsim's FR-FCFS queues)",
+                 lambda d: d.ctrl.bank_command_queue)
+CF_DRAIN_IDLE = _slot("DRAIN_IDLE", "write_drain_idle: drain the write queue above this many writes while every "
+                      "command queue is empty", lambda d: d.ctrl.write_drain_idle)
+CF_POSTED = _slot("POSTED", "posted_writes: a write is acknowledged the cycle after it enters its queue",
+                  lambda d: d.ctrl.posted_writes)
+CF_MERGE_RD = _slot("MERGE_RD", "merge_reads: a read of an address a queued read waits for is answered with it",
+                    lambda d: d.ctrl.merge_reads)
 N_CF = len(CF_SLOTS)
 CF_INDEX = {s.name: i for i, s in enumerate(CF_SLOTS)}
 if any(globals().get("CF_" + s.name) != i for i, s in enumerate(CF_SLOTS)):
@@ -143,6 +151,8 @@ ARBITRATIONS = {"frfcfs": ARB_FRFCFS, "priority": ARB_PRIORITY, "blocked": ARB_B
                 "threshold_row": ARB_THRESHOLD_ROW}
 SEG_START, SEG_END = 1, 2
 KIND_READ, KIND_WRITE, KIND_RMW = 0, 1, 2
+PHASE_POSTED = 2          # r_phase of a posted write (acknowledged) still waiting to issue (bank_command_queue)
+CLASS_NONE = 3            # r_class of a request served without a command of its own (posted_writes, merge_reads)
 # advance() status
 ST_UNTIL, ST_COMPLETION, ST_IDLE, ST_LOG_FULL, ST_DEADLOCK, ST_TIMEOUT = 0, 1, 2, 3, 4, 5
 KEY_SHIFT = np.int64(16)                     # candidate keys in the rw scan: age << KEY_SHIFT | list position
@@ -164,9 +174,10 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 # scheduler and with the general kernel (MemorySystem(kernel="general") forces that one).
 _VARIANT_FIXED = {     # variant -> {controller slot name: the value it fixes}
     "general": {},
-    "lean": {"NSRC": 1, "NRW": 1, "NST": 0, "NBUF": 1, "ARB": ARB_FRFCFS, "STARVE": 0, "ACTIVE_BUF": 0, "HIT_CAP": 0},
+    "lean": {"NSRC": 1, "NRW": 1, "NST": 0, "NBUF": 1, "ARB": ARB_FRFCFS, "STARVE": 0, "ACTIVE_BUF": 0, "HIT_CAP": 0,
+             "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
     "pim_dual": {"NSRC": 2, "NRW": 1, "NST": 1, "NBUF": 2, "ARB": ARB_PRIORITY, "STARVE": 0, "ACTIVE_BUF": 0,
-                 "HIT_CAP": 0},
+                 "HIT_CAP": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
 }
 KERNEL_VARIANTS = tuple(_VARIANT_FIXED)
 _VARIANT_DTYPES = (np.int8, np.uint8, np.int16)        # State.variant's dtype per variant, in that order
@@ -535,6 +546,12 @@ def _offer(S, T, CF, clk):
             if S.qlen[qi] >= S.qcap[qi]:
                 S.p_block[p] = qi
                 break
+            if ((_cf(S, CF, CF_POSTED) != 0 or _cf(S, CF, CF_MERGE_RD) != 0)
+                    and _cq_accept(S, T, CF, ch, ri, w, clk)):
+                S.p_head[p] += 1            # answered from (merged into) a waiting write or read: queued nowhere
+                offered += 1
+                S.progress[1] = clk
+                continue
             b = S.r_bank[ri]
             q = k * 2 + w
             S.qlen[qi] += 1
@@ -567,7 +584,8 @@ def _offer(S, T, CF, clk):
             # did not change (older requests of another row queued there) it cannot issue before that
             # candidate, which the wake already covers); otherwise now
             if S.wake[ch] > clk:
-                if _cf(S, CF, CF_NSRC) != 1 or w != S.wmode[ch * n_rw + k] or S.ch_ref_pending[ch] != 0:
+                if (_cf(S, CF, CF_NSRC) != 1 or w != S.wmode[ch * n_rw + k] or S.ch_ref_pending[ch] != 0
+                        or _cf(S, CF, CF_CMDQ) != 0):
                     S.wake[ch] = clk
                 elif changed:
                     orow = S.open_row[b, 0]
@@ -1174,18 +1192,254 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
         S.s_lastend[sl] = 0
 
 
-@_inl
-def _step(S, T, CF, ch, clk, cand):
-    """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
-    nsrc = _cf(S, CF, CF_NSRC)
-    n_rw = _cf(S, CF, CF_NRW)
-    nxt = INF
-    row_free = True
-    col_free = True
+# ---------------------------------------------------------------------------------------------------------
+# bank_command_queue (DRAMsim3's two-level queues, docs/channel-engine.md 3.6): one rw source whose read and
+# write queues are a transaction queue and a write buffer in front of a command queue per bank. Each step
+# issues the first ready command of the bank queues visited round robin, then moves at most one transaction.
+@_helper
+def _cq_hit_queued(S, b, orow):
+    """Some request in bank b's command queue is to the open row orow."""
+    for pos in range(S.cq_n[b]):
+        if S.r_row[S.cq_req[b, pos]] == orow:
+            return True
+    return False
+
+
+@_helper
+def _cq_read_before(S, b, pos, ri):
+    """A read of write ri's address is ahead of it (before position pos) in bank b's command queue."""
+    for j in range(pos):
+        x = S.cq_req[b, j]
+        if S.r_kind[x] == KIND_READ and S.r_row[x] == S.r_row[ri] and S.r_col[x] == S.r_col[ri]:
+            return True
+    return False
+
+
+@_helper
+def _cq_find(S, b, q, kind, ri):
+    """A request of `kind` to ri's address (bank b, row, column) waiting in bank b's transaction list q or in its
+    command queue (not yet issued): the oldest in the list, else the first in the queue; -1 none."""
+    j = S.l_head[b, q]
+    while j >= 0:
+        if S.r_row[j] == S.r_row[ri] and S.r_col[j] == S.r_col[ri]:
+            return j
+        j = S.l_next[j]
+    for pos in range(S.cq_n[b]):
+        x = S.cq_req[b, pos]
+        if S.r_kind[x] == kind and S.r_row[x] == S.r_row[ri] and S.r_col[x] == S.r_col[ri]:
+            return x
+    return np.int64(-1)
+
+
+@_call
+def _cq_queue_cmd(S, T, CF, ch, bl, clk):
+    """The first command of local bank bl's command queue whose timing is met at clk, in queue order:
+    (command, position), or (-1, earliest cycle of one of them). A request to the open row gives its column
+    command, one to a closed bank an ACT; a PRE only for the queue's first request, and only if no queued
+    request hits the open row or the row has served row_hit_cap column commands; a write waits behind a read
+    of its address."""
+    b = ch * T.banks + bl
+    orow = S.open_row[b, 0]
+    cap = CF[CF_HIT_CAP]
+    tmin = INF
+    for pos in range(S.cq_n[b]):
+        ri = S.cq_req[b, pos]
+        if orow == S.r_row[ri]:
+            c = T.role[R_WR] if S.r_kind[ri] == KIND_WRITE else T.role[R_RD]
+            if S.r_kind[ri] == KIND_WRITE and _cq_read_before(S, b, pos, ri):
+                continue
+        elif orow == -1:
+            c = T.role[R_ACT]
+        else:
+            if pos > 0 or (not (cap > 0 and S.row_hits[b] >= cap) and _cq_hit_queued(S, b, orow)):
+                continue
+            c = T.role[R_PRE]
+        t = _earliest(S, T, ch, c, bl)
+        if t <= clk:
+            return c, np.int64(pos)
+        tmin = min(tmin, t)
+    return np.int64(-1), tmin
+
+
+@_call
+def _cq_pick(S, T, CF, ch, clk):
+    """The command the bank queues offer at clk: visited round robin from the one after cq_rr (queues of
+    banks whose refresh is pending skipped), the first ready command of the first queue that has one.
+    Returns (command, local bank, position, earliest cycle of a command not ready); command -1: none."""
+    B = T.banks
+    rr = S.cq_rr[ch]
+    tmin = INF
+    ref_check = S.ch_ref_pending[ch] != 0 and CF[CF_REFRESH] != REFRESH_NONE
+    for i in range(B):
+        bl = rr + 1 + i
+        if bl >= B:
+            bl -= B
+        if S.cq_n[ch * B + bl] == 0:
+            continue
+        if ref_check and _ref_blocked(S, T, CF, ch, T.role[R_ACT], bl):
+            continue
+        c, x = _cq_queue_cmd(S, T, CF, ch, bl, clk)
+        if c >= 0:
+            return c, np.int64(bl), x, tmin
+        tmin = min(tmin, x)
+    return np.int64(-1), np.int64(-1), np.int64(-1), tmin
+
+
+@_call
+def _cq_issue(S, T, CF, ch, c, bl, pos, clk):
+    """Issue command c for the request at position pos of local bank bl's command queue. A column command
+    serves the request (it leaves the queue); a posted write was acknowledged when it was accepted."""
+    b = ch * T.banks + bl
+    ri = S.cq_req[b, pos]
+    S.cq_rr[ch] = bl
+    S.progress[1] = clk
+    if c == T.role[R_ACT]:
+        if S.r_class[ri] < 1:
+            S.r_class[ri] = 1
+    elif c == T.role[R_PRE]:
+        S.r_class[ri] = 2
+    col = S.r_col[ri] if T.cmd_bus[c] == 1 else np.int64(-1)
+    _issue(S, T, CF, ch, c, bl, S.r_row[ri], col, _rw_src(S, ch, 0), clk)
+    if T.cmd_bus[c] != 1:
+        return
+    for j in range(pos, S.cq_n[b] - 1):
+        S.cq_req[b, j] = S.cq_req[b, j + 1]
+    S.cq_n[b] -= 1
+    if S.r_phase[ri] == PHASE_POSTED:
+        S.r_phase[ri] = 0
+        return
+    done = clk + T.cmd_lat[c]
+    while ri >= 0:                      # the request, then the reads merged into it
+        S.r_done[ri] = done
+        S.outstanding[0] -= 1
+        S.progress[0] += 1
+        _complete(S, S.r_tag[ri], done, ri)
+        ri = S.r_follow[ri]
+
+
+@_call
+def _cq_move(S, T, CF, ch, clk):
+    """Move at most one transaction into its bank's command queue: the oldest of the read queue, or of the
+    write queue while draining, whose bank's queue has room. Draining starts when the write queue is full, or
+    holds more than write_drain_idle writes while every command queue is empty, and moves as many writes as
+    it held then; a write with a read of its address still waiting ends the drain. True if one moved."""
+    B = T.banks
+    gb0 = ch * B
+    qw = ch * 2 + 1
+    if S.cq_drain[ch] == 0:
+        empty = True
+        for bl in range(B):
+            if S.cq_n[gb0 + bl] > 0:
+                empty = False
+                break
+        if S.qlen[qw] >= S.qcap[qw] or (S.qlen[qw] > CF[CF_DRAIN_IDLE] and empty):
+            S.cq_drain[ch] = S.qlen[qw]
+    w = 1 if S.cq_drain[ch] > 0 else 0
+    qi = ch * 2 + w
+    best = np.int64(-1)
+    best_seq = INF
+    for kk in range(S.act_n[qi]):
+        b = S.act_list[qi, kk]
+        if S.cq_n[b] >= CF[CF_CMDQ]:
+            continue
+        ri = S.l_head[b, w]
+        if S.r_seq[ri] < best_seq:
+            best_seq = S.r_seq[ri]
+            best = ri
+    if best < 0:
+        return False
+    ri = best
+    b = S.r_bank[ri]
+    if w == 1:
+        if _cq_find(S, b, 0, KIND_READ, ri) >= 0:
+            S.cq_drain[ch] = 0
+            return False
+        S.cq_drain[ch] -= 1
+    _unlink(S, ri, b, w)
+    if S.l_cnt[b, w] == 0:
+        p = S.act_pos[b, w]
+        last = S.act_list[qi, S.act_n[qi] - 1]
+        S.act_list[qi, p] = last
+        S.act_pos[last, w] = p
+        S.act_n[qi] -= 1
+    S.cq_req[b, S.cq_n[b]] = ri
+    S.cq_n[b] += 1
+    _free_entry(S, qi, clk)
+    return True
+
+
+@_call
+def _cq_accept(S, T, CF, ch, ri, w, clk):
+    """posted_writes / merge_reads, at a request's acceptance. Posted: a request to the address of a waiting
+    write (in the write queue or a command queue) is done at the next cycle and queued nowhere (returns True):
+    a read answered from the write, a write merged with it; any other write is done (acknowledged) at the next
+    cycle and queued (False). Merged reads: a read of the address of a waiting read is queued nowhere and done
+    with that read (True). Otherwise the request is queued (False)."""
+    b = S.r_bank[ri]
+    if CF[CF_POSTED] != 0:
+        if _cq_find(S, b, 1, KIND_WRITE, ri) >= 0:
+            S.r_enq[ri] = clk
+            S.r_done[ri] = clk + 1
+            S.r_class[ri] = CLASS_NONE
+            S.outstanding[0] -= 1
+            S.progress[0] += 1
+            _complete(S, S.r_tag[ri], clk + 1, ri)
+            return True
+        if w == 1:
+            S.r_done[ri] = clk + 1
+            S.outstanding[0] -= 1
+            S.progress[0] += 1
+            _complete(S, S.r_tag[ri], clk + 1, ri)
+            S.r_phase[ri] = PHASE_POSTED
+            return False
+    if w == 0 and CF[CF_MERGE_RD] != 0:
+        j = _cq_find(S, b, 0, KIND_READ, ri)
+        if j >= 0:
+            while S.r_follow[j] >= 0:
+                j = S.r_follow[j]
+            S.r_follow[j] = ri
+            S.r_enq[ri] = clk
+            S.r_class[ri] = CLASS_NONE
+            return True
+    return False
+
+
+@_call
+def _cq_step(S, T, CF, ch, clk, ref_issued, nxt):
+    """The bank_command_queue step after refresh (3.6): a single command bus takes the bank queues' command
+    unless a refresh command issued; a dual bus (DRAMsim3's hbm_dual_cmd) asks the queues a second time after
+    a first command (a refresh one included) and issues that one too if it is on the other bus (the round robin
+    moves on to its queue either way). Then one transaction moves. Returns the channel's next wake cycle."""
     dual = CF[CF_DUAL_BUS] != 0
+    issued = ref_issued
+    first_bus = np.int64(0)              # a refresh command is on the row bus
+    tmin = INF
+    if not ref_issued:
+        c, bl, pos, tmin = _cq_pick(S, T, CF, ch, clk)
+        if c >= 0:
+            _cq_issue(S, T, CF, ch, c, bl, pos, clk)
+            issued = True
+            first_bus = T.cmd_bus[c]
+    if issued and dual:
+        c, bl, pos, t2 = _cq_pick(S, T, CF, ch, clk)
+        if c >= 0:
+            if T.cmd_bus[c] != first_bus:
+                _cq_issue(S, T, CF, ch, c, bl, pos, clk)
+            else:
+                S.cq_rr[ch] = bl
+    moved = _cq_move(S, T, CF, ch, clk)
+    if issued or moved:
+        return clk + 1
+    return min(nxt, tmin)
+
+
+@_inl
+def _refresh_step(S, T, CF, ch, clk):
+    """Section 3.1 for channel ch at cycle clk: refresh nodes fall due, and the first pending node whose wanted
+    command is ready issues it (taking the row bus). Returns (a refresh command issued, next due cycle)."""
+    nxt = INF
     issued = False
     none = np.int64(-1)
-    # ---- refresh
     refresh = CF[CF_REFRESH]
     if refresh != REFRESH_NONE:
         for node in range(T.ref_nodes):
@@ -1202,12 +1456,9 @@ def _step(S, T, CF, ch, clk, cand):
             if c < 0:
                 continue
             t = _earliest(S, T, ch, c, bl)
-            if t <= clk and row_free:
+            if t <= clk and not issued:
                 eff = _issue(S, T, CF, ch, c, bl, none, none, none, clk)
                 issued = True
-                row_free = False
-                if not dual:
-                    col_free = False
                 if eff == E_REFRESH:
                     S.ref_pending[g] = 0
                     S.ch_ref_pending[ch] -= 1
@@ -1220,6 +1471,22 @@ def _step(S, T, CF, ch, clk, cand):
                             S.ref_bank[g] = 0
             elif t < nxt:
                 nxt = t
+    return issued, nxt
+
+
+@_inl
+def _step(S, T, CF, ch, clk, cand):
+    """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
+    nsrc = _cf(S, CF, CF_NSRC)
+    n_rw = _cf(S, CF, CF_NRW)
+    dual = CF[CF_DUAL_BUS] != 0
+    # ---- refresh
+    issued, nxt = _refresh_step(S, T, CF, ch, clk)
+    row_free = not issued
+    col_free = dual or not issued
+    if _cf(S, CF, CF_CMDQ) > 0:
+        # DRAMsim3's two-level queues (bank_command_queue): their own scheduling path
+        return _cq_step(S, T, CF, ch, clk, issued, nxt)
     # ---- decisions taken once per step: write modes, promotions, the blocked active source, the gate
     for k in range(n_rw):
         pk = ch * n_rw + k
@@ -1505,6 +1772,10 @@ def _controller_fields(spec, T, ctrl, *, nch, nsrc, n_rw, arbitration, starvatio
 
     if ctrl.refresh == "allbank" and T.role[R_REFAB] < 0 or ctrl.refresh == "perbank" and T.role[R_REFPB] < 0:
         raise UserError(f"{spec.standard} has no {ctrl.refresh} refresh command")
+    if ctrl.bank_command_queue > 0 and (nsrc != 1 or n_rw != 1 or bool(active_buffer)):
+        raise UserError("controller.bank_command_queue: DRAMsim3's queues serve one rw source without the "
+                        f"active buffer (got {n_rw} rw and {nsrc - n_rw} stream sources, "
+                        f"active_buffer={bool(active_buffer)})")
     d = SimpleNamespace(spec=spec, T=T, ctrl=ctrl, nch=nch, nsrc=nsrc, n_rw=n_rw, arbitration=arbitration,
                         starvation_cap=int(starvation_cap), threshold=int(threshold), stream_refresh=stream_refresh,
                         alu_latency=int(alu_latency), active_buffer=bool(active_buffer), log=bool(log),
@@ -1593,7 +1864,8 @@ class MemorySystem:
                                  cells=T.n_cells * T.n_cmds, windows=T.n_win, win_nodes=T.n_win_nodes,
                                  window=T.max_window, ref_nodes_per_ch=T.ref_nodes, sources=nsrc, rw=n_rw,
                                  requests=requests, stream_capacity=stream_capacity,
-                                 queue_max=max(ctrl.read_queue, ctrl.write_queue), log=log)
+                                 queue_max=max(ctrl.read_queue, ctrl.write_queue), log=log,
+                                 cmdq=ctrl.bank_command_queue)
         self.S = state.new_state(self.sizes, self._initial_arrays(spec, T, ctrl, v))
         self.n_req = 0
         # reuse_slots: every request may be forgotten once served (untagged, or in a completion group), so new
@@ -1733,6 +2005,10 @@ class MemorySystem:
         cols = [np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (channel, bank, row, column, kind, arrive, tag)]
         n = max(c.shape[0] for c in cols)
         channel, bank, row, column, kind, arrive, tag = (np.broadcast_to(c, (n,)) for c in cols)
+        if self.cf[CF_CMDQ] > 0 and (kind == KIND_RMW).any():
+            from archsim.errors import ConfigError
+            raise ConfigError("controller.bank_command_queue", "DRAMsim3's queues take reads and writes only; "
+                              "rmw requests need bank_command_queue: 0")
         if self.reuse_slots:
             if slot is not None:
                 raise ValueError("slot: a MemorySystem with reuse_slots picks the slots itself")
@@ -1810,7 +2086,8 @@ class MemorySystem:
     def served(self, a: int, b: int) -> bool:
         """Whether every request in pool slots [a, b) has been served (its last column command issued): the
         engine no longer reads those slots."""
-        return bool((self.S.r_done[a:b] >= 0).all())
+        # (a posted write is acknowledged, r_done set, while it still waits to issue: PHASE_POSTED)
+        return bool(((self.S.r_done[a:b] >= 0) & (self.S.r_phase[a:b] != PHASE_POSTED)).all())
 
     def enqueue_stream(self, source: str, channel: int, cmd, bank, row=-1, column=-1, flags=0, est=0, tag=-1,
                        at=None) -> None:

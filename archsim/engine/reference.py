@@ -31,6 +31,7 @@ LOG_COLUMNS = ["cycle", "command", "channel", "pseudochannel", "rank", "bankgrou
                "source"]
 READ, WRITE, RMW = 0, 1, 2
 HIT, MISS, CONFLICT = 0, 1, 2
+NONE = 3                         # served without a command of its own (posted_writes, merge_reads)
 ARBITRATIONS = ("frfcfs", "priority", "blocked", "threshold", "threshold_row")
 NEVER = 1 << 62
 
@@ -51,6 +52,8 @@ class _Request:
     cls: int = HIT
     act_pinned: bool = False     # active_buffer: its ACT issued, its column command not yet
     rd_issue: int = -1           # rmw: cycle of its RD (pinned until its WR)
+    posted: bool = False         # posted_writes: acknowledged, its write command not yet issued
+    followers: list = field(default_factory=list)   # merge_reads: reads merged into it (done with it)
 
     @property
     def pinned(self) -> bool:
@@ -136,6 +139,11 @@ class _Channel:
             else:
                 self.refresh = [_RefreshNode(n, list(ref.banks((scope, n))), ref.t["nREFI"], ref.t["nREFI"])
                                 for n in nodes]
+        # bank_command_queue (3.6): each bank's command queue (requests in the order they moved down), the local
+        # bank whose queue issued last, and the writes left to move in the current drain
+        self.cq: dict[int, list[_Request]] = {b: [] for b in self.open}
+        self.cq_rr = 0
+        self.drain = 0
 
 
 class ReferenceController:
@@ -178,6 +186,10 @@ class ReferenceController:
         for s in self.sources:
             if s.get("kind") not in ("rw", "stream"):
                 raise ValueError(f"source {s!r}: kind must be rw or stream")
+        self.cmdq = int(cfg.bank_command_queue)
+        self._cq_n = 0                 # completions recorded under bank_command_queue (their order, 3.6)
+        if self.cmdq and ([s["kind"] for s in self.sources] != ["rw"] or self.active_buffer):
+            raise ValueError("bank_command_queue serves one rw source without the active buffer")
         self.source_index = {s["name"]: i for i, s in enumerate(self.sources)}
         self.refresh_mode = cfg.refresh
         self.closed_rows = cfg.row_policy == "closed"
@@ -337,6 +349,8 @@ class ReferenceController:
         for ch, b, r, c, k, a, tg in zip(*cols, strict=True):
             if int(self.node_of[b, 0]) != ch:
                 raise ValueError(f"request to bank {b} is not in channel {ch}")
+            if self.cmdq and int(k) == RMW:
+                raise ValueError("bank_command_queue takes reads and writes only")
             req = _Request(len(self.requests), int(ch), int(b), int(r), int(c), int(k), max(0, int(a)), int(tg),
                            p["source"])
             self.requests.append(req)
@@ -385,6 +399,10 @@ class ReferenceController:
     def _busy(self) -> bool:
         if any(p["head"] < len(p["backlog"]) for p in self.ports) or self._stream_pending:
             return True
+        if self.cmdq:
+            # posted writes are done (acknowledged) while they wait: the run ends without them
+            return any(self._done[r.id] < 0 for ch in self.channels
+                       for r in ch.src[0].read_q + ch.src[0].write_q + [x for q in ch.cq.values() for x in q])
         return any(s.read_q or s.write_q or s.stream for ch in self.channels for s in ch.src)
 
     def run(self, max_cycles: int = 10**7) -> bool:
@@ -423,6 +441,10 @@ class ReferenceController:
                 q, cap = (st.read_q, self.cfg.read_queue) if req.kind == READ else (st.write_q, self.cfg.write_queue)
                 if self._occupancy(q) >= cap:
                     break
+                if (self.cfg.posted_writes or self.cfg.merge_reads) and self._accept(ch, st, req, t):
+                    p["head"] += 1          # answered from (merged into) a waiting write: queued nowhere
+                    offered += 1
+                    continue
                 req.age, req.enq = ch.seq, t
                 ch.seq += 1
                 q.append(req)
@@ -442,6 +464,30 @@ class ReferenceController:
                 keep.append(sc)
         self._stream_pending = keep
 
+    def _accept(self, ch: _Channel, st: _SourceState, req: _Request, t: int) -> bool:
+        """posted_writes / merge_reads (3.6) at acceptance: True if the request is queued nowhere (answered from
+        or merged into a waiting write, or merged into a waiting read); a posted write is done at t + 1."""
+        addr = (req.bank, req.row, req.column)
+        if self.cfg.posted_writes:
+            if any(x.kind == WRITE and (x.bank, x.row, x.column) == addr for x in st.write_q + ch.cq[req.bank]):
+                req.enq, req.cls = t, NONE
+                self._done[req.id] = t + 1
+                self._cq_complete(t + 1, req.tag)
+                return True
+            if req.kind == WRITE:
+                self._done[req.id] = t + 1
+                self._cq_complete(t + 1, req.tag)
+                req.posted = True
+                return False
+        if req.kind == READ and self.cfg.merge_reads:
+            first = next((x for x in st.read_q + ch.cq[req.bank]
+                          if x.kind == READ and (x.bank, x.row, x.column) == addr), None)
+            if first is not None:
+                req.enq, req.cls = t, NONE
+                first.followers.append(req)
+                return True
+        return False
+
     def _occupancy(self, q: list) -> int:
         """Entries a read or write queue holds: its requests, but not the pinned ones under
         `pinned_leave_queue` (they have left for the active buffer)."""
@@ -449,6 +495,8 @@ class ReferenceController:
 
     # ---- one scheduling step of one channel (section 3) -----------------------------------------
     def _step(self, ch: _Channel, t: int) -> bool:
+        if self.cmdq:
+            return self._cq_step(ch, t)
         issued_by: set[int] = set()
         had_ready: set[int] = set()
         # 3.1 refresh
@@ -511,6 +559,116 @@ class ReferenceController:
             if self.starvation_cap > 0 and st.starve_since >= 0:
                 self._wake = min(self._wake, max(t + 1, st.starve_since + self.starvation_cap))
         return any_issue
+
+    # ---- bank_command_queue (3.6): DRAMsim3's transaction queues in front of per-bank command queues ---------
+    def _cq_step(self, ch: _Channel, t: int) -> bool:
+        """Refresh, then the bank queues' command (single bus: unless a refresh command issued; dual bus: a
+        second one asked for after any first, issued if on the other bus), then one transaction moves down."""
+        issued = self._refresh_step(ch, t)
+        first_bus = "row"
+        if not issued:
+            pick = self._cq_pick(ch, t)
+            if pick is not None:
+                self._cq_issue(ch, t, *pick)
+                issued = True
+                first_bus = self.spec.commands[pick[2]].bus
+        if issued and self.dual:
+            pick = self._cq_pick(ch, t)
+            if pick is not None:
+                if self.spec.commands[pick[2]].bus != first_bus:
+                    self._cq_issue(ch, t, *pick)
+                else:
+                    ch.cq_rr = pick[0]
+        moved = self._cq_move(ch, t)
+        return issued or moved
+
+    def _cq_pick(self, ch: _Channel, t: int) -> tuple[int, int, int] | None:
+        """(local bank, queue position, command): the first ready command of the first bank queue that has
+        one, visiting them round robin from the one after the last that issued (refresh-blocked ones skipped)."""
+        nb = self.spec.banks_per_channel
+        blocked = self._refresh_blocked(ch)
+        for i in range(nb):
+            bl = (ch.cq_rr + 1 + i) % nb
+            b = ch.first_bank + bl
+            if not ch.cq[b] or b in blocked:
+                continue
+            got = self._cq_queue_cmd(ch, b, t)
+            if got is not None:
+                return bl, got[0], got[1]
+        return None
+
+    def _cq_queue_cmd(self, ch: _Channel, b: int, t: int) -> tuple[int, int] | None:
+        """(position, command): in queue order the first request whose command is timing-ready; a PRE only for
+        the first request, when no queued request hits the open row or the row served row_hit_cap column
+        commands; a write never passes a read of its address."""
+        q = ch.cq[b]
+        orow = ch.open[b][0]
+        cap = self.cfg.row_hit_cap
+        for pos, r in enumerate(q):
+            if r.row == orow:
+                cmd = self.WR if r.kind == WRITE else self.RD
+                if r.kind == WRITE and any(x.kind == READ and (x.row, x.column) == (r.row, r.column) for x in q[:pos]):
+                    continue
+            elif orow < 0:
+                cmd = self.ACT
+            else:
+                capped = 0 < cap <= ch.row_hits[b]
+                if pos > 0 or (not capped and any(x.row == orow for x in q)):
+                    continue
+                cmd = self.PRE
+            if self.ready(ch, cmd, self.target_of(cmd, b), t):
+                return pos, cmd
+        return None
+
+    def _cq_issue(self, ch: _Channel, t: int, bl: int, pos: int, cmd: int) -> None:
+        b = ch.first_bank + bl
+        r = ch.cq[b][pos]
+        ch.cq_rr = bl
+        c = self.spec.commands[cmd]
+        col = r.column if c.bus == "column" else -1
+        self._issue(ch, t, cmd, self.target_of(cmd, b), r.row, col, self.sources[0]["name"], opener=0)
+        if c.effect == Effect.OPEN:
+            r.cls = max(r.cls, MISS)
+        elif c.effect == Effect.CLOSE:
+            r.cls = CONFLICT
+        else:
+            ch.cq[b].pop(pos)
+            if r.posted:
+                r.posted = False
+                return
+            for x in [r, *r.followers]:
+                self._done[x.id] = t + c.latency
+                self._cq_complete(t + c.latency, x.tag)
+
+    def _cq_complete(self, done: int, tag: int) -> None:
+        # in done order, ties in the order they happened (the kernel's ring; a command may complete a read and the
+        # reads merged into it, an intake cycle several posted writes)
+        if tag >= 0:
+            self._cq_n += 1
+            self._completions.append((done, self._cq_n, tag))
+
+    def _cq_move(self, ch: _Channel, t: int) -> bool:
+        """At most one transaction moves into its bank's command queue: the oldest of the read queue, or of the
+        write queue while draining, whose bank queue has room (3.6)."""
+        st = ch.src[0]
+        if ch.drain == 0:
+            empty = not any(ch.cq.values())
+            if len(st.write_q) >= self.cfg.write_queue or (len(st.write_q) > self.cfg.write_drain_idle and empty):
+                ch.drain = len(st.write_q)
+        q = st.write_q if ch.drain > 0 else st.read_q
+        for r in sorted(q, key=lambda x: x.age):
+            if len(ch.cq[r.bank]) >= self.cmdq:
+                continue
+            if ch.drain > 0:
+                if any(x.kind == READ and (x.bank, x.row, x.column) == (r.bank, r.row, r.column)
+                       for x in st.read_q + ch.cq[r.bank]):
+                    ch.drain = 0
+                    return False
+                ch.drain -= 1
+            q.remove(r)
+            ch.cq[r.bank].append(r)
+            return True
+        return False
 
     def _refresh_step(self, ch: _Channel, t: int) -> bool:
         """3.1: refresh nodes become pending at their due; the first pending node whose wanted command is

@@ -56,6 +56,7 @@ SIZES = {
     "ring": "completion ring entries (grows)",
     "groups": "completion groups by tag (0 until MemorySystem.expect)",
     "cand_width": "values of one source's candidate (the kernel's `cand` row)",
+    "cmdq": "entries of one bank's command queue (controller.bank_command_queue; at least 1)",
 }
 CHANNEL_MAJOR = ("ch", "banks", "ref_nodes", "streams", "rw_queues", "rw_sources")
 CAND_WIDTH = 9
@@ -231,6 +232,13 @@ FIELDS: tuple[Field, ...] = (
     F("s_ok_tgt", I64, SL, -1, "cache", "... the head's target then"),
     F("s_ok_row", I64, SL, -1, "cache", "... and row"),
     F("ch_pin_epoch", I64, ("ch",), 0, "epoch", "bank pin / reservation changes of the channel"),
+    # bank_command_queue (DRAMsim3's two-level queues) and merge_reads
+    F("cq_req", I64, ("banks", "cmdq"), 0, "queue", "requests of each bank's command queue, in order"),
+    F("cq_n", I64, B_, 0, "queue", "entries of the bank's command queue"),
+    F("cq_rr", I64, ("ch",), 0, "queue", "local bank whose command queue issued last (round robin)"),
+    F("cq_drain", I64, ("ch",), 0, "queue", "writes left to move in the current write drain"),
+    F("r_follow", I64, ("pool",), -1, "request", "the next read merged into this one (done with it; -1 none)",
+      fresh=-1),
     F("variant", VARIANT, (0,), 0, "variant", "its dtype names the kernel variant", FIXED),
 )
 
@@ -275,7 +283,7 @@ BANK_STATE_FIELDS = _named(lambda f: f.role == "bank" and f.shape[0] == "banks")
 
 def sizes(*, channels: int, banks_per_ch: int, bufs: int, cmds: int, cells: int, windows: int, win_nodes: int,
           window: int, ref_nodes_per_ch: int, sources: int, rw: int, requests: int, stream_capacity: int,
-          queue_max: int, log: bool) -> dict[str, int]:
+          queue_max: int, log: bool, cmdq: int = 0) -> dict[str, int]:
     """The sizes (SIZES) of one device set's state."""
     st = sources - rw
     rw1 = max(rw, 1)
@@ -287,6 +295,7 @@ def sizes(*, channels: int, banks_per_ch: int, bufs: int, cmds: int, cells: int,
         "pin_cap": queue_max * 2 + 2, "streams": max(channels * st, 1), "stream_cap": max(int(stream_capacity), 1),
         "sources": max(sources, 1), "ref_nodes": channels * ref_nodes_per_ch, "cmds": cmds,
         "log": 4096 if log else 1, "ring": 4096, "groups": 0, "cand_width": CAND_WIDTH,
+        "cmdq": max(int(cmdq), 1),
     }
 
 

@@ -32,6 +32,7 @@ COMPONENTS: dict[str, str] = {
     # DRAM controller conventions and other simulators
     "active_buffer": "#bd9e39", "ramulator": "#5254a3", "default_controller": "#9c9ede",
     "ramulator2_convention": "#e7969c", "dramsim3_keys": "#fdae6b", "deep_queues": "#a1d99b",
+    "dramsim3_convention": "#e6550d",
     # a paper's published figure (lines, markers, shaded ranges)
     "paper": "#000000",
     # the band of a stated tolerance (reproduction figures)

@@ -105,7 +105,30 @@ def d3_keys() -> dict[str, dict]:
 
     built = conventions()["dramsim3"]["controller"]
     new = {k: v for k, v in built.items() if k in ("row_hit_cap", "refresh_stagger")}
-    return {**{f"d3/{k}": {k: v} for k, v in new.items()}, "d3/keys": dict(built)}
+    # (the keys of the session that built these two, with the refresh and row policy they name)
+    keys = {k: built[k] for k in ("row_hit_cap", "refresh_stagger", "refresh", "row_policy")}
+    return {**{f"d3/{k}": {k: v} for k, v in new.items()}, "d3/keys": keys}
+
+
+# The dramsim3 convention (controller_conventions.yaml), and the convention with one of its rules taken out
+# (what each is worth): records d3/dramsim3 and d3/dramsim3-NAME
+def d3_convention() -> dict[str, dict]:
+    from archsim.dram.controller import conventions
+
+    built = conventions()["dramsim3"]["controller"]
+
+    def without(*keys: str) -> dict:
+        # (the convention's keys but these: a convention would give a key left at its default its own value)
+        return {k: v for k, v in built.items() if k not in keys}
+
+    return {
+        "d3/dramsim3": {"convention": "dramsim3"},
+        # its other keys over archsim's FR-FCFS read and write queues (32 each): no command queues, no posting
+        "d3/dramsim3-no_bank_queues": without("bank_command_queue", "posted_writes", "write_drain_idle",
+                                              "merge_reads"),
+        "d3/dramsim3-no_merge_reads": without("merge_reads"),
+        "d3/dramsim3-no_refresh_stagger": without("refresh_stagger"),
+    }
 
 # archsim's spelling of each reference's address layout (docs/traces.md): Ramulator 2.1's RoBaRaCoCh address
 # mapper inside each controller, with its CacheLineInterleave channel mapper putting the channel bits right
@@ -321,6 +344,9 @@ def main() -> None:
                 todo.append(("d3/archsim", run_archsim, (dev, d3trace, {"_dramsim3_device": D3_DEVICE[name]}, d3map)))
                 todo.append(("d3/closest", run_archsim,
                              (dev, d3trace, {**d3_closest(name), "_dramsim3_device": D3_DEVICE[name]}, d3map)))
+                for sim, keys in d3_convention().items():
+                    todo.append((sim, run_archsim, (dev, d3trace, {**keys, "_dramsim3_device": D3_DEVICE[name]},
+                                                    d3map)))
                 for sim, keys in d3_keys().items():
                     todo.append((sim, run_archsim, (dev, d3trace, {**keys, "_dramsim3_device": D3_DEVICE[name]},
                                                     d3map)))

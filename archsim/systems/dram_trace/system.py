@@ -462,7 +462,8 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
         "bandwidth_pct_of_peak": 100.0 * bw / spec.peak_bw_bytes_per_s,
         "row_hits": int(n_kind[0]), "row_misses": int(n_kind[1]),
         "row_conflicts": int(n_kind[2]),
-        "row_hit_rate": int(n_kind[0]) / n if n else float("nan"),
+        # (over the requests served by a command of their own: posted_writes / merge_reads answer some without)
+        "row_hit_rate": int(n_kind[0]) / int(n_kind.sum()) if int(n_kind.sum()) else float("nan"),
         "read_latency_mean_cycles": lat_mean,
         "read_latency_p50_cycles": p50,
         "read_latency_p99_cycles": p99,

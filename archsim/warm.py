@@ -63,25 +63,21 @@ KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "ge
 # process compiles them from the end while the first types the kernel from the start, and the first then loads
 # from numba's cache those the second has finished (numba's compiler lock is per process, so the two run on two
 # cores). A wrong entry only costs the second process time: the kernel compiles what it does not find cached.
-# Helpers only rw sources and ports use (channel._rw_part) are skipped for a kernel without rw sources, which never
-# compiles them.
 HELPERS = (("_rw_row_after_col", "STCiiia"), ("_serve_request", "STCiiiiii"), ("_stream_cand", "STCiiiia"),
            ("_rw_cands", "STCiiia"), ("_issue", "STCiiiiiii"), ("_refresh_want", "STCii"), ("_intake", "STCi"),
            ("_offer", "STCi"))
+# The stream-only kernel compiles none of the rw and port helpers (channel._rw_part), and meets _intake,
+# _refresh_want and _issue within its first ~5 s, before a second process could have them: it gets only those it
+# meets late (given to the second process, _issue & co. cost 11 s of CPU more than one process alone).
+STREAM_HELPERS = (("_complete", "Siii"), ("_stream_cand", "STCiiiia"), ("_at_boundary", "SCii"))
 
 
 def helpers_of(ms) -> list[tuple[Any, str]]:
-    """(numba dispatcher, argument kinds) of each of HELPERS the kernel of MemorySystem `ms` compiles."""
+    """(numba dispatcher, argument kinds) of each helper the second process compiles for MemorySystem `ms`."""
     from archsim.engine import channel
 
-    out = []
-    for name, args in HELPERS:
-        fn = getattr(channel, name)
-        rw_only = hasattr(fn, "impl")
-        if rw_only and ms.n_rw == 0:
-            continue
-        out.append((fn.impl if rw_only else fn, args))
-    return out
+    plan = STREAM_HELPERS if ms.kernel == "stream" else HELPERS
+    return [(getattr(getattr(channel, name), "impl", getattr(channel, name)), args) for name, args in plan]
 
 
 def compile_helpers(ms) -> None:

@@ -47,13 +47,14 @@ def test_warm_compiles_the_general_kernel():
 
 
 def test_helper_plan_names_the_kernels_helpers():
-    """warm.HELPERS (compiled ahead by a second process) must name helpers of the kernel with their arity; those
-    only rw sources and ports use are left out for a kernel without rw sources (it never compiles them)."""
+    """warm.HELPERS / STREAM_HELPERS (compiled ahead by a second process) must name helpers of the kernel with
+    their arity; the stream-only kernel's plan names none of those only rw sources and ports use (it never
+    compiles them)."""
     import inspect
 
     from archsim.engine import channel
 
-    for name, kinds in warm.HELPERS:
+    for name, kinds in warm.HELPERS + warm.STREAM_HELPERS:
         fn = getattr(channel, name, None)
         assert fn is not None, f"warm.HELPERS names {name}, which archsim.engine.channel no longer has"
         fn = getattr(fn, "impl", fn)
@@ -62,7 +63,9 @@ def test_helper_plan_names_the_kernels_helpers():
     general = [fn.py_func.__name__ for fn, _ in warm.helpers_of(warm.KERNELS["general"]())]
     stream = [fn.py_func.__name__ for fn, _ in warm.helpers_of(warm.KERNELS["pimgpt"]())]
     assert general == [name for name, _ in warm.HELPERS]
-    assert stream == ["_stream_cand", "_issue", "_refresh_want", "_intake"], stream
+    assert stream == [name for name, _ in warm.STREAM_HELPERS]
+    assert not {name for name, _ in warm.STREAM_HELPERS} & {fn.__name__ for fn in vars(channel).values()
+                                                            if hasattr(fn, "impl")}
 
 
 def test_wait_returns_without_a_warm_up(tmp_path):

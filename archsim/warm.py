@@ -6,7 +6,7 @@ as numba is installed, so the compile overlaps the rest of the installation; `ma
 it (`--wait`) instead of compiling the same kernel a second time. It needs only numpy, numba and PyYAML, and
 runs from the source tree before the package itself is installed.
 
-  python -m archsim.warm [pimgpt] [trace] [--lock FILE]   compile those kernels (default: pimgpt)
+  python -m archsim.warm [pimgpt] [trace] [general] [--lock FILE]   compile those kernels (default: pimgpt)
   python -m archsim.warm --wait [--lock FILE]             wait until a running warm-up has finished
 
 Each kernel is compiled by building the smallest MemorySystem of the same kernel variant and state types as
@@ -29,7 +29,7 @@ DEFAULT_LOCK = ".venv/warm.lock"
 
 
 def _pimgpt():
-    """PIM-GPT (and `make demo`): one PIM stream per channel on GDDR6-AiM, the general kernel."""
+    """PIM-GPT (and `make demo`): one PIM stream per channel on GDDR6-AiM, the stream-only kernel."""
     from archsim.dram.spec import load_spec
     from archsim.engine.reuse import StreamChannels
 
@@ -45,7 +45,17 @@ def _trace():
     return MemorySystem(load_spec("DDR4_3200AA_x8_8Gb"), ControllerConfig(), requests=1)
 
 
-KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace}
+def _general():
+    """Every other device set (rw sources beside streams, ports, several rw sources: T3, NeuPIMs' baselines,
+    most of the test suite): the general kernel."""
+    from archsim.dram.controller import ControllerConfig
+    from archsim.dram.spec import load_spec
+    from archsim.engine.channel import MemorySystem
+
+    return MemorySystem(load_spec("DDR4_3200AA_x8_8Gb"), ControllerConfig(), requests=1, kernel="general")
+
+
+KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "general": _general}
 
 # The kernel's largest helpers (each compiled in its own numba pipeline, and cached, when the kernel's type
 # inference first meets it; benchmarks/compile_profile.py), in the reverse of the order the kernel meets them, with
@@ -56,6 +66,18 @@ KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace}
 HELPERS = (("_rw_row_after_col", "STCiiia"), ("_serve_request", "STCiiiiii"), ("_stream_cand", "STCiiiia"),
            ("_rw_cands", "STCiiia"), ("_issue", "STCiiiiiii"), ("_refresh_want", "STCii"), ("_intake", "STCi"),
            ("_offer", "STCi"))
+# The stream-only kernel compiles none of the rw and port helpers (channel._rw_part), and meets _intake,
+# _refresh_want and _issue within its first ~5 s, before a second process could have them: it gets only those it
+# meets late (given to the second process, _issue & co. cost 11 s of CPU more than one process alone).
+STREAM_HELPERS = (("_complete", "Siii"), ("_stream_cand", "STCiiiia"), ("_at_boundary", "SCii"))
+
+
+def helpers_of(ms) -> list[tuple[Any, str]]:
+    """(numba dispatcher, argument kinds) of each helper the second process compiles for MemorySystem `ms`."""
+    from archsim.engine import channel
+
+    plan = STREAM_HELPERS if ms.kernel == "stream" else HELPERS
+    return [(getattr(getattr(channel, name), "impl", getattr(channel, name)), args) for name, args in plan]
 
 
 def compile_helpers(ms) -> None:
@@ -63,12 +85,10 @@ def compile_helpers(ms) -> None:
     import numba
     from numba import types
 
-    from archsim.engine import channel
-
     kinds = {"S": numba.typeof(ms.S), "T": numba.typeof(ms.tables), "C": numba.typeof(ms.cf), "i": types.int64,
              "a": types.Array(types.int64, 1, "C")}
-    for name, args in HELPERS:
-        getattr(channel, name).compile(tuple(kinds[k] for k in args))
+    for fn, args in helpers_of(ms):
+        fn.compile(tuple(kinds[k] for k in args))
 
 
 def warm(names: list[str], helpers: bool = True) -> dict[str, float]:

@@ -4,7 +4,8 @@ Compiles the kernels archsim.warm names (default: pimgpt, the general kernel `ma
 NUMBA_CACHE_DIR in a child process and prints the CPU seconds of every numba compile of a function that took
 more than --min seconds, nested as numba compiles them (a helper is compiled, in its own numba pipeline, when the
 caller's type inference first meets it; the kernel `advance` inlines `_step`, `_cands` and `_issue_pick` at the
-IR level, so their cost is the kernel's own). The environment passes through, so LLVM's optimisation level can be
+IR level, so their cost is the kernel's own). Everything compiles in that one process (without archsim.warm's
+helper process, which would compile the largest helpers beside it). The environment passes through, so LLVM's optimisation level can be
 compared with NUMBA_OPT=0..3 (numba's default is 3).
 
 Run: .venv/bin/python benchmarks/compile_profile.py [pimgpt|trace] [--min 0.2]
@@ -32,7 +33,7 @@ def timed(self, sig):
 d.Dispatcher.compile = timed
 from archsim import warm
 t0 = time.process_time()
-warm.warm(sys.argv[2:])
+warm.warm(sys.argv[2:], helpers=False)     # (one process: the helper process would hide its share)
 total = time.process_time() - t0
 shown = [r for r in rows if r[2] >= float(sys.argv[1])]
 for dep, name, cpu in reversed(shown):        # callers finish after their callees: print callers first

@@ -172,8 +172,12 @@ def _dual_variant() -> int:
 def variant_case(kernel: str, seed: int) -> dict:
     """A random case the `kernel` variant runs. lean: one rw source, FR-FCFS, a standard with one row buffer
     (reads, writes, rmw; every refresh mode). pim_dual: one stream and one rw source on a dual-row-buffer
-    standard under priority arbitration. Neither has a starvation cap or active-buffer pins."""
+    standard under priority arbitration. Neither has a starvation cap or active-buffer pins. stream: one stream
+    and no rw source (so no port), any standard, arbitration, cap and refresh mode. (Two of the generator's random
+    streams in one channel contend for the same rows until max_cycles, in the general kernel as well.)"""
     rng = np.random.default_rng(seed)
+    if kernel == "stream":
+        return random_case(seed, n_rw=0, n_stream=1)
     if kernel == "lean":
         single = [v for v, (preset, ov) in enumerate(VARIANTS) if len(_spec(preset, ov).row_buffers) == 1]
         case = random_case(seed, variant=int(rng.choice(single)), n_rw=1, n_stream=0)
@@ -204,6 +208,13 @@ def test_kernel_variant_is_chosen_only_where_it_applies(fast_engine):
     assert fast_engine(spec).S.variant.dtype == np.uint8
     assert fast_engine(spec, kernel="general").kernel == "general"
     assert fast_engine(dual, sources=pim_npu, arbitration="priority").kernel == "pim_dual"
+    streams = [{"name": "pim0", "kind": "stream"}, {"name": "pim1", "kind": "stream"}]
+    for kw in ({}, {"arbitration": "blocked"}, {"starvation_cap": 10}, {"active_buffer": True}):
+        assert fast_engine(dual, sources=streams[:1], **kw).kernel == "stream", kw
+        assert fast_engine(spec, sources=streams, **kw).kernel == "stream", kw
+    assert fast_engine(spec, sources=streams, kernel="general").kernel == "general"
+    with pytest.raises(ConfigError, match="ports feed rw sources"):      # (so a stream-only set has no port)
+        fast_engine(spec, sources=streams).add_port("pim0")
     two = [{"name": "a", "kind": "rw"}, {"name": "b", "kind": "stream"}]
     for kw in ({"sources": two}, {"arbitration": "priority"}, {"starvation_cap": 10}, {"active_buffer": True}):
         assert fast_engine(spec, **kw).kernel == "general", kw
@@ -215,7 +226,7 @@ def test_kernel_variant_is_chosen_only_where_it_applies(fast_engine):
         fast_engine(spec, kernel="fastest")
 
 
-@pytest.mark.parametrize("kernel", ["lean", "pim_dual"])
+@pytest.mark.parametrize("kernel", ["lean", "pim_dual", "stream"])
 @pytest.mark.parametrize("chunk", range(max(1, VARIANT_SEEDS // 50)))
 def test_kernel_variant_matches_reference_and_general_kernel(fast_engine, kernel, chunk):
     general = partial(fast_engine, kernel="general")

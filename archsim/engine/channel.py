@@ -19,6 +19,7 @@ each issue and never influence scheduling.
 """
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -168,7 +169,10 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 #   lean       one FR-FCFS rw source, one row buffer (every trace run, NPU-only GEMMs): a fifth of the general
 #              kernel's size, ~15-20 % less kernel time on trace runs;
 #   pim_dual   one PIM stream and one rw source under priority arbitration on banks with two row buffers
-#              (NeuPIMs): ~10-12 % less kernel time per layer.
+#              (NeuPIMs): ~10-12 % less kernel time per layer;
+#   stream     stream sources only (so no ports either: ports feed rw sources): PIM-GPT, Duplex's Logic-PIM
+#              without xPU requests. Besides the constants, numba never types the rw and port helpers for it
+#              (`_rw_part`), which is most of what a cold compile of it saves (README "Measured speed", cold start).
 # A MemorySystem takes the first variant whose fixed fields agree with its own (README "Measured speed" has the
 # figures). Every variant runs the same source under the same contract; tests compare each with the reference
 # scheduler and with the general kernel (MemorySystem(kernel="general") forces that one).
@@ -178,9 +182,10 @@ _VARIANT_FIXED = {     # variant -> {controller slot name: the value it fixes}
              "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
     "pim_dual": {"NSRC": 2, "NRW": 1, "NST": 1, "NBUF": 2, "ARB": ARB_PRIORITY, "STARVE": 0, "ACTIVE_BUF": 0,
                  "HIT_CAP": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
+    "stream": {"NRW": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
 }
 KERNEL_VARIANTS = tuple(_VARIANT_FIXED)
-_VARIANT_DTYPES = (np.int8, np.uint8, np.int16)        # State.variant's dtype per variant, in that order
+_VARIANT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)       # State.variant's dtype per variant, in that order
 
 
 def _variant_cf() -> np.ndarray:
@@ -200,11 +205,52 @@ def _variant(S):
     return _VARIANT_DTYPES.index(S.variant.dtype.type)
 
 
+def _variant_of_type(S) -> int:
+    """Index in KERNEL_VARIANTS of the variant a State's numba type `S` names (at typing time)."""
+    dtype = S.types[S.fields.index("variant")].dtype
+    return [numba.from_dtype(np.dtype(d)) for d in _VARIANT_DTYPES].index(dtype)
+
+
 @overload(_variant, jit_options={"cache": True, "no_cpython_wrapper": True, "_nrt": False})
 def _variant_typed(S):
-    dtype = S.types[S.fields.index("variant")].dtype
-    v = [numba.from_dtype(np.dtype(d)) for d in _VARIANT_DTYPES].index(dtype)
+    v = _variant_of_type(S)
     return lambda S: v
+
+
+def _returns_none(S, *args):
+    return None
+
+
+def _returns_true(S, *args):
+    return True
+
+
+def _returns_inf(S, *args):
+    return INF
+
+
+def _rw_part(empty):
+    """Decorator (instead of `_call`) of a helper only rw sources and ports use. The kernel calls it through an
+    overload that numba resolves per state type at typing time: for a variant without rw sources ("stream") to
+    `empty` (one of the `_returns_*`, of the helper's return type), so numba never types or compiles the helper
+    for it; for every other variant to the helper itself, compiled as `_call` compiles it (same options, same
+    on-disk cache entries). The returned function's `impl` is the helper's own dispatcher (archsim.warm)."""
+    def wrap(py_func):
+        impl = _call(py_func)
+
+        def gate(*args):
+            raise TypeError(f"{py_func.__name__} is called from compiled code only (its dispatcher: .impl)")
+
+        def typed(S, *args):
+            return empty if VARIANT_CF[_variant_of_type(S), CF_NRW] == 0 else py_func
+
+        typed.__signature__ = inspect.signature(py_func)     # numba checks the implementations' parameters
+        overload(gate, jit_options={"cache": True, "no_cpython_wrapper": True, "_nrt": False})(typed)
+        gate.impl = impl
+        gate.__name__ = gate.__qualname__ = py_func.__name__
+        gate.__doc__ = py_func.__doc__
+        return gate
+    return wrap
 
 
 @_helper
@@ -222,6 +268,8 @@ def _is_rw(S, ch, s):
     v = _variant(S)
     if v > 0 and VARIANT_CF[v, CF_NST] == 0:
         return True
+    if v > 0 and VARIANT_CF[v, CF_NRW] == 0:
+        return False
     return S.src_kind[ch, s] == 0
 
 
@@ -439,7 +487,7 @@ def _recount_hits(S, b, q):
     S.first_hit[b, q] = fh
 
 
-@_call
+@_rw_part(_returns_none)
 def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
     """Column command c issued for request ri (rw source k of channel ch, global bank b)."""
     n_rw = _cf(S, CF, CF_NRW)
@@ -517,7 +565,7 @@ def _free_entry(S, qi, clk):
                 S.p_next[p] = clk + 1
 
 
-@_call
+@_rw_part(_returns_inf)
 def _offer(S, T, CF, clk):
     """Ports offer requests in order (head-of-line blocking), the first port rotating with the cycle (clk mod
     ports: no port has a fixed priority); returns the next cycle a port can offer."""
@@ -714,7 +762,7 @@ def _bank_cand(S, T, CF, kq, ww, b):
     return j, T.role[R_PRE]
 
 
-@_call
+@_rw_part(_returns_none)
 def _rw_cands(S, T, CF, ch, k, clk, out):
     """FR-FCFS candidates of rw source k: out[0..3] = col (cmd, local bank, request), out[4..7] = row;
     out[8] = earliest cycle of a candidate not ready now. Requests absent: -1."""
@@ -845,7 +893,7 @@ def _rw_blocked(S, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf):
     return blocked
 
 
-@_call
+@_rw_part(_returns_true)
 def _rw_row_after_col(S, T, CF, ch, k, clk, out):
     """Row-bus candidate of rw source k after its own column command issued this cycle, without a rescan:
     only the served bank's candidate changed, and every other candidate's timing can only have moved later
@@ -1404,7 +1452,7 @@ def _cq_accept(S, T, CF, ch, ri, w, clk):
     return False
 
 
-@_call
+@_rw_part(_returns_inf)
 def _cq_step(S, T, CF, ch, clk, ref_issued, nxt):
     """The bank_command_queue step after refresh (3.6): a single command bus takes the bank queues' command
     unless a refresh command issued; a dual bus (DRAMsim3's hbm_dual_cmd) asks the queues a second time after

@@ -1523,19 +1523,12 @@ def _refresh_step(S, T, CF, ch, clk):
 
 
 @_inl
-def _step(S, T, CF, ch, clk, cand):
-    """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
+def _step_decide(S, CF, ch, clk):
+    """The decisions a step takes once, before any candidate: the rw queues' write modes (watermarks), the
+    sources the starvation cap promotes (into S.promo[ch]), the active source under `blocked` arbitration.
+    Returns the threshold gate (0: the first source's queue is at the threshold, so the others are held back)."""
     nsrc = _cf(S, CF, CF_NSRC)
     n_rw = _cf(S, CF, CF_NRW)
-    dual = CF[CF_DUAL_BUS] != 0
-    # ---- refresh
-    issued, nxt = _refresh_step(S, T, CF, ch, clk)
-    row_free = not issued
-    col_free = dual or not issued
-    if _cf(S, CF, CF_CMDQ) > 0:
-        # DRAMsim3's two-level queues (bank_command_queue): their own scheduling path
-        return _cq_step(S, T, CF, ch, clk, issued, nxt)
-    # ---- decisions taken once per step: write modes, promotions, the blocked active source, the gate
     for k in range(n_rw):
         pk = ch * n_rw + k
         ql_r = S.qlen[pk * 2]
@@ -1573,6 +1566,49 @@ def _step(S, T, CF, ch, clk, cand):
             sl0 = ch * _cf(S, CF, CF_NST) + S.src_idx[ch, 0]
             occ = S.s_in[sl0] - S.s_head[sl0]
         gate = 1 if occ < CF[CF_THRESH] else 0
+    return gate
+
+
+@_inl
+def _step_starvation(S, CF, ch, clk, win_c, win_r, nxt):
+    """Starvation bookkeeping after a step's issues (starvation cap under a non-FR-FCFS arbitration): since when
+    each source has had a ready candidate (S.promo_ready[ch]) without issuing (S.starve; -1 not waiting).
+    Returns the next wake, lowered to the cycle a cap expires."""
+    nsrc = _cf(S, CF, CF_NSRC)
+    cap = _cf(S, CF, CF_STARVE)
+    ready = S.promo_ready[ch]
+    for s in range(nsrc):
+        if s == win_c or s == win_r:
+            S.starve[ch, s] = -1
+        elif ready[s] != 0:
+            if S.starve[ch, s] < 0:
+                S.starve[ch, s] = clk
+        elif not _has_work(S, CF, ch, s):
+            S.starve[ch, s] = -1
+        if S.starve[ch, s] >= 0:
+            tp = S.starve[ch, s] + cap
+            if clk < tp < nxt:
+                nxt = tp
+    return nxt
+
+
+@_inl
+def _step(S, T, CF, ch, clk, cand):
+    """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
+    nsrc = _cf(S, CF, CF_NSRC)
+    dual = CF[CF_DUAL_BUS] != 0
+    # ---- refresh
+    issued, nxt = _refresh_step(S, T, CF, ch, clk)
+    row_free = not issued
+    col_free = dual or not issued
+    if _cf(S, CF, CF_CMDQ) > 0:
+        # DRAMsim3's two-level queues (bank_command_queue): their own scheduling path
+        return _cq_step(S, T, CF, ch, clk, issued, nxt)
+    # ---- decisions taken once per step: write modes, promotions, the blocked active source, the gate
+    gate = _step_decide(S, CF, ch, clk)
+    arb = _cf(S, CF, CF_ARB)
+    cap = _cf(S, CF, CF_STARVE)
+    promoted = S.promo[ch]
     # ---- candidates and arbitration: column bus first, then the row bus with candidates recomputed
     ready = S.promo_ready[ch]
     for s in range(nsrc):
@@ -1620,18 +1656,7 @@ def _step(S, T, CF, ch, clk, cand):
                     win_r = w
     # ---- starvation bookkeeping
     if track:
-        for s in range(nsrc):
-            if s == win_c or s == win_r:
-                S.starve[ch, s] = -1
-            elif ready[s] != 0:
-                if S.starve[ch, s] < 0:
-                    S.starve[ch, s] = clk
-            elif not _has_work(S, CF, ch, s):
-                S.starve[ch, s] = -1
-            if S.starve[ch, s] >= 0:
-                tp = S.starve[ch, s] + cap
-                if clk < tp < nxt:
-                    nxt = tp
+        nxt = _step_starvation(S, CF, ch, clk, win_c, win_r, nxt)
     if issued:
         nxt = clk + 1
     return nxt

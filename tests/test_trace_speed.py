@@ -276,8 +276,8 @@ def test_request_stats_refuses_out_of_range_input():
     assert ok["lat"].tolist() == [5, 9]
     with pytest.raises(ValueError, match="request 2: channel 2"):
         request_stats(np.array([0, 1, 2]), np.zeros(3, bool), z, z, z, 2)
-    with pytest.raises(ValueError, match="request 0: .* row class 3"):
-        request_stats(z, np.zeros(3, bool), np.array([3, 0, 0]), z, z, 2)
+    with pytest.raises(ValueError, match="request 0: .* row class 4"):     # (3: served without a command)
+        request_stats(z, np.zeros(3, bool), np.array([4, 0, 0]), z, z, 2)
 
 
 def test_read_while_loading_engine_reads_the_trace_and_loads_the_kernel(tmp_path):

@@ -12,9 +12,9 @@ import numpy as np
 @numba.njit(cache=True, nogil=True)
 def request_counts(channel, is_write, kind, enq, done, per_req, per_read, per_kind, lat_sum, lat):
     """Per channel: requests, reads, row hits/misses/conflicts (kind 0/1/2; 3: served without a command of its
-    own, counted in none) and the exact (int64) sum of read
-    latencies (done - enq); every read's latency, in request order, into lat. Returns the number of reads,
-    or -1 - i if request i has a channel or kind out of range (nothing is written out of bounds)."""
+    own, counted in none) and the exact (int64) sum of read latencies (done - enq); every read's latency, in
+    request order, into lat. Returns the number of reads, or -1 - i if request i has a channel or kind out of
+    range (nothing is written out of bounds)."""
     nch = per_req.shape[0]
     k = 0
     for i in range(channel.shape[0]):

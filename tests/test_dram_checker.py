@@ -29,6 +29,9 @@ PRESETS = preset_names()
 SPECS = {p: load_spec(p) for p in PRESETS}
 SPECS["DDR4_3200AA_x8_8Gb@2ranks"] = load_spec("DDR4_3200AA_x8_8Gb", overrides={"org.ranks": 2})
 SPECS["DDR4_3200AA_x8_8Gb_Ramulator2@2ranks"] = load_spec("DDR4_3200AA_x8_8Gb_Ramulator2", overrides={"org.ranks": 2})
+SPECS["DDR4_3200AA_x8_8Gb_DRAMsim3@2ranks"] = load_spec("DDR4_3200AA_x8_8Gb_DRAMsim3", overrides={"org.ranks": 2})
+# DRAMsim3's HBM2 file resolves to one rank; its standard keeps the rank level (and rows) for larger channels
+SPECS["HBM2_2Gbps_DRAMsim3@2ranks"] = load_spec("HBM2_2Gbps_DRAMsim3", overrides={"org.ranks": 2})
 GAP = 2000  # > every latency of every preset (the largest is nRFC = 560)
 ROW = 7     # rows opened in buffer k are ROW + k, so no row is ever open in two buffers
 

@@ -51,8 +51,9 @@ DEVICES = {
         "preset": "HBM2_2Gbps_PC", "preset_ramulator2": "HBM2_2Gbps_PC_Ramulator2", "overrides": {}, "channels": 8,
         "ram": {"standard": "HBM2", "org_preset": "HBM2_8Gb", "timing_preset": "HBM2_2000Mbps",
                 "controller": "HBM12", "channels": 8},
-        # DRAMsim3's HBM2: 8 channels of 128 bits (BL4, 64 B), 1 KB rows, 2 ranks (channel_size 1024 MB of
-        # 512 MB ranks), row and column command in one cycle (hbm_dual_cmd)
+        # DRAMsim3's HBM2: 8 channels of 128 bits (BL4, 64 B), 2 KB rows (it doubles the file's 64 columns for
+        # HBM, src/configuration.cc:149), one rank (channel_size 1024 MB), row and column command in one cycle
+        # (hbm_dual_cmd)
         "d3": "HBM2_8Gb_x128.ini", "d3_set": {},
     },
     # GDDR6 14 Gb/s, 8 Gb x16 devices: 8 16-bit channels (four devices) so that the 4 GiB window fits
@@ -76,11 +77,12 @@ DEVICES = {
 }
 
 # The archsim device closest to each DRAMsim3 config file (its org and the timings where they differ from the
-# JEDEC presets; configs/*.ini @2981759). DDR4: only its rank-to-rank turnaround tRTRS = 1. HBM2: the preset of
-# its HBM2_8Gb_x128.ini (128-bit channels with two ranks, docs/presets.md).
+# JEDEC presets; configs/*.ini and src/ @2981759, docs/presets.md). DDR4: its tRTRS = 1 and no rank-switch
+# bubble between writes to different ranks. HBM2: its HBM2_8Gb_x128.ini as DRAMsim3 resolves it (one rank of
+# 2 KB rows per 128-bit channel, tRTP 5).
 D3_DEVICE = {
-    "DDR4-3200 1R": ("DDR4_3200AA_x8_8Gb", {"org.ranks": 1, "timing.nRTRS": 1}),
-    "DDR4-3200 2R": ("DDR4_3200AA_x8_8Gb", {"org.ranks": 2, "timing.nRTRS": 1}),
+    "DDR4-3200 1R": ("DDR4_3200AA_x8_8Gb_DRAMsim3", {"org.ranks": 1}),
+    "DDR4-3200 2R": ("DDR4_3200AA_x8_8Gb_DRAMsim3", {"org.ranks": 2}),
     "HBM2 8ch": ("HBM2_2Gbps_DRAMsim3", {}),
 }
 # DRAMsim3's address_mapping strings (its config files), in archsim's spelling (docs/traces.md)
@@ -90,7 +92,7 @@ D3_MAPPING = {"DDR4-3200 1R": "rochrababgco", "DDR4-3200 2R": "rochrababgco", "H
 # command queue (PER_BANK, cmd_queue_size 8), so a channel keeps up to 32 + 8 x banks requests in flight; archsim
 # gets queues that deep (its one queue per direction in place of that two-level structure, the rest archsim's
 # default controller). The value per device: D3_BANKS_PER_CHANNEL below.
-D3_BANKS_PER_CHANNEL = {"DDR4-3200 1R": 16, "DDR4-3200 2R": 32, "HBM2 8ch": 32}
+D3_BANKS_PER_CHANNEL = {"DDR4-3200 1R": 16, "DDR4-3200 2R": 32, "HBM2 8ch": 16}
 
 
 def d3_closest(name: str) -> dict:

@@ -157,10 +157,10 @@
 //   row  77: rank           RD -> RDA     nBL + nRTRS = 4, sibling
 //   row  78: rank          RDA -> RD      nBL + nRTRS = 4, sibling
 //   row  79: rank          RDA -> RDA     nBL + nRTRS = 4, sibling
-//   row  80: rank           WR -> WR      nBL + nRTRS = 4, sibling
-//   row  81: rank           WR -> WRA     nBL + nRTRS = 4, sibling
-//   row  82: rank          WRA -> WR      nBL + nRTRS = 4, sibling
-//   row  83: rank          WRA -> WRA     nBL + nRTRS = 4, sibling
+//   row  80: rank           WR -> WR      nWRWR_rank = 4, sibling
+//   row  81: rank           WR -> WRA     nWRWR_rank = 4, sibling
+//   row  82: rank          WRA -> WR      nWRWR_rank = 4, sibling
+//   row  83: rank          WRA -> WRA     nWRWR_rank = 4, sibling
 //   row  84: bank        G_ACT -> COMP    nRCDRD = 14
 //   row  85: bank        G_ACT -> PIM_PRE nRAS = 34
 //   row  86: bank        G_ACT -> G_ACT   nRC = 48

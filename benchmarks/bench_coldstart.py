@@ -5,7 +5,9 @@ NUMBA_CACHE_DIR pointing at a new empty directory, and reports per phase the wal
 system) of every process the phase started, background ones included: this process makes itself the
 "subreaper" of its descendants (Linux prctl), so a process that `make setup` leaves running in the background
 (the kernel warm-up, archsim/warm.py) is reaped, and counted, here. CPU time is the figure to compare on a
-loaded machine; wall time is what a user waits on an idle one. pip's own cache is used as it is (warm here).
+loaded machine; wall time is what a user waits on an idle one. uv gets a new empty cache too (UV_CACHE_DIR), so
+every package is downloaded as on a fresh machine; pip's own cache (for a commit that installs with pip) is used
+as it is.
 
 Run: .venv/bin/python benchmarks/bench_coldstart.py [--ref COMMIT] [--repeat N] [--keep DIR] [--json out.json]
 """
@@ -55,7 +57,7 @@ def cold_start(ref: str, work: Path) -> dict:
     subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", ref], check=True)
     commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, check=True).stdout.strip()
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(work / "numba-cache"))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(work / "numba-cache"), UV_CACHE_DIR=str(work / "uv-cache"))
     env.pop("VIRTUAL_ENV", None)
     cpu0, t0 = _children_cpu(), time.perf_counter()
     load0 = os.getloadavg()[0]

@@ -52,11 +52,14 @@ from archsim.dram.roles import (
     R_WR,
     R_WRA,
 )
-from archsim.engine import nowrap, state
+from archsim.engine import field_access, nowrap, state
 
 # The kernel never indexes from an array's end: numba compiles this module without negative-index wrap-around
 # (~17-20 % of kernel time; archsim/engine/nowrap.py).
 nowrap.register(__name__)
+# A read of one state field loads that field, not the whole state tuple (a quarter less first-compile time,
+# same machine code; archsim/engine/field_access.py).
+field_access.register(__name__)
 
 INF = np.int64(1) << np.int64(62)
 # advance(RUN_TO_END): stop when every command has issued, without waiting for completion latencies
@@ -93,7 +96,7 @@ CF_SLOTS: list[Slot] = []
 
 def _slot(name: str, doc: str, value: Callable[[Any], int]) -> int:
     CF_SLOTS.append(Slot(name, doc, value))
-    return len(CF_SLOTS) - 1
+    return np.int64(len(CF_SLOTS) - 1)     # not a literal: numba compiles _cf once, not once per slot
 
 
 CF_CH = _slot("CH", "channels of the device set", lambda d: d.nch)
@@ -1145,10 +1148,15 @@ def _cands_after_col(S, T, CF, ch, clk, cand, win, rows0, pins0):
     return nxt
 
 
+# The command bus _arbitrate picks for: the column or the row bus of a dual command bus, or the single one. numpy
+# integers, not literals: numba compiles _arbitrate once for the three (LLVM folds the constant after inlining).
+BUS_COL, BUS_ROW, BUS_SINGLE = np.int64(0), np.int64(1), np.int64(2)
+
+
 @_call
 def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
     """Winner of a bus among the ready candidates: (source, slot 0 column / 4 row) or (-1, 0).
-    bus: 0 column, 1 row, 2 the single command bus."""
+    bus: BUS_COL, BUS_ROW or BUS_SINGLE."""
     nsrc = _cf(S, CF, CF_NSRC)
     arb = _cf(S, CF, CF_ARB)
     if arb == ARB_FRFCFS:
@@ -1627,7 +1635,7 @@ def _step(S, T, CF, ch, clk, cand):
                 ready[s] = 1
         if dual:
             if col_free:
-                win_c, slot = _arbitrate(S, CF, ch, cand, 0, promoted, gate)
+                win_c, slot = _arbitrate(S, CF, ch, cand, BUS_COL, promoted, gate)
                 if win_c >= 0:
                     rows0 = S.ch_rows_epoch[ch]
                     pins0 = S.ch_pin_epoch[ch]
@@ -1641,12 +1649,12 @@ def _step(S, T, CF, ch, clk, cand):
                     for s in range(nsrc):
                         if cand[s, 0] >= 0 or cand[s, 4] >= 0:
                             ready[s] = 1
-                win_r, slot = _arbitrate(S, CF, ch, cand, 1, promoted, gate)
+                win_r, slot = _arbitrate(S, CF, ch, cand, BUS_ROW, promoted, gate)
                 if win_r >= 0:
                     _issue_pick(S, T, CF, ch, win_r, 4, clk)
                     issued = True
         elif col_free:
-            w, slot = _arbitrate(S, CF, ch, cand, 2, promoted, gate)
+            w, slot = _arbitrate(S, CF, ch, cand, BUS_SINGLE, promoted, gate)
             if w >= 0:
                 _issue_pick(S, T, CF, ch, w, slot, clk)
                 issued = True

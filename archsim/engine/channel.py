@@ -82,7 +82,7 @@ _inl = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False, inline='alway
 # CF: the controller config array, declared once. One slot per line: its name (the constant CF_<name>, a plain
 # module-level int that numba folds into the compiled kernel), what it means, and how its value comes from the
 # device set (`d`: spec, lowered tables T, controller config ctrl, and MemorySystem's arguments; see
-# `_controller_fields`). The kernel reads a slot with `_cf(S, CF, CF_<name>)` (a variant's constant where the
+# `_controller_fields`). The kernel reads a slot with `_cf(S.variant, CF, CF_<name>)` (a variant's constant where the
 # variant fixes it, `_VARIANT_FIXED`) or CF[CF_<name>]. A new controller knob: one line at the end
 # (docs/extending.md, "A config knob").
 class Slot(NamedTuple):
@@ -204,13 +204,15 @@ VARIANT_CF = _variant_cf()
 
 
 def _variant(S):
-    """Index of S's kernel variant in KERNEL_VARIANTS (a compile-time constant in compiled code)."""
-    return _VARIANT_DTYPES.index(S.variant.dtype.type)
+    """Index in KERNEL_VARIANTS of the kernel variant of a State, or of its `variant` array (a compile-time
+    constant in compiled code)."""
+    return _VARIANT_DTYPES.index((S if isinstance(S, np.ndarray) else S.variant).dtype.type)
 
 
 def _variant_of_type(S) -> int:
-    """Index in KERNEL_VARIANTS of the variant a State's numba type `S` names (at typing time)."""
-    dtype = S.types[S.fields.index("variant")].dtype
+    """Index in KERNEL_VARIANTS of the variant a State's numba type `S` (or its `variant` array's) names (at
+    typing time)."""
+    dtype = S.dtype if isinstance(S, numba.types.Array) else S.types[S.fields.index("variant")].dtype
     return [numba.from_dtype(np.dtype(d)) for d in _VARIANT_DTYPES].index(dtype)
 
 
@@ -257,9 +259,11 @@ def _rw_part(empty):
 
 
 @_helper
-def _cf(S, CF, slot):
-    """Controller field `slot`: the variant's constant where it fixes one, else CF[slot]."""
-    v = _variant(S)
+def _cf(V, CF, slot):
+    """Controller field `slot`: the variant's constant where it fixes one, else CF[slot]. V: the state's
+    `variant` array (S.variant), not the state itself: a call passes its argument by value, and the whole state
+    is ~1,000 machine words to copy, and for LLVM to optimise away again at every call (cold compile)."""
+    v = _variant(V)
     if v > 0 and VARIANT_CF[v, slot] >= 0:
         return VARIANT_CF[v, slot]
     return CF[slot]
@@ -366,7 +370,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
         S.ch_rows_epoch[ch] += 1
     if eff == E_OPEN:
         is_stream = src >= 0 and not _is_rw(S, ch, src)
-        n_rw = _cf(S, CF, CF_NRW)
+        n_rw = _cf(S.variant, CF, CF_NRW)
         for kk in range(k0, k1):
             x = gb0 + T.tgt_banks[kk]
             S.open_row[x, buf] = row if row >= 0 else -2
@@ -377,7 +381,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
                 S.last_open_row[x, buf] = row
             S.n_open[ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]] += 1
             if buf == 0:
-                if _cf(S, CF, CF_HIT_CAP) > 0:
+                if _cf(S.variant, CF, CF_HIT_CAP) > 0:
                     S.row_hits[x] = 0
                 # queued requests that now hit the new row
                 for q in range(2 * n_rw):
@@ -386,7 +390,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
     elif eff == E_CLOSE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE or eff == E_UPDATE_CLOSE:
         if eff == E_CLOSE:
             logged_row = S.open_row[gb0 + T.tgt_banks[k0], buf] if k1 - k0 == 1 else -1
-        n_rw = _cf(S, CF, CF_NRW)
+        n_rw = _cf(S.variant, CF, CF_NRW)
         for kk in range(k0, k1):
             x = gb0 + T.tgt_banks[kk]
             if S.open_row[x, buf] != -1:
@@ -394,7 +398,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
                 S.owner[x, buf] = -1
                 S.n_open[ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]] -= 1
                 if buf == 0:
-                    if _cf(S, CF, CF_HIT_CAP) > 0:
+                    if _cf(S.variant, CF, CF_HIT_CAP) > 0:
                         S.row_hits[x] = 0
                     for q in range(2 * n_rw):
                         S.hitq[x, q] = 0
@@ -403,7 +407,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
     elif eff == E_READ or eff == E_WRITE or eff == E_COMPUTE or eff == E_UPDATE:
         if logged_row < 0 and k1 - k0 == 1:
             logged_row = S.open_row[gb0 + T.tgt_banks[k0], buf]
-        if buf == 0 and _cf(S, CF, CF_HIT_CAP) > 0:
+        if buf == 0 and _cf(S.variant, CF, CF_HIT_CAP) > 0:
             _count_row_hit(S, T, ch, k0, k1)
     # --- observers
     _observe(S, CF, ch, c, gb0 + r, logged_row, col, src, clk)
@@ -493,7 +497,7 @@ def _recount_hits(S, b, q):
 @_rw_part(_returns_none)
 def _serve_request(S, T, CF, ch, k, ri, c, b, clk):
     """Column command c issued for request ri (rw source k of channel ch, global bank b)."""
-    n_rw = _cf(S, CF, CF_NRW)
+    n_rw = _cf(S.variant, CF, CF_NRW)
     w = 1 if S.r_kind[ri] != KIND_READ else 0
     q = k * 2 + w
     eff = T.cmd_effect[c]
@@ -574,7 +578,7 @@ def _offer(S, T, CF, clk):
     ports: no port has a fixed priority); returns the next cycle a port can offer."""
     nxt = INF
     B = T.banks
-    n_rw = _cf(S, CF, CF_NRW)
+    n_rw = _cf(S.variant, CF, CF_NRW)
     n_ports = S.p_head.shape[0]
     first = clk % n_ports if n_ports > 0 else 0
     for pi in range(n_ports):
@@ -597,7 +601,7 @@ def _offer(S, T, CF, clk):
             if S.qlen[qi] >= S.qcap[qi]:
                 S.p_block[p] = qi
                 break
-            if ((_cf(S, CF, CF_POSTED) != 0 or _cf(S, CF, CF_MERGE_RD) != 0)
+            if ((_cf(S.variant, CF, CF_POSTED) != 0 or _cf(S.variant, CF, CF_MERGE_RD) != 0)
                     and _cq_accept(S, T, CF, ch, ri, w, clk)):
                 S.p_head[p] += 1            # answered from (merged into) a waiting write or read: queued nowhere
                 offered += 1
@@ -635,8 +639,8 @@ def _offer(S, T, CF, clk):
             # did not change (older requests of another row queued there) it cannot issue before that
             # candidate, which the wake already covers); otherwise now
             if S.wake[ch] > clk:
-                if (_cf(S, CF, CF_NSRC) != 1 or w != S.wmode[ch * n_rw + k] or S.ch_ref_pending[ch] != 0
-                        or _cf(S, CF, CF_CMDQ) != 0):
+                if (_cf(S.variant, CF, CF_NSRC) != 1 or w != S.wmode[ch * n_rw + k] or S.ch_ref_pending[ch] != 0
+                        or _cf(S.variant, CF, CF_CMDQ) != 0):
                     S.wake[ch] = clk
                 elif changed:
                     orow = S.open_row[b, 0]
@@ -668,7 +672,7 @@ def _refresh_want(S, T, CF, ch, node):
     """(command, local bank) the refresh of `node` wants next, or (-1, x) with x = 1 if a pinned bank
     holds it up."""
     B = T.banks
-    nbuf = _cf(S, CF, CF_NBUF)
+    nbuf = _cf(S.variant, CF, CF_NBUF)
     lo = T.ref_off[node]
     hi = T.ref_off[node + 1]
     g = ch * T.ref_nodes + node
@@ -745,7 +749,7 @@ def _bank_cand(S, T, CF, kq, ww, b):
     unpinned request (ACT or PRE); (-1, -1) if it has none. With row_hit_cap, once the open row has served
     that many column commands the oldest unpinned request, hit or not."""
     qq = kq * 2 + ww
-    cap = _cf(S, CF, CF_HIT_CAP)
+    cap = _cf(S.variant, CF, CF_HIT_CAP)
     if S.hitq[b, qq] > 0 and (cap == 0 or S.row_hits[b] < cap):
         orow = S.open_row[b, 0]
         j = S.first_hit[b, qq]
@@ -770,7 +774,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     """FR-FCFS candidates of rw source k: out[0..3] = col (cmd, local bank, request), out[4..7] = row;
     out[8] = earliest cycle of a candidate not ready now. Requests absent: -1."""
     B = T.banks
-    n_rw = _cf(S, CF, CF_NRW)
+    n_rw = _cf(S.variant, CF, CF_NRW)
     gb0 = ch * B
     pk = ch * n_rw + k
     nxt = INF
@@ -815,8 +819,8 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     ref_check = S.ch_ref_pending[ch] != 0 and refresh != REFRESH_NONE
     c_pre = T.role[R_PRE]
     c_act = T.role[R_ACT]
-    nbuf = _cf(S, CF, CF_NBUF)
-    ignore_reserve = _cf(S, CF, CF_ARB) == ARB_BLOCKED
+    nbuf = _cf(S.variant, CF, CF_NBUF)
+    ignore_reserve = _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED
     for kk in range(S.act_n[qi]):
         b = S.act_list[qi, kk]
         bl = b - gb0
@@ -861,7 +865,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
 @_call
 def _update_dirty(S, T, CF, ch):
     """Bring the rw candidates of the banks changed since the channel's last pass up to date."""
-    n_rw = _cf(S, CF, CF_NRW)
+    n_rw = _cf(S.variant, CF, CF_NRW)
     for kk in range(S.dirty_n[ch]):
         b = S.dirty_list[ch, kk]
         S.dirty[b] = False
@@ -902,7 +906,7 @@ def _rw_row_after_col(S, T, CF, ch, k, clk, out):
     only the served bank's candidate changed, and every other candidate's timing can only have moved later
     (the caller rules out changes of rows, pins and reservations). out[4..7] as _rw_cands. Returns False
     if a full rescan is needed (the row candidate found before is no longer ready, or pinned requests)."""
-    n_rw = _cf(S, CF, CF_NRW)
+    n_rw = _cf(S.variant, CF, CF_NRW)
     pk = ch * n_rw + k
     if S.pin_n[pk] > 0:
         return False
@@ -921,8 +925,8 @@ def _rw_row_after_col(S, T, CF, ch, k, clk, out):
         return True
     if S.ch_ref_pending[ch] != 0 and CF[CF_REFRESH] != REFRESH_NONE and _ref_blocked(S, T, CF, ch, c, out[1]):
         return True
-    if _rw_blocked(S, q, b, c, T.role[R_PRE], T.role[R_ACT], _rw_src(S, ch, k), _cf(S, CF, CF_ARB) == ARB_BLOCKED,
-                   _cf(S, CF, CF_NBUF)):
+    if _rw_blocked(S, q, b, c, T.role[R_PRE], T.role[R_ACT], _rw_src(S, ch, k), _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED,
+                   _cf(S.variant, CF, CF_NBUF)):
         return True
     if max(_earliest(S, T, ch, c, out[1]), S.cand_nb[q, b]) > clk:
         return True
@@ -978,7 +982,7 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
     out[8] earliest cycle if not ready now (INF if held)."""
     B = T.banks
     gb0 = ch * B
-    sl = ch * _cf(S, CF, CF_NST) + m
+    sl = ch * _cf(S.variant, CF, CF_NST) + m
     out[0] = -1
     out[8] = INF
     h = S.s_head[sl]
@@ -991,7 +995,7 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
     r = T.rep[H, bl]
     k0 = T.tgt_off[H * B + r]
     k1 = T.tgt_off[H * B + r + 1]
-    nbuf = _cf(S, CF, CF_NBUF)
+    nbuf = _cf(S.variant, CF, CF_NBUF)
     hrow = S.s_row[sl, h]
     c = H
     cb = bl
@@ -1054,7 +1058,7 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
 @_helper
 def _stream_head_changed(S, T, CF, ch, m, delta):
     """Reserve (delta=+1) or release (-1) the banks of stream m's head if it is an open."""
-    sl = ch * _cf(S, CF, CF_NST) + m
+    sl = ch * _cf(S.variant, CF, CF_NST) + m
     h = S.s_head[sl]
     if h >= S.s_in[sl]:
         return
@@ -1073,10 +1077,10 @@ def _stream_head_changed(S, T, CF, ch, m, delta):
 def _has_work(S, CF, ch, s):
     k = S.src_idx[ch, s]
     if _is_rw(S, ch, s):
-        n_rw = _cf(S, CF, CF_NRW)
+        n_rw = _cf(S.variant, CF, CF_NRW)
         pk = ch * n_rw + k
         return S.qlen[pk * 2] + S.qlen[pk * 2 + 1] + S.pin_n[pk] > 0
-    sl = ch * _cf(S, CF, CF_NST) + k
+    sl = ch * _cf(S.variant, CF, CF_NST) + k
     return S.s_head[sl] < S.s_in[sl]
 
 
@@ -1085,7 +1089,7 @@ def _at_boundary(S, CF, ch, s):
     if not _has_work(S, CF, ch, s):
         return True
     if not _is_rw(S, ch, s):
-        return S.s_lastend[ch * _cf(S, CF, CF_NST) + S.src_idx[ch, s]] != 0
+        return S.s_lastend[ch * _cf(S.variant, CF, CF_NST) + S.src_idx[ch, s]] != 0
     return False
 
 
@@ -1095,7 +1099,7 @@ def _cands(S, T, CF, ch, clk, cand):
     """Every source's ready candidates into cand[s] (columns: 0-3 column bus, 4-7 row bus: command, local
     bank, request or row, age); cand[s, 8] = earliest cycle of a candidate not ready now. Returns the min."""
     nxt = INF
-    for s in range(_cf(S, CF, CF_NSRC)):
+    for s in range(_cf(S.variant, CF, CF_NSRC)):
         o = cand[s]
         _source_cands(S, T, CF, ch, s, clk, o)
         if o[8] < nxt:
@@ -1131,13 +1135,13 @@ def _cands_after_col(S, T, CF, ch, clk, cand, win, rows0, pins0):
     candidates changed (a stream's head moved; an rw source served one bank)."""
     structural = S.ch_rows_epoch[ch] != rows0 or S.ch_pin_epoch[ch] != pins0
     nxt = INF
-    for s in range(_cf(S, CF, CF_NSRC)):
+    for s in range(_cf(S.variant, CF, CF_NSRC)):
         o = cand[s]
         full = structural
         if not full:
             if s == win:
                 full = not _is_rw(S, ch, s) or not _rw_row_after_col(S, T, CF, ch, S.src_idx[ch, s], clk, o)
-            elif _is_rw(S, ch, s) and S.pin_n[ch * _cf(S, CF, CF_NRW) + S.src_idx[ch, s]] > 0:
+            elif _is_rw(S, ch, s) and S.pin_n[ch * _cf(S.variant, CF, CF_NRW) + S.src_idx[ch, s]] > 0:
                 full = True       # its ready pinned request may no longer be ready, and it hid row candidates
             elif o[4] >= 0:
                 full = _earliest(S, T, ch, o[4], o[5]) > clk
@@ -1157,8 +1161,8 @@ BUS_COL, BUS_ROW, BUS_SINGLE = np.int64(0), np.int64(1), np.int64(2)
 def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
     """Winner of a bus among the ready candidates: (source, slot 0 column / 4 row) or (-1, 0).
     bus: BUS_COL, BUS_ROW or BUS_SINGLE."""
-    nsrc = _cf(S, CF, CF_NSRC)
-    arb = _cf(S, CF, CF_ARB)
+    nsrc = _cf(S.variant, CF, CF_NSRC)
+    arb = _cf(S.variant, CF, CF_ARB)
     if arb == ARB_FRFCFS:
         best = INF
         win = -1
@@ -1197,7 +1201,7 @@ def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
 def _issue_pick(S, T, CF, ch, s, slot, clk):
     """Issue source s's candidate in `slot` (0 column, 4 row)."""
     B = T.banks
-    n_rw = _cf(S, CF, CF_NRW)
+    n_rw = _cf(S.variant, CF, CF_NRW)
     o = S.cand[s]
     c = o[slot]
     bl = o[slot + 1]
@@ -1214,7 +1218,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
         col = S.r_col[ri] if T.cmd_bus[c] == 1 else np.int64(-1)
         eff = _issue(S, T, CF, ch, c, bl, S.r_row[ri], col, s, clk)
         if eff == E_OPEN:
-            if _cf(S, CF, CF_ACTIVE_BUF) != 0:
+            if _cf(S.variant, CF, CF_ACTIVE_BUF) != 0:
                 pk = ch * n_rw + k
                 S.pin_list[pk, S.pin_n[pk]] = ri
                 S.pin_n[pk] += 1
@@ -1227,7 +1231,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
             _serve_request(S, T, CF, ch, k, ri, c, b, clk)
         return
     m = S.src_idx[ch, s]
-    sl = ch * _cf(S, CF, CF_NST) + m
+    sl = ch * _cf(S.variant, CF, CF_NST) + m
     h = S.s_head[sl]
     H = S.s_cmd[sl, h]
     S.progress[1] = clk
@@ -1535,8 +1539,8 @@ def _step_decide(S, CF, ch, clk):
     """The decisions a step takes once, before any candidate: the rw queues' write modes (watermarks), the
     sources the starvation cap promotes (into S.promo[ch]), the active source under `blocked` arbitration.
     Returns the threshold gate (0: the first source's queue is at the threshold, so the others are held back)."""
-    nsrc = _cf(S, CF, CF_NSRC)
-    n_rw = _cf(S, CF, CF_NRW)
+    nsrc = _cf(S.variant, CF, CF_NSRC)
+    n_rw = _cf(S.variant, CF, CF_NRW)
     for k in range(n_rw):
         pk = ch * n_rw + k
         ql_r = S.qlen[pk * 2]
@@ -1547,8 +1551,8 @@ def _step_decide(S, CF, ch, clk):
         else:
             if ql_w == 0 or (ql_w <= CF[CF_WM_LOW] and ql_r > 0):
                 S.wmode[pk] = 0
-    arb = _cf(S, CF, CF_ARB)
-    cap = _cf(S, CF, CF_STARVE)
+    arb = _cf(S.variant, CF, CF_ARB)
+    cap = _cf(S.variant, CF, CF_STARVE)
     promoted = S.promo[ch]
     for s in range(nsrc):
         promoted[s] = 1 if (cap > 0 and S.starve[ch, s] >= 0 and clk - S.starve[ch, s] >= cap) else 0
@@ -1560,7 +1564,7 @@ def _step_decide(S, CF, ch, clk):
                 s2 = (start + d) % nsrc
                 if _has_work(S, CF, ch, s2):
                     if s2 != a and not _is_rw(S, ch, s2):
-                        S.s_lastend[ch * _cf(S, CF, CF_NST) + S.src_idx[ch, s2]] = 0
+                        S.s_lastend[ch * _cf(S.variant, CF, CF_NST) + S.src_idx[ch, s2]] = 0
                     a = s2
                     break
             S.active[ch] = a
@@ -1571,7 +1575,7 @@ def _step_decide(S, CF, ch, clk):
             pk0 = ch * n_rw + S.src_idx[ch, 0]
             occ = S.qlen[pk0 * 2] + S.qlen[pk0 * 2 + 1]
         else:
-            sl0 = ch * _cf(S, CF, CF_NST) + S.src_idx[ch, 0]
+            sl0 = ch * _cf(S.variant, CF, CF_NST) + S.src_idx[ch, 0]
             occ = S.s_in[sl0] - S.s_head[sl0]
         gate = 1 if occ < CF[CF_THRESH] else 0
     return gate
@@ -1582,8 +1586,8 @@ def _step_starvation(S, CF, ch, clk, win_c, win_r, nxt):
     """Starvation bookkeeping after a step's issues (starvation cap under a non-FR-FCFS arbitration): since when
     each source has had a ready candidate (S.promo_ready[ch]) without issuing (S.starve; -1 not waiting).
     Returns the next wake, lowered to the cycle a cap expires."""
-    nsrc = _cf(S, CF, CF_NSRC)
-    cap = _cf(S, CF, CF_STARVE)
+    nsrc = _cf(S.variant, CF, CF_NSRC)
+    cap = _cf(S.variant, CF, CF_STARVE)
     ready = S.promo_ready[ch]
     for s in range(nsrc):
         if s == win_c or s == win_r:
@@ -1603,19 +1607,19 @@ def _step_starvation(S, CF, ch, clk, win_c, win_r, nxt):
 @_inl
 def _step(S, T, CF, ch, clk, cand):
     """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
-    nsrc = _cf(S, CF, CF_NSRC)
+    nsrc = _cf(S.variant, CF, CF_NSRC)
     dual = CF[CF_DUAL_BUS] != 0
     # ---- refresh
     issued, nxt = _refresh_step(S, T, CF, ch, clk)
     row_free = not issued
     col_free = dual or not issued
-    if _cf(S, CF, CF_CMDQ) > 0:
+    if _cf(S.variant, CF, CF_CMDQ) > 0:
         # DRAMsim3's two-level queues (bank_command_queue): their own scheduling path
         return _cq_step(S, T, CF, ch, clk, issued, nxt)
     # ---- decisions taken once per step: write modes, promotions, the blocked active source, the gate
     gate = _step_decide(S, CF, ch, clk)
-    arb = _cf(S, CF, CF_ARB)
-    cap = _cf(S, CF, CF_STARVE)
+    arb = _cf(S.variant, CF, CF_ARB)
+    cap = _cf(S.variant, CF, CF_STARVE)
     promoted = S.promo[ch]
     # ---- candidates and arbitration: column bus first, then the row bus with candidates recomputed
     ready = S.promo_ready[ch]
@@ -1675,7 +1679,7 @@ def _intake(S, T, CF, clk):
     """Stream commands whose entry cycle has come enter their streams (after the ports' offers of the
     cycle), in order, taking the channel's next sequence numbers. Returns the next entry cycle."""
     nxt = INF
-    nst = _cf(S, CF, CF_NST)
+    nst = _cf(S.variant, CF, CF_NST)
     for sl in range(S.s_in.shape[0]):
         if nst == 0:
             break
@@ -2456,7 +2460,7 @@ class MemorySystem:
 _COMPILE_S = [0.0]
 # Expected cold-compile time of one kernel variant, as measured on this project's 2-core machine: 61 s idle
 # (issue 26), 2 min with a few other jobs running, 10 min under a load average of 10 (a trace run, 597 s).
-COMPILE_EXPECTED = "about 1-2 minutes on an idle 2-core machine, several times that under load"
+COMPILE_EXPECTED = "about 35-60 s of CPU (README \"Measured speed\", cold start), several times that in wall time under load"
 _ANNOUNCED: set[Any] = set()
 
 

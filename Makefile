@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup tools demo demo-trace test test-all bench lint clean
 
-# Cold start (issue 26): the channel kernel's first compile takes about 40 s of CPU, so it starts as early as it can.
+# Cold start (issue 26): the demo's channel kernel takes ~35 s of CPU to compile, so that starts as early as it can.
 # The venv is made without pip and uv installs into it (uv itself from the system's pip): the venv, uv and numba
 # importable in ~4 s instead of ~9 s with pip, and the rest of the dependencies in ~6 s of wall instead of ~18 s
 # (README "Measured speed", "Cold start"); where the system's pip cannot install uv, a venv with pip installs it.
@@ -15,7 +15,8 @@ STAMP  := $(VENV)/.installed
 # first, with the build back-end pyproject.toml names, then archsim.warm compiles the demo's kernel into numba's
 # cache in the background, from the source tree, while the rest of the runtime dependencies installs; `make demo`
 # and `make test` wait for it (a file lock) rather than compile it again. `make setup WARM=` skips the warm-up.
-# The editable install builds with that back-end in place (--no-build-isolation: no throw-away build
+# The rest installs at a lower CPU priority than the compile, which is what `make demo` waits for (NICE= turns it
+# off). The editable install builds with that back-end in place (--no-build-isolation: no throw-away build
 # environment per set-up); the test extras are `make test`'s own step.
 WARM   ?= pimgpt
 WAIT   := $(BIN)/python -m archsim.warm --wait --lock $(VENV)/warm.lock
@@ -23,6 +24,7 @@ TEST_STAMP := $(VENV)/.installed-test
 TOML   := import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))
 UV     := $(BIN)/uv
 INSTALL := $(UV) pip install -q --python $(BIN)/python --compile-bytecode
+NICE   ?= $(if $(WARM),nice -n 10)
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv --without-pip $(VENV)
@@ -33,7 +35,7 @@ $(STAMP): pyproject.toml setup.py
 	@if [ -n "$(WARM)" ]; then \
 	  PYTHONPATH="$(CURDIR)" nohup $(BIN)/python -m archsim.warm $(WARM) --lock $(VENV)/warm.lock \
 	    >$(VENV)/warm.log 2>&1 & fi
-	$(INSTALL) --no-build-isolation -e .
+	$(NICE) $(INSTALL) --no-build-isolation -e .
 	touch $(STAMP)
 
 # pytest, hypothesis, ruff, radon: pyproject.toml's `test` extra

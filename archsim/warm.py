@@ -176,6 +176,8 @@ def warm_side_by_side(names: list[str], jobs: int) -> dict[str, float]:
         for item in [r for r in running if r[2].poll() is not None]:
             running.remove(item)
             out[item[0]] = time.perf_counter() - item[1]
+            if item[2].returncode:        # the job then compiles it itself: say so, do not stop the others
+                print(f"archsim.warm: warming {item[0]} failed (exit {item[2].returncode})", file=sys.stderr)
     return out
 
 

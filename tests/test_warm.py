@@ -90,7 +90,14 @@ def test_side_by_side_warm_up_runs_every_group(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "archsim.warm", "trace", "general", "--jobs", "2",
                            "--lock", str(tmp_path / "warm.lock")], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    assert "trace " in proc.stderr and "general " in proc.stderr, proc.stderr
+    assert "trace " in proc.stderr and "general " in proc.stderr and "failed" not in proc.stderr, proc.stderr
+
+
+def test_a_failed_child_is_reported(capsys):
+    """A warm-up process that fails is named on stderr (the job then compiles that kernel itself)."""
+    took = warm.warm_side_by_side(["no-such-kernel"], jobs=2)
+    assert list(took) == ["no-such-kernel"]
+    assert "warming no-such-kernel failed (exit 2)" in capsys.readouterr().err
 
 
 def test_unknown_kernel_is_refused(tmp_path, capsys):

@@ -1,5 +1,6 @@
-"""`make test` runs the RTL co-simulations after every other test (tests/conftest.py; on several cores the last files handed out), so its progress dots
-start at once instead of after minutes of simulator builds (issue 27 item 7)."""
+"""`make test` runs the RTL co-simulations after every other test (tests/conftest.py; on several cores: the last
+files handed out), so its progress dots start at once instead of after minutes of simulator builds (issue 27
+item 7)."""
 from __future__ import annotations
 
 import subprocess

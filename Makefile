@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml setup.py
 	$(NICE) $(INSTALL) --no-build-isolation -e .
 	touch $(STAMP)
 
-# pytest, hypothesis, ruff, radon: pyproject.toml's `test` extra
+# pytest, pytest-xdist, hypothesis, ruff, radon: pyproject.toml's `test` extra
 $(TEST_STAMP): $(STAMP)
 	$(INSTALL) $$($(PYTHON) -c '$(TOML); print(" ".join(d["project"]["optional-dependencies"]["test"]))')
 	touch $(TEST_STAMP)
@@ -65,17 +65,24 @@ demo: setup
 demo-trace: setup
 	$(BIN)/archsim trace synthetic:random:200000 --preset HBM2_2Gbps_PC --json demo-out/trace-hbm2-random.json
 
-# A clean clone's `make test` (CI) warms the general kernel too (most of the suite's device sets run it), on the
-# second core during set-up, instead of the suite compiling it on its one core.
-test test-all: WARM = pimgpt general
+# `make test` runs the suite on every core (pytest-xdist). Before pytest starts, it warms every kernel variant the
+# suite compiles (the list: what a cold run of the suite leaves in numba's cache; longest first), one process per
+# variant, side by side (archsim.warm), so no two test workers compile the same one at once (~50 s of CPU each). On
+# a clean clone that starts at set-up, beside pip; the second call loads what is cached in a few seconds, and
+# compiles what an edit of the kernel's source has made stale.
+# --dist loadfile: a file's tests run in one worker, in file order, so module-scoped fixtures (the RTL tests' Icarus
+# builds, the reference runs) are built once; --no-loadscope-reorder: files go out in collection order, which puts
+# the RTL co-simulations last (tests/conftest.py; issue 27: the quick tests' dots first).
+test test-all: WARM = general general-threads pimgpt pimgpt-threads trace trace-threads neupims
+PYTEST := $(BIN)/pytest -q -n auto --dist loadfile --no-loadscope-reorder
 test: setup tools $(TEST_STAMP)
-	@$(WAIT)
-	$(BIN)/pytest -q
+	@$(BIN)/python -m archsim.warm $(WARM) --lock $(VENV)/warm.lock
+	$(PYTEST)
 
 # Full paper reproductions and long runs as well (marked slow).
 test-all: setup tools $(TEST_STAMP)
-	@$(WAIT)
-	$(BIN)/pytest -q -m "slow or not slow"
+	@$(BIN)/python -m archsim.warm $(WARM) --lock $(VENV)/warm.lock
+	$(PYTEST) -m "slow or not slow"
 
 # Every speed benchmark once, each figure beside its target (benchmarks/targets.yaml); about an hour here, most
 # of it NeuPIMs' 100 serving iterations. One benchmark: `$(BIN)/python benchmarks/run_all.py --only bench_t3.py`.

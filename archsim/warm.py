@@ -6,19 +6,24 @@ as numba is installed, so the compile overlaps the rest of the installation; `ma
 it (`--wait`) instead of compiling the same kernel a second time. It needs only numpy, numba and PyYAML, and
 runs from the source tree before the package itself is installed.
 
-  python -m archsim.warm [pimgpt] [trace] [general] [--lock FILE]   compile those kernels (default: pimgpt)
-  python -m archsim.warm --wait [--lock FILE]             wait until a running warm-up has finished
+  python -m archsim.warm [NAME ...] [--jobs N] [--lock FILE]   compile those kernels (default: pimgpt)
+  python -m archsim.warm --wait [--lock FILE]                  wait until a running warm-up has finished
 
-Each kernel is compiled by building the smallest MemorySystem of the same kernel variant and state types as
-the job's and loading its kernel (MemorySystem.load_kernel), so the job finds it in the cache; a second process
-compiles the kernel's largest helpers meanwhile (HELPERS), which puts the machine's second core to work on it.
-The lock file is held while compiling; waiting takes it once. A warm-up that fails leaves the job to compile as
-it would anyway.
+NAME is a key of KERNELS: pimgpt, trace, general, neupims, and pimgpt-threads / general-threads / trace-threads
+(the threaded forms, `advance_shard`, of the stream, general and lean kernels). Each kernel is compiled by building the smallest
+MemorySystem of the same kernel variant and state types as the job's and loading its kernel
+(MemorySystem.load_kernel), so the job finds it in the cache. One kernel: a second process compiles the
+kernel's largest helpers meanwhile (HELPERS), which puts the machine's second core to work on it. Several
+kernels (`make test` warms every one the suite compiles): they are compiled side by side, one process per
+kernel variant and at most --jobs (default: every core) at a time, so no two processes compile the same
+helpers. The lock file is held while compiling; waiting takes it once. A warm-up that fails leaves the job to
+compile as it would anyway.
 """
 from __future__ import annotations
 
 import argparse
 import fcntl
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -28,34 +33,56 @@ from typing import Any
 DEFAULT_LOCK = ".venv/warm.lock"
 
 
-def _pimgpt():
+def _pimgpt(threads: int = 1):
     """PIM-GPT (and `make demo`): one PIM stream per channel on GDDR6-AiM, the stream-only kernel."""
     from archsim.dram.spec import load_spec
+    from archsim.engine.channel import MemorySystem
     from archsim.engine.reuse import StreamChannels
 
-    return StreamChannels(load_spec("GDDR6_AiM_16Gbps", overrides={"org.channels": 1}), memo=False).ms
+    spec = load_spec("GDDR6_AiM_16Gbps", overrides={"org.channels": threads})
+    if threads == 1:
+        return StreamChannels(spec, memo=False).ms
+    return MemorySystem(spec, {"refresh": "none"}, sources=[{"name": "pim", "kind": "stream"}], threads=threads)
 
 
-def _trace():
+def _trace(threads: int = 1):
     """DRAM trace runs: one FR-FCFS source, one row buffer (the lean kernel)."""
     from archsim.dram.controller import ControllerConfig
     from archsim.dram.spec import load_spec
     from archsim.engine.channel import MemorySystem
 
-    return MemorySystem(load_spec("DDR4_3200AA_x8_8Gb"), ControllerConfig(), requests=1)
+    return MemorySystem(load_spec("DDR4_3200AA_x8_8Gb", overrides={"org.channels": threads}), ControllerConfig(),
+                        requests=1, threads=threads)
 
 
-def _general():
+def _general(threads: int = 1):
     """Every other device set (rw sources beside streams, ports, several rw sources: T3, NeuPIMs' baselines,
     most of the test suite): the general kernel."""
     from archsim.dram.controller import ControllerConfig
     from archsim.dram.spec import load_spec
     from archsim.engine.channel import MemorySystem
 
-    return MemorySystem(load_spec("DDR4_3200AA_x8_8Gb"), ControllerConfig(), requests=1, kernel="general")
+    return MemorySystem(load_spec("DDR4_3200AA_x8_8Gb", overrides={"org.channels": threads}), ControllerConfig(),
+                        requests=1, kernel="general", threads=threads)
 
 
-KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "general": _general}
+def _neupims(threads: int = 1):
+    """NeuPIMs: a PIM stream beside the NPU's rw source, PIM first, on banks with two row buffers (pim_dual)."""
+    from archsim.dram.spec import load_spec
+    from archsim.engine.channel import MemorySystem
+
+    return MemorySystem(load_spec("NeuPIMs_HBM2_Dual", overrides={"org.channels": threads}),
+                        {"refresh": "allbank"}, sources=[{"name": "pim", "kind": "stream"}, {"name": "npu", "kind": "rw"}],
+                        arbitration="priority", stream_refresh="wait", requests=1, threads=threads)
+
+
+# name -> builder of the smallest MemorySystem running that kernel. "X-threads": the same kernel variant on two
+# channels with two threads, whose warm-up also compiles the threaded form (advance_shard, _replay_completions;
+# engine.threads > 1, which tests/test_engine_threads.py runs on the stream, the general and the lean kernel).
+KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "general": _general, "neupims": _neupims,
+                                         "pimgpt-threads": lambda: _pimgpt(threads=2),
+                                         "general-threads": lambda: _general(threads=2),
+                                         "trace-threads": lambda: _trace(threads=2)}
 
 # The kernel's largest helpers (each compiled in its own numba pipeline, and cached, when the kernel's type
 # inference first meets it; benchmarks/compile_profile.py), in the reverse of the order the kernel meets them, with
@@ -91,11 +118,21 @@ def compile_helpers(ms) -> None:
         fn.compile(tuple(kinds[k] for k in args))
 
 
-def warm(names: list[str], helpers: bool = True) -> dict[str, float]:
+def _compile(ms) -> None:
+    """Load (or compile) MemorySystem `ms`'s kernel, and its threaded form if it runs on threads."""
+    ms.load_kernel()
+    if ms._coord is not None:
+        ms._coord._kernel()
+
+
+def warm(names: list[str], helpers: bool = True, jobs: int = 1) -> dict[str, float]:
     """Compile (or load) each named kernel; returns {name: seconds}. `helpers`: compile its largest helpers in a
-    second process meanwhile (when the kernel is not cached yet)."""
+    second process meanwhile (when the kernel is not cached yet). jobs > 1 and several names: side by side
+    instead (warm_side_by_side)."""
     import subprocess
 
+    if jobs > 1 and len(names) > 1:
+        return warm_side_by_side(names, jobs)
     out = {}
     for name in names:
         t0 = time.perf_counter()
@@ -104,12 +141,52 @@ def warm(names: list[str], helpers: bool = True) -> dict[str, float]:
         if helpers and ms.kernel_cached() is False:
             child = subprocess.Popen([sys.executable, "-m", "archsim.warm", "--helpers-of", name])
         try:
-            ms.load_kernel()
+            _compile(ms)
         finally:
             if child is not None:
                 child.wait()
         out[name] = time.perf_counter() - t0
     return out
+
+
+def variant_groups(names: list[str]) -> list[list[str]]:
+    """`names` grouped by kernel variant, in the order given: a kernel and its threaded form ("X-threads") type
+    the same helpers, so one process compiles both, one after the other, and the second loads them cached."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name.removesuffix("-threads"), []).append(name)
+    return list(groups.values())
+
+
+def warm_side_by_side(names: list[str], jobs: int) -> dict[str, float]:
+    """Compile the kernels of `names` in child processes, one per kernel variant (variant_groups), at most `jobs`
+    at a time, in the order given (put the longest first); returns {group: seconds}. numba's compiler lock is
+    per process, so each child has a core to itself."""
+    import subprocess
+
+    pending = variant_groups(names)
+    running: list[tuple[str, float, subprocess.Popen]] = []
+    out: dict[str, float] = {}
+    while pending or running:
+        while pending and len(running) < jobs:
+            group = pending.pop(0)
+            proc = subprocess.Popen([sys.executable, "-m", "archsim.warm", "--one-process", *group])
+            running.append((" ".join(group), time.perf_counter(), proc))
+        time.sleep(0.1)
+        for item in [r for r in running if r[2].poll() is not None]:
+            running.remove(item)
+            out[item[0]] = time.perf_counter() - item[1]
+            if item[2].returncode:        # the job then compiles it itself: say so, do not stop the others
+                print(f"archsim.warm: warming {item[0]} failed (exit {item[2].returncode})", file=sys.stderr)
+    return out
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished child processes."""
+    import resource
+
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,10 +195,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="which jobs' kernels to compile (default: pimgpt, what `make demo` runs)")
     ap.add_argument("--wait", action="store_true", help="only wait for a running warm-up to finish")
     ap.add_argument("--lock", default=DEFAULT_LOCK, help=f"lock file held while compiling (default {DEFAULT_LOCK})")
+    ap.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)),
+                    help="several kernels: how many processes compile them side by side (default: every core)")
     ap.add_argument("--helpers-of", choices=list(KERNELS), help=argparse.SUPPRESS)   # the second process of warm()
+    ap.add_argument("--one-process", action="store_true", help=argparse.SUPPRESS)   # a child of warm_side_by_side()
     a = ap.parse_args(argv)
+    unknown = [k for k in a.kernels if k not in KERNELS]
+    if unknown:
+        ap.error(f"unknown kernel {unknown[0]!r}; allowed: {', '.join(KERNELS)}")
     if a.helpers_of:
         compile_helpers(KERNELS[a.helpers_of]())
+        return 0
+    if a.one_process:
+        warm(a.kernels, helpers=False)
         return 0
     lock = Path(a.lock)
     if a.wait:
@@ -132,10 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     lock.parent.mkdir(parents=True, exist_ok=True)
     with lock.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        t0 = time.process_time()
-        took = warm(a.kernels or ["pimgpt"])
+        t0 = _cpu_seconds()
+        took = warm(a.kernels or ["pimgpt"], jobs=a.jobs)
         print("archsim.warm: " + ", ".join(f"{k} {s:.1f} s" for k, s in took.items())
-              + f" ({time.process_time() - t0:.1f} s CPU)", file=sys.stderr)
+              + f" ({_cpu_seconds() - t0:.1f} s CPU, its child processes included)", file=sys.stderr)
     return 0
 
 

@@ -8,6 +8,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from archsim import warm
 
 
@@ -44,6 +46,66 @@ def test_warm_compiles_the_general_kernel():
     two = [{"name": "compute", "kind": "rw"}, {"name": "comm", "kind": "rw"}]
     ms = MemorySystem(load_spec("HBM2_2Gbps_PC"), ControllerConfig(), sources=two, arbitration="threshold")
     assert ms.kernel == "general" and ms._signature() == _signature_of(warm.KERNELS["general"])
+
+
+def test_warm_compiles_the_neupims_kernel():
+    """`make test` warms NeuPIMs' kernel (pim_dual): the one its DecodeSimulator runs."""
+    from archsim.systems.neupims import system as N
+
+    dev = N.build_device(N.setup({"system": "neupims", "model": "gpt3-small", "layers": 1, "batch": 8}))
+    ms = N.DecodeSimulator(dev, refresh=True).ms
+    assert ms.kernel == "pim_dual" and ms._signature() == _signature_of(warm.KERNELS["neupims"])
+
+
+def test_threaded_warm_ups_compile_the_threaded_kernels_tests_run():
+    """pimgpt-threads, general-threads and trace-threads build a two-thread system of the same state types as their one-thread
+    kernel (so advance_shard is compiled for the very state the threaded tests pass it)."""
+    for name in ("pimgpt", "general", "trace"):
+        ms = warm.KERNELS[f"{name}-threads"]()
+        assert ms.threads == 2 and ms._coord is not None, name
+        assert ms._signature() == _signature_of(warm.KERNELS[name]), f"{name}-threads: another state type"
+
+
+def test_make_test_warms_only_kernels_that_exist():
+    """The Makefile's WARM list for `make test` names KERNELS (the warm-up runs in the background at set-up: a
+    wrong name would only show in .venv/warm.log); each kernel variant once, so its group runs in one process."""
+    from pathlib import Path
+
+    line = next(ln for ln in (Path(__file__).resolve().parents[1] / "Makefile").read_text().splitlines()
+                if ln.startswith("test test-all: WARM"))
+    names = line.split("=", 1)[1].split()
+    assert names and all(n in warm.KERNELS for n in names), f"{names} vs {list(warm.KERNELS)}"
+    groups = warm.variant_groups(names)
+    kinds = [warm.KERNELS[g[0]]().kernel for g in groups]
+    assert len(set(kinds)) == len(kinds), f"two groups compile the same kernel variant: {groups} -> {kinds}"
+
+
+def test_variant_groups_keep_a_kernel_with_its_threaded_form():
+    assert warm.variant_groups(["general", "neupims", "pimgpt", "general-threads", "pimgpt-threads", "trace"]) == [
+        ["general", "general-threads"], ["neupims"], ["pimgpt", "pimgpt-threads"], ["trace"]]
+
+
+def test_side_by_side_warm_up_runs_every_group(tmp_path):
+    """Several kernels: child processes, one per variant; a cached kernel loads in a fraction of a second."""
+    proc = subprocess.run([sys.executable, "-m", "archsim.warm", "trace", "general", "--jobs", "2",
+                           "--lock", str(tmp_path / "warm.lock")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "trace " in proc.stderr and "general " in proc.stderr and "failed" not in proc.stderr, proc.stderr
+
+
+def test_a_failed_child_is_reported(capsys):
+    """A warm-up process that fails is named on stderr (the job then compiles that kernel itself)."""
+    took = warm.warm_side_by_side(["no-such-kernel"], jobs=2)
+    assert list(took) == ["no-such-kernel"]
+    assert "warming no-such-kernel failed (exit 2)" in capsys.readouterr().err
+
+
+def test_unknown_kernel_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        warm.main(["bogus", "--lock", str(tmp_path / "warm.lock")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown kernel 'bogus'" in err and "general" in err, err
 
 
 def test_helper_plan_names_the_kernels_helpers():

@@ -120,9 +120,7 @@ def compile_helpers(ms) -> None:
 
 def _compile(ms) -> None:
     """Load (or compile) MemorySystem `ms`'s kernel, and its threaded form if it runs on threads."""
-    ms.load_kernel()
-    if ms._coord is not None:
-        ms._coord._kernel()
+    ms.load_kernel(threaded=True)
 
 
 def warm(names: list[str], helpers: bool = True, jobs: int = 1) -> dict[str, float]:

@@ -1996,12 +1996,14 @@ class MemorySystem:
         takes ~0.05 s, not a compile of minutes); None if numba's cache cannot be asked."""
         return kernel_cached(self._signature())
 
-    def load_kernel(self) -> None:
+    def load_kernel(self, threaded: bool = False) -> None:
         """Load the compiled kernel for this system's state types from numba's cache (~0.05 s in a new process;
-        a cold cache compiles it, ~1 min) without running it. A driver may call it from another thread while it
-        does GIL-free work (the trace driver parses the trace meanwhile); otherwise the first advance loads it.
-        A compile says so on stderr first (one line, with the expected time); the time spent here is counted
-        apart (compile_seconds()), not as simulation time."""
+        a cold cache compiles it, 35-60 s of CPU) without running it. A driver may call it from another thread
+        while it does GIL-free work (the trace driver parses the trace meanwhile); otherwise the first advance
+        loads it. A compile says so on stderr first (one line, with the expected time); the time spent here is
+        counted apart (compile_seconds()), not as simulation time. `threaded`: also the threaded form of a
+        system on threads (engine.threads > 1), which a run otherwise compiles when it first opens a parallel
+        region (archsim.warm compiles it ahead)."""
         import time
 
         sig = self._signature()
@@ -2010,6 +2012,8 @@ class MemorySystem:
             _announce_compile(sig)
         self._kernel = advance.compile(sig)
         _COMPILE_S[0] += time.perf_counter() - t0
+        if threaded and self._coord is not None:
+            self._coord.load_kernel()
 
     def _call_kernel(self, until: int) -> int:
         """One call of the kernel. Numba's dispatcher types ~140 arguments on every call (~60 us, which

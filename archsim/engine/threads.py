@@ -229,7 +229,7 @@ class Coordinator:
         self._shards = (S, out)
         return out
 
-    def _kernel(self) -> tuple:
+    def load_kernel(self) -> tuple:
         """(advance_shard, _replay_completions) compiled for this state's types, looked up once (as
         MemorySystem._call_kernel does); compile time is counted apart from simulation time."""
         ch = self.ch
@@ -264,7 +264,7 @@ class Coordinator:
             ms._grow_ring(m)
             S = ms.S
         shards = self._shard_states()
-        kernel, replay = self._kernel()
+        kernel, replay = self.load_kernel()
         for _lo, _hi, sh, _cc in shards:
             sh.clock[0] = clk
             sh.n_log[0] = sh.n_comp[0] = sh.outstanding[0] = sh.progress[0] = 0

@@ -21,15 +21,12 @@ from __future__ import annotations
 
 from numba.core import cgutils, lowering, types
 
+from archsim.engine.nowrap import mangled_prefix
+
 _TAGS: set[str] = set()          # mangled module prefixes, e.g. "7archsim6engine7channel"
 lowered = 0                      # member reads lowered this way in this process (tests/test_field_access.py)
 _numba_lower_expr = lowering.Lower.lower_expr
 _USABLE = all(hasattr(lowering.Lower, a) for a in ("lower_expr", "typeof")) and hasattr(cgutils, "gep_inbounds")
-
-
-def _mangled(module: str) -> str:
-    """The prefix numba's name mangling gives the functions of `module` (each dotted part length-prefixed)."""
-    return "".join(f"{len(part)}{part}" for part in module.split("."))
 
 
 def _slot_member(lower, resty, expr):
@@ -62,10 +59,10 @@ def register(module: str) -> None:
     """Lower attribute reads of named-tuple variables in `module`'s functions member by member."""
     if not _USABLE:
         return
-    _TAGS.add(_mangled(module))
+    _TAGS.add(mangled_prefix(module))
     lowering.Lower.lower_expr = _lower_expr
 
 
 def active(module: str) -> bool:
     """Whether `module`'s functions are lowered so."""
-    return _mangled(module) in _TAGS and lowering.Lower.lower_expr is _lower_expr
+    return mangled_prefix(module) in _TAGS and lowering.Lower.lower_expr is _lower_expr

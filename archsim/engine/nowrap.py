@@ -21,7 +21,7 @@ _TAGS: set[str] = set()          # mangled module prefixes, e.g. "7archsim6engin
 _numba_fix = getattr(_arrayobj, "fix_integer_index", None)    # (None if numba renames it: then no effect)
 
 
-def _mangled(module: str) -> str:
+def mangled_prefix(module: str) -> str:
     """The prefix numba's name mangling gives the functions of `module` (each dotted part length-prefixed)."""
     return "".join(f"{len(part)}{part}" for part in module.split("."))
 
@@ -38,10 +38,10 @@ def register(module: str) -> None:
     """Compile the functions of `module` (its dotted name) without negative-index wrap-around."""
     if _numba_fix is None:
         return
-    _TAGS.add(_mangled(module))
+    _TAGS.add(mangled_prefix(module))
     _arrayobj.fix_integer_index = _fix_integer_index
 
 
 def active(module: str) -> bool:
     """Whether `module`'s functions are compiled without wrap-around (numba still calls the hook)."""
-    return _mangled(module) in _TAGS and _arrayobj.fix_integer_index is _fix_integer_index
+    return mangled_prefix(module) in _TAGS and _arrayobj.fix_integer_index is _fix_integer_index

@@ -136,7 +136,7 @@ def test_shards_write_only_their_own_part(monkeypatch):
                                 "st_next", "variant"}, sorted(_serial_fields())
     changed: set[str] = set()
     shards_run = [0]
-    real_kernel = threads.Coordinator._kernel
+    real_kernel = threads.Coordinator.load_kernel
 
     def checked_kernel(coord):
         kernel, replay = real_kernel(coord)
@@ -168,7 +168,7 @@ def test_shards_write_only_their_own_part(monkeypatch):
 
         return run, replay
 
-    monkeypatch.setattr(threads.Coordinator, "_kernel", checked_kernel)
+    monkeypatch.setattr(threads.Coordinator, "load_kernel", checked_kernel)
     for seed in (0, 1, 4, 7):
         case = _multi_case(seed)
         one, _ = _run(case, 1, False)

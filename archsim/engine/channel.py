@@ -1197,6 +1197,20 @@ def _arbitrate(S, CF, ch, cand, bus, promoted, gate):
     return -1, 0
 
 
+@_call
+def _request_command(r_class, r_col, role, cmd_bus, c, ri):
+    """Request ri's command c is about to issue (from an rw source or DRAMsim3's command queue): note what its row
+    cost it (r_class: an ACT makes it at least a miss, a PRE a conflict) and return the command's column argument
+    (the request's column for a column command, -1 for a row command). Takes the arrays it needs, not the state:
+    a call passes its arguments by value."""
+    if c == role[R_ACT]:
+        if r_class[ri] < 1:
+            r_class[ri] = 1
+    elif c == role[R_PRE]:
+        r_class[ri] = 2
+    return r_col[ri] if cmd_bus[c] == 1 else np.int64(-1)
+
+
 @_inl
 def _issue_pick(S, T, CF, ch, s, slot, clk):
     """Issue source s's candidate in `slot` (0 column, 4 row)."""
@@ -1210,12 +1224,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
         S.progress[1] = clk
         k = S.src_idx[ch, s]
         b = ch * B + bl
-        if c == T.role[R_ACT]:
-            if S.r_class[ri] < 1:
-                S.r_class[ri] = 1
-        elif c == T.role[R_PRE]:
-            S.r_class[ri] = 2
-        col = S.r_col[ri] if T.cmd_bus[c] == 1 else np.int64(-1)
+        col = _request_command(S.r_class, S.r_col, T.role, T.cmd_bus, c, ri)
         eff = _issue(S, T, CF, ch, c, bl, S.r_row[ri], col, s, clk)
         if eff == E_OPEN:
             if _cf(S.variant, CF, CF_ACTIVE_BUF) != 0:
@@ -1353,12 +1362,7 @@ def _cq_issue(S, T, CF, ch, c, bl, pos, clk):
     ri = S.cq_req[b, pos]
     S.cq_rr[ch] = bl
     S.progress[1] = clk
-    if c == T.role[R_ACT]:
-        if S.r_class[ri] < 1:
-            S.r_class[ri] = 1
-    elif c == T.role[R_PRE]:
-        S.r_class[ri] = 2
-    col = S.r_col[ri] if T.cmd_bus[c] == 1 else np.int64(-1)
+    col = _request_command(S.r_class, S.r_col, T.role, T.cmd_bus, c, ri)
     _issue(S, T, CF, ch, c, bl, S.r_row[ri], col, _rw_src(S, ch, 0), clk)
     if T.cmd_bus[c] != 1:
         return

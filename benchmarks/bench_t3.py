@@ -15,23 +15,25 @@ import time
 
 
 def main() -> None:
-    from archsim.systems.t3 import model as t3
+    from archsim.systems.t3.params import load_params
+    from archsim.systems.t3.shapes import SublayerShape, sublayer_shape
+    from archsim.systems.t3.sim import CONFIGS, simulate_sublayer
     from archsim.workload.spec import load_model
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=1024)
-    ap.add_argument("--config", default="t3", choices=t3.CONFIGS)
+    ap.add_argument("--config", default="t3", choices=CONFIGS)
     ap.add_argument("--json")
     args = ap.parse_args()
-    params = t3.load_params()
+    params = load_params()
     t0 = time.perf_counter()
-    t3.simulate_sublayer(params, t3.SublayerShape("warm", 128, 128, 512), 2, args.config)
+    simulate_sublayer(params, SublayerShape("warm", 128, 128, 512), 2, args.config)
     jit_s = time.perf_counter() - t0
-    shape = t3.sublayer_shape(load_model("t-nlg"), "fc2_fwd", 8, args.tokens)
+    shape = sublayer_shape(load_model("t-nlg"), "fc2_fwd", 8, args.tokens)
     out = {"tokens": args.tokens, "config": args.config, "jit_and_warmup_s": jit_s}
     for devices in ("all", "one"):
         t0 = time.perf_counter()
-        run = t3.simulate_sublayer(params, shape, 8, args.config, devices=devices)
+        run = simulate_sublayer(params, shape, 8, args.config, devices=devices)
         wall = time.perf_counter() - t0
         reqs = sum(ms.n_req for ms in run.memories)
         out[devices] = {"wall_s": wall, "requests": reqs, "requests_per_s": reqs / wall,

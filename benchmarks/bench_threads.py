@@ -52,11 +52,13 @@ def _duplex():
 
 
 def _t3():
-    from archsim.systems.t3 import model as t3
+    from archsim.systems.t3.params import load_params
+    from archsim.systems.t3.shapes import sublayer_shape
+    from archsim.systems.t3.sim import simulate_sublayer
     from archsim.workload.spec import load_model
 
-    shape = t3.sublayer_shape(load_model("t-nlg"), "fc2_fwd", 8, 256)
-    t3.simulate_sublayer(t3.load_params(), shape, 8, "t3", devices="one")
+    shape = sublayer_shape(load_model("t-nlg"), "fc2_fwd", 8, 256)
+    simulate_sublayer(load_params(), shape, 8, "t3", devices="one")
 
 
 def _trace():

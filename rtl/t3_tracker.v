@@ -1,4 +1,4 @@
-// T3 track-and-trigger tracker (golden model: archsim.systems.t3.model.Tracker).
+// T3 track-and-trigger tracker (golden model: archsim.systems.t3.tracker.Tracker).
 //
 // A table of ENTRIES counters, allocated per output tile (key) on its first update and freed when the tile
 // reaches the count pre-programmed for it (`prog_*`, an expectation RAM indexed by key). Reaching it fires

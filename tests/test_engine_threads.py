@@ -213,7 +213,9 @@ def test_systems_end_to_end_identical(monkeypatch):
     import json
 
     from archsim.systems.pimgpt.system import run_pimgpt
-    from archsim.systems.t3 import model as t3
+    from archsim.systems.t3.params import load_params
+    from archsim.systems.t3.shapes import sublayer_shape
+    from archsim.systems.t3.sim import simulate_sublayer
     from archsim.workload.spec import load_model
 
     def pimgpt():
@@ -221,7 +223,7 @@ def test_systems_end_to_end_identical(monkeypatch):
         return {k: v for k, v in s.items() if "wall" not in k and not k.startswith("sim_")}
 
     def t3_run():
-        run = t3.simulate_sublayer(t3.load_params(), t3.sublayer_shape(load_model("t-nlg"), "fc2_fwd", 8, 64), 8,
+        run = simulate_sublayer(load_params(), sublayer_shape(load_model("t-nlg"), "fc2_fwd", 8, 64), 8,
                                    "t3", devices="one")
         return {"sublayer_s": run.sublayer_s, "gemm": run.gemm_cycles, "rs_end": run.rs_end_cycles,
                 "log": [int(ms.S.n_log[0]) for ms in run.memories],

@@ -219,14 +219,15 @@ def test_set_threshold_takes_effect_between_advances(spec):
 
 
 def test_dynamic_threshold_bounds():
-    from archsim.systems.t3 import model as t3
+    from archsim.systems.t3.params import load_params
+    from archsim.systems.t3.sim import dynamic_threshold
 
-    p = t3.load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING})
+    p = load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING})
     cap = p.controller["read_queue"] + p.controller["write_queue"]
-    assert t3.dynamic_threshold(p, 0.0, 58) == 58
-    assert t3.dynamic_threshold(p, 60.2, 58) == 61
-    assert t3.dynamic_threshold(p, 1e9, 58) == cap
-    assert t3.dynamic_threshold(p, 0.0, 0) == 1
+    assert dynamic_threshold(p, 0.0, 58) == 58
+    assert dynamic_threshold(p, 60.2, 58) == 61
+    assert dynamic_threshold(p, 1e9, 58) == cap
+    assert dynamic_threshold(p, 0.0, 0) == 1
 
 
 def test_dynamic_threshold_follows_the_gemm_and_never_starves_it():
@@ -234,11 +235,13 @@ def test_dynamic_threshold_follows_the_gemm_and_never_starves_it():
     per step after the first-stage estimate), within its bounds; the GEMM never starves (within 5% of the
     GEMM alone, no slower than under FR-FCFS beyond 2%) and every communication request completes within
     three starvation caps plus its own PRE, ACT and column time (each of the three may wait one cap)."""
-    from archsim.systems.t3 import model as t3
+    from archsim.systems.t3.params import load_params
+    from archsim.systems.t3.shapes import SublayerShape
+    from archsim.systems.t3.sim import CONFIGS, simulate_sublayer
 
-    p = t3.load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING, "mca.threshold": "dynamic"})
-    shape = t3.SublayerShape("fc2_fwd", tokens=256, k=1024, h=1024)
-    runs = {c: t3.simulate_sublayer(p, shape, 4, c, devices="one") for c in t3.CONFIGS}
+    p = load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING, "mca.threshold": "dynamic"})
+    shape = SublayerShape("fc2_fwd", tokens=256, k=1024, h=1024)
+    runs = {c: simulate_sublayer(p, shape, 4, c, devices="one") for c in CONFIGS}
     mca = runs["t3-mca"]
     n_steps = shape.k // p.gpu.k_step           # 32 tiles < 80 CUs: one wave of 4 K steps
     assert mca.extra["thresholds"] == n_steps   # the first-stage estimate, then one per later K step

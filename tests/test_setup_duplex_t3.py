@@ -11,8 +11,10 @@ from archsim import schema
 from archsim.errors import ConfigError
 from archsim.systems.duplex import compiler as dx_compiler
 from archsim.systems.duplex import system as dx
-from archsim.systems.t3 import model as t3
 from archsim.systems.t3 import system as t3s
+from archsim.systems.t3.params import T3Params, load_params
+from archsim.systems.t3.shapes import sublayer_shape
+from archsim.systems.t3.sim import CONFIGS, simulate_sublayer
 
 DUPLEX_SMALL = {"model": "mixtral-8x7b", "requests": 2, "input_len": 32, "output_len": 2, "max_batch": 2}
 
@@ -98,12 +100,12 @@ def test_t3_setup_is_frozen_and_typed():
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(obj, name, None)
     assert [v.name for v in su.variants] == ["t3-mca", "sequential"], su.variants   # in order, once each
-    assert su.shape == t3.sublayer_shape(su.model, "fc2_fwd", 4, 128)
+    assert su.shape == sublayer_shape(su.model, "fc2_fwd", 4, 128)
     assert su.ring.devices == 4 and su.ring.name == su.params.ring_name
     assert su.resolved["configs"] == ["t3-mca", "sequential", "t3-mca"]      # the manifest's config as given
 
 
-def _without_spec(params: t3.T3Params) -> dict:
+def _without_spec(params: T3Params) -> dict:
     """The fields of T3 parameters but the DRAM spec (whose numpy tables do not compare with ==)."""
     return {f: getattr(params, f) for f in _fields(params) if f != "spec"}
 
@@ -114,20 +116,22 @@ def test_t3_variant_subconfigs_carry_only_their_knobs():
     assert {v.name: _fields(v) for v in su.variants} == {
         "sequential": (), "t3": ("tracker_entries",),
         "t3-mca": ("tracker_entries", "mca_threshold", "starvation_cap_cycles", "mca_gate")}, su.variants
-    preset = t3.load_params("t3_paper")
+    preset = load_params("t3_paper")
     seq, fused, mca = (_without_spec(t3s.variant_params(su.params, v)) for v in su.variants)
     assert seq == _without_spec(preset), "sequential runs with the preset's tracker and MCA values (reads none)"
     assert fused == _without_spec(dataclasses.replace(preset, tracker_entries=64)), fused
     assert mca == _without_spec(dataclasses.replace(preset, **knobs)), mca
     # the configuration names are the schema's choices, and every knob a key of the schema and of T3Params
     keys = {k.path for k in schema.keys(t3s.T3Config)}
-    assert set(t3s.VARIANT_CONFIGS) == set(t3.CONFIGS)
+    assert set(t3s.VARIANT_CONFIGS) == set(CONFIGS)
     for cls in t3s.VARIANT_CONFIGS.values():
-        assert set(_fields(cls)) <= keys & set(_fields(t3.T3Params)), (cls.__name__, _fields(cls))
+        assert set(_fields(cls)) <= keys & set(_fields(T3Params)), (cls.__name__, _fields(cls))
 
 
 def test_t3_setup_loads_preset_model_and_ring_once(monkeypatch):
-    presets = _counting(monkeypatch, t3, "load_params")
+    from archsim.systems.t3 import params as t3params
+
+    presets = _counting(monkeypatch, t3params, "load_params")
     import archsim.interconnect.ring as ring
     import archsim.workload.spec as wspec
 
@@ -139,4 +143,4 @@ def test_t3_setup_loads_preset_model_and_ring_once(monkeypatch):
     assert su.params.mapping == "RoRaBgBaChCo"
     # the ring a caller loaded is the one simulated; one for another device count is refused
     with pytest.raises(ConfigError, match="tp: the ring given has 4 devices"):
-        t3.simulate_sublayer(su.params, su.shape, 8, "sequential", devices="one", ring=su.ring)
+        simulate_sublayer(su.params, su.shape, 8, "sequential", devices="one", ring=su.ring)

@@ -8,9 +8,19 @@ from archsim.dram.checker import check_log
 from archsim.engine.channel import KIND_READ, MemorySystem
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect import ring as ringmod
-from archsim.systems.t3 import model as t3
+from archsim.systems.t3.params import load_params
+from archsim.systems.t3.shapes import SublayerShape, chunk_tiles, stage_chunk, sublayer_shape
+from archsim.systems.t3.sim import (
+    CONFIGS,
+    _Sim,
+    dram_energy,
+    expected_rs_accesses,
+    nmc_energy_actions,
+    simulate_sublayer,
+)
+from archsim.systems.t3.tracker import Tracker
 
-SMALL = t3.SublayerShape("fc2_fwd", tokens=128, k=256, h=1024)
+SMALL = SublayerShape("fc2_fwd", tokens=128, k=256, h=1024)
 # the preset's IPoly hash is for 32 channels; the 4-channel test memory XORs row bits into its channel bits
 SMALL_MAPPING = "RoRaBgBaChCo,Ch^Ro"
 
@@ -18,12 +28,12 @@ SMALL_MAPPING = "RoRaBgBaChCo,Ch^Ro"
 @pytest.fixture(scope="module")
 def params():
     # 4 channels keep the runs small; everything else is the paper preset
-    return t3.load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING})
+    return load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING})
 
 
 @pytest.fixture(scope="module")
 def functional_runs(params):
-    return {c: t3.simulate_sublayer(params, SMALL, 4, c, functional=True, log=True) for c in t3.CONFIGS}
+    return {c: simulate_sublayer(params, SMALL, 4, c, functional=True, log=True) for c in CONFIGS}
 
 
 # ---- ring --------------------------------------------------------------------------------------------------
@@ -66,7 +76,7 @@ def test_rs_schedule_ends_each_chunk_at_its_owner():
             assert path == [(c + 1 + k) % n for k in range(n - 1)]
             assert (path[-1] + 1) % n == c
         # the fused schedule's stagger is the ring's order
-        assert all(t3.stage_chunk(n, d, s) == ringmod.rs_send_chunk(n, d, s) for d in range(n) for s in range(n - 1))
+        assert all(stage_chunk(n, d, s) == ringmod.rs_send_chunk(n, d, s) for d in range(n) for s in range(n - 1))
 
 
 def test_ring_bad_input(tmp_path):
@@ -84,7 +94,7 @@ def test_ring_bad_input(tmp_path):
 
 # ---- tracker ----------------------------------------------------------------------------------------------
 def test_tracker_fires_exactly_at_expected_count():
-    tr = t3.Tracker(entries=4)
+    tr = Tracker(entries=4)
     tr.expect("a", 5)
     assert tr.update("a", 2, 10) == []
     assert tr.update("a", 2, 11) == []
@@ -100,7 +110,7 @@ def test_tracker_fires_exactly_at_expected_count():
 
 
 def test_tracker_full_table_holds_updates_until_an_entry_frees():
-    tr = t3.Tracker(entries=2)
+    tr = Tracker(entries=2)
     for k in "abc":
         tr.expect(k, 2)
     tr.update("a", 1, 0)
@@ -116,7 +126,7 @@ def test_tracker_random_streams_fire_once_when_complete():
     rng = np.random.default_rng(7)
     for _trial in range(30):
         entries = int(rng.integers(1, 6))
-        tr = t3.Tracker(entries)
+        tr = Tracker(entries)
         expected = {k: int(rng.integers(1, 5)) for k in range(12)}
         for k, c in expected.items():
             tr.expect(k, c)
@@ -154,11 +164,11 @@ def test_fused_result_equals_sequential_and_numpy(functional_runs):
 
 def test_every_dma_fires_once_per_tile_and_only_when_complete(params, functional_runs):
     n = 4
-    chunks = t3.chunk_tiles(SMALL, n, params.gpu)
+    chunks = chunk_tiles(SMALL, n, params.gpu)
     for c in ("t3", "t3-mca"):
         run = functional_runs[c]
-        want = {(d, (t3.stage_chunk(n, d, s), tile.index)) for d in range(n) for s in range(1, n)
-                for tile in chunks[t3.stage_chunk(n, d, s)]}
+        want = {(d, (stage_chunk(n, d, s), tile.index)) for d in range(n) for s in range(1, n)
+                for tile in chunks[stage_chunk(n, d, s)]}
         assert set(run.dma_fires) == want
         assert set(run.dma_fires.values()) == {1}
         # the final tiles are those of the device's own chunk
@@ -171,7 +181,7 @@ def test_every_dma_fires_once_per_tile_and_only_when_complete(params, functional
 def test_reduce_scatter_traffic_matches_closed_form(params, functional_runs):
     n = 4
     chunk_acc = SMALL.tokens * SMALL.h // n * 2 // params.spec.access_bytes
-    exp = t3.expected_rs_accesses(n, chunk_acc)
+    exp = expected_rs_accesses(n, chunk_acc)
     seq = functional_runs["sequential"].traffic
     assert seq["rs_read"] == exp["sequential"]["rs_read"] and seq["rs_write"] == exp["sequential"]["rs_write"]
     assert seq["gemm_write"] == n * chunk_acc
@@ -191,8 +201,8 @@ def test_checker_accepts_every_simulated_command_stream(params, functional_runs)
 
 
 def test_mca_keeps_the_gemm_first_and_communication_progresses(params):
-    shape = t3.SublayerShape("fc2_fwd", tokens=256, k=512, h=1024)
-    runs = {c: t3.simulate_sublayer(params, shape, 4, c, devices="one") for c in ("t3", "t3-mca")}
+    shape = SublayerShape("fc2_fwd", tokens=256, k=512, h=1024)
+    runs = {c: simulate_sublayer(params, shape, 4, c, devices="one") for c in ("t3", "t3-mca")}
     # compute traffic first: the GEMM is no slower than with FR-FCFS over both sources
     assert runs["t3-mca"].gemm_cycles <= runs["t3"].gemm_cycles * 1.02
     # and the reduce-scatter is not starved: it ends within 10% of its end under FR-FCFS
@@ -222,10 +232,10 @@ def test_starvation_cap_bounds_communication_wait(params):
 
 
 def test_one_device_symmetry_model_agrees_with_all_devices(params):
-    shape = t3.SublayerShape("fc2_fwd", tokens=256, k=256, h=1024)
+    shape = SublayerShape("fc2_fwd", tokens=256, k=256, h=1024)
     for c in ("sequential", "t3"):
-        one = t3.simulate_sublayer(params, shape, 4, c, devices="one")
-        full = t3.simulate_sublayer(params, shape, 4, c, devices="all")
+        one = simulate_sublayer(params, shape, 4, c, devices="one")
+        full = simulate_sublayer(params, shape, 4, c, devices="all")
         # devices differ in which chunk they produce when (addresses, so DRAM timing) and drift apart; the
         # all-device run waits for the slowest device at every ring step, the symmetric model cannot: it is
         # optimistic. Measured on this small memory-bound case: sequential -0.1%, T3 -17% (reports/t3 gaps)
@@ -234,9 +244,9 @@ def test_one_device_symmetry_model_agrees_with_all_devices(params):
 
 
 def test_driver_window_changes_little(params):
-    shape = t3.SublayerShape("fc2_fwd", tokens=128, k=256, h=512)
-    exact = t3.simulate_sublayer(params, shape, 2, "t3", window_cycles=1)
-    coarse = t3.simulate_sublayer(params, shape, 2, "t3", window_cycles=64)
+    shape = SublayerShape("fc2_fwd", tokens=128, k=256, h=512)
+    exact = simulate_sublayer(params, shape, 2, "t3", window_cycles=1)
+    coarse = simulate_sublayer(params, shape, 2, "t3", window_cycles=64)
     assert coarse.rs_end_cycles == pytest.approx(exact.rs_end_cycles, rel=0.03)
     assert coarse.rs_end_cycles >= exact.rs_end_cycles - 64
 
@@ -251,9 +261,9 @@ def test_nmc_update_is_one_command_priced_from_the_energy_table(params, function
     assert run.commands["NMC_ADD"] + run.commands["NMC_ADDA"] == run.nmc_updates > 0
     per = dram_action_energy_pj(params.spec)
     assert per["NMC"] == pytest.approx(per["WR"] + 0.73 * 256 + 16 * 0.46)
-    acts = t3.nmc_energy_actions(run)
+    acts = nmc_energy_actions(run)
     assert acts["NMC"] == run.nmc_updates and "NMC_UPDATE" not in acts
-    e = t3.dram_energy(run, params)
+    e = dram_energy(run, params)
     assert e["nmc"] == pytest.approx(run.nmc_updates * per["NMC"])
     # sequential has no updates: every GEMM store is a plain write
     seq = functional_runs["sequential"]
@@ -265,46 +275,46 @@ def test_rd_wr_updates_keep_the_result_and_are_priced_alike(params):
     functional result, the update's RD and WR moved to one NMC_UPDATE action priced like NMC_ADD; slower."""
     from archsim.energy import dram_action_energy_pj
 
-    rw = t3.load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING, "nmc.update": "rd_wr"})
-    shape = t3.SublayerShape("fc2_fwd", tokens=64, k=256, h=512)
-    a = t3.simulate_sublayer(rw, shape, 2, "t3", functional=True)
-    b = t3.simulate_sublayer(params, shape, 2, "t3", functional=True)
+    rw = load_params(overrides={"memory.channels": 4, "memory.mapping": SMALL_MAPPING, "nmc.update": "rd_wr"})
+    shape = SublayerShape("fc2_fwd", tokens=64, k=256, h=512)
+    a = simulate_sublayer(rw, shape, 2, "t3", functional=True)
+    b = simulate_sublayer(params, shape, 2, "t3", functional=True)
     assert a.nmc_mode == "rd_wr" and a.commands.get("NMC_ADD", 0) + a.commands.get("NMC_ADDA", 0) == 0
     for x, y in zip(a.outputs, b.outputs, strict=True):
         np.testing.assert_array_equal(x, y)
-    acts = t3.nmc_energy_actions(a)
+    acts = nmc_energy_actions(a)
     assert acts["NMC_UPDATE"] == a.nmc_updates == b.nmc_updates
     assert acts["RD"] == a.commands["RD"] + a.commands.get("RDA", 0) - a.nmc_updates
-    assert t3.dram_energy(a, rw)["nmc"] == pytest.approx(a.nmc_updates * dram_action_energy_pj(rw.spec)["NMC"])
+    assert dram_energy(a, rw)["nmc"] == pytest.approx(a.nmc_updates * dram_action_energy_pj(rw.spec)["NMC"])
     assert a.gemm_cycles > b.gemm_cycles
 
 
 # ---- bad input ------------------------------------------------------------------------------------------------
 def test_bad_inputs(params, tmp_path):
     with pytest.raises(UserError, match="unknown T3 configuration"):
-        t3.simulate_sublayer(params, SMALL, 4, "t4")
+        simulate_sublayer(params, SMALL, 4, "t4")
     with pytest.raises(ConfigError, match="functional mode needs devices: all"):
-        t3.simulate_sublayer(params, SMALL, 4, "t3", devices="one", functional=True)
+        simulate_sublayer(params, SMALL, 4, "t3", devices="one", functional=True)
     from archsim.workload.spec import load_model
 
     with pytest.raises(ConfigError, match="not divisible by tp"):
-        t3.sublayer_shape(load_model("t-nlg"), "op_fwd", 64, 128)
+        sublayer_shape(load_model("t-nlg"), "op_fwd", 64, 128)
     with pytest.raises(UserError, match="unknown sublayer"):
-        t3.sublayer_shape(load_model("t-nlg"), "fc3", 8, 128)
+        sublayer_shape(load_model("t-nlg"), "fc3", 8, 128)
     bad = tmp_path / "p.yaml"
     bad.write_text("gpu: {cus: 0}\n")
     with pytest.raises(ConfigError, match="gpu.cus"):
-        t3.load_params(str(bad))
+        load_params(str(bad))
     bad.write_text("mca: {treshold: 3}\n")
     with pytest.raises(ConfigError, match="mca.treshold: unknown key"):
-        t3.load_params(str(bad))
+        load_params(str(bad))
     bad.write_text("nmc: {update: rdwr}\n")
     with pytest.raises(ConfigError, match="nmc.update: must be one of command, rd_wr"):
-        t3.load_params(str(bad))
+        load_params(str(bad))
     # the adder latency has one source: the NMC standard's nALU
     bad.write_text("memory: {preset: HBM2_2Gbps_NMC}\nnmc: {alu_latency_cycles: 3}\n")
     with pytest.raises(ConfigError, match="nmc.alu_latency_cycles: HBM2_2Gbps_NMC gives the adder latency"):
-        t3.load_params(str(bad))
+        load_params(str(bad))
 
 
 def test_cli_errors_exit_2(capsys):
@@ -385,7 +395,7 @@ def test_threshold_row_arbitration_matches_the_reference():
 def _chunk_channels(params, model: str, sub: str, tp: int, tokens: int) -> list[int]:
     from archsim.workload.spec import load_model
 
-    sim = t3._Sim(params, t3.sublayer_shape(load_model(model), sub, tp, tokens), tp, "sequential", devices="one")
+    sim = _Sim(params, sublayer_shape(load_model(model), sub, tp, tokens), tp, "sequential", devices="one")
     return [len(np.unique(np.concatenate([sim.tile_requests("C", t)[0] for t in tiles]))) for tiles in sim.chunks]
 
 
@@ -393,8 +403,8 @@ def test_preset_hash_spreads_every_chunk_over_all_channels():
     """The issue's camping: under the unhashed RoRaBgBaChCo some GPT-3 and MT-NLG TP-32 chunks (384 / 640
     columns) decode onto 8 of the 32 channels (PaLM's onto 16); the preset's IPoly channel hash puts every
     chunk of every 500B-class TP-32 out-projection on all 32 (256 tokens: the same row strides as 1024)."""
-    hashed = t3.load_params()
-    plain = t3.load_params(overrides={"memory.mapping": "RoRaBgBaChCo"})
+    hashed = load_params()
+    plain = load_params(overrides={"memory.mapping": "RoRaBgBaChCo"})
     assert hashed.mapping and "Ch4^" in hashed.mapping and plain.mapping == "RoRaBgBaChCo"
     got = {m: (min(_chunk_channels(plain, m, "op_fwd", 32, 256)), min(_chunk_channels(hashed, m, "op_fwd", 32, 256)))
            for m in ("gpt3-175b", "mt-nlg", "palm")}
@@ -406,10 +416,10 @@ def test_preset_mapping_errors_name_the_key(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("memory: {preset: HBM2_2Gbps_NMC, channels: 4, mapping: 'RoRaBgBaChCo,Ch3^Ro'}\n")
     with pytest.raises(ConfigError, match=r"memory\.mapping.*channel has 2 bits"):
-        t3.load_params(str(bad))
+        load_params(str(bad))
     bad.write_text("memory: {preset: HBM2_2Gbps_NMC}\nmca: {gate: some}\n")
     with pytest.raises(ConfigError, match=r"mca\.gate"):
-        t3.load_params(str(bad))
+        load_params(str(bad))
 
 
 def test_claim_directions_small(params):

@@ -23,7 +23,9 @@ from pathlib import Path
 import pandas as pd
 
 from archsim.dram.spec import load_spec
-from archsim.systems.t3 import model as t3
+from archsim.systems.t3.params import load_params
+from archsim.systems.t3.shapes import sublayer_shape
+from archsim.systems.t3.sim import CONFIGS, SublayerRun, rs_link_bound_s, simulate_sublayer
 from archsim.workload.spec import load_model
 
 HERE = Path(__file__).resolve().parent
@@ -33,11 +35,11 @@ HASH_CASES = [("gpt3-175b", "op_fwd", 32)]
 UNHASHED = "RoRaBgBaChCo"
 
 
-def _row(r: t3.SublayerRun, seq: t3.SublayerRun | None, **keys) -> dict:
+def _row(r: SublayerRun, seq: SublayerRun | None, **keys) -> dict:
     us = r.spec.tCK_s * 1e6
     out = {**keys, "config": r.config, "sublayer_us": r.sublayer_s * 1e6, "gemm_us": r.gemm_cycles * us,
            "rs_end_us": r.rs_end_cycles * us, "compute_stall_cycles": r.extra["compute_stall_cycles"],
-           "comm_latency_max_us": r.comm_latency_max * us, "rs_link_bound_us": t3.rs_link_bound_s(r) * 1e6,
+           "comm_latency_max_us": r.comm_latency_max * us, "rs_link_bound_us": rs_link_bound_s(r) * 1e6,
            "chunk_channels_min": r.extra["chunk_channels_min"], "chunk_channels_max": r.extra["chunk_channels_max"]}
     if r.config == "sequential":
         out["rs_us"] = (r.rs_end_cycles - r.gemm_cycles) * us
@@ -70,13 +72,13 @@ def part_mca(out: Path, tokens: int) -> None:
         r["gate"] = r.get("gate") if isinstance(r.get("gate"), str) else "all"
     done = {(str(r["threshold"]), str(r["starvation_cap"]), r["gate"]) for r in rows}
     model, sub, tp = MCA_CASE
-    shape = t3.sublayer_shape(load_model(model), sub, tp, tokens)
-    base = t3.load_params()
-    seq = t3.simulate_sublayer(base, shape, tp, "sequential", devices="one")
+    shape = sublayer_shape(load_model(model), sub, tp, tokens)
+    base = load_params()
+    seq = simulate_sublayer(base, shape, tp, "sequential", devices="one")
     key = {"case": f"{model} {sub} TP{tp}", "tokens": tokens}
     if ("none", "none", "all") not in done:
         _append(csv, rows, {**_row(seq, seq, **key), "threshold": "none", "starvation_cap": "none", "gate": "all"})
-        fr = t3.simulate_sublayer(base, shape, tp, "t3", devices="one")
+        fr = simulate_sublayer(base, shape, tp, "t3", devices="one")
         _append(csv, rows, {**_row(fr, seq, **key), "threshold": "none (FR-FCFS)", "starvation_cap": "none",
                             "gate": "all"})
     # gate all (the preset): every threshold x cap; gate row (a held-back source finishes accesses to rows it
@@ -86,8 +88,8 @@ def part_mca(out: Path, tokens: int) -> None:
     for thr, cap, gate in sweep:
         if (str(thr), str(cap), gate) in done:
             continue
-        p = t3.load_params(overrides={"mca.threshold": thr, "mca.starvation_cap_cycles": cap, "mca.gate": gate})
-        r = t3.simulate_sublayer(p, shape, tp, "t3-mca", devices="one")
+        p = load_params(overrides={"mca.threshold": thr, "mca.starvation_cap_cycles": cap, "mca.gate": gate})
+        r = simulate_sublayer(p, shape, tp, "t3-mca", devices="one")
         _append(csv, rows, {**_row(r, seq, **key), "threshold": thr, "starvation_cap": cap, "gate": gate})
 
 
@@ -98,17 +100,17 @@ def part_mca32(out: Path, tokens: int) -> None:
     rows = _load(csv)
     done = {(str(r["threshold"]), r["gate"]) for r in rows}
     model, sub, tp = NMC_CASE
-    shape = t3.sublayer_shape(load_model(model), sub, tp, tokens)
+    shape = sublayer_shape(load_model(model), sub, tp, tokens)
     key = {"case": f"{model} {sub} TP{tp}", "tokens": tokens}
-    seq = t3.simulate_sublayer(t3.load_params(), shape, tp, "sequential", devices="one")
+    seq = simulate_sublayer(load_params(), shape, tp, "sequential", devices="one")
     if ("none", "all") not in done:
-        fr = t3.simulate_sublayer(t3.load_params(), shape, tp, "t3", devices="one")
+        fr = simulate_sublayer(load_params(), shape, tp, "t3", devices="one")
         _append(csv, rows, {**_row(fr, seq, **key), "threshold": "none", "gate": "all"})
     for thr, gate in ((8, "row"), (32, "row"), ("auto", "row"), (32, "all")):
         if (str(thr), gate) in done:
             continue
-        p = t3.load_params(overrides={"mca.threshold": thr, "mca.gate": gate})
-        r = t3.simulate_sublayer(p, shape, tp, "t3-mca", devices="one")
+        p = load_params(overrides={"mca.threshold": thr, "mca.gate": gate})
+        r = simulate_sublayer(p, shape, tp, "t3-mca", devices="one")
         _append(csv, rows, {**_row(r, seq, **key), "threshold": thr, "gate": gate})
 
 
@@ -119,8 +121,8 @@ def part_nmc(out: Path, tokens: int) -> None:
     rows = _load(csv)
     done = {r["update"] for r in rows}
     model, sub, tp = NMC_CASE
-    shape = t3.sublayer_shape(load_model(model), sub, tp, tokens)
-    base = t3.load_params()
+    shape = sublayer_shape(load_model(model), sub, tp, tokens)
+    base = load_params()
     seq = None
     variants = [(f"NMC_ADD, nALU {a}", a, "command") for a in (4, 16, 48)] + [("RD + adder + WR", 4, "rd_wr")]
     for name, alu, form in variants:
@@ -131,8 +133,8 @@ def part_nmc(out: Path, tokens: int) -> None:
         cost = access_costs(p)
         per_update = cost["nmc_update (NMC_ADD command)" if form == "command" else "nmc_update (RD, adder, WR)"]
         if seq is None:
-            seq = t3.simulate_sublayer(base, shape, tp, "sequential", devices="one")
-        r = t3.simulate_sublayer(p, shape, tp, "t3", devices="one")
+            seq = simulate_sublayer(base, shape, tp, "sequential", devices="one")
+        r = simulate_sublayer(p, shape, tp, "t3", devices="one")
         _append(csv, rows, {**_row(r, seq, case=f"{model} {sub} TP{tp}", tokens=tokens), "update": name,
                             "nALU": alu, "update_vs_write": per_update / cost["write"],
                             "ideal_speedup": seq.sublayer_s / (max(seq.gemm_cycles, seq.rs_end_cycles - seq.gemm_cycles)
@@ -147,9 +149,9 @@ def part_hash(out: Path, tokens: int) -> None:
         case = f"{model} {sub} TP{tp}"
         if (case, "unhashed") in done:
             continue
-        shape = t3.sublayer_shape(load_model(model), sub, tp, tokens)
-        p = t3.load_params(overrides={"memory.mapping": UNHASHED})
-        runs = {c: t3.simulate_sublayer(p, shape, tp, c, devices="one") for c in t3.CONFIGS}
+        shape = sublayer_shape(load_model(model), sub, tp, tokens)
+        p = load_params(overrides={"memory.mapping": UNHASHED})
+        runs = {c: simulate_sublayer(p, shape, tp, c, devices="one") for c in CONFIGS}
         for r in runs.values():
             _append(csv, rows, {**_row(r, runs["sequential"], case=case, tokens=tokens), "mapping": "unhashed"})
 

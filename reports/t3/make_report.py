@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from archsim import api
-from archsim.systems.t3 import model as t3
+from archsim.systems.t3.shapes import sublayer_shape
 from archsim.workload.spec import load_model
 
 HERE = Path(__file__).resolve().parent
@@ -78,7 +78,7 @@ def main() -> None:
                 missing.append(f"{model} TP {tp} {sub}")
                 continue
             # FC-1 backward has FC-2 forward's GEMM shape for non-gated models: the same simulation, run once
-            k = t3.sublayer_shape(load_model(model), sub, tp, args.tokens).k
+            k = sublayer_shape(load_model(model), sub, tp, args.tokens).k
             twin = next((r for r in rows if (r["model"], r["tp"], r["k"]) == (model, tp, k)
                          and {r["sublayer"], sub} == {"fc2_fwd", "fc1_bwd"}), None)
             if twin is not None:

@@ -1,4 +1,4 @@
-"""cocotb bench for rtl/t3_tracker.v; archsim.systems.t3.model.Tracker is the golden model.
+"""cocotb bench for rtl/t3_tracker.v; archsim.systems.t3.tracker.Tracker is the golden model.
 
 Run from pytest (tests/rtl/test_t3_tracker.py). Each scenario programs expected counts, drives a stream of
 updates with random gaps (the bench holds an update while upd_ready is low) and compares the keys the RTL
@@ -16,7 +16,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 
-from archsim.systems.t3.model import Tracker
+from archsim.systems.t3.tracker import Tracker
 
 
 def _u(signal) -> int:

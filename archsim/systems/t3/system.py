@@ -1,5 +1,5 @@
 """System `t3`: one tensor-parallel sublayer (GEMM + reduce-scatter + all-gather) in the configurations
-Sequential, T3, T3-MCA and Ideal overlap (archsim.systems.t3.model has the model and its assumptions).
+Sequential, T3, T3-MCA and Ideal overlap (archsim.systems.t3.sim has the model and its assumptions; params, shapes and tracker its parts).
 
     archsim run --system t3 --set model=t-nlg --set sublayer=fc2_fwd --set tp=8 --set tokens=1024
 
@@ -21,16 +21,18 @@ from archsim.stats_names import from_code
 
 if TYPE_CHECKING:       # the model module is imported when a run needs it (the CLI's help does not)
     from archsim.interconnect.ring import RingConfig
-    from archsim.systems.t3.model import SublayerShape, T3Params
+    from archsim.systems.t3.params import T3Params
+    from archsim.systems.t3.shapes import SublayerShape
     from archsim.workload.spec import ModelSpec
 
 MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): dense MHA sublayers only
 
 
 def _t3(name: str) -> Any:
-    from archsim.systems.t3 import model as t3  # the model module (imported when its lists are needed)
+    """A list of the model's (imported when it is needed: the CLI's help does not import the model)."""
+    from archsim.systems.t3 import shapes, sim
 
-    return getattr(t3, name)
+    return getattr(sim, name, None) or getattr(shapes, name)
 
 
 @dataclass
@@ -140,7 +142,7 @@ class Setup:
 def setup(config: dict[str, Any]) -> Setup:
     """`config` resolved and typed: what `run_config` passes down."""
     from archsim.interconnect.ring import load_ring
-    from archsim.systems.t3 import model as t3
+    from archsim.systems.t3.shapes import sublayer_shape
     from archsim.workload.spec import load_model
 
     cfg, params = _resolve(config)
@@ -148,7 +150,7 @@ def setup(config: dict[str, Any]) -> Setup:
         params = load_params(cfg)
     model = load_model(cfg["model"])
     variants = tuple(schema.variant(VARIANT_CONFIGS, c, cfg, "configs") for c in dict.fromkeys(cfg["configs"]))
-    return Setup(model=model, shape=t3.sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"]),
+    return Setup(model=model, shape=sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"]),
                  tp=cfg["tp"], devices=cfg["devices"], params=params, ring=load_ring(params.ring_name, cfg["tp"]),
                  variants=variants, resolved=cfg)
 
@@ -162,11 +164,11 @@ PRESET_KEYS = {"driver.window_cycles": "window_cycles", "nmc.update": "nmc_updat
 def load_params(cfg: dict[str, Any]) -> T3Params:
     """The T3 preset with the config's shared keys applied. A bad value the user set is reported at the key
     they set (`memory_mapping: ...`), not at the preset file's line that it replaced."""
-    from archsim.systems.t3 import model as t3
+    from archsim.systems.t3 import params as t3params
 
     overrides = {path: cfg[key] for path, key in PRESET_KEYS.items() if cfg.get(key) is not None}
     try:
-        return t3.load_params(cfg["preset"], overrides=overrides)
+        return t3params.load_params(cfg["preset"], overrides=overrides)
     except ConfigError as exc:
         if exc.key_path not in overrides:
             raise
@@ -175,7 +177,7 @@ def load_params(cfg: dict[str, Any]) -> T3Params:
 
 def run_sublayer(su: Setup) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Simulate the configured configurations; stats and one table row per configuration."""
-    from archsim.systems.t3 import model as t3
+    from archsim.systems.t3 import sim as t3
 
     shape = su.shape
     runs, run_params = {}, {}

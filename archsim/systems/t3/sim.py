@@ -1,6 +1,4 @@
-"""T3 (ASPLOS'24): a tensor-parallel GEMM fused with its ring reduce-scatter, on the channel engine.
-
-What is modelled (T3, Pati et al., ASPLOS'24, sec. 4; facts in the project's T3 research note):
+"""What is modelled (T3, Pati et al., ASPLOS'24, sec. 4; facts in the project's T3 research note):
 
 * **Producer GEMM** (GPU-like, `GpuConfig`): each device computes its partial C_d = A_d @ B_d (T x H) in
   *waves* of `cus` workgroup tiles (tile_m x tile_n); a wave's operands are read from DRAM unless an LRU L2
@@ -47,109 +45,27 @@ done cycle; work they cause in the *same* memory can enter it up to window-1 cyc
 from __future__ import annotations
 
 import math
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from archsim import paths
-from archsim.config import Doc, load_yaml, require_int, require_number
+from archsim.config import require_int
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.effects import Effect
-from archsim.dram.spec import DramSpec, load_spec
+from archsim.dram.spec import DramSpec
 from archsim.engine.channel import CF_THRESH, KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
 from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s, load_ring
+from archsim.systems.t3.params import T3Params, update_action, update_energy_pj
+from archsim.systems.t3.shapes import COL_UNIT, SublayerShape, Tile, chunk_tiles, role, stage_chunk
+from archsim.systems.t3.tracker import Tracker
 
-PRESET_DIR = paths.PACKAGE_DIR / "presets" / "t3"
 CONFIGS = ["sequential", "t3", "t3-mca"]          # simulated; "ideal" is derived from the sequential run
 ALL_CONFIGS = CONFIGS + ["ideal"]
-SUBLAYERS = ["op_fwd", "fc2_fwd", "fc1_bwd", "ip_bwd"]
-ROLES = ("remote", "local_dma", "final")
-COL_UNIT = 16                                      # chunk edges on 16 FP16 columns = one 32 B access
-
-
-# ---- configuration ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class GpuConfig:
-    cus: int = 80
-    clock_hz: float = 1.4e9
-    flops_per_cu_cycle: int = 1024
-    l2_bytes: int = 16 << 20
-    tile_m: int = 128
-    tile_n: int = 128
-    k_step: int = 256             # K elements a workgroup loads per step of its K loop
-    dtype_bytes: int = 2
-
-    @property
-    def peak_flops(self) -> float:
-        return self.cus * self.clock_hz * self.flops_per_cu_cycle
-
-
-@dataclass(frozen=True)
-class T3Params:
-    """A T3 device preset (archsim/presets/t3/*.yaml), resolved."""
-
-    gpu: GpuConfig
-    spec: DramSpec
-    controller: dict[str, Any]
-    ring_name: str
-    alu_latency_cycles: int = 4
-    nmc_update: str = "command"      # command: the standard's update command for an rmw; rd_wr: RD + WR
-    tracker_entries: int = 256
-    mca_threshold: int | str = "auto"
-    starvation_cap_cycles: int = 1000
-    window_cycles: int = 16
-    update_energy: str = "WR + RD"
-    name: str = "t3"
-    mapping: str | None = None       # address mapping (with hashing); None: the memory preset's `mapping:`
-    mca_gate: str = "all"            # all: a held-back comm source issues nothing; row: only its ACT/PRE wait
-
-
-def _section(doc: Doc, data: dict, key: str, allowed: tuple[str, ...]) -> dict:
-    sec = data.get(key, {})
-    if not isinstance(sec, dict):
-        raise doc.error(key, "must be a mapping")
-    unknown = sorted(set(sec) - set(allowed))
-    if unknown:
-        raise doc.error(f"{key}.{unknown[0]}", f"unknown key; allowed keys: {', '.join(allowed)}")
-    return sec
-
-
-def _energy_expr(doc: Doc, text: Any, spec: DramSpec) -> str:
-    from archsim import expr
-    from archsim.energy import dram_action_energy_pj
-
-    if not isinstance(text, str):
-        raise doc.error("nmc.update_energy", f"must be an expression over RD, WR, ACT (a string), got {text!r}")
-    base = {k: v for k, v in dram_action_energy_pj(spec).items() if k in ("ACT", "RD", "WR")}
-    try:
-        expr.evaluate(text, base)
-    except Exception as exc:  # noqa: BLE001 - the expression module raises several kinds
-        raise doc.error("nmc.update_energy", f"{text!r}: {exc}; allowed names: ACT, RD, WR") from None
-    return text
-
-
-def update_action(spec: DramSpec) -> str | None:
-    """The energy action of the standard's near-memory update command (e.g. hbm2_nmc's NMC), or None."""
-    return next((c.action for c in spec.commands if c.effect == Effect.UPDATE), None)
-
-
-def update_energy_pj(spec: DramSpec, params: T3Params) -> float:
-    """Energy of one NMC update: the preset's energy table prices the standard's update action when it has
-    one (also for an update run as RD + WR: the same physical operation); else `nmc.update_energy`."""
-    from archsim import expr
-    from archsim.energy import dram_action_energy_pj
-
-    per = dram_action_energy_pj(spec)
-    act = update_action(spec)
-    if act is not None and act in per:
-        return float(per[act])
-    return float(expr.evaluate(params.update_energy, {k: per[k] for k in ("ACT", "RD", "WR")}))
 
 
 def dram_energy(run: SublayerRun, params: T3Params) -> dict[str, float]:
@@ -164,212 +80,6 @@ def dram_energy(run: SublayerRun, params: T3Params) -> dict[str, float]:
         if comp is not None and action in per:
             out[comp] = out.get(comp, 0.0) + per[action] * n
     return out
-
-
-def params_from_mapping(doc: Doc) -> T3Params:
-    data = doc.data
-    if not isinstance(data, dict):
-        raise doc.error("<top>", "must be a mapping")
-    top = ("name", "source", "gpu", "memory", "ring", "nmc", "tracker", "mca", "driver")
-    unknown = sorted(set(data) - set(top))
-    if unknown:
-        raise doc.error(unknown[0], f"unknown key; allowed keys: {', '.join(top)}")
-    g = _section(doc, data, "gpu", tuple(GpuConfig.__dataclass_fields__))
-    gpu = GpuConfig(**{k: (require_number(doc, f"gpu.{k}", v, minimum=1.0) if k == "clock_hz"
-                          else require_int(doc, f"gpu.{k}", v, minimum=1)) for k, v in g.items()})
-    if gpu.tile_n % COL_UNIT:
-        raise doc.error("gpu.tile_n", f"must be a multiple of {COL_UNIT} columns (one 32 B access), got {gpu.tile_n}")
-    m = _section(doc, data, "memory", ("preset", "channels", "controller", "mapping"))
-    overrides = {}
-    if "channels" in m:
-        overrides["org.channels"] = require_int(doc, "memory.channels", m["channels"], minimum=1)
-    spec = load_spec(m.get("preset", "HBM2_2Gbps_PC"), overrides=overrides)
-    ctrl = m.get("controller", {}) or {}
-    if not isinstance(ctrl, dict):
-        raise doc.error("memory.controller", "must be a mapping")
-    addr_map = m.get("mapping")
-    if addr_map is not None:
-        if not isinstance(addr_map, str):
-            raise doc.error("memory.mapping", f"must be an address-mapping string (docs/traces.md), got {addr_map!r}")
-        addr_map = " ".join(addr_map.split())
-        try:
-            mapping_mod.parse_mapping(addr_map)
-            mapping_mod.hash_masks(spec, addr_map)
-        except UserError as exc:
-            raise doc.error("memory.mapping", str(exc)) from None
-    nmc = _section(doc, data, "nmc", ("alu_latency_cycles", "update_energy", "update"))
-    tr = _section(doc, data, "tracker", ("entries",))
-    mca = _section(doc, data, "mca", ("threshold", "starvation_cap_cycles", "gate"))
-    drv = _section(doc, data, "driver", ("window_cycles",))
-    thr = mca.get("threshold", "dynamic")
-    if thr not in ("auto", "dynamic"):
-        if isinstance(thr, str):
-            raise doc.error("mca.threshold", f"must be dynamic, auto or an integer >= 1, got {thr!r}")
-        thr = require_int(doc, "mca.threshold", thr, minimum=1)
-    from archsim.config import require_choice
-    update = require_choice(doc, "nmc.update", nmc.get("update", "command"), ["command", "rd_wr"])
-    gate = require_choice(doc, "mca.gate", mca.get("gate", "all"), ["all", "row"])
-    # the adder latency is the standard's nALU where it has one (one source of truth); the key is for
-    # standards without an update command
-    if "nALU" in spec.timing:
-        if "alu_latency_cycles" in nmc:
-            raise doc.error("nmc.alu_latency_cycles", f"{spec.name} gives the adder latency (timing nALU = "
-                            f"{spec.timing['nALU']}); set it there, not here")
-        alu = int(spec.timing["nALU"])
-    else:
-        alu = require_int(doc, "nmc.alu_latency_cycles", nmc.get("alu_latency_cycles", 4), minimum=0)
-    ring = data.get("ring", "t3_ring")
-    if not isinstance(ring, str):
-        raise doc.error("ring", f"must be a ring preset name or file, got {ring!r}")
-    return T3Params(gpu=gpu, spec=spec, controller=dict(ctrl), ring_name=ring,
-                    alu_latency_cycles=alu, nmc_update=update,
-                    tracker_entries=require_int(doc, "tracker.entries", tr.get("entries", 256), minimum=1),
-                    mca_threshold=thr,
-                    starvation_cap_cycles=require_int(doc, "mca.starvation_cap_cycles",
-                                                      mca.get("starvation_cap_cycles", 1000), minimum=1),
-                    window_cycles=require_int(doc, "driver.window_cycles", drv.get("window_cycles", 16), minimum=1),
-                    update_energy=_energy_expr(doc, nmc.get("update_energy", "WR + RD"), spec),
-                    name=str(data.get("name", "t3")), mapping=addr_map, mca_gate=gate)
-
-
-def load_params(name_or_path: str | Path = "t3_paper", overrides: dict[str, Any] | None = None) -> T3Params:
-    """A T3 preset by name or path; `overrides` = {dotted key: value} applied to the file's mapping."""
-    import copy
-
-    from archsim.config import set_path
-
-    path = paths.preset_file("T3", PRESET_DIR, name_or_path)
-    doc = load_yaml(path)
-    if overrides:
-        data = copy.deepcopy(doc.data)
-        for k, v in overrides.items():
-            set_path(data, k, v, source=str(path))
-        doc = Doc(data=data, source=doc.source, lines=doc.lines)
-    return params_from_mapping(doc)
-
-
-# ---- sublayers --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SublayerShape:
-    """The per-device GEMM of a sliced sublayer: (T x K) @ (K x H) -> T x H partial sums to reduce-scatter."""
-
-    name: str
-    tokens: int
-    k: int
-    h: int
-
-
-def sublayer_shape(model: Any, sublayer: str, tp: int, tokens: int) -> SublayerShape:
-    """Megatron slicing: out-projection and FC-2 (forward) and FC-1 / input projection input gradients
-    (backward) each leave a T x d_model partial sum on every device; K is the sliced dimension."""
-    from archsim.errors import unknown_name
-
-    if sublayer not in SUBLAYERS:
-        raise unknown_name("sublayer", sublayer, SUBLAYERS)
-    h = model.d_model
-    full_k = {"op_fwd": model.n_heads * model.d_head,           # attention context -> hidden
-              "fc2_fwd": model.d_ff,                            # FFN intermediate -> hidden
-              "fc1_bwd": model.d_ff * (2 if model.gated_ffn else 1),   # dX = dY1 @ W1^T
-              "ip_bwd": model.n_heads * model.d_head + 2 * model.n_kv_heads * model.d_head}[sublayer]
-    if full_k % tp:
-        raise ConfigError("tp", f"{model.name} {sublayer}: K = {full_k} is not divisible by tp = {tp}")
-    return SublayerShape(sublayer, tokens, full_k // tp, h)
-
-
-# ---- schedule ---------------------------------------------------------------------------------------------
-def stage_chunk(n: int, device: int, stage: int) -> int:
-    """The output chunk device `device` produces at stage `stage` (staggered: matches ring order)."""
-    return (device - 1 - stage) % n
-
-
-def role(n: int, stage: int) -> str:
-    """Output address-space configuration of a stage's chunk: remote_update, local_update + DMA, final."""
-    if stage == 0:
-        return "remote"
-    return "final" if stage == n - 1 else "local_dma"
-
-
-@dataclass(frozen=True)
-class Tile:
-    chunk: int
-    index: int           # within the chunk
-    m0: int
-    tm: int
-    n0: int
-    tn: int
-
-
-def chunk_tiles(shape: SublayerShape, n: int, gpu: GpuConfig) -> list[list[Tile]]:
-    """Tiles of each chunk in production order (row-major within the chunk)."""
-    if shape.h % COL_UNIT:
-        raise ConfigError("model.d_model", f"{shape.h} is not a multiple of {COL_UNIT}")
-    out = []
-    for c, (lo, hi) in enumerate(chunk_bounds(shape.h, n, COL_UNIT)):
-        tiles = []
-        for m0 in range(0, shape.tokens, gpu.tile_m):
-            for n0 in range(lo, hi, gpu.tile_n):
-                tiles.append(Tile(c, len(tiles), m0, min(gpu.tile_m, shape.tokens - m0), n0, min(gpu.tile_n, hi - n0)))
-        out.append(tiles)
-    return out
-
-
-# ---- tracker ----------------------------------------------------------------------------------------------
-class Tracker:
-    """Track-and-trigger table near one memory controller (module doc). `expect(key, count)` pre-programs a
-    tile's expected update count and its action; `update(key, n, t)` counts n completed updates at cycle t.
-    Fired keys are returned by `update` (at most one per call plus the overflow updates it unblocks)."""
-
-    def __init__(self, entries: int = 256):
-        if entries < 1:
-            raise ConfigError("tracker.entries", f"must be >= 1, got {entries}")
-        self.entries = entries
-        self.expected: dict[Any, int] = {}
-        self.table: dict[Any, int] = {}             # key -> count so far (an occupied entry)
-        self.overflow: deque[tuple[Any, int]] = deque()
-        self.fired: dict[Any, int] = {}            # key -> cycle it fired
-        self.high_water = 0
-        self.full_events = 0                       # updates that found the table full
-
-    def expect(self, key: Any, count: int) -> None:
-        if count < 1:
-            raise ValueError(f"tracker: expected count of {key} must be >= 1, got {count}")
-        if key in self.expected and key not in self.fired:
-            raise ValueError(f"tracker: {key} programmed twice before it fired")
-        self.fired.pop(key, None)          # wrap-around: a key is reused once its tile has fired
-        self.expected[key] = count
-
-    def update(self, key: Any, n: int, t: int) -> list[Any]:
-        if key not in self.expected:
-            raise ValueError(f"tracker: update for unprogrammed tile {key}")
-        if key in self.fired:
-            raise ValueError(f"tracker: update for tile {key} after it fired (count would exceed its expected)")
-        fired: list[Any] = []
-        if key not in self.table and (len(self.table) >= self.entries or self.overflow):
-            self.full_events += 1
-            self.overflow.append((key, n))
-            return fired
-        self._count(key, n, t, fired)
-        return fired
-
-    def _count(self, key: Any, n: int, t: int, fired: list[Any]) -> None:
-        self.table[key] = self.table.get(key, 0) + n
-        self.high_water = max(self.high_water, len(self.table))
-        c = self.table[key]
-        if c > self.expected[key]:
-            raise ValueError(f"tracker: tile {key} counted {c} updates, expected {self.expected[key]}")
-        if c == self.expected[key]:
-            del self.table[key]
-            self.fired[key] = t
-            fired.append(key)
-            # a freed entry admits waiting updates in arrival order (updates to tiles already in the table
-            # could not be waiting: they are counted at once)
-            while self.overflow and (self.overflow[0][0] in self.table or len(self.table) < self.entries):
-                k2, n2 = self.overflow.popleft()
-                self._count(k2, n2, t, fired)
-
-    @property
-    def pending(self) -> int:
-        return len(self.table) + len(self.overflow)
 
 
 def mca_threshold(params: T3Params, first_wave_accesses: int, first_wave_cycles: int) -> int:
@@ -406,7 +116,6 @@ def dynamic_threshold(params: T3Params, occupancy: float, floor: int) -> int:
     return int(max(1, floor, min(cap, math.ceil(occupancy - 1e-9))))
 
 
-# ---- the run ----------------------------------------------------------------------------------------------
 @dataclass
 class SublayerRun:
     config: str
@@ -994,4 +703,3 @@ def expected_rs_accesses(n: int, chunk_accesses: int) -> dict[str, dict[str, int
     sequential reads 2N-1 chunks and writes N; T3 reads N-2 (DMA) and updates 2(N-1) (local + incoming)."""
     return {"sequential": {"rs_read": (2 * n - 1) * chunk_accesses, "rs_write": n * chunk_accesses},
             "t3": {"rs_read": (n - 2) * chunk_accesses, "updates": 2 * (n - 1) * chunk_accesses}}
-

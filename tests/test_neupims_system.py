@@ -13,7 +13,11 @@ import pytest
 from archsim import api
 from archsim.dram.checker import check_log
 from archsim.errors import ConfigError, UserError
-from archsim.systems.neupims import system as N
+from archsim.systems.neupims.baselines import gpu_iteration_s
+from archsim.systems.neupims.config import NPU_ATTENTION, IterationMode, Policy, ServingMode, resolve, setup
+from archsim.systems.neupims.decode import DecodeSimulator, _attention_streams
+from archsim.systems.neupims.device import assign, build_device
+from archsim.systems.neupims.modes import sample_batch
 from archsim.workload import serving
 
 # GPT-3 Small (d_model 768, 12 heads of 64) on one device keeps a layer to ~0.2 M DRAM commands
@@ -21,13 +25,13 @@ SMALL = {"model": "gpt3-small", "layers": 1, "batch": 8}
 
 
 def _sim(system: str, refresh: bool = True, log: bool = True, **extra):
-    cfg = N.setup({"system": system, **SMALL, **extra})
-    dev = N.build_device(cfg)
-    return cfg, dev, N.DecodeSimulator(dev, refresh=refresh, log=log)
+    cfg = setup({"system": system, **SMALL, **extra})
+    dev = build_device(cfg)
+    return cfg, dev, DecodeSimulator(dev, refresh=refresh, log=log)
 
 
 def _contexts(n: int, seed: int = 0) -> list[int]:
-    return N.sample_batch("sharegpt", n, np.random.default_rng(seed))
+    return sample_batch("sharegpt", n, np.random.default_rng(seed))
 
 
 @pytest.mark.parametrize("system,sub_batch", [("neupims", True), ("neupims", False), ("npu_pim", True),
@@ -35,7 +39,7 @@ def _contexts(n: int, seed: int = 0) -> list[int]:
 def test_every_command_stream_passes_the_checker(system, sub_batch):
     cfg, dev, sim = _sim(system, sub_batch=sub_batch)
     ctx = _contexts(8)
-    sim.iteration(ctx, N.assign(dev, ctx, "gmlbp"), sub_batch)
+    sim.iteration(ctx, assign(dev, ctx, "gmlbp"), sub_batch)
     log = sim.ms.command_log()
     assert len(log) > 10_000
     assert check_log(dev.spec, log) == []
@@ -43,10 +47,10 @@ def test_every_command_stream_passes_the_checker(system, sub_batch):
 
 def test_stage_plan_follows_the_six_stage_pipeline_and_the_serialized_baseline():
     for sub_batch, names in ((True, ["A", "B", "C", "D", "E", "F"]), (False, ["A", "B", "E"] * 2)):
-        dev = N.build_device(N.setup({"system": "neupims", **SMALL, "layers": 2, "sub_batch": sub_batch}))
-        sim = N.DecodeSimulator(dev, refresh=False)
+        dev = build_device(setup({"system": "neupims", **SMALL, "layers": 2, "sub_batch": sub_batch}))
+        sim = DecodeSimulator(dev, refresh=False)
         ctx = _contexts(8, 1)
-        end = sim.iteration(ctx, N.assign(dev, ctx, "gmlbp"), sub_batch)
+        end = sim.iteration(ctx, assign(dev, ctx, "gmlbp"), sub_batch)
         assert [s.name for s in sim.stages] == names
         # stages are back to back (a barrier ends each) and the iteration ends with the last one
         for a, b in zip(sim.stages, sim.stages[1:], strict=False):
@@ -61,11 +65,11 @@ def test_attention_commands_match_the_compiled_streams():
     """Every COMP / READRES / GWRITE the compiler emits for the batch's requests and heads is issued once."""
     cfg, dev, sim = _sim("neupims", refresh=False, log=False, sub_batch=False)
     ctx = _contexts(8, 2)
-    sim.iteration(ctx, N.assign(dev, ctx, "gmlbp"), False)
+    sim.iteration(ctx, assign(dev, ctx, "gmlbp"), False)
     want = {"COMP": 0, "READRES": 0, "GWRITE": 0}
     for L in ctx:
         for h in range(dev.heads):
-            lg, at, _rows, _k = N._attention_streams(sim.compiler, L, h)
+            lg, at, _rows, _k = _attention_streams(sim.compiler, L, h)
             for name in want:
                 c = dev.spec.cmd(name)
                 want[name] += int((lg[0] == c).sum()) + int((at[0] == c).sum())
@@ -103,7 +107,7 @@ def test_blocked_mode_serves_only_pim_while_a_gemv_runs():
     for system in ("npu_pim", "neupims"):
         cfg, dev, sim = _sim(system, refresh=False, sub_batch=True)
         ctx = _contexts(16, 3)
-        sim.iteration(ctx, N.assign(dev, ctx, "gmlbp"), True)
+        sim.iteration(ctx, assign(dev, ctx, "gmlbp"), True)
         log = sim.ms.command_log()
         count = segments = 0
         names = dev.spec.command_names
@@ -152,10 +156,10 @@ def test_results_are_deterministic_and_utilisations_are_fractions():
 
 
 def test_gpu_roofline_is_the_roofline_of_its_operators():
-    su = N.setup({"system": "gpu_roofline", "model": "gpt3-7b", "batch": 4})
+    su = setup({"system": "gpu_roofline", "model": "gpt3-7b", "batch": 4})
     model = su.model
     ctx = [100, 200, 300, 400]
-    sec, parts = N.gpu_iteration_s(su, ctx)
+    sec, parts = gpu_iteration_s(su, ctx)
     bw = 1555e9 * 0.85
     E, tp = 4096, 4
     weights = (E * 3 * E + E * E + 2 * E * 4 * E) // tp * 2
@@ -170,26 +174,26 @@ def test_gpu_only_is_eager_kernels_host_bound_at_small_batch_and_never_faster_th
     device rooflines); at batch 1 the host decides: 30 x 33 us per layer. GPT3-175B on 8 A100s at batch 1
     comes to 96 x 30 x 33 us = 95.0 ms/token, the eager figure metaseq measured for OPT-175B on 8 A100s
     (~95 ms; docs/presets.md)."""
-    sec, parts = N.gpu_iteration_s(N.setup({"system": "gpu_only", "model": "gpt3-175b", "tp": 8, "batch": 1}), [100])
+    sec, parts = gpu_iteration_s(setup({"system": "gpu_only", "model": "gpt3-175b", "tp": 8, "batch": 1}), [100])
     assert parts["kernels_per_layer"] == 30
     assert sec == pytest.approx(96 * 30 * 33e-6, rel=1e-9), sec
     assert parts["device_s"] < parts["host_s"], parts
     for batch in (4, 64, 512):
-        ctx = N.sample_batch("sharegpt", batch, np.random.default_rng(batch))
-        eager, ep = N.gpu_iteration_s(N.setup({"system": "gpu_only", "model": "gpt3-7b", "batch": batch}), ctx)
-        roof, _ = N.gpu_iteration_s(N.setup({"system": "gpu_roofline", "model": "gpt3-7b", "batch": batch}), ctx)
+        ctx = sample_batch("sharegpt", batch, np.random.default_rng(batch))
+        eager, ep = gpu_iteration_s(setup({"system": "gpu_only", "model": "gpt3-7b", "batch": batch}), ctx)
+        roof, _ = gpu_iteration_s(setup({"system": "gpu_roofline", "model": "gpt3-7b", "batch": batch}), ctx)
         assert eager >= roof, (batch, eager, roof)
         assert eager == pytest.approx(max(ep["host_s"], ep["device_s"]) + ep["allreduce_s"]), ep
 
 
 def test_npu_pim_defaults_to_the_papers_naive_baseline():
-    cfg = N.resolve({"system": "npu_pim"})
+    cfg = resolve({"system": "npu_pim"})
     assert (cfg["mapping"], cfg["sub_batch"], cfg["channel_assignment"]) == ("npu_pim", False, "round_robin")
     assert cfg["preset"] == "NeuPIMs_HBM2_Single"
-    full = N.resolve({"system": "neupims"})
+    full = resolve({"system": "neupims"})
     assert (full["mapping"], full["sub_batch"], full["channel_assignment"]) == ("neupims", True, "gmlbp")
     # the ablation ladder's steps are the same system under the naive mapping
-    step = N.resolve({"system": "neupims", "mapping": "npu_pim"})
+    step = resolve({"system": "neupims", "mapping": "npu_pim"})
     assert (step["sub_batch"], step["channel_assignment"], step["preset"]) == (False, "round_robin",
                                                                                "NeuPIMs_HBM2_Dual")
 
@@ -200,7 +204,7 @@ def test_npu_attention_pipelined_pays_one_pipeline_fill_not_one_per_gemm():
     plus a H + W - 2 drain per GEMM. Same KV traffic either way."""
     ctx = [230] * 8
     out = {}
-    for mode in N.NPU_ATTENTION:
+    for mode in NPU_ATTENTION:
         cfg, dev, sim = _sim("npu_only", refresh=False, log=False, npu_attention=mode)
         st = sim.run_stage("B", 0, [("npu_attention", 0, ctx)], None, 0)
         out[mode] = st
@@ -227,15 +231,15 @@ def test_serving_mode_reports_ttft_and_tbt_percentiles(tmp_path):
 
 
 def test_a_batch_whose_kv_cache_does_not_fit_says_how_much_it_needs():
-    dev = N.build_device(N.setup({"system": "neupims", "model": "gpt3-7b", "batch": 4}))
-    N.assign(dev, [2048] * 64, "gmlbp")        # 64 x 2048 tokens x 0.5 MiB = 64 GiB fits next to the weights
+    dev = build_device(setup({"system": "neupims", "model": "gpt3-7b", "batch": 4}))
+    assign(dev, [2048] * 64, "gmlbp")        # 64 x 2048 tokens x 0.5 MiB = 64 GiB fits next to the weights
     with pytest.raises(UserError, match=r"need [0-9.]+ GiB of KV cache"):
-        N.assign(dev, [2048] * 256, "gmlbp")   # 256 GiB: not in 4 x 32 GB
+        assign(dev, [2048] * 256, "gmlbp")   # 256 GiB: not in 4 x 32 GB
 
 
 def test_weights_that_do_not_fit_the_tp_group_are_a_user_error():
     with pytest.raises(UserError, match=r"weights .* GB per device .* more than the .* of NeuPIMs_HBM2_Dual"):
-        N.build_device(N.setup({"system": "neupims", "model": "gpt3-175b", "tp": 8}))
+        build_device(setup({"system": "neupims", "model": "gpt3-175b", "tp": 8}))
 
 
 @pytest.mark.parametrize("key,value,match", [
@@ -249,7 +253,7 @@ def test_weights_that_do_not_fit_the_tp_group_are_a_user_error():
 ])
 def test_bad_config_names_the_key(key, value, match):
     with pytest.raises(ConfigError, match=match):
-        N.resolve({"system": "neupims", key: value})
+        resolve({"system": "neupims", key: value})
 
 
 def test_malformed_trace_names_the_line(tmp_path):
@@ -268,11 +272,11 @@ def test_all_five_systems_are_registered():
 
 
 def test_tp_all_reduce_is_a_ring_over_the_link_and_ideal_by_default():
-    cfg = N.setup({"system": "neupims", "model": "gpt3-7b", "tp": 4})
-    assert N.DecodeSimulator(N.build_device(cfg), refresh=False)._allreduce(1 << 20) == 0
-    cfg = N.setup({"system": "neupims", "model": "gpt3-7b", "tp": 4, "link_bytes_per_s": 64e9,
+    cfg = setup({"system": "neupims", "model": "gpt3-7b", "tp": 4})
+    assert DecodeSimulator(build_device(cfg), refresh=False)._allreduce(1 << 20) == 0
+    cfg = setup({"system": "neupims", "model": "gpt3-7b", "tp": 4, "link_bytes_per_s": 64e9,
                      "link_latency_s": 1e-6})
-    sim = N.DecodeSimulator(N.build_device(cfg), refresh=False)
+    sim = DecodeSimulator(build_device(cfg), refresh=False)
     # reduce-scatter + all-gather: 2 (p-1)/p of the bytes over the link, 2 (p-1) hop latencies (1 GHz cycles)
     assert sim._allreduce(1 << 20) == math.ceil((2 * 3 / 4 * (1 << 20) / 64e9 + 6e-6) * 1e9)
 
@@ -282,12 +286,12 @@ def test_config_resolves_once_into_a_typed_frozen_setup_with_a_sub_config_per_mo
     from the same top-level key paths the CLI and sweeps use."""
     import dataclasses
 
-    su = N.setup({"system": "neupims", "model": "gpt3-7b", "mode": "serving", "requests": 7, "max_iterations": 3})
-    assert su.mode == N.ServingMode(requests=7, max_iterations=3), su.mode
-    assert N.setup({"system": "neupims", "samples": 2}).mode == N.IterationMode(samples=2)
-    assert su.policy == N.Policy(attention="pim", sub_batch=True, channel_assignment="gmlbp", kv_base_row=16384)
+    su = setup({"system": "neupims", "model": "gpt3-7b", "mode": "serving", "requests": 7, "max_iterations": 3})
+    assert su.mode == ServingMode(requests=7, max_iterations=3), su.mode
+    assert setup({"system": "neupims", "samples": 2}).mode == IterationMode(samples=2)
+    assert su.policy == Policy(attention="pim", sub_batch=True, channel_assignment="gmlbp", kv_base_row=16384)
     assert (su.tp, su.layers, su.model.name, su.npu.arrays) == (4, 32, "gpt3-7b", 8), su
-    assert su.resolved == N.resolve({"system": "neupims", "model": "gpt3-7b", "mode": "serving", "requests": 7,
+    assert su.resolved == resolve({"system": "neupims", "model": "gpt3-7b", "mode": "serving", "requests": 7,
                                      "max_iterations": 3})
     with pytest.raises(dataclasses.FrozenInstanceError):
         su.batch = 1
@@ -295,6 +299,8 @@ def test_config_resolves_once_into_a_typed_frozen_setup_with_a_sub_config_per_mo
 
 def test_a_run_loads_the_model_policy_and_npu_once(monkeypatch):
     """Before the typed setup a run loaded the model three times and the NPU config twice."""
+    from archsim.systems.neupims import config as N  # where the run's config is resolved and loaded
+
     calls = {"load_model": 0, "load_npu_config": 0, "_policy": 0}
     for name in calls:
         real = getattr(N, name)

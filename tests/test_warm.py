@@ -50,10 +50,12 @@ def test_warm_compiles_the_general_kernel():
 
 def test_warm_compiles_the_neupims_kernel():
     """`make test` warms NeuPIMs' kernel (pim_dual): the one its DecodeSimulator runs."""
-    from archsim.systems.neupims import system as N
+    from archsim.systems.neupims.config import setup
+    from archsim.systems.neupims.decode import DecodeSimulator
+    from archsim.systems.neupims.device import build_device
 
-    dev = N.build_device(N.setup({"system": "neupims", "model": "gpt3-small", "layers": 1, "batch": 8}))
-    ms = N.DecodeSimulator(dev, refresh=True).ms
+    dev = build_device(setup({"system": "neupims", "model": "gpt3-small", "layers": 1, "batch": 8}))
+    ms = DecodeSimulator(dev, refresh=True).ms
     assert ms.kernel == "pim_dual" and ms._signature() == _signature_of(warm.KERNELS["neupims"])
 
 

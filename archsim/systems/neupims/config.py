@@ -1,0 +1,202 @@
+"""The config of systems neupims, npu_pim, npu_only, gpu_only and gpu_roofline (one schema), the mapping
+policy, and a run's config resolved once into a typed, frozen `Setup`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from archsim import paths, schema
+from archsim.config import load_yaml
+from archsim.errors import ConfigError
+from archsim.npu.config import NpuConfig, load_npu_config
+from archsim.schema import opt
+from archsim.workload import serving
+from archsim.workload.spec import ModelSpec, load_model
+
+SYSTEMS = ("neupims", "npu_pim", "npu_only", "gpu_only", "gpu_roofline")
+GPU_SYSTEMS = ("gpu_only", "gpu_roofline")
+# the mapping policy each system uses when none is given: npu_pim is the paper's naive NPU+PIM
+MAPPING_DEFAULT = {"npu_pim": "npu_pim"}
+NPU_ATTENTION = ("pipelined", "per_gemm")
+DEVICE_PRESET = {"neupims": "NeuPIMs_HBM2_Dual", "npu_pim": "NeuPIMs_HBM2_Single", "npu_only": "NeuPIMs_HBM2_Single"}
+# Devices per model as NeuPIMs configures them (TP x PP: 7B 4x1, 13B 4x1, 30B 4x2, 175B 8x4). archsim has no
+# pipeline parallelism, so a model's PP stages become more TP: the same devices, the same weight bytes per device.
+TP_DEFAULT = {"gpt3-7b": 4, "gpt3-13b": 4, "gpt3-30b": 8, "gpt3-175b": 32}
+MODES = ("iteration", "serving")
+POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
+               "channel_assignment": ("gmlbp", "round_robin")}
+MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): GPT-3-style MHA + 2-matrix FFN
+
+
+@dataclass
+class NeuPimsConfig:
+    """Config of systems neupims, npu_pim, npu_only and gpu_only (one source of truth: DEFAULTS, resolve, the
+    CLI flags and help derive from it)."""
+
+    model: str = opt("gpt3-7b", "model name (workloads/models) or a model file")
+    tp: int | None = opt(None, "tensor-parallel devices (must divide the model's heads); null: NeuPIMs' count "
+                         "for the model (gpt3-7b 4, gpt3-13b 4, gpt3-30b 8, gpt3-175b 32), else 1", minimum=1)
+    batch: int = opt(256, "requests per batch (iteration mode) / most requests in flight (serving mode)", minimum=1)
+    dataset: str = opt("sharegpt", "request lengths: a dataset (alpaca, sharegpt) or a trace file (.csv / .jsonl)")
+    mode: str = opt("iteration", "iteration: `samples` decode iterations of `batch` requests; serving: continuous "
+                    "batching of `requests` requests (TTFT / TBT)", choices=MODES)
+    samples: int = opt(1, "iteration mode: batches sampled (one decode iteration each)", minimum=1)
+    requests: int = opt(512, "serving mode: requests served", minimum=1)
+    max_iterations: int = opt(100_000, "serving mode: stop after this many iterations", minimum=1)
+    mapping: str | None = opt(None, "mapping policy file: mappings/*.yaml or a path; null: npu_pim for system "
+                              "npu_pim (the paper's naive baseline), else neupims")
+    sub_batch: bool | None = opt(None, "interleave two sub-batches (NPU and PIM overlap); null: the mapping "
+                                 "policy's", choices=POLICY_KEYS["sub_batch"])
+    channel_assignment: str | None = opt(None, "which channel holds a request's KV cache; null: the mapping "
+                                         "policy's", choices=POLICY_KEYS["channel_assignment"])
+    preset: str | None = opt(None, "DRAM preset; null: NeuPIMs_HBM2_Dual (neupims), NeuPIMs_HBM2_Single "
+                             "(npu_pim, npu_only)")
+    npu: str = opt("neupims_npu", "NPU preset (archsim/presets/npu)")
+    npu_attention: str = opt("pipelined", "npu_only attention on the arrays: pipelined (every head's and "
+                             "request's q.K^T and s.V through one instruction pipeline per array, softmax on "
+                             "the vector unit alongside) or per_gemm (each a separate GEMM from an empty "
+                             "pipeline, softmax serial)", choices=NPU_ATTENTION)
+    layers: int | None = opt(None, "layers simulated; null: all of the model's", minimum=1)
+    refresh: bool = opt(True, "simulate DRAM refresh")
+    # the TP all-reduce link; None = an ideal interconnect (NeuPIMs' simulator models no inter-device traffic)
+    link_bytes_per_s: float | None = opt(None, "TP all-reduce link bandwidth in bytes/s, e.g. 64e9 (PCIe 5.0 "
+                                         "x16-class); null: an ideal interconnect", above=0)
+    link_latency_s: float = opt(0.0, "TP all-reduce link latency per hop in s, e.g. 1e-6", minimum=0)
+    gpu: str = opt("a100-40gb", "GPU baseline preset of gpu_only (archsim/presets/baselines)")
+    # optional: absent from the resolved config unless given, so configs that do not use it keep their hash
+    dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCD: 20}}", optional=True)
+
+
+DEFAULTS: dict[str, Any] = schema.defaults(NeuPimsConfig)
+
+
+# ---- configuration -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Policy:
+    """A mapping policy (mappings/*.yaml), read once per run."""
+
+    attention: str            # pim | npu
+    sub_batch: bool
+    channel_assignment: str   # gmlbp | round_robin
+    kv_base_row: int          # first row of every bank that holds KV caches (weights below it)
+
+
+def _policy(name: str) -> Policy:
+    path = paths.resolve("mappings", name)
+    doc = load_yaml(path)
+    out = {}
+    for key, allowed in POLICY_KEYS.items():
+        if key not in doc.data:
+            raise doc.error(key, f"missing; allowed: {', '.join(map(str, allowed))}")
+        if doc.data[key] not in allowed:
+            raise doc.error(key, f"must be one of {', '.join(map(str, allowed))}, got {doc.data[key]!r}")
+        out[key] = doc.data[key]
+    row = doc.data.get("kv_base_row", 16384)
+    if isinstance(row, bool) or not isinstance(row, int) or row < 0:
+        raise doc.error("kv_base_row", f"must be an integer >= 0, got {row!r}")
+    return Policy(kv_base_row=row, **out)
+
+
+@dataclass(frozen=True)
+class IterationMode:
+    """mode: iteration (key path `samples`)."""
+
+    samples: int
+
+
+@dataclass(frozen=True)
+class ServingMode:
+    """mode: serving (key paths `requests`, `max_iterations`)."""
+
+    requests: int
+    max_iterations: int
+
+
+# each mode's own knobs: its sub-config, built from the top-level keys of the same names (key paths unchanged)
+MODE_CONFIGS: dict[str, type] = {"iteration": IterationMode, "serving": ServingMode}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A run's config resolved once into typed values (model, NPU and policy loaded once), passed down to
+    everything below `run`; `resolved` is the same config as the dict the manifest records."""
+
+    system: str
+    model: ModelSpec
+    tp: int
+    batch: int
+    dataset: str
+    mode: IterationMode | ServingMode
+    policy: Policy
+    sub_batch: bool
+    channel_assignment: str
+    preset: str | None
+    npu: NpuConfig
+    npu_attention: str
+    layers: int                            # layers simulated
+    refresh: bool
+    link_bytes_per_s: float | None         # None: an ideal interconnect
+    link_latency_s: float
+    gpu: str
+    dram: tuple[tuple[str, Any], ...]      # flattened overrides of the DRAM preset
+    resolved: dict[str, Any] = field(compare=False, repr=False)
+
+    @property
+    def gpu_system(self) -> bool:
+        return self.system in GPU_SYSTEMS
+
+
+def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]:
+    """The resolved config, with the model and policy it loaded on the way (so `setup` loads neither again)."""
+    name = config.get("system", "neupims")
+    schema.check(NeuPimsConfig, config, name)   # unknown keys, types, allowed values, ranges
+    out = {**DEFAULTS, **config, "system": name}
+    if out["mapping"] is None:
+        out["mapping"] = MAPPING_DEFAULT.get(name, "neupims")
+    model = load_model(out["model"])
+    if out["tp"] is None:
+        out["tp"] = TP_DEFAULT.get(model.name, 1)
+    if model.n_heads % out["tp"]:
+        raise ConfigError("tp", f"{model.name} has {model.n_heads} heads; tp must divide it, got {out['tp']}")
+    policy = _policy(out["mapping"])
+    for key in ("sub_batch", "channel_assignment"):
+        if out[key] is None:
+            out[key] = getattr(policy, key)
+    if name in ("npu_only", *GPU_SYSTEMS):
+        out["sub_batch"] = False          # nothing runs beside the NPU's attention to interleave with
+    if out["preset"] is None and name not in GPU_SYSTEMS:
+        out["preset"] = DEVICE_PRESET[name]
+    if not _is_trace(out["dataset"]) and out["dataset"] not in serving.DATASETS:
+        raise ConfigError("dataset", f"unknown dataset {out['dataset']!r}; known: {', '.join(sorted(serving.DATASETS))}"
+                          " or a trace file (.csv / .jsonl)")
+    return out, model, policy
+
+
+def resolve(config: dict[str, Any]) -> dict[str, Any]:
+    return _resolve(config)[0]
+
+
+def setup(config: dict[str, Any]) -> Setup:
+    """`config` resolved and typed: what `run` passes down."""
+    cfg, model, policy = _resolve(config)
+    mode_cls = MODE_CONFIGS[cfg["mode"]]
+    mode = mode_cls(**{f.name: cfg[f.name] for f in dataclasses.fields(mode_cls)})
+    link = cfg["link_bytes_per_s"]
+    return Setup(system=cfg["system"], model=model, tp=cfg["tp"], batch=cfg["batch"], dataset=cfg["dataset"],
+                 mode=mode, policy=policy, sub_batch=cfg["sub_batch"], channel_assignment=cfg["channel_assignment"],
+                 preset=cfg["preset"], npu=load_npu_config(cfg["npu"]), npu_attention=cfg["npu_attention"],
+                 layers=cfg["layers"] or model.n_layers, refresh=cfg["refresh"],
+                 link_bytes_per_s=None if link is None else float(link), link_latency_s=float(cfg["link_latency_s"]),
+                 gpu=cfg["gpu"], dram=tuple(_dram_overrides(cfg).items()), resolved=cfg)
+
+
+def _is_trace(dataset: str) -> bool:
+    return str(dataset).endswith((".csv", ".jsonl"))
+
+
+def _dram_overrides(cfg: dict[str, Any]) -> dict[str, Any]:
+    from archsim.config import flatten
+
+    return flatten(cfg.get("dram") or {})

@@ -1,0 +1,469 @@
+"""Decode iterations of one device, stage by stage, on one long-lived channel engine: the NPU's GEMM DMA and
+the PIM attention streams in one engine, softmax on the vector units between them.
+"""
+from __future__ import annotations
+
+import functools
+import heapq
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from archsim.dram import mapping as mapping_mod
+from archsim.engine.channel import EngineError, MemorySystem
+from archsim.engine.loop import EventLoop, MemoryUnit
+from archsim.errors import UserError
+from archsim.npu.dram_gemm import GemmAgent
+from archsim.npu.systolic import ArrayPipeline, _tile_instrs, schedule_gemm
+from archsim.npu.vector import vector_op_cycles, vector_row_cycles
+from archsim.systems.neupims.compiler import AttentionCompiler, Stream
+from archsim.systems.neupims.device import Device, allreduce_s
+from archsim.workload import serving
+
+
+@dataclass
+class StageStats:
+    name: str
+    layer: int
+    start: int = 0            # DRAM cycles
+    end: int = 0
+    npu_busy: int = 0         # NPU array cycles doing GEMM work (summed over arrays), in DRAM cycles
+    npu_end: int = 0
+    pim_end: int = 0
+    vector_busy: int = 0
+    link_busy: int = 0
+    commands: dict[str, int] = field(default_factory=dict)
+
+
+def _schedule(dev: Device, m: int, k: int, n: int):
+    """(schedule, busy array cycles) of an m x k x n GEMM on one array, cached per device."""
+    key = ("gemm", m, k, n)
+    if key not in dev.cache:
+        sched = schedule_gemm(dev.npu, m, k, n)
+        dev.cache[key] = (sched, sched.array_cycles())
+    return dev.cache[key]
+
+
+@lru_cache(maxsize=65536)
+def _attention_streams(compiler: AttentionCompiler, context: int, head: int = 0) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], int, int]:
+    """One head's logits and attend streams with rows relative to the request's first KV row, and the rows
+    its K and V tiles take (one layer). `head` only matters modulo the heads one GWRITE of q serves (the
+    first of them carries the GWRITE)."""
+    head = head % (compiler.row_elems // compiler.dk)
+    lg, at = Stream(), Stream()
+    keys_per_row = compiler.row_elems // compiler.dk
+    k_rows = math.ceil(math.ceil(context / compiler.banks) / keys_per_row)
+    v_rows = math.ceil(compiler.dk / compiler.banks) * math.ceil(context / compiler.row_elems)
+    # the query / score staging rows live just past the KV rows of the head (GWRITE source rows)
+    compiler.logits(lg, context, 0, q_row=k_rows + v_rows, head=head)
+    compiler.attend(at, context, k_rows, s_row=k_rows + v_rows + 1)
+    return lg.arrays(), at.arrays(), k_rows + v_rows + 2, k_rows
+
+
+@dataclass(frozen=True)
+class _Part:
+    """The logits (or attend) streams of every head of one channel, concatenated (DecodeSimulator._part)."""
+
+    cmd: np.ndarray
+    bank: np.ndarray          # the engine's representative bank of each command's target (global id)
+    valid: np.ndarray         # the command names a row
+    pos: np.ndarray           # its row past the first KV row, before the layer's offset
+    flags: np.ndarray
+    est: np.ndarray
+    start: np.ndarray         # head j's commands: [start[j], start[j + 1])
+
+
+@dataclass(frozen=True)
+class _ChannelPlan:
+    logits: _Part
+    attend: _Part
+    softmax: list[int]        # each head's softmax, DRAM cycles
+
+
+class DecodeSimulator:
+    """Simulates decode iterations of one device, stage by stage, on one long-lived channel engine."""
+
+    def __init__(self, dev: Device, refresh: bool = True, log: bool = False):
+        self.dev = dev
+        self.log = log
+        self.stream_flags: dict[int, list[tuple[int, int]]] = {}
+        spec = dev.spec
+        self.attention_on_pim = dev.system in ("neupims", "npu_pim") and dev.policy.attention == "pim"
+        if self.attention_on_pim:
+            sources = [{"name": "pim", "kind": "stream"}, {"name": "npu", "kind": "rw"}]
+            arbitration = "priority" if dev.system == "neupims" else "blocked"
+        else:
+            sources = [{"name": "npu", "kind": "rw"}]
+            arbitration = "frfcfs"
+        ctrl = {"refresh": "allbank" if refresh else "none"}
+        # a PIM GEMV that would cross a refresh waits for it (NeuPIMs' PIM_HEADER admission)
+        self.ms = MemorySystem(spec, ctrl, sources=sources, arbitration=arbitration, log=log,
+                               stream_refresh="wait" if self.attention_on_pim else "split", requests=1 << 16,
+                               stream_capacity=1 << 14, reuse_slots=True)
+        # one exact event loop over the device's memory, in DRAM cycles: every agent (an array's GEMM DMA, a
+        # channel's PIM attention, npu_only's KV loads) waits on completion groups of `self.memory`
+        self.loop = EventLoop(name=f"{dev.system} stage")
+        self.memory = self.loop.add(MemoryUnit("DRAM", self.ms, ticks="cycles"))
+        # one load and one store DMA engine per array, each offering up to one request per channel per cycle
+        width = spec.channels
+        self.ports = [(self.ms.add_port("npu", width), self.ms.add_port("npu", width)) for _ in range(dev.npu.arrays)]
+        self.decode = mapping_mod.Decoder(spec, spec.default_mapping)     # tables built once, not per DMA tile
+        if self.attention_on_pim and "compiler" not in dev.cache:
+            dev.cache["compiler"] = AttentionCompiler(spec, dev.model.d_head)
+        self.compiler = dev.cache.get("compiler")
+        self._stream_slot = {"pim": int(self.ms.S.src_idx[0, self.ms.source_index("pim")])} if self.attention_on_pim else {}
+        self._plans: dict[tuple[int, tuple[int, ...]], _ChannelPlan] = {}    # this iteration's (channel, contexts)
+        self._softmax_memo: dict[int, int] = {}
+        self.stages: list[StageStats] = []
+        self.eb = dev.npu.dtype_bytes
+        # address space: weights of every layer from 0, activations after them; KV rows from kv_base_row
+        E, tp = dev.model.d_model, dev.tp
+        self.gemm_shapes = {"qkv": (E, 3 * E // tp), "proj": (E // tp, E), "ffn1": (E, dev.model.d_ff // tp),
+                            "ffn2": (dev.model.d_ff // tp, E)}
+        align = spec.row_bytes * spec.total_banks
+        self.weight_base: dict[tuple[int, str], int] = {}
+        # Each array streams its own block of a GEMM's weights (k x n/arrays, contiguous). Blocks are staggered
+        # by channels/arrays channels and banks/arrays banks: arrays streaming side by side then work on
+        # different channels and banks. (Aligned blocks all start at channel 0, bank 0: the arrays move through
+        # the channels as a convoy, head-of-line blocked at the same channel queue, and fight over one bank.)
+        ra = spec.row_bytes
+        stagger = ra * max(spec.channels // dev.npu.arrays, 1) + ra * spec.channels * max(
+            spec.banks_per_channel // dev.npu.arrays, 1)
+        self.block_stride = {}
+        at = 0
+        for name, (k, n) in self.gemm_shapes.items():
+            self.block_stride[name] = math.ceil(k * math.ceil(n / dev.npu.arrays) * self.eb / align) * align + stagger
+        for layer in range(dev.layers):
+            for name in self.gemm_shapes:
+                self.weight_base[(layer, name)] = at
+                at += self.block_stride[name] * dev.npu.arrays
+        self.act_base = at
+        rows_needed = at // (spec.row_bytes * spec.total_banks) + 64
+        self.kv_row0 = max(dev.policy.kv_base_row, rows_needed)
+        if self.kv_row0 >= spec.rows:
+            raise UserError(f"{dev.model.name} / tp {tp}: the weights need {rows_needed} rows of every bank, more "
+                            f"than {spec.name}'s {spec.rows}")
+        self.vector_free = [0] * dev.npu.vector.pipelines
+
+    # -- NPU ops ---------------------------------------------------------------------------------------------
+    def _gemm(self, layer: int, name: str, m: int, start: int, on_array_done, stats: StageStats) -> None:
+        """Start GEMM `name` of `layer` at DRAM cycle `start` split over the arrays; `on_array_done(end)` is
+        called with each array's end (DRAM cycles)."""
+        dev = self.dev
+        k, n = self.gemm_shapes[name]
+        arrays = dev.npu.arrays
+        n_per = math.ceil(n / arrays)
+        start_npu = math.ceil(start * dev.npu.clock_hz / self.dev.dram_hz - 1e-9)
+        base = self.weight_base[(layer, name)]
+        for a in range(arrays):
+            na = min(n_per, n - a * n_per)
+            if na <= 0:
+                continue
+            sched, busy = _schedule(dev, m, k, na)
+            stats.npu_busy += dev.npu_to_dram(busy)
+            bases = {"A": self.act_base, "B": base + a * self.block_stride[name],
+                     "C": self.act_base + (1 + a) * (1 << 24)}
+            # operands in the tile-blocked layout (weights arranged offline, activations written that way), so
+            # a tile is one contiguous range spread over every channel (row-major A with 8 KB rows would put
+            # a tile's 1 KB row pieces on a quarter of the channels)
+            agent = GemmAgent(self.memory, sched, bases, start_npu, *self.ports[a], self.decode, dev.npu.clock_hz,
+                              on_finish=lambda ag: on_array_done(self.dev.npu_to_dram(ag.end_npu)), layout="blocked")
+            agent.start()
+
+    def _arrays_used(self, name: str) -> int:
+        n = self.gemm_shapes[name][1]
+        return math.ceil(n / math.ceil(n / self.dev.npu.arrays))
+
+    def _vector(self, kind: str, n: int, rows: int) -> int:
+        return self.dev.npu_to_dram(vector_op_cycles(self.dev.npu, kind, n, rows))
+
+    def _allreduce(self, nbytes: int) -> int:
+        """Ring all-reduce across the tp devices (reduce-scatter + all-gather), in DRAM cycles."""
+        return math.ceil(allreduce_s(self.dev.tp, self.dev.link_bytes_per_s, self.dev.link_latency_s, nbytes)
+                         * self.dev.dram_hz)
+
+    def _npu_program(self, ops: list[tuple], start: int, stats: StageStats) -> None:
+        """Run ops in order from `start` (GEMMs through the memory, the rest as fixed latencies); sets
+        stats.npu_end when the last op finishes. Ops: ("gemm", layer, name, m), ("vector", kind, n, rows),
+        ("allreduce", bytes), ("npu_attention", contexts)."""
+        def run(i: int, t: int) -> None:
+            while i < len(ops):
+                op = ops[i]
+                if op[0] == "gemm":
+                    ends: list[int] = []
+                    expected = self._arrays_used(op[2])
+
+                    def finished(end: int, i=i, ends=ends, expected=expected) -> None:
+                        ends.append(end)
+                        if len(ends) == expected:
+                            run(i + 1, max(ends))
+                    self._gemm(op[1], op[2], op[3], t, finished, stats)
+                    return
+                if op[0] == "vector":
+                    d = self._vector(*op[1:])
+                    stats.vector_busy += d
+                    t += d
+                elif op[0] == "allreduce":
+                    d = self._allreduce(op[1])
+                    stats.link_busy += d
+                    t += d
+                elif op[0] == "npu_attention":
+                    self._npu_attention(op[1], op[2], t, stats, lambda end, i=i: run(i + 1, end))
+                    return
+                i += 1
+            stats.npu_end = max(stats.npu_end, t)
+        run(0, start)
+
+    # -- attention on the NPU (npu_only) -----------------------------------------------------------------------
+    def _npu_attention(self, layer: int, contexts: list[int], start: int, stats: StageStats, then) -> None:
+        """Each request's K and V (its heads on this device) stream over the external bus into the NPU; the
+        arrays take requests in turn, loading the next request while computing one (double buffering)."""
+        dev = self.dev
+        arrays = dev.npu.arrays
+        dk, heads = dev.model.d_head, self.heads
+        kv_tok = 2 * heads * dk * self.eb
+        state = {"left": arrays}
+        ends = [start] * arrays
+        base = self.act_base + (64 << 24) + layer * (1 << 30) % (self.dev.spec.capacity_bytes // 2)
+        offsets = np.cumsum([0] + [c * kv_tok for c in contexts])
+        per_array = [list(range(a, len(contexts), arrays)) for a in range(arrays)]
+
+        def compute_cycles(L: int) -> int:
+            array = (_schedule(dev, 1, dk, L)[1] + _schedule(dev, 1, L, dk)[1]) * heads
+            soft = vector_row_cycles(dev.npu, "softmax", L) * math.ceil(heads / dev.npu.vector.pipelines)
+            return dev.npu_to_dram(array + soft)
+
+        # pipelined: each array issues every head's q.K^T and s.V into one instruction pipeline that stays
+        # full across heads and requests (a weight block preloads while the previous one streams), and its
+        # SIMD vector unit runs a head's softmax while the array goes on with the next heads' q.K^T
+        pipes = [ArrayPipeline(dev.npu) for _ in range(arrays)]
+        vec_free = [0] * arrays
+        qk_instrs = lambda L: _tile_instrs(dev.npu, 1, dk, L)      # noqa: E731
+        sv_instrs = lambda L: _tile_instrs(dev.npu, 1, L, dk)      # noqa: E731
+        to_npu = dev.npu.clock_hz / dev.dram_hz
+
+        def pipelined_end(a: int, L: int, ready_dram: int) -> tuple[int, int]:
+            """(compute start, end) in DRAM cycles of one request's attention on array a's pipeline."""
+            pipe = pipes[a]
+            ready = math.ceil(ready_dram * to_npu - 1e-9)
+            begin = max(ready, pipe.busy_until_cycles)
+            soft = vector_row_cycles(dev.npu, "softmax", L)
+            soft_end = []
+            for _h in range(heads):
+                for ins in qk_instrs(L):
+                    _s, fin = pipe.issue(ins, ready)
+                vec_free[a] = max(vec_free[a], fin) + soft
+                soft_end.append(vec_free[a])
+            for h in range(heads):
+                for ins in sv_instrs(L):
+                    pipe.issue(ins, soft_end[h])
+            return dev.npu_to_dram(begin), dev.npu_to_dram(pipe.busy_until_cycles)
+
+        def array_run(a: int) -> None:
+            reqs = per_array[a]
+            loaded: dict[int, int] = {}
+            comp_end = [start]
+
+            def issue(j: int, at: int) -> None:
+                r = reqs[j]
+                lo = int(base + offsets[r])
+                addr = np.arange(lo // 64 * 64, lo + contexts[r] * kv_tok, self.dev.spec.access_bytes, dtype=np.uint64)
+                addr %= np.uint64(self.dev.spec.capacity_bytes)
+                dec = self.decode(addr)
+                tag = self.memory.group(len(addr), lambda done, j=j: loaded_cb(j, done))
+                self.ms.enqueue_requests(self.ports[a][0], dec["channel"], dec["bank"], dec["row"], dec["column"], 0,
+                                         at, tag)
+
+            def loaded_cb(j: int, done: int) -> None:
+                loaded[j] = done
+                if dev.npu_attention == "pipelined":
+                    c0, end = pipelined_end(a, contexts[reqs[j]], done)
+                    stats.npu_busy += end - c0
+                    comp_end[0] = end
+                else:
+                    c0 = max(done, comp_end[0])
+                    c = compute_cycles(contexts[reqs[j]])
+                    stats.npu_busy += c
+                    comp_end[0] = c0 + c
+                if j + 1 < len(reqs):
+                    issue(j + 1, max(done, c0))       # the other buffer half is free once j starts computing
+                else:
+                    ends[a] = comp_end[0]
+                    state["left"] -= 1
+                    if state["left"] == 0:
+                        then(max(ends))
+
+            if reqs:
+                issue(0, start)
+            else:
+                state["left"] -= 1
+                if state["left"] == 0:
+                    then(max(ends))
+
+        for a in range(arrays):
+            array_run(a)
+
+    @property
+    def heads(self) -> int:
+        return self.dev.heads
+
+    # -- attention on PIM ----------------------------------------------------------------------------------------
+    def _channel_plan(self, ch: int, contexts: tuple[int, ...]) -> _ChannelPlan:
+        """The layer-independent part of one channel's attention streams (every layer of an iteration runs the
+        same requests: only the rows' layer offset differs), built once per iteration and channel."""
+        key = (ch, contexts)
+        plan = self._plans.get(key)
+        if plan is None:
+            comp = self.compiler
+            heads_per_gwrite = comp.row_elems // comp.dk
+            lg, at, base = [], [], []
+            row = self.kv_row0
+            for L in contexts:
+                for h in range(self.heads):
+                    (lg_h, at_h, rows_per_head, _k) = _attention_streams(comp, L, h % heads_per_gwrite)
+                    lg.append(lg_h)
+                    at.append(at_h)
+                    base.append(row)
+                    row += rows_per_head
+            softmax = [self._softmax_cycles(L) for L in contexts for _h in range(self.heads)]
+            plan = self._plans[key] = _ChannelPlan(self._part(ch, lg, base), self._part(ch, at, base), softmax)
+        return plan
+
+    def _part(self, ch: int, streams: list[tuple[np.ndarray, ...]], base: list[int]) -> _Part:
+        """Streams (one per head) concatenated, banks as the engine keeps them (its representative bank of the
+        command's target), rows as positions past the first KV row before the layer's offset."""
+        B = self.dev.spec.banks_per_channel
+        n = np.array([len(p[0]) for p in streams], dtype=np.int64)
+        cmd, local, rel, flags, est = (np.concatenate([p[i] for p in streams]) for i in range(5))
+        if local.min() < 0 or local.max() >= B:
+            raise EngineError(f"attention stream bank out of range for {self.dev.spec.name}")
+        pos = rel + np.repeat(np.asarray(base, dtype=np.int64), n)
+        return _Part(cmd, ch * B + self.ms.tables.rep[cmd, local], rel >= 0, pos, flags, est,
+                     np.concatenate([[0], np.cumsum(n)]))
+
+    def _layer_rows(self, part: _Part, layer: int) -> np.ndarray:
+        """A part's rows in `layer` (each layer's KV caches sit 97 rows further, wrapping in the KV region)."""
+        span = self.dev.spec.rows - self.kv_row0
+        return np.where(part.valid, (part.pos + layer * 97) % span + self.kv_row0, -1)
+
+    def _softmax_cycles(self, L: int) -> int:
+        d = self._softmax_memo.get(L)
+        if d is None:
+            d = self._softmax_memo[L] = self.dev.npu_to_dram(vector_row_cycles(self.dev.npu, "softmax", L))
+        return d
+
+    def _pim_attention(self, layer: int, requests: list[tuple[int, int]], start: int, stats: StageStats) -> None:
+        """requests: (context, channel). Per channel, the logits GEMVs of every request and head go first (one
+        stream); each head's softmax runs on a vector pipeline when its logits are done, and its attend GEMV
+        is appended to the channel's stream at the softmax's end."""
+        by_ch: dict[int, list[int]] = {}
+        for L, ch in requests:
+            by_ch.setdefault(ch, []).append(L)
+        stats.pim_end = max(stats.pim_end, start)
+        done = functools.partial(self._pim_done, stats)
+        for ch, contexts in by_ch.items():
+            plan = self._channel_plan(ch, tuple(contexts))
+            lg, at = plan.logits, plan.attend
+            at_rows = self._layer_rows(at, layer)
+            # tags: one completion group per head's logits GEMV, whose end starts the head's softmax
+            group = self.memory.group
+            tags = np.repeat(np.array([
+                group(int(lg.start[j + 1] - lg.start[j]),
+                      functools.partial(self._softmax_then_attend, ch, at, at_rows, j, plan.softmax[j], stats, done))
+                for j in range(len(plan.softmax))], dtype=np.int64), np.diff(lg.start))
+            self._append("pim", ch, lg.cmd, lg.bank, self._layer_rows(lg, layer), lg.flags, lg.est, tags, start)
+
+    def _softmax_then_attend(self, ch: int, at: _Part, rows: np.ndarray, j: int, d: int, stats: StageStats, done,
+                             logits_done: int) -> None:
+        free = heapq.heappop(self.vector_free)
+        begin = max(free, logits_done)
+        heapq.heappush(self.vector_free, begin + d)
+        stats.vector_busy += d
+        a, b = int(at.start[j]), int(at.start[j + 1])
+        tag = self.memory.group(b - a, done)
+        self._append("pim", ch, at.cmd[a:b], at.bank[a:b], rows[a:b], at.flags[a:b], at.est[a:b], tag, begin + d)
+
+    def _append(self, source: str, ch: int, cmd, bank, row, flags, est, tag, at: int) -> None:
+        """`MemorySystem.enqueue_stream` of commands checked once when their plan was built (bank: the engine's
+        representative bank; archsim.engine.reuse drives the engine the same way)."""
+        ms = self.ms
+        ms._append_stream(ch * ms.n_st + self._stream_slot[source], cmd, bank, row, -1, flags, est, tag,
+                          max(int(ms.S.clock[0]), int(at)))
+        if self.log:     # per channel, (command, segment flags) of the stream in enqueue order (tests read them)
+            self.stream_flags.setdefault(ch, []).extend(zip(cmd.tolist(), flags.tolist(), strict=True))
+
+    @staticmethod
+    def _pim_done(stats: StageStats, done: int) -> None:
+        stats.pim_end = max(stats.pim_end, done)
+
+    # -- one stage -----------------------------------------------------------------------------------------------
+    def run_stage(self, name: str, layer: int, npu_ops: list[tuple], pim: tuple[int, list[tuple[int, int]]] | None,
+                  start: int) -> StageStats:
+        st = StageStats(name, layer, start=start, npu_end=start, pim_end=start)
+        before = self.ms.S.cmd_count.sum(axis=0).copy()
+        self.vector_free = [start] * self.dev.npu.vector.pipelines
+        if pim is not None and pim[1]:
+            self._pim_attention(pim[0], pim[1], start, st)
+        if npu_ops:
+            self._npu_program(npu_ops, start, st)
+        self.loop.run()
+        st.end = max(st.npu_end, st.pim_end, start)
+        counts = self.ms.S.cmd_count.sum(axis=0) - before
+        st.commands = {n: int(c) for n, c in zip(self.dev.spec.command_names, counts, strict=True) if c}
+        self.ms.recycle_requests()
+        self.stages.append(st)
+        return st
+
+    # -- one decode iteration -------------------------------------------------------------------------------------
+    def layer_ops(self, layer: int, b: int) -> tuple[list[tuple], list[tuple]]:
+        """(QKV ops, Proj+FFN ops) of one layer for a sub-batch of b requests."""
+        m = self.dev.model
+        E = m.d_model
+        act = b * E * self.eb
+        qkv = [("vector", "layernorm", E, b), ("gemm", layer, "qkv", b)]
+        post = [("gemm", layer, "proj", b), ("allreduce", act), ("vector", "add", E, b),
+                ("vector", "layernorm", E, b), ("gemm", layer, "ffn1", b),
+                ("vector", "gelu", m.d_ff // self.dev.tp, b), ("gemm", layer, "ffn2", b), ("allreduce", act),
+                ("vector", "add", E, b)]
+        return qkv, post
+
+    def iteration(self, contexts: list[int], channels: list[int], sub_batch: bool, start: int = 0,
+                  on_layer=None) -> int:
+        """One decode step of every request (context lengths after the step) through all layers; returns the
+        end cycle. channels: the channel holding each request's KV cache (-1 never happens here). on_layer(k,
+        cycle): called as the k-th layer's last stage ends (progress of a long iteration)."""
+        on_layer = on_layer or (lambda k, cycle: None)
+        self._plans = {}
+        n = len(contexts)
+        L = self.dev.layers
+        reqs = list(zip(contexts, channels, strict=True))
+        t = start
+        if not sub_batch:
+            for layer in range(L):
+                qkv, post = self.layer_ops(layer, n)
+                t = self.run_stage("A", layer, qkv, None, t).end
+                if self.attention_on_pim:
+                    t = self.run_stage("B", layer, [], (layer, reqs), t).end
+                else:
+                    t = self.run_stage("B", layer, [("npu_attention", layer, contexts)], None, t).end
+                t = self.run_stage("E", layer, post, None, t).end
+                on_layer(layer + 1, t)
+            return t
+        sb1, sb2 = serving.partition_sub_batches(channels, self.dev.spec.channels)
+        subs = [[reqs[i] for i in sb1], [reqs[i] for i in sb2]]
+        sizes = [len(s) for s in subs]
+        ops = [[self.layer_ops(layer, max(sizes[s], 1)) for s in (0, 1)] for layer in range(L)]
+        # A: QKV(SB1) | B: QKV(SB2) + MHA(SB1) | C: post(SB1)+QKV'(SB1) + MHA(SB2) | D: post(SB2)+QKV'(SB2) +
+        # MHA'(SB1) ... | E: post(SB1) + MHA(SB2) | F: post(SB2)   (primes: the next layer)
+        t = self.run_stage("A", 0, ops[0][0][0], None, t).end
+        t = self.run_stage("B", 0, ops[0][1][0], (0, subs[0]), t).end
+        for layer in range(L - 1):
+            t = self.run_stage("C", layer, ops[layer][0][1] + ops[layer + 1][0][0], (layer, subs[1]), t).end
+            t = self.run_stage("D", layer, ops[layer][1][1] + ops[layer + 1][1][0], (layer + 1, subs[0]), t).end
+            on_layer(layer + 1, t)
+        t = self.run_stage("E", L - 1, ops[L - 1][0][1], (L - 1, subs[1]), t).end
+        t = self.run_stage("F", L - 1, ops[L - 1][1][1], None, t).end
+        on_layer(L, t)
+        return t

@@ -1,0 +1,215 @@
+"""The two run modes: `iteration` (sampled batches, one decode iteration each, every layer) and `serving`
+(continuous batching, TTFT / TBT), and the batches they decode.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from archsim import progress
+from archsim.npu.systolic import schedule_gemm
+from archsim.results import Result, make_manifest
+from archsim.systems.neupims.baselines import gpu_iteration_s
+from archsim.systems.neupims.config import Setup, _is_trace
+from archsim.systems.neupims.decode import DecodeSimulator, StageStats
+from archsim.systems.neupims.device import Device, assign, build_device
+from archsim.workload import serving
+
+
+def sample_batch(dataset: str, batch: int, rng: np.random.Generator) -> list[int]:
+    """Context lengths of a running batch: requests sampled from the dataset, each at a uniformly random
+    point of its generation (NeuPIMs warms a batch with sampled lengths)."""
+    if _is_trace(dataset):
+        reqs = serving.read_trace(dataset)
+        pick = rng.integers(0, len(reqs), batch)
+        prompt = np.array([reqs[i].prompt_tokens for i in pick])
+        out = np.array([reqs[i].output_tokens for i in pick])
+    else:
+        reqs = serving.generate_requests(batch, dataset, seed=int(rng.integers(1 << 31)))
+        prompt = np.array([r.prompt_tokens for r in reqs])
+        out = np.array([r.output_tokens for r in reqs])
+    done = rng.integers(0, np.maximum(out, 1))
+    return (prompt + done + 1).tolist()
+
+
+def _stage_frame(stages: list[StageStats], dev: Device) -> pd.DataFrame:
+    ns = dev.spec.tCK_ps / 1000
+    rows = []
+    for s in stages:
+        dur = max(s.end - s.start, 1)
+        bursts = sum(s.commands.get(c, 0) for c in ("RD", "RDA", "WR", "WRA"))
+        comps = s.commands.get("COMP", 0)
+        rows.append({
+            "stage": s.name, "layer": s.layer, "start_cycle": s.start, "cycles": s.end - s.start,
+            "seconds": (s.end - s.start) * ns * 1e-9,
+            "npu_util": s.npu_busy / (dur * dev.npu.arrays),
+            "pim_util": comps * dev.spec.timing["nCOMP"] / (dur * dev.spec.channels),
+            "mem_bw_util": bursts * dev.spec.timing["nBL"] / (dur * dev.spec.channels),
+            "npu_end_cycle": s.npu_end, "pim_end_cycle": s.pim_end, "vector_cycles": s.vector_busy,
+            "link_cycles": s.link_busy, **{f"n_{k}": v for k, v in s.commands.items()},
+        })
+    return pd.DataFrame(rows).fillna(0)
+
+
+def _energy_j(dev: Device, stage_df: pd.DataFrame, cycles: int) -> dict[str, float]:
+    """DRAM energy of one device by component (J): the post-pass over the command counts (NeuPIMs compares
+    memory energy, its Table 5)."""
+    from archsim import energy as energy_mod
+
+    counts = {c[2:]: int(stage_df[c].sum()) for c in stage_df.columns if c.startswith("n_")}
+    pj = energy_mod.dram_energy_pj(dev.spec, counts, cycles, dev.spec.channels)
+    return {k: v * 1e-12 for k, v in pj.items()}
+
+
+def run_iteration_mode(su: Setup, seed: int) -> Result:
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    samples = su.mode.samples
+    rows, stage_frames = [], []
+    if su.gpu_system:
+        for s in range(samples):
+            ctx = sample_batch(su.dataset, su.batch, rng)
+            sec, parts = gpu_iteration_s(su, ctx)
+            rows.append({"sample": s, "batch": len(ctx), "mean_context": float(np.mean(ctx)), "seconds": sec,
+                         "tokens_per_s": len(ctx) / sec, **parts})
+        df = pd.DataFrame(rows)
+        stats = {"tokens_per_s": float(df["tokens_per_s"].mean()), "iteration_s": float(df["seconds"].mean()),
+                 "wall_s": time.perf_counter() - t0}
+        return Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
+    dev = build_device(su)
+    sim_cycles = 0
+    for s in range(samples):
+        ctx = sample_batch(su.dataset, su.batch, rng)
+        chans = assign(dev, ctx, su.channel_assignment)
+        sim = DecodeSimulator(dev, refresh=su.refresh)
+
+        def on_layer(k, cycle, s=s):
+            progress.report("layers", s * dev.layers + k, samples * dev.layers,
+                            cycle * dev.spec.tCK_ps * 1e-12, f"sample {s + 1} of {samples}")
+
+        end = sim.iteration(ctx, chans, su.sub_batch, on_layer=on_layer)
+        sec = end * dev.spec.tCK_ps * 1e-12
+        sf = _stage_frame(sim.stages, dev)
+        sf.insert(0, "sample", s)
+        stage_frames.append(sf)
+        e = _energy_j(dev, sf, end)
+        rows.append({"sample": s, "batch": len(ctx), "mean_context": float(np.mean(ctx)), "cycles": end,
+                     "seconds": sec, "tokens_per_s": len(ctx) / sec,
+                     "npu_util": float((sf["npu_util"] * sf["cycles"]).sum() / end),
+                     "pim_util": float((sf["pim_util"] * sf["cycles"]).sum() / end),
+                     "mem_bw_util": float((sf["mem_bw_util"] * sf["cycles"]).sum() / end),
+                     "energy_j": sum(e.values()) * dev.tp, "kernel_wall_s": sim.ms.wall_s})
+        sim_cycles += end
+    df = pd.DataFrame(rows)
+    stages = pd.concat(stage_frames, ignore_index=True)
+    wall = time.perf_counter() - t0
+    tok = float(df["batch"].sum())
+    stats = {"tokens_per_s": float(df["tokens_per_s"].mean()), "iteration_s": float(df["seconds"].mean()),
+             "npu_util": float(df["npu_util"].mean()), "pim_util": float(df["pim_util"].mean()),
+             "mem_bw_util": float(df["mem_bw_util"].mean()), "energy_per_token_j": float(df["energy_j"].sum() / tok),
+             "simulated_cycles": int(sim_cycles), "wall_s": wall, "cycles_per_s": sim_cycles / wall}
+    res = Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
+    res.tables["stages"] = stages
+    res.tables["timeline"] = _timeline(stages[stages["sample"] == 0], dev)
+    return res
+
+
+def _timeline(stages: pd.DataFrame, dev: Device) -> pd.DataFrame:
+    """Per stage, when the NPU and the PIM side were busy (start of the stage to each side's last event),
+    in the columns `archsim report` draws as a unit-busy timeline."""
+    s = dev.spec.tCK_ps * 1e-12
+    rows = []
+    for _, r in stages.iterrows():
+        op = f"{r['stage']}{int(r['layer'])}"
+        for unit, end in (("NPU", r["npu_end_cycle"]), ("PIM", r["pim_end_cycle"])):
+            if end > r["start_cycle"]:
+                rows.append({"unit": unit, "op": op, "start_s": r["start_cycle"] * s, "end_s": end * s})
+    return pd.DataFrame(rows, columns=["unit", "op", "start_s", "end_s"])
+
+
+def run_serving_mode(su: Setup, seed: int) -> Result:
+    t0 = time.perf_counter()
+    model, layers, mode = su.model, su.layers, su.mode
+    if _is_trace(su.dataset):
+        requests = serving.read_trace(su.dataset)[:mode.requests]
+    else:
+        requests = serving.generate_requests(mode.requests, su.dataset, seed=seed)
+    dev = None if su.gpu_system else build_device(su)
+    channel_of: dict[int, int] = {}
+    sim_cycles = [0]
+    state: dict[str, Any] = {}
+
+    npu = su.npu
+    prefill_cache: dict[int, float] = {}
+
+    def prefill_s(prompt: int) -> float:
+        """The prompt on standalone NPUs (one per TP shard, the same NPU model): every GEMM of a layer with the
+        tile model on its arrays (N split over the arrays; prompt GEMMs are compute-bound, so DMA is not
+        simulated), q.K^T and s.V per head, x layers."""
+        if prompt not in prefill_cache:
+            E, F, tp, dk = model.d_model, model.d_ff, su.tp, model.d_head
+            cycles = 0
+            for k, n in ((E, 3 * E // tp), (E // tp, E), (E, F // tp), (F // tp, E)):
+                cycles += schedule_gemm(npu, prompt, k, math.ceil(n / npu.arrays)).compute_only_cycles()
+            heads = model.n_heads // tp
+            per_head = (schedule_gemm(npu, prompt, dk, prompt).compute_only_cycles()
+                        + schedule_gemm(npu, prompt, prompt, dk).compute_only_cycles())
+            cycles += math.ceil(heads / npu.arrays) * per_head
+            prefill_cache[prompt] = layers * cycles / npu.clock_hz
+        return prefill_cache[prompt]
+
+    def iteration_s(batch: serving.Batch) -> float:
+        decode = [e for e in batch.entries if e.phase == "decode"]
+        pre = max((prefill_s(e.new_tokens) for e in batch.entries if e.phase == "prefill"), default=0.0)
+        if not decode:
+            return pre
+        ctx = [e.context_tokens for e in decode]
+        if dev is None:
+            return max(pre, gpu_iteration_s(su, ctx)[0])
+        # a request keeps the channel its KV cache was placed on at admission (greedy on current loads)
+        new = [i for i, e in enumerate(decode) if e.request_id not in channel_of]
+        if new:
+            loads = [0.0] * dev.spec.channels
+            load_fn = serving.mha_load_fn(model, dev.tp)
+            for e in decode:
+                if e.request_id in channel_of:
+                    loads[channel_of[e.request_id]] += load_fn(e.context_tokens)
+            sub = [ctx[i] for i in new]
+            if su.channel_assignment == "gmlbp":
+                chans = serving.assign_channels_gmlbp(sub, dev.spec.channels, load_fn, initial_loads=loads)
+            else:
+                chans = [(len(channel_of) + j) % dev.spec.channels for j in range(len(sub))]
+            for i, ch in zip(new, chans, strict=True):
+                channel_of[decode[i].request_id] = ch
+        chans = [channel_of[e.request_id] for e in decode]
+        # one device for the whole run: its DRAM state (open rows, refresh phase) carries over between iterations
+        if "sim" not in state:
+            state["sim"] = DecodeSimulator(dev, refresh=su.refresh)
+        sim = state["sim"]
+        start = state.get("clock", 0)
+        end = sim.iteration(ctx, chans, su.sub_batch, start=start)
+        state["clock"] = end
+        sim_cycles[0] += end - start
+        return max(pre, (end - start) * dev.spec.tCK_ps * 1e-12)
+
+    cap = (dev.kv_capacity_bytes if dev is not None else su.tp * 40 * 2**30 - model.weight_bytes)
+    batcher = serving.ContinuousBatcher(su.batch, int(cap), model.kv_bytes_per_token, iteration_s,
+                                        max_iterations=mode.max_iterations)
+    out = batcher.run(requests)
+    it = out.iterations_df()
+    rq = out.requests_df()
+    tbt = np.repeat(it["duration_s"].to_numpy(), it["decode_tokens"].to_numpy())
+    ttft = (rq["first_token_s"] - rq["arrival_s"]).to_numpy()
+    wall = time.perf_counter() - t0
+    stats = {"tokens_per_s": out.output_tokens_per_s, "makespan_s": out.makespan_s, "iterations": len(it),
+             "wall_s": wall, "simulated_cycles": sim_cycles[0]}
+    for p in (50, 90, 99):
+        stats[f"tbt_p{p}_s"] = float(np.percentile(tbt, p)) if len(tbt) else 0.0
+        stats[f"ttft_p{p}_s"] = float(np.percentile(ttft, p))
+    res = Result(stats=stats, df=it, manifest=make_manifest(su.system, su.resolved, seed=seed))
+    res.tables["requests"] = rq
+    return res

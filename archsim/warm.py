@@ -36,7 +36,7 @@ DEFAULT_LOCK = ".venv/warm.lock"
 def _pimgpt(threads: int = 1):
     """PIM-GPT (and `make demo`): one PIM stream per channel on GDDR6-AiM, the stream-only kernel."""
     from archsim.dram.spec import load_spec
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
     from archsim.engine.reuse import StreamChannels
 
     spec = load_spec("GDDR6_AiM_16Gbps", overrides={"org.channels": threads})
@@ -49,7 +49,7 @@ def _trace(threads: int = 1):
     """DRAM trace runs: one FR-FCFS source, one row buffer (the lean kernel)."""
     from archsim.dram.controller import ControllerConfig
     from archsim.dram.spec import load_spec
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
 
     return MemorySystem(load_spec("DDR4_3200AA_x8_8Gb", overrides={"org.channels": threads}), ControllerConfig(),
                         requests=1, threads=threads)
@@ -60,7 +60,7 @@ def _general(threads: int = 1):
     most of the test suite): the general kernel."""
     from archsim.dram.controller import ControllerConfig
     from archsim.dram.spec import load_spec
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
 
     return MemorySystem(load_spec("DDR4_3200AA_x8_8Gb", overrides={"org.channels": threads}), ControllerConfig(),
                         requests=1, kernel="general", threads=threads)
@@ -69,7 +69,7 @@ def _general(threads: int = 1):
 def _neupims(threads: int = 1):
     """NeuPIMs: a PIM stream beside the NPU's rw source, PIM first, on banks with two row buffers (pim_dual)."""
     from archsim.dram.spec import load_spec
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
 
     return MemorySystem(load_spec("NeuPIMs_HBM2_Dual", overrides={"org.channels": threads}),
                         {"refresh": "allbank"}, sources=[{"name": "pim", "kind": "stream"}, {"name": "npu", "kind": "rw"}],

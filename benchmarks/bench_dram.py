@@ -98,18 +98,18 @@ def _count_kernel_cpu() -> list[float]:
     """The kernel's CPU time: the calling thread's CPU seconds inside MemorySystem.advance, compile excluded, summed
     into the returned cell (as benchmarks/bench_neupims.py; on a shared machine CPU time is what other jobs do not
     inflate)."""
-    from archsim.engine import channel
+    from archsim.engine import compiling, memory
 
     cpu = [0.0]
-    advance = channel.MemorySystem.advance
+    advance = memory.MemorySystem.advance
 
     def timed_advance(self, *a, **k):
-        c0, k0 = time.thread_time(), channel.compile_seconds()
+        c0, k0 = time.thread_time(), compiling.compile_seconds()
         try:
             return advance(self, *a, **k)
         finally:
-            cpu[0] += max(time.thread_time() - c0 - (channel.compile_seconds() - k0), 0.0)
-    channel.MemorySystem.advance = timed_advance
+            cpu[0] += max(time.thread_time() - c0 - (compiling.compile_seconds() - k0), 0.0)
+    memory.MemorySystem.advance = timed_advance
     return cpu
 
 

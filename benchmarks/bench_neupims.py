@@ -51,18 +51,18 @@ def main() -> int:
     args = ap.parse_args()
 
     from archsim import api
-    from archsim.engine import channel
+    from archsim.engine import compiling, memory
 
     kernel_cpu = [0.0]
-    advance = channel.MemorySystem.advance
+    advance = memory.MemorySystem.advance
 
     def timed_advance(self, *a, **k):       # the kernel's CPU time, whichever driver calls it
-        c0, k0 = time.thread_time(), channel.compile_seconds()
+        c0, k0 = time.thread_time(), compiling.compile_seconds()
         try:
             return advance(self, *a, **k)
         finally:
-            kernel_cpu[0] += max(time.thread_time() - c0 - (channel.compile_seconds() - k0), 0.0)
-    channel.MemorySystem.advance = timed_advance
+            kernel_cpu[0] += max(time.thread_time() - c0 - (compiling.compile_seconds() - k0), 0.0)
+    memory.MemorySystem.advance = timed_advance
     from archsim.npu import load_npu_config, schedule_gemm
     from archsim.npu.systolic import overlap_timeline
 

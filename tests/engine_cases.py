@@ -1,4 +1,4 @@
-"""Random small channel-engine cases that both engines consume (archsim.engine.channel.MemorySystem and
+"""Random small channel-engine cases that both engines consume (archsim.engine.memory.MemorySystem and
 archsim.engine.reference.ReferenceController share one API): `random_case(seed)` draws a case as plain data,
 `build(engine_cls, case)` makes an engine with it, `run_case` runs it and returns what the engines must agree
 on. Used by tests/test_engine_vs_reference.py and tests/test_engine_reference.py.

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from archsim.cli import main
-from archsim.engine import channel
+from archsim.engine import channel, compiling, memory
 
 
 def test_compile_is_announced_and_timed_apart(tmp_path, capsys, monkeypatch):
@@ -22,13 +22,13 @@ def test_compile_is_announced_and_timed_apart(tmp_path, capsys, monkeypatch):
         return real(sig)
 
     monkeypatch.setattr(channel.advance, "compile", slow_compile)
-    monkeypatch.setattr(channel, "kernel_cached", lambda sig: False)
-    monkeypatch.setattr(channel, "_ANNOUNCED", set())
+    monkeypatch.setattr(compiling, "cached", lambda dispatcher, sig: False)
+    monkeypatch.setattr(compiling, "_ANNOUNCED", set())
     out = tmp_path / "r.json"
     assert main(["trace", "synthetic:random:300", "--quiet", "--json", str(out)]) == 0
     err = capsys.readouterr().err
     notices = [line for line in err.splitlines() if "compiling the channel kernel" in line]
-    assert len(notices) == 1 and channel.COMPILE_EXPECTED in notices[0], err
+    assert len(notices) == 1 and compiling.COMPILE_EXPECTED in notices[0], err
     stats = json.loads(out.read_text())["stats"]
     assert stats["sim_compile_s"] >= delay, stats["sim_compile_s"]
     assert stats["wall_s"] < delay, f"wall_s {stats['wall_s']} includes the {delay} s compile"
@@ -38,7 +38,7 @@ def test_cached_kernel_is_known_as_cached():
     from archsim.dram.controller import ControllerConfig
     from archsim.dram.spec import load_spec
 
-    ms = channel.MemorySystem(load_spec("DDR4_3200AA_x8_8Gb"), ControllerConfig(), requests=1)
+    ms = memory.MemorySystem(load_spec("DDR4_3200AA_x8_8Gb"), ControllerConfig(), requests=1)
     ms.load_kernel()
     assert ms.kernel_cached() is True
 

@@ -140,7 +140,7 @@ def test_streaming_keeps_the_pool_bounded_and_equals_one_chunk():
 
 
 def test_reused_slots_must_hold_served_requests():
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
 
     spec = SPECS["DDR4_3200AA_x8_8Gb"]
     ms = MemorySystem(spec, log=False)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from archsim.dram.checker import check_log
 from archsim.dram.spec import load_spec
 from archsim.energy import dram_action_energy_pj
-from archsim.engine.channel import MemorySystem
+from archsim.engine.memory import MemorySystem
 from archsim.pim.logic_pim import (
     LogicPimConfig,
     LogicPimTimer,

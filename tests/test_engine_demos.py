@@ -7,8 +7,9 @@ import pytest
 
 from archsim.dram.checker import check_log
 from archsim.dram.spec import load_spec
-from archsim.engine.channel import ST_COMPLETION, MemorySystem
+from archsim.engine.channel import ST_COMPLETION
 from archsim.engine.loop import EventLoop, FixedUnit, Link, MemoryUnit, Task
+from archsim.engine.memory import MemorySystem
 
 
 def _clean(spec, ms):
@@ -232,7 +233,7 @@ def test_windowed_loop_gives_the_exact_schedule_when_agents_wait_a_window(window
 
 
 def test_windowed_loop_rejects_tasks_on_memory_and_waits_need_a_window():
-    from archsim.engine.channel import EngineError
+    from archsim.engine.memory import EngineError
 
     spec = load_spec("HBM2_2Gbps_PC", overrides={"org.channels": 1})
     loop = EventLoop(window=4)

@@ -15,7 +15,7 @@ from archsim.dram.spec import load_spec
 from archsim.engine.reference import ReferenceController
 from archsim.errors import ConfigError
 
-MemorySystem = pytest.importorskip("archsim.engine.channel").MemorySystem
+MemorySystem = pytest.importorskip("archsim.engine.memory").MemorySystem
 ENGINES = {"fast": MemorySystem, "reference": ReferenceController}
 DDR4 = "DDR4_3200AA_x8_8Gb"
 

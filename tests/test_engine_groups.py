@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from archsim.dram.spec import load_spec
-from archsim.engine.channel import ST_IDLE, MemorySystem
+from archsim.engine.channel import ST_IDLE
 from archsim.engine.loop import EventLoop, MemoryUnit
+from archsim.engine.memory import MemorySystem
 from archsim.errors import ConfigError
 
 NO_REFRESH = {"refresh": "none"}
@@ -89,7 +90,7 @@ def test_recycling_refuses_while_requests_wait():
 
 
 def test_loop_reports_a_group_that_never_completes():
-    from archsim.engine.channel import EngineError
+    from archsim.engine.memory import EngineError
 
     spec = load_spec("HBM2_2Gbps_PC")
     ms = MemorySystem(spec, NO_REFRESH)

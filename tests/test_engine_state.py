@@ -14,7 +14,7 @@ from test_engine_threads import _multi_case, _run
 import archsim.engine.channel as channel
 import archsim.engine.threads as threads
 from archsim.engine import state
-from archsim.engine.channel import MemorySystem
+from archsim.engine.memory import MemorySystem
 
 # device sets with different sizes: sources of both kinds, one and two row buffers, per-bank refresh, no log
 DEVICE_SETS = [

@@ -11,7 +11,8 @@ from engine_cases import VARIANTS, _spec, random_case
 
 import archsim.engine.channel as channel
 import archsim.engine.threads as threads
-from archsim.engine.channel import ST_COMPLETION, ST_IDLE, MemorySystem
+from archsim.engine.channel import ST_COMPLETION, ST_IDLE
+from archsim.engine.memory import MemorySystem
 from archsim.errors import ConfigError
 
 # variants whose presets take org.channels (several channels per device)

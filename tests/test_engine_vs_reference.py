@@ -1,4 +1,4 @@
-"""The fast channel engine (archsim.engine.channel.MemorySystem) against the naive reference scheduler
+"""The fast channel engine (archsim.engine.memory.MemorySystem) against the naive reference scheduler
 (archsim.engine.reference.ReferenceController) on random small cases (tests/engine_cases.py): identical
 command logs, request done cycles and completions, and every log accepted by the independent checker.
 
@@ -34,7 +34,7 @@ CHUNK = 100
 
 @pytest.fixture(scope="module")
 def fast_engine():
-    return pytest.importorskip("archsim.engine.channel").MemorySystem
+    return pytest.importorskip("archsim.engine.memory").MemorySystem
 
 
 def _norm(log: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,7 @@ import pytest
 
 from archsim.dram.checker import check_log
 from archsim.dram.spec import load_spec
-from archsim.engine.channel import MemorySystem
+from archsim.engine.memory import MemorySystem
 from archsim.systems.neupims.compiler import AttentionCompiler
 
 DK = 128

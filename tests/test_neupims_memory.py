@@ -9,7 +9,8 @@ import pytest
 from archsim import energy
 from archsim.dram.checker import check_log
 from archsim.dram.spec import load_spec
-from archsim.engine.channel import SEG_END, SEG_START, MemorySystem
+from archsim.engine.channel import SEG_END, SEG_START
+from archsim.engine.memory import MemorySystem
 
 PIM_ROW = 300
 

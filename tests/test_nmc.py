@@ -16,7 +16,8 @@ from engine_cases import VARIANTS, case_spec, random_case, run_case
 from archsim.dram.checker import check_log
 from archsim.dram.roles import R_UPD, R_UPDA
 from archsim.dram.spec import load_spec
-from archsim.engine.channel import KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
+from archsim.engine.channel import KIND_READ, KIND_RMW, KIND_WRITE
+from archsim.engine.memory import MemorySystem
 from archsim.engine.reference import ReferenceController
 from archsim.engine.tables import lower
 from archsim.errors import ConfigError

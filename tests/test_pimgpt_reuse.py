@@ -146,7 +146,7 @@ def test_pimgpt_reuse_equals_full_simulation_over_many_tokens():
 def test_direct_enqueue_equals_enqueue_stream(spec4):
     """StreamChannels writes stream commands into the engine arrays itself (no per-call checks); the same ops
     through MemorySystem.enqueue_stream end at the same cycles with the same counts and engine state."""
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
 
     ms = MemorySystem(spec4, {"refresh": "none"}, sources=[{"name": "pim", "kind": "stream"}], stream_capacity=64)
     sc = StreamChannels(spec4, memo=False)

@@ -57,7 +57,7 @@ def test_replace_swaps_the_base_row(tmp_path):
 
 
 def test_refresh_mode_the_standard_lacks():
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
 
     spec = load_spec("DDR4_3200AA_x8_8Gb")
     with pytest.raises(ConfigError, match="perbank"):

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from archsim.dram.checker import check_log
-from archsim.engine.channel import KIND_READ, MemorySystem
+from archsim.engine.channel import KIND_READ
+from archsim.engine.memory import MemorySystem
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect import ring as ringmod
 from archsim.systems.t3.params import load_params

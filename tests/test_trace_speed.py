@@ -287,7 +287,8 @@ def test_read_while_loading_engine_reads_the_trace_and_loads_the_kernel(tmp_path
     import numba
 
     from archsim.dram.controller import ControllerConfig
-    from archsim.engine.channel import MemorySystem, advance
+    from archsim.engine.channel import advance
+    from archsim.engine.memory import MemorySystem
     from archsim.errors import UserError
     from archsim.systems.dram_trace.system import _read_while_loading_engine
 
@@ -312,7 +313,7 @@ def test_load_kernel_loads_without_running():
     """MemorySystem.load_kernel fetches the compiled kernel for the state's types and runs nothing: the clock,
     counters and pool stay as they were, and a run afterwards issues what a run without it issues."""
     from archsim.dram.controller import ControllerConfig
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
 
     spec = _spec("DDR4_3200AA_x8_8Gb")
     tr = synthetic_trace("random", 300, seed=5, span_bytes=1 << 24)

@@ -31,7 +31,7 @@ def test_warm_compiles_the_demos_kernel():
 def test_warm_compiles_the_trace_kernel():
     from archsim.dram.controller import ControllerConfig
     from archsim.dram.spec import load_spec
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
 
     ms = MemorySystem(load_spec("HBM2_2Gbps_PC"), ControllerConfig(), requests=4)
     assert ms.kernel == "lean" and ms._signature() == _signature_of(warm.KERNELS["trace"])
@@ -41,7 +41,7 @@ def test_warm_compiles_the_general_kernel():
     """`make test` warms the general kernel as well: the one T3's device sets (two rw sources, ports) run."""
     from archsim.dram.controller import ControllerConfig
     from archsim.dram.spec import load_spec
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
 
     two = [{"name": "compute", "kind": "rw"}, {"name": "comm", "kind": "rw"}]
     ms = MemorySystem(load_spec("HBM2_2Gbps_PC"), ControllerConfig(), sources=two, arbitration="threshold")

@@ -98,8 +98,8 @@ def with_compile_time(result: Any, compile_before: float) -> Any:
 
 
 def compile_seconds() -> float:
-    """archsim.engine.channel.compile_seconds() if the engine is loaded (0 otherwise; importing it costs)."""
-    mod = sys.modules.get("archsim.engine.channel")
+    """archsim.engine.compiling.compile_seconds() if the engine is loaded (0 otherwise; importing it costs)."""
+    mod = sys.modules.get("archsim.engine.compiling")
     return mod.compile_seconds() if mod is not None else 0.0
 
 

@@ -61,7 +61,8 @@ from typing import Any
 
 import numpy as np
 
-from archsim.engine.channel import INF, ST_COMPLETION, EngineError, MemorySystem
+from archsim.engine.channel import INF, ST_COMPLETION
+from archsim.engine.memory import EngineError, MemorySystem
 from archsim.errors import UserError
 
 PS_INF = 1 << 62

@@ -147,7 +147,7 @@ class _Channel:
 
 
 class ReferenceController:
-    """See docs/channel-engine.md. API shared with archsim.engine.channel.MemorySystem."""
+    """See docs/channel-engine.md. API shared with archsim.engine.memory.MemorySystem."""
 
     def __init__(self, spec: DramSpec, controller: ControllerConfig | dict | None = None,
                  sources: list[dict[str, str]] | None = None, arbitration: str = "frfcfs",

@@ -30,7 +30,9 @@ import numpy as np
 
 from archsim.dram.effects import E_OPEN
 from archsim.engine import state
-from archsim.engine.channel import INF, MemorySystem, compile_seconds
+from archsim.engine.channel import INF
+from archsim.engine.compiling import compile_seconds
+from archsim.engine.memory import MemorySystem
 
 
 class StreamChannels:

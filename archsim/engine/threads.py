@@ -11,9 +11,8 @@ ascending within a cycle, the order one thread produces. Results are bit-identic
 (tests/test_engine_threads.py).
 
 This module holds no numba code: the compiled functions live in archsim/engine/channel.py beside `_step`,
-so that numba's per-file cache recompiles them whenever the step changes. It does not import that module
-either (channel.py builds the coordinator, so an import back would be a circle): the MemorySystem hands its
-coordinator the engine module whose kernels and constants it runs (`Coordinator(ms, threads, engine)`).
+so that numba's per-file cache recompiles them whenever the step changes; the MemorySystem
+(archsim/engine/memory.py) builds the coordinator.
 """
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from archsim.dram.roles import R_RD, R_RDA, R_UPD, R_UPDA, R_WR, R_WRA
-from archsim.engine import state
+from archsim.engine import channel, compiling, state
 
 # Regions shorter than REGION_MIN cycles run on one thread (a hand-off to the threads costs more than they
 # save); a region is at most REGION_MAX cycles (the shards' log and completion buffers hold that many); while
@@ -72,31 +71,6 @@ def resolve_threads(n: int | None = None) -> int:
     return max(1, cores()) if n is None else check_threads(n)
 
 
-def _cached(ch: Any, sig: tuple) -> bool | None:
-    """Whether advance_shard for `sig` is compiled here or in numba's on-disk cache (as channel.kernel_cached)."""
-    disp = ch.advance_shard
-    try:
-        if tuple(sig) in disp.overloads:
-            return True
-        disp.targetctx.refresh()
-        return disp._cache._index_key(sig, disp.targetctx.codegen()) in disp._cache._cache_file._load_index()
-    except Exception:   # noqa: BLE001  (a notice is a courtesy; never fail a run for it)
-        return None
-
-
-_ANNOUNCED: set = set()
-
-
-def _announce(ch: Any, sig: tuple) -> None:
-    import sys
-
-    if sig in _ANNOUNCED or os.environ.get("ARCHSIM_NO_COMPILE_NOTICE"):
-        return
-    _ANNOUNCED.add(sig)
-    print(f"archsim: compiling the threaded channel kernel (engine.threads > 1) for this configuration, "
-          f"{ch.COMPILE_EXPECTED} (once: it is cached; --threads 1 does without it)", file=sys.stderr, flush=True)
-
-
 def _timed(fn, *args):
     t0 = time.perf_counter()
     out = fn(*args)
@@ -106,9 +80,9 @@ def _timed(fn, *args):
 class Coordinator:
     """Runs advance() of one MemorySystem on `threads` shards of its channels."""
 
-    def __init__(self, ms: Any, threads: int, engine: Any):
+    def __init__(self, ms: Any, threads: int):
         self.ms = ms
-        self.ch = engine          # archsim.engine.channel: its kernels and constants
+        self.ch = channel         # the kernels and constants it runs
         self.threads = threads
         self.sync = dict.fromkeys(SYNC_KEYS, 0)
         self._shards: tuple | None = None          # (the state they were built for, [(lo, hi, state, c_clk)])
@@ -241,12 +215,9 @@ class Coordinator:
             arr = numba.typeof(np.zeros(1, np.int64))
             state = numba.typeof(ms.S)
             sig = (state, numba.typeof(ms.tables), numba.typeof(ms.cf), i64, i64, i64, arr)
-            t0 = time.perf_counter()
-            if _cached(ch, sig) is False:
-                _announce(ch, sig)
-            self._kernels = (ms.S, (ch.advance_shard.compile(sig),
-                                    ch._replay_completions.compile((state, arr, arr, arr))))
-            ch._COMPILE_S[0] += time.perf_counter() - t0
+            shard = compiling.compile(ch.advance_shard, sig, "the threaded channel kernel (engine.threads > 1) for "
+                                      "this configuration", note="it is cached; --threads 1 does without it")
+            self._kernels = (ms.S, (shard, compiling.compile(ch._replay_completions, (state, arr, arr, arr), None)))
         return self._kernels[1]
 
     def _region(self, clk: int, end: int) -> int:

@@ -23,8 +23,8 @@ import numpy as np
 
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.spec import DramSpec
-from archsim.engine.channel import MemorySystem
 from archsim.engine.loop import EventLoop, MemoryUnit
+from archsim.engine.memory import MemorySystem
 from archsim.npu.config import NpuConfig
 from archsim.npu.systolic import DmaTile, DoubleBufferTimeline, GemmSchedule, Timeline, schedule_gemm
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from archsim.config import load_yaml
+from archsim.dram import latency
 from archsim.dram.spec import DramSpec, load_spec
 from archsim.errors import ConfigError
 
@@ -163,7 +164,7 @@ def bundle_stream(spec: DramSpec, cfg: LogicPimConfig, segments: list[Segment], 
                 left[i] -= 1
     # the next bundle's ACTBD goes after this many reads of the current row: by then the precharge of that
     # bundle (issued just before the current row's reads) has recovered, so the in-order stream never waits
-    lookahead = min(RDBD_PER_ROW, math.ceil(spec.timing["nRP"] / spec.timing["nCCDL"]) + 1)
+    lookahead = min(RDBD_PER_ROW, math.ceil(latency.gap(spec, "PREBD", "ACTBD") / latency.gap(spec, "RDBD", "RDBD")) + 1)
     cmd, bank, row, col, comp = [], [], [], [], []
     opened = set()
     for k, (sp, r, c) in enumerate(order):
@@ -225,7 +226,7 @@ class LogicPimTimer:
         xPU read requests entering through an FR-FCFS source `xpu` beside the streams (co-processing); the
         returned cycles are then still the Logic-PIM operator's, and the MemorySystem holds the requests'
         completion cycles (`request_done`)."""
-        from archsim.engine.channel import MemorySystem
+        from archsim.engine.memory import MemorySystem
 
         spec = self.one
         npc = spec.counts[1]

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from archsim.engine.channel import KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
+from archsim.engine.channel import KIND_READ, KIND_RMW, KIND_WRITE
+from archsim.engine.memory import MemorySystem
 from archsim.systems.t3.params import T3Params, load_params
 from archsim.systems.t3.shapes import SublayerShape, stage_chunk, sublayer_shape
 from archsim.systems.t3.sim import _interleave, _Sim, simulate_sublayer

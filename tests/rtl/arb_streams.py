@@ -1,7 +1,7 @@
 """Stimulus and golden model for rtl/dual_rowbuf_arbiter.v.
 
 The golden model is the simulator itself: `engine_log` runs a memory request stream and a PIM command
-stream through archsim.engine.channel.MemorySystem on one channel of the NeuPIMs device, configured as the
+stream through archsim.engine.memory.MemorySystem on one channel of the NeuPIMs device, configured as the
 RTL block is built (`arbiter_engine`): sources [pim: stream, mem: rw], read and write queues of one entry,
 open row policy, all-bank refresh, arbitration `priority` (dual) or `blocked` (single buffer). It returns the
 command log as (cycle, bus, command, bank, source, row) tuples: bank is the lowest bank of the target, row
@@ -88,7 +88,7 @@ def local_bank(spec, df) -> np.ndarray:
 
 def engine_log(spec, mode: str, work: Workload) -> list[tuple]:
     """The channel engine's command log for `work`, as the RTL's bench records it."""
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
 
     arbitration = MODES[mode][1]
     check_scope(spec, CONTROLLER, arbitration, work)
@@ -127,7 +127,7 @@ def engine_log(spec, mode: str, work: Workload) -> list[tuple]:
 
 def spec_rep(spec, c: int, bank: int) -> int:
     """Lowest bank of the target of command c holding `bank`."""
-    from archsim.engine.channel import lowered
+    from archsim.engine.memory import lowered
 
     return int(lowered(spec).tables.rep[c, bank])
 

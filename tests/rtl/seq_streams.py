@@ -1,7 +1,7 @@
 """Stimulus and golden model for rtl/pim_cmd_sequencer.v.
 
 The golden model is the simulator itself: `engine_cycles` runs a stream through
-archsim.engine.channel.MemorySystem (one channel, one `stream` source, refresh off, log on) and returns the
+archsim.engine.memory.MemorySystem (one channel, one `stream` source, refresh off, log on) and returns the
 issue cycle of every command from its command log, after checking that the log holds exactly the stream's
 commands (a well-formed stream: the engine inserted no close or restore, docs/channel-engine.md 3.3).
 """
@@ -26,7 +26,7 @@ def sequencer_spec(timing: dict[str, int] | None = None):
 
 def engine_cycles(spec, cmd, bank, row=-1, at=None) -> list[int]:
     """Issue cycle of every command of the stream, from the channel engine's command log."""
-    from archsim.engine.channel import MemorySystem
+    from archsim.engine.memory import MemorySystem
 
     cmd = np.asarray(cmd, dtype=np.int64)
     bank = np.asarray(bank, dtype=np.int64)

@@ -2,7 +2,7 @@
 engine's command log for the same memory requests and PIM stream, the generated headers' freshness, the
 scope refusals, a mutation test and Verilator lint.
 
-The golden model is archsim.engine.channel.MemorySystem on one channel of NeuPIMs_HBM2_Dual (arbitration
+The golden model is archsim.engine.memory.MemorySystem on one channel of NeuPIMs_HBM2_Dual (arbitration
 `priority`, PIM first) or NeuPIMs_HBM2_Single (`blocked`), sources [pim: stream, mem: rw], queues of one
 entry, all-bank refresh (tests/rtl/arb_streams.py). tests/rtl/tb_dual_rowbuf_arbiter.py drives the RTL and
 records its command buses; this file compares the two logs entry by entry (cycle, bus, command, bank,

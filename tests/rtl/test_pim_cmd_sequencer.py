@@ -2,7 +2,7 @@
 engine's command log for the same stream, the generated timing header's freshness, a mutation test and
 Verilator lint.
 
-The golden model is archsim.engine.channel.MemorySystem (one channel of GDDR6_AiM_16Gbps, one `stream`
+The golden model is archsim.engine.memory.MemorySystem (one channel of GDDR6_AiM_16Gbps, one `stream`
 source, refresh "none"): tests/rtl/seq_streams.py runs it; tests/rtl/tb_pim_cmd_sequencer.py drives the
 RTL with the same stream and compares issue cycles command for command.
 """

@@ -21,7 +21,7 @@ from archsim.dram import mapping as mapping_mod
 from archsim.dram.controller import ControllerConfig
 from archsim.dram.spec import DramSpec, check_capacity, load_spec
 from archsim.dram.trace import SYNTHETIC_KINDS
-from archsim.engine.channel import MemorySystem
+from archsim.engine.memory import MemorySystem
 from archsim.errors import ConfigError, UserError
 from archsim.registry import register
 from archsim.results import Result, make_manifest

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from archsim.dram import latency
 from archsim.dram.spec import DramSpec
 from archsim.engine.channel import SEG_END, SEG_START
 
@@ -90,9 +91,13 @@ class AttentionCompiler:
         # one bank per bank group of every rank: G_ACT's targets
         per_group = spec.counts[4]
         self.group_banks = list(range(0, self.banks, per_group))
-        t = spec.timing
-        self.t_round = lambda comps: 2 * (max(comps, 6) + 1) * t["nCOMP"] // 2     # noqa: E731 (NeuPIMs)
-        self.t_open = len(self.group_banks) // 2 * t["nFAW"] + t["nRCDRD"] + t["nRP"]
+        # admission estimates of a PIM segment (NeuPIMs' formulas), from the rows the engine enforces: a COMP
+        # slot, opening a row set (G_ACTs paced by their activation window, then G_ACT -> COMP, PIM_PRE -> G_ACT)
+        comp = latency.gap(spec, "COMP", "COMP")
+        self.t_round = lambda comps: 2 * (max(comps, 6) + 1) * comp // 2     # noqa: E731 (NeuPIMs)
+        faw, acts_per_window = latency.window(spec, "G_ACT", "G_ACT")
+        self.t_open = (len(self.group_banks) // acts_per_window * faw + latency.gap(spec, "G_ACT", "COMP")
+                       + latency.gap(spec, "PIM_PRE", "G_ACT"))
 
     # -- pieces ---------------------------------------------------------------------------------------------
     def _gwrite(self, s: Stream, row: int, staging_bank: int = 0) -> None:
@@ -146,7 +151,7 @@ class AttentionCompiler:
 
     def estimate(self, rounds: int, comps: int, row_sets: int) -> int:
         """NeuPIMs' GEMV length estimate: opening each row set, then 2 x (max(k, 6) + 1) per round."""
-        return row_sets * self.t_open + rounds * self.t_round(comps) + self.spec.timing["nGWRITE"]
+        return row_sets * self.t_open + rounds * self.t_round(comps) + latency.gap(self.spec, "GWRITE", "COMP")
 
     def decode_step(self, contexts: list[int], heads: int) -> tuple[Stream, Stream]:
         """(logits stream, attend stream) of one decode step for requests with these context lengths,

@@ -12,8 +12,8 @@ from functools import lru_cache
 import numpy as np
 
 from archsim.dram import mapping as mapping_mod
-from archsim.engine.channel import EngineError, MemorySystem
 from archsim.engine.loop import EventLoop, MemoryUnit
+from archsim.engine.memory import EngineError, MemorySystem
 from archsim.errors import UserError
 from archsim.npu.dram_gemm import GemmAgent
 from archsim.npu.systolic import ArrayPipeline, _tile_instrs, schedule_gemm

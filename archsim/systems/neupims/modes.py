@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from archsim import progress
+from archsim.dram import latency
 from archsim.npu.systolic import schedule_gemm
 from archsim.results import Result, make_manifest
 from archsim.systems.neupims.baselines import gpu_iteration_s
@@ -47,7 +48,7 @@ def _stage_frame(stages: list[StageStats], dev: Device) -> pd.DataFrame:
             "stage": s.name, "layer": s.layer, "start_cycle": s.start, "cycles": s.end - s.start,
             "seconds": (s.end - s.start) * ns * 1e-9,
             "npu_util": s.npu_busy / (dur * dev.npu.arrays),
-            "pim_util": comps * dev.spec.timing["nCOMP"] / (dur * dev.spec.channels),
+            "pim_util": comps * latency.gap(dev.spec, "COMP", "COMP") / (dur * dev.spec.channels),
             "mem_bw_util": bursts * dev.spec.timing["nBL"] / (dur * dev.spec.channels),
             "npu_end_cycle": s.npu_end, "pim_end_cycle": s.pim_end, "vector_cycles": s.vector_busy,
             "link_cycles": s.link_busy, **{f"n_{k}": v for k, v in s.commands.items()},

@@ -41,7 +41,14 @@ from typing import Any
 from archsim.registry import register
 from archsim.results import Result
 from archsim.stats_names import from_code
-from archsim.systems.neupims.config import SYSTEMS, NeuPimsConfig, ServingMode, resolve, setup
+from archsim.systems.neupims.config import (
+    MODEL_FEATURES,  # noqa: F401  (the registered module declares them)
+    SYSTEMS,
+    NeuPimsConfig,
+    ServingMode,
+    resolve,
+    setup,
+)
 from archsim.systems.neupims.modes import run_iteration_mode, run_serving_mode
 
 

@@ -45,6 +45,7 @@ import pandas as pd
 
 from archsim import schema
 from archsim.config import flatten
+from archsim.dram import latency
 from archsim.dram.spec import DramSpec, load_spec, override_leaves
 from archsim.engine.reuse import StreamChannels
 from archsim.errors import ConfigError, UserError
@@ -693,6 +694,7 @@ class PimGptSimulator:
 
     def result(self, wall_s: float, seed: int) -> Result:
         tck = self.spec.tCK_s
+        mac_gap = latency.gap(self.spec, "MACAB", "MACAB")     # one column per bank per MAC slot (nCCDL)
         n = len(self.token_cycles)
         total_cycles = int(sum(self.token_cycles))
         rows = []
@@ -747,9 +749,8 @@ class PimGptSimulator:
             "sim_layer_memo_hits": self.layer_memo_hits, "sim_layer_memo_misses": self.layer_memo_misses,
             "engine": self.engine.engine, "refresh": "allbank" if self.su.refresh else "none",
             # roofs for the report's roofline: all MACs busy, and every bank streaming one column per MAC slot
-            "peak_flops_per_s": self.g.channels * self.g.banks * self.g.lanes * 2
-            / (self.spec.timing["nCCDL"] * tck),
-            "peak_bytes_per_s": self.g.channels * self.g.banks * self.spec.access_bytes / (self.spec.timing["nCCDL"] * tck),
+            "peak_flops_per_s": self.g.channels * self.g.banks * self.g.lanes * 2 / (mac_gap * tck),
+            "peak_bytes_per_s": self.g.channels * self.g.banks * self.spec.access_bytes / (mac_gap * tck),
         }
         stats.update(self.baselines())
         # manifest.config is the resolved config, so it re-runs as is (`archsim run --config` / --from-json);

@@ -55,9 +55,11 @@ import numpy as np
 from archsim.config import require_int
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.effects import Effect
+from archsim.dram.latency import closed_row_read
 from archsim.dram.spec import DramSpec
-from archsim.engine.channel import CF_THRESH, KIND_READ, KIND_RMW, KIND_WRITE, MemorySystem
+from archsim.engine.channel import CF_THRESH, KIND_READ, KIND_RMW, KIND_WRITE
 from archsim.engine.loop import EventLoop, MemoryUnit
+from archsim.engine.memory import MemorySystem
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s, load_ring
 from archsim.systems.t3.params import T3Params, update_action, update_energy_pj
@@ -93,8 +95,7 @@ def mca_threshold(params: T3Params, first_wave_accesses: int, first_wave_cycles:
     from archsim.dram.controller import ControllerConfig
 
     ctrl = ControllerConfig.from_dict(params.controller)
-    t = params.spec.timing
-    latency = t.get("nRCDRD", t.get("nRCD", 14)) + t["nCL"] + t["nBL"]
+    latency = closed_row_read(params.spec)
     per_ch_rate = first_wave_accesses / params.spec.channels / max(first_wave_cycles, 1)
     reads = max(ctrl.read_queue, math.ceil(per_ch_rate * latency))
     return reads + max(1, int(round(ctrl.write_high_watermark * ctrl.write_queue)))

@@ -166,7 +166,8 @@ def preset_path(name_or_path: str | Path) -> Path:
 
 
 def _load_standard(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A shipped standard by name, or a user's standard file by path (it may extend a shipped one)."""
+    """A shipped standard by name, or a user's standard file by path (it may extend a shipped one, and include
+    PIM extensions: `include: {newton: {unit: pseudochannel}}`, see `_extension`)."""
     path = Path(name) if str(name).endswith((".yaml", ".yml")) else STANDARD_DIR / f"{name}.yaml"
     if not path.is_file():
         raise unknown_name("DRAM standard", name, standard_names())
@@ -177,24 +178,110 @@ def _load_standard(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
         if base_name in seen:
             raise ConfigError("extends", f"cycle through {' -> '.join(seen + (base_name,))}", source=str(path))
         base = _load_standard(base_name, seen + (name,))
-        merged = dict(base)
-        for key in ("name", "source", "levels", "command_bus", "row_buffers", "groups", "refresh_modes"):
-            if key in data:
-                merged[key] = data[key]
-        merged["commands"] = {**base.get("commands", {}), **data.get("commands", {})}
-        merged["parameters"] = list(base.get("parameters", [])) + list(data.get("parameters", []))
-        merged["derived"] = {**base.get("derived", {}), **data.get("derived", {})}
-        merged["constraints"] = list(base.get("constraints", [])) + list(data.get("constraints", []))
-        merged["_sources"] = base.get("_sources", []) + [str(path)]
-        data = merged
     else:
-        data["_sources"] = [str(path)]
+        base = {"_sources": []}
+    for ext, binding in _includes(data, str(path)):
+        base = _merge_standard(base, _extension(ext, binding, str(path)), replace=("row_buffers", "groups"),
+                               extend=True)
+    return _merge_standard(base, {**data, "_sources": [str(path)]})
+
+
+# an extension adds to the row buffers and groups of the standard that includes it; a derived standard replaces them
+_REPLACED_KEYS = ("name", "source", "levels", "command_bus", "row_buffers", "groups", "refresh_modes")
+
+
+def _merge_standard(base: dict[str, Any], data: dict[str, Any], replace: tuple[str, ...] = (),
+                    extend: bool = False) -> dict[str, Any]:
+    """`data` on top of `base`: its scalar keys replace the base's, its commands, parameters, derived timings and
+    constraint rows come after the base's. extend=True (an extension): row buffers and groups are added."""
+    merged = dict(base)
+    for key in _REPLACED_KEYS:
+        if key not in data or key in ("name", "source") and extend:
+            continue
+        if extend and key == "row_buffers":
+            merged[key] = list(base.get(key, ["mem"])) + [b for b in data[key] if b not in base.get(key, ["mem"])]
+        elif extend and key == "groups":
+            merged[key] = {**base.get(key, {}), **data[key]}
+        else:
+            merged[key] = data[key]
+    merged["commands"] = {**base.get("commands", {}), **data.get("commands", {})}
+    merged["parameters"] = list(base.get("parameters", [])) + list(data.get("parameters", []))
+    merged["derived"] = {**base.get("derived", {}), **data.get("derived", {})}
+    merged["constraints"] = list(base.get("constraints", [])) + list(data.get("constraints", []))
+    merged["_sources"] = list(base.get("_sources", [])) + list(data.get("_sources", []))
+    return merged
+
+
+EXTENSION_DIR = STANDARD_DIR / "extensions"
+
+
+def _includes(data: dict[str, Any], src: str) -> list[tuple[str, dict[str, str]]]:
+    """The standard's `include:` as (extension name, {placeholder level: level of this standard}) pairs."""
+    inc = data.get("include") or {}
+    if not isinstance(inc, dict):
+        raise ConfigError("include", "must be a mapping {extension: {placeholder: level}}", source=src)
+    out = []
+    for ext, binding in inc.items():
+        binding = binding or {}
+        if not isinstance(binding, dict) or not all(isinstance(v, str) for v in binding.values()):
+            raise ConfigError(f"include.{ext}", "must map the extension's placeholder levels to levels, e.g. "
+                              "{unit: pseudochannel}", source=src)
+        out.append((str(ext), binding))
+    return out
+
+
+def _extension(name: str, binding: dict[str, str], including: str) -> dict[str, Any]:
+    """A PIM extension (standards/extensions/NAME.yaml): commands, parameters, derived timings, constraint rows,
+    row buffers and groups to add to a standard. Its `placeholders:` are level names the including standard
+    binds (e.g. `unit`: the level whose banks one PIM unit drives: channel on GDDR6, pseudochannel on HBM), so
+    one definition of, e.g., AiM's all-bank rows serves every base memory."""
+    path = EXTENSION_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in EXTENSION_DIR.glob("*.yaml"))
+        raise ConfigError(f"include.{name}", f"no PIM extension {name!r}; known: {', '.join(known)}", source=including)
+    data = dict(load_yaml(path).data)
+    wanted = dict(data.pop("placeholders", {}) or {})
+    if set(binding) != set(wanted):
+        raise ConfigError(f"include.{name}", f"must bind exactly the placeholders {', '.join(sorted(wanted)) or '(none)'}"
+                          f" ({'; '.join(f'{k}: {v}' for k, v in wanted.items())}), got {sorted(binding)}", source=including)
+
+    def lv(level: Any) -> Any:
+        return binding.get(level, level) if isinstance(level, str) else level
+
+    data["commands"] = {n: {**c, "scope": lv(c.get("scope"))} if isinstance(c, dict) else c
+                        for n, c in (data.get("commands") or {}).items()}
+    data["groups"] = {n: {**g, "parent": lv(g.get("parent"))} if isinstance(g, dict) else g
+                      for n, g in (data.get("groups") or {}).items()}
+    rows = []
+    for row in data.get("constraints") or []:
+        if isinstance(row, dict):
+            rows.append({**row, "level": lv(row.get("level"))})
+        elif isinstance(row, list) and row:
+            rows.append([lv(row[0]), *row[1:]])
+        else:
+            rows.append(row)
+    data["constraints"] = rows
+    if not data["groups"]:
+        data.pop("groups")
+    data["_sources"] = [str(path)]
     return data
 
 
-def load_preset_dict(name_or_path: str | Path) -> tuple[dict[str, Any], Doc]:
+def load_preset_dict(name_or_path: str | Path, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], Doc]:
+    """A preset's mapping; `extends: OTHER_PRESET` takes every value of OTHER_PRESET that this file does not
+    set (sections merged key by key), so a PIM variant of a memory states only what it adds."""
     doc = load_yaml(preset_path(name_or_path))
-    return doc.data, doc
+    base_name = doc.data.get("extends")
+    if base_name is None:
+        return doc.data, doc
+    if not isinstance(base_name, str):
+        raise doc.error("extends", f"must be a preset name, got {base_name!r}")
+    if base_name in seen:
+        raise doc.error("extends", f"cycle through {' -> '.join(seen + (base_name,))}")
+    base, _ = load_preset_dict(base_name, seen + (str(name_or_path),))
+    own = {k: v for k, v in doc.data.items() if k != "extends"}
+    data = deep_merge({k: v for k, v in base.items() if k not in ("name", "source")}, own)
+    return data, Doc(data=data, source=doc.source, lines=doc.lines)
 
 
 def override_leaves(preset: str | Path | dict[str, Any], prefix: str = "dram.") -> dict[str, Any]:

@@ -38,20 +38,28 @@ from archsim.engine.memory import MemorySystem
 class StreamChannels:
     """`channels` channels of `spec`, one in-order stream each, plus the memo of op outcomes."""
 
-    def __init__(self, spec, memo: bool = True, log: bool = False, refresh: bool = False, engine: str = "numba"):
+    def __init__(self, spec, memo: bool = True, log: bool = False, refresh: bool = False, engine: str = "numba",
+                 units: int = 1):
+        """`units`: PIM units per channel (e.g. the two pseudo-channels of an HBM channel, each driven by its own
+        all-bank commands): each is one stream source of the channel, and a "channel" of this class's API (the
+        streams of an op, `ends`) is a unit, unit u = (channel u // units, its banks [u % units] of the channel's
+        banks split evenly). The units of a channel share its command buses, so they are not independent: with
+        more than one the memo and the copy of equal channels are off (every op is simulated in full)."""
         from archsim.errors import UserError
 
         if engine != "numba":
             raise UserError(f"engine {engine!r}: the channel engine runs under numba")
         self.spec = spec
-        self.channels = spec.channels
+        self.units = units
+        self.channels = spec.channels * units
         ctrl = {"refresh": "allbank" if refresh else "none"}
-        self.ms = MemorySystem(spec, ctrl, sources=[{"name": "pim", "kind": "stream"}], log=log,
+        names = ["pim"] if units == 1 else [f"pim{u}" for u in range(units)]
+        self.ms = MemorySystem(spec, ctrl, sources=[{"name": n, "kind": "stream"} for n in names], log=log,
                                stream_capacity=4096)
         self.refresh = refresh
         self.engine = engine
         self.n_cmds = len(spec.commands)
-        self.memo_on = memo and not log and not refresh
+        self.memo_on = memo and not log and not refresh and units == 1
         self.log_on = log
         t = self.ms.tables
         self.max_lat = int(max(max((r["latency"] for r in spec.constraints), default=0), int(t.cmd_lat.max())))
@@ -73,7 +81,8 @@ class StreamChannels:
         self._B = t.banks
         self._rep = t.rep
         self._is_open = np.asarray(t.cmd_effect) == E_OPEN
-        self._src_slot = int(self.ms.S.src_idx[0, self.ms.source_index("pim")])
+        self._slots = [int(self.ms.S.src_idx[0, self.ms.source_index(n)]) for n in names]   # stream slot per unit
+        self._unit_banks = t.banks // units
         self._views: list = []              # per channel: views of its part of the state (_channel_views)
         self._views_of = None               # the state those views are of
 
@@ -161,12 +170,14 @@ class StreamChannels:
         self._materialise()
 
     # -- running -------------------------------------------------------------------------------------------
-    def _enqueue(self, ch: int, cmd: np.ndarray, local_bank: np.ndarray, row: Any, col: Any, at: int) -> None:
-        """`MemorySystem.enqueue_stream` for one channel of the `pim` source, without its per-call checks
-        (done once per op by the caller)."""
+    def _enqueue(self, unit: int, cmd: np.ndarray, local_bank: np.ndarray, row: Any, col: Any, at: int) -> None:
+        """`MemorySystem.enqueue_stream` for one unit's stream source, without its per-call checks (done once per
+        op by the caller); `local_bank` counts from the unit's first bank."""
         ms = self.ms
         at = max(at, int(ms.S.clock[0]))
-        ms._append_stream(ch * ms.n_st + self._src_slot, cmd, self._rep[cmd, local_bank] + ch * self._B, row, col,
+        ch, u = divmod(unit, self.units)
+        bank = local_bank + u * self._unit_banks
+        ms._append_stream(ch * ms.n_st + self._slots[u], cmd, self._rep[cmd, bank] + ch * self._B, row, col,
                           0, 0, -1, at)
 
     def _run_streams(self, per_channel: list[tuple[np.ndarray, ...] | None], t_min: int) -> tuple[np.ndarray, np.ndarray]:
@@ -180,7 +191,6 @@ class StreamChannels:
         # the running counts a channel given another's outcome advances by that one's increase (_copy_channel)
         before = {f: getattr(S, f).copy() for f in state.OUTCOME_COUNTS}
         S.s_maxdone[:] = t_min
-        B = self._B
         n_cmds = self.n_cmds
         n = 0
         # Channels are independent (docs/channel-engine.md, section 2): with the memo on (no refresh, nothing
@@ -194,7 +204,7 @@ class StreamChannels:
                 continue
             cmd = np.asarray(s[0], dtype=np.int64)
             bank = np.maximum(np.asarray(s[1], dtype=np.int64), 0)
-            if bank.max() >= B or cmd.min() < 0 or cmd.max() >= n_cmds:
+            if bank.max() >= self._unit_banks or cmd.min() < 0 or cmd.max() >= n_cmds:
                 from archsim.errors import ConfigError
                 raise ConfigError("stream", f"command or bank out of range for {self.spec.name} channel {ch}")
             row = s[2] if len(s) > 2 else -1
@@ -216,8 +226,9 @@ class StreamChannels:
         for ch, rep in dups:
             self._copy_channel(rep, ch, before)
         S = ms.S
-        ends = S.s_maxdone[:C].copy() if self.ms.n_st == 1 else None
-        return ends, S.cmd_count - before["cmd_count"]
+        # the end of each unit's stream (its slot of its channel), and the counts per channel
+        slot = np.arange(C) // self.units * ms.n_st + np.asarray(self._slots)[np.arange(C) % self.units]
+        return S.s_maxdone[slot].copy(), S.cmd_count - before["cmd_count"]
 
     def _channel_views(self) -> list[tuple[list, list, list]]:
         """Per channel, views of its part of the state (state.channel_index), built once per state arrays: (what

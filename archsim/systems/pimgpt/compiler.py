@@ -134,10 +134,21 @@ class Geometry:
             raise ConfigError("pim.global_buffer_bytes", f"{gb_bytes!r}: must be a positive multiple of the "
                               f"{spec.access_bytes} B column", source=src)
         per_burst = spec.access_bytes // acc
-        return cls(channels=spec.channels, banks=spec.banks_per_channel, rows=spec.rows,
+        banks = pim_unit_banks(spec)
+        return cls(channels=spec.channels * (spec.banks_per_channel // banks), banks=banks, rows=spec.rows,
                    cols_per_row=spec.columns, lanes=lanes, gb_slots=gb_bytes // spec.access_bytes,
                    row_bytes=spec.row_bytes, cmd={c.name: c.index for c in spec.commands},
-                   readouts=-(-spec.banks_per_channel // per_burst), acc_per_burst=per_burst)
+                   readouts=-(-banks // per_burst), acc_per_burst=per_burst)
+
+
+def pim_unit_banks(spec: DramSpec) -> int:
+    """Banks of one PIM unit: the node of the all-bank MAC command's scope (a GDDR6-AiM channel, an HBM
+    pseudo-channel). The layout's "channels" are these units: an HBM channel of two pseudo-channels is two."""
+    if "MACAB" not in spec.command_names:
+        raise ConfigError("preset", f"{spec.name} has no all-bank MAC command (MACAB); PIM-GPT needs an AiM-style "
+                          "PIM device, e.g. GDDR6_AiM_16Gbps, HBM2_2Gbps_AiM, HBM3_6400Mbps_AiM")
+    nodes = spec.node_of[:spec.banks_per_channel, spec.commands[spec.cmd("MACAB")].scope]
+    return int((nodes == nodes[0]).sum())
 
 
 # ---- stream emitters -----------------------------------------------------------------------------------------

@@ -314,10 +314,15 @@ class OverlapRunner:
     @staticmethod
     def _submitter(p: Piece):
         def submit(ms: Any, at: int, tag: int) -> int:
+            # a stream's "channel" is a PIM unit: unit u is stream source u % units of channel u // units, with
+            # its banks counted from the unit's first (archsim.engine.reuse.StreamChannels)
             n = 0
             B = ms.tables.banks
-            for ch, cmd, bank in p.stream:
-                ms.enqueue_stream("pim", ch, cmd, bank + ch * B, tag=tag, at=at)
+            names = [s["name"] for s in ms.sources if s["kind"] == "stream"]
+            per_unit = B // len(names)
+            for unit, cmd, bank in p.stream:
+                ch, u = divmod(unit, len(names))
+                ms.enqueue_stream(names[u], ch, cmd, bank + ch * B + u * per_unit, tag=tag, at=at)
                 n += len(cmd)
             return n
         return submit

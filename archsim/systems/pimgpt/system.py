@@ -220,7 +220,8 @@ class PimGptSimulator:
         overlap = isinstance(su.schedule, OverlapSchedule)
         # overlap: the event loop drives the channel engine directly (nothing to memoise op by op)
         self.engine = StreamChannels(self.spec, memo=not overlap and su.schedule.memo, log=log,
-                                     refresh=su.refresh, engine=su.engine)
+                                     refresh=su.refresh, engine=su.engine,
+                                     units=self.g.channels // self.spec.channels)
         self.log = log
         self.n_cmds = len(self.spec.commands)
         self._streams: dict[Any, list] = {}

@@ -72,8 +72,16 @@ class Stream:
         return tuple(np.asarray(x, dtype=np.int64) for x in (self.cmd, self.bank, self.row, self.flags, self.est))
 
 
+def pim_unit_banks(spec: DramSpec) -> int:
+    """Banks of one PIM unit: the node of COMP's scope (NeuPIMs' 128-bit channel, an HBM pseudo-channel). KV
+    caches and attention streams are placed per unit; an HBM channel of two pseudo-channels holds two."""
+    nodes = spec.node_of[:spec.banks_per_channel, spec.commands[spec.cmd("COMP")].scope]
+    return int((nodes == nodes[0]).sum())
+
+
 class AttentionCompiler:
-    """Streams of the attention GEMVs for requests placed on one channel of a `neupims` device."""
+    """Streams of the attention GEMVs for requests placed on one PIM unit of a `neupims` device (bank ids count
+    from the unit's first bank)."""
 
     def __init__(self, spec: DramSpec, d_head: int):
         names = set(spec.command_names)
@@ -82,7 +90,7 @@ class AttentionCompiler:
                 raise ValueError(f"{spec.name}: no {need} command; NeuPIMs attention needs a neupims device")
         self.spec = spec
         self.c = {n: spec.cmd(n) for n in ("ACT", "PRE", "G_ACT", "COMP", "READRES", "PIM_PRE", "GWRITE")}
-        self.banks = spec.banks_per_channel
+        self.banks = pim_unit_banks(spec)
         self.elem_bytes = 2                                    # FP16
         self.row_elems = spec.row_bytes // self.elem_bytes     # 512 for 1 KB rows
         if d_head % COMP_ELEMS or self.row_elems % d_head:

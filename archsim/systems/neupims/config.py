@@ -80,7 +80,8 @@ class Policy:
     attention: str            # pim | npu
     sub_batch: bool
     channel_assignment: str   # gmlbp | round_robin
-    kv_base_row: int          # first row of every bank that holds KV caches (weights below it)
+    kv_base_row: int | str    # first row of every bank that holds KV caches (weights below it); "half": the
+                              # middle row (NeuPIMs' split of its 32768-row banks at 16384, on any device)
 
 
 def _policy(name: str) -> Policy:
@@ -93,9 +94,9 @@ def _policy(name: str) -> Policy:
         if doc.data[key] not in allowed:
             raise doc.error(key, f"must be one of {', '.join(map(str, allowed))}, got {doc.data[key]!r}")
         out[key] = doc.data[key]
-    row = doc.data.get("kv_base_row", 16384)
-    if isinstance(row, bool) or not isinstance(row, int) or row < 0:
-        raise doc.error("kv_base_row", f"must be an integer >= 0, got {row!r}")
+    row = doc.data.get("kv_base_row", "half")
+    if row != "half" and (isinstance(row, bool) or not isinstance(row, int) or row < 0):
+        raise doc.error("kv_base_row", f"must be an integer >= 0 or half, got {row!r}")
     return Policy(kv_base_row=row, **out)
 
 

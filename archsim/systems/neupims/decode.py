@@ -91,8 +91,12 @@ class DecodeSimulator:
         self.stream_flags: dict[int, list[tuple[int, int]]] = {}
         spec = dev.spec
         self.attention_on_pim = dev.system in ("neupims", "npu_pim") and dev.policy.attention == "pim"
+        # one PIM stream source per PIM unit of a channel (an HBM channel has two pseudo-channels, each a unit)
+        self.units = dev.pim_units // spec.channels if self.attention_on_pim else 1
+        self.unit_banks = spec.banks_per_channel // self.units
+        pim_sources = ["pim"] if self.units == 1 else [f"pim{u}" for u in range(self.units)]
         if self.attention_on_pim:
-            sources = [{"name": "pim", "kind": "stream"}, {"name": "npu", "kind": "rw"}]
+            sources = [{"name": n, "kind": "stream"} for n in pim_sources] + [{"name": "npu", "kind": "rw"}]
             arbitration = "priority" if dev.system == "neupims" else "blocked"
         else:
             sources = [{"name": "npu", "kind": "rw"}]
@@ -113,7 +117,8 @@ class DecodeSimulator:
         if self.attention_on_pim and "compiler" not in dev.cache:
             dev.cache["compiler"] = AttentionCompiler(spec, dev.model.d_head)
         self.compiler = dev.cache.get("compiler")
-        self._stream_slot = {"pim": int(self.ms.S.src_idx[0, self.ms.source_index("pim")])} if self.attention_on_pim else {}
+        self._unit_slot = [int(self.ms.S.src_idx[0, self.ms.source_index(n)]) for n in pim_sources] \
+            if self.attention_on_pim else []
         self._plans: dict[tuple[int, tuple[int, ...]], _ChannelPlan] = {}    # this iteration's (channel, contexts)
         self._softmax_memo: dict[int, int] = {}
         self.stages: list[StageStats] = []
@@ -141,10 +146,12 @@ class DecodeSimulator:
                 at += self.block_stride[name] * dev.npu.arrays
         self.act_base = at
         rows_needed = at // (spec.row_bytes * spec.total_banks) + 64
-        self.kv_row0 = max(dev.policy.kv_base_row, rows_needed)
+        base = spec.rows // 2 if dev.policy.kv_base_row == "half" else dev.policy.kv_base_row
+        self.kv_row0 = max(base, rows_needed)
         if self.kv_row0 >= spec.rows:
-            raise UserError(f"{dev.model.name} / tp {tp}: the weights need {rows_needed} rows of every bank, more "
-                            f"than {spec.name}'s {spec.rows}")
+            why = (f"the weights need {rows_needed} rows of every bank" if rows_needed >= base else
+                   f"the mapping policy's kv_base_row {base}")
+            raise UserError(f"{dev.model.name} / tp {tp}: {why}, beyond {spec.name}'s {spec.rows} rows")
         self.vector_free = [0] * dev.npu.vector.pipelines
 
     # -- NPU ops ---------------------------------------------------------------------------------------------
@@ -331,16 +338,18 @@ class DecodeSimulator:
             plan = self._plans[key] = _ChannelPlan(self._part(ch, lg, base), self._part(ch, at, base), softmax)
         return plan
 
-    def _part(self, ch: int, streams: list[tuple[np.ndarray, ...]], base: list[int]) -> _Part:
-        """Streams (one per head) concatenated, banks as the engine keeps them (its representative bank of the
-        command's target), rows as positions past the first KV row before the layer's offset."""
+    def _part(self, unit: int, streams: list[tuple[np.ndarray, ...]], base: list[int]) -> _Part:
+        """Streams (one per head) of PIM unit `unit` concatenated, banks as the engine keeps them (its
+        representative bank of the command's target), rows as positions past the first KV row before the
+        layer's offset."""
         B = self.dev.spec.banks_per_channel
+        ch, u = divmod(unit, self.units)
         n = np.array([len(p[0]) for p in streams], dtype=np.int64)
         cmd, local, rel, flags, est = (np.concatenate([p[i] for p in streams]) for i in range(5))
-        if local.min() < 0 or local.max() >= B:
+        if local.min() < 0 or local.max() >= self.unit_banks:
             raise EngineError(f"attention stream bank out of range for {self.dev.spec.name}")
         pos = rel + np.repeat(np.asarray(base, dtype=np.int64), n)
-        return _Part(cmd, ch * B + self.ms.tables.rep[cmd, local], rel >= 0, pos, flags, est,
+        return _Part(cmd, ch * B + self.ms.tables.rep[cmd, local + u * self.unit_banks], rel >= 0, pos, flags, est,
                      np.concatenate([[0], np.cumsum(n)]))
 
     def _layer_rows(self, part: _Part, layer: int) -> np.ndarray:
@@ -373,7 +382,7 @@ class DecodeSimulator:
                 group(int(lg.start[j + 1] - lg.start[j]),
                       functools.partial(self._softmax_then_attend, ch, at, at_rows, j, plan.softmax[j], stats, done))
                 for j in range(len(plan.softmax))], dtype=np.int64), np.diff(lg.start))
-            self._append("pim", ch, lg.cmd, lg.bank, self._layer_rows(lg, layer), lg.flags, lg.est, tags, start)
+            self._append(ch, lg.cmd, lg.bank, self._layer_rows(lg, layer), lg.flags, lg.est, tags, start)
 
     def _softmax_then_attend(self, ch: int, at: _Part, rows: np.ndarray, j: int, d: int, stats: StageStats, done,
                              logits_done: int) -> None:
@@ -383,16 +392,18 @@ class DecodeSimulator:
         stats.vector_busy += d
         a, b = int(at.start[j]), int(at.start[j + 1])
         tag = self.memory.group(b - a, done)
-        self._append("pim", ch, at.cmd[a:b], at.bank[a:b], rows[a:b], at.flags[a:b], at.est[a:b], tag, begin + d)
+        self._append(ch, at.cmd[a:b], at.bank[a:b], rows[a:b], at.flags[a:b], at.est[a:b], tag, begin + d)
 
-    def _append(self, source: str, ch: int, cmd, bank, row, flags, est, tag, at: int) -> None:
-        """`MemorySystem.enqueue_stream` of commands checked once when their plan was built (bank: the engine's
-        representative bank; archsim.engine.reuse drives the engine the same way)."""
+    def _append(self, unit: int, cmd, bank, row, flags, est, tag, at: int) -> None:
+        """`MemorySystem.enqueue_stream` to PIM unit `unit`'s stream (its channel's stream source of that
+        unit) of commands checked once when their plan was built (bank: the engine's representative bank;
+        archsim.engine.reuse drives the engine the same way)."""
         ms = self.ms
-        ms._append_stream(ch * ms.n_st + self._stream_slot[source], cmd, bank, row, -1, flags, est, tag,
+        ch, u = divmod(unit, self.units)
+        ms._append_stream(ch * ms.n_st + self._unit_slot[u], cmd, bank, row, -1, flags, est, tag,
                           max(int(ms.S.clock[0]), int(at)))
-        if self.log:     # per channel, (command, segment flags) of the stream in enqueue order (tests read them)
-            self.stream_flags.setdefault(ch, []).extend(zip(cmd.tolist(), flags.tolist(), strict=True))
+        if self.log:     # per unit, (command, segment flags) of the stream in enqueue order (tests read them)
+            self.stream_flags.setdefault(unit, []).extend(zip(cmd.tolist(), flags.tolist(), strict=True))
 
     @staticmethod
     def _pim_done(stats: StageStats, done: int) -> None:
@@ -451,7 +462,7 @@ class DecodeSimulator:
                 t = self.run_stage("E", layer, post, None, t).end
                 on_layer(layer + 1, t)
             return t
-        sb1, sb2 = serving.partition_sub_batches(channels, self.dev.spec.channels)
+        sb1, sb2 = serving.partition_sub_batches(channels, self.dev.pim_units)
         subs = [[reqs[i] for i in sb1], [reqs[i] for i in sb2]]
         sizes = [len(s) for s in subs]
         ops = [[self.layer_ops(layer, max(sizes[s], 1)) for s in (0, 1)] for layer in range(L)]

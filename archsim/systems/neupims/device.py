@@ -10,6 +10,7 @@ from archsim.dram.spec import DramSpec, load_spec
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, collective_s
 from archsim.npu.config import NpuConfig
+from archsim.systems.neupims.compiler import pim_unit_banks
 from archsim.systems.neupims.config import Policy, Setup
 from archsim.workload import serving
 from archsim.workload.spec import ModelSpec
@@ -48,11 +49,19 @@ class Device:
         return self.tp * self.spec.capacity_bytes - self.model.weight_bytes
 
     @property
+    def pim_units(self) -> int:
+        """PIM units of the device (COMP's scope: NeuPIMs' channels, HBM pseudo-channels): what a request's KV
+        cache is placed on; the "channels" of KV placement and sub-batch partitioning."""
+        if self.spec is None or "COMP" not in self.spec.command_names:
+            return self.spec.channels if self.spec is not None else 0
+        return self.spec.channels * (self.spec.banks_per_channel // pim_unit_banks(self.spec))
+
+    @property
     def capacity_tokens_per_channel(self) -> int:
-        """A request's KV cache (this device's heads, all layers) lives in one channel (NeuPIMs' PIM tiles)."""
+        """A request's KV cache (this device's heads, all layers) lives in one PIM unit (NeuPIMs' PIM tiles)."""
         per_token = self.model.kv_bytes_per_token // self.tp
         free = self.spec.capacity_bytes - self.model.weight_bytes // self.tp
-        return max(free // self.spec.channels // per_token, 0)
+        return max(free // self.pim_units // per_token, 0)
 
 
 def build_device(su: Setup) -> Device:
@@ -79,7 +88,7 @@ def allreduce_s(tp: int, link_bytes_per_s: float | None, link_latency_s: float, 
 
 
 def assign(dev: Device, contexts: list[int], policy: str) -> list[int]:
-    nch = dev.spec.channels
+    nch = dev.pim_units
     cap = dev.capacity_tokens_per_channel
     if policy == "gmlbp":
         out = serving.assign_channels_gmlbp(contexts, nch, serving.mha_load_fn(dev.model, dev.tp), capacity_tokens=cap)

@@ -48,8 +48,8 @@ def _stage_frame(stages: list[StageStats], dev: Device) -> pd.DataFrame:
             "stage": s.name, "layer": s.layer, "start_cycle": s.start, "cycles": s.end - s.start,
             "seconds": (s.end - s.start) * ns * 1e-9,
             "npu_util": s.npu_busy / (dur * dev.npu.arrays),
-            "pim_util": comps * latency.gap(dev.spec, "COMP", "COMP") / (dur * dev.spec.channels),
-            "mem_bw_util": bursts * dev.spec.timing["nBL"] / (dur * dev.spec.channels),
+            "pim_util": comps * latency.gap(dev.spec, "COMP", "COMP") / (dur * dev.pim_units),
+            "mem_bw_util": bursts * dev.spec.timing["nBL"] / (dur * dev.spec.channels * dev.spec.counts[1]),  # per data bus
             "npu_end_cycle": s.npu_end, "pim_end_cycle": s.pim_end, "vector_cycles": s.vector_busy,
             "link_cycles": s.link_busy, **{f"n_{k}": v for k, v in s.commands.items()},
         })
@@ -174,16 +174,16 @@ def run_serving_mode(su: Setup, seed: int) -> Result:
         # a request keeps the channel its KV cache was placed on at admission (greedy on current loads)
         new = [i for i, e in enumerate(decode) if e.request_id not in channel_of]
         if new:
-            loads = [0.0] * dev.spec.channels
+            loads = [0.0] * dev.pim_units
             load_fn = serving.mha_load_fn(model, dev.tp)
             for e in decode:
                 if e.request_id in channel_of:
                     loads[channel_of[e.request_id]] += load_fn(e.context_tokens)
             sub = [ctx[i] for i in new]
             if su.channel_assignment == "gmlbp":
-                chans = serving.assign_channels_gmlbp(sub, dev.spec.channels, load_fn, initial_loads=loads)
+                chans = serving.assign_channels_gmlbp(sub, dev.pim_units, load_fn, initial_loads=loads)
             else:
-                chans = [(len(channel_of) + j) % dev.spec.channels for j in range(len(sub))]
+                chans = [(len(channel_of) + j) % dev.pim_units for j in range(len(sub))]
             for i, ch in zip(new, chans, strict=True):
                 channel_of[decode[i].request_id] = ch
         chans = [channel_of[e.request_id] for e in decode]

@@ -137,3 +137,23 @@ def test_the_newton_hbm_mapping_spreads_the_npu_dma():
     default = api.run({**cfg, "dram": {"org": {"channels": 32}, "mapping": "RoRaBgBaChCo"}}).stats
     assert spread["mem_bw_util"] > 1.5 * default["mem_bw_util"]
     assert spread["tokens_per_s"] > default["tokens_per_s"]
+
+
+def test_duplex_runs_on_the_study_memories():
+    """Duplex with another memory: a stack's preset and the stack count give the xPU's bandwidth and memory; HBM2
+    pseudo-channels hold 2 bundle spaces (no stack IDs), so its layout is mappings/duplex_hbm2.yaml, and the
+    4-space layout is refused there with the reason."""
+    from archsim import api
+    from archsim.dram.spec import load_spec
+    from archsim.errors import ConfigError
+    from archsim.systems.duplex.compiler import make_device
+
+    hbm3 = make_device("duplex", "roofline", memory="HBM3_6400Mbps_LogicPIM", stacks=4)
+    one = load_spec("HBM3_6400Mbps_LogicPIM")
+    assert hbm3.xpu_bw == pytest.approx(4 * one.peak_bw_bytes_per_s) and hbm3.memory_bytes == 4 * one.capacity_bytes
+    base = {"system": "duplex", "model": "mixtral-8x7b", "requests": 4, "input_len": 64, "output_len": 4,
+            "max_batch": 4, "devices": 4, "stacks": 4}
+    r = api.run({**base, "preset": "HBM2_2Gbps_LogicPIM", "mapping": "duplex_hbm2"})
+    assert r.stats["throughput_tokens_per_s"] > 0
+    with pytest.raises(ConfigError, match="lays out 4 bundle spaces per pseudo-channel, HBM2_2Gbps_LogicPIM has 2"):
+        api.run({**base, "preset": "HBM2_2Gbps_LogicPIM"})

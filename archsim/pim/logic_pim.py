@@ -112,10 +112,16 @@ def external_bandwidth_bytes_per_s(spec: DramSpec) -> float:
     return pch_per_stack(spec) * spec.access_bytes / (spec.timing["nBL"] * spec.tCK_s)
 
 
+def spaces_per_pch(spec: DramSpec) -> int:
+    """Bundle spaces of one pseudo-channel: two bundles (the lower and upper banks of each bank group) per stack
+    ID: 4 on HBM3 (2 SIDs), 2 on HBM2 pseudo-channel mode (no SID)."""
+    return 2 * spec.counts[2]
+
+
 def bundle_bank(spec: DramSpec, channel: int, pch: int, space: int, bankgroup: int = 0) -> int:
     """Global id of the first bank of bank group `bankgroup` in bundle `space` of (channel, pch)."""
-    if not 0 <= space < SPACES:
-        raise ConfigError("space", f"must be 0..{SPACES - 1}, got {space}")
+    if not 0 <= space < spaces_per_pch(spec):
+        raise ConfigError("space", f"must be 0..{spaces_per_pch(spec) - 1} on {spec.name}, got {space}")
     _, npc, nsid, nbg, nb = spec.counts
     sid, half = divmod(space, 2)
     return (((channel * npc + pch) * nsid + sid) * nbg + bankgroup) * nb + 2 * half

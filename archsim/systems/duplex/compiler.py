@@ -33,6 +33,7 @@ from archsim.pim.logic_pim import (
     bundle_bandwidth_bytes_per_s,
     external_bandwidth_bytes_per_s,
     pch_per_stack,
+    spaces_per_pch,
 )
 from archsim.pim.logic_pim import (
     devices as device_preset,
@@ -61,6 +62,7 @@ class Policy:
     kv_spaces: tuple[int, ...]
     prefill_qkv_space: int
     expert_placement: str = "per_device"
+    spaces: int = SPACES                   # bundle spaces per pseudo-channel the layout is written for
 
 
 EXPERT_PLACEMENTS = ("per_device", "global_modulo")
@@ -99,13 +101,17 @@ def load_policy(name: str = "duplex", overrides: dict[str, Any] | None = None) -
         if not isinstance(d.get(key), bool):
             raise err(key, f"must be true or false, got {d.get(key)!r}")
     lay = d.get("layout") or {}
+    n = lay.get("spaces", SPACES)
+    if n not in (2, 4):
+        raise err("layout.spaces", f"must be 4 (HBM3: 2 stack IDs x 2 bundles per pseudo-channel) or 2 (HBM2 "
+                  f"pseudo-channel mode), got {n!r}")
     for key in ("expert_spaces", "kv_spaces"):
         v = lay.get(key)
-        if not isinstance(v, list) or not v or any(not isinstance(s, int) or not 0 <= s < SPACES for s in v):
-            raise err(f"layout.{key}", f"must be a non-empty list of spaces 0..{SPACES - 1}, got {v!r}")
+        if not isinstance(v, list) or not v or any(not isinstance(s, int) or not 0 <= s < n for s in v):
+            raise err(f"layout.{key}", f"must be a non-empty list of spaces 0..{n - 1}, got {v!r}")
     q = lay.get("prefill_qkv_space")
-    if not isinstance(q, int) or not 0 <= q < SPACES or q in lay["kv_spaces"]:
-        raise err("layout.prefill_qkv_space", f"must be a space 0..{SPACES - 1} not among kv_spaces, got {q!r}")
+    if not isinstance(q, int) or not 0 <= q < n or q in lay["kv_spaces"]:
+        raise err("layout.prefill_qkv_space", f"must be a space 0..{n - 1} not among kv_spaces, got {q!r}")
     unknown = sorted(set(lay) - {"spaces", "expert_spaces", "kv_spaces", "prefill_qkv_space", "expert_placement"})
     if unknown:
         raise err(f"layout.{unknown[0]}", "unknown key; allowed: spaces, expert_spaces, kv_spaces, "
@@ -115,7 +121,7 @@ def load_policy(name: str = "duplex", overrides: dict[str, Any] | None = None) -
         raise err("layout.expert_placement", f"must be one of {', '.join(EXPERT_PLACEMENTS)}, got {placement!r}")
     return Policy(d["rule"], float(thr), {s: dict(disp[s]) for s in STAGE_KINDS}, d["attention_coprocessing"],
                   d["expert_coprocessing"], d["expert_tensor_parallel"], tuple(lay["expert_spaces"]),
-                  tuple(lay["kv_spaces"]), q, placement)
+                  tuple(lay["kv_spaces"]), q, placement, n)
 
 
 # ---- devices ---------------------------------------------------------------------------------------------
@@ -145,22 +151,32 @@ class Device:
         return self.xpu_flops / self.xpu_bw
 
 
-def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | None = None) -> Device:
-    """A device of `kind` (DEVICE_KINDS; 2xgpu is a GPU, the system doubles the count) from the presets."""
+def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | None = None,
+                memory: str | None = None, stacks: int | None = None) -> Device:
+    """A device of `kind` (DEVICE_KINDS; 2xgpu is a GPU, the system doubles the count) from the presets.
+    `memory` / `stacks`: another DRAM preset (one stack) or stack count than the devices preset's; the xPU's
+    bandwidth and memory are then the stacks' (peak x the preset's bandwidth efficiency, capacity), so every
+    unit of the device sees the same memory."""
     if kind not in DEVICE_KINDS:
         raise ConfigError("device", f"unknown device {kind!r}; allowed: {', '.join(DEVICE_KINDS)}")
     if pim_timing not in ("engine", "roofline"):
         raise ConfigError("pim_timing", f"must be engine or roofline, got {pim_timing!r}")
     pre = device_preset()
-    spec = load_spec(pre["dram"])
+    spec = load_spec(memory or pre["dram"])
+    if kind == "duplex" and "RDBD" not in spec.command_names:
+        raise ConfigError("preset", f"{spec.name} has no Logic-PIM bundle commands; device duplex needs a "
+                          "bank-bundle memory, e.g. HBM3_Duplex, HBM3_6400Mbps_LogicPIM, HBM2_2Gbps_LogicPIM")
     from archsim.energy import dram_action_energy_pj
 
     e = dram_action_energy_pj(spec)
     x = pre["xpu"]
-    stacks = int(pre["stacks"])
+    own_memory = memory is None and stacks is None
+    stacks = int(stacks or pre["stacks"])
+    xpu_bw = float(x["hbm_bandwidth_bytes_per_s"]) if own_memory else stacks * spec.peak_bw_bytes_per_s
     dev = Device(kind=kind, xpu_flops=float(x["peak_flops"]) * float(x["compute_efficiency"]),
-                 xpu_bw=float(x["hbm_bandwidth_bytes_per_s"]) * float(x["bandwidth_efficiency"]),
-                 memory_bytes=int(x["memory_bytes"]), stacks=stacks, low=None,
+                 xpu_bw=xpu_bw * float(x["bandwidth_efficiency"]),
+                 memory_bytes=int(x["memory_bytes"]) if own_memory else stacks * spec.capacity_bytes,
+                 stacks=stacks, low=None,
                  xpu_pj_per_bit=e["RD"] / (spec.access_bytes * 8), act_pj=e["ACT"], row_bytes=spec.row_bytes,
                  mac_pj=float(pre["energy"]["mac_pj"]), links=dict(pre["links"]), spec=spec)
     if kind in ("gpu", "2xgpu"):
@@ -269,6 +285,10 @@ class Compiler:
         from archsim.energy import dram_action_energy_pj
 
         spec = device.spec if device.spec is not None else load_spec(device_preset()["dram"])
+        if device.low == "logic_pim" and policy.spaces != spaces_per_pch(spec):
+            raise ConfigError("mapping", f"the mapping policy lays out {policy.spaces} bundle spaces per pseudo-"
+                              f"channel, {spec.name} has {spaces_per_pch(spec)}: use a policy written for it "
+                              "(mappings/duplex.yaml: HBM3, 4; mappings/duplex_hbm2.yaml: HBM2, 2)")
         self.action_pj = dram_action_energy_pj(spec)
         self.pch = pch_per_stack(spec)
         self.tck = spec.tCK_s

@@ -84,6 +84,11 @@ class DuplexConfig:
     zipf_s: float = opt(1.0, "Zipf exponent of the expert popularity (routing: zipf)", minimum=0)
     data_parallel: int = opt(1, "replicas of the whole `devices` group, each serving every k-th request",
                              minimum=1)
+    # the memory of a device (optional: absent from the resolved config unless given, so configs without it
+    # keep their hash); given, the xPU's bandwidth and capacity are those of the stacks
+    preset: str = opt("HBM3_Duplex", "DRAM preset of one stack (archsim presets list); default: the devices "
+                      "preset's (archsim/presets/duplex/devices.yaml)", optional=True)
+    stacks: int = opt(5, "HBM stacks per device; default: the devices preset's", minimum=1, optional=True)
 
 
 DEFAULTS: dict[str, Any] = {"system": "duplex", **schema.defaults(DuplexConfig)}
@@ -181,6 +186,8 @@ class Setup:
     interference: str                                      # co-processing interference asked for: engine | none
     routing: UniformRouting | ZipfRouting
     serving: Serving
+    memory: str | None                     # a stack's DRAM preset; None: the devices preset's
+    stacks: int | None                     # stacks per device; None: the devices preset's
     resolved: dict[str, Any] = field(compare=False, repr=False)
 
     @property
@@ -204,7 +211,8 @@ def setup(config: dict[str, Any]) -> Setup:
                  policy=load_policy(cfg["mapping"], policy_overrides(cfg)),
                  interference=cfg.get("interference", "engine"),
                  routing=schema.variant(ROUTING_CONFIGS, cfg["routing"], cfg, "routing"),
-                 serving=Serving(**{f.name: cfg[f.name] for f in dataclasses.fields(Serving)}), resolved=cfg)
+                 serving=Serving(**{f.name: cfg[f.name] for f in dataclasses.fields(Serving)}),
+                 memory=cfg.get("preset"), stacks=cfg.get("stacks"), resolved=cfg)
 
 
 # A model the paper does not list (a user's config.json) gets the fewest devices, a power of two, whose memory
@@ -239,7 +247,7 @@ class DuplexRun:
     def __init__(self, config: dict[str, Any] | Setup, seed: int = 0, timer=None):
         self.su = su = config if isinstance(config, Setup) else setup(config)
         self.model = su.model
-        self.device = make_device(su.device, su.pim_timing, timer=timer)
+        self.device = make_device(su.device, su.pim_timing, timer=timer, memory=su.memory, stacks=su.stacks)
         self.D, self.devices_source = n_devices(su, self.device.memory_bytes)
         self.policy = su.policy
         self.compiler = Compiler(self.model, self.device, self.D, self.policy, su.routing.name, su.zipf_s,

@@ -31,11 +31,28 @@ def config_leaves(config: dict[str, Any]) -> dict[str, Any]:
     resolved = resolve_config(copy.deepcopy(config))
     leaves = Leaves(flatten(resolved))
     leaves.system = resolved["system"]
+    # a schema key that is optional (absent from the resolved config unless given) is settable all the same,
+    # at its documented default; mappings and sections are settable by their own leaves (a hook lists them)
+    cls = _SCHEMAS.get(resolved["system"])
+    if cls is not None:
+        from archsim import schema
+
+        for key in schema.keys(cls):
+            if key.optional and "." not in key.path and key.scalar() or key.optional and _is_list(key.type):
+                leaves.setdefault(key.path, key.default)
     hook = _KEYS.get(resolved["system"])
     if hook is not None:
         for key, value in hook(resolved).items():
             leaves.setdefault(key, value)
     return leaves
+
+
+def _is_list(tp: Any) -> bool:
+    from typing import get_origin
+
+    from archsim import schema
+
+    return any(get_origin(m) is list for m in schema._members(tp))
 
 
 def sections(leaves: dict[str, Any]) -> set[str]:

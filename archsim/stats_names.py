@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-Source = Callable[..., Any] | tuple[Callable[..., Any], str]
+Source = Callable[..., Any] | tuple[Callable[..., Any], str] | tuple[str, ...]
 
 
 def _key(node: ast.AST | None) -> str | None:
@@ -78,6 +78,9 @@ class from_code:     # noqa: N801 (used like a function in register(..., stats=f
         if self._names is None:
             found: list[str] = []
             for src in self.sources:
+                if isinstance(src, tuple) and all(isinstance(s, str) for s in src):
+                    found += src       # names declared as data (e.g. archsim.metrics.NAMES, the common schema)
+                    continue
                 fn, var = src if isinstance(src, tuple) else (src, None)
                 names = names_in(fn, var)
                 if not names:

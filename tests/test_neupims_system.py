@@ -149,7 +149,7 @@ def test_results_are_deterministic_and_utilisations_are_fractions():
     for col in ("npu_util", "pim_util", "mem_bw_util"):
         assert ((st[col] >= 0) & (st[col] <= 1)).all(), col
     assert a.stats["tokens_per_s"] == pytest.approx(8 / a.stats["iteration_s"])
-    assert a.stats["energy_per_token_j"] > 0
+    assert a.stats["dram_energy_per_token_j"] > 0
     tl = a.tables["timeline"]            # what `archsim report` draws as the unit-busy timeline
     assert set(tl["unit"]) == {"NPU", "PIM"} and (tl["end_s"] > tl["start_s"]).all()
     assert tl["end_s"].max() == pytest.approx(a.stats["iteration_s"])

@@ -144,7 +144,7 @@ def row(label: str, cfg: dict, path: Path, **keys) -> dict:
     out.update(tokens_per_s=whole_model_tokens_per_s(res, cfg), simulated_tokens_per_s=s["tokens_per_s"],
                npu_util=s.get("npu_util", np.nan), pim_util=s.get("pim_util", np.nan),
                pim_busy=pim_busy_share(res) if "stages" in res.tables else np.nan,
-               mem_bw_util=s.get("mem_bw_util", np.nan), energy_per_token_j=s.get("energy_per_token_j", np.nan),
+               mem_bw_util=s.get("mem_bw_util", np.nan), energy_per_token_j=s.get("dram_energy_per_token_j", s.get("energy_per_token_j", np.nan)),
                wall_s=s.get("wall_s", np.nan), path=path.name)
     return out
 

@@ -83,6 +83,7 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
         return Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
     dev = build_device(su)
     sim_cycles = 0
+    energy_parts: dict[str, float] = {}         # DRAM energy by component, J, summed over samples and devices
     for s in range(samples):
         ctx = sample_batch(su.dataset, su.batch, rng)
         chans = assign(dev, ctx, su.channel_assignment)
@@ -98,6 +99,8 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
         sf.insert(0, "sample", s)
         stage_frames.append(sf)
         e = _energy_j(dev, sf, end)
+        for k, v in e.items():
+            energy_parts[k] = energy_parts.get(k, 0.0) + v * dev.tp
         rows.append({"sample": s, "batch": len(ctx), "mean_context": float(np.mean(ctx)), "cycles": end,
                      "seconds": sec, "tokens_per_s": len(ctx) / sec,
                      "npu_util": float((sf["npu_util"] * sf["cycles"]).sum() / end),
@@ -111,12 +114,41 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
     tok = float(df["batch"].sum())
     stats = {"tokens_per_s": float(df["tokens_per_s"].mean()), "iteration_s": float(df["seconds"].mean()),
              "npu_util": float(df["npu_util"].mean()), "pim_util": float(df["pim_util"].mean()),
-             "mem_bw_util": float(df["mem_bw_util"].mean()), "energy_per_token_j": float(df["energy_j"].sum() / tok),
+             "mem_bw_util": float(df["mem_bw_util"].mean()),
+             "dram_energy_per_token_j": float(df["energy_j"].sum() / tok),
              "simulated_cycles": int(sim_cycles), "wall_s": wall, "cycles_per_s": sim_cycles / wall}
+    stats.update(_common(su, dev, df, energy_parts))
     res = Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
     res.tables["stages"] = stages
     res.tables["timeline"] = _timeline(stages[stages["sample"] == 0], dev)
     return res
+
+
+def _common(su: Setup, dev: Device, df: pd.DataFrame, dram_j: dict[str, float]) -> dict[str, Any]:
+    """The common metric schema (archsim.metrics) of an iteration-mode run: the decode step of the whole model
+    (the simulated layers' time x layers / layers simulated: every layer runs the same requests), the DRAM
+    energy split into `dram` (activates, reads, writes, refresh), `pim` (the PIM commands) and `static`
+    (background), and the NPU's MACs at the study's per-MAC energy (`compute`). Not modelled: the TP links'
+    energy, the embedding and LM head, the prefill."""
+    from archsim import metrics
+    from archsim.energy import PIM_COMPONENT
+
+    m, tp = su.model, su.tp
+    tok = float(df["batch"].sum())
+    scale = m.n_layers / dev.layers
+    step = float(df["seconds"].mean()) * scale
+    E, F = m.d_model, m.d_ff
+    macs = float(df["batch"].sum()) * (4 * E * E + 2 * E * F) * dev.layers     # every device's GEMMs, all samples
+    if su.system == "npu_only":
+        macs += float((df["batch"] * df["mean_context"]).sum()) * 2 * E * dev.layers   # q.K^T and s.V on the NPU
+    pim = dram_j.get(PIM_COMPONENT, 0.0)
+    static = dram_j.get("background", 0.0)
+    parts = {"dram": (sum(dram_j.values()) - pim - static) * scale / tok, "pim": pim * scale / tok,
+             "compute": macs * metrics.DEFAULT_MAC_PJ * 1e-12 * scale / tok, "static": static * scale / tok}
+    sc = metrics.scope(layers_simulated=dev.layers, layers=m.n_layers, devices=tp,
+                       not_modelled=["embedding and LM head", "prefill (iteration mode)"],
+                       compute_energy=f"{metrics.DEFAULT_MAC_PJ} pJ per NPU MAC (archsim.metrics.DEFAULT_MAC_PJ)")
+    return metrics.common(step, int(df["batch"].mean()), parts, sc)
 
 
 def _timeline(stages: pd.DataFrame, dev: Device) -> pd.DataFrame:

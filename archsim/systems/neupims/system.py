@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from archsim import metrics
 from archsim.registry import register
 from archsim.results import Result
 from archsim.stats_names import from_code
@@ -60,4 +61,5 @@ def run(config: dict[str, Any], seed: int = 0) -> Result:
 
 
 for _name in SYSTEMS:
-    register(_name, resolve=resolve, schema=NeuPimsConfig, stats=from_code((run_iteration_mode, "stats"), (run_serving_mode, "stats")))(run)
+    register(_name, resolve=resolve, schema=NeuPimsConfig,
+             stats=from_code((run_iteration_mode, "stats"), (run_serving_mode, "stats"), metrics.NAMES))(run)

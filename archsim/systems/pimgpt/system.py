@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import pandas as pd
 
-from archsim import schema
+from archsim import metrics, schema
 from archsim.config import flatten
 from archsim.dram import latency
 from archsim.dram.spec import DramSpec, load_spec, override_leaves
@@ -91,6 +91,13 @@ class PimGptConfig:
     omit_ops: list[str] = opt([], "op kinds left out of every decode step (an experiment: what they cost; e.g. "
                               "[kv_append] or [attn_score, softmax, attn_context]); schedule: serial only",
                               choices=lambda: _op_kinds(), optional=True)
+    context_start: int = opt(0, "context already in the KV cache when decoding starts (a prompt): the decode "
+                             "steps run at contexts context_start + 1 .. context_start + tokens", minimum=0,
+                             optional=True)
+    batch: int = opt(1, "requests decoded together at the same context. The global buffer holds one input "
+                     "vector, so every weight GEMV runs once per request: a batch's step is `batch` steps of "
+                     "one request (each op closes its rows, so they are equal); one is simulated", minimum=1,
+                     optional=True)
 
 
 def _op_kinds() -> tuple[str, ...]:
@@ -130,6 +137,8 @@ class Setup:
 
     model: ModelSpec
     tokens: int
+    context_start: int              # contexts of the decode steps: context_start + 1 .. context_start + tokens
+    batch: int                      # requests per step, one after another (a batch's step = batch x one's)
     spec: DramSpec                  # the preset with the config's dram overrides and channel count
     policy: Policy                  # the mapping policy with the config's mapping_overrides
     asic: AsicModel                 # the ASIC preset at the config's asic_clock_hz, with its energy table
@@ -184,7 +193,8 @@ def setup(config: dict[str, Any]) -> Setup:
     clock = {} if cfg["asic_clock_hz"] is None else {"clock_hz": float(cfg["asic_clock_hz"])}
     asic = AsicModel(AsicConfig.load(cfg["asic"], **clock))
     schedule = schema.variant(SCHEDULES, cfg.get("schedule", "serial"), cfg, "schedule", PimGptConfig)
-    return Setup(model=model, tokens=cfg["tokens"], spec=spec, policy=pol, asic=asic, baselines=baselines,
+    return Setup(model=model, tokens=cfg["tokens"], context_start=cfg.get("context_start", 0),
+                 batch=cfg.get("batch", 1), spec=spec, policy=pol, asic=asic, baselines=baselines,
                  engine=cfg["engine"], refresh=bool(cfg["refresh"]), timeline=bool(cfg["timeline"]),
                  schedule=schedule, resolved=cfg)
 
@@ -214,8 +224,9 @@ class PimGptSimulator:
         self.policy = su.policy
         self.layout: ModelLayout = layout_model(self.model, self.spec, self.policy)
         self.g = self.layout.g
-        if su.tokens > self.model.max_context:
-            raise UserError(f"tokens={su.tokens} exceeds {self.model.name}'s max context {self.model.max_context}")
+        if su.context_start + su.tokens > self.model.max_context:
+            raise UserError(f"context_start + tokens = {su.context_start + su.tokens} exceeds {self.model.name}'s "
+                            f"max context {self.model.max_context}")
         self.asic = su.asic
         overlap = isinstance(su.schedule, OverlapSchedule)
         # overlap: the event loop drives the channel engine directly (nothing to memoise op by op)
@@ -335,9 +346,9 @@ class PimGptSimulator:
         model = self.model
         n = model.n_layers
         m1 = dataclasses.replace(model, n_layers=1)
-        T = self.su.tokens
+        T, c0 = self.su.tokens, self.su.context_start
         split = None
-        for L in sorted({1, 2, (T + 1) // 2, T} & set(range(1, model.max_context + 1))):
+        for L in sorted({c0 + 1, c0 + 2, c0 + (T + 1) // 2, c0 + T} & set(range(1, model.max_context + 1))):
             full = list(self._graph(model, L))
             one = list(self._graph(m1, L))
             idx = [i for i, op in enumerate(one) if op.layer is not None]
@@ -626,14 +637,14 @@ class PimGptSimulator:
 
         self.rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
-        n = self.su.tokens
-        for t in range(n):
+        n, c0 = self.su.tokens, self.su.context_start
+        for t in range(c0, c0 + n):
             self.run_token(t)
-            report_progress("tokens", t + 1, n, self.clock * self.spec.tCK_ps * 1e-12)
+            report_progress("tokens", t - c0 + 1, n, self.clock * self.spec.tCK_ps * 1e-12)
         wall = time.perf_counter() - t0
         res = self.result(wall, seed)
         if self.su.timeline:
-            res.tables["timeline"] = self.timeline(n - 1)
+            res.tables["timeline"] = self.timeline(c0 + n - 1)
         return res
 
     def timeline(self, t: int) -> pd.DataFrame:
@@ -753,6 +764,7 @@ class PimGptSimulator:
             "peak_flops_per_s": self.g.channels * self.g.banks * self.g.lanes * 2 / (mac_gap * tck),
             "peak_bytes_per_s": self.g.channels * self.g.banks * self.spec.access_bytes / (mac_gap * tck),
         }
+        stats.update(self.common_metrics(tot_counts, energy_tot, seconds / n))
         stats.update(self.baselines())
         # manifest.config is the resolved config, so it re-runs as is (`archsim run --config` / --from-json);
         # the expanded DRAM preset and mapping policy it ran with are recorded beside it
@@ -760,6 +772,29 @@ class PimGptSimulator:
                                                                 dram=self.spec.raw, policy=self.policy.raw))
         res.extra["token_latency_s"] = lat
         return res
+
+    def common_metrics(self, counts: np.ndarray, energy_pj: dict[str, float], step_s: float) -> dict[str, Any]:
+        """The common metric schema (archsim.metrics): one request's step x `batch` (requests one after another,
+        each weight GEMV once per request), energy per token split into the schema's parts: the activates,
+        ordinary reads and writes and the DRAM interface are `dram`; the MACs' column reads, the MACs and the
+        global buffer `pim`; the ASIC `compute`; the background `static`."""
+        from archsim import metrics
+
+        e = self.spec.raw["pim"]["energy"]
+        c = {nm: int(counts[i]) for i, nm in enumerate(self.spec.command_names)}
+        B = self.g.banks
+        mac_reads = (c["MACAB"] + 2 * (c["EWMUL"] + c["EWADD"])) * B * e["mac_array_pj_per_bank"]
+        n = len(self.token_cycles)
+        per_token = {
+            "dram": energy_pj["dram_array"] - mac_reads + energy_pj["io"],
+            "pim": mac_reads + energy_pj["pim_mac"] + energy_pj["global_buffer"],
+            "compute": energy_pj["asic"], "static": energy_pj["background"]}
+        c0 = self.su.context_start
+        sc = metrics.scope(layers_simulated=self.model.n_layers, layers=self.model.n_layers, devices=1,
+                           not_modelled=["prefill: PIM-GPT decodes only (its paper's engine)"],
+                           contexts=[c0 + 1, c0 + n], batch_rule="requests one after another")
+        return metrics.common(self.su.batch * step_s, self.su.batch, {k: v * 1e-12 / n for k, v in per_token.items()},
+                              sc)
 
     def baselines(self) -> dict[str, Any]:
         """Speedup and energy efficiency against the GPU/CPU baselines over the same tokens."""
@@ -775,14 +810,15 @@ class PimGptSimulator:
         # Baseline per-token cost is affine in the context length between the few L where its roofline
         # changes regime, so evaluate it at up to 33 points and integrate piecewise-linearly (exact at the
         # sample points; tests compare against every-token evaluation).
-        Ls = np.unique(np.linspace(1, n, min(n, 33)).round().astype(int))
+        c0 = self.su.context_start
+        Ls = np.unique(np.linspace(c0 + 1, c0 + n, min(n, 33)).round().astype(int))
         for b in self.su.baselines:
             lat, en = [], []
             for L in Ls:
                 r = b.decode_token(build_graph(self.model, "decode", context_len=int(L)))
                 lat.append(r["latency_s"])
                 en.append(r["energy_j"])
-            allL = np.arange(1, n + 1)
+            allL = np.arange(c0 + 1, c0 + n + 1)
             b_s = float(np.interp(allL, Ls, lat).sum())
             b_j = float(np.interp(allL, Ls, en).sum())
             tag = b.name.replace("-", "_")
@@ -817,7 +853,7 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
 
 
 @register("pimgpt", resolve=resolve, keys=settable_keys, schema=PimGptConfig,
-          stats=from_code((PimGptSimulator.result, "stats"), (PimGptSimulator.baselines, "out")))
+          stats=from_code((PimGptSimulator.result, "stats"), (PimGptSimulator.baselines, "out"), metrics.NAMES))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry: the config (PimGptConfig's keys) resolved once into a `Setup`, then simulated."""
     return PimGptSimulator(setup(config)).run(seed=seed)

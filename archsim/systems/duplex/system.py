@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from archsim import schema
+from archsim import metrics, schema
 from archsim.errors import ConfigError, UserError
 from archsim.registry import register
 from archsim.results import Result, make_manifest
@@ -264,6 +264,8 @@ class DuplexRun:
                             f"devices of {self.device.memory_bytes / 2**30:.0f} GiB")
         self.acc: dict[tuple, list[float]] = defaultdict(lambda: [0.0] * 6)
         self.stage_kinds = {"decode": 0, "mixed": 0}
+        self.decode_s = 0.0          # time and tokens of the decode-only stages (the common schema's decode step)
+        self.decode_tokens = 0
         # co-processed operator pairs: (stage kind, pair) -> [overlaps, alone s, with-interference s,
         # xPU s, low s, xPU slow-down x xPU s, low slow-down x low s] (slow-downs time-weighted)
         self.pairs: dict[tuple, list[float]] = defaultdict(lambda: [0.0] * 7)
@@ -274,6 +276,9 @@ class DuplexRun:
         st = Stage(pre, dec)
         seconds, ops = self.compiler.stage(st)
         self.stage_kinds[st.kind] += 1
+        if st.kind == "decode":
+            self.decode_s += seconds
+            self.decode_tokens += len(dec)
         for o in ops:
             a = self.acc[(st.kind, o.kind, o.unit)]
             a[0] += o.seconds * o.count
@@ -328,6 +333,7 @@ class DuplexRun:
             "engine_streams_simulated": timer.simulated if timer else 0,
             "engine_wall_s": timer.engine_wall_s if timer else 0.0,
         }
+        stats.update(self.common_metrics(metrics["ttft_mean_s"]))
         inter = self.interference_table()
         stats["interference"] = "engine" if self.compiler.interference else "none"
         if su.interference == "engine" and not self.compiler.interference:
@@ -345,6 +351,36 @@ class DuplexRun:
         res = Result(df=df, manifest=manifest, stats=stats, extra={"serving": served, "compiler": self.compiler})
         res.tables["interference"] = inter
         return res
+
+    def common_metrics(self, ttft_s: float) -> dict[str, Any]:
+        """The common metric schema (archsim.metrics) from the decode-only stages: their mean time is the decode
+        step, their tokens / time the decode throughput; energy per decoded token from their operators: the
+        xPU's DRAM traffic and activates are `dram`, its MACs `compute`, the low-Op/B unit's operators (its
+        path's bits, bundle activates and refresh, its MACs) `pim`. Not modelled: links' energy (the paper's
+        code charges none), DRAM background."""
+        from archsim import metrics as schema_
+
+        stages = self.stage_kinds["decode"]
+        if not stages:
+            sc = schema_.scope(layers_simulated=self.model.n_layers, layers=self.model.n_layers, devices=self.D,
+                               phase="serving", not_modelled=["a decode-only stage: none ran"])
+            return schema_.common(float("nan"), 0, {}, sc, ttft_s)
+        dram = pim = compute = 0.0
+        for (kind, _op, unit), (_s, _r, e, f, _b, _n) in self.acc.items():
+            if kind != "decode" or unit == "link":
+                continue
+            if unit == "low":
+                pim += e
+            else:
+                mac = f / 2 * self.device.mac_pj * self.D
+                compute += mac
+                dram += e - mac
+        tok = self.decode_tokens
+        parts = {"dram": dram * 1e-12 / tok, "pim": pim * 1e-12 / tok, "compute": compute * 1e-12 / tok}
+        sc = schema_.scope(layers_simulated=self.model.n_layers, layers=self.model.n_layers, devices=self.D,
+                           phase="serving: decode-only stages", decode_stages=stages,
+                           not_modelled=[])   # the parts it leaves out (io, static) are named by common()
+        return schema_.common(self.decode_s / stages, round(tok / stages), parts, sc, ttft_s)
 
     def interference_table(self) -> pd.DataFrame:
         """One row per (stage kind, co-processed operator pair): how often the pair overlapped (layer
@@ -372,6 +408,6 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
 
 
 @register("duplex", resolve=resolve, keys=settable_keys, schema=DuplexConfig,
-          stats=from_code((DuplexRun.run, "stats"), serving_metrics))
+          stats=from_code((DuplexRun.run, "stats"), serving_metrics, metrics.NAMES))
 def run(config: dict[str, Any], seed: int = 0) -> Result:
     return DuplexRun(config, seed).run()

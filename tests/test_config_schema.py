@@ -33,7 +33,10 @@ def _one_line(err: str) -> str:
 
 
 def _words(text: str) -> str:
-    return " ".join(text.split())
+    """Whitespace collapsed; argparse wraps help lines after a hyphen ("reduce-\\nscatter"), so none after one."""
+    import re
+
+    return re.sub(r"-\s+", "-", " ".join(text.split()))
 
 
 # -- compatibility: the resolved dict of every system is unchanged -----------------------------------------

@@ -19,6 +19,7 @@ SMALL: dict[str, dict] = {
     "gemm-dram": {"system": "gemm", "m": 8, "k": 16, "n": 8, "memory": "dram"},
     "duplex": {"system": "duplex", "device": "gpu", "requests": 2, "input_len": 64, "output_len": 4, "max_batch": 2},
     "t3": {"system": "t3", "model": "mega-gpt2", "sublayer": "op_fwd", "tp": 16, "tokens": 256},
+    "t3_decode": {"system": "t3_decode", "model": "mega-gpt2", "tp": 16, "batch": 2, "context": 64},
     "neupims": {"system": "neupims", "model": "gpt3-small", "layers": 1, "batch": 2, "samples": 1},
     "neupims-serving": {"system": "neupims", "model": "gpt3-small", "layers": 1, "mode": "serving", "requests": 2,
                         "batch": 2, "refresh": False},

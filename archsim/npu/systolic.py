@@ -64,16 +64,22 @@ class ArrayInstr:
         return self.rows * self.cols * self.depth
 
 
+def ws_stream_cycles(cfg: NpuConfig, rows: int) -> int:
+    """Cycles a WS instruction streams its rows: `rows_per_cycle` rows a cycle (1 on a real array; NeuPIMs'
+    code times its 128-row instructions as 16 cycles, MatMul.cc:316-321), at least 4."""
+    return max(math.ceil(rows / cfg.rows_per_cycle), 4)
+
+
 def ws_latency_cycles(cfg: NpuConfig, rows: int) -> int:
     """Issue-to-result latency of one WS instruction: fill across H + W - 2 PEs plus max(rows, 4) rows."""
-    return cfg.height + cfg.width - 2 + max(rows, 4)
+    return cfg.height + cfg.width - 2 + ws_stream_cycles(cfg, rows)
 
 
 def ws_issue_offset_cycles(cfg: NpuConfig, prev_rows: int, preload: bool) -> int:
     """Cycles between the starts of two WS instructions when the pipeline is not empty (see module doc)."""
     if cfg.ws_preload_rule == "scalesim":      # folds serial: the next starts when this one has drained
         return scalesim_fold_cycles(cfg, ArrayInstr(rows=prev_rows, cols=cfg.width, depth=cfg.height))
-    stream = max(prev_rows, 4)
+    stream = ws_stream_cycles(cfg, prev_rows)
     if not preload:
         return stream
     if cfg.ws_preload_rule == "onnxim":
@@ -155,7 +161,7 @@ class ArrayPipeline:
             return start + (instr.depth + max(h, w) - 1 if self.cfg.dataflow == "os" else 2 * h + instr.rows - 1)
         if self.cfg.dataflow == "os":
             return finish - instr.rows
-        return start + max(instr.rows, 4)
+        return start + ws_stream_cycles(self.cfg, instr.rows)
 
     def issue(self, instr: ArrayInstr, ready_cycles: int = 0) -> tuple[int, int]:
         start, finish = self.peek(instr, ready_cycles)

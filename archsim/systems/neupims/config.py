@@ -12,6 +12,7 @@ from archsim.config import load_yaml
 from archsim.errors import ConfigError
 from archsim.npu.config import NpuConfig, load_npu_config
 from archsim.schema import opt
+from archsim.systems.neupims.compiler import PIM_PRECHARGE
 from archsim.workload import serving
 from archsim.workload.spec import ModelSpec, load_model
 
@@ -25,6 +26,7 @@ DEVICE_PRESET = {"neupims": "NeuPIMs_HBM2_Dual", "npu_pim": "NeuPIMs_HBM2_Single
 # pipeline parallelism, so a model's PP stages become more TP: the same devices, the same weight bytes per device.
 TP_DEFAULT = {"gpt3-7b": 4, "gpt3-13b": 4, "gpt3-30b": 8, "gpt3-175b": 32}
 MODES = ("iteration", "serving")
+KV_LAYOUTS = ("head_rows", "token_rows")
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
                "channel_assignment": ("gmlbp", "round_robin")}
 MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): GPT-3-style MHA + 2-matrix FFN
@@ -39,7 +41,9 @@ class NeuPimsConfig:
     tp: int | None = opt(None, "tensor-parallel devices (must divide the model's heads); null: NeuPIMs' count "
                          "for the model (gpt3-7b 4, gpt3-13b 4, gpt3-30b 8, gpt3-175b 32), else 1", minimum=1)
     batch: int = opt(256, "requests per batch (iteration mode) / most requests in flight (serving mode)", minimum=1)
-    dataset: str = opt("sharegpt", "request lengths: a dataset (alpaca, sharegpt) or a trace file (.csv / .jsonl)")
+    dataset: str = opt("sharegpt", "request lengths: a dataset (alpaca, sharegpt: running batches sampled with "
+                       "continuous batching's length bias), NeuPIMs' batch snapshots (neupims_clb, neupims_rr), a "
+                       "request trace (.csv / .jsonl) or one snapshot file (.csv with seq_len,ch_idx)")
     mode: str = opt("iteration", "iteration: `samples` decode iterations of `batch` requests; serving: continuous "
                     "batching of `requests` requests (TTFT / TBT)", choices=MODES)
     samples: int = opt(1, "iteration mode: batches sampled (one decode iteration each)", minimum=1)
@@ -50,7 +54,11 @@ class NeuPimsConfig:
     sub_batch: bool | None = opt(None, "interleave two sub-batches (NPU and PIM overlap); null: the mapping "
                                  "policy's", choices=POLICY_KEYS["sub_batch"])
     channel_assignment: str | None = opt(None, "which channel holds a request's KV cache; null: the mapping "
-                                         "policy's", choices=POLICY_KEYS["channel_assignment"])
+                                         "policy's (a batch snapshot dataset brings its own channels)",
+                                         choices=POLICY_KEYS["channel_assignment"])
+    kv_layout: str | None = opt(None, "PIM KV-cache layout: head_rows (a bank row holds keys of one head) or "
+                                "token_rows (a bank row holds one key across heads, NeuPIMs' code); null: the "
+                                "mapping policy's", choices=KV_LAYOUTS)
     preset: str | None = opt(None, "DRAM preset; null: NeuPIMs_HBM2_Dual (neupims), NeuPIMs_HBM2_Single "
                              "(npu_pim, npu_only)")
     npu: str = opt("neupims_npu", "NPU preset (archsim/presets/npu)")
@@ -82,6 +90,8 @@ class Policy:
     channel_assignment: str   # gmlbp | round_robin
     kv_base_row: int | str    # first row of every bank that holds KV caches (weights below it); "half": the
                               # middle row (NeuPIMs' split of its 32768-row banks at 16384, on any device)
+    kv_layout: str = "head_rows"    # head_rows | token_rows (archsim.systems.neupims.compiler)
+    pim_precharge: str = "unit"     # unit | per_bank (archsim.systems.neupims.compiler.PIM_PRECHARGE)
 
 
 def _policy(name: str) -> Policy:
@@ -97,7 +107,13 @@ def _policy(name: str) -> Policy:
     row = doc.data.get("kv_base_row", "half")
     if row != "half" and (isinstance(row, bool) or not isinstance(row, int) or row < 0):
         raise doc.error("kv_base_row", f"must be an integer >= 0 or half, got {row!r}")
-    return Policy(kv_base_row=row, **out)
+    layout = doc.data.get("kv_layout", "head_rows")
+    if layout not in KV_LAYOUTS:
+        raise doc.error("kv_layout", f"must be one of {', '.join(KV_LAYOUTS)}, got {layout!r}")
+    pre = doc.data.get("pim_precharge", "unit")
+    if pre not in PIM_PRECHARGE:
+        raise doc.error("pim_precharge", f"must be one of {', '.join(PIM_PRECHARGE)}, got {pre!r}")
+    return Policy(kv_base_row=row, kv_layout=layout, pim_precharge=pre, **out)
 
 
 @dataclass(frozen=True)
@@ -162,16 +178,21 @@ def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]
     if model.n_heads % out["tp"]:
         raise ConfigError("tp", f"{model.name} has {model.n_heads} heads; tp must divide it, got {out['tp']}")
     policy = _policy(out["mapping"])
-    for key in ("sub_batch", "channel_assignment"):
+    for key in ("sub_batch", "channel_assignment", "kv_layout"):
         if out[key] is None:
             out[key] = getattr(policy, key)
     if name in ("npu_only", *GPU_SYSTEMS):
         out["sub_batch"] = False          # nothing runs beside the NPU's attention to interleave with
     if out["preset"] is None and name not in GPU_SYSTEMS:
         out["preset"] = DEVICE_PRESET[name]
-    if not _is_trace(out["dataset"]) and out["dataset"] not in serving.DATASETS:
-        raise ConfigError("dataset", f"unknown dataset {out['dataset']!r}; known: {', '.join(sorted(serving.DATASETS))}"
-                          " or a trace file (.csv / .jsonl)")
+    known = [*serving.DATASETS, *serving.SNAPSHOT_SETS]
+    if not _is_trace(out["dataset"]) and out["dataset"] not in known:
+        raise ConfigError("dataset", f"unknown dataset {out['dataset']!r}; known: {', '.join(sorted(known))} or a "
+                          "trace file (.csv / .jsonl)")
+    if out["mode"] == "serving" and (out["dataset"] in serving.SNAPSHOT_SETS
+                                     or _is_trace(out["dataset"]) and serving.is_snapshot(out["dataset"])):
+        raise ConfigError("dataset", f"{out['dataset']} is a batch snapshot (seq_len,ch_idx): iteration mode only; "
+                          "serving needs requests (a dataset or a trace of arrival_s,prompt_tokens,output_tokens)")
     return out, model, policy
 
 
@@ -186,7 +207,7 @@ def setup(config: dict[str, Any]) -> Setup:
     mode = mode_cls(**{f.name: cfg[f.name] for f in dataclasses.fields(mode_cls)})
     link = cfg["link_bytes_per_s"]
     return Setup(system=cfg["system"], model=model, tp=cfg["tp"], batch=cfg["batch"], dataset=cfg["dataset"],
-                 mode=mode, policy=policy, sub_batch=cfg["sub_batch"], channel_assignment=cfg["channel_assignment"],
+                 mode=mode, policy=dataclasses.replace(policy, kv_layout=cfg["kv_layout"]), sub_batch=cfg["sub_batch"], channel_assignment=cfg["channel_assignment"],
                  preset=cfg["preset"], npu=load_npu_config(cfg["npu"]), npu_attention=cfg["npu_attention"],
                  layers=cfg["layers"] or model.n_layers, refresh=cfg["refresh"],
                  link_bytes_per_s=None if link is None else float(link), link_latency_s=float(cfg["link_latency_s"]),

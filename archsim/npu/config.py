@@ -15,7 +15,8 @@ from archsim.errors import ConfigError
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "npu"
 DATAFLOWS = ["ws", "os"]
-PRELOAD_RULES = ["bounded", "onnxim", "scalesim"]   # scalesim: SCALE-Sim 3.0 fold timing, both dataflows
+# scalesim: SCALE-Sim 3.0 fold timing, both dataflows; serial: NeuPIMs' npu-only branch (archsim.npu.systolic)
+PRELOAD_RULES = ["bounded", "onnxim", "scalesim", "serial"]
 VECTOR_OPS = ["add", "mul", "exp", "sqrt", "gelu", "add_tree"]
 STATIONARY = ["weights", "activations"]     # which GEMM operand a WS array holds (the other streams as rows)
 DMA_ISSUE = ["double_buffer", "per_instruction"]
@@ -87,8 +88,10 @@ class NpuConfig:
             raise ConfigError("vector.size_zero_ops", f"unknown operator {bad[0]!r}; allowed: {', '.join(VECTOR_KINDS)}",
                               source=src)
         if self.dma == "per_instruction" and (self.dataflow != "ws" or self.ws_preload_rule == "scalesim"):
-            raise ConfigError("memory.dma", "per_instruction issue is modelled for dataflow ws with rule bounded or "
-                              "onnxim", source=src)
+            raise ConfigError("memory.dma", "per_instruction issue is modelled for dataflow ws with rule bounded, "
+                              "onnxim or serial", source=src)
+        if self.ws_preload_rule == "serial" and self.dataflow != "ws":
+            raise ConfigError("ws_preload_rule", "serial is a weight-stationary rule (dataflow ws)", source=src)
         require_int(src, "vector.pipelines", self.vector.pipelines, minimum=1)
         require_int(src, "vector.lanes", self.vector.lanes, minimum=1)
         missing = [op for op in VECTOR_OPS if op not in self.vector.latency_cycles]

@@ -20,7 +20,7 @@ SYSTEMS = ("neupims", "npu_pim", "npu_only", "gpu_only", "gpu_roofline")
 GPU_SYSTEMS = ("gpu_only", "gpu_roofline")
 # the mapping policy each system uses when none is given: npu_pim is the paper's naive NPU+PIM
 MAPPING_DEFAULT = {"npu_pim": "npu_pim"}
-NPU_ATTENTION = ("pipelined", "per_gemm")
+NPU_ATTENTION = ("pipelined", "per_gemm", "fused_mha")
 DEVICE_PRESET = {"neupims": "NeuPIMs_HBM2_Dual", "npu_pim": "NeuPIMs_HBM2_Single", "npu_only": "NeuPIMs_HBM2_Single"}
 # Devices per model as NeuPIMs configures them (TP x PP: 7B 4x1, 13B 4x1, 30B 4x2, 175B 8x4). archsim has no
 # pipeline parallelism, so a model's PP stages become more TP: the same devices, the same weight bytes per device.
@@ -64,8 +64,10 @@ class NeuPimsConfig:
     npu: str = opt("neupims_npu", "NPU preset (archsim/presets/npu)")
     npu_attention: str = opt("pipelined", "npu_only attention on the arrays: pipelined (every head's and "
                              "request's q.K^T and s.V through one instruction pipeline per array, softmax on "
-                             "the vector unit alongside) or per_gemm (each a separate GEMM from an empty "
-                             "pipeline, softmax serial)", choices=NPU_ATTENTION)
+                             "the vector unit alongside), per_gemm (each a separate GEMM from an empty "
+                             "pipeline, softmax serial) or fused_mha (NeuPIMs' npu-only branch: per head one "
+                             "q.K^T preload, the softmax, then an s.V preload per 128 keys, in order)",
+                             choices=NPU_ATTENTION)
     layers: int | None = opt(None, "layers simulated; null: all of the model's", minimum=1)
     refresh: bool = opt(True, "simulate DRAM refresh")
     # the TP all-reduce link; None = an ideal interconnect (NeuPIMs' simulator models no inter-device traffic)
@@ -73,6 +75,9 @@ class NeuPimsConfig:
                                          "x16-class); null: an ideal interconnect", above=0)
     link_latency_s: float = opt(0.0, "TP all-reduce link latency per hop in s, e.g. 1e-6", minimum=0)
     gpu: str = opt("a100-40gb", "GPU baseline preset of gpu_only (archsim/presets/baselines)")
+    # optional: the GPU-only band's ends (reports/neupims); absent unless given
+    gpu_host_overhead_s: float = opt(None, "gpu_only: host cost per launched kernel in s (default: the GPU preset's "
+                                     "framework.host_overhead_per_kernel_s)", above=0, optional=True)
     # optional: absent from the resolved config unless given, so configs that do not use it keep their hash
     dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCD: 20}}", optional=True)
 
@@ -157,6 +162,7 @@ class Setup:
     link_bytes_per_s: float | None         # None: an ideal interconnect
     link_latency_s: float
     gpu: str
+    gpu_host_overhead_s: float | None      # None: the GPU preset's
     dram: tuple[tuple[str, Any], ...]      # flattened overrides of the DRAM preset
     resolved: dict[str, Any] = field(compare=False, repr=False)
 
@@ -211,7 +217,8 @@ def setup(config: dict[str, Any]) -> Setup:
                  preset=cfg["preset"], npu=load_npu_config(cfg["npu"]), npu_attention=cfg["npu_attention"],
                  layers=cfg["layers"] or model.n_layers, refresh=cfg["refresh"],
                  link_bytes_per_s=None if link is None else float(link), link_latency_s=float(cfg["link_latency_s"]),
-                 gpu=cfg["gpu"], dram=tuple(_dram_overrides(cfg).items()), resolved=cfg)
+                 gpu=cfg["gpu"], gpu_host_overhead_s=cfg.get("gpu_host_overhead_s"),
+                 dram=tuple(_dram_overrides(cfg).items()), resolved=cfg)
 
 
 def _is_trace(dataset: str) -> bool:

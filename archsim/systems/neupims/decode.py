@@ -16,7 +16,7 @@ from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.engine.memory import EngineError, MemorySystem
 from archsim.errors import UserError
 from archsim.npu.dram_gemm import GemmAgent, InstructionGemmAgent, VectorStreamAgent
-from archsim.npu.systolic import ArrayPipeline, _tile_instrs, schedule_gemm
+from archsim.npu.systolic import ArrayInstr, ArrayPipeline, _tile_instrs, schedule_gemm
 from archsim.npu.vector import vector_op_cycles, vector_row_cycles
 from archsim.systems.neupims.compiler import AttentionCompiler, Stream
 from archsim.systems.neupims.device import Device, allreduce_s
@@ -324,6 +324,23 @@ class DecodeSimulator:
                     pipe.issue(ins, soft_end[h])
             return dev.npu_to_dram(begin), dev.npu_to_dram(pipe.busy_until_cycles)
 
+        def fused_end(a: int, L: int, ready_dram: int) -> tuple[int, int]:
+            """(start, end) in DRAM cycles of one request's attention as NeuPIMs' npu-only branch schedules it
+            (FusedMHA.cc:111-228): per head one preload streaming the L keys past q (q.K^T), the softmax of the
+            L scores on a vector pipeline, then one preload per 128 keys of s (s.V), ceil((L + 127) / 128) of
+            them (the loop's bound, :202), each waiting for its operand; the array's own timing rule applies."""
+            pipe = pipes[a]
+            t = max(math.ceil(ready_dram * to_npu - 1e-9), pipe.busy_until_cycles)
+            begin = t
+            soft = vector_row_cycles(dev.npu, "softmax", L)
+            for _h in range(heads):
+                _s, fin = pipe.issue(ArrayInstr(rows=L, cols=1, depth=dk), t)
+                t = fin + soft
+                for _blk in range(0, L + 127, 128):
+                    _s, fin = pipe.issue(ArrayInstr(rows=dk, cols=1, depth=128), t)
+                t = fin
+            return dev.npu_to_dram(begin), dev.npu_to_dram(pipe.busy_until_cycles)
+
         def array_run(a: int) -> None:
             reqs = per_array[a]
             loaded: dict[int, int] = {}
@@ -341,7 +358,11 @@ class DecodeSimulator:
 
             def loaded_cb(j: int, done: int) -> None:
                 loaded[j] = done
-                if dev.npu_attention == "pipelined":
+                if dev.npu_attention == "fused_mha":
+                    c0, end = fused_end(a, contexts[reqs[j]], done)
+                    stats.npu_busy += end - c0
+                    comp_end[0] = end
+                elif dev.npu_attention == "pipelined":
                     c0, end = pipelined_end(a, contexts[reqs[j]], done)
                     stats.npu_busy += end - c0
                     comp_end[0] = end

@@ -131,7 +131,7 @@ def _prose_lines(readme: str) -> list[str]:
             continue
         if code or not s or s.startswith(("|", "#", "![")):
             continue
-        out.append(s)
+        out.append(re.sub(r"^([*-]|\d+\.) ", "", s))
     return out
 
 

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from archsim.host.asic import AsicModel
     from archsim.host.baselines import Baseline
 
-MODEL_FEATURES = frozenset({"gqa", "gated_ffn"})  # model features simulated (archsim.summary.FEATURES); MoE is refused
+MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): GPT-2/GPT-3 only (compiler._check_supported refuses the rest)
 
 
 @dataclass

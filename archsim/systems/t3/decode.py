@@ -26,7 +26,7 @@ from archsim.results import Result, make_manifest
 from archsim.schema import opt
 from archsim.stats_names import from_code
 
-MODEL_FEATURES: frozenset[str] = frozenset()   # dense MHA and a 2-matrix FFN (archsim.summary.FEATURES)
+MODEL_FEATURES = frozenset({"gqa", "gated_ffn"})   # archsim.summary.FEATURES: K/V heads and a gated FFN size its ops; no MoE
 FUSED = ("op_fwd", "fc2_fwd")                  # the sublayers T3 fuses with their reduce-scatter at decode
 
 

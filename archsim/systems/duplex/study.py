@@ -1,0 +1,30 @@
+"""Duplex in the which-PIM study (archsim/study): an intent mapped onto system `duplex`'s keys.
+
+An H100-class xPU and Logic-PIM on each stack's logic die (bank bundles read over added TSVs), `tp` devices;
+the batch's requests all arrive at once and are served by continuous batching, the decode-only stages giving
+the decode step. On HBM2 its layout uses the 2 bundle spaces of a pseudo-channel (mappings/duplex_hbm2.yaml).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from archsim.study.spec import Intent
+
+DESIGN = "Duplex"
+STYLE = "Logic-PIM on the HBM logic die beside an xPU"
+RUNS_AS = "duplex"
+COMPUTE = "xPU: H100-class, 989 TFLOPS FP16 (archsim/presets/duplex/devices.yaml); Logic-PIM 32 x 512 MACs per stack"
+MEMORY = {"hbm2": "HBM2_2Gbps_LogicPIM", "hbm3": "HBM3_6400Mbps_LogicPIM"}
+
+
+def config(it: Intent, model: Any, files: Path) -> dict[str, Any]:
+    cfg: dict[str, Any] = {"system": RUNS_AS, "model": it.model, "device": "duplex", "devices": it.tp,
+                           "requests": it.batch, "max_batch": it.batch, "input_len": it.input_len,
+                           "output_len": it.output_len}
+    if it.memory.generation == "paper":
+        return cfg
+    cfg.update(preset=MEMORY[it.memory.generation], stacks=it.memory.stacks)
+    if it.memory.generation == "hbm2":
+        cfg["mapping"] = "duplex_hbm2"
+    return cfg

@@ -121,6 +121,9 @@ def collect(study: Study, planned: list[Planned], points_dir: Path) -> pd.DataFr
         else:
             f = failures.get(ph, {})
             first = str(f.get("error", "not run")).splitlines()[0] if f else "not run"
+            if f.get("user_error"):          # the design's own check refused the point when it ran
+                rows.append({**row, "status": "refused", "reason": f"{p.design}: {first}"})
+                continue
             rows.append({**row, "status": "failed", "reason": f"{f.get('error_type', 'Error')}: {first}" if f
                          else "not run (the sweep stopped before it)"})
     df = pd.DataFrame(rows)

@@ -86,10 +86,13 @@ def plan(intent: Intent, files: Path) -> Planned:
         return Planned(intent, None, f"{model.name} has {'; '.join(missing)}: not modelled by {ad.DESIGN}",
                        **base)
     if intent.memory.generation != "paper":
+        # the same rule for every design: the weights and the batch's KV cache at its longest context
         held = intent.tp * intent.memory.stacks * stack_bytes(ad.MEMORY[intent.memory.generation])
-        if model.weight_bytes > held:
-            return Planned(intent, None, f"{model.name}'s weights ({model.weight_bytes / 2**30:.1f} GiB) do not "
-                           f"fit in {intent.tp} device(s) of {intent.memory.label} ({held / 2**30:.0f} GiB)", **base)
+        kv = intent.batch * (intent.input_len + intent.output_len) * model.kv_bytes_per_token
+        if model.weight_bytes + kv > held:
+            return Planned(intent, None, f"{model.name}'s weights ({model.weight_bytes / 2**30:.1f} GiB) and the "
+                           f"batch's KV cache ({kv / 2**30:.1f} GiB) do not fit in {intent.tp} device(s) of "
+                           f"{intent.memory.label} ({held / 2**30:.0f} GiB)", **base)
     try:
         cfg = ad.config(intent, model, files)
         registry.resolve_config(dict(cfg))          # the system's own checks of the config, before any run

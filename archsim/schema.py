@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, is_dataclass
@@ -242,6 +243,8 @@ class Key:
         """Why `value` is not allowed here (None if it is)."""
         if value is None and self.nullable():
             return None
+        if not finite(value):     # nan and inf pass every comparison test a bound makes
+            return f"must be {self.kind()}: a finite number, got {value!r}"
         allowed = self.allowed()
         if allowed is not None:
             items = value if isinstance(value, list) and any(get_origin(m) is list for m in _members(self.type)) \
@@ -299,6 +302,17 @@ class Key:
                                                                    if self.optional else "")
 
 
+def finite(value: Any) -> bool:
+    """False for a float that is nan or infinite (anywhere inside a list or mapping), True otherwise."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(finite(v) for v in value)
+    if isinstance(value, dict):
+        return all(finite(v) for v in value.values())
+    return True
+
+
 def _show(value: Any) -> str:
     if value is None:
         return "null"
@@ -316,7 +330,8 @@ def _show(value: Any) -> str:
 def _number_hint(tp: Any, value: Any) -> str:
     if isinstance(value, str) and any(m in (int, float) for m in _members(tp)):
         try:
-            float(value)
+            if not math.isfinite(float(value)):
+                return " (a finite number)"
         except ValueError:
             return ""
         return " (YAML reads it as text: write 1.0e+9, or give it with --set, which reads 1e9 as a number)"

@@ -165,7 +165,7 @@ def test_number_written_with_an_exponent_is_a_number():
 # -- bad input: --set, flags, --config, sweep files ---------------------------------------------------------
 @pytest.mark.parametrize("argv,needles", [
     (["--system", "neupims", "--set", "batch=abc"], ["--set batch=abc: batch:", "must be an integer >= 1", "'abc'"]),
-    (["--system", "neupims", "--batch", "0"], ["--batch 0: batch:", "must be an integer >= 1, got 0"]),
+    (["--system", "neupims", "--batch", "0"], ["--batch 0: batch:", "must be an integer >= 1 and <= 65536, got 0"]),
     (["--system", "neupims", "--set", "mode=fast"], ["mode:", "must be one of iteration, serving", "'fast'"]),
     (["--system", "neupims", "--set", "batchh=3"], ["batchh: unknown key path", "did you mean batch"]),
     (["--system", "t3", "--set", "configs=[t3, bogus]"], ["configs:", "one of sequential, t3, t3-mca"]),

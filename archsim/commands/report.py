@@ -25,10 +25,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from archsim.output import check_writable
+    from archsim.output import check_distinct, check_writable
     from archsim.report import make_report
 
     out = Path(args.out) if args.out else default_out_dir(args.results[0])
+    check_distinct({"-o": out}, {f"input {i + 1}": r for i, r in enumerate(args.results)})
     check_writable(out, folder=True)
     outcome = make_report(args.results, out, title=args.title, force=args.force)
     if not args.quiet:

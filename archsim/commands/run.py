@@ -16,7 +16,7 @@ from archsim.commands.common import (
     system_config,
     with_compile_time,
 )
-from archsim.output import check_writable
+from archsim.output import check_distinct, check_writable
 from archsim.summary import model_notes
 
 # Examples shown by `archsim run --system X --help` (the description is the first paragraph of the system
@@ -107,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         return print_system_help(args)
     config, seed = build_config(args)
     apply_threads(args)
+    check_distinct({"--json": args.json_out, "--csv": args.csv_out},
+                   {"--from-json": args.from_json, "--config": args.override_file})
     check_writable(args.json_out)    # before the simulation, not after it
     check_writable(args.csv_out)
     c0 = compile_seconds()

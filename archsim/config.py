@@ -59,7 +59,8 @@ def _collect_lines(root: yaml.Node, source: str = "<config>") -> dict[str, int]:
             raise ConfigError(prefix or "<top>", "refers to itself (a YAML alias inside its own anchor); "
                               "a config value must be finite", source=source, line=out.get(prefix))
         if len(inside) > MAX_YAML_DEPTH:
-            raise ConfigError(prefix, f"nested more than {MAX_YAML_DEPTH} levels deep (the limit)", source=source,
+            shown = prefix if len(prefix) < 60 else f"{prefix[:28]}...{prefix[-28:]}"
+            raise ConfigError(shown, f"nested more than {MAX_YAML_DEPTH} levels deep (the limit)", source=source,
                               line=node.start_mark.line + 1)
         inside = (*inside, id(node))
         if isinstance(node, yaml.MappingNode):
@@ -137,7 +138,7 @@ def read_json(path: str | Path, what: str = "JSON file", limit: int = MAX_CONFIG
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); expected a {what}") from None
+        raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (not a JSON file; expected a {what})") from None
     except RecursionError:
         raise UserError(f"{path}: JSON nested too deeply to read; expected a {what}") from None
 

@@ -80,7 +80,7 @@ def check_distinct(paths: dict[str, str | Path | None], inputs: dict[str, str | 
                 raise OutputError(f"{opt_a} {a} and {opt_b} {b} name the same file; give each output its own")
         for opt_b, b in (inputs or {}).items():
             if b is not None and str(b) != STDOUT and same_file(a, b):
-                raise OutputError(f"{opt_a} {a} is the input {opt_b} {b}; writing it would replace the input")
+                raise OutputError(f"{opt_a} {a} names {opt_b} {b} too: writing it would replace that input")
 
 
 def _first_existing(p: Path) -> Path:

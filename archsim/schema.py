@@ -210,9 +210,10 @@ class Key:
 
     def bounds(self) -> str:
         parts = []
+        integer = int in _members(self.type)
         for word, bound in ((">=", self.minimum), (">", self.above), ("<=", self.maximum), ("<", self.below)):
             if bound is not None:
-                parts.append(f"{word} {bound:g}")
+                parts.append(f"{word} {int(bound)}" if integer and float(bound).is_integer() else f"{word} {bound:g}")
         if self.power_of_two:
             parts.append("a power of two")
         return " and ".join(parts)

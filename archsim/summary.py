@@ -8,7 +8,7 @@ A stat's unit is read from the end of its name, longest suffix first:
     _pj_per_bit              energy per bit    _w, _mw              power
     _bytes                   bytes (SI)        _GBps, _bytes_per_s  bandwidth
     _hz                      frequency         _cycles, cycles      cycles (thousands separators)
-    _pct, _pct_of_peak       percent           _util, _rate, _fraction, _share   a 0..1 ratio, as percent
+    _pct, _pct_of_peak       percent           _util, _rate, _fraction, _share, utilisation   a 0..1 ratio, as %
     _per_s                   a rate ("tokens_per_s" -> "tokens / s")
     speedup*                 a factor ("3.20x")
 
@@ -23,7 +23,7 @@ from typing import Any
 from archsim.units import fmt_bandwidth, fmt_energy, fmt_si, fmt_time
 
 # (suffix, label suffix, formatter); the first matching suffix wins, so longer ones come first
-_RATIO = ("_util", "_rate", "_fraction", "_share")
+_RATIO = ("_util", "_rate", "_fraction", "_share", "utilisation", "utilization")
 _SIM = ("wall_s", "sim_wall_s", "sim_kernel_s", "sim_compile_s", "kernel_wall_s", "cycles_per_s")
 
 
@@ -116,10 +116,10 @@ def format_value(key: str, value: Any) -> str:
         return fmt_bandwidth(v)
     if unit == "hz":
         return fmt_si(v, "Hz")
-    if unit == "pct":
-        return f"{v:.1f} %"
-    if unit == "ratio":
-        return f"{100 * v:.1f} %"
+    if unit in ("pct", "ratio"):
+        pct = v if unit == "pct" else 100 * v
+        # one decimal, but never a small share shown as 0.0 % (a GEMM's array busy 0.012 % of the time)
+        return f"{pct:.1f} %" if pct == 0 or abs(pct) >= 0.1 or not math.isfinite(pct) else f"{pct:.2g} %"
     if unit == "factor":
         return f"{v:.2f}x"
     if unit == "cycles":

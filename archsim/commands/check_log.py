@@ -83,8 +83,10 @@ def _dram_overrides(args: argparse.Namespace) -> dict:
             raise ConfigError(key, "check-log accepts dram.* keys (the preset overrides the run used)",
                               source=source, line=line)
         if key == "dram.org.channels" and args.channels is not None and value != args.channels:
-            raise ConfigError(key, f"--channels {args.channels} and {source} give different channel counts "
-                              f"({args.channels} and {value!r}); give one of them", source=source, line=line)
+            from archsim.errors import UserError
+
+            raise UserError(f"--channels {args.channels} and {source} set dram.org.channels to different values "
+                            f"({args.channels} and {value!r}); give one of them")
     if not items:
         return {}
     config = keypaths.apply_overrides({"system": "dram-trace", "preset": args.preset}, items)

@@ -147,7 +147,7 @@ def _cmd_asm(args: argparse.Namespace) -> int:
     from archsim import isa as isa_mod
     from archsim.output import check_distinct
 
-    check_distinct({"-o": args.out}, {"input": args.input})
+    check_distinct({"-o": args.out}, {"the input": args.input})
     spec = isa_mod.load(args.isa)
     words = isa_mod.assemble(spec, _read(args.input), source=args.input)
     _write_atomic(args.out, isa_mod.to_hex(spec, words, note=f"from {Path(args.input).name}"))
@@ -159,7 +159,7 @@ def _cmd_disasm(args: argparse.Namespace) -> int:
     from archsim import isa as isa_mod
     from archsim.output import check_distinct
 
-    check_distinct({"-o": args.out}, {"input": args.input})
+    check_distinct({"-o": args.out}, {"the input": args.input})
     text = _read(args.input)
     name = args.isa or isa_mod.read_hex(text, args.input)[1] or "pim"
     spec = isa_mod.load(name)

@@ -29,7 +29,8 @@ def main(args: argparse.Namespace) -> int:
     from archsim.report import make_report
 
     out = Path(args.out) if args.out else default_out_dir(args.results[0])
-    check_distinct({"-o": out}, {f"input {i + 1}": r for i, r in enumerate(args.results)})
+    for result in args.results:
+        check_distinct({"-o": out}, {"the input": result})
     check_writable(out, folder=True)
     outcome = make_report(args.results, out, title=args.title, force=args.force)
     if not args.quiet:

@@ -118,7 +118,7 @@ def _run(args: argparse.Namespace) -> int:
     if mapping is not None:
         _check_mapping(mapping, {**controller, **ctrl_over})
     check_distinct({"--json": args.json_out, "--csv": args.csv_out, "--log": args.log_out},
-                   {"trace": None if args.trace.startswith("synthetic:") else args.trace, "--config": args.override_file})
+                   {"the trace": None if args.trace.startswith("synthetic:") else args.trace, "--config": args.override_file})
     for out in (args.json_out, args.csv_out, args.log_out):
         check_writable(out)          # before the simulation, not after it
     controller.update(ctrl_over)
@@ -198,6 +198,7 @@ def print_trace_summary(s: dict[str, Any], trace: str) -> None:
         ("requests", f"{s['requests']:,}  ({s['reads']:,} reads, {s['writes']:,} writes)"),
         ("bandwidth", f"{fmt_bandwidth(s['bandwidth_GBps'] * 1e9)}  ({s['bandwidth_pct_of_peak']:.1f}% of "
                       f"{fmt_bandwidth(s['peak_bandwidth_GBps'] * 1e9)} peak)"),
+        *_bound_row(s),
         ("row hits/misses/conflicts", f"{s['row_hits']:,} / {s['row_misses']:,} / {s['row_conflicts']:,}  (hit rate {100 * s['row_hit_rate']:.1f}%)"),
         ("read latency (cycles)", f"mean {s['read_latency_mean_cycles']:.1f}  p50 {s['read_latency_p50_cycles']:.0f}  p99 {s['read_latency_p99_cycles']:.0f}"),
         ("commands", "  ".join(f"{k} {v:,}" for k, v in s["commands"].items() if v)),
@@ -207,6 +208,26 @@ def print_trace_summary(s: dict[str, Any], trace: str) -> None:
         ("simulation speed", f"{s['requests'] / max(s['wall_s'], 1e-9) / 1e3:,.0f} K requests/s ({fmt_time(s['wall_s'])}"
          + (f"; kernel compile {fmt_time(s['sim_compile_s'])} apart" if s.get("sim_compile_s", 0) > 1 else "") + ")"),
     ])
+
+
+FRONTEND_BOUND = 0.75   # a run using this fraction of what the front end offers is limited by it
+
+
+def _bound_row(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """The front end's ceiling, when it is below the device's peak: it offers frontend_width requests of
+    access_bytes per cycle, on a wide device a fraction of the peak (HBM2's 8 channels: 1/8). Said to be the
+    bound when the run uses FRONTEND_BOUND of it or more."""
+    from archsim.units import fmt_bandwidth
+
+    offered = s.get("frontend_bandwidth_GBps")
+    if not offered or offered >= s["peak_bandwidth_GBps"]:
+        return []
+    width = s.get("frontend_width", 1)
+    used = s["bandwidth_GBps"] / offered
+    return [("front end", f"{width} request{'s' * (width != 1)} of {s['bytes'] // max(s['requests'], 1)} B per cycle: "
+             f"at most {fmt_bandwidth(offered * 1e9)} ({100 * offered / s['peak_bandwidth_GBps']:.1f}% of peak); "
+             f"this run used {100 * used:.0f}% of it" + (", the bound here" if used >= FRONTEND_BOUND else "")
+             + " (--set controller.frontend_width=N offers more)")]
 
 
 def _dump(obj) -> str:  # pragma: no cover - debugging aid

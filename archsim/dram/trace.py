@@ -747,6 +747,12 @@ def read_trace(path: str | Path) -> Trace:
     data = _map_file(p)
     if data is None:
         data = _read_bytes(p, source)
+    nul = data.find(b"\0")      # (memchr: ~0.1 s per GB) the parsers would take NUL bytes for blanks
+    if nul >= 0:
+        line = bytes(data[:nul]).count(b"\n") + 1
+        if isinstance(data, mmap.mmap):
+            data.close()
+        raise UserError(f"{source}:{line}: a NUL byte: not a text trace; expected {_ANY_FORMS}")
     try:
         trace = _read_fast(data, source)
         if trace is None:

@@ -150,7 +150,7 @@ def load_length_histograms(path: str | Path) -> tuple[HistogramDist, HistogramDi
     # a histogram bin per token count up to the longest: bounded like a model's context
     if not np.issubdtype(tok.dtype, np.integer) or (tok < 1).any() or (tok > MAX_HISTOGRAM_TOKENS).any() \
             or len(np.unique(tok)) != len(tok):
-        raise UserError(f"{path}: tokens must be distinct integers from 1 to {MAX_HISTOGRAM_TOKENS:,}")
+        raise UserError(f"{path}: tokens must be distinct integers >= 1 and <= {MAX_HISTOGRAM_TOKENS:,}")
     out = []
     for col in want[1:]:
         counts = np.zeros(int(tok.max()), dtype=np.int64)

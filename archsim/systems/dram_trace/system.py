@@ -467,6 +467,9 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
         "bytes": bytes_moved, "bandwidth_GBps": bw / 1e9,
         "peak_bandwidth_GBps": spec.peak_bw_bytes_per_s / 1e9,
         "bandwidth_pct_of_peak": 100.0 * bw / spec.peak_bw_bytes_per_s,
+        # what the front end can offer: frontend_width requests of access_bytes per cycle (a bound of its own)
+        "frontend_width": ctrl.frontend_width,
+        "frontend_bandwidth_GBps": ctrl.frontend_width * spec.access_bytes / spec.tCK_s / 1e9,
         "row_hits": int(n_kind[0]), "row_misses": int(n_kind[1]),
         "row_conflicts": int(n_kind[2]),
         # (over the requests served by a command of their own: posted_writes / merge_reads answer some without)

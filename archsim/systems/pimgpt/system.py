@@ -770,6 +770,9 @@ class PimGptSimulator:
         }
         stats.update(self.common_metrics(tot_counts, energy_tot, seconds / n))
         stats.update(self.baselines())
+        if self.su.timeline:     # the step run() records the timeline of (the report's figure says which)
+            c0 = self.su.context_start
+            stats["timeline_of"] = f"decode step {n} of {n} (context {c0 + n})"
         # manifest.config is the resolved config, so it re-runs as is (`archsim run --config` / --from-json);
         # the expanded DRAM preset and mapping policy it ran with are recorded beside it
         res = Result(stats=stats, df=df, manifest=make_manifest("pimgpt", dict(self.su.resolved), seed=seed,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from archsim.study.spec import Intent
+from archsim.study.intent import Intent
 
 DESIGN = "Duplex"
 STYLE = "Logic-PIM on the HBM logic die beside an xPU"

@@ -12,8 +12,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from archsim.study.plan import Refusal
-from archsim.study.spec import Intent
+from archsim.study.intent import Intent, Refusal
 
 DESIGN = "NeuPIMs"
 STYLE = "Newton-style dual-row-buffer PIM beside an NPU"

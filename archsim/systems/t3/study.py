@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from archsim.study.plan import Refusal
-from archsim.study.spec import Intent
+from archsim.study.intent import Intent, Refusal
 
 DESIGN = "T3"
 STYLE = "near-memory update (NMC) of GEMM outputs fused with the reduce-scatter"

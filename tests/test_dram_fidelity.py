@@ -309,7 +309,7 @@ def test_dramsim3_keys_are_the_conventions():
 
 def test_hbm3_needs_ramulators_device_rows(traces_20k):
     """HBM3 under the convention on archsim's own HBM3_6400Mbps (per-stack-ID activate window and turnarounds)
-    runs mixed traffic > 2 % faster than Ramulator 2.1 with > 10 % lower read latency; HBM3_6400Mbps_Ramulator2
+    runs mixed traffic > 2 % faster than Ramulator 2.1 with > 10 % lower read latency; HBM3_6400Mbps_16Gb_8Hi_Ramulator2
     (the test above) is what brings it within tolerance."""
     s = _archsim("HBM3 16ch", traces_20k["mixed"]["ramulator"], preset_key="preset")
     cycles, _, lat = RAMULATOR_20K[("HBM3 16ch", "mixed")]

@@ -66,7 +66,7 @@ DEVICES = {
     # Ramulator 2.1 ticks HBM3 at half the CK period (dram/hbm3.py tick_multiplier = 2): its `cycles` are
     # half-CK ticks and its LoadStoreTrace(clock_ratio=1) offers one request per tick, i.e. two per CK.
     "HBM3 16ch": {
-        "preset": "HBM3_6400Mbps", "preset_ramulator2": "HBM3_6400Mbps_Ramulator2", "overrides": {}, "channels": 16,
+        "preset": "HBM3_6400Mbps", "preset_ramulator2": "HBM3_6400Mbps_16Gb_8Hi_Ramulator2", "overrides": {}, "channels": 16,
         "ticks_per_cycle": 2,
         # Ramulator's front end offers two requests per CK here: the ramulator2 convention sets that itself
         # (controller_conventions.yaml frontend_width_per_standard); the steps, which name no convention, get it

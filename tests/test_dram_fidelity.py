@@ -377,3 +377,26 @@ def test_run_end_convention_reports_the_last_hand_over(traces_20k):
     s = run_trace(str(traces_20k["random"]["ramulator"]), preset=dev["preset_ramulator2"], mapping="RoBaRaCoCh",
                   controller={"convention": "ramulator2"}).stats
     assert s["cycles"] == s["last_accept_cycle"] < s["last_done_cycle"], s
+
+
+def test_default_controller_on_a_convention_preset_gets_a_note():
+    """Issue 39: a run of a reference's device preset with archsim's own controller says which convention
+    reproduces the reference (the default controller is 78-96 % slower than Ramulator 2.1 on HBM3 and HBM4);
+    under the convention, or on a preset of no convention, there is no note."""
+    from archsim.dram.controller import convention_note
+    from archsim.dram.spec import preset_names
+
+    listed = [p for c in conventions().values() for p in c.get("presets", ())]
+    assert listed and set(listed) <= set(preset_names())
+    assert "controller.convention=ramulator2" in convention_note("HBM4_8000Mbps_32Gb_8Hi", "archsim")
+    assert "controller.convention=dramsim3" in convention_note("HBM2_2Gbps_DRAMsim3", "archsim")
+    assert convention_note("HBM4_8000Mbps_32Gb_8Hi", "ramulator2") is None
+    assert convention_note("HBM2_2Gbps_PC", "archsim") is None
+
+
+def test_trace_summary_prints_the_note(capsys):
+    from archsim.commands.trace import print_trace_summary
+
+    s = run_trace("synthetic:random:200", preset="GDDR7_28Gbps_16Gb").stats
+    print_trace_summary(s, "synthetic:random:200")
+    assert "note: GDDR7_28Gbps_16Gb is a device of the `ramulator2` convention" in capsys.readouterr().out

@@ -84,6 +84,34 @@ def label(key: str) -> str:
     return k.replace("_", " ")
 
 
+# How a number with each declared unit is written (the unit comes from the stat's name, unit_of).
+def _percent(pct: float) -> str:
+    """One decimal, but never a small share shown as 0.0 % (a GEMM's array busy 0.012 % of the time)."""
+    return f"{pct:.1f} %" if pct == 0 or abs(pct) >= 0.1 or not math.isfinite(pct) else f"{pct:.2g} %"
+
+
+_UNIT_FORMAT: dict[str, Any] = {
+    "s": fmt_time,
+    "ms": lambda v: fmt_time(v * 1e-3),
+    "ns": lambda v: fmt_time(v * 1e-9),
+    "ps": lambda v: fmt_time(v * 1e-12),
+    "j": fmt_energy,
+    "pj": lambda v: fmt_energy(v * 1e-12),
+    "pj_per_bit": lambda v: f"{v:.3g} pJ/bit",
+    "w": lambda v: fmt_si(v, "W"),
+    "mw": lambda v: fmt_si(v * 1e-3, "W"),
+    "bytes": lambda v: fmt_si(v, "B"),
+    "gbps": lambda v: fmt_bandwidth(v * 1e9),
+    "bandwidth": fmt_bandwidth,
+    "hz": lambda v: fmt_si(v, "Hz"),
+    "pct": lambda v: _percent(v),
+    "ratio": lambda v: _percent(100 * v),
+    "factor": lambda v: f"{v:.2f}x",
+    "cycles": lambda v: f"{int(v):,} cycles" if v.is_integer() else f"{v:,.1f} cycles",
+    "per_s": lambda v: _plain(v, integer=False),
+}
+
+
 def format_value(key: str, value: Any) -> str:
     """A stat's value with the unit its name declares."""
     if isinstance(value, dict):
@@ -95,38 +123,9 @@ def format_value(key: str, value: Any) -> str:
     if v is None:
         return "-" if value is None else str(value)
     unit = unit_of(key)
-    integer = isinstance(value, int) or (v.is_integer() and abs(v) < 1e15 and unit in ("cycles", ""))
-    if unit == "s":
-        return fmt_time(v)
-    if unit in ("ms", "ns", "ps"):
-        return fmt_time(v * {"ms": 1e-3, "ns": 1e-9, "ps": 1e-12}[unit])
-    if unit == "j":
-        return fmt_energy(v)
-    if unit == "pj":
-        return fmt_energy(v * 1e-12)
-    if unit == "pj_per_bit":
-        return f"{v:.3g} pJ/bit"
-    if unit in ("w", "mw"):
-        return fmt_si(v * (1e-3 if unit == "mw" else 1), "W")
-    if unit == "bytes":
-        return fmt_si(v, "B")
-    if unit == "gbps":
-        return fmt_bandwidth(v * 1e9)
-    if unit == "bandwidth":
-        return fmt_bandwidth(v)
-    if unit == "hz":
-        return fmt_si(v, "Hz")
-    if unit in ("pct", "ratio"):
-        pct = v if unit == "pct" else 100 * v
-        # one decimal, but never a small share shown as 0.0 % (a GEMM's array busy 0.012 % of the time)
-        return f"{pct:.1f} %" if pct == 0 or abs(pct) >= 0.1 or not math.isfinite(pct) else f"{pct:.2g} %"
-    if unit == "factor":
-        return f"{v:.2f}x"
-    if unit == "cycles":
-        return f"{int(v):,} cycles" if v.is_integer() else f"{v:,.1f} cycles"
-    if unit == "per_s":
-        return _plain(v, integer=False)
-    return _plain(v, integer)
+    if unit in _UNIT_FORMAT:
+        return _UNIT_FORMAT[unit](v)
+    return _plain(v, isinstance(value, int) or (v.is_integer() and abs(v) < 1e15 and unit == ""))
 
 
 def summary_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:

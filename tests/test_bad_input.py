@@ -57,6 +57,13 @@ def _files(tmp: Path) -> None:
     (tmp / "t3-mapping.yaml").write_text("memory_mapping: RoRaBgBaChCo,Ch9^Ad16\n")
     (tmp / "pimgpt-layout.yaml").write_text("mapping_overrides: {weights: {layout: bogus}}\n")
     (tmp / "othersystem.yaml").write_text("system: t3\n")
+    study = ("name: s\nsystems: [pimgpt]\nmodels: [gpt3-7b]\nmemory: [hbm2 x 4]\nbatch: [1]\ninput_len: 16\n"
+             "output_len: 4\ntp: [1]\n")
+    (tmp / "ok-study.yaml").write_text(study)
+    (tmp / "key-study.yaml").write_text(study + "designs: [bogus]\n")
+    (tmp / "system-study.yaml").write_text(study.replace("[pimgpt]", "[bogus]"))
+    (tmp / "memory-study.yaml").write_text(study.replace("hbm2 x 4", "hbm9 x 4"))
+    (tmp / "batch-study.yaml").write_text(study.replace("batch: [1]", "batch: [-3]"))
     (tmp / "emptyaxis-sweep.yaml").write_text(SWEEP_OK.replace("[open, closed]", "[]"))
     (tmp / "baseline-notaxis-sweep.yaml").write_text(
         SWEEP_OK + "metrics: {m: {expr: cycles / baseline.cycles, baseline: {channels: 2}}}\n")
@@ -355,6 +362,14 @@ CASES: dict[str, list[str]] = {
     "config show asic clock nan": ["config", "show", "--system", "pimgpt", "--set", "asic_clock_hz=nan"],
     "study file billion laughs": ["study", "laughs.yaml", "-o", "out"],
     "study file /dev/zero": ["study", "/dev/zero", "-o", "out"],
+    # study (issue 37)
+    "study missing file": ["study", "nope.yaml", "-o", "res"],
+    "study bad yaml": ["study", "bad.yaml", "-o", "res"],
+    "study unknown key": ["study", "key-study.yaml", "-o", "res"],
+    "study unknown design": ["study", "system-study.yaml", "-o", "res"],
+    "study unknown memory": ["study", "memory-study.yaml", "-o", "res"],
+    "study batch negative": ["study", "batch-study.yaml", "-o", "res"],
+    "study out is a file": ["study", "ok-study.yaml", "-o", "afile"],
 }
 ISSUE35_CASES = 66       # the issue-35 block above: the harness grew by these
 

@@ -109,7 +109,7 @@ def _value_for(key: schema.Key):
     if int in members:
         return 2 if key.power_of_two else int(key.minimum or 1)
     if float in members:
-        return 2.5
+        return max(2.5, key.minimum or 0)
     # a value the system checks with the config must be a valid one (t3's memory_mapping is parsed at once)
     return {"preset": "NeuPIMs_HBM2_Single", "mapping": "npu_pim",
             "memory_mapping": "RoRaBgBaChCo"}.get(key.path, "x")

@@ -44,7 +44,9 @@ def _without_timings(value):
 
 
 def test_every_system_has_a_small_run_here():
-    assert set(SMALL) == set(registry.names()), "add a small config for each new system"
+    # archsim's own systems (a test module may register a toy system in the same worker: sweep_fixtures)
+    shipped = {name for name in registry.names() if registry.get(name).__module__.startswith("archsim.")}
+    assert set(SMALL) == shipped, "add a small config for each new system"
 
 
 def _run(system: str, config_path, out_path, cwd) -> None:

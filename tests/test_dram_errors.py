@@ -45,7 +45,7 @@ def test_invalid_timing_value_names_the_key(overrides):
 
 
 def test_invalid_time_in_ns_names_the_key():
-    with pytest.raises(ConfigError, match=r"timing\.tRCDRD_ns: must be a time in ns >= 0, got -1"):
+    with pytest.raises(ConfigError, match=r"timing\.tRCDRD_ns: must be a finite time in ns >= 0, got -1"):
         load_spec(HBM3, overrides={"timing.tRCDRD_ns": -1})
 
 

@@ -189,6 +189,7 @@ def _checked_overrides(args: argparse.Namespace, mapping: str | None = None) -> 
 
 def print_trace_summary(s: dict[str, Any], trace: str) -> None:
     """The summary `archsim trace` (and `archsim run --system dram-trace`) prints."""
+    from archsim.dram.controller import convention_note
     from archsim.units import fmt_bandwidth, fmt_energy, fmt_time
 
     e = s["energy_pj"]
@@ -208,6 +209,9 @@ def print_trace_summary(s: dict[str, Any], trace: str) -> None:
         ("simulation speed", f"{s['requests'] / max(s['wall_s'], 1e-9) / 1e3:,.0f} K requests/s ({fmt_time(s['wall_s'])}"
          + (f"; kernel compile {fmt_time(s['sim_compile_s'])} apart" if s.get("sim_compile_s", 0) > 1 else "") + ")"),
     ])
+    note = convention_note(s["preset"], s.get("convention", "archsim"))
+    if note:
+        print(f"  note: {note}")
 
 
 FRONTEND_BOUND = 0.75   # a run using this fraction of what the front end offers is limited by it

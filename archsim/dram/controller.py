@@ -31,6 +31,18 @@ def convention_names() -> list[str]:
     return list(conventions())
 
 
+def convention_note(preset: str, convention: str) -> str | None:
+    """A one-line note when a run uses archsim's own controller on a preset made for a reference's convention
+    (its `presets:`): its figures are then archsim's controller's, not the reference's (issue 39)."""
+    if convention != DEFAULT_CONVENTION:
+        return None
+    for name, conv in conventions().items():
+        if preset in conv.get("presets", ()):
+            return (f"{preset} is a device of the `{name}` convention; this run uses archsim's own controller "
+                    f"(add --set controller.convention={name} to reproduce {name}, reports/dram_fidelity/)")
+    return None
+
+
 @dataclass
 class ControllerConfig:
     """Per-channel controller. Queues are per channel; watermarks are fractions of the write queue."""

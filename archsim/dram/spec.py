@@ -195,7 +195,8 @@ def _load_standard(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 # an extension adds to the row buffers and groups of the standard that includes it; a derived standard replaces them
-_REPLACED_KEYS = ("name", "source", "levels", "command_bus", "row_buffers", "groups", "refresh_modes")
+_REPLACED_KEYS = ("name", "source", "levels", "command_bus", "row_buffers", "groups", "refresh_modes",
+                  "command_cycles")
 
 
 def _merge_standard(base: dict[str, Any], data: dict[str, Any], replace: tuple[str, ...] = (),
@@ -542,13 +543,50 @@ def _commands(std: dict[str, Any], level_of, env: dict[str, Any]) -> tuple[list[
     return buffers, commands
 
 
+def _command_cycles(std: dict[str, Any], commands: list[Command]) -> dict[str, int]:
+    """Command-bus cycles per command (`command_cycles:`; default 1), checked against the commands."""
+    cycles = std.get("command_cycles") or {}
+    std_src = std["_sources"][-1]
+    names = [c.name for c in commands]
+    if not isinstance(cycles, dict):
+        raise ConfigError("command_cycles", "must be a mapping {command: cycles}", source=std_src)
+    for name, n in cycles.items():
+        if name not in names:
+            raise ConfigError(f"command_cycles.{name}", f"unknown command; known: {', '.join(names)}", source=std_src)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"command_cycles.{name}", f"must be an integer >= 1, got {n!r}", source=std_src)
+    return {c.name: int(cycles.get(c.name, 1)) for c in commands}
+
+
+def _bus_rows(std: dict[str, Any], commands: list[Command], cycles: dict[str, int]) -> list[Any]:
+    """A command of k > 1 bus cycles holds its command bus for k cycles: rows at the channel level from it to
+    every command on the same bus (all commands on a single bus)."""
+    dual = std.get("command_bus", "single") == "dual"
+    rows = []
+    for k in sorted(set(cycles.values()) - {1}):
+        for bus in (BUSES if dual else (None,)):
+            on_bus = [c.name for c in commands if bus is None or c.bus == bus]
+            long = [c for c in on_bus if cycles[c] == k]
+            if long:
+                rows.append(["channel", long, on_bus, k])
+    return rows
+
+
 def _constraints(std: dict[str, Any], commands: list[Command], levels: list[str], parent: list[int], level_of,
                  env: dict[str, Any]) -> list[dict[str, Any]]:
-    """The constraint rows, one per (preceding, following) command pair of every row of the standard."""
+    """The constraint rows, one per (preceding, following) command pair of every row of the standard.
+
+    Multi-cycle commands (`command_cycles`): the standard's latencies run from the cycle a command is complete
+    on the bus (its last), while a command is logged at its first cycle; so a row from a k-cycle command gains
+    k - 1 cycles and a row to one loses k - 1 (JEDEC's timing reference; Ramulator 2.1 adjusts the same way)."""
     std_src = std["_sources"][-1]
     by_name = {c.name: c for c in commands}
+    cycles = _command_cycles(std, commands)
     constraints = []
-    for n, (row, where) in enumerate(_merge_rows(std.get("constraints", []), std_src)):
+    groups: dict[tuple[int, int], int] = {}    # (row, cycle adjustment) -> group id: one latency per group
+    n_std = len(_merge_rows(std.get("constraints", []), std_src))
+    rows = _merge_rows(std.get("constraints", []) + _bus_rows(std, commands, cycles), std_src)
+    for n, (row, where) in enumerate(rows):
         level, prev, nxt, lat, window, sibling = row
         if sibling and level not in levels and level in LEVEL_INDEX:
             continue   # a level the standard lacks has one node: nothing is ever a sibling there
@@ -564,9 +602,14 @@ def _constraints(std: dict[str, Any], commands: list[Command], levels: list[str]
                 if p not in by_name or f not in by_name:
                     bad = p if p not in by_name else f
                     raise ConfigError(where, f"unknown command {bad!r}; known: {', '.join(by_name)}", source=std_src)
-                constraints.append({"group": n, "level": lv, "prev": by_name[p].index, "next": by_name[f].index,
-                                    "latency": max(0, latency), "window": int(window), "sibling": bool(sibling),
-                                    "expr": str(lat), "prev_name": p, "next_name": f, "level_name": levels[lv]})
+                shift = cycles[p] - cycles[f] if n < n_std else 0    # (bus occupancy rows count from the start)
+                # (a row's group is its index; its pairs with another adjustment form groups after the rows)
+                group = n if shift == 0 else groups.setdefault((n, shift), len(rows) + len(groups))
+                text = str(lat) if shift == 0 else f"{lat} {'+' if shift > 0 else '-'} {abs(shift)} (command cycles)"
+                constraints.append({"group": group, "level": lv, "prev": by_name[p].index, "next": by_name[f].index,
+                                    "latency": max(0, latency + shift), "window": int(window),
+                                    "sibling": bool(sibling), "expr": text, "prev_name": p, "next_name": f,
+                                    "level_name": levels[lv]})
     return constraints
 
 

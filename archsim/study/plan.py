@@ -21,11 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from archsim.study.spec import Intent
-
-
-class Refusal(Exception):
-    """A point a design cannot model; the message is the one-line reason the results record."""
+from archsim.study.intent import Intent, Refusal
 
 
 @dataclass

@@ -19,48 +19,18 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from archsim.config import Doc, load_yaml_text, read_text
 from archsim.errors import UserError
+from archsim.study.intent import Intent, Memory
 
 KEYS = ("name", "description", "systems", "models", "memory", "batch", "input_len", "output_len", "tp",
         "options", "seed")
 GENERATIONS = ("hbm2", "hbm3")
 MAX_POINTS = 2000          # a study above this is refused (a typo in a list can multiply it)
-
-
-@dataclass(frozen=True)
-class Memory:
-    """`generation x stacks` (per device), or the paper's own memory of each design (`paper`)."""
-
-    generation: str            # hbm2 | hbm3 | paper
-    stacks: int = 0
-
-    @property
-    def label(self) -> str:
-        return "paper" if self.generation == "paper" else f"{self.generation} x {self.stacks}"
-
-
-@dataclass(frozen=True)
-class Intent:
-    """One point of a study, in the study's terms."""
-
-    system: str
-    model: str
-    memory: Memory
-    batch: int
-    input_len: int
-    output_len: int
-    tp: int
-    options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-
-    @property
-    def mean_context(self) -> int:
-        """The mean KV context of a request's decode steps (contexts input_len + 1 .. input_len + output_len)."""
-        return self.input_len + (self.output_len + 1) // 2
 
 
 @dataclass

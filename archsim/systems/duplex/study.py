@@ -11,12 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from archsim.study.spec import Intent
+from archsim.study.intent import Intent
 
 DESIGN = "Duplex"
 STYLE = "Logic-PIM on the HBM logic die beside an xPU"
 RUNS_AS = "duplex"
-COMPUTE = "xPU: H100-class, 989 TFLOPS FP16 (archsim/presets/duplex/devices.yaml); Logic-PIM 32 x 512 MACs per stack"
+COMPUTE = ("xPU: H100-class roofline, 989 TFLOPS FP16 at the stacks' bandwidth (archsim/presets/duplex/devices.yaml; "
+           "its paper's model); Logic-PIM 32 x 512 MACs per stack, its bundle streams on the channel engine")
 MEMORY = {"hbm2": "HBM2_2Gbps_LogicPIM", "hbm3": "HBM3_6400Mbps_LogicPIM"}
 
 

@@ -12,13 +12,13 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from archsim.study.plan import Refusal
-from archsim.study.spec import Intent
+from archsim.study.intent import Intent, Refusal
 
 DESIGN = "NeuPIMs"
 STYLE = "Newton-style dual-row-buffer PIM beside an NPU"
 RUNS_AS = "neupims"
-COMPUTE = "NPU: 8 systolic arrays of 128 x 128 at 1 GHz with vector units (archsim/presets/npu/neupims_npu.yaml)"
+COMPUTE = ("NPU: 8 systolic arrays of 128 x 128 at 1 GHz with vector units (archsim/presets/npu/neupims_npu.yaml), "
+           "tile by tile with its DMA on the channel engine")
 MEMORY = {"hbm2": "HBM2_2Gbps_Newton", "hbm3": "HBM3_6400Mbps_Newton"}
 PAPER = {"preset": "NeuPIMs_HBM2_Dual"}          # NeuPIMs' own device: 32 channels of NewtonSim's HBM2
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from archsim.study.plan import Refusal
-from archsim.study.spec import Intent
+from archsim.study.intent import Intent, Refusal
 
 DESIGN = "PIM-GPT"
 STYLE = "AiM-style all-bank MACs in every bank"

@@ -9,13 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from archsim.study.plan import Refusal
-from archsim.study.spec import Intent
+from archsim.study.intent import Intent, Refusal
 
 DESIGN = "T3"
 STYLE = "near-memory update (NMC) of GEMM outputs fused with the reduce-scatter"
 RUNS_AS = "t3_decode"
-COMPUTE = "GPU: 80 CUs at 1.4 GHz, 115 TFLOPS FP16 (archsim/presets/t3/t3_paper.yaml)"
+COMPUTE = ("GPU: 80 CUs at 1.4 GHz, 115 TFLOPS FP16 (archsim/presets/t3/t3_paper.yaml), its GEMMs in 128 x 128 "
+           "output tiles with their operand reads on the channel engine (no split-K: a decode GEMM uses few CUs)")
 MEMORY = {"hbm2": "HBM2_2Gbps_NMC", "hbm3": "HBM3_6400Mbps_NMC"}
 STREAM_MAPPING = "RoRaBgBaCoCh"
 

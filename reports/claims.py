@@ -33,7 +33,8 @@ DIRECTION_WORDS = ("higher", "lower", "faster", "slower", "larger", "smaller", "
 class Fact:
     """A number read from a report table: rows of `csv` where every `where` column equals its value (a list: is
     one of), `column` combined by `agg`; `over` divides it by another fact (a ratio); `scale` multiplies (100 for
-    a percentage); `offset` is added after (-100 for a percentage change of a ratio x 100)."""
+    a percentage); `offset` is added after (-100 for a percentage change of a ratio x 100). `Fact.zero()` is the
+    zero a sign is compared with."""
 
     csv: str
     column: str
@@ -43,7 +44,13 @@ class Fact:
     scale: float = 1.0
     offset: float = 0.0
 
+    @staticmethod
+    def zero() -> Fact:
+        return Fact("", "", scale=0.0)
+
     def value(self, folder: Path, cache: dict[str, pd.DataFrame] | None = None) -> float:
+        if not self.csv and self.scale == 0.0:
+            return self.offset
         cache = {} if cache is None else cache
         if self.csv not in cache:
             cache[self.csv] = pd.read_csv(folder / self.csv)

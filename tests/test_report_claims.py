@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))      # reports/ is a folder of scripts, imported as the generators import it
 
 from reports.claims import Claims, Fact, _states_something, verify  # noqa: E402
+
 REPORTS = ["neupims", "pimgpt"]
 
 

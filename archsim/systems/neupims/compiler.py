@@ -114,12 +114,16 @@ class AttentionCompiler:
             raise ValueError(f"d_head {d_head} must be a multiple of {COMP_ELEMS} dividing {self.row_elems}")
         self.dk = d_head
         # one bank per bank group of every rank: G_ACT's targets, taking the ranks in turn (a rank's G_ACTs are
-        # an activation window apart, the ranks' windows run side by side; the stream issues in order)
+        # an activation window apart, the ranks' windows run side by side; the stream issues in order). The
+        # "rank" is the level of the standard's activation window: NeuPIMs' pseudo-rank, HBM2's pseudo-channel,
+        # HBM3's stack ID
+        window_level = latency.widest_level(spec, "G_ACT", "G_ACT")
+        level = spec.levels.index(window_level)
         per_group = spec.counts[4]
         firsts = list(range(0, self.banks, per_group))
         by_rank: dict[int, list[int]] = {}
         for b in firsts:
-            by_rank.setdefault(int(spec.node_of[b, 1]), []).append(b)
+            by_rank.setdefault(int(spec.node_of[b, level]), []).append(b)
         self.group_banks = [b for turn in zip(*by_rank.values(), strict=True) for b in turn]
         # admission estimates of a PIM segment (NeuPIMs' formulas), from the rows the engine enforces: a COMP
         # slot, opening a row set (G_ACTs paced by their activation window, then G_ACT -> COMP, PIM_PRE -> G_ACT)
@@ -127,8 +131,8 @@ class AttentionCompiler:
         self.t_round = lambda comps: 2 * (max(comps, 6) + 1) * comp // 2     # noqa: E731 (NeuPIMs)
         # a rank's G_ACTs one after another (NewtonSim's estimate: tFAW x (G_ACTs per rank - 1) + tRCDRD,
         # channel_state.cc:324), then the row cycle's close and reopen
-        ranks = len({int(spec.node_of[b, 1]) for b in self.group_banks})
-        self.t_open = ((len(self.group_banks) // ranks - 1) * latency.level_gap(spec, "G_ACT", "G_ACT", "rank")
+        ranks = len(by_rank)
+        self.t_open = ((len(self.group_banks) // ranks - 1) * latency.level_gap(spec, "G_ACT", "G_ACT", window_level)
                        + latency.gap(spec, "G_ACT", "COMP") + latency.gap(spec, "PIM_PRE", "G_ACT"))
         # closing the rows: (AL + tRTP) per precharge command, as NewtonSim's estimate (channel_state.cc:318-321)
         if pim_precharge == "per_bank":

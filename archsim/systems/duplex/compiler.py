@@ -474,6 +474,10 @@ class Compiler:
         """(seconds, operators, co-processed pair records) of one device's MoE experts with `on_x` on the xPU
         and `on_l` on the low unit (beside each other under expert co-processing, else one after the other)."""
         m, B = self.m, self.B
+        # a set of experts streams in expert order whatever order a split listed them in (the stream alternates
+        # the rows of its segments in list order, so listing same-space experts together would serialise their
+        # bundles: a split must not change how the same experts stream)
+        on_x, on_l = sorted(on_x), sorted(on_l)
         ops = []
         xt = 0.0
         for e, t in on_x:

@@ -151,6 +151,11 @@ def standard_names() -> list[str]:
     return sorted(p.stem for p in STANDARD_DIR.glob("*.yaml") if p.stem != "jedec")
 
 
+def standard_lineage(name: str) -> list[str]:
+    """The standard files `name` is built from, base first, e.g. ['jedec', 'ddr4', 'ddr4_ramulator2']."""
+    return [Path(p).stem for p in _load_standard(name)["_sources"]]
+
+
 def preset_path(name_or_path: str | Path) -> Path:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") and path.is_file():

@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "reports" / "dram_fidelity"))
 
-from run_cases import D3_DEVICE, D3_MAPPING, DEVICES, RAM_MAPPING, d3_keys, write_traces  # noqa: E402
+from run_cases import D3_DEVICE, D3_MAPPING, DEVICES, d3_keys, ram_mapping, write_traces  # noqa: E402
 
 from archsim.dram.controller import ControllerConfig, conventions  # noqa: E402
 from archsim.errors import ConfigError  # noqa: E402
@@ -109,7 +109,7 @@ def _archsim(device: str, trace: Path, preset_key: str = "preset_ramulator2") ->
     # the preset of Ramulator's device files where archsim has one (GDDR6_14Gbps has its timings already); the
     # convention sets the front end (HBM3: two requests per CK)
     r = run_trace(str(trace), preset=dev.get(preset_key, dev["preset"]), channels=dev["channels"],
-                  mapping=RAM_MAPPING[dev["ram"]["standard"]], controller={"convention": "ramulator2"},
+                  mapping=ram_mapping(dev), controller={"convention": "ramulator2"},
                   overrides=dev["overrides"])
     return r.stats
 

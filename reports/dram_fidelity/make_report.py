@@ -17,6 +17,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import drampower_report  # noqa: E402 (this directory)
 
 from archsim.report.palette import color_of  # noqa: E402
 from archsim.results import atomic_write_text  # noqa: E402
@@ -327,6 +330,7 @@ def main() -> None:
         d3figure(d3, args.out / "dramsim3.png", n)
     text = (text.replace("{{D3TABLE}}", d3table(d3)).replace("{{D3KEYS}}", d3keys(d3))
             .replace("{{D3CONV}}", d3convention(d3)).replace("{{D3TOGGLES}}", d3keys(d3, D3_CONV_COLUMNS)))
+    text = text.replace("{{DRAMPOWER}}", drampower_report.section(HERE / "drampower.csv", args.out))
     atomic_write_text(args.out / "README.md", text)
     print(f"wrote {args.out / 'README.md'} and fidelity.png ({sum(r['ok'] for r in rs)}/{len(rs)} within tolerance)")
 

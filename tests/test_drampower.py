@@ -69,6 +69,15 @@ def test_trace_lines_number_banks_within_the_rank_and_close_the_window():
                      "100,END,0,0,0,0,0"]
 
 
+def test_a_two_cycle_command_is_given_at_its_last_cycle():
+    """DDR5's ACT, RD and WR take two command-bus cycles; the log has the first, DRAMPower gets the last (the
+    cycle its timings run from), so an ACT logged one cycle before a refresh ends is not inside the refresh."""
+    spec = load_spec("DDR5_4800AN_x8_16Gb")
+    log = pd.DataFrame({"cycle": [0, 709, 730], "command": ["REFab", "ACT", "PRE"], "channel": 0, "pseudochannel": 0,
+                        "rank": 0, "bankgroup": 1, "bank": 2, "row": [-1, 5, -1], "column": -1})
+    assert drampower.trace_lines(spec, log, 800)[:3] == ["0,REFA,0,1,6,0,0", "710,ACT,0,1,6,5,0", "730,PRE,0,1,6,0,0"]
+
+
 def test_close_banks_precharges_every_rank_at_the_end():
     spec = load_spec("DDR4_3200AA_x8_8Gb", overrides={"org.ranks": 2})
     log = pd.DataFrame({"cycle": [0], "command": ["ACT"], "channel": 0, "pseudochannel": 0, "rank": 1,
@@ -87,7 +96,7 @@ def test_a_command_without_a_drampower_counterpart_is_refused():
 
 def test_cli_writes_trace_memspec_and_config(tmp_path):
     out = tmp_path / "ddr5.csv"
-    res = subprocess.run([sys.executable, "-m", "archsim", "trace", "synthetic:random:300", "--preset",
+    res = subprocess.run([str(Path(sys.executable).parent / "archsim"), "trace", "synthetic:random:300", "--preset",
                           "DDR5_4800AN_x8_16Gb", "--log", str(out), "--log-format", "drampower", "--quiet"],
                          capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 0, res.stderr

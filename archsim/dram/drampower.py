@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from archsim.dram.spec import DramSpec, standard_lineage
+from archsim.dram.spec import DramSpec, standard_command_cycles, standard_lineage
 from archsim.errors import UserError
 
 # archsim standard (or the standard it extends) -> DRAMPower memoryType
@@ -138,14 +138,20 @@ def trace_lines(spec: DramSpec, log_df: Any, end_cycle: int, close_banks: bool =
     run's last cycle: background energy covers the same window as archsim's). Reads and writes carry a burst of
     zero bytes (DRAMPower needs data on them; it only feeds the interface energy, which is not compared).
     close_banks: a PREA to every rank at end_cycle, so DRAMPower also prices the precharge of rows left open
-    (archsim prices an activate with its precharge, DRAMPower each when issued)."""
+    (archsim prices an activate with its precharge, DRAMPower each when issued).
+
+    A multi-cycle command (DDR5's ACT, RD, WR: `command_cycles`) is logged at its first cycle but takes effect
+    at its last, from which the standard's timings run (archsim/dram/spec.py): DRAMPower gets that last cycle,
+    so that, e.g., an ACT issued right at the end of a refresh is not seen inside it."""
     unknown = sorted(set(log_df["command"]) - set(COMMANDS))
     if unknown:
         raise UserError(f"--log-format drampower: command(s) {', '.join(unknown)} of preset {spec.name} have no "
                         f"DRAMPower counterpart (it takes {', '.join(COMMANDS)})")
     data = "00" * spec.access_bytes
     per_group = spec.counts[4]
-    df = log_df.sort_values("cycle", kind="stable")
+    extra = {name: n - 1 for name, n in standard_command_cycles(str(spec.raw.get("standard", ""))).items()}
+    df = log_df.assign(cycle=log_df["cycle"] + log_df["command"].map(extra).fillna(0).astype("int64"))
+    df = df.sort_values("cycle", kind="stable")
     lines = []
     for cyc, cmd, rank, bg, bank, row, col in zip(df["cycle"], df["command"], df["rank"], df["bankgroup"],
                                                    df["bank"], df["row"], df["column"], strict=True):
@@ -155,9 +161,10 @@ def trace_lines(spec: DramSpec, log_df: Any, end_cycle: int, close_banks: bool =
         if name in ("RD", "RDA", "WR", "WRA"):
             fields.append(data)
         lines.append(",".join(fields))
+    end = max([int(end_cycle)] + [int(c) for c in df["cycle"][-1:]])
     if close_banks:
-        lines += [f"{int(end_cycle)},PREA,{rank},0,0,0,0" for rank in range(spec.counts[2])]
-    lines.append(f"{int(end_cycle)},END,0,0,0,0,0")
+        lines += [f"{end},PREA,{rank},0,0,0,0" for rank in range(spec.counts[2])]
+    lines.append(f"{end},END,0,0,0,0,0")
     return lines
 
 

@@ -156,6 +156,11 @@ def standard_lineage(name: str) -> list[str]:
     return [Path(p).stem for p in _load_standard(name)["_sources"]]
 
 
+def standard_command_cycles(name: str) -> dict[str, int]:
+    """Command-bus cycles of the standard's multi-cycle commands (`command_cycles:`), {command: cycles}."""
+    return {str(k): int(v) for k, v in (_load_standard(name).get("command_cycles") or {}).items()}
+
+
 def preset_path(name_or_path: str | Path) -> Path:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") and path.is_file():

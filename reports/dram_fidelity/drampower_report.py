@@ -116,8 +116,10 @@ def figure(rows: list[dict], path: Path) -> None:
         toggled = [cs.get((d, k, variant), {}).get(comp) for d, k, _ in keys]
         at = x + (COMPONENTS.index(comp) - (len(COMPONENTS) - 1) / 2) * width
         ax.scatter(at, [t["diff_pct"] if t else 0 for t in toggled],
-                   marker="_^"[j], s=60, color="black", zorder=3, label=f"{comp} under toggle {variant}")
-    ax.axhspan(-TOL_PCT, TOL_PCT, color=color_of("tolerance"), zorder=0, label=f"issue 39 tolerance (±{TOL_PCT:g} %)")
+                   marker="o^"[j], s=40, color="black", zorder=3, label=f"{comp} under toggle {variant}")
+    for sign in (-1, 1):       # dashed lines, not a band: the background bars are grey themselves
+        ax.axhline(sign * TOL_PCT, color="black", linestyle="--", linewidth=0.8,
+                   label=f"issue 39 tolerance (±{TOL_PCT:g} %)" if sign > 0 else None)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(x, labels, fontsize=8)
     ax.set_ylabel("archsim vs DRAMPower (%)")

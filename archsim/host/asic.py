@@ -208,6 +208,27 @@ def rmsnorm(x: Any, gamma: Any, eps: float = 1e-6, rsqrt_iterations: int = 2,
     return dp.mul(dp.mul(x, rs), _f32(gamma))
 
 
+def rope_angles_step(cos: Any, sin: Any, step_cos: Any, step_sin: Any, dp: OpCounter | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """RoPE angles of the next position from this one's: (cos, sin) of t theta_i rotated by the constant
+    (cos theta_i, sin theta_i) -- angle addition, 4 multiplies and 2 adds per frequency, no trigonometry on the
+    add/multiply datapath. Decode advances one position per step, so one update per token suffices."""
+    dp = dp if dp is not None else OpCounter()
+    c, s_ = _f32(cos), _f32(sin)
+    return (dp.sub(dp.mul(c, step_cos), dp.mul(s_, step_sin)), dp.add(dp.mul(s_, step_cos), dp.mul(c, step_sin)))
+
+
+def rope(x: Any, cos: Any, sin: Any, dp: OpCounter | None = None) -> np.ndarray:
+    """Rotary position embedding of head vectors x (..., d_head) with the angles' cos / sin (d_head / 2): element
+    i pairs with i + d_head / 2 (the LLaMA "rotate half" convention); 2 multiplies + 1 add per element."""
+    dp = dp if dp is not None else OpCounter()
+    x = _f32(x)
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    c, s_ = _f32(cos), _f32(sin)
+    return np.concatenate([dp.sub(dp.mul(x1, c), dp.mul(x2, s_)), dp.add(dp.mul(x2, c), dp.mul(x1, s_))], axis=-1)
+
+
 def partial_sum(parts: Any, dp: OpCounter | None = None) -> np.ndarray:
     """Add the partial GEMV results of row-chunks: parts has shape (n_parts, n)."""
     dp = dp if dp is not None else OpCounter()

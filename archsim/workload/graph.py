@@ -240,7 +240,7 @@ class _Builder:
             kv_bytes = rows * 2 * s.kv_dim * B
             ops.append(Op(name=p + "kv_append", kind="kv_append", layer=i, m=rows, n=2 * s.kv_dim,
                           act_read_bytes=kv_bytes, kv_write_bytes=kv_bytes, dtype_bytes=B, phase=self.phase,
-                          role="kv_append", inputs=(q_src,) if s.position == "rope" else (p + "qkv",)))
+                          role="kv_append", inputs=(q_src, p + "qkv") if s.position == "rope" else (p + "qkv",)))
             ops.extend(self.attention(i, q_src, p + "kv_append"))
             ops.append(self.linear(p + "attn_out", i, s.q_dim, d, rows, "attn_out", inputs=(p + "attn_context",)))
             ops.append(self.vector(p + "residual1", i, "residual_add", d, rows, "residual1", inputs=2,

@@ -295,7 +295,7 @@ class PimGptSimulator:
         if kind == "embedding":
             tok = int(self._token_id)
             parts: dict[int, list] = {}
-            c, s = lay.lm_head.element_reads(tok)
+            c, s = lay.embedding_table.element_reads(tok)
             parts.setdefault(c, []).append(s)
             if lay.wpe is not None:
                 c2, s2 = lay.wpe.element_reads(t)
@@ -413,7 +413,7 @@ class PimGptSimulator:
 
         lay = self.layout
         pieces: list[list] = [[] for _ in range(self.g.channels)]
-        c, cmd, bank = lay.lm_head.element_reads_timing(tok)
+        c, cmd, bank = lay.embedding_table.element_reads_timing(tok)
         pieces[c].append((cmd, bank))
         if lay.wpe is not None:
             c, cmd, bank = lay.wpe.element_reads_timing(t)

@@ -243,6 +243,25 @@ def test_rope_and_angle_recurrence_match_numpy():
                           x[:, half:] * np.cos(ang) + x[:, :half] * np.sin(ang)], axis=1)
     assert np.allclose(y, ref, atol=1e-3)
     assert (dp.fmul, dp.fadd) == (2 * x.size, x.size)
+    # the closed form the timing and energy use = one angle step + the rotation, as the algorithms count them
+    dp = asic.OpCounter()
+    c, s = asic.rope_angles_step(c, s, np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32), dp)
+    asic.rope(x, c, s, dp)
+    want = asic.op_counts("rope", x.size, freqs=half)
+    assert (want.fadd, want.fmul, want.cmp, want.iadd) == (dp.fadd, dp.fmul, dp.cmp, dp.iadd)
+
+
+def test_rope_op_costs_its_angles_and_rotation():
+    """The graph's rope op carries d_head (k), so the ASIC charges the angle step of d_head / 2 frequencies."""
+    from archsim.workload import build_graph, load_model
+
+    m = load_model("llama3-8b")
+    op = next(o for o in build_graph(m, "decode", context_len=100) if o.kind == "rope")
+    assert op.k == m.d_head and op.elements == m.q_dim + m.kv_dim
+    model = asic.AsicModel()
+    c = model.op_counts(op)
+    assert (c.fadd, c.fmul) == (op.elements + m.d_head, 2 * op.elements + 2 * m.d_head)
+    assert model.latency_cycles(op) > model.latency_cycles(dataclasses.replace(op, k=1))   # k=1: rotation only
 
 
 def test_gated_ffn_layout_and_mha_rows_unchanged(spec2):

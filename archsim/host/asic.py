@@ -295,8 +295,9 @@ ASIC_KINDS = ("softmax", "layernorm", "rmsnorm", "gelu", "silu", "relu", "mul", 
 
 
 def _counts(kind: str, elems: int, rows: int, *, parts: int = 1, degree: int = 6, recip_iterations: int = 3,
-            rsqrt_iterations: int = 2, scaled: bool = True) -> OpCounts:
-    """Counts for `elems` elements spread over `rows` rows (rows of different length are fine)."""
+            rsqrt_iterations: int = 2, scaled: bool = True, freqs: int = 0) -> OpCounts:
+    """Counts for `elems` elements spread over `rows` rows (rows of different length are fine); `freqs`: the
+    RoPE angles (d_head / 2) a rope op advances by one position first."""
     E, R = elems, rows
     if E == 0:
         return OpCounts(rows=R)
@@ -333,8 +334,9 @@ def _counts(kind: str, elems: int, rows: int, *, parts: int = 1, degree: int = 6
         return OpCounts(fmul=E, passes=1, sram_read_elems=2 * E, sram_write_elems=E)
     if kind in ("residual_add", "embedding"):
         return OpCounts(fadd=E, passes=1, sram_read_elems=2 * E, sram_write_elems=E)
-    if kind == "rope":   # x*cos + rotate(x)*sin; cos/sin come from a table
-        return OpCounts(fadd=E, fmul=2 * E, passes=1, sram_read_elems=3 * E, sram_write_elems=E)
+    if kind == "rope":   # angles advanced one position (rope_angles_step), then x*cos -/+ rotate(x)*sin (rope)
+        return OpCounts(fadd=E + 2 * freqs, fmul=2 * E + 4 * freqs, passes=1 + (freqs > 0),
+                        sram_read_elems=3 * E + 4 * freqs, sram_write_elems=E + 2 * freqs)
     if kind == "reduce":
         if parts < 1:
             raise UserError(f"op_counts('reduce'): parts must be >= 1, got {parts}")
@@ -349,18 +351,19 @@ def _counts(kind: str, elems: int, rows: int, *, parts: int = 1, degree: int = 6
 
 
 def op_counts(kind: str, n: int, rows: int = 1, *, parts: int = 1, degree: int = 6, recip_iterations: int = 3,
-              rsqrt_iterations: int = 2, scaled: bool = True) -> OpCounts:
+              rsqrt_iterations: int = 2, scaled: bool = True, freqs: int = 0) -> OpCounts:
     """Operations the ASIC performs for `rows` vectors of length `n` of op `kind`.
 
     kind: softmax (scaled by 1/sqrt(d_head) unless scaled=False), layernorm, rmsnorm, gelu, silu, relu, mul,
-    residual_add, rope, embedding (position add), reduce (`parts` partial vectors of length n),
+    residual_add, rope (after advancing `freqs` angles one position), embedding (position add), reduce (`parts`
+    partial vectors of length n),
     exp / reciprocal / rsqrt (per element).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0 or isinstance(rows, bool) or not isinstance(rows, int) \
             or rows < 1:
         raise UserError(f"op_counts: n must be an integer >= 0 and rows >= 1, got n={n!r}, rows={rows!r}")
     return _counts(kind, n * rows, rows, parts=parts, degree=degree, recip_iterations=recip_iterations,
-                   rsqrt_iterations=rsqrt_iterations, scaled=scaled)
+                   rsqrt_iterations=rsqrt_iterations, scaled=scaled, freqs=freqs)
 
 
 # ---- configuration -------------------------------------------------------------------------------------
@@ -509,6 +512,8 @@ class AsicModel:
             return _counts("embedding", op.flops, 1, **kw)          # position add (0 without a learned table)
         if op.kind in ("softmax", "layernorm", "rmsnorm"):
             return _counts(op.kind, op.elements, op.groups * op.m, **kw)
+        if op.kind == "rope":                                      # op.k: the rotated vectors' length (d_head)
+            return _counts("rope", op.elements, 1, freqs=op.k // 2, **kw)
         return _counts(op.kind, op.elements, 1, **kw)
 
     # -- latency ---------------------------------------------------------------------------------------

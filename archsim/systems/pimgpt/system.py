@@ -7,7 +7,8 @@ overlap` instead runs the step as a task graph on the event loop, archsim.system
     channel engine (archsim.engine.channel, one stream source per channel, via archsim.engine.reuse); their
     I/O (WRGB, RDMAC, RD/WR bursts) is part of the streams; refresh (option `refresh: true`) interrupts a
     stream and the stream restores its row afterwards;
-  * LayerNorm / softmax / GELU / residual / partial-sum reduction -> the ASIC latency model
+  * LayerNorm or RMSNorm / softmax / GELU or SiLU (x up: the gated FFN) / RoPE / residual / partial-sum reduction
+    -> the ASIC latency model
     (archsim.host.asic), converted from ASIC clock cycles to DRAM clock cycles.
 Energy is applied after timing: command counts x per-action energies of the preset's `pim.energy` table,
 plus ASIC compute + SRAM energy, plus channel standby power x time.
@@ -60,7 +61,9 @@ if TYPE_CHECKING:
     from archsim.host.asic import AsicModel
     from archsim.host.baselines import Baseline
 
-MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): GPT-2/GPT-3 only (compiler._check_supported refuses the rest)
+# model features simulated (archsim.summary.FEATURES): GQA (K/V per KV head) and the gated FFN, with RMSNorm and
+# RoPE on the ASIC (issue 37); a mixture-of-experts FFN is refused (compiler._check_supported)
+MODEL_FEATURES: frozenset[str] = frozenset({"gqa", "gated_ffn"})
 
 
 @dataclass

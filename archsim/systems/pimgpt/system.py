@@ -50,6 +50,7 @@ from archsim.dram import latency
 from archsim.dram.spec import DramSpec, load_spec, override_leaves
 from archsim.engine.reuse import StreamChannels
 from archsim.errors import ConfigError, UserError
+from archsim.limits import MAX_CHANNELS
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
@@ -72,8 +73,11 @@ class PimGptConfig:
 
     model: str = opt("gpt2-xl", "model name (workloads/models) or a model YAML / HF config.json")
     tokens: int = opt(1024, "tokens to decode, token by token; the context grows 1..tokens", minimum=1)
-    channels: int | None = opt(None, "PIM channels; null: the preset's", minimum=1, power_of_two=True)
-    asic_clock_hz: float | None = opt(None, "ASIC clock in Hz; null: the ASIC preset's (1 GHz)", above=0)
+    channels: int | None = opt(None, "PIM channels; null: the preset's", minimum=1, power_of_two=True,
+                                maximum=MAX_CHANNELS)
+    # 1e15 Hz stands for an ASIC that takes no time (README: "a run per cause"); below 1 MHz no ASIC is plausible
+    asic_clock_hz: float | None = opt(None, "ASIC clock in Hz; null: the ASIC preset's (1 GHz)", minimum=1e6,
+                                      maximum=1e15)
     preset: str = opt("GDDR6_AiM_16Gbps", "DRAM preset with a `pim` section (archsim presets list)")
     mapping: str = opt("pimgpt", "mapping policy file: mappings/*.yaml or a path")
     mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
@@ -769,6 +773,9 @@ class PimGptSimulator:
         }
         stats.update(self.common_metrics(tot_counts, energy_tot, seconds / n))
         stats.update(self.baselines())
+        if self.su.timeline:     # the step run() records the timeline of (the report's figure says which)
+            c0 = self.su.context_start
+            stats["timeline_of"] = f"decode step {n} of {n} (context {c0 + n})"
         # manifest.config is the resolved config, so it re-runs as is (`archsim run --config` / --from-json);
         # the expanded DRAM preset and mapping policy it ran with are recorded beside it
         res = Result(stats=stats, df=df, manifest=make_manifest("pimgpt", dict(self.su.resolved), seed=seed,

@@ -15,6 +15,14 @@ from archsim import expr
 from archsim.config import Doc, deep_merge, load_yaml, parse_override, require_choice, require_int, set_path
 from archsim.dram.effects import EFFECTS
 from archsim.errors import ConfigError, UserError, unknown_name
+from archsim.limits import (
+    MAX_BANKS,
+    MAX_CAPACITY_BYTES,
+    MAX_CHANNELS,
+    MAX_TIMING_CYCLES,
+    TCK_PS_RANGE,
+    TIMING_WHY,
+)
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "dram"
 STANDARD_DIR = PRESET_DIR / "standards"
@@ -403,7 +411,9 @@ def _organisation(data: dict[str, Any], doc: Doc, std: dict[str, Any]) -> tuple[
             raise doc.error(f"org.{key}", f"unknown key; allowed: {', '.join(sorted(allowed_org))}")
     counts = []
     for key, level in ORG_KEYS.items():
-        value = require_int(doc, f"org.{key}", org.get(key, 1), minimum=1, power_of_two=True)
+        value = require_int(doc, f"org.{key}", org.get(key, 1), minimum=1, power_of_two=True,
+                            maximum=MAX_CHANNELS if key == "channels" else MAX_BANKS,
+                            why="the most channels archsim simulates" if key == "channels" else "")
         std_fields = [next(iter(x.values())) if isinstance(x, dict) else x for x in std.get("levels", [])]
         if value > 1 and level not in std_fields:
             raise doc.error(f"org.{key}", f"{std['name']} has no {level} level (address fields: "
@@ -414,6 +424,14 @@ def _organisation(data: dict[str, Any], doc: Doc, std: dict[str, Any]) -> tuple[
     access_bytes = require_int(doc, "org.access_bytes", org.get("access_bytes"), minimum=1, power_of_two=True)
     if access_bytes > row_bytes:
         raise doc.error("org.access_bytes", f"must be <= org.row_bytes ({row_bytes}), got {access_bytes}")
+    banks = math.prod(counts)
+    if banks > MAX_BANKS:
+        raise doc.error("org", f"{banks:,} banks in all ({' x '.join(map(str, counts))} channels x pseudochannels "
+                        f"x ranks x bankgroups x banks); at most {MAX_BANKS:,} (the channel engine keeps state per "
+                        "bank)")
+    if banks * rows * row_bytes > MAX_CAPACITY_BYTES:
+        raise doc.error("org", f"a capacity of {banks * rows * row_bytes:,} bytes (banks x rows x row_bytes); "
+                        "addresses are at most 60 bits")
     return counts, rows, row_bytes, access_bytes
 
 
@@ -429,17 +447,21 @@ def _timing_entry(doc: Doc, std: dict[str, Any], key: str, value: Any, tck: floa
         raise doc.error(f"timing.{key}", f"unknown timing parameter for {std['name']}"
                         + (f"; did you mean {hint[0]}?" if hint else f"; allowed: {', '.join(params)}"))
     if key.startswith("t"):
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise doc.error(f"timing.{key}", f"must be a time in ns >= 0, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+            raise doc.error(f"timing.{key}", f"must be a finite time in ns >= 0, got {value!r}")
         # JEDEC rounding: ceil(t / tCK), with a small guard against float noise (e.g. 15.0 / 0.625).
         cycles = max(1, math.ceil(value * 1000.0 / tck - 1e-6))
+        if cycles > MAX_TIMING_CYCLES:
+            raise doc.error(f"timing.{key}", f"is {cycles:,} cycles at tCK {tck:g} ps; at most "
+                            f"{MAX_TIMING_CYCLES:,} ({TIMING_WHY})")
         if name in timing:
             raise doc.error(f"timing.{key}", f"{name} is given twice (as {name} and {key})")
         timing[name] = cycles
     else:
         if name in timing:
             raise doc.error(f"timing.{key}", f"{name} is given twice")
-        timing[name] = require_int(doc, f"timing.{key}", value, minimum=1 if name != "nRTRS" else 0)
+        timing[name] = require_int(doc, f"timing.{key}", value, minimum=1 if name != "nRTRS" else 0,
+                                   maximum=MAX_TIMING_CYCLES, why=TIMING_WHY)
 
 
 def _timing(data: dict[str, Any], doc: Doc, std: dict[str, Any],
@@ -449,8 +471,10 @@ def _timing(data: dict[str, Any], doc: Doc, std: dict[str, Any],
     if not isinstance(timing_in, dict) or "tCK_ps" not in timing_in:
         raise doc.error("timing", "must be a mapping with tCK_ps and the n*/t*_ns parameters")
     tck = timing_in["tCK_ps"]
-    if isinstance(tck, bool) or not isinstance(tck, int | float) or tck <= 0:
-        raise doc.error("timing.tCK_ps", f"must be a number > 0 (picoseconds), got {tck!r}")
+    low, high = TCK_PS_RANGE
+    if isinstance(tck, bool) or not isinstance(tck, int | float) or not low <= tck <= high:
+        raise doc.error("timing.tCK_ps", f"must be a number of picoseconds from {low:g} to {high:g} (1 THz to "
+                        f"1 MHz), got {tck!r}")
     derived = std.get("derived", {})
     # A standard may derive what its base lists as a parameter (DDR4: nRCDRD = nRCDWR = nRCD).
     params = [p for p in dict.fromkeys(std.get("parameters", [])) if p not in derived]
@@ -468,6 +492,12 @@ def _timing(data: dict[str, Any], doc: Doc, std: dict[str, Any],
             env[name] = int(expr.evaluate(text, env))
         except expr.ExprError as exc:
             raise ConfigError(f"derived.{name}", str(exc), source=std["_sources"][-1]) from None
+        # a derived gap may be negative (AiM's nAFRD when the user's nRCDRDMAC exceeds nRCDRDAF): a pair any
+        # order meets, which the kernel's `last + gap <= now` already reads as no wait; only its size is bounded
+        if abs(env[name]) > MAX_TIMING_CYCLES:
+            raise doc.error("timing", f"{name} = {derived[name]} is {env[name]:,} cycles; a derived timing is at "
+                            f"most {MAX_TIMING_CYCLES:,} in size ({TIMING_WHY}): lower the parameters it derives "
+                            "from")
         timing[name] = env[name]
     return tck, timing, env
 

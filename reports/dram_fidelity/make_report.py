@@ -149,9 +149,9 @@ def figure(rs: list[dict], path: Path, n: int) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    labels = [f"{r['device'].replace(' ', chr(10))}\n{r['kind']}" for r in rs]
+    labels = [f"{r['device']} {r['kind']}" for r in rs]
     x = np.arange(len(rs))
-    fig, axes = plt.subplots(2, 1, figsize=(16, 7), sharex=True)
+    fig, axes = plt.subplots(2, 1, figsize=(16, 8), sharex=True)
     for ax, key, tol, title in ((axes[0], "cycles", TOL_CYCLES, "simulated cycles"),
                                 (axes[1], "lat", TOL_LATENCY, "mean read latency")):
         for off, conv, name in ((-0.2, "archsim", "archsim default controller"),
@@ -169,7 +169,7 @@ def figure(rs: list[dict], path: Path, n: int) -> None:
         ax.set_ylabel(f"{title}:\narchsim vs Ramulator 2.1 (%)")
         ax.grid(axis="y", alpha=0.3)
         ax.legend(loc="best", fontsize=8)
-    axes[1].set_xticks(x, labels, fontsize=8)
+    axes[1].set_xticks(x, labels, fontsize=8, rotation=60, ha="right")  # 36 cases: one slanted line each
     axes[0].set_title(f"archsim against Ramulator 2.1 on the same trace files ({n:,} requests each)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

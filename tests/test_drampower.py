@@ -154,3 +154,12 @@ def test_prose_claims_hold_on_the_table():
     readme = (ROOT / "reports" / "dram_fidelity" / "README.md").read_text()
     assert drampower_report.prose(ROWS) in readme
     assert "(not run" not in readme.split("## Energy against DRAMPower")[1].split("\n## ")[0]
+
+
+def test_the_driver_without_drampower_says_so_and_exits_2(tmp_path):
+    res = subprocess.run([sys.executable, str(ROOT / "reports" / "dram_fidelity" / "run_drampower.py"), "--drampower",
+                          str(tmp_path / "nowhere"), "-o", str(tmp_path / "out"), "--csv", str(tmp_path / "x.csv")],
+                         capture_output=True, text=True)
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "no DRAMPower command-line tool" in res.stderr
+    assert not (tmp_path / "x.csv").exists()

@@ -8,7 +8,7 @@ A stat's unit is read from the end of its name, longest suffix first:
     _pj_per_bit              energy per bit    _w, _mw              power
     _bytes                   bytes (SI)        _GBps, _bytes_per_s  bandwidth
     _hz                      frequency         _cycles, cycles      cycles (thousands separators)
-    _pct, _pct_of_peak       percent           _util, _rate, _fraction, _share   a 0..1 ratio, as percent
+    _pct, _pct_of_peak       percent           _util, _rate, _fraction, _share, utilisation   a 0..1 ratio, as %
     _per_s                   a rate ("tokens_per_s" -> "tokens / s")
     speedup*                 a factor ("3.20x")
 
@@ -23,7 +23,7 @@ from typing import Any
 from archsim.units import fmt_bandwidth, fmt_energy, fmt_si, fmt_time
 
 # (suffix, label suffix, formatter); the first matching suffix wins, so longer ones come first
-_RATIO = ("_util", "_rate", "_fraction", "_share")
+_RATIO = ("_util", "_rate", "_fraction", "_share", "utilisation", "utilization")
 _SIM = ("wall_s", "sim_wall_s", "sim_kernel_s", "sim_compile_s", "kernel_wall_s", "cycles_per_s")
 
 
@@ -85,6 +85,11 @@ def label(key: str) -> str:
 
 
 # How a number with each declared unit is written (the unit comes from the stat's name, unit_of).
+def _percent(pct: float) -> str:
+    """One decimal, but never a small share shown as 0.0 % (a GEMM's array busy 0.012 % of the time)."""
+    return f"{pct:.1f} %" if pct == 0 or abs(pct) >= 0.1 or not math.isfinite(pct) else f"{pct:.2g} %"
+
+
 _UNIT_FORMAT: dict[str, Any] = {
     "s": fmt_time,
     "ms": lambda v: fmt_time(v * 1e-3),
@@ -99,8 +104,8 @@ _UNIT_FORMAT: dict[str, Any] = {
     "gbps": lambda v: fmt_bandwidth(v * 1e9),
     "bandwidth": fmt_bandwidth,
     "hz": lambda v: fmt_si(v, "Hz"),
-    "pct": lambda v: f"{v:.1f} %",
-    "ratio": lambda v: f"{100 * v:.1f} %",
+    "pct": lambda v: _percent(v),
+    "ratio": lambda v: _percent(100 * v),
     "factor": lambda v: f"{v:.2f}x",
     "cycles": lambda v: f"{int(v):,} cycles" if v.is_integer() else f"{v:,.1f} cycles",
     "per_s": lambda v: _plain(v, integer=False),

@@ -338,11 +338,11 @@ def load_file(path: str | Path) -> Isa:
 def _load_cached(path: str, _resolved: str, _mtime_ns: int, _size: int) -> Isa:
     # Keyed on the resolved path, mtime and size so an edited spec is re-read; shipped specs load once.
     # Callers share the returned Isa, so treat it as read-only.
+    from archsim.config import check_yaml, read_text
+
     source = path
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{source}: cannot read ISA spec: {exc.strerror or exc}") from None
+    text = read_text(path, "ISA spec")
+    check_yaml(text, source, syntax=False)        # bounded: size, nesting, aliases (the strict loader below has no limits)
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except _DuplicateKey as exc:

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from archsim.metrics import ENERGY_PARTS
-from archsim.units import fmt_energy, fmt_time
+from archsim.units import fmt_energy, fmt_si, fmt_time
 
 SYSTEM_COLORS = {"pimgpt": "#ff7f0e", "neupims": "#d62728", "duplex": "#8c564b", "t3": "#393b79"}
 
@@ -92,6 +92,55 @@ def _scopes(results: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _bar_grid(plt: Any, results: pd.DataFrame, metric: str, label: str, path: Path) -> None:
+    """One panel per (memory, batch, devices): a row per memory, a column per (batch, devices); in a panel, a
+    group of bars per model, one bar per design; a refused point is an 'x' on the axis (not an empty gap)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    si = FuncFormatter(lambda v, _pos: fmt_si(v, unit, 2))
+    unit = {"energy_per_token_j": "J", "decode_step_s": "s"}.get(metric, "")
+
+    memories = sorted(results["memory"].unique())
+    columns = sorted(results.groupby(["batch", "tp"]).groups)
+    models = sorted(results["model"].unique())
+    systems = sorted(results["system"].unique())
+    design = {s: results[results["system"] == s]["design"].iloc[0] for s in systems}
+    w = 0.8 / max(len(systems), 1)
+    fig, axes = plt.subplots(len(memories), len(columns), figsize=(3.4 * len(columns), 2.9 * len(memories)),
+                             squeeze=False)
+    for r, mem in enumerate(memories):
+        for c, (batch, tp) in enumerate(columns):
+            ax = axes[r][c]
+            g = results[(results["memory"] == mem) & (results["batch"] == batch) & (results["tp"] == tp)]
+            for i, s in enumerate(systems):
+                for j, m in enumerate(models):
+                    row = g[(g["model"] == m) & (g["system"] == s)]
+                    x = j + i * w
+                    if len(row) and row["status"].iloc[0] == "ok":
+                        ax.bar(x, row[metric].iloc[0], w, color=SYSTEM_COLORS.get(s))
+                    elif len(row):
+                        ax.plot(x, 0.0, "x", color=SYSTEM_COLORS.get(s), transform=ax.get_xaxis_transform(),
+                                clip_on=False, markersize=5)
+            ax.set_xticks([j + (len(systems) - 1) * w / 2 for j in range(len(models))], models, fontsize=7)
+            ax.set_yscale("log")
+            vals = g[g["status"] == "ok"][metric]
+            if len(vals):   # bars start at the decade below the smallest, so heights compare honestly
+                ax.set_ylim(10 ** math.floor(math.log10(vals.min())), 10 ** math.ceil(math.log10(vals.max() * 1.05)))
+            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(si)
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
+            ax.tick_params(axis="y", which="both", labelsize=6)
+            ax.set_title(f"{mem}, batch {batch}, {tp} device(s)", fontsize=8)
+            if c == 0:
+                ax.set_ylabel(label, fontsize=8)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=SYSTEM_COLORS.get(s)) for s in systems]
+    fig.legend(handles, [design[s] for s in systems], loc="upper center", ncol=len(systems), fontsize=8,
+               title="x on the axis: the design refused the point (see the refusals table)", title_fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1, 0.93 if len(memories) > 1 else 0.85))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def figures(results: pd.DataFrame, out: Path) -> list[str]:
     import matplotlib
 
@@ -100,31 +149,12 @@ def figures(results: pd.DataFrame, out: Path) -> list[str]:
 
     ok = results[results["status"] == "ok"]
     names = []
-    groups = sorted(ok.groupby(["memory", "batch", "tp"]).groups)
     for metric, label, fname in (("decode_tokens_per_s", "decode tokens/s", "tokens_per_s.png"),
                                  ("energy_per_token_j", "energy per token (J)", "energy_per_token.png"),
                                  ("decode_step_s", "decode step (s)", "decode_step.png")):
-        if not groups:
-            break
-        fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.6), squeeze=False)
-        for ax, key in zip(axes[0], groups, strict=True):
-            g = ok[(ok["memory"] == key[0]) & (ok["batch"] == key[1]) & (ok["tp"] == key[2])]
-            models = sorted(g["model"].unique())
-            systems = sorted(g["system"].unique())
-            w = 0.8 / max(len(systems), 1)
-            for i, s in enumerate(systems):
-                vals = [g[(g["model"] == m) & (g["system"] == s)][metric].mean() for m in models]
-                ax.bar([j + i * w for j in range(len(models))], vals, w,
-                       label=g[g["system"] == s]["design"].iloc[0], color=SYSTEM_COLORS.get(s))
-            ax.set_xticks([j + (len(systems) - 1) * w / 2 for j in range(len(models))], models, fontsize=7)
-            ax.set_yscale("log")
-            ax.set_title(f"{key[0]}, batch {key[1]}, {key[2]} dev.", fontsize=8)
-            ax.set_ylabel(label, fontsize=8)
-            ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(out / fname, dpi=110)
-        plt.close(fig)
-        names.append(fname)
+        if len(ok):
+            _bar_grid(plt, results, metric, label, out / fname)
+            names.append(fname)
     if len(ok):
         fig, ax = plt.subplots(figsize=(6, 4.5))
         markers = dict(zip(sorted(ok["model"].unique()), "osD^v<>", strict=False))

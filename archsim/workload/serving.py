@@ -129,16 +129,28 @@ class HistogramDist:
         return rng.choice(np.arange(1, self.max_tokens + 1), size=size, p=self.pmf())
 
 
+MAX_HISTOGRAM_TOKENS = 1 << 20    # longer than any model's context (the longest shipped: 128 K)
+
+
 def load_length_histograms(path: str | Path) -> tuple[HistogramDist, HistogramDist]:
     """(prompt, output) histograms from a CSV with columns tokens, prompt_requests, output_requests."""
+    import io
+
+    from archsim.config import read_text
+
     path = Path(path)
-    df = pd.read_csv(path)
+    try:
+        df = pd.read_csv(io.StringIO(read_text(path, "length histogram CSV")))
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise UserError(f"{path}: not a readable CSV ({exc})") from None
     want = ["tokens", "prompt_requests", "output_requests"]
     if list(df.columns) != want:
         raise UserError(f"{path}: expected columns {', '.join(want)}, got {', '.join(map(str, df.columns))}")
     tok = df["tokens"].to_numpy()
-    if (tok < 1).any() or len(np.unique(tok)) != len(tok):
-        raise UserError(f"{path}: tokens must be distinct integers >= 1")
+    # a histogram bin per token count up to the longest: bounded like a model's context
+    if not np.issubdtype(tok.dtype, np.integer) or (tok < 1).any() or (tok > MAX_HISTOGRAM_TOKENS).any() \
+            or len(np.unique(tok)) != len(tok):
+        raise UserError(f"{path}: tokens must be distinct integers >= 1 and <= {MAX_HISTOGRAM_TOKENS:,}")
     out = []
     for col in want[1:]:
         counts = np.zeros(int(tok.max()), dtype=np.int64)

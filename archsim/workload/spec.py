@@ -5,7 +5,6 @@ the user's file. Both formats end up as one validated, frozen `ModelSpec`.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -196,12 +195,9 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
 def load_model_file(path: str | Path) -> ModelSpec:
     path = Path(path)
     if path.suffix == ".json":
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-        except OSError as exc:
-            raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+        from archsim.config import read_json
+
+        data = read_json(path, "model file")
         if not isinstance(data, dict):
             raise UserError(f"{path}: expected a JSON object at the top level")
         doc = Doc(data=data, source=str(path))

@@ -21,6 +21,7 @@ import pandas as pd
 from archsim import metrics, schema
 from archsim.dram.spec import extension_options
 from archsim.errors import ConfigError, UserError
+from archsim.limits import MAX_BATCH
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
@@ -86,12 +87,12 @@ class DuplexConfig:
     interference: str = opt("engine", "co-processing interference (xPU beside Logic-PIM on one stack): slow-downs "
                             "measured on the channel engine per operator pair (needs pim_timing engine), or none",
                             choices=("engine", "none"), optional=True)
-    requests: int = opt(64, "requests served", minimum=1)
+    requests: int = opt(64, "requests served", minimum=1, maximum=MAX_BATCH)
     input_len: int = opt(1024, "mean input (prompt) length in tokens", minimum=1)
     output_len: int = opt(1024, "mean output length in tokens", minimum=1)
     length_std: float = opt(0.0, "standard deviation of the lengths, as a fraction of the mean", minimum=0, below=1)
     qps: float | None = opt(None, "Poisson arrival rate in requests/s; null: closed loop (all arrive at 0)", above=0)
-    max_batch: int = opt(64, "most requests in flight", minimum=1)
+    max_batch: int = opt(64, "most requests in flight", minimum=1, maximum=MAX_BATCH)
     max_prefill_tokens: int | None = opt(8192, "most prompt tokens prefilled per iteration; null: no limit",
                                          minimum=1)
     routing: str = opt("uniform", "MoE expert routing of the tokens", choices=("uniform", "zipf"))

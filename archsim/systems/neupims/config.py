@@ -10,6 +10,7 @@ from typing import Any
 from archsim import paths, schema
 from archsim.config import load_yaml
 from archsim.errors import ConfigError
+from archsim.limits import MAX_BATCH
 from archsim.npu.config import NpuConfig, load_npu_config
 from archsim.schema import opt
 from archsim.workload import serving
@@ -38,12 +39,13 @@ class NeuPimsConfig:
     model: str = opt("gpt3-7b", "model name (workloads/models) or a model file")
     tp: int | None = opt(None, "tensor-parallel devices (must divide the model's heads); null: NeuPIMs' count "
                          "for the model (gpt3-7b 4, gpt3-13b 4, gpt3-30b 8, gpt3-175b 32), else 1", minimum=1)
-    batch: int = opt(256, "requests per batch (iteration mode) / most requests in flight (serving mode)", minimum=1)
+    batch: int = opt(256, "requests per batch (iteration mode) / most requests in flight (serving mode)", minimum=1,
+                     maximum=MAX_BATCH)
     dataset: str = opt("sharegpt", "request lengths: a dataset (alpaca, sharegpt) or a trace file (.csv / .jsonl)")
     mode: str = opt("iteration", "iteration: `samples` decode iterations of `batch` requests; serving: continuous "
                     "batching of `requests` requests (TTFT / TBT)", choices=MODES)
     samples: int = opt(1, "iteration mode: batches sampled (one decode iteration each)", minimum=1)
-    requests: int = opt(512, "serving mode: requests served", minimum=1)
+    requests: int = opt(512, "serving mode: requests served", minimum=1, maximum=MAX_BATCH)
     max_iterations: int = opt(100_000, "serving mode: stop after this many iterations", minimum=1)
     mapping: str | None = opt(None, "mapping policy file: mappings/*.yaml or a path; null: npu_pim for system "
                               "npu_pim (the paper's naive baseline), else neupims")

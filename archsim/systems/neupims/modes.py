@@ -118,6 +118,7 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
              "dram_energy_per_token_j": float(df["energy_j"].sum() / tok),
              "simulated_cycles": int(sim_cycles), "wall_s": wall, "cycles_per_s": sim_cycles / wall}
     stats.update(_common(su, dev, df, energy_parts))
+    stats["timeline_of"] = f"sample 0's decode iteration ({dev.layers} layer{'s' * (dev.layers != 1)})"
     res = Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
     res.tables["stages"] = stages
     res.tables["timeline"] = _timeline(stages[stages["sample"] == 0], dev)

@@ -22,6 +22,7 @@ from typing import Any
 
 from archsim import metrics, schema
 from archsim.errors import ConfigError
+from archsim.limits import MAX_BATCH, MAX_CHANNELS
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
@@ -37,7 +38,7 @@ class T3DecodeConfig:
 
     model: str = opt("gpt3-7b", "model name (workloads/models) or a model file")
     tp: int = opt(4, "devices the layers are sliced over (T3 overlaps their reduce-scatter)", minimum=2, maximum=64)
-    batch: int = opt(64, "requests decoded together (the GEMMs' M)", minimum=1)
+    batch: int = opt(64, "requests decoded together (the GEMMs' M)", minimum=1, maximum=MAX_BATCH)
     context: int = opt(1024, "KV-cache tokens of every request at the step", minimum=1)
     configuration: str = opt("t3-mca", "the configuration of the fused sublayers: sequential (GEMM, then a ring "
                       "reduce-scatter), t3 (tracker-fused), t3-mca (+ memory-controller arbitration)",
@@ -46,7 +47,8 @@ class T3DecodeConfig:
     # the memory of a device (optional: the T3 preset's unless given)
     memory_preset: str = opt("HBM2_2Gbps_NMC", "DRAM preset of the device memory; default: the T3 preset's",
                              optional=True)
-    channels: int = opt(32, "channels of the device memory; default: the T3 preset's", minimum=1, optional=True)
+    channels: int = opt(32, "channels of the device memory; default: the T3 preset's", minimum=1, maximum=MAX_CHANNELS,
+                        optional=True)
     memory_mapping: str = opt("RoRaBgBaChCo", "address mapping of the device memory (docs/traces.md); default: "
                               "the T3 preset's (its channel hash is written for its 32 channels), or with another "
                               "memory_preset or channels that memory preset's", optional=True)

@@ -767,8 +767,8 @@ def gaps_text(args, df, gaps, load, load_eff, stream) -> str:
   energy per bit (2.68 vs 1.81 pJ/b), so it equals `Duplex (roofline)` in throughput.
 * **Co-processing interference.** The paper (and the Duplex code's two-track roofline) charges nothing when
   the xPU and Logic-PIM run at once; here both go through the channel engine (the `interference` columns and
-  the section above). Throughput with / without interference, {cp}: {f(inter_own)}; with the shared
-  column bus: {f(inter_sh)}.
+  the section above). Throughput of {cp} with interference (its split chosen knowing it) over +PE without
+  interference: {f(inter_own)}; with the shared column bus: {f(inter_sh)}.
 * **Expert co-processing (+PE).** +PE over Duplex: {f(pe)} with interference,
   {f(pe_free)} without (the paper: 1.04x on average); the split is interference-aware (section above) and
   moves whole bundle spaces (the paper's rule that keeps the xPU off Logic-PIM's bundles), which is coarse

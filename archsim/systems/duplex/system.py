@@ -432,13 +432,17 @@ class DuplexRun:
 
 def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     """Keys absent from a resolved config unless given (so configs without them keep their hash): the
-    first-class policy keys, valued as the mapping policy the config names sets them, and `interference`
-    (engine), so `--set expert_coprocessing=true` and the flags are accepted."""
+    first-class policy keys, valued as the mapping policy the config names sets them, `interference`
+    (engine), `command_path` (the Logic-PIM extension's default) and `coprocessing_split`, so
+    `--set expert_coprocessing=true` and the flags are accepted."""
     pol = load_policy(resolved["mapping"], resolved.get("mapping_overrides") or {})
     values = {"expert_coprocessing": pol.expert_coprocessing, "expert_tensor_parallel": pol.expert_tensor_parallel,
               "attention_coprocessing": pol.attention_coprocessing, "dispatch_rule": pol.rule,
               "opb_threshold": pol.opb_threshold}
-    return {"interference": resolved.get("interference", "engine"), **{k: resolved.get(k, v) for k, v in values.items()}}
+    return {"interference": resolved.get("interference", "engine"),
+            "command_path": resolved.get("command_path", _COMMAND_PATH["default"]),
+            "coprocessing_split": resolved.get("coprocessing_split", SPLITS[0]),
+            **{k: resolved.get(k, v) for k, v in values.items()}}
 
 
 @register("duplex", resolve=resolve, keys=settable_keys, schema=DuplexConfig,

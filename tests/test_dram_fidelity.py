@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "reports" / "dram_fidelity"))
 
-from run_cases import D3_DEVICE, D3_MAPPING, DEVICES, RAM_MAPPING, d3_keys, write_traces  # noqa: E402
+from run_cases import D3_DEVICE, D3_MAPPING, DEVICES, d3_keys, ram_mapping, write_traces  # noqa: E402
 
 from archsim.dram.controller import ControllerConfig, conventions  # noqa: E402
 from archsim.errors import ConfigError  # noqa: E402
@@ -38,6 +38,11 @@ RAMULATOR_20K = {
     ("HBM2 8ch", "random"): (21849, 0.00010, 94.31),
     ("HBM2 8ch", "mixed"): (21831, 0.00005, 126.71),
     ("HBM2 8ch", "conflict"): (1014591, 0.02543, 2096.20),
+    # issue 39: Ramulator's CacheLineInterleave(interleave_bits=1), archsim's split mapping RoBaPcCoChCo1
+    ("HBM2 8ch il1", "stream"): (20420, 0.93502, 41.10),
+    ("HBM2 8ch il1", "random"): (20733, 0.00005, 70.74),
+    ("HBM2 8ch il1", "mixed"): (20546, 0.00000, 78.86),
+    ("HBM2 8ch il1", "conflict"): (1014591, 0.02543, 2096.20),
     ("GDDR6 8ch", "stream"): (21134, 0.98123, 72.79),
     ("GDDR6 8ch", "random"): (47591, 0.00015, 298.21),
     ("GDDR6 8ch", "mixed"): (49183, 0.00010, 460.60),
@@ -74,6 +79,10 @@ RAMULATOR_200K = {
     ("HBM2 8ch", "random"): (220707, 0.00007, 96.35),
     ("HBM2 8ch", "mixed"): (220263, 0.00008, 125.18),
     ("HBM2 8ch", "conflict"): (10174289, 0.02445, 2091.67),
+    ("HBM2 8ch il1", "stream"): (204495, 0.93528, 42.27),
+    ("HBM2 8ch il1", "random"): (208293, 0.00007, 72.13),
+    ("HBM2 8ch il1", "mixed"): (205643, 0.00007, 78.81),
+    ("HBM2 8ch il1", "conflict"): (10174289, 0.02445, 2091.67),
     ("GDDR6 8ch", "stream"): (212265, 0.98139, 72.67),
     ("GDDR6 8ch", "random"): (478320, 0.00006, 300.79),
     ("GDDR6 8ch", "mixed"): (495023, 0.00008, 461.49),
@@ -109,7 +118,7 @@ def _archsim(device: str, trace: Path, preset_key: str = "preset_ramulator2") ->
     # the preset of Ramulator's device files where archsim has one (GDDR6_14Gbps has its timings already); the
     # convention sets the front end (HBM3: two requests per CK)
     r = run_trace(str(trace), preset=dev.get(preset_key, dev["preset"]), channels=dev["channels"],
-                  mapping=RAM_MAPPING[dev["ram"]["standard"]], controller={"convention": "ramulator2"},
+                  mapping=ram_mapping(dev), controller={"convention": "ramulator2"},
                   overrides=dev["overrides"])
     return r.stats
 

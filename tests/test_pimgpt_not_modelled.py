@@ -18,16 +18,20 @@ def test_not_modelled_is_a_user_error():
     assert issubclass(NotModelled, UserError)
 
 
-def test_llama_on_pimgpt_is_one_line_exit_2(tmp_path, capsys):
+def test_llama_on_pimgpt_runs(tmp_path, capsys):
+    """A LLaMA-style HF config (GQA, gated FFN, RMSNorm, RoPE) runs on PIM-GPT (issue 37)."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps(LLAMA))
+    assert main(["run", "--model", str(path), "--tokens", "2", "--no-baselines", "--quiet"]) == 0
+
+
+def test_moe_on_pimgpt_is_one_line_exit_2(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}))
     assert main(["run", "--model", str(path), "--tokens", "1", "--no-baselines", "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err
-    assert "PIM-GPT does not model LLaMA-style models" in err
-    for feature in ("gated FFN", "RMSNorm", "RoPE", "grouped-query attention"):
-        assert feature in err
-    assert "supported: GPT-2/GPT-3 (system pimgpt)" in err
+    assert "PIM-GPT does not model a mixture-of-experts FFN" in err and "(system pimgpt)" in err
 
 
 def test_unmodelled_policy_value_is_not_modelled(tmp_path):

@@ -54,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write stats, per-channel table, manifest (- for standard output)")
     p.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-channel table as CSV")
     p.add_argument("--log", dest="log_out", metavar="FILE", help="write the command log (CSV) for check-log")
+    p.add_argument("--log-format", choices=["archsim", "drampower"], default="archsim",
+                   help="format of --log: archsim (the CSV check-log reads) or drampower (DRAMPower's command "
+                   "trace, with its memspec FILE.memspec.json and CLI config FILE.config.json beside it, written "
+                   "from the preset; DDR4 and DDR5 presets, one channel)")
     p.add_argument("--quiet", action="store_true", help="print nothing (no summary, no progress bar); --json still writes its file")
     add_threads_option(p)
     add_set_option(p, config_help="YAML file of dram.* / controller.* overrides, e.g. {dram: {timing: {nRCD: 20}}} "
@@ -117,6 +121,8 @@ def _run(args: argparse.Namespace) -> int:
     dram_over, ctrl_over = _checked_overrides(args, mapping)
     if mapping is not None:
         _check_mapping(mapping, {**controller, **ctrl_over})
+    if args.log_format == "drampower":
+        _check_drampower(args, dram_over)
     check_distinct({"--json": args.json_out, "--csv": args.csv_out, "--log": args.log_out},
                    {"the trace": None if args.trace.startswith("synthetic:") else args.trace, "--config": args.override_file})
     for out in (args.json_out, args.csv_out, args.log_out):
@@ -133,9 +139,28 @@ def _run(args: argparse.Namespace) -> int:
         result.write_json(args.json_out)     # "-" = standard output
     if args.csv_out:
         result.write_csv(args.csv_out)
-    if args.log_out:
+    if args.log_out and args.log_format == "drampower":
+        from archsim.dram import drampower
+
+        drampower.write(result.extra["spec"], result.extra["command_log"].df, result.stats["cycles"], args.log_out)
+    elif args.log_out:
         result.extra["command_log"].write(args.log_out)
     return 0
+
+
+def _check_drampower(args: argparse.Namespace, dram_over: dict[str, Any]) -> None:
+    """--log-format drampower: a --log to write, and a preset DRAMPower takes, before the simulation."""
+    from archsim.dram import drampower
+    from archsim.dram.spec import load_spec
+    from archsim.errors import UserError
+
+    if not args.log_out or args.log_out == "-":
+        raise UserError("--log-format drampower needs --log FILE (the DRAMPower trace to write; its memspec and "
+                        "config go beside it)")
+    spec = load_spec(args.preset, overrides=dram_over or None)
+    drampower.check(spec, args.channels or spec.channels)
+    for path in drampower.companion_paths(args.log_out):
+        check_writable(str(path))
 
 
 def _check_mapping(mapping: str, controller: dict[str, Any]) -> None:

@@ -76,6 +76,7 @@ class DramSpec:
     node_of: np.ndarray = field(default=None, repr=False)    # (total_banks, len(levels)) global node ids
     row_buffers: list[str] = field(default_factory=lambda: ["mem"])
     refresh_modes: tuple[str, ...] = ("allbank", "perbank", "none")
+    options: dict[str, str] = field(default_factory=dict)    # extension options in force {"ext.option": value}
 
     # ---- derived sizes -------------------------------------------------------------------------
     @property
@@ -159,6 +160,16 @@ def standard_names() -> list[str]:
     return sorted(p.stem for p in STANDARD_DIR.glob("*.yaml") if p.stem != "jedec")
 
 
+def standard_lineage(name: str) -> list[str]:
+    """The standard files `name` is built from, base first, e.g. ['jedec', 'ddr4', 'ddr4_ramulator2']."""
+    return [Path(p).stem for p in _load_standard(name)["_sources"]]
+
+
+def standard_command_cycles(name: str) -> dict[str, int]:
+    """Command-bus cycles of the standard's multi-cycle commands (`command_cycles:`), {command: cycles}."""
+    return {str(k): int(v) for k, v in (_load_standard(name).get("command_cycles") or {}).items()}
+
+
 def preset_path(name_or_path: str | Path) -> Path:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") and path.is_file():
@@ -173,9 +184,11 @@ def preset_path(name_or_path: str | Path) -> Path:
     raise unknown_name("DRAM preset", str(name_or_path), preset_names())
 
 
-def _load_standard(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+def _load_standard(name: str, seen: tuple[str, ...] = (), options: dict[str, dict[str, str]] | None = None,
+                   ) -> dict[str, Any]:
     """A shipped standard by name, or a user's standard file by path (it may extend a shipped one, and include
-    PIM extensions: `include: {newton: {unit: pseudochannel}}`, see `_extension`)."""
+    PIM extensions: `include: {newton: {unit: pseudochannel}}`, see `_extension`). `options`: a preset's
+    `extension_options` ({extension: {option: value}}), applied wherever the extension is included."""
     path = Path(name) if str(name).endswith((".yaml", ".yml")) else STANDARD_DIR / f"{name}.yaml"
     if not path.is_file():
         raise unknown_name("DRAM standard", name, standard_names())
@@ -185,12 +198,12 @@ def _load_standard(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     if base_name:
         if base_name in seen:
             raise ConfigError("extends", f"cycle through {' -> '.join(seen + (base_name,))}", source=str(path))
-        base = _load_standard(base_name, seen + (name,))
+        base = _load_standard(base_name, seen + (name,), options)
     else:
         base = {"_sources": []}
     for ext, binding in _includes(data, str(path)):
-        base = _merge_standard(base, _extension(ext, binding, str(path)), replace=("row_buffers", "groups"),
-                               extend=True)
+        base = _merge_standard(base, _extension(ext, binding, str(path), (options or {}).get(ext)),
+                               replace=("row_buffers", "groups"), extend=True)
     return _merge_standard(base, {**data, "_sources": [str(path)]})
 
 
@@ -218,6 +231,7 @@ def _merge_standard(base: dict[str, Any], data: dict[str, Any], replace: tuple[s
     merged["derived"] = {**base.get("derived", {}), **data.get("derived", {})}
     merged["constraints"] = list(base.get("constraints", [])) + list(data.get("constraints", []))
     merged["_sources"] = list(base.get("_sources", [])) + list(data.get("_sources", []))
+    merged["_options"] = {**base.get("_options", {}), **data.get("_options", {})}
     return merged
 
 
@@ -239,16 +253,20 @@ def _includes(data: dict[str, Any], src: str) -> list[tuple[str, dict[str, str]]
     return out
 
 
-def _extension(name: str, binding: dict[str, str], including: str) -> dict[str, Any]:
+def _extension(name: str, binding: dict[str, str], including: str, chosen: dict[str, str] | None = None,
+               ) -> dict[str, Any]:
     """A PIM extension (standards/extensions/NAME.yaml): commands, parameters, derived timings, constraint rows,
     row buffers and groups to add to a standard. Its `placeholders:` are level names the including standard
     binds (e.g. `unit`: the level whose banks one PIM unit drives: channel on GDDR6, pseudochannel on HBM), so
-    one definition of, e.g., AiM's all-bank rows serves every base memory."""
+    one definition of, e.g., AiM's all-bank rows serves every base memory. Its `options:` are modelling
+    choices a preset makes (`extension_options: {NAME: {option: value}}`, else each option's default); a value
+    changes fields of the extension's commands (e.g. the command bus of Logic-PIM's bundle reads)."""
     path = EXTENSION_DIR / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in EXTENSION_DIR.glob("*.yaml"))
         raise ConfigError(f"include.{name}", f"no PIM extension {name!r}; known: {', '.join(known)}", source=including)
     data = dict(load_yaml(path).data)
+    data = _apply_options(name, data, chosen or {}, str(path))
     wanted = dict(data.pop("placeholders", {}) or {})
     if set(binding) != set(wanted):
         raise ConfigError(f"include.{name}", f"must bind exactly the placeholders {', '.join(sorted(wanted)) or '(none)'}"
@@ -274,6 +292,39 @@ def _extension(name: str, binding: dict[str, str], including: str) -> dict[str, 
         data.pop("groups")
     data["_sources"] = [str(path)]
     return data
+
+
+def _apply_options(name: str, data: dict[str, Any], chosen: dict[str, str], src: str) -> dict[str, Any]:
+    """The extension `data` with each of its `options:` set to the chosen value (else its default): the value's
+    `commands:` fields replace the extension's. Records the values in `_options` ({"NAME.option": value})."""
+    options = dict(data.pop("options", {}) or {})
+    unknown = set(chosen) - set(options)
+    if unknown:
+        raise ConfigError(f"extension_options.{name}.{sorted(unknown)[0]}",
+                          f"extension {name} has no such option; options: {', '.join(sorted(options)) or '(none)'}",
+                          source=src)
+    commands = {n: dict(c) for n, c in (data.get("commands") or {}).items()}
+    picked = {}
+    for opt_name, opt in options.items():
+        values = opt.get("values") or {}
+        value = chosen.get(opt_name, opt.get("default"))
+        if value not in values:
+            raise ConfigError(f"extension_options.{name}.{opt_name}",
+                              f"must be one of {', '.join(values)}, got {value!r}", source=src)
+        for cmd, fields in ((values[value] or {}).get("commands") or {}).items():
+            if cmd not in commands:
+                raise ConfigError(f"options.{opt_name}.values.{value}.commands.{cmd}",
+                                  f"no command {cmd} in extension {name}", source=src)
+            commands[cmd].update(fields)
+        picked[f"{name}.{opt_name}"] = value
+    return {**data, "commands": commands, "_options": picked}
+
+
+def extension_options(name: str) -> dict[str, dict[str, Any]]:
+    """The `options:` of extension NAME: {option: {"default", "help", "values"}} (for config help and docs)."""
+    data = load_yaml(EXTENSION_DIR / f"{name}.yaml").data
+    return {k: {"default": v.get("default"), "help": v.get("help", ""), "values": list(v.get("values") or {})}
+            for k, v in (data.get("options") or {}).items()}
 
 
 def load_preset_dict(name_or_path: str | Path, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], Doc]:
@@ -362,7 +413,15 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
     std_name = data["standard"]
     if not str(std_name).endswith((".yaml", ".yml")):
         require_choice(doc, "standard", std_name, standard_names())
-    std = _load_standard(std_name)
+    opts = data.get("extension_options") or {}
+    if not isinstance(opts, dict) or not all(isinstance(v, dict) for v in opts.values()):
+        raise ConfigError("extension_options", "must map extension names to {option: value}, e.g. "
+                          "{logic_pim: {command_path: own_path}}", source=doc.source)
+    std = _load_standard(std_name, options=opts)
+    missing = set(opts) - {k.split(".")[0] for k in std.get("_options", {})}
+    if missing:
+        raise ConfigError(f"extension_options.{sorted(missing)[0]}", f"standard {std_name} includes no extension "
+                          f"with options of that name", source=doc.source)
     counts, rows, row_bytes, access_bytes = _organisation(data, doc, std)
     tck, timing, env = _timing(data, doc, std, counts)
 
@@ -387,6 +446,7 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
         commands=commands, constraints=constraints, command_bus=std.get("command_bus", "single"),
         energy=energy, raw=data, levels=levels, level_parent=parent, node_of=node_of, row_buffers=buffers,
         refresh_modes=tuple(std.get("refresh_modes", ("allbank", "perbank", "none"))),
+        options=dict(std.get("_options", {})),
     )
 
 
@@ -482,9 +542,12 @@ def _timing(data: dict[str, Any], doc: Doc, std: dict[str, Any],
             env[name] = int(expr.evaluate(text, env))
         except expr.ExprError as exc:
             raise ConfigError(f"derived.{name}", str(exc), source=std["_sources"][-1]) from None
-        if not 0 <= env[name] <= MAX_TIMING_CYCLES:
-            raise doc.error("timing", f"{name} = {derived[name]} is {env[name]:,} cycles; a timing is 0 to "
-                            f"{MAX_TIMING_CYCLES:,} ({TIMING_WHY}): lower the parameters it derives from")
+        # a derived gap may be negative (AiM's nAFRD when the user's nRCDRDMAC exceeds nRCDRDAF): a pair any
+        # order meets, which the kernel's `last + gap <= now` already reads as no wait; only its size is bounded
+        if abs(env[name]) > MAX_TIMING_CYCLES:
+            raise doc.error("timing", f"{name} = {derived[name]} is {env[name]:,} cycles; a derived timing is at "
+                            f"most {MAX_TIMING_CYCLES:,} in size ({TIMING_WHY}): lower the parameters it derives "
+                            "from")
         timing[name] = env[name]
     return tck, timing, env
 

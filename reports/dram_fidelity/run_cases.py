@@ -56,6 +56,14 @@ DEVICES = {
         # (hbm_dual_cmd)
         "d3": "HBM2_8Gb_x128.ini", "d3_set": {},
     },
+    # The same HBM2 with Ramulator's channel bits one column bit higher (CacheLineInterleave(interleave_bits=1)):
+    # archsim's mapping splits the column around the channel (RoBaPcCoChCo1), access size unchanged (issue 39)
+    "HBM2 8ch il1": {
+        "preset": "HBM2_2Gbps_PC", "preset_ramulator2": "HBM2_2Gbps_PC_Ramulator2", "overrides": {}, "channels": 8,
+        "mapping": "RoBaPcCoChCo1",
+        "ram": {"standard": "HBM2", "org_preset": "HBM2_8Gb", "timing_preset": "HBM2_2000Mbps",
+                "controller": "HBM12", "channels": 8, "interleave_bits": 1},
+    },
     # GDDR6 14 Gb/s, 8 Gb x16 devices: 8 16-bit channels (four devices) so that the 4 GiB window fits
     "GDDR6 8ch": {
         "preset": "GDDR6_14Gbps", "overrides": {}, "channels": 8,
@@ -158,6 +166,12 @@ def d3_convention() -> dict[str, dict]:
 RAM_MAPPING = {"DDR4": "RoBaRaCoCh", "HBM2": "RoBaPcCoCh", "GDDR6": "RoBaCoCh", "HBM3": "RoBaRaPcCoCh",
                "DDR5": "RoBaRaCoCh", "GDDR7": "RoBaCoCh", "HBM4": "RoBaRaPcCoCh"}
 
+def ram_mapping(dev: dict) -> str:
+    """archsim's spelling of the device's Ramulator layout: the device's own `mapping` (a channel mapper with
+    interleave bits), else its standard's (RAM_MAPPING)."""
+    return dev.get("mapping", RAM_MAPPING[dev["ram"]["standard"]])
+
+
 RAM_DRIVER = r"""
 import json, sys, time
 import ramulator as r
@@ -168,7 +182,8 @@ ctrls = [getattr(r.controller, c["controller"])(
     dram=dram, scheduler=getattr(r.scheduler, c.get("scheduler", "FRFCFS"))(), refresh_manager=getattr(r.refresh_manager, c.get("refresh", "AllBank"))(),
     row_policy=r.row_policy.Open(), addr_mapper=r.addr_mapper.RoBaRaCoCh()) for _ in range(c["channels"])]
 mem = r.memory_system.GenericDRAM(clock_ratio=1, controllers=ctrls,
-                                   channel_mapper=r.channel_mapper.CacheLineInterleave())
+                                   channel_mapper=r.channel_mapper.CacheLineInterleave(
+                                       interleave_bits=c.get("interleave_bits", 0)))
 fe = r.frontend.LoadStoreTrace(clock_ratio=1, path=c["trace"])
 sim = r.Simulation(fe, mem)
 t0 = time.perf_counter()
@@ -340,7 +355,7 @@ def main() -> None:
     done = {(r["sim"], r["device"], r["kind"], r["requests"]) for r in records}
     for name in args.devices:
         dev = DEVICES[name]
-        mapping = RAM_MAPPING[dev["ram"]["standard"]]
+        mapping = ram_mapping(dev)
         if args.no_refresh:
             dev = {**dev, "ram": {**dev["ram"], "refresh": "NoRefresh"}}
         for kind in args.kinds:

@@ -7,7 +7,8 @@ overlap` instead runs the step as a task graph on the event loop, archsim.system
     channel engine (archsim.engine.channel, one stream source per channel, via archsim.engine.reuse); their
     I/O (WRGB, RDMAC, RD/WR bursts) is part of the streams; refresh (option `refresh: true`) interrupts a
     stream and the stream restores its row afterwards;
-  * LayerNorm / softmax / GELU / residual / partial-sum reduction -> the ASIC latency model
+  * LayerNorm or RMSNorm / softmax / GELU or SiLU (x up: the gated FFN) / RoPE / residual / partial-sum reduction
+    -> the ASIC latency model
     (archsim.host.asic), converted from ASIC clock cycles to DRAM clock cycles.
 Energy is applied after timing: command counts x per-action energies of the preset's `pim.energy` table,
 plus ASIC compute + SRAM energy, plus channel standby power x time.
@@ -61,7 +62,9 @@ if TYPE_CHECKING:
     from archsim.host.asic import AsicModel
     from archsim.host.baselines import Baseline
 
-MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): GPT-2/GPT-3 only (compiler._check_supported refuses the rest)
+# model features simulated (archsim.summary.FEATURES): GQA (K/V per KV head) and the gated FFN, with RMSNorm and
+# RoPE on the ASIC (issue 37); a mixture-of-experts FFN is refused (compiler._check_supported)
+MODEL_FEATURES: frozenset[str] = frozenset({"gqa", "gated_ffn"})
 
 
 @dataclass
@@ -299,7 +302,7 @@ class PimGptSimulator:
         if kind == "embedding":
             tok = int(self._token_id)
             parts: dict[int, list] = {}
-            c, s = lay.lm_head.element_reads(tok)
+            c, s = lay.embedding_table.element_reads(tok)
             parts.setdefault(c, []).append(s)
             if lay.wpe is not None:
                 c2, s2 = lay.wpe.element_reads(t)
@@ -417,7 +420,7 @@ class PimGptSimulator:
 
         lay = self.layout
         pieces: list[list] = [[] for _ in range(self.g.channels)]
-        c, cmd, bank = lay.lm_head.element_reads_timing(tok)
+        c, cmd, bank = lay.embedding_table.element_reads_timing(tok)
         pieces[c].append((cmd, bank))
         if lay.wpe is not None:
             c, cmd, bank = lay.wpe.element_reads_timing(t)

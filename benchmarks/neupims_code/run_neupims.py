@@ -69,7 +69,7 @@ def parse_summary(path):
     header = [c for c in lines[0].split("\t") if c != ""]
     for ln in lines[1:]:
         cells = [c for c in ln.split("\t") if c != ""]
-        rec = dict(zip(header, cells))
+        rec = dict(zip(header, cells, strict=False))     # a row may end early (empty cells dropped)
         rows.append({
             "stage": rec.get(header[0], cells[0] if cells else ""),
             "code_cycles": int(rec.get("total_cycles", "0")),
@@ -90,7 +90,7 @@ def parse_op_file(path):
         return ops
     header = [c for c in lines[0].split("\t") if c != ""]
     for ln in lines[1:]:
-        rec = dict(zip(header, [c for c in ln.split("\t") if c != ""]))
+        rec = dict(zip(header, [c for c in ln.split("\t") if c != ""], strict=False))
         try:
             ops.append((rec["OpName"], int(rec["StartCycle"]), int(rec["EndCycle"])))
         except (KeyError, ValueError):

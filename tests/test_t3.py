@@ -244,12 +244,16 @@ def test_one_device_symmetry_model_agrees_with_all_devices(params):
         assert one.traffic == full.traffic
 
 
-def test_driver_window_changes_little(params):
+def test_windowed_driver_converges_to_the_exact_one(params):
+    """The preset's driver is exact (window 0: the memory stops at every completion waited on); the windowed
+    loop acts on completions at window boundaries, so it can only be later, and by little."""
+    assert params.window_cycles == 0
     shape = SublayerShape("fc2_fwd", tokens=128, k=256, h=512)
-    exact = simulate_sublayer(params, shape, 2, "t3", window_cycles=1)
-    coarse = simulate_sublayer(params, shape, 2, "t3", window_cycles=64)
-    assert coarse.rs_end_cycles == pytest.approx(exact.rs_end_cycles, rel=0.03)
-    assert coarse.rs_end_cycles >= exact.rs_end_cycles - 64
+    exact = simulate_sublayer(params, shape, 2, "t3")
+    for w in (16, 64):
+        coarse = simulate_sublayer(params, shape, 2, "t3", window_cycles=w)
+        assert coarse.rs_end_cycles == pytest.approx(exact.rs_end_cycles, rel=0.01), w
+        assert coarse.rs_end_cycles >= exact.rs_end_cycles - w, w
 
 
 def test_nmc_update_is_one_command_priced_from_the_energy_table(params, functional_runs):

@@ -47,7 +47,7 @@ class T3Params:
     tracker_entries: int = 256
     mca_threshold: int | str = "auto"
     starvation_cap_cycles: int = 1000
-    window_cycles: int = 16
+    window_cycles: int = 0          # 0: the exact driver (completion groups); W > 0: the windowed loop
     update_energy: str = "WR + RD"
     name: str = "t3"
     mapping: str | None = None       # address mapping (with hashing); None: the memory preset's `mapping:`
@@ -157,7 +157,7 @@ def params_from_mapping(doc: Doc) -> T3Params:
                     mca_threshold=thr,
                     starvation_cap_cycles=require_int(doc, "mca.starvation_cap_cycles",
                                                       mca.get("starvation_cap_cycles", 1000), minimum=1),
-                    window_cycles=require_int(doc, "driver.window_cycles", drv.get("window_cycles", 16), minimum=1),
+                    window_cycles=require_int(doc, "driver.window_cycles", drv.get("window_cycles", 0), minimum=0),
                     update_energy=_energy_expr(doc, nmc.get("update_energy", "WR + RD"), spec),
                     name=str(data.get("name", "t3")), mapping=addr_map, mca_gate=gate)
 

@@ -38,9 +38,11 @@ symmetric: what device N-1 sends to device 0 at time t is what device 0 sends to
 previous chunk). "one" needs equal chunks and no functional mode.
 
 Time base: DRAM cycles of the device memory. GPU cycles and link times convert with ceil. The agents (GEMM
-producer, tracker, DMA engine, links) run on archsim.engine.loop's windowed event loop: it advances every
-memory in windows of `window_cycles` and calls the request waits that completed in a window with their exact
-done cycle; work they cause in the *same* memory can enter it up to window-1 cycles late.
+producer, tracker, DMA engine, links) run on archsim.engine.loop's exact event loop (`window_cycles: 0`, the
+preset's): every request wait is a completion group the memory stops at, so the work it causes enters at its
+done cycle; devices meet only through links, so each memory may run a hop latency ahead of the others.
+`window_cycles: W > 0` runs the windowed loop instead (request waits polled every W cycles; work they cause in
+the same memory can enter it up to W-1 cycles late), kept for the comparison in reports/t3/window.csv.
 """
 from __future__ import annotations
 
@@ -190,7 +192,8 @@ class _Sim:
         self.spec = params.spec
         self.gpu = params.gpu
         self.l2_used: dict[int, int] = {}
-        self.W = window_cycles or params.window_cycles
+        # 0: the exact loop (every request wait is a completion group the memory stops at); W > 0: windows of W
+        self.W = params.window_cycles if window_cycles is None else window_cycles
         self.chunks = chunk_tiles(shape, tp, self.gpu)
         if devices == "one":
             if functional:
@@ -221,7 +224,9 @@ class _Sim:
         self.mapping = params.mapping or self.spec.default_mapping
         self.addr_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
         # the event loop, in DRAM cycles of the device memory (module doc: Time base)
-        self.loop = EventLoop(window=self.W, name="t3")
+        # exact loop (module doc, Time base)
+        hop = int(math.ceil(self.ring.hop_latency_s / self.spec.tCK_s - 1e-9))
+        self.loop = EventLoop(lookahead_ps=max(1, hop), window=self.W or None, name="t3")
         self.units: dict[int, MemoryUnit] = {}
         # GPU waves: the production order of device d (stage by stage, staggered)
         self.mems: dict[int, MemorySystem] = {}
@@ -305,9 +310,13 @@ class _Sim:
         self.traffic[dev][cls] += n
         if kind == KIND_RMW:
             self.nmc_updates += n
-        ids = ms.enqueue_requests(self.pc[dev] if source == "compute" else self.pm[dev], ch, bank, row, col, kind,
-                                  max(int(t), ms.clock), -1)
-        self.units[dev].wait_requests(ids, cb)
+        port = self.pc[dev] if source == "compute" else self.pm[dev]
+        unit = self.units[dev]
+        if self.W:
+            ids = ms.enqueue_requests(port, ch, bank, row, col, kind, max(int(t), ms.clock), -1)
+            unit.wait_requests(ids, cb)
+        else:
+            ids = ms.enqueue_requests(port, ch, bank, row, col, kind, max(int(t), ms.clock), unit.group(n, cb))
         return ids
 
     def link(self, src: int, nbytes: int, t: int, fn: Callable[[int], None]) -> None:

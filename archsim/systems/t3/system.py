@@ -58,7 +58,8 @@ class T3Config:
     starvation_cap_cycles: int = opt(1000, "MCA: most cycles a source may starve", minimum=1)
     mca_gate: str = opt("all", "MCA: what a held-back communication source may not issue: all its commands, or "
                         "only row commands (ACT/PRE; it finishes accesses to rows it opened)", choices=("all", "row"))
-    window_cycles: int = opt(64, "DMA driver window in cycles", minimum=1)
+    window_cycles: int = opt(0, "agents' driver: 0 exact (the memory stops at each completion waited on); W > 0 the "
+                             "windowed loop, completions acted on at W-cycle boundaries (approximate)", minimum=0)
     memory_mapping: str | None = opt(None, "device address mapping with optional hash clauses (docs/traces.md), "
                                       "e.g. RoRaBgBaChCo for the unhashed layout; null: the preset's (hashed)")
 

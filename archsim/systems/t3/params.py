@@ -24,6 +24,8 @@ class GpuConfig:
     clock_hz: float = 1.4e9
     flops_per_cu_cycle: int = 1024
     l2_bytes: int = 16 << 20
+    l2_line_bytes: int = 128
+    l2_ways: int = 24
     tile_m: int = 128
     tile_n: int = 128
     k_step: int = 256             # K elements a workgroup loads per step of its K loop

@@ -1,9 +1,10 @@
 """What is modelled (T3, Pati et al., ASPLOS'24, sec. 4; facts in the project's T3 research note):
 
 * **Producer GEMM** (GPU-like, `GpuConfig`): each device computes its partial C_d = A_d @ B_d (T x H) in
-  *waves* of `cus` workgroup tiles (tile_m x tile_n); a wave's operands are read from DRAM unless an LRU L2
-  (block granularity: an A row block, a B column block) still holds them; the reads of wave w+1 overlap the
+  *waves* of `cus` workgroup tiles (tile_m x tile_n); a wave's operands are read from DRAM unless the L2
+  (archsim.systems.t3.l2: set-associative LRU lines) still holds them; the reads of wave w+1 overlap the
   compute of wave w (double buffering), the compute of a wave takes its largest tile's FLOPs / per-CU rate.
+  Sequential's output stores allocate L2 lines and evict operands; T3's NMC updates bypass the L2.
 * **Chunks and stagger**: the output's columns are cut into N chunks (ring order); device d produces chunk
   (d - 1 - s) mod N at stage s (`stage_chunk`), so production order matches the ring (ring.rs_send_chunk).
 * **Output address-space configuration per stage** (`role`): stage 0 -> `remote` (the GEMM's stores go to
@@ -47,7 +48,6 @@ the same memory can enter it up to W-1 cycles late), kept for the comparison in 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +64,7 @@ from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.engine.memory import MemorySystem
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s, load_ring
+from archsim.systems.t3.l2 import L2Cache
 from archsim.systems.t3.params import T3Params, update_action, update_energy_pj
 from archsim.systems.t3.shapes import COL_UNIT, SublayerShape, Tile, chunk_tiles, role, stage_chunk
 from archsim.systems.t3.tracker import Tracker
@@ -191,7 +192,6 @@ class _Sim:
             raise ConfigError("tp", f"the ring given has {self.ring.devices} devices, the sublayer {tp}")
         self.spec = params.spec
         self.gpu = params.gpu
-        self.l2_used: dict[int, int] = {}
         # 0: the exact loop (every request wait is a completion group the memory stops at); W > 0: windows of W
         self.W = params.window_cycles if window_cycles is None else window_cycles
         self.chunks = chunk_tiles(shape, tp, self.gpu)
@@ -264,6 +264,7 @@ class _Sim:
         self.final_tiles: dict[tuple[int, Any], int] = {}
         self.gemm_done: dict[int, int] = {}
         self.stall: dict[int, int] = {}            # device -> cycles its CUs waited for operands (memory)
+        self.l2 = {dev: self.new_l2() for dev in self.sim}
         self.first_send: int | None = None         # first cycle a reduce-scatter byte left on a link
         if functional:
             rng = np.random.default_rng(seed)
@@ -350,41 +351,41 @@ class _Sim:
         k, ks = self.shape.k, self.gpu.k_step
         return [(k0, min(ks, k - k0)) for k0 in range(0, k, ks)]
 
-    def _step_reads(self, l2: OrderedDict, wave: list[Tile], k0: int, kw: int) -> list[tuple]:
-        """Operand blocks of one K step of a wave that the L2 does not hold (LRU, block granularity)."""
-        d = self.gpu.dtype_bytes
+    def new_l2(self) -> L2Cache:
+        return L2Cache(self.gpu.l2_bytes, self.gpu.l2_line_bytes, self.gpu.l2_ways)
+
+    def _step_reads(self, l2: L2Cache, wave: list[Tile], k0: int, kw: int) -> tuple[np.ndarray, ...]:
+        """The DRAM reads of one K step of a wave: its operand blocks (an A row block, a B column block per
+        tile, each once), the accesses of the lines the L2 does not hold."""
         need = []
         for t in wave:
             need.append(("A", t.m0, t.tm, k0, kw))
             need.append(("B", t.n0, t.tn, k0, kw))
-        out = []
-        for key in dict.fromkeys(need):
-            if key in l2:
-                l2.move_to_end(key)
-                continue
-            l2[key] = key[2] * kw * d
-            self.l2_used[id(l2)] = self.l2_used.get(id(l2), 0) + l2[key]
-            while self.l2_used[id(l2)] > self.gpu.l2_bytes and len(l2) > 1:
-                _, size = l2.popitem(last=False)
-                self.l2_used[id(l2)] -= size
-            out.append(key)
-        return out
+        keys = list(dict.fromkeys(need))
+        addr = np.concatenate([self._block_addr(key) for key in keys])
+        dec = [np.concatenate([self._decoded(("blk",) + key, lambda key=key: self._block_addr(key))[j]
+                               for key in keys]) for j in range(4)]
+        miss = l2.read(addr)
+        return tuple(x[miss] for x in dec)
 
-    def _block_requests(self, key: tuple) -> tuple[np.ndarray, ...]:
+    def _block_addr(self, key: tuple) -> np.ndarray:
         name, o0, w, k0, kw = key
+        got = self.addr_cache.get(("addr",) + key)
+        if got is not None:
+            return got
         d = self.gpu.dtype_bytes
         a = self.spec.access_bytes
         k, h = self.shape.k, self.shape.h
-
-        def addr() -> np.ndarray:
-            if name == "A":       # rows o0..o0+w, columns k0..k0+kw of A (T x K)
-                rows = np.arange(o0, o0 + w, dtype=np.uint64)[:, None]
-                cols = np.arange(k0 * d // a * a, (k0 + kw) * d, a, dtype=np.uint64)[None, :]
-                return (self.base["A"] + rows * (k * d) + cols).ravel()
-            rows = np.arange(k0, k0 + kw, dtype=np.uint64)[:, None]       # B (K x H): rows of the K step
+        if name == "A":       # rows o0..o0+w, columns k0..k0+kw of A (T x K)
+            rows = np.arange(o0, o0 + w, dtype=np.uint64)[:, None]
+            cols = np.arange(k0 * d // a * a, (k0 + kw) * d, a, dtype=np.uint64)[None, :]
+            got = (self.base["A"] + rows * (k * d) + cols).ravel()
+        else:                 # B (K x H): rows of the K step, columns o0..o0+w
+            rows = np.arange(k0, k0 + kw, dtype=np.uint64)[:, None]
             cols = np.arange(0, w * d, a, dtype=np.uint64)[None, :]
-            return (self.base["B"] + (rows * h + o0) * d + cols).ravel()
-        return self._decoded(("blk",) + key, addr)
+            got = (self.base["B"] + (rows * h + o0) * d + cols).ravel()
+        self.addr_cache[("addr",) + key] = got
+        return got
 
     def step_cycles(self, wave: list[Tile], kw: int) -> int:
         """One K step of a wave: every CU runs its tile's 2 tm tn kw FLOPs at once; the largest one decides."""
@@ -394,10 +395,7 @@ class _Sim:
     def _first_wave_estimate(self) -> tuple[int, int]:
         w = self.waves(0)[0]
         k0, kw = self.kslices()[0]
-        self.l2_used = {}
-        reqs = self._step_reads(OrderedDict(), w, k0, kw)
-        n = sum(len(self._block_requests(k)[0]) for k in reqs)
-        return n, self.step_cycles(w, kw)
+        return len(self._step_reads(self.new_l2(), w, k0, kw)[0]), self.step_cycles(w, kw)
 
     def start_gemm(self, dev: int) -> None:
         """Steps = (wave, K step) in order; the reads of step i+1 are issued once step i's reads are done and
@@ -406,7 +404,7 @@ class _Sim:
         waves = self.waves(dev)
         ks = self.kslices()
         steps = [(w, k0, kw) for w in range(len(waves)) for (k0, kw) in ks]
-        l2: OrderedDict = OrderedDict()
+        l2 = self.l2[dev]
         st = {"reads_done": {}, "comp_done": {}, "issued": {}, "stores_left": sum(len(w) for w in waves),
               "comp_end": 0, "ids": {}}
         n_s = len(steps)
@@ -417,12 +415,10 @@ class _Sim:
                 self.retune_threshold(dev, st["ids"].pop(i - 1), st["issued"][i - 1], st["reads_done"][i - 1],
                                       self.step_cycles(waves[steps[i - 1][0]], steps[i - 1][2]))
             w, k0, kw = steps[i]
-            keys = self._step_reads(l2, waves[w], k0, kw)
-            if not keys:
+            dec = self._step_reads(l2, waves[w], k0, kw)
+            if not len(dec[0]):
                 reads_done(i, t)
                 return
-            parts = [self._block_requests(k) for k in keys]
-            dec = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
             ids = self.mem(dev, "compute", dec, KIND_READ, t, lambda td: reads_done(i, td), "gemm_read")
             if self.dynamic:
                 st["ids"][i] = ids
@@ -488,6 +484,9 @@ class _Sim:
     def store(self, dev: int, tile: Tile, t: int, done: Callable[[int], None]) -> None:
         nacc = len(self.tile_requests("C", tile)[0])
         if self.config == "sequential":
+            # plain stores: write-allocate in the L2 (they evict operands); T3's updates bypass it
+            self.l2[dev].store(self._tile_addr("C", tile))
+
             def wrote(td: int) -> None:
                 if self.functional:
                     self.C[dev][self._sl(tile)] = self.P[dev][self._sl(tile)]
@@ -666,6 +665,10 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
     run.extra["padded_from_h"] = sim.padded_from
     run.extra["threshold_trajectory"] = [int(x) for x in sim.thresholds]
     run.extra["compute_stall_cycles"] = max(sim.stall.values(), default=0)
+    l2s = [sim.l2[d] for d in sim.sim]
+    run.extra["gemm_read_bytes"] = traffic["gemm_read"] * sim.spec.access_bytes
+    run.extra["l2_read_miss_rate"] = sum(c.read_misses for c in l2s) / max(1, sum(c.read_lines for c in l2s))
+    run.extra["l2_lines_evicted_by_stores"] = sum(c.evicted_by_stores for c in l2s) // n_sim
     run.extra["first_send_cycles"] = sim.first_send
     # channels one chunk's output touches under the address mapping (fewest and most over the chunks)
     per_chunk = [len(np.unique(np.concatenate([sim.tile_requests("C", t)[0] for t in tiles])))

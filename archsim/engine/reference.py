@@ -32,7 +32,7 @@ LOG_COLUMNS = ["cycle", "command", "channel", "pseudochannel", "rank", "bankgrou
 READ, WRITE, RMW = 0, 1, 2
 HIT, MISS, CONFLICT = 0, 1, 2
 NONE = 3                         # served without a command of its own (posted_writes, merge_reads)
-ARBITRATIONS = ("frfcfs", "priority", "blocked", "threshold", "threshold_row")
+ARBITRATIONS = ("frfcfs", "priority", "blocked", "threshold", "threshold_row", "threshold_yield")
 NEVER = 1 << 62
 
 
@@ -124,6 +124,7 @@ class _Channel:
         self.seq = 0
         self.src = [_SourceState() for _ in ref.sources]
         self.active = -1            # blocked arbitration: the active source
+        self.held: set[int] = set()  # sources the threshold gate holds back this step
         self.refresh: list[_RefreshNode] = []
         if ref.refresh_mode != "none":
             scope = ref.spec.commands[ref.ref_ab].scope
@@ -522,8 +523,10 @@ class ReferenceController:
         for s in range(len(ch.src)):
             if self.arbitration == "blocked":
                 may_issue[s] = s == ch.active
-            elif self.arbitration in ("threshold", "threshold_row") and s > 0:
+            elif self.arbitration.startswith("threshold") and s > 0:
                 may_issue[s] = first_queued < self.threshold or promoted[s]
+        ch.held = {s for s in range(len(ch.src)) if not may_issue[s]} if self.arbitration.startswith("threshold") \
+            else set()
 
         def arbitrate(bus: str | None) -> None:
             nonlocal any_issue
@@ -851,7 +854,9 @@ class ReferenceController:
                         continue
                 else:
                     cmd = self.PRE
-                    if bank in pinned or ch.opener[bank][0] != s:
+                    # threshold_yield: the first source may close a row whose opener the gate holds back
+                    yields = self.arbitration == "threshold_yield" and s == 0 and ch.opener[bank][0] in ch.held
+                    if bank in pinned or (ch.opener[bank][0] != s and not yields):
                         continue
             target = self.target_of(cmd, bank)
             if not self.ready(ch, cmd, target, t):

@@ -46,9 +46,24 @@ def sublayer_shape(model: Any, sublayer: str, tp: int, tokens: int) -> SublayerS
 
 
 # ---- schedule ---------------------------------------------------------------------------------------------
+# With a bidirectional ring (`directions` 2) the output's columns are cut into 2N chunks: chunks 0..N-1 (the
+# first half of the columns) go round the ring forwards (device d sends to d + 1), chunks N..2N-1 backwards
+# (d sends to d - 1); device d owns chunks d and N + d at the end.
 def stage_chunk(n: int, device: int, stage: int) -> int:
-    """The output chunk device `device` produces at stage `stage` (staggered: matches ring order)."""
+    """The forward chunk device `device` produces at stage `stage` (staggered: matches ring order)."""
     return (device - 1 - stage) % n
+
+
+def stage_chunks(n: int, device: int, stage: int, directions: int = 1) -> list[int]:
+    """The chunks device `device` produces at stage `stage`: the forward one, and the backward one (N +
+    (device + 1 + stage) mod N) on a bidirectional ring."""
+    fwd = stage_chunk(n, device, stage)
+    return [fwd] if directions == 1 else [fwd, n + (device + 1 + stage) % n]
+
+
+def stage_of(n: int, device: int, chunk: int) -> int:
+    """The stage at which `device` produces `chunk` (either direction)."""
+    return (device - 1 - chunk) % n if chunk < n else (chunk - n - device - 1) % n
 
 
 def role(n: int, stage: int) -> str:
@@ -68,12 +83,12 @@ class Tile:
     tn: int
 
 
-def chunk_tiles(shape: SublayerShape, n: int, gpu: GpuConfig) -> list[list[Tile]]:
-    """Tiles of each chunk in production order (row-major within the chunk)."""
+def chunk_tiles(shape: SublayerShape, n: int, gpu: GpuConfig, directions: int = 1) -> list[list[Tile]]:
+    """Tiles of each chunk (N per ring direction) in production order (row-major within the chunk)."""
     if shape.h % COL_UNIT:
         raise ConfigError("model.d_model", f"{shape.h} is not a multiple of {COL_UNIT}")
     out = []
-    for c, (lo, hi) in enumerate(chunk_bounds(shape.h, n, COL_UNIT)):
+    for c, (lo, hi) in enumerate(chunk_bounds(shape.h, n * directions, COL_UNIT)):
         tiles = []
         for m0 in range(0, shape.tokens, gpu.tile_m):
             for n0 in range(lo, hi, gpu.tile_n):

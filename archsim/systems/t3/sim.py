@@ -24,10 +24,13 @@
 * **MCA**: the memory's two request sources are `compute` (GEMM reads and stores) and `comm` (DMA reads,
   incoming updates, the sequential reduce-scatter's sends); `T3-MCA` uses the engine's `threshold`
   arbitration (compute first, comm only while the compute queue is below the threshold, or after
-  `starvation_cap` cycles of waiting), `T3` and `Sequential` use FR-FCFS over both. The threshold is
-  `dynamic` by default: re-estimated at every K step of the GEMM from the memory intensity of the step
-  before (`dynamic_threshold`), so it follows the GEMM's phases; `auto` keeps one estimate from the first
-  stage, an integer fixes it.
+  `starvation_cap` cycles of waiting), `T3` and `Sequential` use FR-FCFS over both. The threshold
+  (`mca_threshold`: Little's-law entries of a memory intensity) is `dynamic` by default: first estimated
+  from the first K step's planned reads over its compute time, then re-estimated at every K step from the
+  intensity observed in the step before (compute accesses enqueued over the time between the two steps'
+  reads), so it follows the GEMM's phases (operands that hit in the L2, stores at a wave's end); `auto`
+  keeps the first estimate, an integer fixes it. While the gate holds communication back, its open rows
+  yield to the compute source (`mca.gate: yield`, engine arbitration `threshold_yield`).
 * **Sequential**: the GEMM stores C with plain writes; then a ring RS (NCCL-like, pipelined per tile): step
   0 reads the chunk and sends it; steps 1..N-2 read the received copy and the local partial, add (CUs) and
   send; the owner reads both and writes the sum. The receiver writes each incoming tile to a receive buffer.
@@ -63,10 +66,10 @@ from archsim.engine.channel import CF_THRESH, KIND_READ, KIND_RMW, KIND_WRITE
 from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.engine.memory import MemorySystem
 from archsim.errors import ConfigError, UserError
-from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s, load_ring
+from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s
 from archsim.systems.t3.l2 import L2Cache
-from archsim.systems.t3.params import T3Params, update_action, update_energy_pj
-from archsim.systems.t3.shapes import COL_UNIT, SublayerShape, Tile, chunk_tiles, role, stage_chunk
+from archsim.systems.t3.params import MCA_GATES, T3Params, load_t3_ring, update_action, update_energy_pj
+from archsim.systems.t3.shapes import COL_UNIT, SublayerShape, Tile, chunk_tiles, role, stage_chunks, stage_of
 from archsim.systems.t3.tracker import Tracker
 
 CONFIGS = ["sequential", "t3", "t3-mca"]          # simulated; "ideal" is derived from the sequential run
@@ -87,37 +90,20 @@ def dram_energy(run: SublayerRun, params: T3Params) -> dict[str, float]:
     return out
 
 
-def mca_threshold(params: T3Params, first_wave_accesses: int, first_wave_cycles: int) -> int:
-    """`auto` threshold on the compute source's queued entries (reads + writes), above which communication
-    waits: the compute source's steady state. Its reads need max(read queue, Little's-law entries of the
-    first K step's memory intensity) - a K step's operands are issued as one burst and fill the read queue -
-    and its updates sit in the write queue until the drain watermark. Communication backs off only when the
-    compute source is congested beyond that."""
+def mca_threshold(params: T3Params, accesses: int, cycles: int) -> int:
+    """T3-MCA's occupancy threshold from a memory intensity (the paper: estimated from the kernel's memory
+    intensity, first at its first stage): the compute source's Little's-law queue entries per channel,
+    accesses / channels / cycles x the closed-row read latency (the constraint rows: ACT -> RD plus RD's
+    completion), rounded up, at least 1 and at most the compute queues' capacity. Above it the compute source
+    is queued beyond what its own rate needs, and communication waits. An integer `mca.threshold` fixes it."""
     if params.mca_threshold not in ("auto", "dynamic"):
         return int(params.mca_threshold)
     from archsim.dram.controller import ControllerConfig
 
     ctrl = ControllerConfig.from_dict(params.controller)
-    latency = closed_row_read(params.spec)
-    per_ch_rate = first_wave_accesses / params.spec.channels / max(first_wave_cycles, 1)
-    reads = max(ctrl.read_queue, math.ceil(per_ch_rate * latency))
-    return reads + max(1, int(round(ctrl.write_high_watermark * ctrl.write_queue)))
-
-
-def dynamic_threshold(params: T3Params, occupancy: float, floor: int) -> int:
-    """`dynamic` threshold for the next phase (K step) of the GEMM: the compute source's mean queue occupancy
-    per channel in the phase before (`occupancy`, rounded up), never below `floor` (the first-stage estimate
-    of `mca_threshold`) and at most the compute queues' capacity. Communication is held back while the
-    compute queue is above what the GEMM's own traffic keeps queued; a phase that keeps it fuller (many
-    stores or updates queued beside the operand reads) raises the threshold with it, so communication is
-    not starved there. The floor: below it the GEMM gets *slower* here (reports/t3/diagnosis.md, fixed
-    thresholds): a held-back communication source keeps rows open that the compute source may not
-    precharge (docs/channel-engine.md, clarification 16)."""
-    from archsim.dram.controller import ControllerConfig
-
-    ctrl = ControllerConfig.from_dict(params.controller)
-    cap = ctrl.read_queue + ctrl.write_queue
-    return int(max(1, floor, min(cap, math.ceil(occupancy - 1e-9))))
+    per_ch_rate = accesses / params.spec.channels / max(cycles, 1)
+    entries = math.ceil(per_ch_rate * closed_row_read(params.spec) - 1e-9)
+    return int(min(ctrl.read_queue + ctrl.write_queue, max(1, entries)))
 
 
 @dataclass
@@ -187,25 +173,26 @@ class _Sim:
         self.shape = shape
         self.padded_from: int | None = None
         self.config = config
-        self.ring = ring or load_ring(params.ring_name, tp)     # a caller's ring: loaded once for several runs
+        self.ring = ring or load_t3_ring(params, tp)     # a caller's ring: loaded once for several runs
         if self.ring.devices != tp:
             raise ConfigError("tp", f"the ring given has {self.ring.devices} devices, the sublayer {tp}")
+        self.dirs = self.ring.directions
         self.spec = params.spec
         self.gpu = params.gpu
         # 0: the exact loop (every request wait is a completion group the memory stops at); W > 0: windows of W
         self.W = params.window_cycles if window_cycles is None else window_cycles
-        self.chunks = chunk_tiles(shape, tp, self.gpu)
+        self.chunks = chunk_tiles(shape, tp, self.gpu, self.dirs)
         if devices == "one":
             if functional:
                 raise ConfigError("devices", "functional mode needs devices: all (every device's data differs)")
             if len({tuple((t.tm, t.tn) for t in c) for c in self.chunks}) != 1:
-                # the relabelling needs equal chunks: pad d_model to a multiple of tp x 16 columns (the padded
-                # columns are computed, stored and reduced like real ones; the run records the padding)
-                unit = COL_UNIT * tp
+                # the relabelling needs equal chunks: pad d_model to a multiple of tp x directions x 16 columns
+                # (the padded columns are computed, stored and reduced like real ones; the run records it)
+                unit = COL_UNIT * tp * self.dirs
                 shape = SublayerShape(shape.name, shape.tokens, shape.k, math.ceil(shape.h / unit) * unit)
                 self.padded_from = self.shape.h
                 self.shape = shape
-                self.chunks = chunk_tiles(shape, tp, self.gpu)
+                self.chunks = chunk_tiles(shape, tp, self.gpu, self.dirs)
         self.devices = devices
         self.sim = list(range(tp)) if devices == "all" else [0]
         self.functional = functional
@@ -238,7 +225,7 @@ class _Sim:
         if config == "t3-mca":
             # `dynamic` starts from the first-stage estimate and re-estimates it per K step (retune_threshold)
             self.threshold = mca_threshold(params, first_acc, first_cyc)
-        self.threshold_floor = self.threshold
+        # the threshold per K step of the first simulated device (one value with `auto` or a fixed threshold)
         self.thresholds: list[int] = [self.threshold] if self.threshold is not None else []
         self.nmc_mode = "command" if params.nmc_update == "command" and any(
             c.effect == Effect.UPDATE for c in self.spec.commands) else "rd_wr"
@@ -246,7 +233,7 @@ class _Sim:
             ms = MemorySystem(self.spec, params.controller, sources=[{"name": "compute", "kind": "rw"},
                                                                      {"name": "comm", "kind": "rw"}],
                               arbitration=("frfcfs" if config != "t3-mca" else
-                                           "threshold_row" if params.mca_gate == "row" else "threshold"),
+                                           MCA_GATES[params.mca_gate]),
                               threshold=self.threshold or 0,
                               starvation_cap=params.starvation_cap_cycles if config == "t3-mca" else 0,
                               alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16,
@@ -258,7 +245,7 @@ class _Sim:
         self.traffic = {dev: {"gemm_read": 0, "gemm_write": 0, "gemm_update": 0, "rs_read": 0, "rs_write": 0,
                               "rs_update": 0} for dev in self.sim}
         self.nmc_updates = 0
-        self.link_free = {dev: 0 for dev in range(tp)}
+        self.link_free = {(dev, d): 0 for dev in range(tp) for d in range(self.dirs)}   # (device, direction)
         self.trackers = {dev: Tracker(params.tracker_entries) for dev in self.sim}
         self.dma_fires: dict[tuple[int, Any], int] = {}
         self.final_tiles: dict[tuple[int, Any], int] = {}
@@ -320,27 +307,33 @@ class _Sim:
             ids = ms.enqueue_requests(port, ch, bank, row, col, kind, max(int(t), ms.clock), unit.group(n, cb))
         return ids
 
-    def link(self, src: int, nbytes: int, t: int, fn: Callable[[int], None]) -> None:
-        """Send nbytes from device src to src+1 (serialised on the link; arrives after the hop latency)."""
+    def link(self, src: int, tile: Tile, t: int, fn: Callable[[int], None]) -> None:
+        """Send a tile from device src to its next device in the tile's direction (serialised on that direction
+        of the link; arrives after the hop latency)."""
+        nbytes = tile.tm * tile.tn * self.gpu.dtype_bytes
         ser = int(math.ceil(nbytes / self.ring.link_bytes_per_s / self.spec.tCK_s - 1e-9))
         lat = int(math.ceil(self.ring.hop_latency_s / self.spec.tCK_s - 1e-9))
-        start = max(t, self.link_free[src])
+        key = (src, tile.chunk // self.n)
+        start = max(t, self.link_free[key])
         if self.first_send is None or start < self.first_send:
             self.first_send = start
-        self.link_free[src] = start + ser
+        self.link_free[key] = start + ser
         arrive = start + ser + lat
         self.at(arrive, lambda: fn(arrive))
 
     def next_of(self, dev: int, tile: Tile) -> tuple[int, Tile]:
-        """Where a tile sent by dev lands: (device, tile) - relabelled one chunk back with devices: one."""
+        """Where a tile sent by dev lands: (device, tile) - the next device in the tile's direction; with
+        devices: one, device 0 itself, the tile relabelled one chunk along the ring (module doc)."""
+        n = self.n
+        forward = tile.chunk < n
         if self.devices == "all":
-            return (dev + 1) % self.n, tile
-        c = (tile.chunk - 1) % self.n
+            return ((dev + 1) if forward else (dev - 1)) % n, tile
+        c = (tile.chunk - 1) % n if forward else n + (tile.chunk - n + 1) % n
         return 0, self.chunks[c][tile.index]
 
     # -- GEMM producer ----------------------------------------------------------------------------------------
     def order(self, dev: int) -> list[Tile]:
-        return [t for s in range(self.n) for t in self.chunks[stage_chunk(self.n, dev, s)]]
+        return [t for s in range(self.n) for c in stage_chunks(self.n, dev, s, self.dirs) for t in self.chunks[c]]
 
     def waves(self, dev: int) -> list[list[Tile]]:
         o = self.order(dev)
@@ -406,22 +399,19 @@ class _Sim:
         steps = [(w, k0, kw) for w in range(len(waves)) for (k0, kw) in ks]
         l2 = self.l2[dev]
         st = {"reads_done": {}, "comp_done": {}, "issued": {}, "stores_left": sum(len(w) for w in waves),
-              "comp_end": 0, "ids": {}}
+              "comp_end": 0, "mark": (0, 0)}
         n_s = len(steps)
 
         def issue_reads(i: int, t: int) -> None:
             st["issued"][i] = t
-            if self.dynamic and i - 1 in st["ids"]:
-                self.retune_threshold(dev, st["ids"].pop(i - 1), st["issued"][i - 1], st["reads_done"][i - 1],
-                                      self.step_cycles(waves[steps[i - 1][0]], steps[i - 1][2]))
+            if self.dynamic and i > 0:
+                st["mark"] = self.retune_threshold(dev, st["mark"], t)
             w, k0, kw = steps[i]
             dec = self._step_reads(l2, waves[w], k0, kw)
             if not len(dec[0]):
                 reads_done(i, t)
                 return
-            ids = self.mem(dev, "compute", dec, KIND_READ, t, lambda td: reads_done(i, td), "gemm_read")
-            if self.dynamic:
-                st["ids"][i] = ids
+            self.mem(dev, "compute", dec, KIND_READ, t, lambda td: reads_done(i, td), "gemm_read")
 
         def reads_done(i: int, t: int) -> None:
             st["reads_done"][i] = t
@@ -463,23 +453,23 @@ class _Sim:
 
         issue_reads(0, 0)
 
-    def retune_threshold(self, dev: int, ids: np.ndarray, issued: int, done: int, compute_cycles: int) -> None:
-        """T3-MCA's dynamic threshold, re-estimated at a K step from the step before: the compute source's
-        mean occupancy per channel over that step (Little's law: its reads' queue residence, enqueue to
-        column command, summed, over channels x the step's span = its read phase or compute, the longer).
-        Takes effect at the memory's current cycle (up to a driver window after the step's start)."""
+    def retune_threshold(self, dev: int, mark: tuple[int, int], t: int) -> tuple[int, int]:
+        """T3-MCA's dynamic threshold, re-estimated when a K step's reads issue (cycle t) from the memory
+        intensity observed since the previous step's did (`mark`: that cycle and the compute source's
+        accesses by then): the accesses enqueued in between over the cycles in between (mca_threshold).
+        Returns the new mark."""
+        tr = self.traffic[dev]
+        count = tr["gemm_read"] + tr["gemm_write"] + tr["gemm_update"]
+        thr = mca_threshold(self.p, count - mark[1], t - mark[0])
         ms = self.mems[dev]
-        S = ms.S
-        rd = self.spec.commands[self.spec.cmd("RD")].latency
-        resid = float(np.maximum(S.r_done[ids] - rd - S.r_enq[ids], 0).sum())
-        span = max(done - issued, compute_cycles, 1)
-        thr = dynamic_threshold(self.p, resid / (self.spec.channels * span), self.threshold_floor)
         if thr != ms.cf[CF_THRESH]:
             ms.set_threshold(thr)
-        self.thresholds.append(thr)
+        if dev == self.sim[0]:
+            self.thresholds.append(thr)
+        return t, count
 
     def stage_of(self, dev: int, chunk: int) -> int:
-        return (dev - 1 - chunk) % self.n
+        return stage_of(self.n, dev, chunk)
 
     def store(self, dev: int, tile: Tile, t: int, done: Callable[[int], None]) -> None:
         nacc = len(self.tile_requests("C", tile)[0])
@@ -513,7 +503,6 @@ class _Sim:
 
     # -- T3: updates, tracker, DMA ------------------------------------------------------------------------------
     def send_update(self, dev: int, tile: Tile, t: int, data: np.ndarray | None) -> None:
-        nbytes = tile.tm * tile.tn * self.gpu.dtype_bytes
         dst, dtile = self.next_of(dev, tile)
 
         def arrived(ta: int) -> None:
@@ -522,16 +511,16 @@ class _Sim:
                     self.C[dst][self._sl(dtile)] += data
                 self.count(dst, dtile, len(self.tile_requests("C", dtile)[0]), td)
             self.mem(dst, "comm", self.tile_requests("C", dtile), KIND_RMW, ta, updated, "rs_update")
-        self.link(dev, nbytes, t, arrived)
+        self.link(dev, tile, t, arrived)
 
     def program_trackers(self) -> None:
         for dev in self.sim:
             tr = self.trackers[dev]
             for s in range(1, self.n):
-                c = stage_chunk(self.n, dev, s)
-                for tile in self.chunks[c]:
-                    # one local update and one remote/DMA update of every access of the tile
-                    tr.expect((c, tile.index), 2 * len(self.tile_requests("C", tile)[0]))
+                for c in stage_chunks(self.n, dev, s, self.dirs):
+                    for tile in self.chunks[c]:
+                        # one local update and one remote/DMA update of every access of the tile
+                        tr.expect((c, tile.index), 2 * len(self.tile_requests("C", tile)[0]))
 
     def count(self, dev: int, tile: Tile, n: int, t: int) -> None:
         for key in self.trackers[dev].update((tile.chunk, tile.index), n, t):
@@ -552,8 +541,7 @@ class _Sim:
     # -- sequential reduce-scatter ----------------------------------------------------------------------------
     def start_rs(self, dev: int, t: int) -> None:
         """NCCL-like ring RS after the GEMM, pipelined per tile (module doc)."""
-        c0 = stage_chunk(self.n, dev, 0)
-        for tile in self.chunks[c0]:
+        for tile in (t for c in stage_chunks(self.n, dev, 0, self.dirs) for t in self.chunks[c]):
             def read(td: int, tile=tile) -> None:
                 data = self.C[dev][self._sl(tile)].copy() if self.functional else None
                 self.seq_send(dev, tile, td, data)
@@ -574,7 +562,7 @@ class _Sim:
                 else:
                     self.waiting.setdefault(dst, []).append(lambda tg: self.seq_reduce(dst, dtile, tg))
             self.mem(dst, "comm", self.tile_requests("R", dtile), KIND_WRITE, ta, wrote, "rs_write")
-        self.link(dev, tile.tm * tile.tn * self.gpu.dtype_bytes, t, arrived)
+        self.link(dev, tile, t, arrived)
 
     def seq_reduce(self, dev: int, tile: Tile, t: int) -> None:
         """The reduction kernel (on CUs): read the received copy and the local partial, add, then send the sum
@@ -648,9 +636,9 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
           "full_events": sum(t.full_events for t in sim.trackers.values()),
           "fired": sum(len(t.fired) for t in sim.trackers.values())}
     outputs = None
+    owned = owned_columns(shape.h, tp, sim.dirs)
     if functional:
-        bounds = chunk_bounds(shape.h, tp, COL_UNIT)
-        outputs = [sim.C[e][:, bounds[e][0]:bounds[e][1]].copy() for e in range(tp)]
+        outputs = [sim.C[e][:, owned[e]].copy() for e in range(tp)]
     run = SublayerRun(config=config, shape=shape, tp=tp, devices=devices, gemm_cycles=gemm,
                       rs_end_cycles=max(final_end, gemm), ag_s=collective_s(sim.ring, "all_gather", total_bytes),
                       spec=sim.spec, ring=sim.ring, traffic=traffic, commands=cmds, nmc_updates=sim.nmc_updates,
@@ -677,14 +665,20 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
     run.extra["mapping"] = sim.mapping
     if functional:
         run.extra["partials"] = sim.P
-        run.extra["chunk_bounds"] = chunk_bounds(shape.h, tp, COL_UNIT)
+        run.extra["owned_columns"] = owned
     return run
+
+
+def owned_columns(h: int, tp: int, directions: int) -> list[np.ndarray]:
+    """The output columns device d holds reduced at the end: its chunk d of each ring direction."""
+    bounds = chunk_bounds(h, tp * directions, COL_UNIT)
+    return [np.concatenate([np.arange(*bounds[d + k * tp]) for k in range(directions)]) for d in range(tp)]
 
 
 def rs_link_bound_s(run: SublayerRun) -> float:
     """Ring link bound of the reduce-scatter: N-1 steps of one hop latency plus a chunk's serialisation (the
-    largest chunk of the simulated shape)."""
-    cols = max(hi - lo for lo, hi in chunk_bounds(run.shape.h, run.tp, COL_UNIT))
+    largest chunk of the simulated shape; on a bidirectional ring each direction carries its own chunks)."""
+    cols = max(hi - lo for lo, hi in chunk_bounds(run.shape.h, run.tp * run.ring.directions, COL_UNIT))
     chunk_bytes = run.shape.tokens * cols * 2
     return (run.tp - 1) * (run.ring.hop_latency_s + chunk_bytes / run.ring.link_bytes_per_s)
 

@@ -50,16 +50,20 @@ class T3Config:
     configs: list[str] | str = opt(["sequential", "t3", "t3-mca"], "configurations simulated (ideal is derived "
                                    "from sequential)", choices=lambda: _t3("CONFIGS"))
     tracker_entries: int = opt(256, "tracker entries (tile-update counters) at the memory controller", minimum=1)
-    mca_threshold: int | str = opt("auto", "MCA: occupancy threshold; auto (the paper): estimated once from the "
-                                   "first stage's memory intensity; dynamic: re-estimated per K step from the "
-                                   "measured compute queue; or an integer", choices=("dynamic", "auto"), minimum=1)
+    mca_threshold: int | str = opt("dynamic", "MCA: occupancy threshold, the Little's-law queue entries of the GEMM's "
+                                   "memory intensity; dynamic: first from the first stage, then re-estimated per K "
+                                   "step from the observed intensity; auto: the first-stage estimate only; or an "
+                                   "integer", choices=("dynamic", "auto"), minimum=1)
     nmc_update: str = opt("command", "near-memory update: command (the standard's NMC update command, UPD/UPDA) "
                           "or rd_wr (RD + ALU + WR)", choices=("command", "rd_wr"))
     starvation_cap_cycles: int = opt(1000, "MCA: most cycles a source may starve", minimum=1)
-    mca_gate: str = opt("all", "MCA: what a held-back communication source may not issue: all its commands, or "
-                        "only row commands (ACT/PRE; it finishes accesses to rows it opened)", choices=("all", "row"))
+    mca_gate: str = opt("yield", "MCA: a held-back communication source issues nothing and its open rows yield to the "
+                        "compute source (yield), or it keeps them (all), or it still issues column commands to rows it "
+                        "opened (row)", choices=("yield", "all", "row"))
     window_cycles: int = opt(0, "agents' driver: 0 exact (the memory stops at each completion waited on); W > 0 the "
                              "windowed loop, completions acted on at W-cycle boundaries (approximate)", minimum=0)
+    ring_directions: int = opt(1, "reduce-scatter and all-gather on one direction of each ring link (1, NCCL's ring) or "
+                               "on both, half the columns each way (2)", minimum=1, maximum=2)
     memory_mapping: str | None = opt(None, "device address mapping with optional hash clauses (docs/traces.md), "
                                       "e.g. RoRaBgBaChCo for the unhashed layout; null: the preset's (hashed)")
 
@@ -142,7 +146,7 @@ class Setup:
 
 def setup(config: dict[str, Any]) -> Setup:
     """`config` resolved and typed: what `run_config` passes down."""
-    from archsim.interconnect.ring import load_ring
+    from archsim.systems.t3.params import load_t3_ring
     from archsim.systems.t3.shapes import sublayer_shape
     from archsim.workload.spec import load_model
 
@@ -152,14 +156,15 @@ def setup(config: dict[str, Any]) -> Setup:
     model = load_model(cfg["model"])
     variants = tuple(schema.variant(VARIANT_CONFIGS, c, cfg, "configs") for c in dict.fromkeys(cfg["configs"]))
     return Setup(model=model, shape=sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"]),
-                 tp=cfg["tp"], devices=cfg["devices"], params=params, ring=load_ring(params.ring_name, cfg["tp"]),
+                 tp=cfg["tp"], devices=cfg["devices"], params=params, ring=load_t3_ring(params, cfg["tp"]),
                  variants=variants, resolved=cfg)
 
 
 # preset key path -> the config key that overrides it for every configuration (the config's defaults are the
 # preset's); the keys of one configuration only are set per run from its sub-config (variant_params).
 # nmc_update is the memory's (every configuration's row records the update mode it had), so it is shared.
-PRESET_KEYS = {"driver.window_cycles": "window_cycles", "nmc.update": "nmc_update", "memory.mapping": "memory_mapping"}
+PRESET_KEYS = {"driver.window_cycles": "window_cycles", "nmc.update": "nmc_update", "memory.mapping": "memory_mapping",
+               "ring_directions": "ring_directions"}
 
 
 def load_params(cfg: dict[str, Any]) -> T3Params:

@@ -17,6 +17,7 @@ from archsim.systems.t3.sim import (
     dram_energy,
     expected_rs_accesses,
     nmc_energy_actions,
+    rs_link_bound_s,
     simulate_sublayer,
 )
 from archsim.systems.t3.tracker import Tracker
@@ -155,34 +156,40 @@ def test_tracker_random_streams_fire_once_when_complete():
 def test_fused_result_equals_sequential_and_numpy(functional_runs):
     seq = functional_runs["sequential"]
     partials = seq.extra["partials"]
+    bounds = seq.extra["chunk_bounds"]
     total = sum(partials.values())
     for c, run in functional_runs.items():
         for d in range(4):
-            np.testing.assert_array_equal(run.outputs[d], total[:, seq.extra["owned_columns"][d]], err_msg=c)
+            np.testing.assert_array_equal(run.outputs[d], total[:, bounds[d][0]:bounds[d][1]], err_msg=c)
             np.testing.assert_array_equal(run.outputs[d], seq.outputs[d])
 
 
 @pytest.mark.parametrize("devices", [4, 3])
-def test_bidirectional_ring_reduces_both_halves(params, devices):
-    """ring_directions 2: the columns' first half goes round the ring forwards, the second backwards, each in
-    N chunks; every device ends with its chunk of each half reduced (numpy), in every configuration, and the
-    reduce-scatter ends sooner than on one direction (half the bytes on each direction of each link)."""
+def test_bidirectional_ring_reduces_both_halves(devices):
+    """ring_directions 2: every column chunk's first half of the rows goes round the ring forwards, its second
+    half backwards; every device ends with its chunk reduced (numpy) in every configuration, from the same GEMM
+    tiles, and the reduce-scatter ends sooner than on one direction (half the bytes on each direction; the
+    preset's 32 channels, so the links bind the sequential reduce-scatter, not the memory)."""
     import dataclasses
 
+    params = load_params()
     bi = dataclasses.replace(params, ring_directions=2)
-    shape = SublayerShape("fc2_fwd", tokens=64, k=256, h=96 * devices)
-    one_way = simulate_sublayer(params, shape, devices, "sequential", functional=True)
+    shape = SublayerShape("fc2_fwd", tokens=256, k=256, h=96 * devices)
+    one_way = {c: simulate_sublayer(params, shape, devices, c, functional=True) for c in ("sequential", "t3")}
     runs = {c: simulate_sublayer(bi, shape, devices, c, functional=True) for c in CONFIGS}
     total = sum(runs["sequential"].extra["partials"].values())
+    bounds = runs["sequential"].extra["chunk_bounds"]
     for c, run in runs.items():
-        assert run.ring.directions == 2
+        assert run.ring.directions == 2 and len(run.final_tiles) == len(one_way["t3"].final_tiles)
         for d in range(devices):
-            cols = run.extra["owned_columns"][d]
-            assert len(cols) == shape.h // devices and len(np.unique(cols // (shape.h // 2))) == 2
-            np.testing.assert_array_equal(run.outputs[d], total[:, cols], err_msg=c)
-    seq = runs["sequential"]
-    assert seq.rs_end_cycles - seq.gemm_cycles < one_way.rs_end_cycles - one_way.gemm_cycles
-    assert seq.ag_s < one_way.ag_s
+            np.testing.assert_array_equal(run.outputs[d], total[:, bounds[d][0]:bounds[d][1]], err_msg=c)
+    seq, seq1 = runs["sequential"], one_way["sequential"]
+    assert seq.gemm_cycles == pytest.approx(seq1.gemm_cycles, rel=0.01)       # the same tiles, in another order
+    assert seq.rs_end_cycles - seq.gemm_cycles < seq1.rs_end_cycles - seq1.gemm_cycles
+    assert seq.ag_s < seq1.ag_s
+    assert rs_link_bound_s(seq) < rs_link_bound_s(seq1)
+    with pytest.raises(ConfigError, match="ring_directions"):
+        simulate_sublayer(bi, SublayerShape("fc2_fwd", tokens=128, k=256, h=96 * devices), devices, "t3")
 
 
 def test_every_dma_fires_once_per_tile_and_only_when_complete(params, functional_runs):

@@ -185,10 +185,11 @@ class _Sim:
         if devices == "one":
             if functional:
                 raise ConfigError("devices", "functional mode needs devices: all (every device's data differs)")
-            if len({tuple((t.tm, t.tn) for t in c) for c in self.chunks}) != 1:
-                # the relabelling needs equal chunks: pad d_model to a multiple of tp x directions x 16 columns
-                # (the padded columns are computed, stored and reduced like real ones; the run records it)
-                unit = COL_UNIT * tp * self.dirs
+            if any(len({tuple((t.tm, t.tn) for t in c) for c in self.chunks[k * tp:(k + 1) * tp]}) != 1
+                   for k in range(self.dirs)):
+                # the relabelling needs equal chunks: pad d_model to a multiple of tp x 16 columns (the padded
+                # columns are computed, stored and reduced like real ones; the run records the padding)
+                unit = COL_UNIT * tp
                 shape = SublayerShape(shape.name, shape.tokens, shape.k, math.ceil(shape.h / unit) * unit)
                 self.padded_from = self.shape.h
                 self.shape = shape
@@ -636,9 +637,9 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
           "full_events": sum(t.full_events for t in sim.trackers.values()),
           "fired": sum(len(t.fired) for t in sim.trackers.values())}
     outputs = None
-    owned = owned_columns(shape.h, tp, sim.dirs)
     if functional:
-        outputs = [sim.C[e][:, owned[e]].copy() for e in range(tp)]
+        bounds = chunk_bounds(shape.h, tp, COL_UNIT)
+        outputs = [sim.C[e][:, bounds[e][0]:bounds[e][1]].copy() for e in range(tp)]
     run = SublayerRun(config=config, shape=shape, tp=tp, devices=devices, gemm_cycles=gemm,
                       rs_end_cycles=max(final_end, gemm), ag_s=collective_s(sim.ring, "all_gather", total_bytes),
                       spec=sim.spec, ring=sim.ring, traffic=traffic, commands=cmds, nmc_updates=sim.nmc_updates,
@@ -662,24 +663,19 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
     per_chunk = [len(np.unique(np.concatenate([sim.tile_requests("C", t)[0] for t in tiles])))
                  for tiles in sim.chunks]
     run.extra["chunk_channels_min"], run.extra["chunk_channels_max"] = min(per_chunk), max(per_chunk)
+    run.extra["chunk_bytes_max"] = max(sum(t.tm * t.tn for t in tiles) for tiles in sim.chunks) * params.gpu.dtype_bytes
     run.extra["mapping"] = sim.mapping
     if functional:
         run.extra["partials"] = sim.P
-        run.extra["owned_columns"] = owned
+        run.extra["chunk_bounds"] = chunk_bounds(shape.h, tp, COL_UNIT)
     return run
-
-
-def owned_columns(h: int, tp: int, directions: int) -> list[np.ndarray]:
-    """The output columns device d holds reduced at the end: its chunk d of each ring direction."""
-    bounds = chunk_bounds(h, tp * directions, COL_UNIT)
-    return [np.concatenate([np.arange(*bounds[d + k * tp]) for k in range(directions)]) for d in range(tp)]
 
 
 def rs_link_bound_s(run: SublayerRun) -> float:
     """Ring link bound of the reduce-scatter: N-1 steps of one hop latency plus a chunk's serialisation (the
-    largest chunk of the simulated shape; on a bidirectional ring each direction carries its own chunks)."""
-    cols = max(hi - lo for lo, hi in chunk_bounds(run.shape.h, run.tp * run.ring.directions, COL_UNIT))
-    chunk_bytes = run.shape.tokens * cols * 2
+    largest chunk of the simulated shape; on a bidirectional ring each direction carries its own chunks, half
+    of the rows each)."""
+    chunk_bytes = run.extra["chunk_bytes_max"]
     return (run.tp - 1) * (run.ring.hop_latency_s + chunk_bytes / run.ring.link_bytes_per_s)
 
 

@@ -68,3 +68,19 @@ def test_gemm_dram_reads_by_hand(tiny_params):
     assert seq.extra["gemm_read_bytes"] == 112 * 32
     assert t3.extra["gemm_read_bytes"] == 96 * 32
     assert seq.extra["l2_lines_evicted_by_stores"] == 96 and t3.extra["l2_lines_evicted_by_stores"] == 0
+
+
+@pytest.mark.parametrize("config", ["sequential", "t3"])
+def test_l2_replay_gives_the_simulated_reads(config):
+    """_Sim.replay_l2 (the L2 alone, no memory: reports/t3's token sweep of GEMM reads) counts what a timed run
+    reads, on a shape of several waves and K steps whose outputs evict operands (a small L2)."""
+    from archsim.systems.t3.sim import _Sim
+
+    base = load_params(overrides={"memory.channels": 4, "memory.mapping": "RoRaBgBaChCo,Ch^Ro"})
+    # 960 KB: between a wave's operands (A 256 KB + its B columns 512 KB) and those plus its outputs (256 KB)
+    p = dataclasses.replace(base, gpu=dataclasses.replace(base.gpu, cus=8, l2_bytes=960 << 10))
+    shape = SublayerShape("fc2_fwd", tokens=256, k=512, h=1024)
+    run = simulate_sublayer(p, shape, 4, config, devices="one")
+    assert _Sim(p, shape, 4, config, devices="one").replay_l2() == run.traffic["gemm_read"]
+    other = _Sim(p, shape, 4, "t3" if config == "sequential" else "sequential", devices="one").replay_l2()
+    assert (run.traffic["gemm_read"] > other) == (config == "sequential")

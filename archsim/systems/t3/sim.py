@@ -391,13 +391,33 @@ class _Sim:
         k0, kw = self.kslices()[0]
         return len(self._step_reads(self.new_l2(), w, k0, kw)[0]), self.step_cycles(w, kw)
 
+    def gemm_steps(self, dev: int) -> tuple[list[list[Tile]], list[tuple[int, int, int]]]:
+        """The waves of device dev and its steps (wave, K offset, K width), in order."""
+        waves = self.waves(dev)
+        return waves, [(w, k0, kw) for w in range(len(waves)) for (k0, kw) in self.kslices()]
+
+    def replay_l2(self, dev: int = 0) -> int:
+        """The GEMM's DRAM read accesses from the L2 alone, without the memory: its accesses in the order the
+        run makes them (step i's reads after the stores of the wave that ended at step i - 2: step i's reads
+        wait for step i - 2's compute, whose end stores its wave; step i - 1's compute is still running), so
+        equal to a simulated run's `gemm_read` count."""
+        waves, steps = self.gemm_steps(dev)
+        l2 = self.new_l2()
+        n = 0
+        for i, (w, k0, kw) in enumerate(steps):
+            if self.config == "sequential" and i >= 2:
+                w2, k2, kw2 = steps[i - 2]
+                if k2 + kw2 >= self.shape.k:
+                    for t in waves[w2]:
+                        l2.store(self._tile_addr("C", t))
+            n += len(self._step_reads(l2, waves[w], k0, kw)[0])
+        return n
+
     def start_gemm(self, dev: int) -> None:
         """Steps = (wave, K step) in order; the reads of step i+1 are issued once step i's reads are done and
         step i-1's compute has freed its buffer (double buffering); a wave's tiles are stored after its last
         K step."""
-        waves = self.waves(dev)
-        ks = self.kslices()
-        steps = [(w, k0, kw) for w in range(len(waves)) for (k0, kw) in ks]
+        waves, steps = self.gemm_steps(dev)
         l2 = self.l2[dev]
         st = {"reads_done": {}, "comp_done": {}, "issued": {}, "stores_left": sum(len(w) for w in waves),
               "comp_end": 0, "mark": (0, 0)}

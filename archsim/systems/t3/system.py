@@ -248,8 +248,13 @@ def run_sublayer(su: Setup) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         key = c.replace("-", "_")
         stats[f"{key}_rs_s"] = next(row["rs_s"] for row in rows if row["config"] == c)
         stats[f"{key}_compute_stall_cycles"] = r.extra["compute_stall_cycles"]
+        stats[f"{key}_gemm_s"] = r.gemm_cycles * tck
+        stats[f"{key}_rs_end_s"] = r.rs_end_cycles * tck
+        # the GEMM's operand reads from DRAM (L2 misses; Sequential's output stores take L2 lines, T3's bypass)
+        stats[f"{key}_gemm_read_bytes"] = r.extra["gemm_read_bytes"]
+        stats[f"{key}_l2_read_miss_rate"] = r.extra["l2_read_miss_rate"]
         if r.extra["threshold_trajectory"]:
-            # MCA: the threshold per K step (one value with `auto`: the first-stage estimate)
+            # MCA: the threshold per K step (one value with `auto` or a fixed threshold)
             stats[f"{key}_threshold_trajectory"] = r.extra["threshold_trajectory"]
     if "sequential" in runs:
         base_stall = runs["sequential"].extra["compute_stall_cycles"]
@@ -257,6 +262,10 @@ def run_sublayer(su: Setup) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             if c != "sequential":
                 # stalls beyond the sequential GEMM's own (which runs with no communication traffic beside it)
                 stats[f"{c.replace('-', '_')}_comm_stall_cycles"] = r.extra["compute_stall_cycles"] - base_stall
+    if "sequential" in runs and "t3" in runs:
+        stats["gemm_read_ratio_sequential_vs_t3"] = (runs["sequential"].extra["gemm_read_bytes"]
+                                                     / runs["t3"].extra["gemm_read_bytes"])
+    stats["ring_directions"] = su.ring.directions
     stats["sim_wall_s"] = sum(r.wall_s for r in runs.values())
     stats["finite"] = all(math.isfinite(v) for v in stats.values() if isinstance(v, float))
     return stats, rows

@@ -83,6 +83,9 @@ def test_headline_and_its_resolution():
     assert ("below the model's resolution" in text) == c["mca_headline_is_none"]
     gemm = (sim.index.to_frame(index=False).merge(RES, on=KEYS))
     assert c["mca_gemm_shorter_rows"] == int((gemm["t3_mca_gemm_us"] < gemm["t3_gemm_us"]).sum())
+    assert c["ideal_over_t3_geomean"] == pytest.approx(_gm(RES["speedup_ideal"] / RES["speedup_t3"]) - 1)
+    assert c["paper_ideal_over_t3"] == pytest.approx(1.35 / 1.20 - 1)
+    assert c["t3_gemm_slowdown_geomean"] == pytest.approx(_gm(gemm["t3_gemm_us"] / gemm["sequential_gemm_us"]) - 1)
 
 
 def test_window_rows_converge():

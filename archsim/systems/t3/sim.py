@@ -185,15 +185,7 @@ class _Sim:
         if devices == "one":
             if functional:
                 raise ConfigError("devices", "functional mode needs devices: all (every device's data differs)")
-            if any(len({tuple((t.tm, t.tn) for t in c) for c in self.chunks[k * tp:(k + 1) * tp]}) != 1
-                   for k in range(self.dirs)):
-                # the relabelling needs equal chunks: pad d_model to a multiple of tp x 16 columns (the padded
-                # columns are computed, stored and reduced like real ones; the run records the padding)
-                unit = COL_UNIT * tp
-                shape = SublayerShape(shape.name, shape.tokens, shape.k, math.ceil(shape.h / unit) * unit)
-                self.padded_from = self.shape.h
-                self.shape = shape
-                self.chunks = chunk_tiles(shape, tp, self.gpu, self.dirs)
+            shape = self._pad_for_symmetry()
         self.devices = devices
         self.sim = list(range(tp)) if devices == "all" else [0]
         self.functional = functional
@@ -264,6 +256,21 @@ class _Sim:
             self.R = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
 
     # -- helpers ----------------------------------------------------------------------------------------------
+    def _pad_for_symmetry(self) -> SublayerShape:
+        """devices: one relabels a chunk as the next one along its ring direction, so a direction's chunks must
+        be equal: pad d_model to a multiple of tp x 16 columns where they are not (the padded columns are
+        computed, stored and reduced like real ones; the run records the padding). Returns the shape run."""
+        tp = self.n
+        if all(len({tuple((t.tm, t.tn) for t in c) for c in self.chunks[k * tp:(k + 1) * tp]}) == 1
+               for k in range(self.dirs)):
+            return self.shape
+        unit = COL_UNIT * tp
+        shape = self.shape
+        self.padded_from = shape.h
+        self.shape = SublayerShape(shape.name, shape.tokens, shape.k, math.ceil(shape.h / unit) * unit)
+        self.chunks = chunk_tiles(self.shape, tp, self.gpu, self.dirs)
+        return self.shape
+
     def cyc_gpu(self, gpu_cycles: float) -> int:
         return int(math.ceil(gpu_cycles / self.gpu.clock_hz / self.spec.tCK_s - 1e-9))
 

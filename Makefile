@@ -25,23 +25,31 @@ TOML   := import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))
 UV     := $(BIN)/uv
 INSTALL := $(UV) pip install -q --python $(BIN)/python --compile-bytecode
 NICE   ?= $(if $(WARM),nice -n 10)
+# Each step of the set-up runs under archsim.heartbeat (standard library only, the system's Python): it says what
+# it waits for at the start and every 10 s until the step ends (issue 35: a niced install under load was silent
+# for 472 s), so no step of `make setup` is silent for longer.
+BEAT   := PYTHONPATH="$(CURDIR)" $(PYTHON) -m archsim.heartbeat
 
 $(STAMP): pyproject.toml setup.py
-	$(PYTHON) -m venv --without-pip $(VENV)
-	$(PYTHON) -m pip --python $(BIN)/python install -q uv 2>/dev/null \
-	  || { $(PYTHON) -m venv --clear $(VENV) && $(BIN)/python -m pip install -q uv; }
-	$(INSTALL) $$($(PYTHON) -c '$(TOML); print(" ".join([r for r in d["project"]["dependencies"] \
+	@$(BEAT) "making the virtual environment $(VENV)" -- $(PYTHON) -m venv --without-pip $(VENV)
+	@$(BEAT) "installing uv (the installer) with the system's pip" -- sh -c '$(PYTHON) -m pip --python \
+	  $(BIN)/python install -q uv 2>/dev/null || { $(PYTHON) -m venv --clear $(VENV) && $(BIN)/python -m pip install -q uv; }'
+	@$(BEAT) "installing numba, numpy and PyYAML (all the kernel compile needs)" -- \
+	  $(INSTALL) $$($(PYTHON) -c '$(TOML); print(" ".join([r for r in d["project"]["dependencies"] \
 	  if r.split(">")[0].split("[")[0] in ("numpy", "numba", "pyyaml")] + d["build-system"]["requires"]))')
 	@if [ -n "$(WARM)" ]; then \
+	  echo "setup: compiling the channel kernels $(WARM) in the background (log: $(VENV)/warm.log; make demo and make test wait for it)"; \
 	  PYTHONPATH="$(CURDIR)" nohup $(BIN)/python -m archsim.warm $(WARM) --lock $(VENV)/warm.lock \
 	    >$(VENV)/warm.log 2>&1 & fi
-	$(NICE) $(INSTALL) --no-build-isolation -e .
-	touch $(STAMP)
+	@$(BEAT) "installing the other dependencies (pandas, matplotlib, pyarrow, ...) and archsim$(if $(NICE), at a lower priority than the compile)" -- \
+	  $(NICE) $(INSTALL) --no-build-isolation -e .
+	@touch $(STAMP)
 
 # pytest, pytest-xdist, hypothesis, ruff, radon: pyproject.toml's `test` extra
 $(TEST_STAMP): $(STAMP)
-	$(INSTALL) $$($(PYTHON) -c '$(TOML); print(" ".join(d["project"]["optional-dependencies"]["test"]))')
-	touch $(TEST_STAMP)
+	@$(BEAT) "installing the test tools (pytest, pytest-xdist, hypothesis, ruff, radon)" -- \
+	  $(INSTALL) $$($(PYTHON) -c '$(TOML); print(" ".join(d["project"]["optional-dependencies"]["test"]))')
+	@touch $(TEST_STAMP)
 
 setup: $(STAMP)
 
@@ -51,7 +59,8 @@ tools:
 	    || ! command -v yosys >/dev/null 2>&1; then \
 	  echo "installing iverilog, verilator and yosys from the OS packages"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq iverilog verilator yosys >/dev/null; \
+	  $(BEAT) "installing iverilog, verilator and yosys with apt-get" -- sh -c "$$SUDO apt-get update -qq && \
+	    $$SUDO apt-get install -y -qq iverilog verilator yosys >/dev/null"; \
 	fi
 
 # Main job on a built-in default: PIM-GPT decodes 64 tokens of GPT-2 small, then a report with figures.

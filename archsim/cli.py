@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "archsim.commands.isa",
     "archsim.commands.rtl",
     "archsim.commands.sweep",
+    "archsim.commands.study",
     "archsim.commands.report",
     "archsim.commands.config",
 ]

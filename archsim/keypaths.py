@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from archsim.registry import _KEYS, _SCHEMAS, names, resolve_config
@@ -118,7 +119,8 @@ def type_problem(value: Any, base_value: Any, where: str = "the base config") ->
     hint = ""
     if isinstance(value, str) and want in ("a number", "an integer"):
         try:
-            float(value)
+            if not math.isfinite(float(value)):
+                return f"must be a finite number, got {value!r}"
             hint = f" (YAML reads {value} as text: give the mantissa a dot and the exponent a sign, e.g. 1.0e+11)"
         except ValueError:
             pass
@@ -128,12 +130,14 @@ def type_problem(value: Any, base_value: Any, where: str = "the base config") ->
 def value_problem(key: str, value: Any, leaves: dict[str, Any], where: str | None = None) -> str | None:
     """Why `value` cannot be set at `key` (None if it can): the system's schema decides where it describes the
     key (type, allowed values, range), else the type of the current value (type_problem)."""
+    from archsim import schema
+
+    if not schema.finite(value):
+        return f"must be a finite number, got {value!r}"
     system = getattr(leaves, "system", "")
     cls = _SCHEMAS.get(system) if system else None
     spec = None
     if cls is not None:
-        from archsim import schema
-
         spec = schema.lookup(cls, key)
     if spec is not None and schema.section_of(spec.type) is None:
         return spec.problem(value)

@@ -48,9 +48,39 @@ def _stream_kind(path: Path) -> bool:
 
 
 def target(path: str | Path) -> Path:
-    """The path a write really lands on: symlinks followed (a dangling link: the file it would create)."""
+    """The path a write really lands on: symlinks followed (a dangling link: the file it would create). A link
+    that leads back to itself is an OutputError: writing there would replace the link by a file."""
     p = Path(path).expanduser()
-    return Path(os.path.realpath(p)) if p.is_symlink() else p
+    if not p.is_symlink():
+        return p
+    try:
+        os.stat(p)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(f"{path}: cannot write: a symbolic link that leads back to itself (a loop); "
+                              "remove it or name another file") from None
+    return Path(os.path.realpath(p))
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two output paths name the same file (after symlinks; "-" is standard output)."""
+    if STDOUT in (str(a), str(b)):
+        return str(a) == str(b)
+    return os.path.realpath(os.path.abspath(Path(a).expanduser())) == \
+        os.path.realpath(os.path.abspath(Path(b).expanduser()))
+
+
+def check_distinct(paths: dict[str, str | Path | None], inputs: dict[str, str | Path | None] | None = None) -> None:
+    """Refuse two outputs that name one file, or an output that names an input (`paths`, `inputs`: option ->
+    path, None when not given): the second write would silently replace the first, or the input."""
+    given = [(opt, p) for opt, p in paths.items() if p is not None]
+    for i, (opt_a, a) in enumerate(given):
+        for opt_b, b in given[i + 1:]:
+            if same_file(a, b):
+                raise OutputError(f"{opt_a} {a} and {opt_b} {b} name the same file; give each output its own")
+        for opt_b, b in (inputs or {}).items():
+            if b is not None and str(b) != STDOUT and same_file(a, b):
+                raise OutputError(f"{opt_a} {a} names {opt_b} {b} too: writing it would replace that input")
 
 
 def _first_existing(p: Path) -> Path:

@@ -20,6 +20,8 @@ from typing import Any
 DELAY_S = 2.0      # runs shorter than this show no progress line
 EVERY_S = 0.5
 
+_HELD = threading.Event()      # set while another status line (a kernel compile's) has the terminal
+
 _state: dict[str, Any] = {"what": "", "done": 0, "total": None, "simulated_s": None, "detail": "", "t0": None}
 
 
@@ -70,6 +72,16 @@ def _clock(seconds: float) -> str:
 
 
 @contextlib.contextmanager
+def held() -> Iterator[None]:
+    """The run's status line is not drawn while the block runs (another one, a kernel compile's, is)."""
+    _HELD.set()
+    try:
+        yield
+    finally:
+        _HELD.clear()
+
+
+@contextlib.contextmanager
 def live(label: str, enabled: bool, stream: Any = None) -> Iterator[None]:
     """Redraw the status line every EVERY_S seconds while the block runs (if enabled); clear it at the end."""
     _state.update(what="", done=0, total=None, simulated_s=None, detail="", t0=None)
@@ -86,10 +98,11 @@ def live(label: str, enabled: bool, stream: Any = None) -> Iterator[None]:
             return
         while True:
             width = shutil.get_terminal_size((100, 20)).columns
-            with contextlib.suppress(OSError, ValueError):
-                stream.write("\r" + line(label, time.monotonic() - t0, width).ljust(width - 1))
-                stream.flush()
-                drawn[0] = True
+            if not _HELD.is_set():
+                with contextlib.suppress(OSError, ValueError):
+                    stream.write("\r" + line(label, time.monotonic() - t0, width).ljust(width - 1))
+                    stream.flush()
+                    drawn[0] = True
             if stop.wait(EVERY_S):
                 return
 

@@ -98,17 +98,11 @@ def load_result(path: str | Path) -> Result:
     """Read a run written by `Result.write_json` (`--json FILE`) back into a Result: stats, df (the
     "table" rows), manifest and the named extra tables. `extra` (in-memory objects) is not saved, so it
     comes back empty. Raises UserError naming the file for missing files and anything else."""
+    from archsim.config import MAX_RESULT_BYTES, read_json
     from archsim.errors import UserError
 
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: result file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read result file ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    data = read_json(path, "result file", MAX_RESULT_BYTES)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object with stats, table and manifest (as written by --json)")
     for key, kind in (("stats", dict), ("table", list), ("manifest", dict)):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, is_dataclass
@@ -209,9 +210,10 @@ class Key:
 
     def bounds(self) -> str:
         parts = []
+        integer = int in _members(self.type)
         for word, bound in ((">=", self.minimum), (">", self.above), ("<=", self.maximum), ("<", self.below)):
             if bound is not None:
-                parts.append(f"{word} {bound:g}")
+                parts.append(f"{word} {int(bound)}" if integer and float(bound).is_integer() else f"{word} {bound:g}")
         if self.power_of_two:
             parts.append("a power of two")
         return " and ".join(parts)
@@ -242,6 +244,8 @@ class Key:
         """Why `value` is not allowed here (None if it is)."""
         if value is None and self.nullable():
             return None
+        if not finite(value):     # nan and inf pass every comparison test a bound makes
+            return f"must be {self.kind()}: a finite number, got {value!r}"
         allowed = self.allowed()
         if allowed is not None:
             items = value if isinstance(value, list) and any(get_origin(m) is list for m in _members(self.type)) \
@@ -299,6 +303,17 @@ class Key:
                                                                    if self.optional else "")
 
 
+def finite(value: Any) -> bool:
+    """False for a float that is nan or infinite (anywhere inside a list or mapping), True otherwise."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(finite(v) for v in value)
+    if isinstance(value, dict):
+        return all(finite(v) for v in value.values())
+    return True
+
+
 def _show(value: Any) -> str:
     if value is None:
         return "null"
@@ -316,7 +331,8 @@ def _show(value: Any) -> str:
 def _number_hint(tp: Any, value: Any) -> str:
     if isinstance(value, str) and any(m in (int, float) for m in _members(tp)):
         try:
-            float(value)
+            if not math.isfinite(float(value)):
+                return " (a finite number)"
         except ValueError:
             return ""
         return " (YAML reads it as text: write 1.0e+9, or give it with --set, which reads 1e9 as a number)"

@@ -8,7 +8,7 @@ A stat's unit is read from the end of its name, longest suffix first:
     _pj_per_bit              energy per bit    _w, _mw              power
     _bytes                   bytes (SI)        _GBps, _bytes_per_s  bandwidth
     _hz                      frequency         _cycles, cycles      cycles (thousands separators)
-    _pct, _pct_of_peak       percent           _util, _rate, _fraction, _share   a 0..1 ratio, as percent
+    _pct, _pct_of_peak       percent           _util, _rate, _fraction, _share, utilisation   a 0..1 ratio, as %
     _per_s                   a rate ("tokens_per_s" -> "tokens / s")
     speedup*                 a factor ("3.20x")
 
@@ -23,7 +23,7 @@ from typing import Any
 from archsim.units import fmt_bandwidth, fmt_energy, fmt_si, fmt_time
 
 # (suffix, label suffix, formatter); the first matching suffix wins, so longer ones come first
-_RATIO = ("_util", "_rate", "_fraction", "_share")
+_RATIO = ("_util", "_rate", "_fraction", "_share", "utilisation", "utilization")
 _SIM = ("wall_s", "sim_wall_s", "sim_kernel_s", "sim_compile_s", "kernel_wall_s", "cycles_per_s")
 
 
@@ -84,6 +84,34 @@ def label(key: str) -> str:
     return k.replace("_", " ")
 
 
+# How a number with each declared unit is written (the unit comes from the stat's name, unit_of).
+def _percent(pct: float) -> str:
+    """One decimal, but never a small share shown as 0.0 % (a GEMM's array busy 0.012 % of the time)."""
+    return f"{pct:.1f} %" if pct == 0 or abs(pct) >= 0.1 or not math.isfinite(pct) else f"{pct:.2g} %"
+
+
+_UNIT_FORMAT: dict[str, Any] = {
+    "s": fmt_time,
+    "ms": lambda v: fmt_time(v * 1e-3),
+    "ns": lambda v: fmt_time(v * 1e-9),
+    "ps": lambda v: fmt_time(v * 1e-12),
+    "j": fmt_energy,
+    "pj": lambda v: fmt_energy(v * 1e-12),
+    "pj_per_bit": lambda v: f"{v:.3g} pJ/bit",
+    "w": lambda v: fmt_si(v, "W"),
+    "mw": lambda v: fmt_si(v * 1e-3, "W"),
+    "bytes": lambda v: fmt_si(v, "B"),
+    "gbps": lambda v: fmt_bandwidth(v * 1e9),
+    "bandwidth": fmt_bandwidth,
+    "hz": lambda v: fmt_si(v, "Hz"),
+    "pct": lambda v: _percent(v),
+    "ratio": lambda v: _percent(100 * v),
+    "factor": lambda v: f"{v:.2f}x",
+    "cycles": lambda v: f"{int(v):,} cycles" if v.is_integer() else f"{v:,.1f} cycles",
+    "per_s": lambda v: _plain(v, integer=False),
+}
+
+
 def format_value(key: str, value: Any) -> str:
     """A stat's value with the unit its name declares."""
     if isinstance(value, dict):
@@ -95,38 +123,9 @@ def format_value(key: str, value: Any) -> str:
     if v is None:
         return "-" if value is None else str(value)
     unit = unit_of(key)
-    integer = isinstance(value, int) or (v.is_integer() and abs(v) < 1e15 and unit in ("cycles", ""))
-    if unit == "s":
-        return fmt_time(v)
-    if unit in ("ms", "ns", "ps"):
-        return fmt_time(v * {"ms": 1e-3, "ns": 1e-9, "ps": 1e-12}[unit])
-    if unit == "j":
-        return fmt_energy(v)
-    if unit == "pj":
-        return fmt_energy(v * 1e-12)
-    if unit == "pj_per_bit":
-        return f"{v:.3g} pJ/bit"
-    if unit in ("w", "mw"):
-        return fmt_si(v * (1e-3 if unit == "mw" else 1), "W")
-    if unit == "bytes":
-        return fmt_si(v, "B")
-    if unit == "gbps":
-        return fmt_bandwidth(v * 1e9)
-    if unit == "bandwidth":
-        return fmt_bandwidth(v)
-    if unit == "hz":
-        return fmt_si(v, "Hz")
-    if unit == "pct":
-        return f"{v:.1f} %"
-    if unit == "ratio":
-        return f"{100 * v:.1f} %"
-    if unit == "factor":
-        return f"{v:.2f}x"
-    if unit == "cycles":
-        return f"{int(v):,} cycles" if v.is_integer() else f"{v:,.1f} cycles"
-    if unit == "per_s":
-        return _plain(v, integer=False)
-    return _plain(v, integer)
+    if unit in _UNIT_FORMAT:
+        return _UNIT_FORMAT[unit](v)
+    return _plain(v, isinstance(value, int) or (v.is_integer() and abs(v) < 1e15 and unit == ""))
 
 
 def summary_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:

@@ -165,7 +165,12 @@ def warm_side_by_side(names: list[str], jobs: int) -> dict[str, float]:
     pending = variant_groups(names)
     running: list[tuple[str, float, subprocess.Popen]] = []
     out: dict[str, float] = {}
+    t0 = said = time.monotonic()
     while pending or running:
+        if time.monotonic() - said >= HEARTBEAT_S and running:
+            said = time.monotonic()
+            print(f"archsim.warm: compiling {', '.join(r[0] for r in running)} ({said - t0:.0f} s; {len(out)} of "
+                  f"{len(out) + len(running) + len(pending)} kernel variants done)", file=sys.stderr, flush=True)
         while pending and len(running) < jobs:
             group = pending.pop(0)
             proc = subprocess.Popen([sys.executable, "-m", "archsim.warm", "--one-process", *group])
@@ -177,6 +182,25 @@ def warm_side_by_side(names: list[str], jobs: int) -> dict[str, float]:
             if item[2].returncode:        # the job then compiles it itself: say so, do not stop the others
                 print(f"archsim.warm: warming {item[0]} failed (exit {item[2].returncode})", file=sys.stderr)
     return out
+
+
+HEARTBEAT_S = 10.0     # the longest a wait or a compile goes without a line (issue 35, `make setup` / `make test`)
+
+
+def _lock_saying(fh: Any, waiting_for: str) -> None:
+    """Take the lock on `fh`; while another process holds it, say so every HEARTBEAT_S seconds."""
+    t0 = time.monotonic()
+    said = t0 - HEARTBEAT_S
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            now = time.monotonic()
+            if now - said >= HEARTBEAT_S:
+                print(f"archsim.warm: {waiting_for} ({now - t0:.0f} s)", file=sys.stderr, flush=True)
+                said = now
+            time.sleep(0.2)
 
 
 def _cpu_seconds() -> float:
@@ -211,11 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.wait:
         if lock.exists():
             with lock.open("a") as fh:
-                fcntl.flock(fh, fcntl.LOCK_EX)
+                _lock_saying(fh, f"waiting for the channel kernel compile started at set-up (log: "
+                                 f"{lock.with_name('warm.log')})")
         return 0
     lock.parent.mkdir(parents=True, exist_ok=True)
     with lock.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        _lock_saying(fh, "waiting for another warm-up of the channel kernels to finish")
         t0 = _cpu_seconds()
         took = warm(a.kernels or ["pimgpt"], jobs=a.jobs)
         print("archsim.warm: " + ", ".join(f"{k} {s:.1f} s" for k, s in took.items())

@@ -57,6 +57,13 @@ def _files(tmp: Path) -> None:
     (tmp / "t3-mapping.yaml").write_text("memory_mapping: RoRaBgBaChCo,Ch9^Ad16\n")
     (tmp / "pimgpt-layout.yaml").write_text("mapping_overrides: {weights: {layout: bogus}}\n")
     (tmp / "othersystem.yaml").write_text("system: t3\n")
+    study = ("name: s\nsystems: [pimgpt]\nmodels: [gpt3-7b]\nmemory: [hbm2 x 4]\nbatch: [1]\ninput_len: 16\n"
+             "output_len: 4\ntp: [1]\n")
+    (tmp / "ok-study.yaml").write_text(study)
+    (tmp / "key-study.yaml").write_text(study + "designs: [bogus]\n")
+    (tmp / "system-study.yaml").write_text(study.replace("[pimgpt]", "[bogus]"))
+    (tmp / "memory-study.yaml").write_text(study.replace("hbm2 x 4", "hbm9 x 4"))
+    (tmp / "batch-study.yaml").write_text(study.replace("batch: [1]", "batch: [-3]"))
     (tmp / "emptyaxis-sweep.yaml").write_text(SWEEP_OK.replace("[open, closed]", "[]"))
     (tmp / "baseline-notaxis-sweep.yaml").write_text(
         SWEEP_OK + "metrics: {m: {expr: cycles / baseline.cycles, baseline: {channels: 2}}}\n")
@@ -66,6 +73,32 @@ def _files(tmp: Path) -> None:
     (tmp / "seed-sweep.yaml").write_text(SWEEP_OK + "seed: many\n")
     (tmp / "imports-sweep.yaml").write_text(SWEEP_OK + "imports: [no_such_module_xyz]\n")
     (tmp / "dupkey-sweep.yaml").write_text(SWEEP_OK + "name: again\n")
+    # issue 35: hostile files (small versions here; the full-size ones run in a subprocess, HOSTILE below)
+    (tmp / "laughs.yaml").write_text(LAUGHS)
+    (tmp / "selfref.yaml").write_text("a: &x\n  b: *x\n")
+    (tmp / "deep.yaml").write_text("".join(" " * i + f"k{i}:\n" for i in range(70)) + " " * 70 + "v\n")
+    (tmp / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp / "nul.yaml").write_bytes(b"tokens: 1\n\0\n")
+    (tmp / "nul.trace").write_bytes(b"LD 0x100\n\0\0\n")
+    (tmp / "ok.trace").write_text("LD 0x100\nST 0x200\n")
+    (tmp / "longaddr.trace").write_text("LD " + "1" * 10_000 + "\n")
+    (tmp / "longstamp.trace").write_text("0x100 READ " + "7" * 10_000 + "\n")
+    (tmp / "tokens.yaml").write_text("tokens: 1\n")
+    (tmp / "nan-sweep.yaml").write_text(SWEEP_OK.replace("controller.row_policy: [open, closed]",
+                                                         "dram.timing.nRCD: [20, .nan]"))
+    (tmp / "inf-sweep.yaml").write_text(SWEEP_OK.replace("controller.row_policy: [open, closed]",
+                                                         "controller.write_high_watermark: [0.5, .inf]"))
+    (tmp / "grid-sweep.yaml").write_text(SWEEP_OK.replace("controller.row_policy: [open, closed]",
+                                                          f"trace.requests: {list(range(100, 140))}, "
+                                                          f"controller.read_queue: {list(range(1, 41))}"))
+    (tmp / "huge-prompt.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,1000000000000,1\n")
+    for name, to in (("loop1", "loop2"), ("loop2", "loop1"), ("self", "self")):
+        (tmp / name).symlink_to(to)
+
+
+# 342 bytes of nested aliases that expand to 9^9 values ("billion laughs")
+LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{c}: &{c} [{','.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
 
 
 T = ["trace", "synthetic:random:100"]
@@ -83,6 +116,9 @@ CASES: dict[str, list[str]] = {
     "trace queue negative": [*T, "--queue", "-4"],
     "trace channels 0": [*T, "--channels", "0"],
     "trace unknown preset": [*T, "--preset", "DDR9"],
+    "trace drampower log of HBM2": [*T, "--preset", "HBM2_2Gbps_PC", "--log", "x.csv", "--log-format", "drampower"],
+    "trace drampower log without --log": [*T, "--log-format", "drampower"],
+    "trace drampower log of 2 channels": [*T, "--channels", "2", "--log", "x.csv", "--log-format", "drampower"],
     "trace bad mapping": [*T, "--address-mapping", "XYZ"],
     "trace negative timing": [*T, "--set", "dram.timing.nRCD=-3"],
     "trace unknown key": [*T, "--set", "dram.timing.nRCDX=3"],
@@ -258,7 +294,89 @@ CASES: dict[str, list[str]] = {
     "isa show a broken spec": ["isa", "show", "bad.yaml"],
     "report out is a file": ["report", "nomanifest.json", "-o", "afile"],
     "report not utf-8": ["report", "latin1.json", "-o", "rep"],
+    # issue 35: hostile files bounded, numbers in range before the kernel, no silent conflicts
+    "run config billion laughs": [*R, "--config", "laughs.yaml"],
+    "run config alias refers to itself": [*R, "--config", "selfref.yaml"],
+    "run config nested 70 deep": [*R, "--config", "deep.yaml"],
+    "run config /dev/zero": [*R, "--config", "/dev/zero"],
+    "run config with NUL bytes": [*R, "--config", "nul.yaml"],
+    "run from-json /dev/zero": ["run", "--from-json", "/dev/zero"],
+    "run from-json nested 100,000 deep": ["run", "--from-json", "deep.json"],
+    "run asic clock nan": [*R, "--set", "asic_clock_hz=nan"],
+    "run asic clock inf": [*R, "--set", "asic_clock_hz=inf"],
+    "run asic clock beyond the range": [*R, "--set", "asic_clock_hz=1e16"],
+    "run timing beyond the kernel's range": [*R, "--set", "dram.timing.nRCDRD=4294967296"],
+    "run timing nan": [*R, "--set", "dram.timing.nRCDRD=nan"],
+    "run tCK infinite": [*R, "--set", "dram.timing.tCK_ps=.inf"],
+    "run channels beyond the limit": [*R, "--channels", "8192"],
+    "run flag and --set disagree": [*R[:5], "--tokens", "2", "--set", "tokens=3"],
+    "run --set twice, two values": [*R[:5], "--no-baselines", "--set", "tokens=2", "--set", "tokens=3"],
+    "run --no-baselines and --set baselines": [*R, "--set", "baselines=[t4]"],
+    "run json and csv one file": [*R, "--json", "x.json", "--csv", "x.json"],
+    "run json and csv one file by two names": [*R, "--json", "x.json", "--csv", "./x.json"],
+    "run json is the --config input": [*R, "--config", "tokens.yaml", "--json", "tokens.yaml"],
+    "run json is a looping symlink": [*R, "--json", "loop1"],
+    "run json is a symlink to itself": [*R, "--csv", "self"],
+    "run neupims batch beyond the limit": ["run", "--system", "neupims", "--set", "batch=1000000"],
+    "run neupims a request of 10^12 tokens": ["run", "--system", "neupims", "--mode", "serving", "--set", "layers=1",
+                                              "--set", "dataset=huge-prompt.csv", "--set", "requests=1"],
+    "run duplex requests beyond the limit": ["run", "--system", "duplex", "--set", "requests=1000000"],
+    "run t3 tokens beyond the limit": ["run", "--system", "t3", "--set", "tokens=1000000000"],
+    "run dram-trace requests beyond the limit": ["run", "--system", "dram-trace", "--set", "trace.kind=random",
+                                                 "--set", "trace.requests=100000000000"],
+    "run dram-trace queue beyond the limit": ["run", "--system", "dram-trace", "--set", "trace.kind=random",
+                                              "--set", "trace.requests=10", "--set", "controller.read_queue=100000"],
+    "trace channels beyond the limit": [*T, "--channels", "1048576"],
+    "trace queue beyond the limit": [*T, "--queue", "100000"],
+    "trace synthetic count beyond the limit": ["trace", "synthetic:random:100000000000"],
+    "trace synthetic count of 5,000 digits": ["trace", "synthetic:random:" + "9" * 5000],
+    "trace address of 10,000 digits": ["trace", "longaddr.trace"],
+    "trace time stamp of 10,000 digits": ["trace", "longstamp.trace"],
+    "trace /dev/zero": ["trace", "/dev/zero"],
+    "trace with NUL bytes": ["trace", "nul.trace"],
+    "trace config billion laughs": [*T, "--config", "laughs.yaml"],
+    "trace row policy flag and --set disagree": [*T, "--row-policy", "open", "--set", "controller.row_policy=closed"],
+    "trace queue flag and --set disagree": [*T, "--queue", "8", "--set", "controller.read_queue=16"],
+    "trace channels flag and --set disagree": [*T, "--channels", "2", "--set", "dram.org.channels=4"],
+    "trace json and log one file": [*T, "--json", "out.json", "--log", "out.json"],
+    "trace json is the trace": ["trace", "ok.trace", "--json", "ok.trace"],
+    "trace tCK beyond the range": [*T, "--set", "dram.timing.tCK_ps=10000000"],
+    "trace timing in ns infinite": [*T, "--set", "dram.timing.tRFC_ns=.inf"],
+    "trace timing beyond the kernel's range": [*T, "--set", "dram.timing.nRCD=2000000"],
+    "trace frontend width beyond the limit": [*T, "--set", "controller.frontend_width=100000"],
+    "sweep nan on an axis": ["sweep", "nan-sweep.yaml", "-o", "res"],
+    "sweep inf on an axis": ["sweep", "inf-sweep.yaml", "-o", "res"],
+    "sweep grid above the point limit": ["sweep", "grid-sweep.yaml", "-o", "res"],
+    "sweep max-points 0": ["sweep", "ok-sweep.yaml", "-o", "res", "--max-points", "0"],
+    "sweep file billion laughs": ["sweep", "laughs.yaml", "-o", "res"],
+    "sweep file /dev/zero": ["sweep", "/dev/zero", "-o", "res"],
+    "check-log channels beyond the limit": ["check-log", "badcmd.csv", "--preset", "DDR4_3200AA_x8_8Gb",
+                                            "--channels", "8192"],
+    "check-log channels flag and --set disagree": ["check-log", "badcmd.csv", "--preset", "DDR4_3200AA_x8_8Gb",
+                                                   "--channels", "2", "--set", "dram.org.channels=4"],
+    "check-log /dev/zero": ["check-log", "/dev/zero", "--preset", "DDR4_3200AA_x8_8Gb"],
+    "isa asm output is the input": ["isa", "asm", "good.s", "-o", "good.s"],
+    "isa asm /dev/zero": ["isa", "asm", "/dev/zero", "-o", "out.hex"],
+    "isa show billion laughs": ["isa", "show", "laughs.yaml"],
+    "report out is the input": ["report", "nomanifest.json", "-o", "nomanifest.json"],
+    "report input nested 100,000 deep": ["report", "deep.json", "-o", "rep"],
+    "compile json is the output folder": ["compile", "--model", "gpt2-small", "-o", "out", "--json", "out"],
+    "compile channels beyond the limit": ["compile", "--model", "gpt2-small", "--channels", "8192", "-o", "out"],
+    "config show flag and --set disagree": ["config", "show", "--system", "pimgpt", "--tokens", "2",
+                                            "--set", "tokens=3"],
+    "config show asic clock nan": ["config", "show", "--system", "pimgpt", "--set", "asic_clock_hz=nan"],
+    "study file billion laughs": ["study", "laughs.yaml", "-o", "out"],
+    "study file /dev/zero": ["study", "/dev/zero", "-o", "out"],
+    # study (issue 37)
+    "study missing file": ["study", "nope.yaml", "-o", "res"],
+    "study bad yaml": ["study", "bad.yaml", "-o", "res"],
+    "study unknown key": ["study", "key-study.yaml", "-o", "res"],
+    "study unknown design": ["study", "system-study.yaml", "-o", "res"],
+    "study unknown memory": ["study", "memory-study.yaml", "-o", "res"],
+    "study batch negative": ["study", "batch-study.yaml", "-o", "res"],
+    "study out is a file": ["study", "ok-study.yaml", "-o", "afile"],
 }
+ISSUE35_CASES = 66       # the issue-35 block above: the harness grew by these
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -292,7 +410,7 @@ def test_the_harness_covers_every_subcommand():
     covered = {argv[0] for argv in CASES.values()}
     commands = {m.rsplit(".", 1)[1].replace("_", "-") for m in COMMAND_MODULES} - {"rtl"}   # rtl: tools
     assert commands <= covered, f"subcommands without a bad-input case: {sorted(commands - covered)}"
-    assert len(CASES) >= 167, f"{len(CASES)} bad-input kinds; the harness must not shrink"
+    assert len(CASES) >= 167 + ISSUE35_CASES, f"{len(CASES)} bad-input kinds; the harness must not shrink"
 
 
 def test_output_failure_is_one_line_after_a_run(tmp_path, capsys, monkeypatch):
@@ -328,3 +446,95 @@ def test_a_bad_mapping_is_reported_where_the_user_set_it(argv, where, tmp_path, 
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert where in err and "presets/" not in err and "mappings/" not in err, err
+
+
+# ---- issue 35: hostile inputs at full size, each in its own process: it must end within seconds, in one line
+# and exit 2, in bounded memory (a hang or a read of everything would show here, not hang the suite).
+def _hostile_files(tmp: Path) -> None:
+    import gzip
+
+    (tmp / "laughs.yaml").write_text(LAUGHS)
+    (tmp / "ten-mb-line.trace").write_text("LD " + "1" * 10_000_000 + "\n")
+    # a gzip bomb: 1.1 GiB of trace text in ~1 MB, as 17 copies of one 64 MiB member (gzip reads them as one)
+    member = gzip.compress(b"LD 0x10\n" * (8 << 20), compresslevel=9)
+    (tmp / "bomb.trace.gz").write_bytes(member * 17)
+    (tmp / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    grid = {"trace.requests": list(range(100, 200)), "controller.read_queue": list(range(1, 101))}
+    (tmp / "huge-sweep.yaml").write_text(SWEEP_OK.replace("controller.row_policy: [open, closed]",
+                                                          ", ".join(f"{k}: {v}" for k, v in grid.items())))
+
+
+HOSTILE: dict[str, tuple[list[str], int]] = {   # name: (argv, peak memory allowed in MB)
+    "a 342-byte billion laughs as --config": ([*T, "--config", "laughs.yaml"], 600),
+    "--config /dev/zero": ([*T, "--config", "/dev/zero"], 600),
+    "a trace of /dev/zero": (["trace", "/dev/zero"], 600),
+    "a trace line of 10 MB": (["trace", "ten-mb-line.trace"], 600),
+    "a gzip bomb of 1.1 GiB": (["trace", "bomb.trace.gz"], 1600),
+    "--channels 1048576": ([*T, "--channels", "1048576"], 600),
+    "synthetic:random:10^11": (["trace", "synthetic:random:100000000000"], 600),
+    "a 10,000-point sweep": (["sweep", "huge-sweep.yaml", "-o", "res"], 600),
+    "--from-json nested 100,000 deep": (["run", "--from-json", "deep.json"], 600),
+}
+HOSTILE_TIMEOUT_S = 90      # "within seconds": ~5 s idle; this bounds a loaded machine, and catches a hang
+
+# peak memory from /proc/self/status VmHWM, the high-water mark of this process's own address space: getrusage's
+# ru_maxrss survives exec on Linux, so it reported the forking pytest worker's size (679 MB in a full run)
+_RUN_ONE = """
+import json, sys
+from archsim.cli import main
+try:
+    code = main(sys.argv[2:])
+except SystemExit as exc:
+    code = exc.code
+hwm_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+json.dump({"code": code, "maxrss_mb": hwm_kb / 1024}, open(sys.argv[1], "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def hostile_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("hostile")
+    _hostile_files(d)
+    return d
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_input_ends_in_one_line_within_seconds_in_bounded_memory(name, hostile_dir, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    argv, max_mb = HOSTILE[name]
+    for f in hostile_dir.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    out = tmp_path / "outcome.json"
+    env = {**os.environ, "CI": "true"}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", _RUN_ONE, str(out), *argv], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=HOSTILE_TIMEOUT_S)
+    took = time.monotonic() - t0
+    outcome = json.loads(out.read_text())
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert outcome["code"] == 2 and len(errors) == 1 and "Traceback" not in proc.stderr, (name, proc.stderr)
+    assert outcome["maxrss_mb"] < max_mb, f"{name}: peak memory {outcome['maxrss_mb']:.0f} MB"
+    assert not (tmp_path / "res").exists() or not any((tmp_path / "res").iterdir()), f"{name}: left results"
+    print(f"{name}: exit 2 in {took:.1f} s, peak {outcome['maxrss_mb']:.0f} MB: {errors[0][:100]}")
+
+
+def test_an_empty_config_runs_the_defaults_with_a_note(tmp_path, capsys, monkeypatch):
+    """An empty or comment-only --config changes nothing: the run goes on, and says so (issue 35)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CI", "true")
+    for text in ("", "# only a comment\n", "{}\n"):
+        (tmp_path / "c.yaml").write_text(text)
+        assert main(["config", "show", "--system", "pimgpt", "--config", "c.yaml"]) == 0
+        err = capsys.readouterr().err
+        assert "note: --config c.yaml holds no keys" in err and "error" not in err, err
+
+
+def test_same_value_from_a_flag_and_a_set_is_no_conflict(capsys):
+    """Only different values conflict: `--tokens 2 --set tokens=2` (and 1e9 written two ways) is one value."""
+    assert main(["config", "show", "--system", "pimgpt", "--tokens", "2", "--set", "tokens=2",
+                 "--asic-clock-hz", "1e9", "--set", "asic_clock_hz=1.0e+9"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens: 2" in out and "asic_clock_hz: 1000000000.0" in out

@@ -110,7 +110,7 @@ def _value_for(key: schema.Key):
     if int in members:
         return 2 if key.power_of_two else int(key.minimum or 1)
     if float in members:
-        return 2.5
+        return max(2.5, key.minimum or 0)
     # a value the system checks with the config must be a valid one (t3's memory_mapping is parsed at once)
     return {"preset": "NeuPIMs_HBM2_Single", "mapping": "npu_pim",
             "memory_mapping": "RoRaBgBaChCo"}.get(key.path, "x")
@@ -166,7 +166,7 @@ def test_number_written_with_an_exponent_is_a_number():
 # -- bad input: --set, flags, --config, sweep files ---------------------------------------------------------
 @pytest.mark.parametrize("argv,needles", [
     (["--system", "neupims", "--set", "batch=abc"], ["--set batch=abc: batch:", "must be an integer >= 1", "'abc'"]),
-    (["--system", "neupims", "--batch", "0"], ["--batch 0: batch:", "must be an integer >= 1, got 0"]),
+    (["--system", "neupims", "--batch", "0"], ["--batch 0: batch:", "must be an integer >= 1 and <= 65536, got 0"]),
     (["--system", "neupims", "--set", "mode=fast"], ["mode:", "must be one of iteration, serving", "'fast'"]),
     (["--system", "neupims", "--set", "batchh=3"], ["batchh: unknown key path", "did you mean batch"]),
     (["--system", "t3", "--set", "configs=[t3, bogus]"], ["configs:", "one of sequential, t3, t3-mca"]),

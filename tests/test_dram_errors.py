@@ -45,7 +45,7 @@ def test_invalid_timing_value_names_the_key(overrides):
 
 
 def test_invalid_time_in_ns_names_the_key():
-    with pytest.raises(ConfigError, match=r"timing\.tRCDRD_ns: must be a time in ns >= 0, got -1"):
+    with pytest.raises(ConfigError, match=r"timing\.tRCDRD_ns: must be a finite time in ns >= 0, got -1"):
         load_spec(HBM3, overrides={"timing.tRCDRD_ns": -1})
 
 
@@ -107,7 +107,7 @@ def test_synthetic_trace_fits_any_preset():
 @pytest.mark.parametrize("argv,expect", [
     (["trace", "synthetic:random:10", "--preset", "NOPE", "--quiet"], "unknown DRAM preset 'NOPE'; known: DDR4"),
     (["trace", "synthetic:random:10", "--set", "dram.timing.nRCD=-3", "--quiet"],
-     "timing.nRCD: must be an integer >= 1, got -3"),
+     "timing.nRCD: must be an integer >= 1 and <= 1,048,576, got -3"),
     (["trace", "synthetic:random:10", "--set", "dram.timing.nRC=50", "--quiet"], "nRC is derived"),
     (["trace", "synthetic:random:10", "--set", "dram.timing.nFOO=5", "--quiet"], "dram.timing.nFOO: unknown key path"),
     (["trace", "no/such/file.trace", "--quiet"], "trace file not found"),

@@ -1,5 +1,5 @@
 """Issue 24: archsim under `controller.convention=ramulator2` reproduces Ramulator 2.1 on the same trace files
-(DDR4 1 and 2 ranks, HBM2, GDDR6, HBM3), and its measured gaps to DRAMsim3 are pinned.
+(DDR4 1 and 2 ranks, HBM2, GDDR6, HBM3; issue 39: DDR5, GDDR7, HBM4), and its measured gaps to DRAMsim3 are pinned.
 
 The reference figures are constants measured with Ramulator 2.1 (CMU-SAFARI/ramulator2 @c5b1c3a478b6) and DRAMsim3
 (umd-memsys/DRAMsim3 @29817593), built as reports/dram_fidelity/README.md says, by
@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "reports" / "dram_fidelity"))
 
-from run_cases import D3_DEVICE, D3_MAPPING, DEVICES, RAM_MAPPING, d3_keys, write_traces  # noqa: E402
+from run_cases import D3_DEVICE, D3_MAPPING, DEVICES, d3_keys, ram_mapping, write_traces  # noqa: E402
 
 from archsim.dram.controller import ControllerConfig, conventions  # noqa: E402
 from archsim.errors import ConfigError  # noqa: E402
@@ -38,6 +38,11 @@ RAMULATOR_20K = {
     ("HBM2 8ch", "random"): (21849, 0.00010, 94.31),
     ("HBM2 8ch", "mixed"): (21831, 0.00005, 126.71),
     ("HBM2 8ch", "conflict"): (1014591, 0.02543, 2096.20),
+    # issue 39: Ramulator's CacheLineInterleave(interleave_bits=1), archsim's split mapping RoBaPcCoChCo1
+    ("HBM2 8ch il1", "stream"): (20420, 0.93502, 41.10),
+    ("HBM2 8ch il1", "random"): (20733, 0.00005, 70.74),
+    ("HBM2 8ch il1", "mixed"): (20546, 0.00000, 78.86),
+    ("HBM2 8ch il1", "conflict"): (1014591, 0.02543, 2096.20),
     ("GDDR6 8ch", "stream"): (21134, 0.98123, 72.79),
     ("GDDR6 8ch", "random"): (47591, 0.00015, 298.21),
     ("GDDR6 8ch", "mixed"): (49183, 0.00010, 460.60),
@@ -47,6 +52,19 @@ RAMULATOR_20K = {
     ("HBM3 16ch", "random"): (11551.5, 0.00040, 127.07),
     ("HBM3 16ch", "mixed"): (11622, 0.00045, 182.13),
     ("HBM3 16ch", "conflict"): (1580615.5, 0.02538, 3271.66),
+    # issue 39 (HBM4: half-CK ticks halved to CK, as HBM3)
+    ("DDR5-4800 1R", "stream"): (226022, 0.98096, 495.21),
+    ("DDR5-4800 1R", "random"): (265349, 0.00000, 611.73),
+    ("DDR5-4800 1R", "mixed"): (270049, 0.00000, 962.25),
+    ("DDR5-4800 1R", "conflict"): (2595676, 0.02548, 5361.59),
+    ("GDDR7 8ch", "stream"): (21628, 0.98184, 74.98),
+    ("GDDR7 8ch", "random"): (46094, 0.00015, 299.50),
+    ("GDDR7 8ch", "mixed"): (47381, 0.00010, 458.11),
+    ("GDDR7 8ch", "conflict"): (1904761, 0.02528, 3934.92),
+    ("HBM4 32ch", "stream"): (10716.5, 0.96698, 56.83),
+    ("HBM4 32ch", "random"): (10909, 0.00025, 134.56),
+    ("HBM4 32ch", "mixed"): (10867, 0.00025, 149.72),
+    ("HBM4 32ch", "conflict"): (2024831.5, 0.02538, 4184.66),
 }
 RAMULATOR_200K = {
     ("DDR4-3200 1R", "stream"): (1235361, 0.99124, 272.73),
@@ -61,6 +79,10 @@ RAMULATOR_200K = {
     ("HBM2 8ch", "random"): (220707, 0.00007, 96.35),
     ("HBM2 8ch", "mixed"): (220263, 0.00008, 125.18),
     ("HBM2 8ch", "conflict"): (10174289, 0.02445, 2091.67),
+    ("HBM2 8ch il1", "stream"): (204495, 0.93528, 42.27),
+    ("HBM2 8ch il1", "random"): (208293, 0.00007, 72.13),
+    ("HBM2 8ch il1", "mixed"): (205643, 0.00007, 78.81),
+    ("HBM2 8ch il1", "conflict"): (10174289, 0.02445, 2091.67),
     ("GDDR6 8ch", "stream"): (212265, 0.98139, 72.67),
     ("GDDR6 8ch", "random"): (478320, 0.00006, 300.79),
     ("GDDR6 8ch", "mixed"): (495023, 0.00008, 461.49),
@@ -69,6 +91,19 @@ RAMULATOR_200K = {
     ("HBM3 16ch", "random"): (121830.5, 0.00024, 135.42),
     ("HBM3 16ch", "mixed"): (122039, 0.00022, 191.34),
     ("HBM3 16ch", "conflict"): (15839897.5, 0.02448, 3261.83),
+    # issue 39
+    ("DDR5-4800 1R", "stream"): (2245901, 0.98082, 491.08),
+    ("DDR5-4800 1R", "random"): (2658014, 0.00005, 610.21),
+    ("DDR5-4800 1R", "mixed"): (2716007, 0.00003, 957.03),
+    ("DDR5-4800 1R", "conflict"): (25985917, 0.02446, 5339.15),
+    ("GDDR7 8ch", "stream"): (217724, 0.98145, 75.66),
+    ("GDDR7 8ch", "random"): (458149, 0.00011, 304.14),
+    ("GDDR7 8ch", "mixed"): (477196, 0.00008, 462.72),
+    ("GDDR7 8ch", "conflict"): (19103086, 0.02431, 3926.00),
+    ("HBM4 32ch", "stream"): (109235, 0.96732, 65.43),
+    ("HBM4 32ch", "random"): (112338.5, 0.00042, 145.70),
+    ("HBM4 32ch", "mixed"): (112333.5, 0.00041, 162.06),
+    ("HBM4 32ch", "conflict"): (20297929.5, 0.02441, 4172.67),
 }
 TOL_CYCLES, TOL_HIT_POINTS, TOL_LATENCY = 0.02, 1.0, 0.10
 
@@ -83,7 +118,7 @@ def _archsim(device: str, trace: Path, preset_key: str = "preset_ramulator2") ->
     # the preset of Ramulator's device files where archsim has one (GDDR6_14Gbps has its timings already); the
     # convention sets the front end (HBM3: two requests per CK)
     r = run_trace(str(trace), preset=dev.get(preset_key, dev["preset"]), channels=dev["channels"],
-                  mapping=RAM_MAPPING[dev["ram"]["standard"]], controller={"convention": "ramulator2"},
+                  mapping=ram_mapping(dev), controller={"convention": "ramulator2"},
                   overrides=dev["overrides"])
     return r.stats
 
@@ -309,7 +344,7 @@ def test_dramsim3_keys_are_the_conventions():
 
 def test_hbm3_needs_ramulators_device_rows(traces_20k):
     """HBM3 under the convention on archsim's own HBM3_6400Mbps (per-stack-ID activate window and turnarounds)
-    runs mixed traffic > 2 % faster than Ramulator 2.1 with > 10 % lower read latency; HBM3_6400Mbps_Ramulator2
+    runs mixed traffic > 2 % faster than Ramulator 2.1 with > 10 % lower read latency; HBM3_6400Mbps_16Gb_8Hi_Ramulator2
     (the test above) is what brings it within tolerance."""
     s = _archsim("HBM3 16ch", traces_20k["mixed"]["ramulator"], preset_key="preset")
     cycles, _, lat = RAMULATOR_20K[("HBM3 16ch", "mixed")]
@@ -351,3 +386,26 @@ def test_run_end_convention_reports_the_last_hand_over(traces_20k):
     s = run_trace(str(traces_20k["random"]["ramulator"]), preset=dev["preset_ramulator2"], mapping="RoBaRaCoCh",
                   controller={"convention": "ramulator2"}).stats
     assert s["cycles"] == s["last_accept_cycle"] < s["last_done_cycle"], s
+
+
+def test_default_controller_on_a_convention_preset_gets_a_note():
+    """Issue 39: a run of a reference's device preset with archsim's own controller says which convention
+    reproduces the reference (the default controller is 78-96 % slower than Ramulator 2.1 on HBM3 and HBM4);
+    under the convention, or on a preset of no convention, there is no note."""
+    from archsim.dram.controller import convention_note
+    from archsim.dram.spec import preset_names
+
+    listed = [p for c in conventions().values() for p in c.get("presets", ())]
+    assert listed and set(listed) <= set(preset_names())
+    assert "controller.convention=ramulator2" in convention_note("HBM4_8000Mbps_32Gb_8Hi", "archsim")
+    assert "controller.convention=dramsim3" in convention_note("HBM2_2Gbps_DRAMsim3", "archsim")
+    assert convention_note("HBM4_8000Mbps_32Gb_8Hi", "ramulator2") is None
+    assert convention_note("HBM2_2Gbps_PC", "archsim") is None
+
+
+def test_trace_summary_prints_the_note(capsys):
+    from archsim.commands.trace import print_trace_summary
+
+    s = run_trace("synthetic:random:200", preset="GDDR7_28Gbps_16Gb").stats
+    print_trace_summary(s, "synthetic:random:200")
+    assert "note: GDDR7_28Gbps_16Gb is a device of the `ramulator2` convention" in capsys.readouterr().out

@@ -15,7 +15,8 @@ from archsim.errors import ConfigError
 def test_closed_row_read_is_act_to_read_plus_read_latency(preset):
     spec = load_spec(preset)
     t = spec.timing
-    assert latency.closed_row_read(spec) == t["nRCDRD"] + t["nCL"] + t["nBL"]
+    # (GDDR7's read data counts from the second cycle of its two-cycle RD)
+    assert latency.closed_row_read(spec) == t["nRCDRD"] + t["nCL"] + t["nBL"] + (spec.standard == "GDDR7")
 
 
 def test_a_timing_override_moves_the_planning_latency_with_the_engine():
@@ -34,8 +35,20 @@ def test_neupims_pim_estimates_read_the_pim_rows():
     spec = load_spec("NeuPIMs_HBM2_Dual")
     t = spec.timing
     assert latency.gap(spec, "COMP", "COMP") == t["nCOMP"]
-    assert latency.window(spec, "G_ACT", "G_ACT") == (t["nFAW"], 2)    # a G_ACT is half a four-activate window
+    # a G_ACT opens the four banks of a group, a whole four-activate window (NewtonSim timing.cc:398-403)
+    assert latency.level_gap(spec, "G_ACT", "G_ACT", "rank") == t["nFAW"]
     assert latency.gap(spec, "PIM_PRE", "G_ACT") == t["nRP"]
+
+
+@pytest.mark.parametrize("preset,level", [("NeuPIMs_HBM2_Dual", "rank"), ("HBM2_2Gbps_Newton", "pseudochannel"),
+                                          ("HBM3_6400Mbps_Newton", "sid")])
+def test_the_activation_window_level_is_the_standards_own(preset, level):
+    """The Newton extension's rank rows land on each base standard's level of the four-activate window."""
+    spec = load_spec(preset)
+    assert latency.widest_level(spec, "G_ACT", "G_ACT") == level
+    assert latency.level_gap(spec, "G_ACT", "G_ACT", level) == spec.timing["nFAW"]
+    with pytest.raises(ConfigError, match="no row above bank, bankgroup from RD to PRE"):     # tRTP: a bank's
+        latency.widest_level(load_spec("DDR4_3200AA_x8_8Gb"), "RD", "PRE")
 
 
 def test_a_missing_row_is_an_error_not_a_fallback():

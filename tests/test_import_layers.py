@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent / "archsim"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("helpers", ("archsim.errors", "archsim.units", "archsim.expr", "archsim.config", "archsim.schema",
                  "archsim.paths", "archsim.output", "archsim.progress", "archsim.results", "archsim.registry",
-                 "archsim.keypaths", "archsim.stats_names", "archsim.metrics")),
+                 "archsim.keypaths", "archsim.stats_names", "archsim.metrics", "archsim.study.intent",
+                 "archsim.limits")),
     ("devices", ("archsim.dram", "archsim.isa")),
     ("engine", ("archsim.engine", "archsim.energy")),
     ("units", ("archsim.pim", "archsim.npu", "archsim.host", "archsim.interconnect", "archsim.workload",

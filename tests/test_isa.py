@@ -496,7 +496,7 @@ def test_cli_bad_input_exits_2_without_traceback(run, tmp_path: Path) -> None:
     bad.write_text("FOO x=1\n")
     _assert_user_error(*run("isa", "asm", str(bad), "-o", str(out_hex))[::2], "unknown pim instruction 'FOO'")
     _assert_user_error(*run("isa", "show", "nope")[::2], "no file or shipped name 'nope'")
-    _assert_user_error(*run("isa", "disasm", str(tmp_path / "missing.hex"))[::2], "no such file")
+    _assert_user_error(*run("isa", "disasm", str(tmp_path / "missing.hex"))[::2], "not found")
     (tmp_path / "w.hex").write_text("zz\n")
     _assert_user_error(*run("isa", "disasm", str(tmp_path / "w.hex"))[::2], "w.hex:1", "not a hex word")
     spec = tmp_path / "dup.yaml"

@@ -121,3 +121,24 @@ def test_vector_estimators():
     assert add["roofline"].bytes == 8 * 1024 * 2 * 3 and add["op_count"].bound == "compute"
     with pytest.raises(ValueError, match="layernorm"):
         vector_estimates(cfg, "tanh", 8, 1, 1.0)
+
+
+@pytest.mark.parametrize("mutate,key,allowed", [
+    (lambda d: d["systolic"].update(stationary="inputs"), "systolic.stationary", "weights, activations"),
+    (lambda d: d["systolic"].update(rows_per_cycle=0), "systolic.rows_per_cycle", ">= 1"),
+    (lambda d: d["memory"].update(dma="eager"), "memory.dma", "double_buffer, per_instruction"),
+    (lambda d: d["memory"].update(vector_operands="l2"), "memory.vector_operands", "sram, dram"),
+    (lambda d: d["vector"].update(size_zero_ops=["tanh"]), "vector.size_zero_ops", "layernorm"),
+])
+def test_code_npu_keys_give_one_line_errors(tmp_path, mutate, key, allowed):
+    test_bad_values_give_one_line_config_error(tmp_path, mutate, key, allowed)
+
+
+def test_the_code_presets_read_as_the_code_runs_its_npu():
+    code = load_npu_config("neupims_code")
+    assert (code.arrays, code.stationary, code.rows_per_cycle, code.dma, code.vector_operands) == (
+        1, "activations", 8, "per_instruction", "dram")
+    assert set(code.vector.size_zero_ops) == {"layernorm", "gelu", "add"}
+    assert load_npu_config("neupims_code_npu_only").ws_preload_rule == "serial"
+    with pytest.raises(ConfigError, match="serial"):
+        NpuConfig(dataflow="os", ws_preload_rule="serial")

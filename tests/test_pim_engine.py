@@ -157,9 +157,11 @@ def test_timing_streams_equal_programs(channels):
 
     spec = load_spec("GDDR6_AiM_16Gbps", overrides={"org.channels": channels})
     g = Geometry.from_spec(spec)
-    # (heads, d_head, max context): one group per channel, several groups (> GB size), fewer heads than channels
-    for H, d, Lmax in ((4, 64, 64), (40, 128, 2048), (3, 64, 100)):
-        att = AttentionLayout(0, H, d, Lmax, 5, g)
+    # (heads, d_head, max context, KV heads): one group per channel, several groups (> GB size), fewer heads than
+    # channels; GQA with 2, 4 and 8 query heads per KV head (the last: the rep q fill the global buffer)
+    for H, d, Lmax, kv in ((4, 64, 64, None), (40, 128, 2048, None), (3, 64, 100, None), (8, 64, 300, 4),
+                           (32, 128, 1100, 8), (16, 128, 90, 2)):
+        att = AttentionLayout(0, H, d, Lmax, 5, g, n_kv_heads=kv)
         for L in sorted({1, 15, 16, 17, Lmax // 2 + 3, Lmax - 1, Lmax, 1024, 1025} & set(range(1, Lmax + 1))):
             for timing, program, arg in ((att.score_timing, att.score_program, L),
                                          (att.context_timing, att.context_program, L),

@@ -22,10 +22,11 @@ def _flat_equal(a, b):
     return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-@pytest.mark.parametrize("heads,d_head,lmax", [(9, 64, 300), (40, 128, 2100), (3, 64, 100), (25, 64, 1024)])
-def test_timing_class_determines_the_stream(spec4, heads, d_head, lmax):
+@pytest.mark.parametrize("heads,d_head,lmax,kv", [(9, 64, 300, None), (40, 128, 2100, None), (3, 64, 100, None),
+                                                  (25, 64, 1024, None), (32, 128, 600, 8), (12, 64, 300, 6)])
+def test_timing_class_determines_the_stream(spec4, heads, d_head, lmax, kv):
     """Arguments with the same timing class give the same (cmd, bank) streams; different classes differ."""
-    att = AttentionLayout(0, heads, d_head, lmax, 3, Geometry.from_spec(spec4))
+    att = AttentionLayout(0, heads, d_head, lmax, 3, Geometry.from_spec(spec4), n_kv_heads=kv)
     for kind, fn, args in (("score", att.score_timing, range(1, lmax + 1)),
                            ("context", att.context_timing, range(1, lmax + 1)),
                            ("kv", att.kv_timing, range(0, lmax))):

@@ -151,3 +151,59 @@ def test_length_histogram_file_errors(tmp_path):
     p, o = load_length_histograms(good)
     assert p.counts == (3, 0, 0, 1) and o.counts == (0, 0, 0, 2)
     assert p.mean_tokens == pytest.approx((3 * 1 + 4) / 4)
+
+
+# ---- running batches and NeuPIMs' batch snapshots -----------------------------------------------------------
+def _snapshot_lengths() -> np.ndarray:
+    from archsim.workload.serving import SNAPSHOT_SETS, read_snapshot, snapshot_files
+
+    return np.concatenate([read_snapshot(f).seq_lens for name in SNAPSHOT_SETS for f in snapshot_files(name)])
+
+
+def test_running_batches_match_neupims_snapshots():
+    """The default batches (length-biased running-context histogram) against NeuPIMs' 20 shipped ShareGPT
+    snapshots (10,240 requests): mean and every decile-quartile within 5 % (issue 33 item 4)."""
+    from archsim.workload.serving import RUNNING, sample_running_batch
+
+    snap = _snapshot_lengths()
+    assert len(snap) == 20 * 512
+    ours = np.asarray(sample_running_batch(RUNNING["sharegpt"], 200_000, np.random.default_rng(0)))
+    assert ours.mean() == pytest.approx(snap.mean(), rel=0.05)
+    for q in (10, 25, 50, 75, 90):
+        assert np.percentile(ours, q) == pytest.approx(np.percentile(snap, q), rel=0.05), q
+
+
+def test_sampling_requests_without_length_bias_misses_the_snapshots():
+    """The earlier sampling (each request's prompt plus a uniform point of its output) is a quarter short of the
+    snapshots' mean: length bias is what the snapshots hold, not a detail."""
+    snap = _snapshot_lengths()
+    reqs = generate_requests(50_000, "sharegpt", seed=1)
+    rng = np.random.default_rng(1)
+    unbiased = np.array([r.prompt_tokens + rng.integers(0, max(r.output_tokens, 1)) + 1 for r in reqs])
+    assert unbiased.mean() < 0.8 * snap.mean()
+
+
+def test_running_context_counts_is_the_generators_process():
+    """By hand: one request (prompt 5, output 25) is seen after 0, 10 and 20 generated tokens; a request past the
+    cap stays at 2048; an empty prompt's first step counts as 1."""
+    from archsim.workload.serving import running_context_counts
+
+    c = running_context_counts(np.array([5]), np.array([25]))
+    assert np.flatnonzero(c).tolist() == [4, 14, 24] and c.sum() == 3
+    c = running_context_counts(np.array([2040]), np.array([30]), admit_every=10)
+    assert c[2047] == 2 and c[2039] == 1
+    assert running_context_counts(np.array([0]), np.array([1]))[0] == 1
+
+
+def test_snapshot_files_and_bad_lines(tmp_path):
+    from archsim.workload.serving import is_snapshot, read_snapshot, snapshot_files
+
+    files = snapshot_files("neupims_clb")
+    assert [f.stem[-1] for f in files] == [str(i) for i in range(10)]
+    snap = read_snapshot(files[0])
+    assert len(snap.seq_lens) == 512 and max(snap.channels) == 31 and is_snapshot(files[0])
+    bad = tmp_path / "b.csv"
+    bad.write_text("seq_len,ch_idx\n12,3\n-4,1\n")
+    with pytest.raises(UserError, match=r"b.csv:3: expected seq_len,ch_idx"):
+        read_snapshot(bad)
+    assert not is_snapshot(tmp_path / "x.jsonl")

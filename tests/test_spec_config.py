@@ -57,13 +57,13 @@ def test_override_cycles_replaces_ns_and_recomputes_derived():
 
 
 def test_bad_values_name_the_key():
-    with pytest.raises(ConfigError, match=r"timing\.nRCDRD: must be an integer >= 1, got -3"):
+    with pytest.raises(ConfigError, match=r"timing\.nRCDRD: must be an integer >= 1 and <= 1,048,576, got -3"):
         load_spec("HBM2_2Gbps_PC", overrides={"timing.nRCDRD": -3})
     with pytest.raises(ConfigError, match=r"nRC is derived"):
         load_spec("HBM2_2Gbps_PC", overrides={"timing.nRC": 50})
     with pytest.raises(ConfigError, match=r"unknown timing parameter.*did you mean nRCDRD"):
         load_spec("HBM2_2Gbps_PC", overrides={"timing.nrcdrd": 5})
-    with pytest.raises(ConfigError, match=r"org.channels: must be an integer >= 1 and a power of two, got 3"):
+    with pytest.raises(ConfigError, match=r"org.channels: must be an integer >= 1 and <= 4,096 and a power of two, got 3"):
         load_spec("HBM2_2Gbps_PC", overrides={"org.channels": 3})
     with pytest.raises(ConfigError, match=r"GDDR6 has no pseudochannel level"):
         load_spec("GDDR6_14Gbps", overrides={"org.pseudochannels": 2})

@@ -62,3 +62,36 @@ def test_refresh_mode_the_standard_lacks():
     spec = load_spec("DDR4_3200AA_x8_8Gb")
     with pytest.raises(ConfigError, match="perbank"):
         MemorySystem(spec, {"refresh": "perbank"})
+
+
+@pytest.mark.parametrize("cycles,key,allowed", [
+    ("{ZAP: 2}", "command_cycles.ZAP", "known: ACT, PRE"),
+    ("{ACT: 0}", "command_cycles.ACT", "an integer >= 1"),
+    ("{ACT: 1.5}", "command_cycles.ACT", "an integer >= 1"),
+    ("[ACT, 2]", "command_cycles", "a mapping {command: cycles}"),
+])
+def test_bad_command_cycles(tmp_path, cycles, key, allowed):
+    """Issue 39: a standard's multi-cycle commands (half cycles are not modelled: archsim's clock is the CK)."""
+    data = _preset(tmp_path, f"name: mine\nextends: hbm2\ncommand_cycles: {cycles}\n")
+    with pytest.raises(ConfigError) as e:
+        load_spec(data)
+    msg = str(e.value)
+    assert "mystd.yaml" in msg and key in msg and allowed in msg and "\n" not in msg
+
+
+def test_command_cycles_shift_the_rows(tmp_path):
+    """A two-cycle ACT: rows from it gain a cycle, rows to it lose one, and it holds the row bus two cycles
+    (HBM2 has separate row and column buses, so only row commands wait for it)."""
+    data = _preset(tmp_path, "name: mine\nextends: hbm2\ncommand_cycles: {ACT: 2}\n")
+    spec, base = load_spec(data), load_spec("HBM2_2Gbps_PC")
+
+    def lat(s, level, p, f):
+        return max(r["latency"] for r in s.constraints if (r["level_name"], r["prev_name"], r["next_name"]) == (level, p, f))
+
+    t = base.timing
+    assert lat(spec, "bank", "ACT", "RD") == t["nRCDRD"] + 1
+    assert lat(spec, "bank", "PRE", "ACT") == t["nRP"] - 1
+    assert lat(spec, "bank", "ACT", "ACT") == t["nRC"]
+    assert lat(spec, "channel", "ACT", "PRE") == 2
+    assert not [r for r in spec.constraints if r["level_name"] == "channel" and r["prev_name"] == "ACT"
+                and r["next_name"] == "RD"]

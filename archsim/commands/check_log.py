@@ -6,10 +6,11 @@ import argparse
 from archsim.commands.common import (
     add_set_option,
     config_file_overrides,
+    count_at_most,
     nonnegative_int,
-    positive_int,
     set_overrides,
 )
+from archsim.limits import MAX_CHANNELS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "violations were found, 2 on bad input.")
     p.add_argument("log", help="command log CSV (cycle,command,channel,pseudochannel,rank,bankgroup,bank,row,column)")
     p.add_argument("--preset", required=True, help="DRAM preset the log was produced with")
-    p.add_argument("--channels", type=positive_int, help="channel count used for the run (default: the preset's)")
+    p.add_argument("--channels", type=count_at_most(MAX_CHANNELS, "the most channels archsim simulates"), help="channel count used for the run (default: the preset's)")
     p.add_argument("--max-report", type=nonnegative_int, default=20, help="violations to print (default 20)")
     add_set_option(p, config_help="YAML file of dram.* overrides the run used, e.g. {dram: {timing: {nRCD: 20}}} "
                    "(applied before --set)")
@@ -77,10 +78,15 @@ def _dram_overrides(args: argparse.Namespace) -> dict:
 
     _, items = config_file_overrides(args.override_file) if args.override_file else (None, [])
     items += set_overrides(args)
-    for key, _, source, line in items:
+    for key, value, source, line in items:
         if not key.startswith("dram."):
             raise ConfigError(key, "check-log accepts dram.* keys (the preset overrides the run used)",
                               source=source, line=line)
+        if key == "dram.org.channels" and args.channels is not None and value != args.channels:
+            from archsim.errors import UserError
+
+            raise UserError(f"--channels {args.channels} and {source} set dram.org.channels to different values "
+                            f"({args.channels} and {value!r}); give one of them")
     if not items:
         return {}
     config = keypaths.apply_overrides({"system": "dram-trace", "preset": args.preset}, items)

@@ -50,6 +50,9 @@ def config_file_overrides(path: str) -> tuple[str | None, list[tuple[str, Any, s
     if not isinstance(doc.data, dict):
         raise ConfigError("<top>", "must be a mapping of config keys, e.g. {dram: {timing: {nRCD: 20}}}",
                           source=path)
+    if not doc.data:      # runs as if it were not given: say so, a wrong file is the likelier story
+        print(f"archsim: note: --config {path} holds no keys (it is empty or only comments), so it changes "
+              "nothing", file=sys.stderr)
     system = doc.data.get("system")
     if system is not None and not isinstance(system, str):
         raise doc.error("system", f"must be a system name, got {system!r}")
@@ -78,13 +81,26 @@ def nonnegative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
-def _int_at_least(text: str, low: int) -> int:
+def count_at_most(high: int, why: str) -> Any:
+    """argparse type: an integer from 1 to `high` (archsim.limits; `why` says what bounds it)."""
+    def parse(text: str) -> int:
+        value = _int_at_least(text, 1, high)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be an integer from 1 to {high:,} ({why}), got {value:,}")
+        return value
+    return parse
+
+
+def _int_at_least(text: str, low: int, high: int | None = None) -> int:
+    allowed = f"an integer >= {low}" if high is None else f"an integer from {low} to {high:,}"
+    if len(text) > 30:     # int() of thousands of digits is slow, and beyond every bound anyway
+        raise argparse.ArgumentTypeError(f"must be {allowed}, got {len(text):,} characters")
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be {allowed}, got {text!r}") from None
     if value < low:
-        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
+        raise argparse.ArgumentTypeError(f"must be {allowed}, got {value}")
     return value
 
 
@@ -133,7 +149,7 @@ How the config is built (later steps win):
   2. --config FILE: a YAML config; it may be a whole config (a `system:` key selects the system, so a
      manifest's config re-runs as is) or just some keys, e.g. {dram: {timing: {nRCDRD: 20}}};
   3. the config-key flags (--tokens 8 is --set tokens=8; each exists for the systems that have the key);
-  4. --set KEY=VALUE, in order.
+  4. --set KEY=VALUE. A flag and a --set (or two --set) that give one key different values are refused.
 Every key path and value is checked against the system's typed config (archsim.schema; the keys a sweep
 may vary); a misspelt key is an error naming the nearest valid keys, a bad value one naming the type or
 the allowed values. Flags marked [pimgpt] are an error with another system.
@@ -323,12 +339,30 @@ def system_config(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
         if named is not None and named != system:
             raise UserError(f"{origin}: is a config of system {named!r}, but --system is {system!r}")
     config = base if base is not None else {"system": system}
-    items = list(file_items) + flag_overrides(args, system)
-    items.extend(set_overrides(args))
-    config = keypaths.apply_overrides(config, items)
+    given = flag_overrides(args, system) + set_overrides(args)
+    check_no_conflict(given, system)
+    config = keypaths.apply_overrides(config, list(file_items) + given)
     if getattr(args, "seed", None) is not None:
         seed = args.seed
     return config, seed
+
+
+def check_no_conflict(items: list[tuple[str, Any, str, int | None]], system: str) -> None:
+    """Refuse two options that set one key to different values (`--tokens 2 --set tokens=3`, a --set given
+    twice): one of them would be dropped without a word. The same value twice is fine."""
+    import json
+
+    from archsim import keypaths
+    from archsim.errors import UserError
+
+    first: dict[str, tuple[Any, str]] = {}
+    for key, value, source, _ in items:
+        value = keypaths.coerce_value(key, value, system)
+        if key in first and json.dumps(first[key][0], sort_keys=True, default=str) != \
+                json.dumps(value, sort_keys=True, default=str):
+            raise UserError(f"{first[key][1]} and {source} set {key} to different values "
+                            f"({first[key][0]!r} and {value!r}); give one of them")
+        first.setdefault(key, (value, source))
 
 
 def flag_overrides(args: argparse.Namespace, system: str) -> list[tuple[str, Any, str, int | None]]:
@@ -369,17 +403,10 @@ def _not_an_option(flag: str, owners: tuple[str, ...], system: str) -> None:
 
 
 def _from_json(path: str) -> tuple[dict[str, Any], int]:
-    import json
-
+    from archsim.config import MAX_RESULT_BYTES, read_json
     from archsim.errors import UserError
 
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not a readable JSON file ({exc})") from None
+    data = read_json(path, "run result (--json output)", MAX_RESULT_BYTES)
     manifest = data.get("manifest") if isinstance(data, dict) else None
     config = manifest.get("config") if isinstance(manifest, dict) else None
     if not isinstance(config, dict) or "system" not in config:

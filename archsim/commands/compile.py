@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from archsim.commands.common import add_system_config_parser, print_system_help, system_config
-from archsim.output import check_writable, write_text
+from archsim.output import check_distinct, check_writable, write_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.out:
         raise UserError("compile: give the output directory (-o DIR)")
     config = build_config(args)
+    check_distinct({"-o": args.out, "--json": args.json_out}, {"--config": args.override_file})
     check_writable(args.out, folder=True)
     check_writable(args.json_out)
     model = registry.resolve_config(dict(config))["model"]

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from archsim import paths
-from archsim.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,12 +56,9 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    from archsim.config import read_text
+
+    return read_text(path, "program file")
 
 
 def _write_atomic(path: str | Path, text: str) -> None:
@@ -149,7 +145,9 @@ def _cmd_gen_verilog(args: argparse.Namespace) -> int:
 
 def _cmd_asm(args: argparse.Namespace) -> int:
     from archsim import isa as isa_mod
+    from archsim.output import check_distinct
 
+    check_distinct({"-o": args.out}, {"the input": args.input})
     spec = isa_mod.load(args.isa)
     words = isa_mod.assemble(spec, _read(args.input), source=args.input)
     _write_atomic(args.out, isa_mod.to_hex(spec, words, note=f"from {Path(args.input).name}"))
@@ -159,7 +157,9 @@ def _cmd_asm(args: argparse.Namespace) -> int:
 
 def _cmd_disasm(args: argparse.Namespace) -> int:
     from archsim import isa as isa_mod
+    from archsim.output import check_distinct
 
+    check_distinct({"-o": args.out}, {"the input": args.input})
     text = _read(args.input)
     name = args.isa or isa_mod.read_hex(text, args.input)[1] or "pim"
     spec = isa_mod.load(name)

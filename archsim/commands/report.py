@@ -25,10 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from archsim.output import check_writable
+    from archsim.output import check_distinct, check_writable
     from archsim.report import make_report
 
     out = Path(args.out) if args.out else default_out_dir(args.results[0])
+    for result in args.results:
+        check_distinct({"-o": out}, {"the input": result})
     check_writable(out, folder=True)
     outcome = make_report(args.results, out, title=args.title, force=args.force)
     if not args.quiet:

@@ -16,7 +16,7 @@ from archsim.commands.common import (
     system_config,
     with_compile_time,
 )
-from archsim.output import check_writable
+from archsim.output import check_distinct, check_writable
 from archsim.summary import model_notes
 
 # Examples shown by `archsim run --system X --help` (the description is the first paragraph of the system
@@ -107,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         return print_system_help(args)
     config, seed = build_config(args)
     apply_threads(args)
+    check_distinct({"--json": args.json_out, "--csv": args.csv_out},
+                   {"--from-json": args.from_json, "--config": args.override_file})
     check_writable(args.json_out)    # before the simulation, not after it
     check_writable(args.csv_out)
     c0 = compile_seconds()
@@ -182,18 +184,24 @@ def print_pimgpt(result: Any) -> None:
         ("row-hit rate", f"{100 * s['row_hit_rate']:.2f} %"),
         ("ASIC share of latency", f"{100 * s['asic_share']:.2f} %"),
     ]
-    for tag in ("t4", "xeon_gold_6154"):
-        if f"speedup_vs_{tag}" in s:
-            rows.append((f"vs {tag}", f"speedup {s[f'speedup_vs_{tag}']:.1f}x, energy efficiency "
-                         f"{s[f'energy_efficiency_vs_{tag}']:.1f}x"))
+    # every baseline the run compared with, as its stats name them (speedup_vs_<tag>), in the order it ran them
+    tags = [k.removeprefix("speedup_vs_") for k in s if k.startswith("speedup_vs_")]
+    c0 = int((getattr(result, "manifest", None) or {}).get("config", {}).get("context_start", 0) or 0)
+    contexts = f"contexts {c0 + 1}-{c0 + s['tokens']}" if s["tokens"] > 1 else f"context {c0 + 1}"
+    for tag in tags:
+        rows.append((f"vs {tag}", f"speedup {s[f'speedup_vs_{tag}']:.1f}x, energy efficiency "
+                     f"{s.get(f'energy_efficiency_vs_{tag}', float('nan')):.1f}x  ({contexts})"))
     rows.append(("simulator", f"{s['sim_wall_s']:.2f} s wall, {s['sim_commands_simulated']:,} commands simulated, "
                  f"memo {s['sim_memo_hits']} hits / {s['sim_memo_misses']} misses"))
     print_table(rows)
+    if tags:
+        print(f"  note: speed-ups are of this run's {s['tokens']} decode steps ({contexts}) of {s['model']}; they "
+              "change with the model and the context length (reports/pimgpt: the paper's models and lengths)")
     df = result.df.sort_values("seconds", ascending=False)
     print("  per op (all layers, all tokens):")
-    print(f"    {'op':<14}{'kind':<14}{'ms/token':>10}{'share':>8}{'PIM %':>7}{'row hits':>10}")
+    print(f"    {'op':<14}{'kind':<14}{'time/token':>11}{'share':>8}{'PIM %':>7}{'row hits':>10}")
     for _, r in df.iterrows():
         pim = 100 * r["pim_cycles"] / r["cycles"] if r["cycles"] else 0.0
         hits = f"{100 * r['row_hit_rate']:.1f} %" if r["row_hit_rate"] == r["row_hit_rate"] else "-"
-        print(f"    {r['op']:<14}{r['kind']:<14}{r['seconds_per_token'] * 1e3:>10.4f}{100 * r['share']:>7.1f}%"
+        print(f"    {r['op']:<14}{r['kind']:<14}{fmt_time(r['seconds_per_token']):>11}{100 * r['share']:>7.1f}%"
               f"{pim:>7.0f}{hits:>10}")

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from archsim.commands.common import add_parser, add_set_option, config_file_overrides, set_overrides
+from archsim.limits import MAX_SWEEP_POINTS
 
 
 class Terminated(BaseException):
@@ -28,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="Dask scheduler address (implies --executor dask; without it dask starts a LocalCluster)")
     p.add_argument("--force", action="store_true", help="rerun points that already have results")
+    p.add_argument("--max-points", type=int, metavar="N", default=MAX_SWEEP_POINTS,
+                   help="refuse a sweep of more points than this (each is checked, then simulated)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary (failures still shown)")
     add_set_option(p, config_help="YAML file of overrides of the sweep's base config, e.g. "
                    "{dram: {timing: {nRCD: 20}}} (applied before --set; recorded in the results manifest)")
@@ -35,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from archsim.errors import UserError
     from archsim.sweep import load_sweep, run_sweep
 
     executor = args.executor or ("dask" if args.scheduler else "local")
@@ -42,7 +46,21 @@ def main(args: argparse.Namespace) -> int:
     if file_system is not None:
         overrides.insert(0, ("system", file_system, args.override_file, None))
     overrides += set_overrides(args)
-    sweep = load_sweep(args.sweep_file, base_overrides=overrides)
+    if args.max_points < 1:
+        raise UserError(f"--max-points must be an integer >= 1, got {args.max_points}")
+
+    def plan(points: int, axes: list[str] | None) -> None:
+        """The plan before anything is expanded; then how many points are checked, for a long sweep."""
+        if args.quiet:
+            return
+        if axes is not None:
+            print(f"sweep {args.sweep_file}: {points:,} point{'s' * (points != 1)} ({'; '.join(axes) or 'the base'}); "
+                  "checking each point's config before any runs", flush=True)
+            plan.total = points  # type: ignore[attr-defined]
+        else:
+            print(f"  checked {points:,} of {plan.total:,} points", flush=True)  # type: ignore[attr-defined]
+
+    sweep = load_sweep(args.sweep_file, base_overrides=overrides, max_points=args.max_points, plan=plan)
     from archsim.output import check_writable
 
     check_writable(args.out, folder=True)

@@ -17,13 +17,14 @@ from archsim.commands.common import (
     apply_threads,
     compile_seconds,
     config_file_overrides,
-    positive_int,
+    count_at_most,
     print_table,
     quiet,
     set_overrides,
     with_compile_time,
 )
-from archsim.output import check_writable
+from archsim.limits import MAX_CHANNELS, MAX_QUEUE
+from archsim.output import check_distinct, check_writable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "generates N requests (80% reads; KIND random, stream, mixed or conflict).")
     p.add_argument("trace", help="trace file, or synthetic:KIND:N (KIND: random, stream, mixed, conflict)")
     p.add_argument("--preset", default="DDR4_3200AA_x8_8Gb", help="DRAM preset (see `archsim presets list`)")
-    p.add_argument("--channels", type=positive_int, help="number of channels (default: the preset's)")
+    p.add_argument("--channels", type=count_at_most(MAX_CHANNELS, "the most channels archsim simulates"),
+                   help="number of channels (default: the preset's)")
     p.add_argument("--address-mapping", help="address mapping MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco, "
                    "optionally with hash clauses, e.g. RoRaBgBaChCo,Ch^Ro (docs/traces.md) "
                    "(default: the preset's `mapping:`, else RoBaRaCoCh)")
@@ -43,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mapping", dest="mapping_deprecated", help=argparse.SUPPRESS)
     p.add_argument("--row-policy", choices=["open", "closed"], help="row-buffer policy (default open)")
     p.add_argument("--refresh", choices=["allbank", "perbank", "none"], help="refresh mode (default allbank)")
-    p.add_argument("--queue", type=positive_int, help="read and write queue entries per channel (default 32)")
+    p.add_argument("--queue", type=count_at_most(MAX_QUEUE, "archsim.limits.MAX_QUEUE"),
+                   help="read and write queue entries per channel (default 32)")
     p.add_argument("--engine", choices=["numba"], default="numba",
                    help="simulation engine (the channel engine is numba-compiled; the reference scheduler is "
                    "a test oracle, archsim.engine.reference)")
@@ -51,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write stats, per-channel table, manifest (- for standard output)")
     p.add_argument("--csv", dest="csv_out", metavar="FILE", help="write the per-channel table as CSV")
     p.add_argument("--log", dest="log_out", metavar="FILE", help="write the command log (CSV) for check-log")
+    p.add_argument("--log-format", choices=["archsim", "drampower"], default="archsim",
+                   help="format of --log: archsim (the CSV check-log reads) or drampower (DRAMPower's command "
+                   "trace, with its memspec FILE.memspec.json and CLI config FILE.config.json beside it, written "
+                   "from the preset; DDR4 and DDR5 presets, one channel)")
     p.add_argument("--quiet", action="store_true", help="print nothing (no summary, no progress bar); --json still writes its file")
     add_threads_option(p)
     add_set_option(p, config_help="YAML file of dram.* / controller.* overrides, e.g. {dram: {timing: {nRCD: 20}}} "
@@ -111,9 +118,13 @@ def _run(args: argparse.Namespace) -> int:
         print("archsim: warning: `trace --mapping` is deprecated, use --address-mapping (in run/compile "
               "--mapping names a mapping policy file)", file=sys.stderr)
         mapping = args.mapping_deprecated
-    dram_over, ctrl_over = _checked_overrides(args)
+    dram_over, ctrl_over = _checked_overrides(args, mapping)
     if mapping is not None:
         _check_mapping(mapping, {**controller, **ctrl_over})
+    if args.log_format == "drampower":
+        _check_drampower(args, dram_over)
+    check_distinct({"--json": args.json_out, "--csv": args.csv_out, "--log": args.log_out},
+                   {"the trace": None if args.trace.startswith("synthetic:") else args.trace, "--config": args.override_file})
     for out in (args.json_out, args.csv_out, args.log_out):
         check_writable(out)          # before the simulation, not after it
     controller.update(ctrl_over)
@@ -128,9 +139,28 @@ def _run(args: argparse.Namespace) -> int:
         result.write_json(args.json_out)     # "-" = standard output
     if args.csv_out:
         result.write_csv(args.csv_out)
-    if args.log_out:
+    if args.log_out and args.log_format == "drampower":
+        from archsim.dram import drampower
+
+        drampower.write(result.extra["spec"], result.extra["command_log"].df, result.stats["cycles"], args.log_out)
+    elif args.log_out:
         result.extra["command_log"].write(args.log_out)
     return 0
+
+
+def _check_drampower(args: argparse.Namespace, dram_over: dict[str, Any]) -> None:
+    """--log-format drampower: a --log to write, and a preset DRAMPower takes, before the simulation."""
+    from archsim.dram import drampower
+    from archsim.dram.spec import load_spec
+    from archsim.errors import UserError
+
+    if not args.log_out or args.log_out == "-":
+        raise UserError("--log-format drampower needs --log FILE (the DRAMPower trace to write; its memspec and "
+                        "config go beside it)")
+    spec = load_spec(args.preset, overrides=dram_over or None)
+    drampower.check(spec, args.channels or spec.channels)
+    for path in drampower.companion_paths(args.log_out):
+        check_writable(str(path))
 
 
 def _check_mapping(mapping: str, controller: dict[str, Any]) -> None:
@@ -144,9 +174,24 @@ def _check_mapping(mapping: str, controller: dict[str, Any]) -> None:
         raise ConfigError(exc.key_path, exc.problem, source=f"--address-mapping {mapping}") from None
 
 
-def _checked_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+def _flag_conflict(args: argparse.Namespace, mapping: str | None, key: str, value: Any, source: str) -> None:
+    """A --config / --set value of a key an option also gives, different from it, is refused: the option
+    would be dropped without a word (`--row-policy open --set controller.row_policy=closed`)."""
+    from archsim.errors import UserError
+
+    flags = {"controller.row_policy": ("--row-policy", args.row_policy), "controller.refresh": ("--refresh", args.refresh),
+             "controller.read_queue": ("--queue", args.queue), "controller.write_queue": ("--queue", args.queue),
+             "dram.org.channels": ("--channels", args.channels), "controller.mapping": ("--address-mapping", mapping)}
+    flag, given = flags.get(key, (None, None))
+    if given is not None and value != given:
+        raise UserError(f"{flag} {given} and {source} set {key} to different values ({given!r} and {value!r}); "
+                        "give one of them")
+
+
+def _checked_overrides(args: argparse.Namespace, mapping: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """--config / --set as (dram overrides {"timing.nRCD": 20}, controller fields), each key path checked
-    against the dram-trace system's keys (archsim.keypaths.config_leaves, as sweeps do)."""
+    against the dram-trace system's keys (archsim.keypaths.config_leaves, as sweeps do), none of them
+    contradicting an option (_flag_conflict)."""
     from archsim import keypaths
     from archsim.config import flatten
     from archsim.errors import ConfigError
@@ -156,10 +201,11 @@ def _checked_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         raise ConfigError("system", f"is {file_system!r}; trace runs are system dram-trace",
                           source=args.override_file)
     items += set_overrides(args)
-    for key, _, source, line in items:
+    for key, value, source, line in items:
         if not key.startswith(("dram.", "controller.")):
             raise ConfigError(key, "trace runs accept dram.* and controller.* keys here (the trace, preset, "
                               "channels and mapping are options)", source=source, line=line)
+        _flag_conflict(args, mapping, key, value, source if line is None else f"{source}:{line}")
     if not items:
         return {}, {}
     config = keypaths.apply_overrides({"system": "dram-trace", "preset": args.preset}, items)
@@ -168,6 +214,7 @@ def _checked_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
 
 def print_trace_summary(s: dict[str, Any], trace: str) -> None:
     """The summary `archsim trace` (and `archsim run --system dram-trace`) prints."""
+    from archsim.dram.controller import convention_note
     from archsim.units import fmt_bandwidth, fmt_energy, fmt_time
 
     e = s["energy_pj"]
@@ -177,6 +224,7 @@ def print_trace_summary(s: dict[str, Any], trace: str) -> None:
         ("requests", f"{s['requests']:,}  ({s['reads']:,} reads, {s['writes']:,} writes)"),
         ("bandwidth", f"{fmt_bandwidth(s['bandwidth_GBps'] * 1e9)}  ({s['bandwidth_pct_of_peak']:.1f}% of "
                       f"{fmt_bandwidth(s['peak_bandwidth_GBps'] * 1e9)} peak)"),
+        *_bound_row(s),
         ("row hits/misses/conflicts", f"{s['row_hits']:,} / {s['row_misses']:,} / {s['row_conflicts']:,}  (hit rate {100 * s['row_hit_rate']:.1f}%)"),
         ("read latency (cycles)", f"mean {s['read_latency_mean_cycles']:.1f}  p50 {s['read_latency_p50_cycles']:.0f}  p99 {s['read_latency_p99_cycles']:.0f}"),
         ("commands", "  ".join(f"{k} {v:,}" for k, v in s["commands"].items() if v)),
@@ -186,6 +234,29 @@ def print_trace_summary(s: dict[str, Any], trace: str) -> None:
         ("simulation speed", f"{s['requests'] / max(s['wall_s'], 1e-9) / 1e3:,.0f} K requests/s ({fmt_time(s['wall_s'])}"
          + (f"; kernel compile {fmt_time(s['sim_compile_s'])} apart" if s.get("sim_compile_s", 0) > 1 else "") + ")"),
     ])
+    note = convention_note(s["preset"], s.get("convention", "archsim"))
+    if note:
+        print(f"  note: {note}")
+
+
+FRONTEND_BOUND = 0.75   # a run using this fraction of what the front end offers is limited by it
+
+
+def _bound_row(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """The front end's ceiling, when it is below the device's peak: it offers frontend_width requests of
+    access_bytes per cycle, on a wide device a fraction of the peak (HBM2's 8 channels: 1/8). Said to be the
+    bound when the run uses FRONTEND_BOUND of it or more."""
+    from archsim.units import fmt_bandwidth
+
+    offered = s.get("frontend_bandwidth_GBps")
+    if not offered or offered >= s["peak_bandwidth_GBps"]:
+        return []
+    width = s.get("frontend_width", 1)
+    used = s["bandwidth_GBps"] / offered
+    return [("front end", f"{width} request{'s' * (width != 1)} of {s['bytes'] // max(s['requests'], 1)} B per cycle: "
+             f"at most {fmt_bandwidth(offered * 1e9)} ({100 * offered / s['peak_bandwidth_GBps']:.1f}% of peak); "
+             f"this run used {100 * used:.0f}% of it" + (", the bound here" if used >= FRONTEND_BOUND else "")
+             + " (--set controller.frontend_width=N offers more)")]
 
 
 def _dump(obj) -> str:  # pragma: no cover - debugging aid

@@ -11,6 +11,7 @@ import yaml
 from archsim import schema
 from archsim.dram.mapping import parse_mapping
 from archsim.errors import ConfigError, NotBuilt, nearest
+from archsim.limits import MAX_QUEUE
 from archsim.schema import opt
 
 SCHEDULERS = ["frfcfs"]
@@ -30,6 +31,18 @@ def convention_names() -> list[str]:
     return list(conventions())
 
 
+def convention_note(preset: str, convention: str) -> str | None:
+    """A one-line note when a run uses archsim's own controller on a preset made for a reference's convention
+    (its `presets:`): its figures are then archsim's controller's, not the reference's (issue 39)."""
+    if convention != DEFAULT_CONVENTION:
+        return None
+    for name, conv in conventions().items():
+        if preset in conv.get("presets", ()):
+            return (f"{preset} is a device of the `{name}` convention; this run uses archsim's own controller "
+                    f"(add --set controller.convention={name} to reproduce {name}, reports/dram_fidelity/)")
+    return None
+
+
 @dataclass
 class ControllerConfig:
     """Per-channel controller. Queues are per channel; watermarks are fractions of the write queue."""
@@ -38,14 +51,15 @@ class ControllerConfig:
     row_policy: str = opt("open", "open: leave rows open; closed: auto-precharge the last hit", choices=ROW_POLICIES)
     refresh: str = opt("allbank", "allbank: REFab every nREFI; perbank: REFpb every nREFIpb; none",
                        choices=REFRESH_MODES)
-    read_queue: int = opt(32, "read queue entries per channel", minimum=1)
-    write_queue: int = opt(32, "write queue entries per channel", minimum=1)
+    read_queue: int = opt(32, "read queue entries per channel", minimum=1, maximum=MAX_QUEUE)
+    write_queue: int = opt(32, "write queue entries per channel", minimum=1, maximum=MAX_QUEUE)
     write_high_watermark: float = opt(0.8, "start draining writes at this fill of the write queue", minimum=0,
                                       maximum=1)
     write_low_watermark: float = opt(0.2, "stop draining (if reads wait) at this fill", minimum=0, maximum=1)
     mapping: str | None = opt(None, "address mapping, MSB..LSB, e.g. RoBaRaCoCh or rorabgbachco; null: the "
                               "preset's default (its `mapping:`, else RoBaRaCoCh)")
-    frontend_width: int = opt(1, "requests the frontend may offer per cycle (trace convention: 1)", minimum=1)
+    frontend_width: int = opt(1, "requests the frontend may offer per cycle (trace convention: 1)", minimum=1,
+                              maximum=MAX_QUEUE)
     active_buffer: bool = opt(False, "Ramulator 2.1: a request whose ACT issued is served before its row closes")
     pinned_leave_queue: bool = opt(False, "Ramulator 2.1: a pinned request (active buffer) leaves its read or write "
                                    "queue, freeing the entry and no longer counting for the write watermarks")
@@ -58,7 +72,8 @@ class ControllerConfig:
     bank_command_queue: int = opt(0, "DRAMsim3: entries of a command queue per bank; > 0 puts the read and write "
                                   "queues (its transaction queue and write buffer) in front of them: one transaction "
                                   "moves down per cycle, bank queues served round robin, the first ready command of "
-                                  "a queue in queue order (0: archsim's FR-FCFS over the queues)", minimum=0)
+                                  "a queue in queue order (0: archsim's FR-FCFS over the queues)", minimum=0,
+                                  maximum=MAX_QUEUE)
     write_drain_idle: int = opt(8, "DRAMsim3 (with bank_command_queue): drain the write queue when it is full, or "
                                 "holds more than this many writes while every command queue is empty", minimum=0)
     posted_writes: bool = opt(False, "DRAMsim3 (with bank_command_queue): a write is acknowledged (done) the cycle "

@@ -30,6 +30,30 @@ def gap(spec: DramSpec, prev: int | str, nxt: int | str) -> int:
     return max(rows)
 
 
+def level_gap(spec: DramSpec, prev: int | str, nxt: int | str, level: str) -> int:
+    """Fewest cycles from `prev` to `nxt` on different targets of one `level` node (e.g. two G_ACTs of one
+    rank): the largest window-1 latency of the rows at that level. Raises if the standard has none."""
+    p, n = _index(spec, prev), _index(spec, nxt)
+    rows = [r["latency"] for r in spec.constraints if r["prev"] == p and r["next"] == n and r["window"] == 1
+            and not r["sibling"] and r["level_name"] == level]
+    if not rows:
+        raise standard_error(spec, "constraints", f"no {level} row from {spec.commands[p].name} to "
+                             f"{spec.commands[n].name}: a planning latency needs one")
+    return max(rows)
+
+
+def widest_level(spec: DramSpec, prev: int | str, nxt: int | str, below: tuple[str, ...] = ("bank", "bankgroup")) -> str:
+    """The level (not one of `below`) whose window-1 row from `prev` to `nxt` is the longest: where a standard
+    puts its four-activate window (a rank; HBM2's pseudo-channel, HBM3's stack ID). Raises if it has none."""
+    p, n = _index(spec, prev), _index(spec, nxt)
+    rows = [r for r in spec.constraints if r["prev"] == p and r["next"] == n and r["window"] == 1
+            and not r["sibling"] and r["level_name"] not in below]
+    if not rows:
+        raise standard_error(spec, "constraints", f"no row above {', '.join(below)} from {spec.commands[p].name} "
+                             f"to {spec.commands[n].name}: a planning latency needs one")
+    return max(rows, key=lambda r: r["latency"])["level_name"]
+
+
 def window(spec: DramSpec, prev: int | str, nxt: int | str) -> tuple[int, int]:
     """(latency, window) of the widest activation-window row from `prev` to `nxt` (e.g. a four-activate window:
     the window-th command before may be no nearer than latency). Raises if there is none."""

@@ -4,7 +4,10 @@ Mapping strings list fields from the most significant bits to the least, Ramulat
 DRAMsim3 style (`rorabgbachco`). Tokens: Ro row, Co column, Ch channel, Pc pseudo-channel, Ra rank,
 Bg bank group, Ba bank. When Bg is not named it shares Ba's place (bank-group bits lowest, so neighbouring
 banks sit in different groups); when Pc is not named it shares Ch's place (pseudo-channel bits lowest).
-The low log2(access_bytes) bits are the offset inside one access.
+The low log2(access_bytes) bits are the offset inside one access. A field may be split around others by
+naming it more than once with the bit count of every part but one (its lowest part first gets its lowest bits):
+`RoBaPcCoChCo1` puts column bit 0 right above the offset, the channel above it and the other column bits above
+the channel (Ramulator 2.1's CacheLineInterleave(interleave_bits=1) on HBM2).
 
 Address hashing (as GPU and HBM memory controllers do) is part of the mapping string: after the field order,
 comma-separated clauses `TARGET^SOURCE[^SOURCE...]` XOR address bits into the bits of a target field:
@@ -80,45 +83,126 @@ def _parse_clauses(text: str, clauses: list[str]) -> list[tuple[tuple[str, int |
     return out
 
 
-def parse_mapping(text: str) -> list[str]:
-    """Field names from the least significant to the most significant (hash clauses are checked for syntax
-    and otherwise ignored here: hash_masks resolves them)."""
+_ORDER_TOKEN = re.compile(r"([A-Za-z]{2})(\d*)")
+
+
+def _order_tokens(text: str, order: str) -> list[tuple[str, int | None]]:
+    """The field order as (field, bit count or None), most significant first. A field named more than once is
+    split: every part but one gives its bit count, the part without one takes the field's remaining bits, and
+    the parts take the field's bits from the least significant part up (RoBaPcCoChCo1: column bit 0 below the
+    channel, the other column bits above it)."""
+    parts = _ORDER_TOKEN.findall(order)
+    if "".join(k + n for k, n in parts) != order or not parts:
+        raise UserError(f"mapping {text!r}: expected two-letter fields like RoBaRaCoCh or rorabgbachco, a split "
+                        f"field's parts with bit counts (RoBaPcCoChCo1) "
+                        f"(fields: {', '.join(t.capitalize() for t in TOKENS)})")
+    tokens: list[tuple[str, int | None]] = []
+    for key, n in parts:
+        if key.lower() not in TOKENS:
+            raise UserError(f"mapping {text!r}: unknown field {key!r}; allowed: {', '.join(t.capitalize() for t in TOKENS)}")
+        tokens.append((TOKENS[key.lower()], int(n) if n else None))
+    for (key, n), (f, bits) in zip(parts, tokens, strict=True):
+        counts = [b for g, b in tokens if g == f]
+        if len(counts) > 1 and all(b is None for b in counts):
+            raise UserError(f"mapping {text!r}: field {key!r} appears twice (to split a field, give the bit count "
+                            "of every part but one, e.g. RoBaPcCoChCo1)")
+        if bits is not None and (len(counts) == 1 or bits == 0 or sum(b is None for b in counts) != 1):
+            raise UserError(f"mapping {text!r}: {key}{n}: a bit count splits a field named more than once, on every "
+                            "part but one, and is at least 1 (e.g. RoBaPcCoChCo1)")
+    return tokens
+
+
+def _expanded(text: str) -> list[tuple[str, int | None]]:
+    """The mapping's field parts, most significant first, with the fields it does not name placed (module doc):
+    the bank group below the bank, the pseudo-channel below the channel, the rank above the bank."""
     order, clauses = split_mapping(text)
     _parse_clauses(str(text), clauses)
-    raw = order
-    parts = re.findall(r"[A-Za-z]{2}", raw)
-    if "".join(parts) != raw or not parts:
-        raise UserError(f"mapping {text!r}: expected two-letter fields like RoBaRaCoCh or rorabgbachco "
-                        f"(fields: {', '.join(t.capitalize() for t in TOKENS)})")
-    fields = []
-    for p in parts:
-        key = p.lower()
-        if key not in TOKENS:
-            raise UserError(f"mapping {text!r}: unknown field {p!r}; allowed: {', '.join(t.capitalize() for t in TOKENS)}")
-        if TOKENS[key] in fields:
-            raise UserError(f"mapping {text!r}: field {p!r} appears twice")
-        fields.append(TOKENS[key])
+    tokens = _order_tokens(str(text), order)
+    names = {f for f, _ in tokens}
     for need in ("row", "column", "channel", "bank"):
-        if need not in fields:
+        if need not in names:
             raise UserError(f"mapping {text!r}: must contain Ro, Co, Ch and Ba (missing {need})")
-    # implicit placements
-    out: list[str] = []
-    for f in fields:
-        if f == "bank" and "bankgroup" not in fields:
-            out += ["bank", "bankgroup"]  # MSB..LSB order: bank above bank group
-        elif f == "channel" and "pseudochannel" not in fields:
-            out += ["channel", "pseudochannel"]
+    out: list[tuple[str, int | None]] = []
+    for f, bits in tokens:
+        if bits is None and f == "bank" and "bankgroup" not in names:
+            out += [("bank", None), ("bankgroup", None)]  # MSB..LSB order: bank above bank group
+        elif bits is None and f == "channel" and "pseudochannel" not in names:
+            out += [("channel", None), ("pseudochannel", None)]
         else:
-            out.append(f)
-    if "rank" not in out:
-        out.insert(out.index("bank"), "rank")
-    return out[::-1]
+            out.append((f, bits))
+    if "rank" not in names:
+        out.insert(out.index(("bank", None)), ("rank", None))
+    return out
+
+
+def parse_mapping(text: str) -> list[str]:
+    """Field names from the least significant to the most significant, a split field at the place of its part
+    without a bit count (hash clauses are checked for syntax and otherwise ignored here: hash_masks resolves
+    them). This order is the mapping's *canonical* address, where every field is contiguous (field_layout)."""
+    return [f for f, bits in _expanded(text) if bits is None][::-1]
+
+
+def is_split(mapping: str) -> bool:
+    """Whether the mapping splits a field (RoBaPcCoChCo1)."""
+    return any(bits is not None for _, bits in _expanded(mapping))
+
+
+def _segments(spec: DramSpec, mapping: str) -> list[tuple[str, int, int]]:
+    """The address's field parts from the least significant up: (field, bits, the field's bit it starts at)."""
+    sizes = _sizes(spec)
+    parts = _expanded(mapping)[::-1]
+    total = {f: int(sizes[f]).bit_length() - 1 for f in sizes}
+    counted = {f: sum(b for g, b in parts if g == f and b is not None) for f in total}
+    for f, n in counted.items():
+        if n > total[f]:
+            raise UserError(f"mapping {mapping!r}: the parts of {f} give {n} bits; {spec.name} has {total[f]} "
+                            f"{f} bits")
+    out, start = [], dict.fromkeys(total, 0)
+    for f, bits in parts:
+        n = bits if bits is not None else total[f] - counted[f]
+        out.append((f, n, start[f]))
+        start[f] += n
+    return out
+
+
+def address_moves(spec: DramSpec, mapping: str) -> list[tuple[int, int]]:
+    """A split mapping's address -> its canonical address (every field contiguous, field_layout) as bit moves:
+    [(mask of address bits, shift)], bits outside every mask staying put; empty for a mapping without splits."""
+    if not is_split(mapping):
+        return []
+    canon = field_layout(spec, mapping)
+    delta: dict[int, int] = {}
+    at = int(spec.access_bytes).bit_length() - 1
+    for f, n, first in _segments(spec, mapping):
+        for k in range(n):
+            delta[at + k] = canon[f][0] + first + k - (at + k)
+        at += n
+    moves: dict[int, int] = {}
+    for bit, d in delta.items():
+        if d:
+            moves[d] = moves.get(d, 0) | 1 << bit
+    return [(mask, d) for d, mask in sorted(moves.items())]
+
+
+def _move_bits(addr: np.ndarray, moves: list[tuple[int, int]], inverse: bool = False) -> np.ndarray:
+    """Apply address_moves (inverse=True: canonical -> the mapping's address)."""
+    if inverse:
+        moves = [(mask << d if d > 0 else mask >> -d, -d) for mask, d in moves]
+    moved = 0
+    for mask, _ in moves:
+        moved |= mask
+    out = addr & np.uint64(~moved & (2**64 - 1))
+    for mask, d in moves:
+        part = addr & np.uint64(mask)
+        out |= part << np.uint64(d) if d > 0 else part >> np.uint64(-d)
+    return out
 
 
 def field_layout(spec: DramSpec, mapping: str = DEFAULT_MAPPING) -> dict[str, tuple[int, int]]:
     """Where each level sits in a byte address under `mapping`: {level: (lowest bit, number of bits)} for
     every level in VECTOR_LEVELS (a level the device has one of takes 0 bits). The low log2(access_bytes)
-    bits are the offset inside one access; bits above the last field are ignored."""
+    bits are the offset inside one access; bits above the last field are ignored. For a mapping that splits a
+    field, the layout of its canonical address (address_moves)."""
     sizes = _sizes(spec)
     shift = int(spec.access_bytes).bit_length() - 1
     out: dict[str, tuple[int, int]] = {}
@@ -136,6 +220,9 @@ def hash_masks(spec: DramSpec, mapping: str = DEFAULT_MAPPING) -> dict[int, int]
     _, clauses = split_mapping(mapping)
     if not clauses:
         return {}
+    if is_split(mapping):
+        raise UserError(f"mapping {mapping!r}: hash clauses on a mapping that splits a field are not supported "
+                        "(give one or the other)")
     layout = field_layout(spec, mapping)
     top = max(s + b for s, b in layout.values())
     low = int(spec.access_bytes).bit_length() - 1
@@ -208,6 +295,7 @@ class Decoder:
         self.shift = np.array([layout[f][0] if layout[f][1] else 0 for f in VECTOR_LEVELS], dtype=np.uint64)
         self.mask = np.array([(1 << layout[f][1]) - 1 for f in VECTOR_LEVELS], dtype=np.uint64)
         self.mult = np.array([sizes[f] for f in VECTOR_LEVELS], dtype=np.int64)
+        self.moves = address_moves(spec, mapping)       # a split field: to the canonical address first
         masks = hash_masks(spec, mapping)
         self.xor = None
         if masks:
@@ -224,6 +312,8 @@ class Decoder:
         a = np.asarray(addr, dtype=np.uint64)
         shape = a.shape
         a = np.ascontiguousarray(a).reshape(-1)
+        if self.moves:
+            a = _move_bits(a, self.moves)
         n = len(a)
         out = {k: np.empty(n, dtype=np.int64) for k in ("channel", "bank", "row", "column")}
         if self.xor is not None:
@@ -249,6 +339,9 @@ def encode(spec: DramSpec, channel: int, pseudochannel: int, rank: int, bankgrou
             raise ValueError(f"{f}={values[f]} out of range 0..{sizes[f] - 1}")
         addr |= values[f] << shift
         shift += bits
+    moves = address_moves(spec, mapping)
+    if moves:
+        return int(_move_bits(np.array([addr], dtype=np.uint64), moves, inverse=True)[0])
     masks = hash_masks(spec, mapping)
     return int(_apply_hash(np.array([addr], dtype=np.uint64), masks)[0]) if masks else addr
 
@@ -270,6 +363,9 @@ def encode_many(spec: DramSpec, vec: np.ndarray, mapping: str = DEFAULT_MAPPING)
             raise ValueError(f"{f}={int(col[bad[0]])} out of range 0..{sizes[f] - 1} (row {int(bad[0])})")
         addr |= col.astype(np.uint64) << np.uint64(shift)
         shift += int(sizes[f]).bit_length() - 1
+    moves = address_moves(spec, mapping)
+    if moves:
+        return _move_bits(addr, moves, inverse=True)
     masks = hash_masks(spec, mapping)
     return _apply_hash(addr, masks) if masks else addr
 
@@ -282,6 +378,9 @@ def decode_fields(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPI
     masks = hash_masks(spec, mapping)
     if masks:
         a = _apply_hash(a, masks)
+    moves = address_moves(spec, mapping)
+    if moves:
+        a = _move_bits(a, moves)
     a = a >> np.uint64(int(spec.access_bytes).bit_length() - 1)
     parts: dict[str, np.ndarray] = {}
     for f in parse_mapping(mapping):
@@ -312,5 +411,8 @@ def constant_fields(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAP
     differ = 0
     for i in range(0, len(addr), 1 << 16):
         differ |= int(np.bitwise_or.reduce(addr[i:i + (1 << 16)] ^ addr[0]))
+    moves = address_moves(spec, mapping)
+    if moves:       # the bits that differ, where the canonical address has them (a bit permutation)
+        differ = int(_move_bits(np.array([differ], dtype=np.uint64), moves)[0])
     layout = field_layout(spec, mapping)
     return [f for f in VECTOR_LEVELS[:5] if sizes[f] > 1 and not (differ >> layout[f][0]) & ((1 << layout[f][1]) - 1)]

@@ -15,6 +15,14 @@ from archsim import expr
 from archsim.config import Doc, deep_merge, load_yaml, parse_override, require_choice, require_int, set_path
 from archsim.dram.effects import EFFECTS
 from archsim.errors import ConfigError, UserError, unknown_name
+from archsim.limits import (
+    MAX_BANKS,
+    MAX_CAPACITY_BYTES,
+    MAX_CHANNELS,
+    MAX_TIMING_CYCLES,
+    TCK_PS_RANGE,
+    TIMING_WHY,
+)
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "dram"
 STANDARD_DIR = PRESET_DIR / "standards"
@@ -68,6 +76,7 @@ class DramSpec:
     node_of: np.ndarray = field(default=None, repr=False)    # (total_banks, len(levels)) global node ids
     row_buffers: list[str] = field(default_factory=lambda: ["mem"])
     refresh_modes: tuple[str, ...] = ("allbank", "perbank", "none")
+    options: dict[str, str] = field(default_factory=dict)    # extension options in force {"ext.option": value}
 
     # ---- derived sizes -------------------------------------------------------------------------
     @property
@@ -151,6 +160,16 @@ def standard_names() -> list[str]:
     return sorted(p.stem for p in STANDARD_DIR.glob("*.yaml") if p.stem != "jedec")
 
 
+def standard_lineage(name: str) -> list[str]:
+    """The standard files `name` is built from, base first, e.g. ['jedec', 'ddr4', 'ddr4_ramulator2']."""
+    return [Path(p).stem for p in _load_standard(name)["_sources"]]
+
+
+def standard_command_cycles(name: str) -> dict[str, int]:
+    """Command-bus cycles of the standard's multi-cycle commands (`command_cycles:`), {command: cycles}."""
+    return {str(k): int(v) for k, v in (_load_standard(name).get("command_cycles") or {}).items()}
+
+
 def preset_path(name_or_path: str | Path) -> Path:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") and path.is_file():
@@ -165,9 +184,11 @@ def preset_path(name_or_path: str | Path) -> Path:
     raise unknown_name("DRAM preset", str(name_or_path), preset_names())
 
 
-def _load_standard(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+def _load_standard(name: str, seen: tuple[str, ...] = (), options: dict[str, dict[str, str]] | None = None,
+                   ) -> dict[str, Any]:
     """A shipped standard by name, or a user's standard file by path (it may extend a shipped one, and include
-    PIM extensions: `include: {newton: {unit: pseudochannel}}`, see `_extension`)."""
+    PIM extensions: `include: {newton: {unit: pseudochannel}}`, see `_extension`). `options`: a preset's
+    `extension_options` ({extension: {option: value}}), applied wherever the extension is included."""
     path = Path(name) if str(name).endswith((".yaml", ".yml")) else STANDARD_DIR / f"{name}.yaml"
     if not path.is_file():
         raise unknown_name("DRAM standard", name, standard_names())
@@ -177,17 +198,18 @@ def _load_standard(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     if base_name:
         if base_name in seen:
             raise ConfigError("extends", f"cycle through {' -> '.join(seen + (base_name,))}", source=str(path))
-        base = _load_standard(base_name, seen + (name,))
+        base = _load_standard(base_name, seen + (name,), options)
     else:
         base = {"_sources": []}
     for ext, binding in _includes(data, str(path)):
-        base = _merge_standard(base, _extension(ext, binding, str(path)), replace=("row_buffers", "groups"),
-                               extend=True)
+        base = _merge_standard(base, _extension(ext, binding, str(path), (options or {}).get(ext)),
+                               replace=("row_buffers", "groups"), extend=True)
     return _merge_standard(base, {**data, "_sources": [str(path)]})
 
 
 # an extension adds to the row buffers and groups of the standard that includes it; a derived standard replaces them
-_REPLACED_KEYS = ("name", "source", "levels", "command_bus", "row_buffers", "groups", "refresh_modes")
+_REPLACED_KEYS = ("name", "source", "levels", "command_bus", "row_buffers", "groups", "refresh_modes",
+                  "command_cycles")
 
 
 def _merge_standard(base: dict[str, Any], data: dict[str, Any], replace: tuple[str, ...] = (),
@@ -209,6 +231,7 @@ def _merge_standard(base: dict[str, Any], data: dict[str, Any], replace: tuple[s
     merged["derived"] = {**base.get("derived", {}), **data.get("derived", {})}
     merged["constraints"] = list(base.get("constraints", [])) + list(data.get("constraints", []))
     merged["_sources"] = list(base.get("_sources", [])) + list(data.get("_sources", []))
+    merged["_options"] = {**base.get("_options", {}), **data.get("_options", {})}
     return merged
 
 
@@ -230,16 +253,20 @@ def _includes(data: dict[str, Any], src: str) -> list[tuple[str, dict[str, str]]
     return out
 
 
-def _extension(name: str, binding: dict[str, str], including: str) -> dict[str, Any]:
+def _extension(name: str, binding: dict[str, str], including: str, chosen: dict[str, str] | None = None,
+               ) -> dict[str, Any]:
     """A PIM extension (standards/extensions/NAME.yaml): commands, parameters, derived timings, constraint rows,
     row buffers and groups to add to a standard. Its `placeholders:` are level names the including standard
     binds (e.g. `unit`: the level whose banks one PIM unit drives: channel on GDDR6, pseudochannel on HBM), so
-    one definition of, e.g., AiM's all-bank rows serves every base memory."""
+    one definition of, e.g., AiM's all-bank rows serves every base memory. Its `options:` are modelling
+    choices a preset makes (`extension_options: {NAME: {option: value}}`, else each option's default); a value
+    changes fields of the extension's commands (e.g. the command bus of Logic-PIM's bundle reads)."""
     path = EXTENSION_DIR / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in EXTENSION_DIR.glob("*.yaml"))
         raise ConfigError(f"include.{name}", f"no PIM extension {name!r}; known: {', '.join(known)}", source=including)
     data = dict(load_yaml(path).data)
+    data = _apply_options(name, data, chosen or {}, str(path))
     wanted = dict(data.pop("placeholders", {}) or {})
     if set(binding) != set(wanted):
         raise ConfigError(f"include.{name}", f"must bind exactly the placeholders {', '.join(sorted(wanted)) or '(none)'}"
@@ -265,6 +292,39 @@ def _extension(name: str, binding: dict[str, str], including: str) -> dict[str, 
         data.pop("groups")
     data["_sources"] = [str(path)]
     return data
+
+
+def _apply_options(name: str, data: dict[str, Any], chosen: dict[str, str], src: str) -> dict[str, Any]:
+    """The extension `data` with each of its `options:` set to the chosen value (else its default): the value's
+    `commands:` fields replace the extension's. Records the values in `_options` ({"NAME.option": value})."""
+    options = dict(data.pop("options", {}) or {})
+    unknown = set(chosen) - set(options)
+    if unknown:
+        raise ConfigError(f"extension_options.{name}.{sorted(unknown)[0]}",
+                          f"extension {name} has no such option; options: {', '.join(sorted(options)) or '(none)'}",
+                          source=src)
+    commands = {n: dict(c) for n, c in (data.get("commands") or {}).items()}
+    picked = {}
+    for opt_name, opt in options.items():
+        values = opt.get("values") or {}
+        value = chosen.get(opt_name, opt.get("default"))
+        if value not in values:
+            raise ConfigError(f"extension_options.{name}.{opt_name}",
+                              f"must be one of {', '.join(values)}, got {value!r}", source=src)
+        for cmd, fields in ((values[value] or {}).get("commands") or {}).items():
+            if cmd not in commands:
+                raise ConfigError(f"options.{opt_name}.values.{value}.commands.{cmd}",
+                                  f"no command {cmd} in extension {name}", source=src)
+            commands[cmd].update(fields)
+        picked[f"{name}.{opt_name}"] = value
+    return {**data, "commands": commands, "_options": picked}
+
+
+def extension_options(name: str) -> dict[str, dict[str, Any]]:
+    """The `options:` of extension NAME: {option: {"default", "help", "values"}} (for config help and docs)."""
+    data = load_yaml(EXTENSION_DIR / f"{name}.yaml").data
+    return {k: {"default": v.get("default"), "help": v.get("help", ""), "values": list(v.get("values") or {})}
+            for k, v in (data.get("options") or {}).items()}
 
 
 def load_preset_dict(name_or_path: str | Path, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], Doc]:
@@ -353,7 +413,15 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
     std_name = data["standard"]
     if not str(std_name).endswith((".yaml", ".yml")):
         require_choice(doc, "standard", std_name, standard_names())
-    std = _load_standard(std_name)
+    opts = data.get("extension_options") or {}
+    if not isinstance(opts, dict) or not all(isinstance(v, dict) for v in opts.values()):
+        raise ConfigError("extension_options", "must map extension names to {option: value}, e.g. "
+                          "{logic_pim: {command_path: own_path}}", source=doc.source)
+    std = _load_standard(std_name, options=opts)
+    missing = set(opts) - {k.split(".")[0] for k in std.get("_options", {})}
+    if missing:
+        raise ConfigError(f"extension_options.{sorted(missing)[0]}", f"standard {std_name} includes no extension "
+                          f"with options of that name", source=doc.source)
     counts, rows, row_bytes, access_bytes = _organisation(data, doc, std)
     tck, timing, env = _timing(data, doc, std, counts)
 
@@ -378,6 +446,7 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
         commands=commands, constraints=constraints, command_bus=std.get("command_bus", "single"),
         energy=energy, raw=data, levels=levels, level_parent=parent, node_of=node_of, row_buffers=buffers,
         refresh_modes=tuple(std.get("refresh_modes", ("allbank", "perbank", "none"))),
+        options=dict(std.get("_options", {})),
     )
 
 
@@ -392,7 +461,9 @@ def _organisation(data: dict[str, Any], doc: Doc, std: dict[str, Any]) -> tuple[
             raise doc.error(f"org.{key}", f"unknown key; allowed: {', '.join(sorted(allowed_org))}")
     counts = []
     for key, level in ORG_KEYS.items():
-        value = require_int(doc, f"org.{key}", org.get(key, 1), minimum=1, power_of_two=True)
+        value = require_int(doc, f"org.{key}", org.get(key, 1), minimum=1, power_of_two=True,
+                            maximum=MAX_CHANNELS if key == "channels" else MAX_BANKS,
+                            why="the most channels archsim simulates" if key == "channels" else "")
         std_fields = [next(iter(x.values())) if isinstance(x, dict) else x for x in std.get("levels", [])]
         if value > 1 and level not in std_fields:
             raise doc.error(f"org.{key}", f"{std['name']} has no {level} level (address fields: "
@@ -403,6 +474,14 @@ def _organisation(data: dict[str, Any], doc: Doc, std: dict[str, Any]) -> tuple[
     access_bytes = require_int(doc, "org.access_bytes", org.get("access_bytes"), minimum=1, power_of_two=True)
     if access_bytes > row_bytes:
         raise doc.error("org.access_bytes", f"must be <= org.row_bytes ({row_bytes}), got {access_bytes}")
+    banks = math.prod(counts)
+    if banks > MAX_BANKS:
+        raise doc.error("org", f"{banks:,} banks in all ({' x '.join(map(str, counts))} channels x pseudochannels "
+                        f"x ranks x bankgroups x banks); at most {MAX_BANKS:,} (the channel engine keeps state per "
+                        "bank)")
+    if banks * rows * row_bytes > MAX_CAPACITY_BYTES:
+        raise doc.error("org", f"a capacity of {banks * rows * row_bytes:,} bytes (banks x rows x row_bytes); "
+                        "addresses are at most 60 bits")
     return counts, rows, row_bytes, access_bytes
 
 
@@ -418,17 +497,21 @@ def _timing_entry(doc: Doc, std: dict[str, Any], key: str, value: Any, tck: floa
         raise doc.error(f"timing.{key}", f"unknown timing parameter for {std['name']}"
                         + (f"; did you mean {hint[0]}?" if hint else f"; allowed: {', '.join(params)}"))
     if key.startswith("t"):
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise doc.error(f"timing.{key}", f"must be a time in ns >= 0, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+            raise doc.error(f"timing.{key}", f"must be a finite time in ns >= 0, got {value!r}")
         # JEDEC rounding: ceil(t / tCK), with a small guard against float noise (e.g. 15.0 / 0.625).
         cycles = max(1, math.ceil(value * 1000.0 / tck - 1e-6))
+        if cycles > MAX_TIMING_CYCLES:
+            raise doc.error(f"timing.{key}", f"is {cycles:,} cycles at tCK {tck:g} ps; at most "
+                            f"{MAX_TIMING_CYCLES:,} ({TIMING_WHY})")
         if name in timing:
             raise doc.error(f"timing.{key}", f"{name} is given twice (as {name} and {key})")
         timing[name] = cycles
     else:
         if name in timing:
             raise doc.error(f"timing.{key}", f"{name} is given twice")
-        timing[name] = require_int(doc, f"timing.{key}", value, minimum=1 if name != "nRTRS" else 0)
+        timing[name] = require_int(doc, f"timing.{key}", value, minimum=1 if name != "nRTRS" else 0,
+                                   maximum=MAX_TIMING_CYCLES, why=TIMING_WHY)
 
 
 def _timing(data: dict[str, Any], doc: Doc, std: dict[str, Any],
@@ -438,8 +521,10 @@ def _timing(data: dict[str, Any], doc: Doc, std: dict[str, Any],
     if not isinstance(timing_in, dict) or "tCK_ps" not in timing_in:
         raise doc.error("timing", "must be a mapping with tCK_ps and the n*/t*_ns parameters")
     tck = timing_in["tCK_ps"]
-    if isinstance(tck, bool) or not isinstance(tck, int | float) or tck <= 0:
-        raise doc.error("timing.tCK_ps", f"must be a number > 0 (picoseconds), got {tck!r}")
+    low, high = TCK_PS_RANGE
+    if isinstance(tck, bool) or not isinstance(tck, int | float) or not low <= tck <= high:
+        raise doc.error("timing.tCK_ps", f"must be a number of picoseconds from {low:g} to {high:g} (1 THz to "
+                        f"1 MHz), got {tck!r}")
     derived = std.get("derived", {})
     # A standard may derive what its base lists as a parameter (DDR4: nRCDRD = nRCDWR = nRCD).
     params = [p for p in dict.fromkeys(std.get("parameters", [])) if p not in derived]
@@ -457,6 +542,12 @@ def _timing(data: dict[str, Any], doc: Doc, std: dict[str, Any],
             env[name] = int(expr.evaluate(text, env))
         except expr.ExprError as exc:
             raise ConfigError(f"derived.{name}", str(exc), source=std["_sources"][-1]) from None
+        # a derived gap may be negative (AiM's nAFRD when the user's nRCDRDMAC exceeds nRCDRDAF): a pair any
+        # order meets, which the kernel's `last + gap <= now` already reads as no wait; only its size is bounded
+        if abs(env[name]) > MAX_TIMING_CYCLES:
+            raise doc.error("timing", f"{name} = {derived[name]} is {env[name]:,} cycles; a derived timing is at "
+                            f"most {MAX_TIMING_CYCLES:,} in size ({TIMING_WHY}): lower the parameters it derives "
+                            "from")
         timing[name] = env[name]
     return tck, timing, env
 
@@ -515,13 +606,50 @@ def _commands(std: dict[str, Any], level_of, env: dict[str, Any]) -> tuple[list[
     return buffers, commands
 
 
+def _command_cycles(std: dict[str, Any], commands: list[Command]) -> dict[str, int]:
+    """Command-bus cycles per command (`command_cycles:`; default 1), checked against the commands."""
+    cycles = std.get("command_cycles") or {}
+    std_src = std["_sources"][-1]
+    names = [c.name for c in commands]
+    if not isinstance(cycles, dict):
+        raise ConfigError("command_cycles", "must be a mapping {command: cycles}", source=std_src)
+    for name, n in cycles.items():
+        if name not in names:
+            raise ConfigError(f"command_cycles.{name}", f"unknown command; known: {', '.join(names)}", source=std_src)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"command_cycles.{name}", f"must be an integer >= 1, got {n!r}", source=std_src)
+    return {c.name: int(cycles.get(c.name, 1)) for c in commands}
+
+
+def _bus_rows(std: dict[str, Any], commands: list[Command], cycles: dict[str, int]) -> list[Any]:
+    """A command of k > 1 bus cycles holds its command bus for k cycles: rows at the channel level from it to
+    every command on the same bus (all commands on a single bus)."""
+    dual = std.get("command_bus", "single") == "dual"
+    rows = []
+    for k in sorted(set(cycles.values()) - {1}):
+        for bus in (BUSES if dual else (None,)):
+            on_bus = [c.name for c in commands if bus is None or c.bus == bus]
+            long = [c for c in on_bus if cycles[c] == k]
+            if long:
+                rows.append(["channel", long, on_bus, k])
+    return rows
+
+
 def _constraints(std: dict[str, Any], commands: list[Command], levels: list[str], parent: list[int], level_of,
                  env: dict[str, Any]) -> list[dict[str, Any]]:
-    """The constraint rows, one per (preceding, following) command pair of every row of the standard."""
+    """The constraint rows, one per (preceding, following) command pair of every row of the standard.
+
+    Multi-cycle commands (`command_cycles`): the standard's latencies run from the cycle a command is complete
+    on the bus (its last), while a command is logged at its first cycle; so a row from a k-cycle command gains
+    k - 1 cycles and a row to one loses k - 1 (JEDEC's timing reference; Ramulator 2.1 adjusts the same way)."""
     std_src = std["_sources"][-1]
     by_name = {c.name: c for c in commands}
+    cycles = _command_cycles(std, commands)
     constraints = []
-    for n, (row, where) in enumerate(_merge_rows(std.get("constraints", []), std_src)):
+    groups: dict[tuple[int, int], int] = {}    # (row, cycle adjustment) -> group id: one latency per group
+    n_std = len(_merge_rows(std.get("constraints", []), std_src))
+    rows = _merge_rows(std.get("constraints", []) + _bus_rows(std, commands, cycles), std_src)
+    for n, (row, where) in enumerate(rows):
         level, prev, nxt, lat, window, sibling = row
         if sibling and level not in levels and level in LEVEL_INDEX:
             continue   # a level the standard lacks has one node: nothing is ever a sibling there
@@ -537,9 +665,14 @@ def _constraints(std: dict[str, Any], commands: list[Command], levels: list[str]
                 if p not in by_name or f not in by_name:
                     bad = p if p not in by_name else f
                     raise ConfigError(where, f"unknown command {bad!r}; known: {', '.join(by_name)}", source=std_src)
-                constraints.append({"group": n, "level": lv, "prev": by_name[p].index, "next": by_name[f].index,
-                                    "latency": max(0, latency), "window": int(window), "sibling": bool(sibling),
-                                    "expr": str(lat), "prev_name": p, "next_name": f, "level_name": levels[lv]})
+                shift = cycles[p] - cycles[f] if n < n_std else 0    # (bus occupancy rows count from the start)
+                # (a row's group is its index; its pairs with another adjustment form groups after the rows)
+                group = n if shift == 0 else groups.setdefault((n, shift), len(rows) + len(groups))
+                text = str(lat) if shift == 0 else f"{lat} {'+' if shift > 0 else '-'} {abs(shift)} (command cycles)"
+                constraints.append({"group": group, "level": lv, "prev": by_name[p].index, "next": by_name[f].index,
+                                    "latency": max(0, latency + shift), "window": int(window),
+                                    "sibling": bool(sibling), "expr": text, "prev_name": p, "next_name": f,
+                                    "level_name": levels[lv]})
     return constraints
 
 

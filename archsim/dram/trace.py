@@ -269,9 +269,38 @@ class _LineError(Exception):
         self.forms = forms
 
 
-def _read_bytes(path: Path, source: str) -> bytes:
+# The largest trace text archsim reads (after gzip): ~70 M requests, whose arrays take a few GB; a larger
+# file, an endless one (/dev/zero, a pipe) or a gzip bomb is refused once this much is read (issue 35).
+MAX_TRACE_BYTES = 1 << 30
+_READ_CHUNK = 16 << 20
+
+
+def _too_large(source: str) -> UserError:
+    from archsim.config import size_text
+
+    return UserError(f"{source}: trace is larger than {size_text(MAX_TRACE_BYTES)} (the limit; after gzip); "
+                     "split it or simulate a part of it")
+
+
+def _bounded(fh: Any, source: str) -> bytearray:
+    """Everything `fh` holds, read in chunks up to MAX_TRACE_BYTES (into one buffer: no second copy); a binary
+    file is refused at its first chunk."""
+    data = bytearray()
+    while True:
+        chunk = fh.read(_READ_CHUNK)
+        if not chunk:
+            return data
+        if not data and chunk[:2] != b"\x1f\x8b" and b"\0" in chunk:     # (gzip: checked once inflated)
+            raise UserError(f"{source}: not a text trace (it holds NUL bytes); expected {_ANY_FORMS}")
+        data += chunk
+        if len(data) > MAX_TRACE_BYTES:
+            raise _too_large(source)
+
+
+def _read_bytes(path: Path, source: str) -> bytearray:
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = _bounded(fh, source)
     except FileNotFoundError:
         raise UserError(f"{source}: trace file not found") from None
     except IsADirectoryError:
@@ -279,8 +308,11 @@ def _read_bytes(path: Path, source: str) -> bytes:
     except OSError as e:
         raise UserError(f"{source}: cannot read trace file: {e.strerror or e}") from None
     if raw[:2] == b"\x1f\x8b":
+        import io
+
         try:
-            raw = gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
+                raw = _bounded(fh, source)
         except (OSError, EOFError, zlib.error) as e:
             raise UserError(f"{source}: corrupt or truncated gzip file ({e}); expected a gzip-compressed trace") from None
     if raw[:3] == b"\xef\xbb\xbf":  # UTF-8 byte-order mark
@@ -294,6 +326,9 @@ def _show(tok: str) -> str:
 
 def _parse_int(tok: str, what: str, *, hex_ok: bool, limit: int, hex_only: bool = False) -> int:
     """A decimal number, or hex with 0x when hex_ok; with hex_only, hexadecimal with or without 0x."""
+    digits = tok[2:] if tok[:2] in ("0x", "0X") else tok
+    if len(digits.lstrip("0")) > 20:     # beyond 64 bits in any base: refused before int() reads it all
+        raise _LineError(f"{what} {_show(tok)} is too large ({len(tok):,} characters; limit {limit})", "")
     if (hex_ok or hex_only) and _HEX_RE.fullmatch(tok):
         v = int(tok[2:], 16)
     elif hex_only and _BARE_HEX_RE.fullmatch(tok):
@@ -712,6 +747,12 @@ def read_trace(path: str | Path) -> Trace:
     data = _map_file(p)
     if data is None:
         data = _read_bytes(p, source)
+    nul = data.find(b"\0")      # (memchr: ~0.1 s per GB) the parsers would take NUL bytes for blanks
+    if nul >= 0:
+        line = bytes(data[:nul]).count(b"\n") + 1
+        if isinstance(data, mmap.mmap):
+            data.close()
+        raise UserError(f"{source}:{line}: a NUL byte: not a text trace; expected {_ANY_FORMS}")
     try:
         trace = _read_fast(data, source)
         if trace is None:
@@ -734,6 +775,8 @@ def _map_file(path: Path) -> mmap.mmap | None:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode) or st.st_size < 3:
                 return None
+            if st.st_size > MAX_TRACE_BYTES:
+                raise _too_large(str(path))
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
         return None
@@ -769,7 +812,7 @@ def _read_general(data: bytes | mmap.mmap, source: str) -> Trace:
                 end = data.find(b"\n", pos + _CHUNK_BYTES)
                 if end < 0:
                     end = n
-        chunk = data[pos:end]
+        chunk = bytes(data[pos:end])     # (a bytearray's slice is one too; the parser splits bytes)
         parser.feed(chunk, line)
         line += chunk.count(b"\n") + 1
         pos = end + 1
@@ -784,11 +827,13 @@ def _read_general(data: bytes | mmap.mmap, source: str) -> Trace:
 
 def parse_synthetic(text: str) -> tuple[str, int]:
     """`synthetic:KIND:N` (the CLI's and the API's shorthand) -> (KIND, N)."""
+    from archsim.limits import MAX_TRACE_REQUESTS
+
     parts = text.split(":")
     if len(parts) != 3 or parts[0] != "synthetic" or parts[1] not in SYNTHETIC_KINDS or not parts[2].isdigit() \
-            or int(parts[2]) < 1:
-        raise UserError(f"{text!r}: expected synthetic:KIND:N with KIND one of {', '.join(SYNTHETIC_KINDS)} "
-                        "and N a positive number of requests")
+            or len(parts[2]) > 20 or not 1 <= int(parts[2]) <= MAX_TRACE_REQUESTS:
+        raise UserError(f"{_show(text)}: expected synthetic:KIND:N with KIND one of {', '.join(SYNTHETIC_KINDS)} "
+                        f"and N a number of requests from 1 to {MAX_TRACE_REQUESTS:,} (archsim.limits)")
     return parts[1], int(parts[2])
 
 

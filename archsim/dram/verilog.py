@@ -72,6 +72,28 @@ def timing_tables(spec, latency_override: dict[str, int] | None = None, arbiter:
     if spec.command_bus != "single" and not arbiter:
         raise ConfigError("(verilog)", f"{spec.name} has a {spec.command_bus} command bus; the RTL timing engine "
                                        "issues one command per cycle (single bus) only", source=spec.name)
+    rows = _rows(spec, latency_override, arbiter)
+    nb = int(spec.banks_per_channel)
+    levels = list(spec.levels)
+    local = _local_nodes(spec, len(levels), nb)
+    n_nodes = [max(col) + 1 for col in local]
+    scope_mask = [[sum(1 << x for x in range(nb) if local[li][x] == local[li][b]) for b in range(nb)]
+                  for li in range(len(levels))]
+    max_nodes = max(n_nodes)
+    node_banks = [[sum(1 << x for x in range(nb) if local[li][x] == n) for n in range(max_nodes)]
+                  for li in range(len(levels))]
+    ctrs = _history_counters(spec, rows, n_nodes)
+    max_lat = max([r["lat"] for r in rows] + [1])
+    return {
+        "commands": [(c.name, int(c.scope)) for c in spec.commands],
+        "levels": levels, "n_nodes": n_nodes, "max_nodes": max_nodes, "banks": nb,
+        "scope_mask": scope_mask, "node_banks": node_banks, "rows": rows, "ctrs": ctrs,
+        "lat_bits": _bits(max_lat), "max_lat": max_lat, "command_bus": spec.command_bus,
+    }
+
+
+def _rows(spec, latency_override: dict[str, int] | None, arbiter: bool) -> list[dict]:
+    """The constraint rows as the header writes them; sibling rows only for the arbiter, with window 1."""
     rows = []
     for r in spec.constraints:
         if r.get("sibling") and arbiter and int(r["window"]) != 1:
@@ -89,25 +111,14 @@ def timing_tables(spec, latency_override: dict[str, int] | None = None, arbiter:
                      "win": int(r["window"]), "lat": lat, "expr": r["expr"], "prev_name": r["prev_name"],
                      "next_name": r["next_name"], "level_name": r["level_name"],
                      "sib": bool(r.get("sibling"))})
-    nb = int(spec.banks_per_channel)
-    levels = list(spec.levels)
-    node_of = spec.node_of[:nb]
-    # local node numbering per level (0..nodes-1, in order of first bank)
-    local = []
-    for li in range(len(levels)):
-        ids: dict[int, int] = {}
-        for b in range(nb):
-            ids.setdefault(int(node_of[b, li]), len(ids))
-        local.append([ids[int(node_of[b, li])] for b in range(nb)])
-    n_nodes = [max(col) + 1 for col in local]
-    scope_mask = [[sum(1 << x for x in range(nb) if local[li][x] == local[li][b]) for b in range(nb)]
-                  for li in range(len(levels))]
-    max_nodes = max(n_nodes)
-    node_banks = [[sum(1 << x for x in range(nb) if local[li][x] == n) for n in range(max_nodes)]
-                  for li in range(len(levels))]
-    # History slots. A row's window counts issues of *any* command of its preceding list (the engine's
-    # semantics: [level, [ACT, ACTAB], [...], lat, 2] waits for the 2nd most recent ACT or ACTAB), so a slot
-    # is (the preceding list of the row as written in the standard, level); depth = its largest window.
+    return rows
+
+
+def _history_counters(spec, rows: list[dict], n_nodes: list[int]) -> list[dict]:
+    """History slots, and each row's counter and stride in them (set on the rows). A row's window counts issues
+    of *any* command of its preceding list (the engine's semantics: [level, [ACT, ACTAB], [...], lat, 2] waits
+    for the 2nd most recent ACT or ACTAB), so a slot is (the preceding list of the row as written in the
+    standard, level); depth = its largest window."""
     prevs: dict[int, set[int]] = {}
     for r in spec.constraints:
         prevs.setdefault(int(r["group"]), set()).add(int(r["prev"]))
@@ -129,13 +140,7 @@ def timing_tables(spec, latency_override: dict[str, int] | None = None, arbiter:
         key = (r["prevs"], r["level"])
         r["stride"] = slots[key]
         r["ctr"] = base[key] + r["win"] - 1
-    max_lat = max([r["lat"] for r in rows] + [1])
-    return {
-        "commands": [(c.name, int(c.scope)) for c in spec.commands],
-        "levels": levels, "n_nodes": n_nodes, "max_nodes": max_nodes, "banks": nb,
-        "scope_mask": scope_mask, "node_banks": node_banks, "rows": rows, "ctrs": ctrs,
-        "lat_bits": _bits(max_lat), "max_lat": max_lat, "command_bus": spec.command_bus,
-    }
+    return ctrs
 
 
 def _vec(values: list[int], width: int) -> str:
@@ -428,6 +433,20 @@ def arbiter_header(spec) -> str:
     w(f"`ifndef {guard}")
     w(f"`define {guard}")
     w("")
+    _write_arbiter_commands(w, p, t, spec, cb, lb, none, nl)
+    out += _address_tree(p, t, extra=[f"`define {p}_ROW_BITS {t['row_bits']}"])
+    w("// SIB_NODES[level * MAX_NODES + node]: the other nodes of the level under the same parent")
+    w(f"`define {p}_SIB_NODES {_vec(t['sib_nodes'], t['max_nodes'])}")
+    w("")
+    _write_arbiter_rows(w, p, t, cb, lb, nodeb, winb, ctrb, ncmd, nl)
+    _write_arbiter_refresh(w, p, t, spec, cb, none, nb)
+    w(f"`endif  // {guard}")
+    return "\n".join(out) + "\n"
+
+
+def _write_arbiter_commands(w, p: str, t: dict, spec, cb: int, lb: int, none: int, nl: int) -> None:
+    """The arbiter header's commands: index, scope, bus, effect, buffer, roles, closes."""
+    ncmd = len(t["commands"])
     w(f"`define {p}_DEVICE \"{spec.name}\"")
     w("// Commands: index, scope level, bus (1 column, 0 row), effect, row buffer")
     w(f"`define {p}_NUM_CMDS {ncmd}")
@@ -454,10 +473,11 @@ def arbiter_header(spec) -> str:
     wide = [none if c < 0 else c for k in range(2) for c in (t["close_wide"][k] if k < t["nbuf"] else [-1] * nl)]
     w(f"`define {p}_CLOSE_WIDE {_vec(wide, cb)}")
     w("")
-    out += _address_tree(p, t, extra=[f"`define {p}_ROW_BITS {t['row_bits']}"])
-    w("// SIB_NODES[level * MAX_NODES + node]: the other nodes of the level under the same parent")
-    w(f"`define {p}_SIB_NODES {_vec(t['sib_nodes'], t['max_nodes'])}")
-    w("")
+
+
+def _write_arbiter_rows(w, p: str, t: dict, cb: int, lb: int, nodeb: int, winb: int, ctrb: int, ncmd: int, nl: int) -> None:
+    """The arbiter header's constraint rows, history counters and row groups."""
+    rows, ctrs = t["rows"], t["ctrs"]
     w("// Constraint rows (docs/channel-engine.md, 1 and 4); SIB: the preceding command went to a sibling node")
     w(f"`define {p}_NUM_ROWS {len(rows)}")
     w(f"`define {p}_LAT_BITS {t['lat_bits']}  // max latency {t['max_lat']}")
@@ -492,6 +512,10 @@ def arbiter_header(spec) -> str:
     keys = [(c, lv, sb) for c in range(ncmd) for lv in range(nl) for sb in range(2)]
     w(f"`define {p}_GRP_CNT {_vec([len(t['groups'].get(k, [])) for k in keys], _bits(gmax))}")
     w(f"`define {p}_GRP_ROWS {_vec([x for k in keys for x in (t['groups'].get(k, []) + [0] * gmax)[:gmax]], rowb)}")
+
+
+def _write_arbiter_refresh(w, p: str, t: dict, spec, cb: int, none: int, nb: int) -> None:
+    """The arbiter header's all-bank refresh and counter saturation values."""
     rf = t["refresh"]
     if rf is None or not 1 <= len(rf["nodes"]) <= 2:
         raise ConfigError("(verilog)", f"{spec.name}: the arbiter's refresh step handles an all-bank refresh "
@@ -506,9 +530,6 @@ def arbiter_header(spec) -> str:
     w("// CTR_SAT[i]: the counter's saturation value (the largest latency compared with it or an older one)")
     w(f"`define {p}_CTR_SAT {ctr_sat_vector(t)}")
     w("")
-    w(f"`endif  // {guard}")
-    return "\n".join(out) + "\n"
-
 
 def arbiter_spec(preset: str):
     from archsim.dram.spec import load_spec

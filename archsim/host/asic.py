@@ -208,6 +208,27 @@ def rmsnorm(x: Any, gamma: Any, eps: float = 1e-6, rsqrt_iterations: int = 2,
     return dp.mul(dp.mul(x, rs), _f32(gamma))
 
 
+def rope_angles_step(cos: Any, sin: Any, step_cos: Any, step_sin: Any, dp: OpCounter | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """RoPE angles of the next position from this one's: (cos, sin) of t theta_i rotated by the constant
+    (cos theta_i, sin theta_i) -- angle addition, 4 multiplies and 2 adds per frequency, no trigonometry on the
+    add/multiply datapath. Decode advances one position per step, so one update per token suffices."""
+    dp = dp if dp is not None else OpCounter()
+    c, s_ = _f32(cos), _f32(sin)
+    return (dp.sub(dp.mul(c, step_cos), dp.mul(s_, step_sin)), dp.add(dp.mul(s_, step_cos), dp.mul(c, step_sin)))
+
+
+def rope(x: Any, cos: Any, sin: Any, dp: OpCounter | None = None) -> np.ndarray:
+    """Rotary position embedding of head vectors x (..., d_head) with the angles' cos / sin (d_head / 2): element
+    i pairs with i + d_head / 2 (the LLaMA "rotate half" convention); 2 multiplies + 1 add per element."""
+    dp = dp if dp is not None else OpCounter()
+    x = _f32(x)
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    c, s_ = _f32(cos), _f32(sin)
+    return np.concatenate([dp.sub(dp.mul(x1, c), dp.mul(x2, s_)), dp.add(dp.mul(x2, c), dp.mul(x1, s_))], axis=-1)
+
+
 def partial_sum(parts: Any, dp: OpCounter | None = None) -> np.ndarray:
     """Add the partial GEMV results of row-chunks: parts has shape (n_parts, n)."""
     dp = dp if dp is not None else OpCounter()
@@ -274,8 +295,9 @@ ASIC_KINDS = ("softmax", "layernorm", "rmsnorm", "gelu", "silu", "relu", "mul", 
 
 
 def _counts(kind: str, elems: int, rows: int, *, parts: int = 1, degree: int = 6, recip_iterations: int = 3,
-            rsqrt_iterations: int = 2, scaled: bool = True) -> OpCounts:
-    """Counts for `elems` elements spread over `rows` rows (rows of different length are fine)."""
+            rsqrt_iterations: int = 2, scaled: bool = True, freqs: int = 0) -> OpCounts:
+    """Counts for `elems` elements spread over `rows` rows (rows of different length are fine); `freqs`: the
+    RoPE angles (d_head / 2) a rope op advances by one position first."""
     E, R = elems, rows
     if E == 0:
         return OpCounts(rows=R)
@@ -312,8 +334,9 @@ def _counts(kind: str, elems: int, rows: int, *, parts: int = 1, degree: int = 6
         return OpCounts(fmul=E, passes=1, sram_read_elems=2 * E, sram_write_elems=E)
     if kind in ("residual_add", "embedding"):
         return OpCounts(fadd=E, passes=1, sram_read_elems=2 * E, sram_write_elems=E)
-    if kind == "rope":   # x*cos + rotate(x)*sin; cos/sin come from a table
-        return OpCounts(fadd=E, fmul=2 * E, passes=1, sram_read_elems=3 * E, sram_write_elems=E)
+    if kind == "rope":   # angles advanced one position (rope_angles_step), then x*cos -/+ rotate(x)*sin (rope)
+        return OpCounts(fadd=E + 2 * freqs, fmul=2 * E + 4 * freqs, passes=1 + (freqs > 0),
+                        sram_read_elems=3 * E + 4 * freqs, sram_write_elems=E + 2 * freqs)
     if kind == "reduce":
         if parts < 1:
             raise UserError(f"op_counts('reduce'): parts must be >= 1, got {parts}")
@@ -328,18 +351,19 @@ def _counts(kind: str, elems: int, rows: int, *, parts: int = 1, degree: int = 6
 
 
 def op_counts(kind: str, n: int, rows: int = 1, *, parts: int = 1, degree: int = 6, recip_iterations: int = 3,
-              rsqrt_iterations: int = 2, scaled: bool = True) -> OpCounts:
+              rsqrt_iterations: int = 2, scaled: bool = True, freqs: int = 0) -> OpCounts:
     """Operations the ASIC performs for `rows` vectors of length `n` of op `kind`.
 
     kind: softmax (scaled by 1/sqrt(d_head) unless scaled=False), layernorm, rmsnorm, gelu, silu, relu, mul,
-    residual_add, rope, embedding (position add), reduce (`parts` partial vectors of length n),
+    residual_add, rope (after advancing `freqs` angles one position), embedding (position add), reduce (`parts`
+    partial vectors of length n),
     exp / reciprocal / rsqrt (per element).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0 or isinstance(rows, bool) or not isinstance(rows, int) \
             or rows < 1:
         raise UserError(f"op_counts: n must be an integer >= 0 and rows >= 1, got n={n!r}, rows={rows!r}")
     return _counts(kind, n * rows, rows, parts=parts, degree=degree, recip_iterations=recip_iterations,
-                   rsqrt_iterations=rsqrt_iterations, scaled=scaled)
+                   rsqrt_iterations=rsqrt_iterations, scaled=scaled, freqs=freqs)
 
 
 # ---- configuration -------------------------------------------------------------------------------------
@@ -488,6 +512,8 @@ class AsicModel:
             return _counts("embedding", op.flops, 1, **kw)          # position add (0 without a learned table)
         if op.kind in ("softmax", "layernorm", "rmsnorm"):
             return _counts(op.kind, op.elements, op.groups * op.m, **kw)
+        if op.kind == "rope":                                      # op.k: the rotated vectors' length (d_head)
+            return _counts("rope", op.elements, 1, freqs=op.k // 2, **kw)
         return _counts(op.kind, op.elements, 1, **kw)
 
     # -- latency ---------------------------------------------------------------------------------------

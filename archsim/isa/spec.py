@@ -338,11 +338,11 @@ def load_file(path: str | Path) -> Isa:
 def _load_cached(path: str, _resolved: str, _mtime_ns: int, _size: int) -> Isa:
     # Keyed on the resolved path, mtime and size so an edited spec is re-read; shipped specs load once.
     # Callers share the returned Isa, so treat it as read-only.
+    from archsim.config import check_yaml, read_text
+
     source = path
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{source}: cannot read ISA spec: {exc.strerror or exc}") from None
+    text = read_text(path, "ISA spec")
+    check_yaml(text, source, syntax=False)        # bounded: size, nesting, aliases (the strict loader below has no limits)
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except _DuplicateKey as exc:
@@ -417,61 +417,75 @@ def _build(data: Any, source: str) -> Isa:
         raise ConfigError(
             "word_bits", f"must be a multiple of 8 (whole bytes in hex files), got {word_bits}", source
         )
+    opcode_field = _opcode_field(top["opcode"], word_bits, source)
+    units = _units(top["units"], source)
+    fields = {fname: _field(fname, fdef, word_bits, opcode_field, source)
+              for fname, fdef in _need_map(top["fields"], "fields", source).items()}
+    instructions = _instructions(top["instructions"], opcode_field, units, fields, source)
+    return Isa(name, description, word_bits, opcode_field, units, fields, instructions, source, version)
 
-    op = _need_map(top["opcode"], "opcode", source, {"lsb", "bits"}, {"lsb", "bits"})
+
+def _opcode_field(raw: Any, word_bits: int, source: str) -> Field:
+    op = _need_map(raw, "opcode", source, {"lsb", "bits"}, {"lsb", "bits"})
     op_bits = _need_int(op["bits"], "opcode.bits", source, 1, 16)
     op_lsb = _need_int(op["lsb"], "opcode.lsb", source, 0, word_bits - 1)
     if op_lsb + op_bits > word_bits:
         raise ConfigError(
             "opcode", f"bits {op_lsb}..{op_lsb + op_bits - 1} overflow the {word_bits}-bit word", source
         )
-    opcode_field = Field("opcode", op_lsb, op_bits, "opcode")
+    return Field("opcode", op_lsb, op_bits, "opcode")
 
-    units_raw = _need_map(top["units"], "units", source)
+
+def _units(raw: Any, source: str) -> dict[str, str]:
+    units_raw = _need_map(raw, "units", source)
     if not units_raw:
         raise ConfigError("units", "must name at least one executing unit", source)
     units: dict[str, str] = {}
     for uname, udesc in units_raw.items():
         _need_str(uname, f"units.{uname}", source, _FIELD_NAME, "unit name")
         units[uname] = str(udesc or "")
+    return units
 
-    fields_raw = _need_map(top["fields"], "fields", source)
-    fields: dict[str, Field] = {}
-    for fname, fdef in fields_raw.items():
-        key = f"fields.{fname}"
-        _need_str(fname, key, source, _FIELD_NAME, "field name")
-        if fname in _RESERVED_FIELD_NAMES:
-            raise ConfigError(key, f"{fname!r} is reserved; pick another field name", source)
-        fdef = _need_map(fdef, key, source, _FIELD_KEYS, {"lsb", "bits"})
-        bits = _need_int(fdef["bits"], f"{key}.bits", source, 1, word_bits)
-        lsb = _need_int(fdef["lsb"], f"{key}.lsb", source, 0, word_bits - 1)
-        f = Field(fname, lsb, bits, str(fdef.get("description", "") or ""))
-        if f.msb >= word_bits:
-            raise ConfigError(
-                key,
-                f"bits {f.lsb}..{f.msb} overflow the {word_bits}-bit word "
-                f"(lsb + bits must be <= {word_bits})",
-                source,
-            )
-        if f.mask & opcode_field.mask:
-            raise ConfigError(
-                key, f"bits {f.lsb}..{f.msb} overlap the opcode bits {op_lsb}..{opcode_field.msb}", source
-            )
-        values: dict[str, int] = {}
-        if "values" in fdef:
-            vmap = _need_map(fdef["values"], f"{key}.values", source)
-            for vname, v in vmap.items():
-                _need_str(vname, f"{key}.values.{vname}", source, _FIELD_NAME, "value name")
-                values[vname] = _need_int(v, f"{key}.values.{vname}", source, 0, f.max)
-            dup = _first_duplicate(values.values())
-            if dup is not None:
-                raise ConfigError(f"{key}.values", f"value {dup} has two names", source)
-        default = None
-        if "default" in fdef:
-            default = _need_int(fdef["default"], f"{key}.default", source, 0, f.max)
-        fields[fname] = Field(fname, lsb, bits, f.description, values, default)
 
-    instr_raw = _need_map(top["instructions"], "instructions", source)
+def _field(fname: Any, fdef: Any, word_bits: int, opcode_field: Field, source: str) -> Field:
+    """One entry of `fields`: its bits inside the word and clear of the opcode, its named values, default."""
+    key = f"fields.{fname}"
+    _need_str(fname, key, source, _FIELD_NAME, "field name")
+    if fname in _RESERVED_FIELD_NAMES:
+        raise ConfigError(key, f"{fname!r} is reserved; pick another field name", source)
+    fdef = _need_map(fdef, key, source, _FIELD_KEYS, {"lsb", "bits"})
+    bits = _need_int(fdef["bits"], f"{key}.bits", source, 1, word_bits)
+    lsb = _need_int(fdef["lsb"], f"{key}.lsb", source, 0, word_bits - 1)
+    f = Field(fname, lsb, bits, str(fdef.get("description", "") or ""))
+    if f.msb >= word_bits:
+        raise ConfigError(
+            key,
+            f"bits {f.lsb}..{f.msb} overflow the {word_bits}-bit word "
+            f"(lsb + bits must be <= {word_bits})",
+            source,
+        )
+    if f.mask & opcode_field.mask:
+        raise ConfigError(
+            key, f"bits {f.lsb}..{f.msb} overlap the opcode bits {opcode_field.lsb}..{opcode_field.msb}", source
+        )
+    values: dict[str, int] = {}
+    if "values" in fdef:
+        vmap = _need_map(fdef["values"], f"{key}.values", source)
+        for vname, v in vmap.items():
+            _need_str(vname, f"{key}.values.{vname}", source, _FIELD_NAME, "value name")
+            values[vname] = _need_int(v, f"{key}.values.{vname}", source, 0, f.max)
+        dup = _first_duplicate(values.values())
+        if dup is not None:
+            raise ConfigError(f"{key}.values", f"value {dup} has two names", source)
+    default = None
+    if "default" in fdef:
+        default = _need_int(fdef["default"], f"{key}.default", source, 0, f.max)
+    return Field(fname, lsb, bits, f.description, values, default)
+
+
+def _instructions(raw: Any, opcode_field: Field, units: dict[str, str], fields: dict[str, Field],
+                  source: str) -> list[InstrSpec]:
+    instr_raw = _need_map(raw, "instructions", source)
     if not instr_raw:
         raise ConfigError("instructions", "must define at least one instruction", source)
     instructions: list[InstrSpec] = []
@@ -492,50 +506,61 @@ def _build(data: Any, source: str) -> Isa:
         unit = idef["unit"]
         if unit not in units:
             raise ConfigError(f"{key}.unit", f"unknown unit {unit!r}; allowed: {', '.join(units)}", source)
-        aliases_raw = idef.get("aliases", []) or []
-        if not isinstance(aliases_raw, list):
-            raise ConfigError(
-                f"{key}.aliases", f"must be a list of mnemonics, got {_type_name(aliases_raw)}", source
-            )
-        aliases = tuple(_need_str(a, f"{key}.aliases", source, _MNEMONIC, "mnemonic") for a in aliases_raw)
-        for k in (mnemonic, *aliases):
-            # Case-insensitive because assembly text is, and the Verilog macros are upper-case.
-            if k.upper() in by_key:
-                raise ConfigError(
-                    key,
-                    f"name {k!r} clashes with {by_key[k.upper()]!r} (names are "
-                    f"case-insensitive and must be unique)",
-                    source,
-                )
-            by_key[k.upper()] = mnemonic
-        flist = idef.get("fields", []) or []
-        if not isinstance(flist, list):
-            raise ConfigError(
-                f"{key}.fields", f"must be a list of field names, got {_type_name(flist)}", source
-            )
-        ifields: list[Field] = []
-        used = opcode_field.mask
-        for fname in flist:
-            if fname not in fields:
-                raise ConfigError(
-                    f"{key}.fields", f"unknown field {fname!r}; allowed: {', '.join(fields)}", source
-                )
-            f = fields[fname]
-            if any(g.name == fname for g in ifields):
-                raise ConfigError(f"{key}.fields", f"field {fname!r} is listed twice", source)
-            clash = next((g for g in ifields if g.mask & f.mask), None)
-            if clash is not None:
-                raise ConfigError(
-                    f"{key}.fields",
-                    f"{fname} (bits {f.lsb}..{f.msb}) overlaps {clash.name} "
-                    f"(bits {clash.lsb}..{clash.msb}) in the same instruction",
-                    source,
-                )
-            ifields.append(f)
-            used |= f.mask
+        aliases = _aliases(mnemonic, idef.get("aliases", []) or [], by_key, key, source)
+        ifields, used = _instruction_fields(idef.get("fields", []) or [], opcode_field, fields, key, source)
         desc = _need_str(idef.get("description", ""), f"{key}.description", source)
         instructions.append(InstrSpec(mnemonic, opcode, unit, tuple(ifields), desc, aliases, used))
-    return Isa(name, description, word_bits, opcode_field, units, fields, instructions, source, version)
+    return instructions
+
+
+def _aliases(mnemonic: str, aliases_raw: Any, by_key: dict[str, str], key: str, source: str) -> tuple[str, ...]:
+    """An instruction's aliases; every name (mnemonic and aliases) unique, case-insensitively, in `by_key`."""
+    if not isinstance(aliases_raw, list):
+        raise ConfigError(
+            f"{key}.aliases", f"must be a list of mnemonics, got {_type_name(aliases_raw)}", source
+        )
+    aliases = tuple(_need_str(a, f"{key}.aliases", source, _MNEMONIC, "mnemonic") for a in aliases_raw)
+    for k in (mnemonic, *aliases):
+        # Case-insensitive because assembly text is, and the Verilog macros are upper-case.
+        if k.upper() in by_key:
+            raise ConfigError(
+                key,
+                f"name {k!r} clashes with {by_key[k.upper()]!r} (names are "
+                f"case-insensitive and must be unique)",
+                source,
+            )
+        by_key[k.upper()] = mnemonic
+    return aliases
+
+
+def _instruction_fields(flist: Any, opcode_field: Field, fields: dict[str, Field], key: str,
+                        source: str) -> tuple[list[Field], int]:
+    """An instruction's fields (known, listed once, not overlapping) and the mask of every bit it uses."""
+    if not isinstance(flist, list):
+        raise ConfigError(
+            f"{key}.fields", f"must be a list of field names, got {_type_name(flist)}", source
+        )
+    ifields: list[Field] = []
+    used = opcode_field.mask
+    for fname in flist:
+        if fname not in fields:
+            raise ConfigError(
+                f"{key}.fields", f"unknown field {fname!r}; allowed: {', '.join(fields)}", source
+            )
+        f = fields[fname]
+        if any(g.name == fname for g in ifields):
+            raise ConfigError(f"{key}.fields", f"field {fname!r} is listed twice", source)
+        clash = next((g for g in ifields if g.mask & f.mask), None)
+        if clash is not None:
+            raise ConfigError(
+                f"{key}.fields",
+                f"{fname} (bits {f.lsb}..{f.msb}) overlaps {clash.name} "
+                f"(bits {clash.lsb}..{clash.msb}) in the same instruction",
+                source,
+            )
+        ifields.append(f)
+        used |= f.mask
+    return ifields, used
 
 
 def _first_duplicate(items: Iterable[Any]) -> Any:

@@ -26,7 +26,16 @@ from archsim.dram.spec import DramSpec
 from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.engine.memory import MemorySystem
 from archsim.npu.config import NpuConfig
-from archsim.npu.systolic import DmaTile, DoubleBufferTimeline, GemmSchedule, Timeline, schedule_gemm
+from archsim.npu.systolic import (
+    ArrayInstr,
+    ArrayPipeline,
+    DmaTile,
+    DoubleBufferTimeline,
+    GemmSchedule,
+    Timeline,
+    schedule_gemm,
+    ws_stream_cycles,
+)
 
 
 @dataclass
@@ -46,7 +55,6 @@ class DramGemm:
 
 
 LAYOUTS = ("row_major", "blocked")
-
 
 def _blocked_range(schedule: GemmSchedule, d: DmaTile, base: int) -> tuple[int, int]:
     """The tile's bytes in the tile-blocked layout: the tensor stored tile after tile (row-major over tiles,
@@ -218,3 +226,197 @@ def simulate_gemm(cfg: NpuConfig, spec: DramSpec, m: int, k: int, n: int, contro
     loop.run()
     a = spec.access_bytes
     return DramGemm(schedule, agent.dbt.timeline, ms, agent.reads * a, agent.writes * a, agent.dbt.timeline.total_cycles)
+
+
+@dataclass(frozen=True)
+class _Instr:
+    """One array instruction of an `InstructionGemmAgent` program, the loads it waits for and the output block
+    it completes (-1: none)."""
+
+    instr: ArrayInstr
+    loads: tuple[int, ...]
+    store: int
+
+
+class InstructionGemmAgent:
+    """One GEMM (M tokens x K, weights K x N) with `dma: per_instruction` (the NPU preset's memory.dma): the
+    whole GEMM is one tile, every load is issued at the start in program order, and each array instruction
+    waits only for its own operands, as NeuPIMs' code runs its one-tile GEMMs (every MOVIN of a tile pushed to
+    memory in one cycle, NeuPIMSystolicWS.cc:90-160; a compute instruction issues once its operands are in the
+    scratchpad, Core.cc:255-275).
+
+    Program (MatMul.cc:195-353): the stationary operand in blocks of W columns (the token tile when
+    `stationary: activations`, the code's swapped operands) outermost, then K in blocks of H, then the streamed
+    operand in blocks of W rows. Each streamed block is loaded during the first stationary block only, each
+    stationary block with its first streamed block (a preload); an output block is stored once its last K
+    block is computed. Loads take consecutive addresses from `base` in program order (the code's sequential
+    DMA stream, Common.cc:73-114). `on_finish(agent)` is called once the last store is done; `end_npu` holds
+    the NPU cycle, `busy_cycles` the array's issue slots."""
+
+    def __init__(self, memory: MemoryUnit, cfg: NpuConfig, m: int, k: int, n: int, base: int, start_npu: int,
+                 load_port: int, store_port: int, decode: mapping_mod.Decoder,
+                 on_finish: Callable[[InstructionGemmAgent], None] | None = None):
+        self.memory, self.cfg, self.base, self.start_npu = memory, cfg, base, start_npu
+        self.spec = memory.ms.spec
+        self.decode, self.load_port, self.store_port = decode, load_port, store_port
+        self.ratio = (1e12 / cfg.clock_hz) / self.spec.tCK_ps
+        self.on_finish = on_finish
+        self.loads: list[int] = []            # bytes of each load, in program order
+        self.stores: list[int] = []           # bytes of each output block
+        self.program: list[_Instr] = []
+        self._build(m, k, n)
+        self.load_done: list[int | None] = [None] * len(self.loads)
+        self.pipe = ArrayPipeline(cfg)
+        self.next = 0                         # the next instruction to issue (in order)
+        self.busy_cycles = 0
+        self.end_npu: int | None = None
+        self._stores_left = len(self.stores)
+        self._last_store = 0
+        self.reads = self.writes = 0
+
+    def _build(self, m: int, k: int, n: int) -> None:
+        cfg, eb = self.cfg, self.cfg.dtype_bytes
+        stat, stream = (m, n) if cfg.stationary == "activations" else (n, m)
+        W, H = cfg.width, cfg.height
+        streamed: dict[tuple[int, int], int] = {}
+        for s0 in range(0, stat, W):
+            cols = min(W, stat - s0)
+            for k0 in range(0, k, H):
+                depth = min(H, k - k0)
+                stat_load = -1
+                for t0 in range(0, stream, W):
+                    rows = min(W, stream - t0)
+                    if s0 == 0:
+                        streamed[(t0, k0)] = len(self.loads)
+                        self.loads.append(rows * depth * eb)
+                    if t0 == 0:
+                        stat_load = len(self.loads)
+                        self.loads.append(depth * cols * eb)
+                    store = -1
+                    if k0 + H >= k:
+                        store = len(self.stores)
+                        self.stores.append(rows * cols * eb)
+                    self.program.append(_Instr(ArrayInstr(rows=rows, cols=cols, depth=depth, preload=t0 == 0),
+                                               (streamed[(t0, k0)], stat_load), store))
+
+    def _to_dram(self, rel_npu: int) -> int:
+        return math.ceil((self.start_npu + rel_npu) * self.ratio - 1e-9)
+
+    def _to_rel_npu(self, dram: int) -> int:
+        return max(math.ceil(dram / self.ratio - 1e-9) - self.start_npu, 0)
+
+    def _requests(self, lo: int, nbytes: int) -> dict[str, np.ndarray]:
+        a = self.spec.access_bytes
+        addr = np.arange(lo // a * a, lo + nbytes, a, dtype=np.uint64) % np.uint64(self.spec.capacity_bytes)
+        return self.decode(addr)
+
+    def start(self) -> None:
+        at = self._to_dram(0)
+        lo = self.base
+        ms = self.memory.ms
+        for i, nbytes in enumerate(self.loads):
+            dec = self._requests(lo, nbytes)
+            lo += nbytes
+            tag = self.memory.group(len(dec["channel"]), lambda done, i=i: self._loaded(i, done))
+            ms.enqueue_requests(self.load_port, dec["channel"], dec["bank"], dec["row"], dec["column"], 0, at, tag)
+            self.reads += len(dec["channel"])
+        self._store_base = lo
+        if not self.program:
+            self._finish()
+
+    def _loaded(self, i: int, done_dram: int) -> None:
+        self.load_done[i] = self._to_rel_npu(done_dram)
+        ms = self.memory.ms
+        while self.next < len(self.program):
+            ins = self.program[self.next]
+            ready = [self.load_done[j] for j in ins.loads if j >= 0]
+            if any(r is None for r in ready):
+                return
+            start, finish = self.pipe.issue(ins.instr, max(ready))
+            self.busy_cycles += (self.pipe.cfg.height if ins.instr.preload else 0) + \
+                ws_stream_cycles(self.cfg, ins.instr.rows)
+            self.next += 1
+            if ins.store >= 0:
+                dec = self._requests(self._store_base, self.stores[ins.store])
+                self._store_base += self.stores[ins.store]
+                tag = self.memory.group(len(dec["channel"]), self._stored)
+                ms.enqueue_requests(self.store_port, dec["channel"], dec["bank"], dec["row"], dec["column"], 1,
+                                    self._to_dram(finish), tag)
+                self.writes += len(dec["channel"])
+
+    def _stored(self, done_dram: int) -> None:
+        self._last_store = max(self._last_store, self._to_rel_npu(done_dram))
+        self._stores_left -= 1
+        if self._stores_left == 0 and self.next == len(self.program):
+            self._finish()
+
+    def _finish(self) -> None:
+        self.end_npu = self.start_npu + max(self.pipe.busy_until_cycles, self._last_store)
+        if self.on_finish is not None:
+            self.on_finish(self)
+
+
+class VectorStreamAgent:
+    """A vector operator whose rows go through DRAM (the NPU preset's `memory.vector_operands: dram`): every
+    row's input loads issued at the start (`in_bytes` per row, all inputs), each row computed once its inputs
+    are in (`row_cycles` NPU cycles, one row issued per cycle on the vector pipelines, which never make it
+    wait: NeuPIMSystolicWS.cc:466-483) and its output (`out_bytes`) stored after, as NeuPIMs' code runs
+    LayerNorm, GELU and the residual add (LayerNorm.cc:160-196, Gelu.cc:55-89, Add.cc:73-124). `on_finish(agent)`
+    once the last store is done; `end_npu` holds the NPU cycle."""
+
+    def __init__(self, memory: MemoryUnit, npu_hz: float, rows: int, in_bytes: int, out_bytes: int, row_cycles: int,
+                 base: int, start_npu: int, load_port: int, store_port: int, decode: mapping_mod.Decoder,
+                 on_finish: Callable[[VectorStreamAgent], None] | None = None):
+        self.memory, self.base, self.start_npu = memory, base, start_npu
+        self.spec = memory.ms.spec
+        self.ratio = (1e12 / npu_hz) / self.spec.tCK_ps
+        self.rows, self.in_bytes, self.out_bytes, self.row_cycles = rows, in_bytes, out_bytes, row_cycles
+        self.load_port, self.store_port, self.decode, self.on_finish = load_port, store_port, decode, on_finish
+        self.done: list[int | None] = [None] * rows
+        self.next = 0
+        self.issued = -1                      # NPU cycle (relative) the last row was issued
+        self.end_npu: int | None = None
+        self._stores_left = rows
+        self._last = 0
+
+    def _to_dram(self, rel_npu: int) -> int:
+        return math.ceil((self.start_npu + rel_npu) * self.ratio - 1e-9)
+
+    def _to_rel_npu(self, dram: int) -> int:
+        return max(math.ceil(dram / self.ratio - 1e-9) - self.start_npu, 0)
+
+    def _enqueue(self, lo: int, nbytes: int, write: bool, at: int, callback) -> None:
+        a = self.spec.access_bytes
+        addr = np.arange(lo // a * a, lo + nbytes, a, dtype=np.uint64) % np.uint64(self.spec.capacity_bytes)
+        dec = self.decode(addr)
+        tag = self.memory.group(len(addr), callback)
+        self.memory.ms.enqueue_requests(self.store_port if write else self.load_port, dec["channel"], dec["bank"],
+                                        dec["row"], dec["column"], int(write), at, tag)
+
+    def start(self) -> None:
+        if self.rows == 0:
+            self._finish()
+            return
+        at = self._to_dram(0)
+        for r in range(self.rows):
+            self._enqueue(self.base + r * self.in_bytes, self.in_bytes, False, at, lambda d, r=r: self._loaded(r, d))
+
+    def _loaded(self, r: int, done_dram: int) -> None:
+        self.done[r] = self._to_rel_npu(done_dram)
+        out_base = self.base + self.rows * self.in_bytes
+        while self.next < self.rows and self.done[self.next] is not None:
+            self.issued = max(self.done[self.next], self.issued + 1)
+            end = self.issued + self.row_cycles
+            self._enqueue(out_base + self.next * self.out_bytes, self.out_bytes, True, self._to_dram(end), self._stored)
+            self.next += 1
+
+    def _stored(self, done_dram: int) -> None:
+        self._last = max(self._last, self._to_rel_npu(done_dram))
+        self._stores_left -= 1
+        if self._stores_left == 0:
+            self._finish()
+
+    def _finish(self) -> None:
+        self.end_npu = self.start_npu + max(self._last, self.issued + self.row_cycles if self.rows else 0)
+        if self.on_finish is not None:
+            self.on_finish(self)

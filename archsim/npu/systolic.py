@@ -64,16 +64,24 @@ class ArrayInstr:
         return self.rows * self.cols * self.depth
 
 
+def ws_stream_cycles(cfg: NpuConfig, rows: int, floor: int = 4) -> int:
+    """Cycles a WS instruction streams its rows: `rows_per_cycle` rows a cycle (1 on a real array; NeuPIMs'
+    code times its 128-row instructions as 16 cycles, MatMul.cc:316-321), at least `floor` (4: ONNXim's)."""
+    return max(math.ceil(rows / cfg.rows_per_cycle), floor)
+
+
 def ws_latency_cycles(cfg: NpuConfig, rows: int) -> int:
     """Issue-to-result latency of one WS instruction: fill across H + W - 2 PEs plus max(rows, 4) rows."""
-    return cfg.height + cfg.width - 2 + max(rows, 4)
+    return cfg.height + cfg.width - 2 + ws_stream_cycles(cfg, rows)
 
 
 def ws_issue_offset_cycles(cfg: NpuConfig, prev_rows: int, preload: bool) -> int:
     """Cycles between the starts of two WS instructions when the pipeline is not empty (see module doc)."""
     if cfg.ws_preload_rule == "scalesim":      # folds serial: the next starts when this one has drained
         return scalesim_fold_cycles(cfg, ArrayInstr(rows=prev_rows, cols=cfg.width, depth=cfg.height))
-    stream = max(prev_rows, 4)
+    stream = ws_stream_cycles(cfg, prev_rows)
+    if cfg.ws_preload_rule == "serial":      # a preload waits for the previous instruction to leave the array
+        return cfg.height + cfg.width + ws_stream_cycles(cfg, prev_rows, floor=1) - 1 if preload else stream
     if not preload:
         return stream
     if cfg.ws_preload_rule == "onnxim":
@@ -138,12 +146,28 @@ class ArrayPipeline:
         if cfg.dataflow == "os":
             start = max(ready_cycles, self.busy_until_cycles)
             return start, start + os_fold_cycles(instr.rows, instr.cols, instr.depth)
+        if cfg.ws_preload_rule == "serial":
+            return self._peek_serial(instr, ready_cycles)
         now = ready_cycles if self.last_start_cycles is None else max(ready_cycles, self.last_start_cycles)
         if self.last_start_cycles is None or self.busy_until_cycles <= now:      # pipeline empty
             start = now + (ws_empty_preload_cycles(cfg) if instr.preload else 0)
         else:
             start = max(now, self.last_start_cycles + ws_issue_offset_cycles(cfg, self.last_rows, instr.preload))
         return start, start + ws_latency_cycles(cfg, instr.rows)
+
+    def _peek_serial(self, instr: ArrayInstr, ready: int) -> tuple[int, int]:
+        """Rule ``serial`` (NeuPIMs' npu-only branch, SystolicWS.cc:265-270, 331-377): an instruction takes
+        H + W + s - 1 cycles (s = its stream cycles); a preload waits until the previous instruction has left
+        the array, or, into an empty array, 8 cycles for a one-column (GEMV) block and W otherwise; a
+        non-preload instruction follows the previous one's stream."""
+        cfg = self.cfg
+        latency = cfg.height + cfg.width + ws_stream_cycles(cfg, instr.rows, floor=1) - 1
+        empty = self.last_start_cycles is None or self.busy_until_cycles <= ready
+        if instr.preload:
+            start = ready + (8 if instr.cols == 1 else cfg.width) if empty else self.busy_until_cycles
+        else:
+            start = ready if empty else max(ready, self.busy_until_cycles - cfg.height - cfg.width + 1)
+        return start, start + latency
 
     def inputs_consumed_cycles(self, instr: ArrayInstr, start: int, finish: int) -> int:
         """When an instruction has read its last operand from the scratchpad (its half can be refilled):
@@ -155,7 +179,7 @@ class ArrayPipeline:
             return start + (instr.depth + max(h, w) - 1 if self.cfg.dataflow == "os" else 2 * h + instr.rows - 1)
         if self.cfg.dataflow == "os":
             return finish - instr.rows
-        return start + max(instr.rows, 4)
+        return start + ws_stream_cycles(self.cfg, instr.rows)
 
     def issue(self, instr: ArrayInstr, ready_cycles: int = 0) -> tuple[int, int]:
         start, finish = self.peek(instr, ready_cycles)

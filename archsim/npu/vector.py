@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import math
 
-from archsim.npu.config import NpuConfig
-
-VECTOR_KINDS = ("layernorm", "softmax", "gelu", "add")
+from archsim.npu.config import VECTOR_KINDS, NpuConfig  # noqa: F401  (VECTOR_KINDS: re-exported)
 
 
 def vector_iters(n: int, lanes: int) -> int:
@@ -40,15 +38,19 @@ def addtree_levels(n: int, lanes: int) -> int:
 
 
 def vector_row_cycles(cfg: NpuConfig, kind: str, n: int) -> int:
-    """Latency of one `kind` operator on one n-element row (formulas in the module docstring)."""
+    """Latency of one `kind` operator on one n-element row (formulas in the module docstring). An operator in
+    the preset's `vector.size_zero_ops` is timed as a 0-element row: no passes, one tree level (NeuPIMs' code,
+    LayerNorm.cc:171-180, Gelu.cc:69-78, Add.cc:98-107: LayerNorm 5 cycles, GELU and add 0)."""
     lat = cfg.vector.latency_cycles
     lanes = cfg.vector.lanes
-    iters = vector_iters(n, lanes)
+    zero = kind in cfg.vector.size_zero_ops
+    iters = 0 if zero else vector_iters(n, lanes)
+    tree = 1 if zero else addtree_levels(n, lanes)
     if kind == "layernorm":
-        return (2 * addtree_levels(n, lanes) * lat["add_tree"] + 2 * lat["mul"] + lat["sqrt"]
+        return (2 * tree * lat["add_tree"] + 2 * lat["mul"] + lat["sqrt"]
                 + iters * (2 * lat["add"] + 3 * lat["mul"]))
     if kind == "softmax":
-        return 2 * addtree_levels(n, lanes) * lat["add_tree"] + iters * (lat["add"] + lat["exp"] + lat["mul"])
+        return 2 * tree * lat["add_tree"] + iters * (lat["add"] + lat["exp"] + lat["mul"])
     if kind == "gelu":
         return iters * lat["gelu"]
     if kind == "add":

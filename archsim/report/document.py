@@ -29,6 +29,10 @@ class Bullets:
 
 @dataclass
 class Table:
+    """A table; each number is shown in the unit its column's name declares, as the console shows it
+    (archsim.summary: latency_per_token_s 0.0001411 -> 141.1 µs, row_hit_rate 0.98 -> 98.0 %), under its name
+    in words with that unit; the CSV keeps the raw SI values."""
+
     df: pd.DataFrame
     csv: str | None = None  # relative path of the full table as CSV
 
@@ -46,18 +50,29 @@ class Image:
 Block = Heading | Para | Bullets | Table | Image
 
 
-def _cell(value: object) -> str:
+def _cell(column: str, value: object) -> str:
+    from archsim.summary import format_value
+
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    if isinstance(value, float):
-        return f"{value:.4g}"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return format_value(column, value.item() if hasattr(value, "item") else value)
     return str(value)
+
+
+def _header(column: str) -> str:
+    """A column's name as the console's summary labels it (its cells carry the unit)."""
+    from archsim.summary import label
+
+    return label(column)
 
 
 def _table_rows(t: Table) -> tuple[list[str], list[list[str]], str]:
     df = t.df
-    cols = [str(c) for c in df.columns]
-    rows = [[_cell(v) for v in row] for row in df.head(MAX_TABLE_ROWS).itertuples(index=False)]
+    cols = [_header(str(c)) for c in df.columns]
+    names = [str(c) for c in df.columns]
+    rows = [[_cell(c, v) for c, v in zip(names, row, strict=True)]
+            for row in df.head(MAX_TABLE_ROWS).itertuples(index=False)]
     note = ""
     if len(df) > MAX_TABLE_ROWS:
         note = f"First {MAX_TABLE_ROWS} of {len(df)} rows" + (f"; all rows in {t.csv}." if t.csv else ".")

@@ -660,6 +660,15 @@ def timeline_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]
     return out, []
 
 
+def _timeline_of(src: Source, t: pd.DataFrame) -> str:
+    """What part of the run its timeline shows (the stat `timeline_of`), "" if the run does not say."""
+    if "timeline_of" not in src.stats.columns:
+        return ""
+    rows = src.stats[src.stats["run"] == t["run"].iloc[0]] if "run" in src.stats.columns else src.stats
+    value = rows["timeline_of"].iloc[0] if len(rows) else None
+    return value if isinstance(value, str) else ""
+
+
 def _timeline(src: Source, t: pd.DataFrame) -> FigureOut:
     cols = [c for c in ("unit", "op", "start_s", "end_s") if c in t.columns]
     data = t[cols].copy()
@@ -702,7 +711,8 @@ def _timeline(src: Source, t: pd.DataFrame) -> FigureOut:
     ax.set_yticks(range(len(units)), units)
     ax.invert_yaxis()
     ax.set_xlabel(f"time ({unit_name})")
-    ax.set_title(f"Unit busy timeline — {run}", fontsize=10)
+    step = _timeline_of(src, t)
+    ax.set_title(f"Unit busy timeline — {run}" + (f", {step}" if step else ""), fontsize=10)
     from matplotlib.patches import Patch
 
     handles = [Patch(color=cmap[o], label=o) for o in ops]
@@ -712,6 +722,8 @@ def _timeline(src: Source, t: pd.DataFrame) -> FigureOut:
                title="op" if "op" in draw.columns else None, title_fontsize=7)
     ax.grid(axis="x", alpha=0.3)
     which = "the single run" if src.kind == "run" else f"the first finished point of sweep {src.name}"
+    if step:        # a run that records one step of many (PIM-GPT's last decode step) says which
+        which = f"{step} of {which}"
     return FigureOut(slug("timeline", run), f"Unit busy timeline — {run}",
                      f"Busy intervals per unit for {which}.{note}", data, fig)
 

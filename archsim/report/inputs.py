@@ -1,7 +1,6 @@
 """Report inputs: sweep results directories and single-run JSON files (as written by `--json`)."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,10 +79,9 @@ def _load_sweep(path: Path) -> Source:
 
 
 def _load_run(path: Path) -> Source:
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not a JSON file ({exc})") from None
+    from archsim.config import MAX_RESULT_BYTES, read_json
+
+    data = read_json(path, "run result (--json output)", MAX_RESULT_BYTES)
     if not isinstance(data, dict) or not isinstance(data.get("stats"), dict) or not isinstance(data.get("table"), list):
         raise UserError(f"{path}: not an archsim run result (expected a JSON object with `stats`, `table` and "
                         "`manifest`, as written by --json)")

@@ -40,7 +40,9 @@ import copy
 import hashlib
 import importlib
 import itertools
+import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,7 @@ import yaml
 from archsim import keypaths, registry
 from archsim.config import Doc, get_path, load_yaml, load_yaml_text
 from archsim.errors import ConfigError, UserError, nearest
+from archsim.limits import MAX_SWEEP_POINTS
 from archsim.results import config_hash
 from archsim.sweep.metrics import Metric, parse_metrics
 
@@ -177,11 +180,14 @@ def _point_hash(resolved: dict[str, Any], seed: int) -> str:
 
 
 def load_sweep(sweep: str | Path | dict[str, Any], *, source: str | None = None,
-               base_overrides: list[keypaths.Override] | None = None) -> Sweep:
+               base_overrides: list[keypaths.Override] | None = None, max_points: int | None = MAX_SWEEP_POINTS,
+               plan: PlanHook | None = None) -> Sweep:
     """Read, validate and expand a sweep file (a path, or an already parsed dict). Raises UserError.
 
     base_overrides: (key path, value, source, line) items applied to the base config first, checked like
-    axis keys (archsim.keypaths.apply_overrides); `archsim sweep --set/--config` passes them."""
+    axis keys (archsim.keypaths.apply_overrides); `archsim sweep --set/--config` passes them. A sweep of more
+    than max_points points (None: no limit) is refused before its points are expanded; `plan(points, axes)`
+    is told the point count and the axes first, and `plan(checked, None)` how many are checked as they are."""
     if isinstance(sweep, dict):
         text = yaml.safe_dump(sweep, sort_keys=False)
         src = source or "<sweep>"
@@ -190,16 +196,22 @@ def load_sweep(sweep: str | Path | dict[str, Any], *, source: str | None = None,
         path = Path(sweep)
         src = source or str(path)
         if not path.is_file():
-            raise UserError(f"{src}: sweep file not found")
+            raise UserError(f"{src}: sweep file not found" if not path.exists() else
+                            f"{src}: not a regular file; expected a sweep file (YAML)")
         from archsim.config import read_text
 
         text = read_text(path, "sweep file")
         base_dir = path.resolve().parent
-    return parse_sweep(text, src, base_dir=base_dir, base_overrides=base_overrides)
+    return parse_sweep(text, src, base_dir=base_dir, base_overrides=base_overrides, max_points=max_points,
+                       plan=plan)
+
+
+PlanHook = Callable[[int, "list[str] | None"], None]
 
 
 def parse_sweep(text: str, source: str, *, base_dir: Path | None = None,
-                base_overrides: list[keypaths.Override] | None = None) -> Sweep:
+                base_overrides: list[keypaths.Override] | None = None, max_points: int | None = MAX_SWEEP_POINTS,
+                plan: PlanHook | None = None) -> Sweep:
     base_dir = base_dir or Path.cwd()
     doc = load_yaml_text(text, source)
     ctx = _Ctx(doc)
@@ -224,12 +236,19 @@ def parse_sweep(text: str, source: str, *, base_dir: Path | None = None,
         raise ctx.error(("axes",), None, "must be a list of axes: {grid: ...}, {zip: ...} or {points: [...]}")
     axis_sets, axis_keys = _read_axes(axes_raw, leaves, sections, ctx)
     _check_seed_by_keys(seed_by, leaves, sections, ctx)
+    count = math.prod(len(a.assignments) for a in axis_sets)
+    if plan is not None:
+        plan(count, [f"{a.kind} {' x '.join(map(str, a.shape))} ({', '.join(a.keys)})" for a in axis_sets])
+    if max_points is not None and count > max_points:
+        raise ctx.error(("axes",), None, f"{count:,} points, more than the limit of {max_points:,} a sweep runs "
+                        f"unless asked (every point is checked first, then simulated); give --max-points {count} "
+                        "to run it anyway, or sweep fewer values")
 
     sweep = Sweep(name=name, source=source, text=text, data=data, base=base, base_seed=base_seed,
                   imports=list(imports), import_paths=import_paths, axis_keys=axis_keys, metrics={},
                   seed_by=seed_by,
                   base_overrides=[f"{k}={format_value(v)}" for k, v, *_ in (base_overrides or []) if k != "system"])
-    sweep.points = _expand(sweep, axis_sets, leaves, ctx)
+    sweep.points = _expand(sweep, axis_sets, leaves, ctx, plan)
     # Baselines are checked against the values points actually run with (as stored in the results).
     axis_values = {k: [p.axes[k] for p in sweep.points] for k in axis_keys}
     sweep.metrics = parse_metrics(data.get("metrics") or {}, axis_values, ctx.error)
@@ -323,6 +342,7 @@ class _Axis:
     kind: str
     keys: list[str]
     assignments: list[dict[str, Any]]
+    shape: list[int]        # values per key of a grid (their product is its length); else [its length]
 
 
 def _read_axes(axes_raw: list[Any], leaves: dict[str, Any], sections: set[str],
@@ -348,7 +368,8 @@ def _read_axes(axes_raw: list[Any], leaves: dict[str, Any], sections: set[str],
                 raise ctx.error(where + (key,), key, f"swept by two axes (axes[{owner[key]}] and axes[{i}]); "
                                                      "put paired values in one zip axis")
             owner[key] = i
-        axes.append(_Axis(where, kind, keys, assignments))
+        shape = [len(body[k]) for k in keys] if kind == "grid" else [len(assignments)]
+        axes.append(_Axis(where, kind, keys, assignments, shape))
     axis_keys = [k for a in axes for k in a.keys]
     return axes, axis_keys
 
@@ -421,10 +442,16 @@ def _check_value(key: str, value: Any, where: PathKey, leaves: dict[str, Any],
         raise ctx.error(where, key, problem)
 
 
-def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, Any], ctx: _Ctx) -> list[Point]:
+CHECK_REPORT_EVERY = 200     # points: how often a long expansion says how far it is
+
+
+def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, Any], ctx: _Ctx,
+            plan: PlanHook | None = None) -> list[Point]:
     points: list[Point] = []
     seen: dict[str, str] = {}
     for index, combo in enumerate(itertools.product(*(a.assignments for a in axes))):
+        if plan is not None and index and index % CHECK_REPORT_EVERY == 0:
+            plan(index, None)
         values: dict[str, Any] = {}
         for assignment in combo:
             values.update(assignment)

@@ -187,10 +187,10 @@ class _Builder:
 
     def vector(self, name: str, layer: int | None, kind: str, n: int, rows: int, role: str, *,
                groups: int = 1, inputs: int = 1, weight_elems: int = 0, elements: int | None = None,
-               reads: tuple[str, ...] = ()) -> Op:
+               reads: tuple[str, ...] = (), k: int = 1) -> Op:
         B = self.B
         elems = groups * rows * n if elements is None else elements
-        return Op(name=name, kind=kind, layer=layer, m=rows, n=n, groups=groups,
+        return Op(name=name, kind=kind, layer=layer, m=rows, n=n, k=k, groups=groups,
                   flops=VECTOR_FLOPS[kind] * elems, weight_bytes=weight_elems * B,
                   act_read_bytes=inputs * elems * B, act_write_bytes=elems * B, dtype_bytes=B,
                   phase=self.phase, role=role, inputs=reads)
@@ -235,12 +235,13 @@ class _Builder:
             ops.append(self.linear(p + "qkv", i, d, s.q_dim + 2 * s.kv_dim, rows, "qkv", inputs=(p + "ln1",)))
             q_src = p + "qkv"
             if s.position == "rope":
-                ops.append(self.vector(p + "rope", i, "rope", s.q_dim + s.kv_dim, rows, "rope", reads=(q_src,)))
+                ops.append(self.vector(p + "rope", i, "rope", s.q_dim + s.kv_dim, rows, "rope", reads=(q_src,),
+                                       k=s.d_head))         # k: the length of the rotated head vectors
                 q_src = p + "rope"
             kv_bytes = rows * 2 * s.kv_dim * B
             ops.append(Op(name=p + "kv_append", kind="kv_append", layer=i, m=rows, n=2 * s.kv_dim,
                           act_read_bytes=kv_bytes, kv_write_bytes=kv_bytes, dtype_bytes=B, phase=self.phase,
-                          role="kv_append", inputs=(q_src,) if s.position == "rope" else (p + "qkv",)))
+                          role="kv_append", inputs=(q_src, p + "qkv") if s.position == "rope" else (p + "qkv",)))
             ops.extend(self.attention(i, q_src, p + "kv_append"))
             ops.append(self.linear(p + "attn_out", i, s.q_dim, d, rows, "attn_out", inputs=(p + "attn_context",)))
             ops.append(self.vector(p + "residual1", i, "residual_add", d, rows, "residual1", inputs=2,

@@ -129,16 +129,28 @@ class HistogramDist:
         return rng.choice(np.arange(1, self.max_tokens + 1), size=size, p=self.pmf())
 
 
+MAX_HISTOGRAM_TOKENS = 1 << 20    # longer than any model's context (the longest shipped: 128 K)
+
+
 def load_length_histograms(path: str | Path) -> tuple[HistogramDist, HistogramDist]:
     """(prompt, output) histograms from a CSV with columns tokens, prompt_requests, output_requests."""
+    import io
+
+    from archsim.config import read_text
+
     path = Path(path)
-    df = pd.read_csv(path)
+    try:
+        df = pd.read_csv(io.StringIO(read_text(path, "length histogram CSV")))
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise UserError(f"{path}: not a readable CSV ({exc})") from None
     want = ["tokens", "prompt_requests", "output_requests"]
     if list(df.columns) != want:
         raise UserError(f"{path}: expected columns {', '.join(want)}, got {', '.join(map(str, df.columns))}")
     tok = df["tokens"].to_numpy()
-    if (tok < 1).any() or len(np.unique(tok)) != len(tok):
-        raise UserError(f"{path}: tokens must be distinct integers >= 1")
+    # a histogram bin per token count up to the longest: bounded like a model's context
+    if not np.issubdtype(tok.dtype, np.integer) or (tok < 1).any() or (tok > MAX_HISTOGRAM_TOKENS).any() \
+            or len(np.unique(tok)) != len(tok):
+        raise UserError(f"{path}: tokens must be distinct integers >= 1 and <= {MAX_HISTOGRAM_TOKENS:,}")
     out = []
     for col in want[1:]:
         counts = np.zeros(int(tok.max()), dtype=np.int64)
@@ -300,6 +312,123 @@ def read_trace(path: str | Path) -> list[Request]:
         raise UserError(f"{path}: trace files must end in .csv or .jsonl")
     requests = [Request(i, a, p, o) for i, (a, p, o) in enumerate(parsed)]
     return sorted(requests, key=lambda r: (r.arrival_s, r.id))
+
+
+# ---- running batches: length-biased samples and NeuPIMs' snapshots --------------------------------------
+# NeuPIMs' trace generator runs its batch in chunks of 10 decode steps: finished requests leave and new ones join
+# only between chunks, and its snapshots are taken there (get_distributions.py:294-320, 334 `cycle_unit = 10`)
+ADMIT_EVERY_STEPS = 10
+
+
+def running_context_counts(prompts: np.ndarray, outputs: np.ndarray, admit_every: int = ADMIT_EVERY_STEPS,
+                           max_tokens: int = MAX_SEQ_TOKENS) -> np.ndarray:
+    """counts[c - 1]: how often a steady-state continuous-batching batch holds a request with context c, for
+    requests drawn uniformly from (prompts[i], outputs[i]) pairs.
+
+    A request stays in the batch for its output's decode steps, so it fills a batch slot in proportion to its
+    output length (length bias: long requests stay longer). Requests join and leave every `admit_every` steps,
+    so a request is seen after 0, a, 2a, ... generated tokens (ceil(output / a) times); its context is prompt +
+    generated, capped at `max_tokens` (a running request keeps generating at the cap, get_distributions.py:127-128),
+    at least 1 (an empty prompt's first step attends to its one new token).
+    These are the statistics of NeuPIMs' batch snapshots (workloads/datasets/neupims_traces; tests/test_serving_traces.py)."""
+    prompts, outputs = np.asarray(prompts, dtype=np.int64), np.asarray(outputs, dtype=np.int64)
+    counts = np.zeros(max_tokens, dtype=np.int64)
+    visits = -(-outputs // admit_every)
+    for lo in range(0, len(prompts), 1 << 16):          # bounded memory for large datasets
+        k = visits[lo:lo + (1 << 16)]
+        first = np.repeat(np.cumsum(k) - k, k)
+        step = np.arange(int(k.sum())) - first
+        ctx = np.clip(np.repeat(prompts[lo:lo + (1 << 16)], k) + admit_every * step, 1, max_tokens)
+        counts += np.bincount(ctx - 1, minlength=max_tokens)[:max_tokens]
+    return counts
+
+
+def sample_running_batch(running: HistogramDist, batch: int, rng: np.random.Generator) -> list[int]:
+    """Context lengths of `batch` requests of a steady-state running batch, drawn from a running-context
+    histogram (`running_context_counts`; a named dataset's RUNNING entry)."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    return running.sample(rng, batch).tolist()
+
+
+class _Running(dict):
+    """Named datasets -> their running-context histograms (workloads/datasets/<name>_running.csv, built with
+    `running_context_counts` from the same token counts as <name>_lengths.csv by build_lengths.py)."""
+
+    def __missing__(self, name: str) -> HistogramDist:
+        from archsim import paths
+
+        if name not in _Datasets.NAMES:
+            raise KeyError(name)
+        path = paths.shipped_dir("workloads") / "datasets" / f"{name}_running.csv"
+        df = pd.read_csv(path)
+        if list(df.columns) != ["tokens", "batch_slots"]:
+            raise UserError(f"{path}: expected columns tokens, batch_slots")
+        counts = np.zeros(int(df["tokens"].max()), dtype=np.int64)
+        counts[df["tokens"].to_numpy() - 1] = df["batch_slots"].to_numpy()
+        self[name] = HistogramDist(tuple(int(c) for c in counts), source=str(path))
+        return self[name]
+
+
+RUNNING: dict[str, HistogramDist] = _Running()
+
+
+SNAPSHOT_COLUMNS = ("seq_len", "ch_idx")
+# named sets of NeuPIMs' batch snapshots (workloads/datasets/neupims_traces/<folder>)
+SNAPSHOT_SETS = {"neupims_clb": "clb", "neupims_rr": "rr"}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One running batch as NeuPIMs' simulator reads it: each request's context length and its KV channel."""
+
+    seq_lens: tuple[int, ...]
+    channels: tuple[int, ...]
+    source: str
+
+
+def is_snapshot(path: str | Path) -> bool:
+    """A .csv whose header is NeuPIMs' `seq_len,ch_idx` (a batch snapshot, not a request trace)."""
+    from archsim.config import read_text
+
+    path = Path(path)
+    if path.suffix != ".csv":
+        return False
+    first = read_text(path, "trace file").split("\n", 1)[0]
+    return tuple(h.strip() for h in first.split(",")) == SNAPSHOT_COLUMNS
+
+
+def read_snapshot(path: str | Path) -> Snapshot:
+    """A NeuPIMs batch snapshot (header seq_len,ch_idx; integers >= 1 and >= 0); a bad line raises UserError
+    naming the file and the line."""
+    from archsim.config import read_text
+
+    path = Path(path)
+    lines = read_text(path, "trace file").splitlines()
+    header = tuple(h.strip() for h in lines[0].split(",")) if lines else ()
+    if header != SNAPSHOT_COLUMNS:
+        raise UserError(f"{path}:1: expected the header seq_len,ch_idx (a NeuPIMs batch snapshot)")
+    lens, chans = [], []
+    for lineno, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != 2 or not all(c.isdigit() for c in cells) or int(cells[0]) < 1:
+            raise UserError(f"{path}:{lineno}: expected seq_len,ch_idx as integers (seq_len >= 1, ch_idx >= 0), "
+                            f"got {line.strip()!r}")
+        lens.append(int(cells[0]))
+        chans.append(int(cells[1]))
+    if not lens:
+        raise UserError(f"{path}: no requests")
+    return Snapshot(tuple(lens), tuple(chans), str(path))
+
+
+def snapshot_files(name: str) -> list[Path]:
+    """The files of a named snapshot set, in index order (..-0.csv to ..-9.csv)."""
+    from archsim import paths
+
+    folder = paths.shipped_dir("workloads") / "datasets" / "neupims_traces" / SNAPSHOT_SETS[name]
+    return sorted(folder.glob("*.csv"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
 
 
 # ---- continuous batching ------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ the user's file. Both formats end up as one validated, frozen `ModelSpec`.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -196,12 +195,9 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
 def load_model_file(path: str | Path) -> ModelSpec:
     path = Path(path)
     if path.suffix == ".json":
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-        except OSError as exc:
-            raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+        from archsim.config import read_json
+
+        data = read_json(path, "model file")
         if not isinstance(data, dict):
             raise UserError(f"{path}: expected a JSON object at the top level")
         doc = Doc(data=data, source=str(path))
@@ -345,90 +341,13 @@ def spec_from_hf_config(cfg: dict[str, Any], source: str = "config.json", defaul
       LayerNorm, RoPE (no position encoding with alibi), tied LM head.
     """
     family = hf_family(cfg, source)
-
-    def get(*keys: str, default: Any = None) -> Any:
-        """The first of `keys` the config sets; else the default; else an error naming the family."""
-        for k in keys:
-            if cfg.get(k) is not None:
-                return cfg[k]
-        if default is None:
-            alt = f" (or {', '.join(keys[1:])})" if len(keys) > 1 else ""
-            raise ConfigError(keys[0], f"missing{alt} (needed for {'an' if family[0] in 'aeio' else 'a'} {family} config)", source=source)
-        return default
-
-    def used(*keys: str) -> str:
-        """Which of `keys` the config uses (for error messages)."""
-        return next((k for k in keys if cfg.get(k) is not None), keys[0])
-
-    key_of: dict[str, str] = {}
+    hf = _HfFields(cfg, family, source)
     name = str(cfg.get("_name_or_path") or default_name).rstrip("/").split("/")[-1] or default_name
     data: dict[str, Any] = {"name": name, "family": str(cfg.get("model_type") or family)}
-    # (our key, HF keys, default) in the order they are checked
-    if family in ("gpt2", "opt"):
-        gpt2 = family == "gpt2"
-        fields = [("d_model", ("n_embd",) if gpt2 else ("hidden_size",), None),
-                  ("n_layers", ("n_layer",) if gpt2 else ("num_hidden_layers",), None),
-                  ("n_heads", ("n_head",) if gpt2 else ("num_attention_heads",), None),
-                  ("vocab", ("vocab_size",), None),
-                  ("max_context", ("n_positions", "n_ctx") if gpt2 else ("max_position_embeddings",), None)]
-        for ours, keys, default in fields:
-            data[ours] = get(*keys, default=default)
-            key_of[ours] = keys[0]
-        if gpt2:
-            data["d_ff"] = cfg.get("n_inner")      # None: the default 4 x n_embd
-        else:
-            data["d_ff"] = get("ffn_dim")
-        key_of["d_ff"] = "n_inner" if gpt2 else "ffn_dim"
-        proj = cfg.get("word_embed_proj_dim")
-        if not gpt2 and proj is not None and proj != data["d_model"]:
-            raise NotModelled(f"{source}: word_embed_proj_dim: {proj} differs from hidden_size {data['d_model']} "
-                              "(embedding projection, as in OPT-350m) is not modelled yet; supported: "
-                              "word_embed_proj_dim equal to hidden_size")
-        enable_bias = cfg.get("enable_bias", True)
-        data.update(norm="layernorm", position="learned", bias=bool(enable_bias), gated_ffn=False,
-                    tied_embeddings=bool(cfg.get("tie_word_embeddings", True)))
-        act_key, act = "activation_function", cfg.get("activation_function", "gelu_new" if gpt2 else "relu")
-    elif family in ("llama", "mixtral"):
-        fields = [("d_model", "hidden_size"), ("n_layers", "num_hidden_layers"),
-                  ("n_heads", "num_attention_heads"), ("d_ff", "intermediate_size"), ("vocab", "vocab_size"),
-                  ("max_context", "max_position_embeddings")]
-        for ours, key in fields:
-            data[ours] = get(key)
-            key_of[ours] = key
-        data["n_kv_heads"] = get("num_key_value_heads", default=data["n_heads"])
-        key_of["n_kv_heads"] = "num_key_value_heads"
-        if cfg.get("head_dim") is not None:
-            data["d_head"] = cfg["head_dim"]
-            key_of["d_head"] = "head_dim"
-        if family == "mixtral":
-            data["n_experts"] = get("num_local_experts")
-            data["experts_per_token"] = get("num_experts_per_tok")
-            key_of.update(n_experts="num_local_experts", experts_per_token="num_experts_per_tok")
-        data.update(norm="rmsnorm", position="rope", bias=bool(cfg.get("attention_bias", False)),
-                    gated_ffn=True, tied_embeddings=bool(cfg.get("tie_word_embeddings", False)))
-        act_key, act = "hidden_act", cfg.get("hidden_act", "silu")
-    else:  # falcon
-        data["d_model"] = get("hidden_size")
-        data["n_heads"] = get("num_attention_heads", "n_head")
-        data["n_layers"] = get("num_hidden_layers", "n_layer")
-        data["vocab"] = get("vocab_size")
-        data["max_context"] = get("max_position_embeddings", default=2048)
-        data["d_ff"] = get("ffn_hidden_size", default=4 * int(data["d_model"]))
-        # Falcon-40B's first release (model_type RefinedWeb) has the new decoder without naming it.
-        if cfg.get("new_decoder_architecture") or cfg.get("model_type") == "RefinedWeb":
-            data["n_kv_heads"] = get("num_kv_heads", "n_head_kv")
-        elif cfg.get("multi_query", True):      # Falcon's default: one K/V head shared by all heads
-            data["n_kv_heads"] = 1
-        else:
-            data["n_kv_heads"] = data["n_heads"]
-        key_of.update(d_model="hidden_size", n_heads=used("num_attention_heads", "n_head"),
-                      n_layers=used("num_hidden_layers", "n_layer"), vocab="vocab_size",
-                      max_context="max_position_embeddings", d_ff="ffn_hidden_size",
-                      n_kv_heads=used("num_kv_heads", "n_head_kv"))
-        data.update(norm="layernorm", position="none" if cfg.get("alibi") else "rope",
-                    bias=bool(cfg.get("bias", False)), gated_ffn=False,
-                    tied_embeddings=bool(cfg.get("tie_word_embeddings", True)))
-        act_key, act = "activation", cfg.get("activation", "gelu")
+    read = {"gpt2": _gpt2_opt_fields, "opt": _gpt2_opt_fields, "llama": _llama_fields, "mixtral": _llama_fields,
+            "falcon": _falcon_fields}[family]
+    act_key, act = read(hf, data)
+    key_of = hf.key_of
     if act not in _HF_ACT:
         raise ConfigError(act_key, f"unsupported activation {act!r}; supported: {', '.join(sorted(_HF_ACT))}",
                           source=source)
@@ -442,3 +361,93 @@ def spec_from_hf_config(cfg: dict[str, Any], source: str = "config.json", defaul
     except ConfigError as exc:
         # Report the HF key the user wrote, not our internal name.
         raise ConfigError(key_of.get(exc.key_path, exc.key_path), exc.problem, source=source) from None
+
+
+class _HfFields:
+    """Reads a HuggingFace config's fields for one family, remembering which HF key each of ours came from
+    (errors name the key the user wrote)."""
+
+    def __init__(self, cfg: dict[str, Any], family: str, source: str) -> None:
+        self.cfg, self.family, self.source = cfg, family, source
+        self.key_of: dict[str, str] = {}
+
+    def get(self, *keys: str, default: Any = None) -> Any:
+        """The first of `keys` the config sets; else the default; else an error naming the family."""
+        for k in keys:
+            if self.cfg.get(k) is not None:
+                return self.cfg[k]
+        if default is None:
+            alt = f" (or {', '.join(keys[1:])})" if len(keys) > 1 else ""
+            article = "an" if self.family[0] in "aeio" else "a"
+            raise ConfigError(keys[0], f"missing{alt} (needed for {article} {self.family} config)", source=self.source)
+        return default
+
+    def used(self, *keys: str) -> str:
+        """Which of `keys` the config uses (for error messages)."""
+        return next((k for k in keys if self.cfg.get(k) is not None), keys[0])
+
+    def take(self, data: dict[str, Any], ours: str, *keys: str, default: Any = None) -> None:
+        data[ours] = self.get(*keys, default=default)
+        self.key_of[ours] = keys[0]
+
+
+def _gpt2_opt_fields(hf: _HfFields, data: dict[str, Any]) -> tuple[str, Any]:
+    cfg, gpt2 = hf.cfg, hf.family == "gpt2"
+    hf.take(data, "d_model", *(("n_embd",) if gpt2 else ("hidden_size",)))
+    hf.take(data, "n_layers", *(("n_layer",) if gpt2 else ("num_hidden_layers",)))
+    hf.take(data, "n_heads", *(("n_head",) if gpt2 else ("num_attention_heads",)))
+    hf.take(data, "vocab", "vocab_size")
+    hf.take(data, "max_context", *(("n_positions", "n_ctx") if gpt2 else ("max_position_embeddings",)))
+    data["d_ff"] = cfg.get("n_inner") if gpt2 else hf.get("ffn_dim")     # gpt2 None: the default 4 x n_embd
+    hf.key_of["d_ff"] = "n_inner" if gpt2 else "ffn_dim"
+    proj = cfg.get("word_embed_proj_dim")
+    if not gpt2 and proj is not None and proj != data["d_model"]:
+        raise NotModelled(f"{hf.source}: word_embed_proj_dim: {proj} differs from hidden_size {data['d_model']} "
+                          "(embedding projection, as in OPT-350m) is not modelled yet; supported: "
+                          "word_embed_proj_dim equal to hidden_size")
+    data.update(norm="layernorm", position="learned", bias=bool(cfg.get("enable_bias", True)), gated_ffn=False,
+                tied_embeddings=bool(cfg.get("tie_word_embeddings", True)))
+    return "activation_function", cfg.get("activation_function", "gelu_new" if gpt2 else "relu")
+
+
+def _llama_fields(hf: _HfFields, data: dict[str, Any]) -> tuple[str, Any]:
+    cfg = hf.cfg
+    for ours, key in (("d_model", "hidden_size"), ("n_layers", "num_hidden_layers"),
+                      ("n_heads", "num_attention_heads"), ("d_ff", "intermediate_size"), ("vocab", "vocab_size"),
+                      ("max_context", "max_position_embeddings")):
+        hf.take(data, ours, key)
+    hf.take(data, "n_kv_heads", "num_key_value_heads", default=data["n_heads"])
+    if cfg.get("head_dim") is not None:
+        data["d_head"] = cfg["head_dim"]
+        hf.key_of["d_head"] = "head_dim"
+    if hf.family == "mixtral":
+        hf.take(data, "n_experts", "num_local_experts")
+        hf.take(data, "experts_per_token", "num_experts_per_tok")
+    data.update(norm="rmsnorm", position="rope", bias=bool(cfg.get("attention_bias", False)),
+                gated_ffn=True, tied_embeddings=bool(cfg.get("tie_word_embeddings", False)))
+    return "hidden_act", cfg.get("hidden_act", "silu")
+
+
+def _falcon_fields(hf: _HfFields, data: dict[str, Any]) -> tuple[str, Any]:
+    cfg = hf.cfg
+    data["d_model"] = hf.get("hidden_size")
+    data["n_heads"] = hf.get("num_attention_heads", "n_head")
+    data["n_layers"] = hf.get("num_hidden_layers", "n_layer")
+    data["vocab"] = hf.get("vocab_size")
+    data["max_context"] = hf.get("max_position_embeddings", default=2048)
+    data["d_ff"] = hf.get("ffn_hidden_size", default=4 * int(data["d_model"]))
+    # Falcon-40B's first release (model_type RefinedWeb) has the new decoder without naming it.
+    if cfg.get("new_decoder_architecture") or cfg.get("model_type") == "RefinedWeb":
+        data["n_kv_heads"] = hf.get("num_kv_heads", "n_head_kv")
+    elif cfg.get("multi_query", True):      # Falcon's default: one K/V head shared by all heads
+        data["n_kv_heads"] = 1
+    else:
+        data["n_kv_heads"] = data["n_heads"]
+    hf.key_of.update(d_model="hidden_size", n_heads=hf.used("num_attention_heads", "n_head"),
+                     n_layers=hf.used("num_hidden_layers", "n_layer"), vocab="vocab_size",
+                     max_context="max_position_embeddings", d_ff="ffn_hidden_size",
+                     n_kv_heads=hf.used("num_kv_heads", "n_head_kv"))
+    data.update(norm="layernorm", position="none" if cfg.get("alibi") else "rope",
+                bias=bool(cfg.get("bias", False)), gated_ffn=False,
+                tied_embeddings=bool(cfg.get("tie_word_embeddings", True)))
+    return "activation", cfg.get("activation", "gelu")

@@ -17,6 +17,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import drampower_report  # noqa: E402 (this directory)
 
 from archsim.report.palette import color_of  # noqa: E402
 from archsim.results import atomic_write_text  # noqa: E402
@@ -146,9 +149,9 @@ def figure(rs: list[dict], path: Path, n: int) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    labels = [f"{r['device'].replace(' ', chr(10))}\n{r['kind']}" for r in rs]
+    labels = [f"{r['device']} {r['kind']}" for r in rs]
     x = np.arange(len(rs))
-    fig, axes = plt.subplots(2, 1, figsize=(16, 7), sharex=True)
+    fig, axes = plt.subplots(2, 1, figsize=(16, 8), sharex=True)
     for ax, key, tol, title in ((axes[0], "cycles", TOL_CYCLES, "simulated cycles"),
                                 (axes[1], "lat", TOL_LATENCY, "mean read latency")):
         for off, conv, name in ((-0.2, "archsim", "archsim default controller"),
@@ -166,7 +169,7 @@ def figure(rs: list[dict], path: Path, n: int) -> None:
         ax.set_ylabel(f"{title}:\narchsim vs Ramulator 2.1 (%)")
         ax.grid(axis="y", alpha=0.3)
         ax.legend(loc="best", fontsize=8)
-    axes[1].set_xticks(x, labels, fontsize=8)
+    axes[1].set_xticks(x, labels, fontsize=8, rotation=60, ha="right")  # 36 cases: one slanted line each
     axes[0].set_title(f"archsim against Ramulator 2.1 on the same trace files ({n:,} requests each)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -327,6 +330,7 @@ def main() -> None:
         d3figure(d3, args.out / "dramsim3.png", n)
     text = (text.replace("{{D3TABLE}}", d3table(d3)).replace("{{D3KEYS}}", d3keys(d3))
             .replace("{{D3CONV}}", d3convention(d3)).replace("{{D3TOGGLES}}", d3keys(d3, D3_CONV_COLUMNS)))
+    text = text.replace("{{DRAMPOWER}}", drampower_report.section(HERE / "drampower.csv", args.out))
     atomic_write_text(args.out / "README.md", text)
     print(f"wrote {args.out / 'README.md'} and fidelity.png ({sum(r['ok'] for r in rs)}/{len(rs)} within tolerance)")
 

@@ -56,6 +56,14 @@ DEVICES = {
         # (hbm_dual_cmd)
         "d3": "HBM2_8Gb_x128.ini", "d3_set": {},
     },
+    # The same HBM2 with Ramulator's channel bits one column bit higher (CacheLineInterleave(interleave_bits=1)):
+    # archsim's mapping splits the column around the channel (RoBaPcCoChCo1), access size unchanged (issue 39)
+    "HBM2 8ch il1": {
+        "preset": "HBM2_2Gbps_PC", "preset_ramulator2": "HBM2_2Gbps_PC_Ramulator2", "overrides": {}, "channels": 8,
+        "mapping": "RoBaPcCoChCo1",
+        "ram": {"standard": "HBM2", "org_preset": "HBM2_8Gb", "timing_preset": "HBM2_2000Mbps",
+                "controller": "HBM12", "channels": 8, "interleave_bits": 1},
+    },
     # GDDR6 14 Gb/s, 8 Gb x16 devices: 8 16-bit channels (four devices) so that the 4 GiB window fits
     "GDDR6 8ch": {
         "preset": "GDDR6_14Gbps", "overrides": {}, "channels": 8,
@@ -66,13 +74,33 @@ DEVICES = {
     # Ramulator 2.1 ticks HBM3 at half the CK period (dram/hbm3.py tick_multiplier = 2): its `cycles` are
     # half-CK ticks and its LoadStoreTrace(clock_ratio=1) offers one request per tick, i.e. two per CK.
     "HBM3 16ch": {
-        "preset": "HBM3_6400Mbps", "preset_ramulator2": "HBM3_6400Mbps_Ramulator2", "overrides": {}, "channels": 16,
+        "preset": "HBM3_6400Mbps", "preset_ramulator2": "HBM3_6400Mbps_16Gb_8Hi_Ramulator2", "overrides": {}, "channels": 16,
         "ticks_per_cycle": 2,
         # Ramulator's front end offers two requests per CK here: the ramulator2 convention sets that itself
         # (controller_conventions.yaml frontend_width_per_standard); the steps, which name no convention, get it
         "steps_controller": {"frontend_width": 2},
         "ram": {"standard": "HBM3", "org_preset": "HBM3_16Gb_8hi", "timing_preset": "HBM3_6400Mbps",
                 "controller": "HBM34", "channels": 16},
+    },
+    # Issue 39: DDR5-4800 (one 32-bit channel of 16 Gb x8 devices, 8 GiB), GDDR7 28 Gb/s (8 channels of 8 bits: two
+    # 16 Gb x8 devices, 4 GiB) and HBM4 8 Gb/s (32 channels of 2 pseudo-channels and 2 stack IDs: 32 GiB); each
+    # archsim preset holds the timings of the Ramulator device files named beside it (docs/presets.md).
+    "DDR5-4800 1R": {
+        "preset": "DDR5_4800AN_x8_16Gb", "overrides": {}, "channels": 1,
+        "ram": {"standard": "DDR5", "org_preset": "DDR5_16Gb_x8", "timing_preset": "DDR5_4800AN",
+                "controller": "GenericDDR", "channels": 1},
+    },
+    "GDDR7 8ch": {
+        "preset": "GDDR7_28Gbps_16Gb", "overrides": {}, "channels": 8,
+        "ram": {"standard": "GDDR7", "org_preset": "GDDR7_16Gb_x8", "timing_preset": "GDDR7_28000_PAM3",
+                "controller": "GDDR7", "channels": 8},
+    },
+    # Ramulator 2.1 ticks HBM4 at half the CK period, as HBM3
+    "HBM4 32ch": {
+        "preset": "HBM4_8000Mbps_32Gb_8Hi", "overrides": {}, "channels": 32, "ticks_per_cycle": 2,
+        "steps_controller": {"frontend_width": 2},
+        "ram": {"standard": "HBM4", "org_preset": "HBM4_32Gb_8Hi", "timing_preset": "HBM4_8000Mbps",
+                "controller": "HBM34", "channels": 32},
     },
 }
 
@@ -135,7 +163,14 @@ def d3_convention() -> dict[str, dict]:
 # archsim's spelling of each reference's address layout (docs/traces.md): Ramulator 2.1's RoBaRaCoCh address
 # mapper inside each controller, with its CacheLineInterleave channel mapper putting the channel bits right
 # above the transaction offset; on HBM the pseudo-channel sits between the bank group and the column.
-RAM_MAPPING = {"DDR4": "RoBaRaCoCh", "HBM2": "RoBaPcCoCh", "GDDR6": "RoBaCoCh", "HBM3": "RoBaRaPcCoCh"}
+RAM_MAPPING = {"DDR4": "RoBaRaCoCh", "HBM2": "RoBaPcCoCh", "GDDR6": "RoBaCoCh", "HBM3": "RoBaRaPcCoCh",
+               "DDR5": "RoBaRaCoCh", "GDDR7": "RoBaCoCh", "HBM4": "RoBaRaPcCoCh"}
+
+def ram_mapping(dev: dict) -> str:
+    """archsim's spelling of the device's Ramulator layout: the device's own `mapping` (a channel mapper with
+    interleave bits), else its standard's (RAM_MAPPING)."""
+    return dev.get("mapping", RAM_MAPPING[dev["ram"]["standard"]])
+
 
 RAM_DRIVER = r"""
 import json, sys, time
@@ -147,7 +182,8 @@ ctrls = [getattr(r.controller, c["controller"])(
     dram=dram, scheduler=getattr(r.scheduler, c.get("scheduler", "FRFCFS"))(), refresh_manager=getattr(r.refresh_manager, c.get("refresh", "AllBank"))(),
     row_policy=r.row_policy.Open(), addr_mapper=r.addr_mapper.RoBaRaCoCh()) for _ in range(c["channels"])]
 mem = r.memory_system.GenericDRAM(clock_ratio=1, controllers=ctrls,
-                                   channel_mapper=r.channel_mapper.CacheLineInterleave())
+                                   channel_mapper=r.channel_mapper.CacheLineInterleave(
+                                       interleave_bits=c.get("interleave_bits", 0)))
 fe = r.frontend.LoadStoreTrace(clock_ratio=1, path=c["trace"])
 sim = r.Simulation(fe, mem)
 t0 = time.perf_counter()
@@ -319,7 +355,7 @@ def main() -> None:
     done = {(r["sim"], r["device"], r["kind"], r["requests"]) for r in records}
     for name in args.devices:
         dev = DEVICES[name]
-        mapping = RAM_MAPPING[dev["ram"]["standard"]]
+        mapping = ram_mapping(dev)
         if args.no_refresh:
             dev = {**dev, "ram": {**dev["ram"], "refresh": "NoRefresh"}}
         for kind in args.kinds:

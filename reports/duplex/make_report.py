@@ -24,35 +24,68 @@ if str(ROOT) not in sys.path:
 OUT = Path(__file__).resolve().parent
 
 MODELS = ["mixtral-8x7b", "glam", "grok-1", "llama3-70b", "opt-66b"]
+PE = {"expert_coprocessing": True}
+ET = {"expert_coprocessing": True, "expert_tensor_parallel": True}
+SHARED = {"command_path": "shared_column_bus"}      # the other reading of Logic-PIM's command path
+TABLE = {"coprocessing_split": "lookup_table"}      # the paper's split (interference-free lookup tables)
 SYSTEMS = [("GPU", {"device": "gpu"}), ("2xGPU", {"device": "2xgpu"}), ("Bank-PIM", {"device": "bank_pim"}),
            ("BankGroup-PIM", {"device": "bankgroup_pim"}), ("Duplex", {"device": "duplex"}),
-           ("Duplex+PE", {"device": "duplex", "mapping_overrides": {"expert_coprocessing": True}}),
-           ("Duplex+PE+ET", {"device": "duplex", "mapping_overrides": {"expert_coprocessing": True,
-                                                                       "expert_tensor_parallel": True}}),
+           ("Duplex+PE", {"device": "duplex", "mapping_overrides": PE}),
+           ("Duplex+PE+ET", {"device": "duplex", "mapping_overrides": ET}),
+           # the Duplex code's timing: Logic-PIM a roofline, no interference (the LLMSimulator comparison)
            ("Duplex (roofline)", {"device": "duplex", "pim_timing": "roofline"}),
+           ("Duplex+PE (roofline)", {"device": "duplex", "pim_timing": "roofline", "mapping_overrides": PE}),
+           ("Duplex+PE+ET (roofline)", {"device": "duplex", "pim_timing": "roofline", "mapping_overrides": ET}),
            # toggles of the gaps' causes (issue 22): co-processing interference off, and the expert layout of
            # before issue 22 (a device's experts all in one bundle space when the device count is a multiple of 4)
            ("Duplex (no interference)", {"device": "duplex", "interference": "none"}),
-           ("Duplex+PE (no interference)", {"device": "duplex", "interference": "none",
-                                             "mapping_overrides": {"expert_coprocessing": True}}),
-           ("Duplex+PE+ET (no interference)", {"device": "duplex", "interference": "none",
-                                               "mapping_overrides": {"expert_coprocessing": True,
-                                                                     "expert_tensor_parallel": True}}),
+           ("Duplex+PE (no interference)", {"device": "duplex", "interference": "none", "mapping_overrides": PE}),
+           ("Duplex+PE+ET (no interference)", {"device": "duplex", "interference": "none", "mapping_overrides": ET}),
            ("Duplex (old layout)", {"device": "duplex", "mapping_overrides": {"layout": {
                "expert_spaces": [0, 1, 2, 3], "kv_spaces": [0, 1, 2], "prefill_qkv_space": 3,
-               "expert_placement": "global_modulo"}}})]
+               "expert_placement": "global_modulo"}}}),
+           # issue 34: the other command-path reading, and the paper's split rule
+           ("Duplex (shared column bus)", {"device": "duplex", **SHARED}),
+           ("Duplex+PE (shared column bus)", {"device": "duplex", **SHARED, "mapping_overrides": PE}),
+           ("Duplex+PE+ET (shared column bus)", {"device": "duplex", **SHARED, "mapping_overrides": ET}),
+           ("Duplex+PE (table split)", {"device": "duplex", **TABLE, "mapping_overrides": PE}),
+           ("Duplex+PE+ET (table split)", {"device": "duplex", **TABLE, "mapping_overrides": ET}),
+           ("Duplex+PE (shared column bus, table split)", {"device": "duplex", **SHARED, **TABLE,
+                                                          "mapping_overrides": PE}),
+           ("Duplex+PE+ET (shared column bus, table split)", {"device": "duplex", **SHARED, **TABLE,
+                                                             "mapping_overrides": ET})]
 VARIANTS = ["Duplex", "Duplex+PE", "Duplex+PE+ET"]          # the paper's Duplex systems
+MOE = ["mixtral-8x7b", "glam", "grok-1"]
 # the paper's figures (docs/presets.md [Duplex]; /work reference note section 4)
 PAPER = {"speedup_avg_best": 2.07, "speedup_max_best": 2.67, "speedup_max_plain": 2.51,
          "tbt_p50_glam": -0.583, "energy_avg": -0.2819,
          "energy": {"mixtral-8x7b": -0.3328, "glam": -0.4203, "grok-1": -0.3459}}
 
 
+class Timers(dict):
+    """One Logic-PIM engine timer per command path (memoised engine runs shared by every run on that path)."""
+
+    def __missing__(self, path):
+        from archsim.systems.duplex.compiler import make_device
+
+        self[path] = make_device("duplex", command_path=path).timer
+        return self[path]
+
+
+def default_command_path() -> str:
+    from archsim.dram.spec import extension_options
+
+    return extension_options("logic_pim")["command_path"]["default"]
+
+
 def run(cfg, timer=None, device=None):
-    """One run; `device`: a function changing the run's device object before it runs (a gap experiment that
-    toggles a hardware assumption; the preset keeps the paper's values)."""
+    """One run; `timer`: Timers (the engine timer of the run's command path); `device`: a function changing the
+    run's device object before it runs (a gap experiment that toggles a hardware assumption; the preset keeps
+    the paper's values)."""
     from archsim.systems.duplex.system import DuplexRun
 
+    if timer is not None:
+        timer = timer[cfg.get("command_path", default_command_path())]
     r = DuplexRun(cfg, timer=timer)
     if device is not None:
         device(r.device)
@@ -97,7 +130,7 @@ def main_comparison(args, timer):
     df["speedup_vs_gpu"] = [r.tokens_per_s / gpu.loc[r.model, "tokens_per_s"] for r in df.itertuples()]
     df["tbt_p50_vs_gpu"] = [r.tbt_p50_ms / gpu.loc[r.model, "tbt_p50_ms"] - 1 for r in df.itertuples()]
     df["energy_vs_gpu"] = [r.energy_per_token_j / gpu.loc[r.model, "energy_per_token_j"] - 1 for r in df.itertuples()]
-    cols = ["model", "system", "stage", "pair", "overlaps", "xpu_seconds", "low_seconds", "alone_seconds", "seconds",
+    cols = ["model", "system", "stage", "pair", "overlaps", "serialized", "xpu_seconds", "low_seconds", "alone_seconds", "seconds",
             "xpu_slowdown", "low_slowdown", "added_fraction"]
     return df, pd.concat(inter)[cols].reset_index(drop=True)
 
@@ -220,6 +253,47 @@ def saturation(load: pd.DataFrame, name: str) -> float:
     return float(ok.qps.max()) if len(ok) else float("nan")
 
 
+LLMSIM_SYSTEMS = {"gpu": "GPU", "2xgpu": "2xGPU", "duplex": "Duplex", "duplex-pe": "Duplex+PE",
+                  "duplex-pe-et": "Duplex+PE+ET", "bank-pim": "Bank-PIM", "bankgroup-pim": "BankGroup-PIM"}
+ROOFLINE_OF = {"Duplex": "Duplex (roofline)", "Duplex+PE": "Duplex+PE (roofline)",
+               "Duplex+PE+ET": "Duplex+PE+ET (roofline)"}
+FREE_OF = {"Duplex": "Duplex (no interference)", "Duplex+PE": "Duplex+PE (no interference)",
+           "Duplex+PE+ET": "Duplex+PE+ET (no interference)"}
+ROOFLINE_TARGET = 0.05      # the issue's target: archsim's roofline mode within 5 % of LLMSimulator
+
+
+def vs_llmsimulator(df: pd.DataFrame, args, path: Path = OUT / "llmsimulator_runs.csv") -> pd.DataFrame:
+    """Per (model, system, fork): LLMSimulator's tokens/s (reports/duplex/llmsimulator_runs.csv, written by
+    run_llmsim.py) beside archsim's roofline mode (Logic-PIM a roofline, no interference: the Duplex code's
+    timing) and engine mode (the report's runs), on the report's lengths and batch; for the Duplex variants the
+    engine / roofline ratio split into its two causes, each a toggle run: Logic-PIM timed on the channel engine
+    (engine without interference / roofline) and co-processing interference (engine / engine without it)."""
+    ref = pd.read_csv(path)
+    ref = ref[(ref.input_len == args.input_len) & (ref.output_len == args.output_len) & (ref.batch == args.batch)]
+    # a case run again (the driver appends) counts once: its latest row
+    ref = ref.drop_duplicates(["model", "system", "source", "input_len", "output_len", "batch", "devices"], keep="last")
+    tp = df.set_index(["model", "system"]).tokens_per_s
+    tbt = df.set_index(["model", "system"]).tbt_p50_ms
+    rows = []
+    for r in ref.itertuples():
+        name = LLMSIM_SYSTEMS.get(r.system)
+        if name is None or (r.model, name) not in tp.index:
+            continue
+        roof = ROOFLINE_OF.get(name, name)
+        eng, free = tp[r.model, name], tp[r.model, FREE_OF.get(name, name)]
+        rows.append({"model": r.model, "system": name, "fork": r.source, "devices": int(r.devices),
+                     "llmsim_tokens_per_s": r.tokens_per_s, "archsim_roofline_tokens_per_s": tp[r.model, roof],
+                     "roofline_over_llmsim": tp[r.model, roof] / r.tokens_per_s,
+                     "archsim_engine_tokens_per_s": eng, "engine_over_llmsim": eng / r.tokens_per_s,
+                     "cause_logic_pim_engine_timing": free / tp[r.model, roof],
+                     "cause_interference": eng / free,
+                     "llmsim_tbt_p50_ms": r.tbt_p50_ms, "archsim_roofline_tbt_p50_ms": tbt[r.model, roof]})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["roofline_within_5pct"] = (out.roofline_over_llmsim - 1).abs() <= ROOFLINE_TARGET
+    return out
+
+
 def roofline_plot(ops: pd.DataFrame, path: Path) -> None:
     import matplotlib
 
@@ -287,9 +361,8 @@ def main() -> None:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     from archsim import __version__
-    from archsim.pim.logic_pim import LogicPimTimer
 
-    timer = LogicPimTimer()
+    timer = Timers()
     t0 = time.perf_counter()
     def part(name, fn):
         return pd.read_csv(out / f"{name}.csv") if name in args.reuse else fn()
@@ -304,13 +377,14 @@ def main() -> None:
     gaps = part("gaps", lambda: gap_experiments(args, timer))
     load_eff = part("load_xpu_efficiency", lambda: xpu_efficiency_load(args, timer))
     stream = part("stream_efficiency", stream_efficiency)
+    vs = vs_llmsimulator(main_df, args)
     total = time.perf_counter() - t0
-    for name, df in (("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
+    for name, df in (("vs_llmsimulator", vs), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
                      ("load", load), ("gaps", gaps), ("load_xpu_efficiency", load_eff), ("stream_efficiency", stream)):
         df.to_csv(out / f"{name}.csv", index=False)
     roofline_plot(ops, out / "roofline.png")
     vs_gpu_plot(main_df, out / "vs_gpu.png", f"(L_in, L_out) = ({args.input_len}, {args.output_len}), batch {args.batch}")
-    write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__)
+    write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__, vs)
 
 
 def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
@@ -361,7 +435,7 @@ def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
     plt.close(fig)
 
 
-def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version):
+def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version, vs):
     dx = df[df.system == "Duplex"]
     pe = df[df.system == "Duplex+PE"]
     et = df[df.system == "Duplex+PE+ET"]
@@ -429,6 +503,9 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total
              + ("yes" if (df[df.model.isin(moe) & df.system.isin(VARIANTS)].speedup_vs_gpu > 1).all() else "NO")
              + f" (lowest: {df[df.model.isin(moe) & df.system.isin(VARIANTS)].speedup_vs_gpu.min():.2f}x) |\n")
     L.append("![Duplex vs GPU](vs_gpu.png)\n")
+    L.append(command_path_text(df, inter))
+    L.append(split_text(df))
+    L.append(llmsim_text(vs))
     L.append("## Gaps as experiments: runs that toggle a cause\n")
     L.append("Each column divides a run by the same run with one cause switched (throughput ratio; > 1: the first "
              "is faster). `engine / roofline`: Logic-PIM as bundle command streams on the channel engine vs its "
@@ -454,14 +531,17 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total
              "pair's time without and with interference, and the slow-down of each unit while both ran):\n")
     # Logic-PIM only: Bank-PIM and BankGroup-PIM are rooflines with no engine model, so their co-processing
     # is interference-free; the roofline run has no engine either
-    shown = inter[inter.system.isin(VARIANTS)]
-    L.append(table(shown, ["model", "system", "stage", "pair", "overlaps", "xpu_slowdown", "low_slowdown",
-                           "added_fraction"], {"xpu_slowdown": 2, "low_slowdown": 3, "added_fraction": 3}))
-    from archsim.pim.logic_pim import LogicPimTimer, Segment
-
-    kv = LogicPimTimer().interference([Segment(0, 16, 4), Segment(1, 16, 4), Segment(2, 16, 4)], (3,), 1.0)
-    L.append("\n" + INTERFERENCE_TEXT.format(keep=100 * kv["xpu_bw_beside"] / kv["xpu_bw_alone"],
-                                              low=100 * (kv["low_slowdown"] - 1)))
+    shown = inter[inter.system.isin(VARIANTS + [f"{v} (shared column bus)" for v in VARIANTS])]
+    shown_cols = [c for c in ("model", "system", "stage", "pair", "overlaps", "serialized", "xpu_slowdown",
+                              "low_slowdown", "added_fraction") if c in shown.columns]   # serialized: since issue 34
+    L.append(table(shown, shown_cols,
+                   {"xpu_slowdown": 2, "low_slowdown": 3, "added_fraction": 3}))
+    one = one_channel_interference()
+    keep = {p: 100 * r["xpu_bw_beside"] / r["xpu_bw_alone"] for p, r in one.items()}
+    top = inter.sort_values("xpu_slowdown", ascending=False).drop_duplicates(["system", "pair"]).head(3)
+    worst = "; ".join(f"{r.model} {r.system} {r.stage} {r.pair} {r.xpu_slowdown:.2f}x" for r in top.itertuples())
+    L.append("\n" + INTERFERENCE_TEXT.format(keep_own=keep["own_path"], keep_shared=keep["shared_column_bus"],
+                                              worst=worst))
     L.append("![roofline](roofline.png)\n")
     L.append("## Per model and system\n")
     show = df.copy()
@@ -499,6 +579,130 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total
     L.append("\n" + gaps_text(args, df, gaps, load, load_eff, stream))
     (args.out / "README.md").write_text("\n".join(L) + "\n")
 
+def one_channel_interference() -> dict[str, dict]:
+    """Decode attention (Mixtral's KV stream, 3 spaces, Op/B 4) beside a full-rate xPU read stream on one
+    channel, per command path (archsim.pim.logic_pim.LogicPimTimer.interference)."""
+    from archsim.pim.logic_pim import Segment
+
+    timers = Timers()
+    return {p: timers[p].interference([Segment(0, 16, 4), Segment(1, 16, 4), Segment(2, 16, 4)], (3,), 1.0)
+            for p in ("own_path", "shared_column_bus")}
+
+
+def command_path_text(df: pd.DataFrame, inter: pd.DataFrame) -> str:
+    """Both readings of Logic-PIM's command path side by side (the runs with command_path toggled)."""
+    tp = df.pivot(index="model", columns="system", values="tokens_per_s").reindex(MODELS)
+    one = one_channel_interference()
+    rows = []
+    for m in MODELS:
+        for v in VARIANTS:
+            own, shared = tp.loc[m, v], tp.loc[m, f"{v} (shared column bus)"]
+            rows.append({"model": m, "system": v, "own_path": own, "shared_column_bus": shared,
+                         "own_vs_gpu": own / tp.loc[m, "GPU"], "shared_vs_gpu": shared / tp.loc[m, "GPU"],
+                         "own_over_shared": own / shared})
+    t = pd.DataFrame(rows)
+    pe = {p: {m: tp.loc[m, "Duplex+PE" + sfx] / tp.loc[m, "Duplex" + sfx] for m in MOE}
+          for p, sfx in (("own", ""), ("shared", " (shared column bus)"))}
+    old = {m: tp.loc[m, "Duplex+PE (shared column bus, table split)"] / tp.loc[m, "Duplex (shared column bus)"]
+           for m in MOE}
+    f = lambda d: ", ".join(f"{k} {v:.3f}x" for k, v in d.items())        # noqa: E731
+    pre = inter[(inter.pair == "attention") & inter.system.isin(VARIANTS)]
+    pre_sh = inter[(inter.pair == "attention") & (inter.system == "Duplex (shared column bus)")]
+    return f"""## Logic-PIM's command path: both readings (issue 34)
+
+How Logic-PIM's bundle commands reach the banks decides what co-processing costs. The paper gives Logic-PIM
+"a simple DRAM controller for fetching data from HBM" on the logic die and says "Logic-PIM and xPU can operate
+simultaneously through independent active paths" (§4 and the DRAM-die figure's caption, quoted in
+docs/presets.md); it does not say whether that controller's commands share the channel's command bus with
+the xPU's. The config key `command_path` (the memory standard's extension option `logic_pim.command_path`,
+archsim/presets/dram/standards/extensions/logic_pim.yaml) takes either reading: `own_path` (default, the
+reading the text supports) or `shared_column_bus` (RDBD/WRBD on the xPU's column command bus, archsim's
+standard before issue 34). On one channel, decode attention beside a full-rate xPU read stream: the xPU keeps
+{100 * one['own_path']['xpu_bw_beside'] / one['own_path']['xpu_bw_alone']:.0f} % of its bandwidth on its own path
+(slow-down {one['own_path']['xpu_slowdown']:.2f}x) and {100 * one['shared_column_bus']['xpu_bw_beside'] / one['shared_column_bus']['xpu_bw_alone']:.0f} %
+on the shared column bus (slow-down {one['shared_column_bus']['xpu_slowdown']:.2f}x); Logic-PIM slows
+{100 * (one['own_path']['low_slowdown'] - 1):.1f} % / {100 * (one['shared_column_bus']['low_slowdown'] - 1):.1f} %. On the channel engine (two
+command slots per channel and cycle, row and column) `own_path` puts the bundle column commands in the row slot
+the bundle activates already use, so what remains of the coupling is bank and bundle conflicts, the activation
+window and row-slot sharing with the xPU's ACT/PRE.
+
+{table(t, list(t.columns), {"own_path": 0, "shared_column_bus": 0, "own_vs_gpu": 2, "shared_vs_gpu": 2,
+                             "own_over_shared": 3})}
+
++PE over plain Duplex, same command path: own path {f(pe['own'])}; shared column bus {f(pe['shared'])}
+(the paper: ~1.04x on average). With the shared column bus and the paper's lookup-table split (archsim before
+issue 34): {f(old)}. Prefill attention (Op/B ~340, at the H100's ridge point, so it asks for close to the
+full bandwidth) beside decode attention: xPU slow-down {pre.xpu_slowdown.min():.2f}-{pre.xpu_slowdown.max():.2f}x
+on its own path, {pre_sh.xpu_slowdown.min():.2f}-{pre_sh.xpu_slowdown.max():.2f}x on the shared column bus
+(`interference.csv`).
+"""
+
+
+def split_text(df: pd.DataFrame) -> str:
+    """The interference-aware split vs the paper's lookup-table split (runs with coprocessing_split toggled)."""
+    tp = df.pivot(index="model", columns="system", values="tokens_per_s").reindex(MODELS)
+    rows = []
+    for m in MODELS:
+        rows.append({"model": m,
+                     "+PE / Duplex, aware": tp.loc[m, "Duplex+PE"] / tp.loc[m, "Duplex"],
+                     "+PE / Duplex, table": tp.loc[m, "Duplex+PE (table split)"] / tp.loc[m, "Duplex"],
+                     "+PE+ET / Duplex, aware": tp.loc[m, "Duplex+PE+ET"] / tp.loc[m, "Duplex"],
+                     "+PE+ET / Duplex, table": tp.loc[m, "Duplex+PE+ET (table split)"] / tp.loc[m, "Duplex"],
+                     "+PE / Duplex, shared bus, aware":
+                         tp.loc[m, "Duplex+PE (shared column bus)"] / tp.loc[m, "Duplex (shared column bus)"],
+                     "+PE / Duplex, shared bus, table":
+                         tp.loc[m, "Duplex+PE (shared column bus, table split)"] / tp.loc[m, "Duplex (shared column bus)"]})
+    t = pd.DataFrame(rows)
+    aware = t[["+PE / Duplex, aware", "+PE / Duplex, shared bus, aware"]].to_numpy()
+    table_lost = t[(t["+PE / Duplex, shared bus, table"] < 1) | (t["+PE / Duplex, table"] < 1)].model.tolist()
+    return f"""## Co-processing split: interference-aware vs the paper's lookup tables (issue 34)
+
+The paper splits each device's experts between the xPU and Logic-PIM by lookup tables of interference-free
+times, so once interference is paid it can pick a split slower than none. `coprocessing_split:
+interference_aware` (the default) costs each candidate split (the same prefixes of the experts ordered by
+tokens, whole bundle spaces at a time, no split among them) as it will run, with the measured slow-downs,
+and takes the fastest; prefill attention beside decode attention runs one after the other when overlapping
+would be slower. `lookup_table` is the paper's rule. Throughput ratios to plain Duplex on the same command path:
+
+{table(t, list(t.columns), {c: 3 for c in t.columns if c != "model"})}
+
+With the interference-aware split +PE is at least plain Duplex on every model on both command paths:
+{"yes" if (aware >= 1 - 1e-9).all() else "NO"} (lowest {aware.min():.3f}x). The lookup-table split falls below plain
+Duplex on: {", ".join(table_lost) or "no model"}.
+"""
+
+
+def llmsim_text(vs: pd.DataFrame) -> str:
+    """The authors' simulator beside archsim (vs_llmsimulator.csv)."""
+    if not len(vs):
+        return "## Beside the authors' simulator (LLMSimulator)\n\nNo LLMSimulator runs at this setting.\n"
+    within = vs[vs.roofline_within_5pct]
+    out = vs[~vs.roofline_within_5pct]
+    cols = ["model", "system", "fork", "llmsim_tokens_per_s", "archsim_roofline_tokens_per_s", "roofline_over_llmsim",
+            "archsim_engine_tokens_per_s", "engine_over_llmsim", "cause_logic_pim_engine_timing", "cause_interference"]
+    missing = sorted(set(MODELS) - set(vs.model))
+    return f"""## Beside the authors' simulator (LLMSimulator)
+
+LLMSimulator (the Duplex authors' simulator, public forks HeliosZhou/LLMSimulator = `helios` and
+jeongminl/HBF-LLMSimulator = `hbf`, built outside this repository; docs/duplex-llmsimulator.md) run on the
+report's cases by `reports/duplex/run_llmsim.py` (rows in `llmsimulator_runs.csv`), beside archsim's roofline
+mode (Logic-PIM a roofline, no interference: the Duplex code's own default timing) and its engine mode (the
+report's runs), in `vs_llmsimulator.csv`. The engine / roofline ratio of the Duplex variants is split into
+its two causes, each a toggle run: `cause_logic_pim_engine_timing` = engine without interference / roofline,
+`cause_interference` = engine / engine without interference (their product is engine / roofline). The forks'
+Llama-3 70B and OPT-66B presets and the BankGroup-PIM kind (pim_x 4, Op/B 8) were added to the forks by us
+from the paper's Table I and the code's energy table (not the authors'): those rows rest on our presets.
+
+{table(vs, cols, {"llmsim_tokens_per_s": 0, "archsim_roofline_tokens_per_s": 0, "roofline_over_llmsim": 3,
+                  "archsim_engine_tokens_per_s": 0, "engine_over_llmsim": 3, "cause_logic_pim_engine_timing": 3,
+                  "cause_interference": 3})}
+
+archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on {len(within)} of {len(vs)} rows; outside it:
+{"; ".join(f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f}" for r in out.itertuples()) or "none"}.
+Models without LLMSimulator runs at this setting: {", ".join(missing) or "none"}.
+"""
+
+
 
 INTERFERENCE_TEXT = """How the interference is measured (`archsim.pim.logic_pim.LogicPimTimer.interference`, re-run by
 `python -c "from archsim.pim.logic_pim import *; print(LogicPimTimer().interference([Segment(0, 16, 4),
@@ -508,13 +712,10 @@ Op/B, scaled to 32 bundle rows) beside an FR-FCFS xPU read stream in the xPU ope
 arrive at the xPU operator's bandwidth demand (its bytes over its interference-free time, as a fraction of
 the xPU path's peak); and each alone. The xPU's slow-down is its bursts served alone over those served beside
 Logic-PIM in the same window, Logic-PIM's the ratio of its stream times. The two then progress at those rates
-while both run (the first to finish leaves the other alone). At full demand the xPU keeps {keep:.0f} % of its
-bandwidth beside Mixtral's decode-attention KV stream (which slows {low:.1f} %): in `hbm3_duplex` a channel's two pseudo-channels share one column command bus,
-which carries both the xPU's RDs and Logic-PIM's RDBDs (an assumption of our standard: the paper does not say
-how Logic-PIM's commands reach the DRAM dies). A compute-bound xPU operator (prefill attention, Op/B ~340)
-asks for little bandwidth and loses little; the decode experts the xPU takes under +PE (Op/B ~16) lose most.
-The expert split itself is the paper's (lookup tables of interference-free times), so with interference it
-can choose a split that is slower than no split.
+while both run (the first to finish leaves the other alone). At full demand, beside Mixtral's decode-attention
+KV stream, the xPU keeps {keep_own:.0f} % of its bandwidth with Logic-PIM's commands on their own path and
+{keep_shared:.0f} % when they share its column command bus (section above). The xPU operators with the
+highest demand lose most: {worst}.
 """
 
 
@@ -534,6 +735,9 @@ def gaps_text(args, df, gaps, load, load_eff, stream) -> str:
     sat, sat_eff = {n: saturation(load, n) for n in ("GPU", "Duplex")}, {n: saturation(load_eff, n) for n in ("GPU", "Duplex")}
     moe = [m for m in ("mixtral-8x7b", "glam", "grok-1") if m in tp.index]
     pe = {m: tp.loc[m, "Duplex+PE"] / tp.loc[m, "Duplex"] for m in moe}
+    inter_own = {m: tp.loc[m, "Duplex+PE"] / tp.loc[m, "Duplex+PE (no interference)"] for m in moe}
+    inter_sh = {m: tp.loc[m, "Duplex+PE (shared column bus)"] / tp.loc[m, "Duplex+PE (no interference)"] for m in moe}
+    cp = f"+PE, {default_command_path()}"
     pe_free = {m: tp.loc[m, "Duplex+PE (no interference)"] / tp.loc[m, "Duplex (no interference)"] for m in moe}
     f = lambda d: ", ".join(f"{k} {v:.2f}x" for k, v in d.items())        # noqa: E731
     eff = stream.set_index(["refresh", "spaces"]).fraction_of_peak
@@ -563,13 +767,12 @@ def gaps_text(args, df, gaps, load, load_eff, stream) -> str:
   energy per bit (2.68 vs 1.81 pJ/b), so it equals `Duplex (roofline)` in throughput.
 * **Co-processing interference.** The paper (and the Duplex code's two-track roofline) charges nothing when
   the xPU and Logic-PIM run at once; here both go through the channel engine (the `interference` columns and
-  the section above). It costs plain Duplex little (prefill attention is compute-bound) and expert
-  co-processing most (the xPU's decode experts are bandwidth-bound).
+  the section above). Throughput of {cp} with interference (its split chosen knowing it) over +PE without
+  interference: {f(inter_own)}; with the shared column bus: {f(inter_sh)}.
 * **Expert co-processing (+PE).** +PE over Duplex: {f(pe)} with interference,
-  {f(pe_free)} without (the paper: 1.04x on average). The split comes from lookup tables of
-  interference-free times, as in the paper, so with interference it can pick a split slower than none; and
-  it moves whole bundle spaces (the paper's rule that keeps the xPU off Logic-PIM's bundles), which is
-  coarse with 2 experts per device (Mixtral) under uniform routing.
+  {f(pe_free)} without (the paper: 1.04x on average); the split is interference-aware (section above) and
+  moves whole bundle spaces (the paper's rule that keeps the xPU off Logic-PIM's bundles), which is coarse
+  with 2 experts per device (Mixtral) under uniform routing.
 * **Links.** All-reduce and all-to-all are ring formulas with the Duplex code's NVLink (450 GB/s, 0.8 us)
   and InfiniBand (50 GB/s) figures, with no overlap with compute. Grok-1 (16 devices, 2 nodes), Duplex+PE+ET
   over the GPU: {grok[ib]:.2f}x with InfiniBand between the nodes, {grok[nv]:.2f}x with every device on NVLink

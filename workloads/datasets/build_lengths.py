@@ -6,6 +6,9 @@ requests), columns input_toks, output_toks (tokenised ShareGPT / Alpaca conversa
 
 Run:  python workloads/datasets/build_lengths.py SHAREGPT_STATS.tsv ALPACA_STATS.tsv
 
+It also writes {sharegpt,alpaca}_running.csv: the context lengths of steady-state running batches (length-biased,
+as continuous batching holds them), archsim's default batches for the NeuPIMs systems.
+
 What is kept (the same filter as NeuPIMs' get_distributions.py: requests with 0 output tokens are dropped):
 a histogram of prompt lengths over 1..2047 tokens and one of output lengths over 1..2048, a longer length
 counted in the last bin (NeuPIMs' trace generator clips a request's sequence at max_seq_len = 2048; archsim
@@ -37,7 +40,24 @@ def build(stats_tsv: str, out_csv: Path) -> None:
           f"output {np.dot(bins, output) / output.sum():.2f}")
 
 
+def build_running(stats_tsv: str, out_csv: Path) -> None:
+    """How many slots of steady-state running batches hold a request with each context length: every request
+    (output > 0) counted at each step it would be seen in a continuous batch (archsim.workload.serving.
+    running_context_counts, prompt and output kept together). Only counts are written."""
+    from archsim.workload.serving import running_context_counts
+
+    a = np.loadtxt(stats_tsv, skiprows=1, dtype=np.int64, ndmin=2)
+    a = a[a[:, 1] > 0]
+    counts = running_context_counts(a[:, 0], a[:, 1])
+    tok = np.nonzero(counts)[0] + 1
+    out_csv.write_text("tokens,batch_slots\n" + "".join(f"{t},{counts[t - 1]}\n" for t in tok))
+    print(f"{out_csv.name}: mean running context {np.dot(np.arange(1, len(counts) + 1), counts) / counts.sum():.2f}")
+
+
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent
+    sys.path.insert(0, str(here.parents[1]))
     build(sys.argv[1], here / "sharegpt_lengths.csv")
     build(sys.argv[2], here / "alpaca_lengths.csv")
+    build_running(sys.argv[1], here / "sharegpt_running.csv")
+    build_running(sys.argv[2], here / "alpaca_running.csv")

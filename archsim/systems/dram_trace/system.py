@@ -23,6 +23,7 @@ from archsim.dram.spec import DramSpec, check_capacity, load_spec
 from archsim.dram.trace import SYNTHETIC_KINDS
 from archsim.engine.memory import MemorySystem
 from archsim.errors import ConfigError, UserError
+from archsim.limits import MAX_CHANNELS, MAX_TRACE_REQUESTS
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
@@ -50,9 +51,15 @@ class CommandLog:
     def read(cls, path: str | Path) -> CommandLog:
         import pandas as pd
 
+        from archsim.config import size_text
+        from archsim.dram.trace import MAX_TRACE_BYTES
+
         path = Path(path)
         if not path.is_file():
-            raise UserError(f"{path}: command log not found")
+            raise UserError(f"{path}: command log not found" if not path.exists() else
+                            f"{path}: not a regular file; expected a command log CSV")
+        if path.stat().st_size > MAX_TRACE_BYTES:     # as a trace: a log is read whole into memory
+            raise UserError(f"{path}: command log is larger than {size_text(MAX_TRACE_BYTES)} (the limit)")
         try:
             df = pd.read_csv(path)
         except Exception as exc:  # pandas raises many types for malformed CSV
@@ -460,6 +467,9 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
         "bytes": bytes_moved, "bandwidth_GBps": bw / 1e9,
         "peak_bandwidth_GBps": spec.peak_bw_bytes_per_s / 1e9,
         "bandwidth_pct_of_peak": 100.0 * bw / spec.peak_bw_bytes_per_s,
+        # what the front end can offer: frontend_width requests of access_bytes per cycle (a bound of its own)
+        "frontend_width": ctrl.frontend_width,
+        "frontend_bandwidth_GBps": ctrl.frontend_width * spec.access_bytes / spec.tCK_s / 1e9,
         "row_hits": int(n_kind[0]), "row_misses": int(n_kind[1]),
         "row_conflicts": int(n_kind[2]),
         # (over the requests served by a command of their own: posted_writes / merge_reads answer some without)
@@ -504,7 +514,8 @@ class SyntheticTrace:
     device's capacity and seed to the run's seed."""
 
     kind: str = opt(None, "access pattern (required)", choices=SYNTHETIC_KINDS, optional=True)
-    requests: int = opt(None, "requests in the trace (required)", minimum=1, optional=True)
+    requests: int = opt(None, "requests in the trace (required)", minimum=1, maximum=MAX_TRACE_REQUESTS,
+                         optional=True)
     read_fraction: float = opt(0.8, "probability that a request is a read", minimum=0, maximum=1, optional=True)
     span_bytes: int | None = opt(None, "addresses in [start, start + span_bytes); null: the device's capacity",
                                  minimum=1, optional=True)
@@ -519,7 +530,7 @@ class DramTraceConfig:
     their hash."""
 
     preset: str = opt(DEFAULT_PRESET, "DRAM preset (archsim presets list)", optional=True)
-    channels: int | None = opt(None, "channels; null: the preset's", minimum=1, optional=True)
+    channels: int | None = opt(None, "channels; null: the preset's", minimum=1, maximum=MAX_CHANNELS, optional=True)
     # no --mapping flag: on the command line --mapping is a mapping policy (pimgpt, ...), an address mapping
     # is --address-mapping (archsim trace)
     mapping: str | None = opt(None, "address mapping, MSB..LSB, e.g. RoBaRaCoCh; null: controller.mapping, "

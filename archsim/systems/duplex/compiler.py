@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from archsim.config import load_yaml
+from archsim.config import deep_merge, load_yaml
 from archsim.dram.spec import DramSpec, load_spec
 from archsim.errors import ConfigError
 from archsim.paths import resolve
@@ -151,18 +151,33 @@ class Device:
         return self.xpu_flops / self.xpu_bw
 
 
+def with_command_path(spec: DramSpec, command_path: str) -> DramSpec:
+    """`spec` with Logic-PIM's bundle commands on `command_path` (own_path | shared_column_bus)."""
+    if spec.options.get("logic_pim.command_path") == command_path:
+        return spec
+    if "logic_pim.command_path" not in spec.options:
+        raise ConfigError("command_path", f"{spec.name} has no Logic-PIM command path to choose")
+    return load_spec(deep_merge(spec.raw, {"extension_options": {"logic_pim": {"command_path": command_path}}}))
+
+
+SPLIT_RULES = ("interference_aware", "lookup_table")
+
+
 def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | None = None,
-                memory: str | None = None, stacks: int | None = None) -> Device:
+                memory: str | None = None, stacks: int | None = None, command_path: str | None = None) -> Device:
     """A device of `kind` (DEVICE_KINDS; 2xgpu is a GPU, the system doubles the count) from the presets.
     `memory` / `stacks`: another DRAM preset (one stack) or stack count than the devices preset's; the xPU's
     bandwidth and memory are then the stacks' (peak x the preset's bandwidth efficiency, capacity), so every
-    unit of the device sees the same memory."""
+    unit of the device sees the same memory. `command_path`: Logic-PIM's command path (the memory standard's
+    extension option logic_pim.command_path; None: the extension's default)."""
     if kind not in DEVICE_KINDS:
         raise ConfigError("device", f"unknown device {kind!r}; allowed: {', '.join(DEVICE_KINDS)}")
     if pim_timing not in ("engine", "roofline"):
         raise ConfigError("pim_timing", f"must be engine or roofline, got {pim_timing!r}")
     pre = device_preset()
     spec = load_spec(memory or pre["dram"])
+    if command_path is not None and kind == "duplex":
+        spec = with_command_path(spec, command_path)
     if kind == "duplex" and "RDBD" not in spec.command_names:
         raise ConfigError("preset", f"{spec.name} has no Logic-PIM bundle commands; device duplex needs a "
                           "bank-bundle memory, e.g. HBM3_Duplex, HBM3_6400Mbps_LogicPIM, HBM2_2Gbps_LogicPIM")
@@ -190,6 +205,8 @@ def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | No
         dev.low_flops = cfg.flops_per_s * stacks
         dev.low_pj_per_bit = e["RDBD"] / (8 * spec.access_bytes * 8)
         if pim_timing == "engine":
+            if timer is not None and timer.spec.options != spec.options:
+                raise ValueError(f"the timer passed in runs {timer.spec.options}, the device {spec.options}")
             dev.timer = timer or LogicPimTimer(spec, cfg)
     else:
         dev.low_bw = float(p["bandwidth_x"]) * external_bandwidth_bytes_per_s(spec) * stacks
@@ -271,9 +288,17 @@ class Compiler:
     """Builds and times the operators of stages for one model on `n_devices` devices of one kind."""
 
     def __init__(self, model: ModelSpec, device: Device, n_devices: int, policy: Policy,
-                 routing: str = "uniform", zipf_s: float = 1.0, interference: str = "engine"):
+                 routing: str = "uniform", zipf_s: float = 1.0, interference: str = "engine",
+                 split: str = "interference_aware"):
         if interference not in INTERFERENCE:
             raise ConfigError("interference", f"must be one of {', '.join(INTERFERENCE)}, got {interference!r}")
+        if split not in SPLIT_RULES:
+            raise ConfigError("coprocessing_split", f"must be one of {', '.join(SPLIT_RULES)}, got {split!r}")
+        # interference_aware: co-processing costed with the slow-downs it will pay (never slower than no split)
+        self.aware = split == "interference_aware"
+        # distinct (stage, layer) splits the interference moved off the lookup table's choice, and attention
+        # overlaps run one after the other because overlapping would have been slower
+        self.decisions = {"expert_split_changed": 0, "expert_splits": 0, "attention_serialized": 0}
         self.m, self.dev, self.D, self.pol = model, device, n_devices, policy
         # co-processing interference from channel-engine runs (needs the engine timer of Logic-PIM)
         self.interference = interference == "engine" and device.timer is not None
@@ -407,23 +432,86 @@ class Compiler:
             self._table_l[t] = self.low_time(f, b, self.expert_segments([(0, t)]))[0]
         return self._table_x[t], self._table_l[t]
 
-    def split_experts(self, experts: list[tuple[int, int]]) -> tuple[list, list]:
-        """Expert co-processing: all experts start on the xPU; move the fewest-token ones to the low unit one
-        space at a time (the paper assigns whole bundle spaces to one unit, so the xPU never reads a bundle
-        Logic-PIM holds: the experts sharing a space move together) and keep the split with the smallest
-        max(xPU sum, low sum) of lookup-table times."""
+    def split_candidates(self, experts: list[tuple[int, int]]) -> list[tuple[list, list]]:
+        """The splits expert co-processing ranges over: all experts start on the xPU; the fewest-token ones move
+        to the low unit one space at a time (the paper assigns whole bundle spaces to one unit, so the xPU never
+        reads a bundle Logic-PIM holds: the experts sharing a space move together). Entry k: (on the xPU, on
+        the low unit) with the first k spaces' experts moved."""
         groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
         for e, t in experts:
             groups.setdefault(self.expert_placement(e), []).append((e, t))
         order = sorted(groups.values(), key=lambda g: (sum(t for _, t in g), min(e for e, _ in g)))
-        xs = [sum(self.expert_table(t)[0] for _, t in g) for g in order]
-        ls = [sum(self.expert_table(t)[1] for _, t in g) for g in order]
-        best_k, best = 0, sum(xs)
-        for k in range(1, len(order) + 1):
-            cost = max(sum(xs[k:]), sum(ls[:k]))
-            if cost < best:
-                best_k, best = k, cost
-        return [et for g in order[best_k:] for et in g], [et for g in order[:best_k] for et in g]
+        return [([et for g in order[k:] for et in g], [et for g in order[:k] for et in g])
+                for k in range(len(order) + 1)]
+
+    def split_experts(self, experts: list[tuple[int, int]]) -> tuple[list, list]:
+        """The paper's split: of split_candidates, the one with the smallest max(xPU sum, low sum) of
+        lookup-table (interference-free) times."""
+        cands = self.split_candidates(experts)
+        cost = [max(sum(self.expert_table(t)[0] for _, t in on_x), sum(self.expert_table(t)[1] for _, t in on_l))
+                if on_l else sum(self.expert_table(t)[0] for _, t in on_x) for on_x, on_l in cands]
+        return cands[min(range(len(cands)), key=lambda k: (cost[k], k))]
+
+    def _split_device(self, experts: list[tuple[int, int]], T: int) -> tuple[float, list[Op], list[dict]]:
+        """One device's experts under co-processing: the lookup table's split (split_experts), or with
+        interference_aware the fastest of the splits it ranges over (the first k spaces' experts on the low unit,
+        k = 0 .. all, which includes no split either way) costed as they will run, interference included."""
+        on_x, on_l = self.split_experts(experts)
+        table = self._device_experts(on_x, on_l, T)
+        if not self.aware:
+            return table
+        best = table
+        for cand_x, cand_l in self.split_candidates(experts):
+            r = self._device_experts(cand_x, cand_l, T)
+            if r[0] < best[0] - 1e-15:
+                best = r
+        self.decisions["expert_splits"] += 1
+        self.decisions["expert_split_changed"] += best is not table
+        return best
+
+    def _device_experts(self, on_x: list[tuple[int, int]], on_l: list[tuple[int, int]], T: int,
+                        ) -> tuple[float, list[Op], list[dict]]:
+        """(seconds, operators, co-processed pair records) of one device's MoE experts with `on_x` on the xPU
+        and `on_l` on the low unit (beside each other under expert co-processing, else one after the other)."""
+        m, B = self.m, self.B
+        # a set of experts streams in expert order whatever order a split listed them in (the stream alternates
+        # the rows of its segments in list order, so listing same-space experts together would serialise their
+        # bundles: a split must not change how the same experts stream)
+        on_x, on_l = sorted(on_x), sorted(on_l)
+        ops = []
+        xt = 0.0
+        for e, t in on_x:
+            f, b = self.expert_ops(t)
+            o = self._xop(f"expert{e}", "moe", f, b, t)
+            ops.append(o)
+            xt += o.seconds
+        lt = 0.0
+        low_op = low_segs = None
+        if on_l:
+            f = b = 0.0
+            for _, t in on_l:
+                fe, be = self.expert_ops(t)
+                f, b = f + fe, b + be
+            low_segs = self.expert_segments(on_l)
+            low_op = self._lop("experts_low", "moe", f, b, "low", low_segs, sum(t for _, t in on_l))
+            ops.append(low_op)
+            lt = low_op.seconds
+            # partial sums of every stack, all-reduced by the xPU (read all, write one)
+            red = self._xop("stack_allreduce", "stack_allreduce", float(T * m.d_model * self.dev.stacks),
+                            (self.dev.stacks + 1) * T * m.d_model * B, T)
+            ops.append(red)
+            lt += red.seconds
+        both = self.pol.expert_coprocessing
+        pairs0 = len(self.pairs)
+        if both and on_x and low_op is not None:     # xPU experts beside the low unit's, then the reduction
+            x_spaces = tuple(sorted({sp for e, _ in on_x for sp in self.expert_placement(e)}))
+            t_dev = self.coprocess("experts", [o for o in ops if o.unit == "xpu" and o.kind == "moe"], low_op,
+                                   x_spaces, low_segs) + (lt - low_op.seconds)
+        else:
+            t_dev = max(xt, lt) if both else xt + lt
+        pairs = self.pairs[pairs0:]
+        del self.pairs[pairs0:]
+        return t_dev, ops, pairs
 
     # -- communication ----------------------------------------------------------------------------------
     def link_time(self, nbytes: float, kind: str = "allreduce", group: int | None = None) -> float:
@@ -585,6 +673,10 @@ class Compiler:
                 mid = xs + ls
             elif pre is not None and dec is not None:     # prefill attention reads the new Q/K/V's space
                 mid = self.coprocess("attention", [pre], dec, (self.pol.prefill_qkv_space,), dec_segs)
+                if self.aware and mid > xs + ls:          # overlapping would cost more than taking turns
+                    mid = xs + ls
+                    self.pairs[-1].update(seconds=mid, serialized=1)
+                    self.decisions["attention_serialized"] += 1
             else:
                 mid = max(xs, ls)
         return ops, qkv.seconds + mid + out.seconds + ar.seconds
@@ -630,46 +722,12 @@ class Compiler:
         for experts in per_dev:
             experts = [(e, t) for e, t in experts if t > 0]
             if self.dev.low is not None and self.pol.expert_coprocessing:
-                on_x, on_l = self.split_experts(experts)
-            elif unit == "low":
-                on_x, on_l = [], experts
+                t_dev, ops, pairs = self._split_device(experts, T)
             else:
-                on_x, on_l = experts, []
-            ops = []
-            xt = 0.0
-            for e, t in on_x:
-                f, b = self.expert_ops(t)
-                o = self._xop(f"expert{e}", "moe", f, b, t)
-                ops.append(o)
-                xt += o.seconds
-            lt = 0.0
-            low_op = low_segs = None
-            if on_l:
-                f = b = 0.0
-                for _, t in on_l:
-                    fe, be = self.expert_ops(t)
-                    f, b = f + fe, b + be
-                low_segs = self.expert_segments(on_l)
-                o = self._lop("experts_low", "moe", f, b, "low", low_segs, sum(t for _, t in on_l))
-                ops.append(o)
-                lt = o.seconds
-                low_op = o
-                # partial sums of every stack, all-reduced by the xPU (read all, write one)
-                red = self._xop("stack_allreduce", "stack_allreduce", float(T * m.d_model * self.dev.stacks),
-                                (self.dev.stacks + 1) * T * m.d_model * B, T)
-                ops.append(red)
-                lt += red.seconds
-            both = self.pol.expert_coprocessing
-            pairs0 = len(self.pairs)
-            if both and on_x and low_op is not None:     # xPU experts beside the low unit's, then the reduction
-                x_spaces = tuple(sorted({sp for e, _ in on_x for sp in self.expert_placement(e)}))
-                t_dev = self.coprocess("experts", [o for o in ops if o.unit == "xpu" and o.kind == "moe"], low_op,
-                                       x_spaces, low_segs) + (lt - low_op.seconds)
-            else:
-                t_dev = max(xt, lt) if both else xt + lt
+                t_dev, ops, pairs = self._device_experts(experts if unit != "low" else [],
+                                                         experts if unit == "low" else [], T)
             if t_dev > worst:
-                worst, worst_ops, worst_pairs = t_dev, ops, self.pairs[pairs0:]
-            del self.pairs[pairs0:]                      # keep only the slowest device's pair
+                worst, worst_ops, worst_pairs = t_dev, ops, pairs
         self.pairs += worst_pairs
         ops = [gate, *comm, *worst_ops]
         return ops, gate.seconds + sum(c.seconds for c in comm) + worst

@@ -19,7 +19,9 @@ import numpy as np
 import pandas as pd
 
 from archsim import metrics, schema
+from archsim.dram.spec import extension_options
 from archsim.errors import ConfigError, UserError
+from archsim.limits import MAX_BATCH
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
@@ -40,6 +42,11 @@ from archsim.workload.spec import ModelSpec
 # model features simulated (archsim.summary.FEATURES): MoE experts, GQA decode attention (Op/B = query group
 # size), gated FFNs (three matrices); the compiler sizes every operator from them
 MODEL_FEATURES = frozenset({"moe", "gqa", "gated_ffn"})
+
+
+SPLITS = ("interference_aware", "lookup_table")          # coprocessing_split: the default first
+# the command-path choice lives with Logic-PIM's commands (the standard extension); the config key exposes it
+_COMMAND_PATH = extension_options("logic_pim")["command_path"]
 
 
 @dataclass
@@ -69,15 +76,23 @@ class DuplexConfig:
                                optional=True)
     pim_timing: str = opt("engine", "Logic-PIM timing: bundle command streams on the channel engine, or its "
                           "roofline", choices=("engine", "roofline"))
+    command_path: str = opt(_COMMAND_PATH["default"], "Logic-PIM (extension option logic_pim.command_path of the "
+                            "memory's standard): " + _COMMAND_PATH["help"] + "; default: the extension's",
+                            choices=tuple(_COMMAND_PATH["values"]), optional=True)
+    coprocessing_split: str = opt("interference_aware", "how co-processing picks its split: interference_aware "
+                                  "= expert splits and attention overlap costed with the slow-downs they will pay "
+                                  "(never slower than no split); lookup_table = the paper's tables of "
+                                  "interference-free times", choices=SPLITS,
+                                  optional=True)
     interference: str = opt("engine", "co-processing interference (xPU beside Logic-PIM on one stack): slow-downs "
                             "measured on the channel engine per operator pair (needs pim_timing engine), or none",
                             choices=("engine", "none"), optional=True)
-    requests: int = opt(64, "requests served", minimum=1)
+    requests: int = opt(64, "requests served", minimum=1, maximum=MAX_BATCH)
     input_len: int = opt(1024, "mean input (prompt) length in tokens", minimum=1)
     output_len: int = opt(1024, "mean output length in tokens", minimum=1)
     length_std: float = opt(0.0, "standard deviation of the lengths, as a fraction of the mean", minimum=0, below=1)
     qps: float | None = opt(None, "Poisson arrival rate in requests/s; null: closed loop (all arrive at 0)", above=0)
-    max_batch: int = opt(64, "most requests in flight", minimum=1)
+    max_batch: int = opt(64, "most requests in flight", minimum=1, maximum=MAX_BATCH)
     max_prefill_tokens: int | None = opt(8192, "most prompt tokens prefilled per iteration; null: no limit",
                                          minimum=1)
     routing: str = opt("uniform", "MoE expert routing of the tokens", choices=("uniform", "zipf"))
@@ -126,9 +141,11 @@ class XpuOnly:
 
 @dataclass(frozen=True)
 class LogicPimDevice:
-    """device duplex: xPU + Logic-PIM (key path `pim_timing`: Logic-PIM on the channel engine or its roofline)."""
+    """device duplex: xPU + Logic-PIM (key paths `pim_timing`: Logic-PIM on the channel engine or its roofline;
+    `command_path`: how its bundle commands reach the banks)."""
 
     pim_timing: str
+    command_path: str
 
 
 @dataclass(frozen=True)
@@ -184,6 +201,7 @@ class Setup:
     devices: int | None                                    # per replica; None: the paper's count or the weights'
     policy: Policy                                         # the mapping file with the overrides applied
     interference: str                                      # co-processing interference asked for: engine | none
+    coprocessing_split: str                                # interference_aware | lookup_table
     routing: UniformRouting | ZipfRouting
     serving: Serving
     memory: str | None                     # a stack's DRAM preset; None: the devices preset's
@@ -194,6 +212,11 @@ class Setup:
     def pim_timing(self) -> str:
         """Logic-PIM's timing; a device without Logic-PIM has no engine model (its low unit is a roofline)."""
         return self.hardware.pim_timing if isinstance(self.hardware, LogicPimDevice) else "roofline"
+
+    @property
+    def command_path(self) -> str | None:
+        """Logic-PIM's command path (device duplex); None for a device without Logic-PIM."""
+        return self.hardware.command_path if isinstance(self.hardware, LogicPimDevice) else None
 
     @property
     def zipf_s(self) -> float:
@@ -207,9 +230,10 @@ def setup(config: dict[str, Any]) -> Setup:
 
     cfg = resolve(config)
     return Setup(model=load_model(cfg["model"]), device=cfg["device"],
-                 hardware=schema.variant(DEVICE_CONFIGS, cfg["device"], cfg, "device"), devices=cfg["devices"],
+                 hardware=schema.variant(DEVICE_CONFIGS, cfg["device"], cfg, "device", DuplexConfig), devices=cfg["devices"],
                  policy=load_policy(cfg["mapping"], policy_overrides(cfg)),
                  interference=cfg.get("interference", "engine"),
+                 coprocessing_split=cfg.get("coprocessing_split", SPLITS[0]),
                  routing=schema.variant(ROUTING_CONFIGS, cfg["routing"], cfg, "routing"),
                  serving=Serving(**{f.name: cfg[f.name] for f in dataclasses.fields(Serving)}),
                  memory=cfg.get("preset"), stacks=cfg.get("stacks"), resolved=cfg)
@@ -247,11 +271,12 @@ class DuplexRun:
     def __init__(self, config: dict[str, Any] | Setup, seed: int = 0, timer=None):
         self.su = su = config if isinstance(config, Setup) else setup(config)
         self.model = su.model
-        self.device = make_device(su.device, su.pim_timing, timer=timer, memory=su.memory, stacks=su.stacks)
+        self.device = make_device(su.device, su.pim_timing, timer=timer, memory=su.memory, stacks=su.stacks,
+                                  command_path=su.command_path)
         self.D, self.devices_source = n_devices(su, self.device.memory_bytes)
         self.policy = su.policy
         self.compiler = Compiler(self.model, self.device, self.D, self.policy, su.routing.name, su.zipf_s,
-                                 su.interference)
+                                 su.interference, su.coprocessing_split)
         self.seed = seed
         longest = su.serving.input_len + su.serving.output_len
         if longest > self.model.max_context:
@@ -268,7 +293,7 @@ class DuplexRun:
         self.decode_tokens = 0
         # co-processed operator pairs: (stage kind, pair) -> [overlaps, alone s, with-interference s,
         # xPU s, low s, xPU slow-down x xPU s, low slow-down x low s] (slow-downs time-weighted)
-        self.pairs: dict[tuple, list[float]] = defaultdict(lambda: [0.0] * 7)
+        self.pairs: dict[tuple, list[float]] = defaultdict(lambda: [0.0] * 8)
 
     def iteration_time(self, batch: Batch) -> float:
         pre = tuple(e.new_tokens for e in batch.entries if e.phase == "prefill")
@@ -291,7 +316,8 @@ class DuplexRun:
             a = self.pairs[(st.kind, p["pair"])]
             n = p["count"]
             for i, v in enumerate((1.0, p["alone_s"], p["seconds"], p["xpu_s"], p["low_s"],
-                                   p["xpu_slowdown"] * p["xpu_s"], p["low_slowdown"] * p["low_s"])):
+                                   p["xpu_slowdown"] * p["xpu_s"], p["low_slowdown"] * p["low_s"],
+                                   p.get("serialized", 0))):
                 a[i] += v * n
         return seconds
 
@@ -344,6 +370,12 @@ class DuplexRun:
                 if self.device.low != "logic_pim" else
                 "pim_timing roofline: no engine streams to measure the interference with")
         stats["interference_added_s"] = float((inter.seconds - inter.alone_seconds).sum()) if len(inter) else 0.0
+        # the co-processing split rule and what it decided; Logic-PIM's command path (the memory's option)
+        stats["coprocessing_split"] = su.coprocessing_split
+        for k, v in self.compiler.decisions.items():
+            stats[f"coprocessing_{k}"] = v
+        if self.device.spec is not None and "logic_pim.command_path" in self.device.spec.options:
+            stats["command_path"] = self.device.spec.options["logic_pim.command_path"]
         for r in inter.itertuples():
             stats[f"interference_{r.stage}_{r.pair}_xpu_slowdown"] = r.xpu_slowdown
             stats[f"interference_{r.stage}_{r.pair}_low_slowdown"] = r.low_slowdown
@@ -383,28 +415,34 @@ class DuplexRun:
         return schema_.common(self.decode_s / stages, round(tok / stages), parts, sc, ttft_s)
 
     def interference_table(self) -> pd.DataFrame:
-        """One row per (stage kind, co-processed operator pair): how often the pair overlapped (layer
-        invocations), the time the pair took without and with interference, and the time-weighted slow-downs
+        """One row per (stage kind, co-processed operator pair): how often the pair met (layer invocations;
+        `serialized` of them run one after the other because overlapping would have been slower), the time the pair took without and with interference, and the time-weighted slow-downs
         of each unit while both ran."""
         rows = []
-        for (stage, pair), (n, alone, co, xs, ls, sx, sl) in sorted(self.pairs.items()):
-            rows.append({"stage": stage, "pair": pair, "overlaps": int(n), "xpu_seconds": xs, "low_seconds": ls,
+        for (stage, pair), (n, alone, co, xs, ls, sx, sl, ser) in sorted(self.pairs.items()):
+            rows.append({"stage": stage, "pair": pair, "overlaps": int(n), "serialized": int(ser),
+                         "xpu_seconds": xs, "low_seconds": ls,
                          "alone_seconds": alone, "seconds": co, "xpu_slowdown": sx / xs if xs else 1.0,
                          "low_slowdown": sl / ls if ls else 1.0,
                          "added_fraction": co / alone - 1 if alone else 0.0})
-        return pd.DataFrame(rows, columns=["stage", "pair", "overlaps", "xpu_seconds", "low_seconds", "alone_seconds",
+        return pd.DataFrame(rows, columns=["stage", "pair", "overlaps", "serialized", "xpu_seconds", "low_seconds",
+                                           "alone_seconds",
                                            "seconds", "xpu_slowdown", "low_slowdown", "added_fraction"])
 
 
 def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     """Keys absent from a resolved config unless given (so configs without them keep their hash): the
-    first-class policy keys, valued as the mapping policy the config names sets them, and `interference`
-    (engine), so `--set expert_coprocessing=true` and the flags are accepted."""
+    first-class policy keys, valued as the mapping policy the config names sets them, `interference`
+    (engine), `command_path` (the Logic-PIM extension's default) and `coprocessing_split`, so
+    `--set expert_coprocessing=true` and the flags are accepted."""
     pol = load_policy(resolved["mapping"], resolved.get("mapping_overrides") or {})
     values = {"expert_coprocessing": pol.expert_coprocessing, "expert_tensor_parallel": pol.expert_tensor_parallel,
               "attention_coprocessing": pol.attention_coprocessing, "dispatch_rule": pol.rule,
               "opb_threshold": pol.opb_threshold}
-    return {"interference": resolved.get("interference", "engine"), **{k: resolved.get(k, v) for k, v in values.items()}}
+    return {"interference": resolved.get("interference", "engine"),
+            "command_path": resolved.get("command_path", _COMMAND_PATH["default"]),
+            "coprocessing_split": resolved.get("coprocessing_split", SPLITS[0]),
+            **{k: resolved.get(k, v) for k, v in values.items()}}
 
 
 @register("duplex", resolve=resolve, keys=settable_keys, schema=DuplexConfig,

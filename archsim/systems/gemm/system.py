@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from archsim import schema
+from archsim.limits import MAX_CHANNELS
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
@@ -61,7 +62,7 @@ class GemmDramConfig:
     """The DRAM behind the NPU's DMA when memory: dram."""
 
     preset: str = opt("NeuPIMs_HBM2_Single", "DRAM preset (archsim presets list)")
-    channels: int | None = opt(None, "channels; null: the preset's", minimum=1)
+    channels: int | None = opt(None, "channels; null: the preset's", minimum=1, maximum=MAX_CHANNELS)
     refresh: bool = opt(False, "simulate refresh")
 
 

@@ -55,11 +55,12 @@ def gpu_iteration_s(su: Setup, contexts: list[int]) -> tuple[float, dict]:
         "gelu": (kpo["gelu"], kpo["gelu"] * 2 * b * F // tp * eb / bw),
     }
     kernels = sum(k for k, _ in ops.values())
-    host = kernels * gpu.host_overhead_per_kernel_s
+    per_kernel = su.gpu_host_overhead_s or gpu.host_overhead_per_kernel_s
+    host = kernels * per_kernel
     device = sum(d for _, d in ops.values())
     body = max(host, device) if gpu.overlap_host_and_device else host + device
     per_layer = body + ar
     return per_layer * layers, {"host_s": host * layers, "device_s": device * layers, "allreduce_s": ar * layers,
-                                "kernels_per_layer": kernels,
+                                "kernels_per_layer": kernels, "host_overhead_per_kernel_s": per_kernel,
                                 "attention_s": (ops["attn_score"][1] + ops["attn_context"][1] + ops["softmax"][1]
                                                 + ops["kv_append"][1]) * layers}

@@ -10,8 +10,10 @@ from typing import Any
 from archsim import paths, schema
 from archsim.config import load_yaml
 from archsim.errors import ConfigError
+from archsim.limits import MAX_BATCH
 from archsim.npu.config import NpuConfig, load_npu_config
 from archsim.schema import opt
+from archsim.systems.neupims.compiler import PIM_PRECHARGE
 from archsim.workload import serving
 from archsim.workload.spec import ModelSpec, load_model
 
@@ -19,12 +21,13 @@ SYSTEMS = ("neupims", "npu_pim", "npu_only", "gpu_only", "gpu_roofline")
 GPU_SYSTEMS = ("gpu_only", "gpu_roofline")
 # the mapping policy each system uses when none is given: npu_pim is the paper's naive NPU+PIM
 MAPPING_DEFAULT = {"npu_pim": "npu_pim"}
-NPU_ATTENTION = ("pipelined", "per_gemm")
+NPU_ATTENTION = ("pipelined", "per_gemm", "fused_mha")
 DEVICE_PRESET = {"neupims": "NeuPIMs_HBM2_Dual", "npu_pim": "NeuPIMs_HBM2_Single", "npu_only": "NeuPIMs_HBM2_Single"}
 # Devices per model as NeuPIMs configures them (TP x PP: 7B 4x1, 13B 4x1, 30B 4x2, 175B 8x4). archsim has no
 # pipeline parallelism, so a model's PP stages become more TP: the same devices, the same weight bytes per device.
 TP_DEFAULT = {"gpt3-7b": 4, "gpt3-13b": 4, "gpt3-30b": 8, "gpt3-175b": 32}
 MODES = ("iteration", "serving")
+KV_LAYOUTS = ("head_rows", "token_rows")
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
                "channel_assignment": ("gmlbp", "round_robin")}
 MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): GPT-3-style MHA + 2-matrix FFN
@@ -38,26 +41,35 @@ class NeuPimsConfig:
     model: str = opt("gpt3-7b", "model name (workloads/models) or a model file")
     tp: int | None = opt(None, "tensor-parallel devices (must divide the model's heads); null: NeuPIMs' count "
                          "for the model (gpt3-7b 4, gpt3-13b 4, gpt3-30b 8, gpt3-175b 32), else 1", minimum=1)
-    batch: int = opt(256, "requests per batch (iteration mode) / most requests in flight (serving mode)", minimum=1)
-    dataset: str = opt("sharegpt", "request lengths: a dataset (alpaca, sharegpt) or a trace file (.csv / .jsonl)")
+    batch: int = opt(256, "requests per batch (iteration mode) / most requests in flight (serving mode)", minimum=1,
+                     maximum=MAX_BATCH)
+    dataset: str = opt("sharegpt", "request lengths: a dataset (alpaca, sharegpt: running batches sampled with "
+                       "continuous batching's length bias), NeuPIMs' batch snapshots (neupims_clb, neupims_rr), a "
+                       "request trace (.csv / .jsonl) or one snapshot file (.csv with seq_len,ch_idx)")
     mode: str = opt("iteration", "iteration: `samples` decode iterations of `batch` requests; serving: continuous "
                     "batching of `requests` requests (TTFT / TBT)", choices=MODES)
     samples: int = opt(1, "iteration mode: batches sampled (one decode iteration each)", minimum=1)
-    requests: int = opt(512, "serving mode: requests served", minimum=1)
+    requests: int = opt(512, "serving mode: requests served", minimum=1, maximum=MAX_BATCH)
     max_iterations: int = opt(100_000, "serving mode: stop after this many iterations", minimum=1)
     mapping: str | None = opt(None, "mapping policy file: mappings/*.yaml or a path; null: npu_pim for system "
                               "npu_pim (the paper's naive baseline), else neupims")
     sub_batch: bool | None = opt(None, "interleave two sub-batches (NPU and PIM overlap); null: the mapping "
                                  "policy's", choices=POLICY_KEYS["sub_batch"])
     channel_assignment: str | None = opt(None, "which channel holds a request's KV cache; null: the mapping "
-                                         "policy's", choices=POLICY_KEYS["channel_assignment"])
+                                         "policy's (a batch snapshot dataset brings its own channels)",
+                                         choices=POLICY_KEYS["channel_assignment"])
+    kv_layout: str | None = opt(None, "PIM KV-cache layout: head_rows (a bank row holds keys of one head) or "
+                                "token_rows (a bank row holds one key across heads, NeuPIMs' code); null: the "
+                                "mapping policy's", choices=KV_LAYOUTS)
     preset: str | None = opt(None, "DRAM preset; null: NeuPIMs_HBM2_Dual (neupims), NeuPIMs_HBM2_Single "
                              "(npu_pim, npu_only)")
     npu: str = opt("neupims_npu", "NPU preset (archsim/presets/npu)")
     npu_attention: str = opt("pipelined", "npu_only attention on the arrays: pipelined (every head's and "
                              "request's q.K^T and s.V through one instruction pipeline per array, softmax on "
-                             "the vector unit alongside) or per_gemm (each a separate GEMM from an empty "
-                             "pipeline, softmax serial)", choices=NPU_ATTENTION)
+                             "the vector unit alongside), per_gemm (each a separate GEMM from an empty "
+                             "pipeline, softmax serial) or fused_mha (NeuPIMs' npu-only branch: per head one "
+                             "q.K^T preload, the softmax, then an s.V preload per 128 keys, in order)",
+                             choices=NPU_ATTENTION)
     layers: int | None = opt(None, "layers simulated; null: all of the model's", minimum=1)
     refresh: bool = opt(True, "simulate DRAM refresh")
     # the TP all-reduce link; None = an ideal interconnect (NeuPIMs' simulator models no inter-device traffic)
@@ -65,6 +77,9 @@ class NeuPimsConfig:
                                          "x16-class); null: an ideal interconnect", above=0)
     link_latency_s: float = opt(0.0, "TP all-reduce link latency per hop in s, e.g. 1e-6", minimum=0)
     gpu: str = opt("a100-40gb", "GPU baseline preset of gpu_only (archsim/presets/baselines)")
+    # optional: the GPU-only band's ends (reports/neupims); absent unless given
+    gpu_host_overhead_s: float = opt(None, "gpu_only: host cost per launched kernel in s (default: the GPU preset's "
+                                     "framework.host_overhead_per_kernel_s)", above=0, optional=True)
     # optional: absent from the resolved config unless given, so configs that do not use it keep their hash
     dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCD: 20}}", optional=True)
 
@@ -82,6 +97,8 @@ class Policy:
     channel_assignment: str   # gmlbp | round_robin
     kv_base_row: int | str    # first row of every bank that holds KV caches (weights below it); "half": the
                               # middle row (NeuPIMs' split of its 32768-row banks at 16384, on any device)
+    kv_layout: str = "head_rows"    # head_rows | token_rows (archsim.systems.neupims.compiler)
+    pim_precharge: str = "unit"     # unit | per_bank (archsim.systems.neupims.compiler.PIM_PRECHARGE)
 
 
 def _policy(name: str) -> Policy:
@@ -97,7 +114,13 @@ def _policy(name: str) -> Policy:
     row = doc.data.get("kv_base_row", "half")
     if row != "half" and (isinstance(row, bool) or not isinstance(row, int) or row < 0):
         raise doc.error("kv_base_row", f"must be an integer >= 0 or half, got {row!r}")
-    return Policy(kv_base_row=row, **out)
+    layout = doc.data.get("kv_layout", "head_rows")
+    if layout not in KV_LAYOUTS:
+        raise doc.error("kv_layout", f"must be one of {', '.join(KV_LAYOUTS)}, got {layout!r}")
+    pre = doc.data.get("pim_precharge", "unit")
+    if pre not in PIM_PRECHARGE:
+        raise doc.error("pim_precharge", f"must be one of {', '.join(PIM_PRECHARGE)}, got {pre!r}")
+    return Policy(kv_base_row=row, kv_layout=layout, pim_precharge=pre, **out)
 
 
 @dataclass(frozen=True)
@@ -141,6 +164,7 @@ class Setup:
     link_bytes_per_s: float | None         # None: an ideal interconnect
     link_latency_s: float
     gpu: str
+    gpu_host_overhead_s: float | None      # None: the GPU preset's
     dram: tuple[tuple[str, Any], ...]      # flattened overrides of the DRAM preset
     resolved: dict[str, Any] = field(compare=False, repr=False)
 
@@ -162,16 +186,21 @@ def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]
     if model.n_heads % out["tp"]:
         raise ConfigError("tp", f"{model.name} has {model.n_heads} heads; tp must divide it, got {out['tp']}")
     policy = _policy(out["mapping"])
-    for key in ("sub_batch", "channel_assignment"):
+    for key in ("sub_batch", "channel_assignment", "kv_layout"):
         if out[key] is None:
             out[key] = getattr(policy, key)
     if name in ("npu_only", *GPU_SYSTEMS):
         out["sub_batch"] = False          # nothing runs beside the NPU's attention to interleave with
     if out["preset"] is None and name not in GPU_SYSTEMS:
         out["preset"] = DEVICE_PRESET[name]
-    if not _is_trace(out["dataset"]) and out["dataset"] not in serving.DATASETS:
-        raise ConfigError("dataset", f"unknown dataset {out['dataset']!r}; known: {', '.join(sorted(serving.DATASETS))}"
-                          " or a trace file (.csv / .jsonl)")
+    known = [*serving.DATASETS, *serving.SNAPSHOT_SETS]
+    if not _is_trace(out["dataset"]) and out["dataset"] not in known:
+        raise ConfigError("dataset", f"unknown dataset {out['dataset']!r}; known: {', '.join(sorted(known))} or a "
+                          "trace file (.csv / .jsonl)")
+    if out["mode"] == "serving" and (out["dataset"] in serving.SNAPSHOT_SETS
+                                     or _is_trace(out["dataset"]) and serving.is_snapshot(out["dataset"])):
+        raise ConfigError("dataset", f"{out['dataset']} is a batch snapshot (seq_len,ch_idx): iteration mode only; "
+                          "serving needs requests (a dataset or a trace of arrival_s,prompt_tokens,output_tokens)")
     return out, model, policy
 
 
@@ -186,11 +215,12 @@ def setup(config: dict[str, Any]) -> Setup:
     mode = mode_cls(**{f.name: cfg[f.name] for f in dataclasses.fields(mode_cls)})
     link = cfg["link_bytes_per_s"]
     return Setup(system=cfg["system"], model=model, tp=cfg["tp"], batch=cfg["batch"], dataset=cfg["dataset"],
-                 mode=mode, policy=policy, sub_batch=cfg["sub_batch"], channel_assignment=cfg["channel_assignment"],
+                 mode=mode, policy=dataclasses.replace(policy, kv_layout=cfg["kv_layout"]), sub_batch=cfg["sub_batch"], channel_assignment=cfg["channel_assignment"],
                  preset=cfg["preset"], npu=load_npu_config(cfg["npu"]), npu_attention=cfg["npu_attention"],
                  layers=cfg["layers"] or model.n_layers, refresh=cfg["refresh"],
                  link_bytes_per_s=None if link is None else float(link), link_latency_s=float(cfg["link_latency_s"]),
-                 gpu=cfg["gpu"], dram=tuple(_dram_overrides(cfg).items()), resolved=cfg)
+                 gpu=cfg["gpu"], gpu_host_overhead_s=cfg.get("gpu_host_overhead_s"),
+                 dram=tuple(_dram_overrides(cfg).items()), resolved=cfg)
 
 
 def _is_trace(dataset: str) -> bool:

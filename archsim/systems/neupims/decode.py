@@ -15,8 +15,8 @@ from archsim.dram import mapping as mapping_mod
 from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.engine.memory import EngineError, MemorySystem
 from archsim.errors import UserError
-from archsim.npu.dram_gemm import GemmAgent
-from archsim.npu.systolic import ArrayPipeline, _tile_instrs, schedule_gemm
+from archsim.npu.dram_gemm import GemmAgent, InstructionGemmAgent, VectorStreamAgent
+from archsim.npu.systolic import ArrayInstr, ArrayPipeline, _tile_instrs, schedule_gemm
 from archsim.npu.vector import vector_op_cycles, vector_row_cycles
 from archsim.systems.neupims.compiler import AttentionCompiler, Stream
 from archsim.systems.neupims.device import Device, allreduce_s
@@ -32,16 +32,22 @@ class StageStats:
     npu_busy: int = 0         # NPU array cycles doing GEMM work (summed over arrays), in DRAM cycles
     npu_end: int = 0
     pim_end: int = 0
+    pim_unit_end: dict[int, int] = field(default_factory=dict)     # each PIM unit's last attention GEMV done
     vector_busy: int = 0
     link_busy: int = 0
     commands: dict[str, int] = field(default_factory=dict)
 
 
 def _schedule(dev: Device, m: int, k: int, n: int):
-    """(schedule, busy array cycles) of an m x k x n GEMM on one array, cached per device."""
+    """(schedule, busy array cycles) of an m x k x n GEMM on one array, cached per device. With the NPU's
+    `stationary: activations` the array holds the token tile and the weights stream: the transposed GEMM
+    (n x k x m, the weights in A's role)."""
     key = ("gemm", m, k, n)
     if key not in dev.cache:
-        sched = schedule_gemm(dev.npu, m, k, n)
+        if dev.npu.stationary == "activations":
+            sched = schedule_gemm(dev.npu, n, k, m, names=("B", "A", "C"))
+        else:
+            sched = schedule_gemm(dev.npu, m, k, n)
         dev.cache[key] = (sched, sched.array_cycles())
     return dev.cache[key]
 
@@ -49,8 +55,8 @@ def _schedule(dev: Device, m: int, k: int, n: int):
 @lru_cache(maxsize=65536)
 def _attention_streams(compiler: AttentionCompiler, context: int, head: int = 0) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], int, int]:
     """One head's logits and attend streams with rows relative to the request's first KV row, and the rows
-    its K and V tiles take (one layer). `head` only matters modulo the heads one GWRITE of q serves (the
-    first of them carries the GWRITE)."""
+    its K and V tiles take (one layer; layout head_rows). `head` only matters modulo the heads one GWRITE of q
+    serves (the first of them carries the GWRITE)."""
     head = head % (compiler.row_elems // compiler.dk)
     lg, at = Stream(), Stream()
     keys_per_row = compiler.row_elems // compiler.dk
@@ -60,6 +66,33 @@ def _attention_streams(compiler: AttentionCompiler, context: int, head: int = 0)
     compiler.logits(lg, context, 0, q_row=k_rows + v_rows, head=head)
     compiler.attend(at, context, k_rows, s_row=k_rows + v_rows + 1)
     return lg.arrays(), at.arrays(), k_rows + v_rows + 2, k_rows
+
+
+@lru_cache(maxsize=65536)
+def _token_rows_streams(compiler: AttentionCompiler, context: int, heads: int):
+    """A request's streams in layout token_rows (NeuPIMs' code), rows relative to its first KV row: the logits
+    per query chunk (its heads share each row set), the heads of each chunk, the attend per head, and the rows
+    the request takes. K: tile t of chunk c at row t x chunks + c (PIMTensor.cc:20-33, `_rows[ti * chunks +
+    chunk]`); each head's V^T after the keys; then the staging rows of q (one per chunk) and s (per head)."""
+    per_chunk = compiler.row_elems // compiler.dk
+    chunks = math.ceil(heads / per_chunk)
+    tiles = math.ceil(context / compiler.banks)
+    v_rows = math.ceil(compiler.dk / compiler.banks) * math.ceil(context / compiler.row_elems)
+    s_chunks = math.ceil(context / compiler.row_elems)
+    k_rows = tiles * chunks
+    q_row = k_rows + heads * v_rows
+    lgs, at, seg_heads = [], [], []
+    for c in range(chunks):
+        lg = Stream()
+        group = tuple(range(c * per_chunk, min(heads, (c + 1) * per_chunk)))
+        compiler.logits_token_rows(lg, context, c, q_row + c, len(group), row_stride=chunks)
+        lgs.append(lg.arrays())
+        seg_heads.append(group)
+    for h in range(heads):
+        a = Stream()
+        compiler.attend(a, context, k_rows + h * v_rows, s_row=q_row + chunks + h * s_chunks)
+        at.append(a.arrays())
+    return tuple(lgs), tuple(seg_heads), tuple(at), q_row + chunks + heads * s_chunks
 
 
 @dataclass(frozen=True)
@@ -77,9 +110,10 @@ class _Part:
 
 @dataclass(frozen=True)
 class _ChannelPlan:
-    logits: _Part
-    attend: _Part
+    logits: _Part             # per logits segment (a head's, or a query chunk's in layout token_rows)
+    attend: _Part             # per head
     softmax: list[int]        # each head's softmax, DRAM cycles
+    seg_heads: list[tuple[int, ...]]    # the heads (attend / softmax indices) each logits segment completes
 
 
 class DecodeSimulator:
@@ -115,7 +149,7 @@ class DecodeSimulator:
         self.ports = [(self.ms.add_port("npu", width), self.ms.add_port("npu", width)) for _ in range(dev.npu.arrays)]
         self.decode = mapping_mod.Decoder(spec, spec.default_mapping)     # tables built once, not per DMA tile
         if self.attention_on_pim and "compiler" not in dev.cache:
-            dev.cache["compiler"] = AttentionCompiler(spec, dev.model.d_head)
+            dev.cache["compiler"] = AttentionCompiler(spec, dev.model.d_head, dev.policy.pim_precharge)
         self.compiler = dev.cache.get("compiler")
         self._unit_slot = [int(self.ms.S.src_idx[0, self.ms.source_index(n)]) for n in pim_sources] \
             if self.attention_on_pim else []
@@ -168,6 +202,13 @@ class DecodeSimulator:
             na = min(n_per, n - a * n_per)
             if na <= 0:
                 continue
+            if dev.npu.dma == "per_instruction":
+                def done(ag, stats=stats):
+                    stats.npu_busy += dev.npu_to_dram(ag.busy_cycles)
+                    on_array_done(dev.npu_to_dram(ag.end_npu))
+                InstructionGemmAgent(self.memory, dev.npu, m, k, na, base + a * self.block_stride[name], start_npu,
+                                     *self.ports[a], self.decode, on_finish=done).start()
+                continue
             sched, busy = _schedule(dev, m, k, na)
             stats.npu_busy += dev.npu_to_dram(busy)
             bases = {"A": self.act_base, "B": base + a * self.block_stride[name],
@@ -185,6 +226,18 @@ class DecodeSimulator:
 
     def _vector(self, kind: str, n: int, rows: int) -> int:
         return self.dev.npu_to_dram(vector_op_cycles(self.dev.npu, kind, n, rows))
+
+    def _vector_in_dram(self, kind: str, n: int, rows: int, start: int, then, stats: StageStats) -> None:
+        """A vector operator with its rows loaded from and stored to DRAM (the NPU's `vector_operands: dram`):
+        a residual add reads two rows per output row, LayerNorm and GELU one."""
+        npu = self.dev.npu
+        row = vector_row_cycles(npu, kind, n)
+        stats.vector_busy += self.dev.npu_to_dram(row * rows)
+        inputs = 2 if kind == "add" else 1
+        start_npu = math.ceil(start * npu.clock_hz / self.dev.dram_hz - 1e-9)
+        VectorStreamAgent(self.memory, npu.clock_hz, rows, inputs * n * self.eb, n * self.eb, row, self.act_base,
+                          start_npu, *self.ports[0], self.decode,
+                          on_finish=lambda ag: then(self.dev.npu_to_dram(ag.end_npu))).start()
 
     def _allreduce(self, nbytes: int) -> int:
         """Ring all-reduce across the tp devices (reduce-scatter + all-gather), in DRAM cycles."""
@@ -207,6 +260,9 @@ class DecodeSimulator:
                         if len(ends) == expected:
                             run(i + 1, max(ends))
                     self._gemm(op[1], op[2], op[3], t, finished, stats)
+                    return
+                if op[0] == "vector" and self.dev.npu.vector_operands == "dram":
+                    self._vector_in_dram(*op[1:], t, lambda end, i=i: run(i + 1, end), stats)
                     return
                 if op[0] == "vector":
                     d = self._vector(*op[1:])
@@ -268,6 +324,23 @@ class DecodeSimulator:
                     pipe.issue(ins, soft_end[h])
             return dev.npu_to_dram(begin), dev.npu_to_dram(pipe.busy_until_cycles)
 
+        def fused_end(a: int, L: int, ready_dram: int) -> tuple[int, int]:
+            """(start, end) in DRAM cycles of one request's attention as NeuPIMs' npu-only branch schedules it
+            (FusedMHA.cc:111-228): per head one preload streaming the L keys past q (q.K^T), the softmax of the
+            L scores on a vector pipeline, then one preload per 128 keys of s (s.V), ceil((L + 127) / 128) of
+            them (the loop's bound, :202), each waiting for its operand; the array's own timing rule applies."""
+            pipe = pipes[a]
+            t = max(math.ceil(ready_dram * to_npu - 1e-9), pipe.busy_until_cycles)
+            begin = t
+            soft = vector_row_cycles(dev.npu, "softmax", L)
+            for _h in range(heads):
+                _s, fin = pipe.issue(ArrayInstr(rows=L, cols=1, depth=dk), t)
+                t = fin + soft
+                for _blk in range(0, L + 127, 128):
+                    _s, fin = pipe.issue(ArrayInstr(rows=dk, cols=1, depth=128), t)
+                t = fin
+            return dev.npu_to_dram(begin), dev.npu_to_dram(pipe.busy_until_cycles)
+
         def array_run(a: int) -> None:
             reqs = per_array[a]
             loaded: dict[int, int] = {}
@@ -285,7 +358,11 @@ class DecodeSimulator:
 
             def loaded_cb(j: int, done: int) -> None:
                 loaded[j] = done
-                if dev.npu_attention == "pipelined":
+                if dev.npu_attention == "fused_mha":
+                    c0, end = fused_end(a, contexts[reqs[j]], done)
+                    stats.npu_busy += end - c0
+                    comp_end[0] = end
+                elif dev.npu_attention == "pipelined":
                     c0, end = pipelined_end(a, contexts[reqs[j]], done)
                     stats.npu_busy += end - c0
                     comp_end[0] = end
@@ -324,18 +401,31 @@ class DecodeSimulator:
         plan = self._plans.get(key)
         if plan is None:
             comp = self.compiler
-            heads_per_gwrite = comp.row_elems // comp.dk
-            lg, at, base = [], [], []
+            lg, lg_base, at, at_base, seg_heads = [], [], [], [], []
             row = self.kv_row0
             for L in contexts:
+                first = len(at)
+                if self.dev.policy.kv_layout == "token_rows":
+                    lgs, groups, ats, rows = _token_rows_streams(comp, L, self.heads)
+                    lg += lgs
+                    lg_base += [row] * len(lgs)
+                    seg_heads += [tuple(first + h for h in g) for g in groups]
+                    at += ats
+                    at_base += [row] * len(ats)
+                    row += rows
+                    continue
+                heads_per_gwrite = comp.row_elems // comp.dk
                 for h in range(self.heads):
                     (lg_h, at_h, rows_per_head, _k) = _attention_streams(comp, L, h % heads_per_gwrite)
                     lg.append(lg_h)
                     at.append(at_h)
-                    base.append(row)
+                    lg_base.append(row)
+                    at_base.append(row)
+                    seg_heads.append((first + h,))
                     row += rows_per_head
             softmax = [self._softmax_cycles(L) for L in contexts for _h in range(self.heads)]
-            plan = self._plans[key] = _ChannelPlan(self._part(ch, lg, base), self._part(ch, at, base), softmax)
+            plan = self._plans[key] = _ChannelPlan(self._part(ch, lg, lg_base), self._part(ch, at, at_base), softmax,
+                                                   seg_heads)
         return plan
 
     def _part(self, unit: int, streams: list[tuple[np.ndarray, ...]], base: list[int]) -> _Part:
@@ -371,28 +461,32 @@ class DecodeSimulator:
         for L, ch in requests:
             by_ch.setdefault(ch, []).append(L)
         stats.pim_end = max(stats.pim_end, start)
-        done = functools.partial(self._pim_done, stats)
         for ch, contexts in by_ch.items():
+            done = functools.partial(self._pim_done, stats, ch)
             plan = self._channel_plan(ch, tuple(contexts))
             lg, at = plan.logits, plan.attend
             at_rows = self._layer_rows(at, layer)
-            # tags: one completion group per head's logits GEMV, whose end starts the head's softmax
+            # tags: one completion group per logits segment, whose end starts its heads' softmax
             group = self.memory.group
             tags = np.repeat(np.array([
-                group(int(lg.start[j + 1] - lg.start[j]),
-                      functools.partial(self._softmax_then_attend, ch, at, at_rows, j, plan.softmax[j], stats, done))
-                for j in range(len(plan.softmax))], dtype=np.int64), np.diff(lg.start))
+                group(int(lg.start[g + 1] - lg.start[g]),
+                      functools.partial(self._softmax_then_attend, ch, at, at_rows, heads, plan.softmax, stats, done))
+                for g, heads in enumerate(plan.seg_heads)], dtype=np.int64), np.diff(lg.start))
             self._append(ch, lg.cmd, lg.bank, self._layer_rows(lg, layer), lg.flags, lg.est, tags, start)
 
-    def _softmax_then_attend(self, ch: int, at: _Part, rows: np.ndarray, j: int, d: int, stats: StageStats, done,
-                             logits_done: int) -> None:
-        free = heapq.heappop(self.vector_free)
-        begin = max(free, logits_done)
-        heapq.heappush(self.vector_free, begin + d)
-        stats.vector_busy += d
-        a, b = int(at.start[j]), int(at.start[j + 1])
-        tag = self.memory.group(b - a, done)
-        self._append(ch, at.cmd[a:b], at.bank[a:b], rows[a:b], at.flags[a:b], at.est[a:b], tag, begin + d)
+    def _softmax_then_attend(self, ch: int, at: _Part, rows: np.ndarray, heads: tuple[int, ...], softmax: list[int],
+                             stats: StageStats, done, logits_done: int) -> None:
+        """The logits of `heads` are done: each head's softmax on the next free vector pipeline, then its attend
+        GEMV appended to the channel's stream."""
+        for j in heads:
+            d = softmax[j]
+            free = heapq.heappop(self.vector_free)
+            begin = max(free, logits_done)
+            heapq.heappush(self.vector_free, begin + d)
+            stats.vector_busy += d
+            a, b = int(at.start[j]), int(at.start[j + 1])
+            tag = self.memory.group(b - a, done)
+            self._append(ch, at.cmd[a:b], at.bank[a:b], rows[a:b], at.flags[a:b], at.est[a:b], tag, begin + d)
 
     def _append(self, unit: int, cmd, bank, row, flags, est, tag, at: int) -> None:
         """`MemorySystem.enqueue_stream` to PIM unit `unit`'s stream (its channel's stream source of that
@@ -406,8 +500,9 @@ class DecodeSimulator:
             self.stream_flags.setdefault(unit, []).extend(zip(cmd.tolist(), flags.tolist(), strict=True))
 
     @staticmethod
-    def _pim_done(stats: StageStats, done: int) -> None:
+    def _pim_done(stats: StageStats, unit: int, done: int) -> None:
         stats.pim_end = max(stats.pim_end, done)
+        stats.pim_unit_end[unit] = max(stats.pim_unit_end.get(unit, 0), done)
 
     # -- one stage -----------------------------------------------------------------------------------------------
     def run_stage(self, name: str, layer: int, npu_ops: list[tuple], pim: tuple[int, list[tuple[int, int]]] | None,

@@ -12,6 +12,7 @@ import pandas as pd
 
 from archsim import progress
 from archsim.dram import latency
+from archsim.errors import ConfigError, UserError
 from archsim.npu.systolic import schedule_gemm
 from archsim.results import Result, make_manifest
 from archsim.systems.neupims.baselines import gpu_iteration_s
@@ -22,19 +23,43 @@ from archsim.workload import serving
 
 
 def sample_batch(dataset: str, batch: int, rng: np.random.Generator) -> list[int]:
-    """Context lengths of a running batch: requests sampled from the dataset, each at a uniformly random
-    point of its generation (NeuPIMs warms a batch with sampled lengths)."""
+    """Context lengths of a running batch in steady state: each request's length bias and step of generation
+    as continuous batching produces them (archsim.workload.serving.sample_running_batch), from a named
+    dataset's length histograms or a request trace's prompt and output lengths."""
     if _is_trace(dataset):
         reqs = serving.read_trace(dataset)
-        pick = rng.integers(0, len(reqs), batch)
-        prompt = np.array([reqs[i].prompt_tokens for i in pick])
-        out = np.array([reqs[i].output_tokens for i in pick])
+        counts = serving.running_context_counts([r.prompt_tokens for r in reqs], [r.output_tokens for r in reqs])
+        return serving.sample_running_batch(serving.HistogramDist(tuple(counts.tolist())), batch, rng)
+    return serving.sample_running_batch(serving.RUNNING[dataset], batch, rng)
+
+
+def snapshot_batch(su: Setup, sample: int) -> serving.Snapshot | None:
+    """The batch snapshot a run decodes (sample s of a named set takes its file s mod count), or None when the
+    dataset is a length distribution or a request trace."""
+    if su.dataset in serving.SNAPSHOT_SETS:
+        files = serving.snapshot_files(su.dataset)
+        snap = serving.read_snapshot(files[sample % len(files)])
+    elif _is_trace(su.dataset) and serving.is_snapshot(su.dataset):
+        snap = serving.read_snapshot(su.dataset)
     else:
-        reqs = serving.generate_requests(batch, dataset, seed=int(rng.integers(1 << 31)))
-        prompt = np.array([r.prompt_tokens for r in reqs])
-        out = np.array([r.output_tokens for r in reqs])
-    done = rng.integers(0, np.maximum(out, 1))
-    return (prompt + done + 1).tolist()
+        return None
+    if len(snap.seq_lens) != su.batch:
+        raise ConfigError("batch", f"the batch snapshot {snap.source} holds {len(snap.seq_lens)} requests; set batch "
+                          f"to {len(snap.seq_lens)}, got {su.batch}")
+    return snap
+
+
+def batch_of(su: Setup, dev: Device | None, rng: np.random.Generator, sample: int) -> tuple[list[int], list[int] | None]:
+    """(context lengths, the PIM unit holding each request's KV cache) of iteration sample `sample`: a batch
+    snapshot's own, else a sampled batch placed by the run's channel assignment (None without a device)."""
+    snap = snapshot_batch(su, sample)
+    if snap is not None:
+        if dev is not None and max(snap.channels) >= dev.pim_units:
+            raise UserError(f"{snap.source}: ch_idx {max(snap.channels)} is beyond the {dev.pim_units} PIM units of "
+                            f"{dev.spec.name}")
+        return list(snap.seq_lens), list(snap.channels)
+    ctx = sample_batch(su.dataset, su.batch, rng)
+    return ctx, (assign(dev, ctx, su.channel_assignment) if dev is not None else None)
 
 
 def _stage_frame(stages: list[StageStats], dev: Device) -> pd.DataFrame:
@@ -50,7 +75,12 @@ def _stage_frame(stages: list[StageStats], dev: Device) -> pd.DataFrame:
             "npu_util": s.npu_busy / (dur * dev.npu.arrays),
             "pim_util": comps * latency.gap(dev.spec, "COMP", "COMP") / (dur * dev.pim_units),
             "mem_bw_util": bursts * dev.spec.timing["nBL"] / (dur * dev.spec.channels * dev.spec.counts[1]),  # per data bus
-            "npu_end_cycle": s.npu_end, "pim_end_cycle": s.pim_end, "vector_cycles": s.vector_busy,
+            "npu_end_cycle": s.npu_end, "pim_end_cycle": s.pim_end,
+            # mean over the PIM units of the time from the stage's start to the unit's last GEMV (what NeuPIMs'
+            # summary reports as pim_cycles, the mean over channels of PIM-busy time)
+            "pim_unit_cycles": (sum(e - s.start for e in s.pim_unit_end.values()) / dev.pim_units
+                                if s.pim_unit_end else 0.0),
+            "vector_cycles": s.vector_busy,
             "link_cycles": s.link_busy, **{f"n_{k}": v for k, v in s.commands.items()},
         })
     return pd.DataFrame(rows).fillna(0)
@@ -73,7 +103,7 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
     rows, stage_frames = [], []
     if su.gpu_system:
         for s in range(samples):
-            ctx = sample_batch(su.dataset, su.batch, rng)
+            ctx, _ = batch_of(su, None, rng, s)
             sec, parts = gpu_iteration_s(su, ctx)
             rows.append({"sample": s, "batch": len(ctx), "mean_context": float(np.mean(ctx)), "seconds": sec,
                          "tokens_per_s": len(ctx) / sec, **parts})
@@ -85,8 +115,7 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
     sim_cycles = 0
     energy_parts: dict[str, float] = {}         # DRAM energy by component, J, summed over samples and devices
     for s in range(samples):
-        ctx = sample_batch(su.dataset, su.batch, rng)
-        chans = assign(dev, ctx, su.channel_assignment)
+        ctx, chans = batch_of(su, dev, rng, s)
         sim = DecodeSimulator(dev, refresh=su.refresh)
 
         def on_layer(k, cycle, s=s):
@@ -118,6 +147,7 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
              "dram_energy_per_token_j": float(df["energy_j"].sum() / tok),
              "simulated_cycles": int(sim_cycles), "wall_s": wall, "cycles_per_s": sim_cycles / wall}
     stats.update(_common(su, dev, df, energy_parts))
+    stats["timeline_of"] = f"sample 0's decode iteration ({dev.layers} layer{'s' * (dev.layers != 1)})"
     res = Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
     res.tables["stages"] = stages
     res.tables["timeline"] = _timeline(stages[stages["sample"] == 0], dev)

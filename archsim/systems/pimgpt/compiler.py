@@ -469,23 +469,42 @@ class WeightLayout:
 
 @dataclass
 class AttentionLayout:
-    """K (row-major, heads concatenated) and V^T (column-major) of one layer, reserved to max context."""
+    """K (row-major, heads concatenated) and V^T (column-major) of one layer, reserved to max context.
+
+    Grouped-query attention (n_kv_heads < n_heads): the paper's per-head layout applies to the KV heads -- K and
+    V are stored once per KV head (KV head j -> channel j mod C), never duplicated -- and query head h reads
+    KV head h // rep (rep = n_heads / n_kv_heads query heads per KV head). q . K^T: the global buffer holds the
+    q of every query head of a group of KV heads, and each K column is MACed rep times in a row (one
+    accumulator per bank), the row staying open; p . V: one program per query head, over its KV head's V^T.
+    With rep = 1 (GPT) the streams are the paper's, command for command."""
 
     layer: int
-    n_heads: int
+    n_heads: int                  # query heads
     d_head: int
     max_context: int
     k_base: int
     g: Geometry
     v_base: int = 0
+    n_kv_heads: int | None = None  # K/V heads (GQA); None: n_heads (multi-head attention)
 
     def __post_init__(self) -> None:
         g = self.g
         if self.d_head % g.lanes or (self.d_head * 1) % g.banks and self.d_head < g.banks:
             raise NotImplementedError(f"d_head={self.d_head} not a multiple of {g.lanes} (issue #3)")
+        kv = self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+        if kv < 1 or self.n_heads % kv:
+            raise NotImplementedError(f"{self.n_heads} query heads over {kv} KV heads: GQA needs a whole number "
+                                      "of query heads per KV head (issue #37)")
+        self.n_kv_heads = kv
+        self.rep = self.n_heads // kv                            # query heads per KV head
+        if self.rep * self.d_head > g.gb_elems:
+            raise NotImplementedError(f"GQA with {self.rep} query heads of {self.d_head} per KV head: their q "
+                                      f"exceed the {g.gb_elems}-element global buffer (issue #37)")
         self.cph = self.d_head // g.lanes                        # columns per head
-        self.heads = [[h for h in range(self.n_heads) if h % g.channels == c] for c in range(g.channels)]
-        gmax = max(1, g.gb_elems // self.d_head)
+        self.heads = [[h for h in range(kv) if h % g.channels == c] for c in range(g.channels)]   # KV heads
+        # query heads each channel serves, in program order: the rep query heads of each of its KV heads
+        self.q_heads = [[j * self.rep + r for j in hs for r in range(self.rep)] for hs in self.heads]
+        gmax = max(1, g.gb_elems // (self.d_head * self.rep))
         self.groups = [[hs[x:x + gmax] for x in range(0, len(hs), gmax)] for hs in self.heads]
         self.u_max = math.ceil(self.max_context / g.banks)        # token slots per bank
         cpr = g.cols_per_row
@@ -520,7 +539,8 @@ class AttentionLayout:
         self._grp_ch = np.array([x[0] for x in gs], dtype=np.int64)
         self._grp_G = np.array([x[1] for x in gs], dtype=np.int64)
         self._grp_base = np.array([x[2] for x in gs], dtype=np.int64)
-        hs = [(c, i) for c in range(g.channels) for i in range(len(self.heads[c]))]
+        # per query head (program order): its channel and its KV head's index within the channel
+        hs = [(c, i) for c in range(g.channels) for i in range(len(self.heads[c])) for _ in range(self.rep)]
         self._head_ch = np.array([x[0] for x in hs], dtype=np.int64)
         self._head_i = np.array([x[1] for x in hs], dtype=np.int64)
         spp = self.d_head // g.banks
@@ -561,12 +581,12 @@ class AttentionLayout:
         P = len(self._grp_G)
         if P == 0:
             return flat_streams([None] * g.channels)
-        nseg = U * self._grp_G
+        nseg = U * self._grp_G * self.rep              # segments (token slot, KV head, query head of it)
         seg_prog = np.repeat(np.arange(P), nseg)
         q = np.arange(int(nseg.sum())) - np.repeat(np.cumsum(nseg) - nseg, nseg)
-        starts = self._grp_base[seg_prog] + q * self.cph
-        return mac_timing(g, starts, np.full(len(starts), self.cph), seg_prog, self._grp_G * self.cph,
-                          self._grp_ch)
+        starts = self._grp_base[seg_prog] + (q // self.rep) * self.cph
+        return mac_timing(g, starts, np.full(len(starts), self.cph), seg_prog,
+                          self._grp_G * self.rep * self.cph, self._grp_ch)
 
     def context_timing(self, L: int) -> Flat:
         """Timing form of `context_program(c, L)` for every channel."""
@@ -609,14 +629,17 @@ class AttentionLayout:
         g = self.g
         parts = []
         U = math.ceil(L / g.banks)
+        R = self.rep
         for grp, base in zip(self.groups[c], self.k_group_base[c], strict=True):
-            q_idx = np.concatenate([h * self.d_head + np.arange(self.d_head) for h in grp])
+            # the global buffer: q of the rep query heads of each KV head of the group
+            q_idx = np.concatenate([(j * R + r) * self.d_head + np.arange(self.d_head) for j in grp for r in range(R)])
             parts.append(wrgb_program(g, _gather(q_idx, np.ones(len(q_idx), bool), g.lanes)))
             G = len(grp)
-            u = np.repeat(np.arange(U), G)
-            i = np.tile(np.arange(G), U)
+            u = np.repeat(np.arange(U), G * R)
+            i = np.tile(np.repeat(np.arange(G), R), U)
+            r = np.tile(np.arange(R), U * G)
             starts = base + (u * G + i) * self.cph
-            parts.append(mac_program(g, starts, np.full(len(starts), self.cph), i * self.cph, self.k_base))
+            parts.append(mac_program(g, starts, np.full(len(starts), self.cph), (i * R + r) * self.cph, self.k_base))
         return Stream.concat(parts)
 
     def score_readout(self, c: int, L: int) -> np.ndarray:
@@ -626,7 +649,7 @@ class AttentionLayout:
         U = math.ceil(L / g.banks)
         for grp in self.groups[c]:
             for u in range(U):
-                for h in grp:
+                for h in (j * self.rep + r for j in grp for r in range(self.rep)):   # query heads
                     for r in range(g.readouts):
                         k = g.acc_per_burst
                         t = u * g.banks + r * k + np.arange(k)
@@ -638,7 +661,8 @@ class AttentionLayout:
         g = self.g
         parts = []
         spp = self.d_head // g.banks                     # V^T slots per head
-        for i, h in enumerate(self.heads[c]):
+        for k, h in enumerate(self.q_heads[c]):          # query head h reads KV head h // rep (index i here)
+            i = k // self.rep
             for j in range(math.ceil(L / g.gb_elems)):
                 w = min(g.gb_elems, L - j * g.gb_elems)
                 cols = math.ceil(w / g.lanes)
@@ -653,7 +677,8 @@ class AttentionLayout:
         g = self.g
         spp = self.d_head // g.banks
         outs, parts = [], []
-        for i, h in enumerate(self.heads[c]):
+        for k, h in enumerate(self.q_heads[c]):
+            i = k // self.rep
             for j in range(math.ceil(L / g.gb_elems)):
                 for s in range(i * spp, (i + 1) * spp):
                     for r in range(g.readouts):
@@ -664,9 +689,9 @@ class AttentionLayout:
 
     # -- KV append ------------------------------------------------------------------------------------------
     def kv_program(self, c: int, t: int) -> Stream:
-        """Write token t's K (one bank) and the V^T column holding t (all banks). Payload vector layout:
-        [k_t (n_heads*d_head) | V block (n_heads*d_head*16): element ((h*d_head+d)*16 + lane) = V[16*(t//16)
-        + lane, h, d]]."""
+        """Write token t's K (one bank) and the V^T column holding t (all banks). Payload vector layout (h: KV
+        head): [k_t (n_kv_heads*d_head) | V block (n_kv_heads*d_head*16): element ((h*d_head+d)*16 + lane) =
+        V[16*(t//16) + lane, h, d]]."""
         g = self.g
         parts = []
         b, u = t % g.banks, t // g.banks
@@ -675,7 +700,7 @@ class AttentionLayout:
             idx = np.concatenate([h * self.d_head + np.arange(self.d_head) for h in grp])
             parts.append(bank_rw_program(g, b, self.k_base, base + u * G * self.cph, G * self.cph, True,
                                          _gather(idx, np.ones(len(idx), bool), g.lanes)))
-        nk = self.n_heads * self.d_head
+        nk = self.n_kv_heads * self.d_head
         spp = self.d_head // g.banks
         cpr = g.cols_per_row
         hs = self.heads[c]
@@ -723,6 +748,12 @@ class ModelLayout:
     lm_head: WeightLayout
     wpe: WeightLayout | None
     rows_used: int
+    wte: WeightLayout | None = None     # the token-embedding table when untied from the LM head (LLaMA)
+
+    @property
+    def embedding_table(self) -> WeightLayout:
+        """The matrix the embedding op reads token rows from: the LM head when tied (GPT), else wte."""
+        return self.lm_head if self.wte is None else self.wte
 
     @property
     def bytes_reserved(self) -> int:
@@ -730,22 +761,24 @@ class ModelLayout:
 
 
 def _check_supported(m: ModelSpec) -> None:
-    """Raise NotModelled naming every feature of `m` the PIM-GPT mapping does not model yet."""
-    bad = []
-    if m.gated_ffn:
-        bad.append("gated FFN")
-    if m.norm != "layernorm":
-        bad.append("RMSNorm" if m.norm == "rmsnorm" else f"norm {m.norm}")
-    if m.position == "rope":
-        bad.append("RoPE")
-    if m.n_kv_heads != m.n_heads:
-        bad.append("grouped-query attention")
+    """Raise NotModelled naming every feature of `m` the PIM-GPT mapping does not model yet. GQA, the gated
+    FFN, RMSNorm and RoPE are modelled (issue 37); a mixture-of-experts FFN is not."""
     if getattr(m, "n_experts", 1) > 1:
-        bad.append("mixture-of-experts FFN")
-    if bad:
-        style = "LLaMA-style models" if m.gated_ffn or m.position == "rope" else f"model {m.name}"
-        raise NotModelled(f"PIM-GPT does not model {style} ({m.name}: {', '.join(bad)}) yet; "
-                          "supported: GPT-2/GPT-3 (system pimgpt)")
+        raise NotModelled(f"PIM-GPT does not model a mixture-of-experts FFN ({m.name}: {m.n_experts} experts) yet; "
+                          "supported: dense GPT-2/GPT-3 and LLaMA-style models (system pimgpt)")
+
+
+def _weight_shapes(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
+    """(role, outputs, inputs) of one block's weight matrices, in row order. A gated FFN keeps its gate and up
+    projections as two matrices of the same d_ff x d_model shape (not one fused 2 d_ff x d_model matrix): the
+    graph has them as two GEMVs, equal shapes put gate row o and up row o on the same channel and bank (the ASIC
+    pairs them as they arrive) and they run the same stream; fusing would only save re-writing the input vector
+    into the global buffer once per chunk."""
+    d = model.d_model
+    ffn = ((("ffn_gate", model.d_ff, d), ("ffn_up", model.d_ff, d)) if model.gated_ffn else
+           (("ffn1", model.d_ff, d),))
+    return (("qkv", model.q_dim + 2 * model.kv_dim, d), ("attn_out", d, model.q_dim)) + ffn + \
+        (("ffn2", d, model.d_ff),)
 
 
 def layout_model(model: ModelSpec, spec: DramSpec, policy: Policy) -> ModelLayout:
@@ -758,12 +791,11 @@ def layout_model(model: ModelSpec, spec: DramSpec, policy: Policy) -> ModelLayou
     d = model.d_model
     for i in range(model.n_layers):
         ent: dict[str, Any] = {}
-        for role, n, k in (("qkv", model.q_dim + 2 * model.kv_dim, d), ("attn_out", d, model.q_dim),
-                           ("ffn1", model.d_ff, d), ("ffn2", d, model.d_ff)):
+        for role, n, k in _weight_shapes(model):
             w = WeightLayout(f"L{i}.{role}", n, k, row, g, packed)
             row += w.n_rows
             ent[role] = w
-        att = AttentionLayout(i, model.n_heads, model.d_head, model.max_context, row, g)
+        att = AttentionLayout(i, model.n_heads, model.d_head, model.max_context, row, g, n_kv_heads=model.n_kv_heads)
         row += att.n_rows
         ent["attn"] = att
         layers.append(ent)
@@ -773,9 +805,11 @@ def layout_model(model: ModelSpec, spec: DramSpec, policy: Policy) -> ModelLayou
     if model.position == "learned":
         wpe = WeightLayout("wpe", model.max_context, d, row, g, packed)
         row += wpe.n_rows
-    if not model.tied_embeddings:
-        raise NotImplementedError(f"{model.name}: untied embeddings (separate wte region) not implemented (issue #3)")
-    lay = ModelLayout(model, g, policy, layers, lm, wpe, row)
+    wte = None
+    if not model.tied_embeddings:                  # its own table, read a row per token like the tied one
+        wte = WeightLayout("wte", model.vocab, d, row, g, packed)
+        row += wte.n_rows
+    lay = ModelLayout(model, g, policy, layers, lm, wpe, row, wte)
     if row > g.rows:
         have = g.rows * g.row_bytes * g.banks * g.channels
         weights = model.weight_bytes

@@ -23,7 +23,7 @@ def host_instruction(op: Any, lay: Any, t: int, L: int, bufs: dict[str, int]) ->
     h = buf("h", max(d, lay.model.d_ff, lay.model.vocab))
     k = op.kind
     if k == "embedding":
-        out = [("MOVE_FROM_PIM", dict(dst=x, len=d, channel=0, bank=0, row=lay.lm_head.base_row, elem=0))]
+        out = [("MOVE_FROM_PIM", dict(dst=x, len=d, channel=0, bank=0, row=lay.embedding_table.base_row, elem=0))]
         return out + [("RESIDUAL_ADD", dict(src=x, src2=h, dst=x, len=d))]
     if k in ("layernorm",):
         return [("LAYERNORM", dict(src=x, dst=h, len=d, src2=buf("gamma_beta", 2 * d)))]

@@ -85,12 +85,12 @@ class OverlapRunner:
             return [o[ch == c] for c in range(C)]
         att = self.sim.layout.layers[op.layer]["attn"]
         d = m.d_head
-        if op.kind == "attn_score":
+        if op.kind == "attn_score":                                  # rows of the channel's query heads
             L = op.n
-            return [np.concatenate([h * L + np.arange(L) for h in att.heads[c]]) if att.heads[c]
+            return [np.concatenate([h * L + np.arange(L) for h in att.q_heads[c]]) if att.q_heads[c]
                     else np.zeros(0, np.int64) for c in range(C)]
         if op.kind == "attn_context":
-            return [np.concatenate([h * d + np.arange(d) for h in att.heads[c]]) if att.heads[c]
+            return [np.concatenate([h * d + np.arange(d) for h in att.q_heads[c]]) if att.q_heads[c]
                     else np.zeros(0, np.int64) for c in range(C)]
         if op.kind == "kv_append":                                   # [K (kv_dim) | V (kv_dim)]
             return [np.concatenate([np.r_[h * d + np.arange(d), m.kv_dim + h * d + np.arange(d)]
@@ -103,25 +103,29 @@ class OverlapRunner:
         m = self.sim.model
         d = m.d_head
         out = []
-        heads = None
+        heads = q_heads = None
         if c is not None and op.kind in ("attn_score", "attn_context", "kv_append"):
-            heads = self.sim.layout.layers[op.layer]["attn"].heads[c]
+            att = self.sim.layout.layers[op.layer]["attn"]
+            heads, q_heads = att.heads[c], att.q_heads[c]        # KV heads (GQA: fewer) and query heads
         for name in op.inputs:
             src = graph_by_name[name]
             size = self._size(src)
             if heads is None:
                 idx = np.arange(size)
             elif op.kind == "kv_append":                   # k and v of this channel's heads from the QKV output
-                idx = np.concatenate([np.r_[m.q_dim + h * d + np.arange(d), m.q_dim + m.kv_dim + h * d + np.arange(d)]
-                                      for h in heads]) if heads else np.zeros(0, np.int64)
+                # (RoPE: the rotated k from the rope op [q | k], v still from the QKV output)
+                take_k, take_v = src.kind == "rope" or len(op.inputs) == 1, src.kind != "rope"
+                idx = np.concatenate([np.r_[m.q_dim + h * d + np.arange(d) if take_k else [],
+                                            m.q_dim + m.kv_dim + h * d + np.arange(d) if take_v else []]
+                                      for h in heads]).astype(np.int64) if heads else np.zeros(0, np.int64)
             elif src.kind == "kv_append":                  # K (score) or V (context) of this channel's heads
                 off = 0 if op.kind == "attn_score" else m.kv_dim
                 idx = np.concatenate([off + h * d + np.arange(d) for h in heads]) if heads else np.zeros(0, np.int64)
-            elif op.kind == "attn_score":                  # q of this channel's heads
-                idx = np.concatenate([h * d + np.arange(d) for h in heads]) if heads else np.zeros(0, np.int64)
-            else:                                          # context: softmax rows of this channel's heads
+            elif op.kind == "attn_score":                  # q of this channel's query heads
+                idx = np.concatenate([h * d + np.arange(d) for h in q_heads]) if q_heads else np.zeros(0, np.int64)
+            else:                                          # context: softmax rows of this channel's query heads
                 L = op.k
-                idx = np.concatenate([h * L + np.arange(L) for h in heads]) if heads else np.zeros(0, np.int64)
+                idx = np.concatenate([h * L + np.arange(L) for h in q_heads]) if q_heads else np.zeros(0, np.int64)
             out.append((name, idx))
         return out
 
@@ -223,16 +227,17 @@ class OverlapRunner:
             s_cmd, s_bank = cmd[offs[c]:offs[c + 1]], bank[offs[c]:offs[c + 1]]
             is_w = s_cmd == wrgb
             starts = np.flatnonzero(is_w & np.r_[True, ~is_w[:-1]]).tolist() + [len(s_cmd)]
-            heads = att.heads[c]
+            heads = att.q_heads[c]                     # one program per query head; it reads its KV head's V
             if len(starts) - 1 != len(heads) * J:
                 raise AssertionError(f"{op.name}: channel {c} has {len(starts) - 1} programs, expected {len(heads) * J}")
             k = 0
             for h in heads:
                 mine = []
+                v = m.kv_dim + (h // att.rep) * d + np.arange(d)
                 for j in range(J):
                     rows = h * L + np.arange(j * gb, min(L, (j + 1) * gb))
                     p = Piece(f"{op.name}/pim/ch{c}/h{h}/j{j}", op, "PIM", np.zeros(0, np.int64),
-                              [(p_name, rows), (kv_name, m.kv_dim + h * d + np.arange(d))])
+                              [(p_name, rows), (kv_name, v)])
                     p.stream = [(c, s_cmd[starts[k]:starts[k + 1]], s_bank[starts[k]:starts[k + 1]])]
                     k += 1
                     pim.append(p)

@@ -7,7 +7,8 @@ overlap` instead runs the step as a task graph on the event loop, archsim.system
     channel engine (archsim.engine.channel, one stream source per channel, via archsim.engine.reuse); their
     I/O (WRGB, RDMAC, RD/WR bursts) is part of the streams; refresh (option `refresh: true`) interrupts a
     stream and the stream restores its row afterwards;
-  * LayerNorm / softmax / GELU / residual / partial-sum reduction -> the ASIC latency model
+  * LayerNorm or RMSNorm / softmax / GELU or SiLU (x up: the gated FFN) / RoPE / residual / partial-sum reduction
+    -> the ASIC latency model
     (archsim.host.asic), converted from ASIC clock cycles to DRAM clock cycles.
 Energy is applied after timing: command counts x per-action energies of the preset's `pim.energy` table,
 plus ASIC compute + SRAM energy, plus channel standby power x time.
@@ -49,6 +50,7 @@ from archsim.dram import latency
 from archsim.dram.spec import DramSpec, load_spec, override_leaves
 from archsim.engine.reuse import StreamChannels
 from archsim.errors import ConfigError, UserError
+from archsim.limits import MAX_CHANNELS
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
@@ -60,7 +62,9 @@ if TYPE_CHECKING:
     from archsim.host.asic import AsicModel
     from archsim.host.baselines import Baseline
 
-MODEL_FEATURES = frozenset({"gqa", "gated_ffn"})  # model features simulated (archsim.summary.FEATURES); MoE is refused
+# model features simulated (archsim.summary.FEATURES): GQA (K/V per KV head) and the gated FFN, with RMSNorm and
+# RoPE on the ASIC (issue 37); a mixture-of-experts FFN is refused (compiler._check_supported)
+MODEL_FEATURES: frozenset[str] = frozenset({"gqa", "gated_ffn"})
 
 
 @dataclass
@@ -69,8 +73,11 @@ class PimGptConfig:
 
     model: str = opt("gpt2-xl", "model name (workloads/models) or a model YAML / HF config.json")
     tokens: int = opt(1024, "tokens to decode, token by token; the context grows 1..tokens", minimum=1)
-    channels: int | None = opt(None, "PIM channels; null: the preset's", minimum=1, power_of_two=True)
-    asic_clock_hz: float | None = opt(None, "ASIC clock in Hz; null: the ASIC preset's (1 GHz)", above=0)
+    channels: int | None = opt(None, "PIM channels; null: the preset's", minimum=1, power_of_two=True,
+                                maximum=MAX_CHANNELS)
+    # 1e15 Hz stands for an ASIC that takes no time (README: "a run per cause"); below 1 MHz no ASIC is plausible
+    asic_clock_hz: float | None = opt(None, "ASIC clock in Hz; null: the ASIC preset's (1 GHz)", minimum=1e6,
+                                      maximum=1e15)
     preset: str = opt("GDDR6_AiM_16Gbps", "DRAM preset with a `pim` section (archsim presets list)")
     mapping: str = opt("pimgpt", "mapping policy file: mappings/*.yaml or a path")
     mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
@@ -295,7 +302,7 @@ class PimGptSimulator:
         if kind == "embedding":
             tok = int(self._token_id)
             parts: dict[int, list] = {}
-            c, s = lay.lm_head.element_reads(tok)
+            c, s = lay.embedding_table.element_reads(tok)
             parts.setdefault(c, []).append(s)
             if lay.wpe is not None:
                 c2, s2 = lay.wpe.element_reads(t)
@@ -413,7 +420,7 @@ class PimGptSimulator:
 
         lay = self.layout
         pieces: list[list] = [[] for _ in range(self.g.channels)]
-        c, cmd, bank = lay.lm_head.element_reads_timing(tok)
+        c, cmd, bank = lay.embedding_table.element_reads_timing(tok)
         pieces[c].append((cmd, bank))
         if lay.wpe is not None:
             c, cmd, bank = lay.wpe.element_reads_timing(t)
@@ -766,6 +773,9 @@ class PimGptSimulator:
         }
         stats.update(self.common_metrics(tot_counts, energy_tot, seconds / n))
         stats.update(self.baselines())
+        if self.su.timeline:     # the step run() records the timeline of (the report's figure says which)
+            c0 = self.su.context_start
+            stats["timeline_of"] = f"decode step {n} of {n} (context {c0 + n})"
         # manifest.config is the resolved config, so it re-runs as is (`archsim run --config` / --from-json);
         # the expanded DRAM preset and mapping policy it ran with are recorded beside it
         res = Result(stats=stats, df=df, manifest=make_manifest("pimgpt", dict(self.su.resolved), seed=seed,

@@ -7,10 +7,11 @@ configuration (archsim.systems.t3.sim), the rest of the layer on the same GPU an
 
 Per layer and device: QKV GEMM (batch x d_model x 3 d_model / tp, column-parallel: no collective) ->
 attention (every request reads its K and V, context x d_model / tp each) -> out-projection + RS + AG
-(simulated) -> FC-1 GEMM (batch x d_model x d_ff / tp) -> FC-2 + RS + AG (simulated). Layers are identical,
-so one layer's simulated sublayers stand for all. The roofline parts use the GPU's peak (T3 preset `gpu`) and
-the memory's peak bandwidth; the element-wise ops (norms, residuals, activation) and the embedding / LM head
-are not modelled (the scope says so).
+(simulated) -> FC-1 GEMM (batch x d_model x d_ff / tp) -> FC-2 + RS + AG (simulated). The column-parallel
+GEMMs (QKV, FC-1) run on the same GPU and memory model (the GEMM of a Sequential run of their shape); attention
+(every request reads its K and V) is the GPU's roofline at the memory's peak bandwidth. Layers are identical, so
+one layer stands for all; the element-wise ops (norms, residuals, activation) and the embedding / LM head are
+not modelled (the scope says so).
 """
 from __future__ import annotations
 
@@ -21,12 +22,13 @@ from typing import Any
 
 from archsim import metrics, schema
 from archsim.errors import ConfigError
+from archsim.limits import MAX_BATCH, MAX_CHANNELS
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
 from archsim.stats_names import from_code
 
-MODEL_FEATURES: frozenset[str] = frozenset()   # dense MHA and a 2-matrix FFN (archsim.summary.FEATURES)
+MODEL_FEATURES = frozenset({"gqa", "gated_ffn"})   # archsim.summary.FEATURES: K/V heads and a gated FFN size its ops; no MoE
 FUSED = ("op_fwd", "fc2_fwd")                  # the sublayers T3 fuses with their reduce-scatter at decode
 
 
@@ -36,7 +38,7 @@ class T3DecodeConfig:
 
     model: str = opt("gpt3-7b", "model name (workloads/models) or a model file")
     tp: int = opt(4, "devices the layers are sliced over (T3 overlaps their reduce-scatter)", minimum=2, maximum=64)
-    batch: int = opt(64, "requests decoded together (the GEMMs' M)", minimum=1)
+    batch: int = opt(64, "requests decoded together (the GEMMs' M)", minimum=1, maximum=MAX_BATCH)
     context: int = opt(1024, "KV-cache tokens of every request at the step", minimum=1)
     configuration: str = opt("t3-mca", "the configuration of the fused sublayers: sequential (GEMM, then a ring "
                       "reduce-scatter), t3 (tracker-fused), t3-mca (+ memory-controller arbitration)",
@@ -45,7 +47,8 @@ class T3DecodeConfig:
     # the memory of a device (optional: the T3 preset's unless given)
     memory_preset: str = opt("HBM2_2Gbps_NMC", "DRAM preset of the device memory; default: the T3 preset's",
                              optional=True)
-    channels: int = opt(32, "channels of the device memory; default: the T3 preset's", minimum=1, optional=True)
+    channels: int = opt(32, "channels of the device memory; default: the T3 preset's", minimum=1, maximum=MAX_CHANNELS,
+                        optional=True)
     memory_mapping: str = opt("RoRaBgBaChCo", "address mapping of the device memory (docs/traces.md); default: "
                               "the T3 preset's (its channel hash is written for its 32 channels), or with another "
                               "memory_preset or channels that memory preset's", optional=True)
@@ -82,7 +85,7 @@ def decode_step(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     """Simulate the fused sublayers and add the roofline parts: (stats, one row per part of a layer)."""
     from archsim import energy as energy_mod
     from archsim.systems.t3.params import load_t3_ring
-    from archsim.systems.t3.shapes import sublayer_shape
+    from archsim.systems.t3.shapes import SublayerShape, sublayer_shape
     from archsim.systems.t3.sim import dram_energy, simulate_sublayer
     from archsim.systems.t3.system import VARIANT_CONFIGS, variant_params
     from archsim.workload.spec import load_model
@@ -104,18 +107,24 @@ def decode_step(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     dram_pj: dict[str, float] = {}
     tck = spec.tCK_s
 
-    def roof(part: str, flops: float, nbytes: float) -> None:
-        sec = _roofline(flops, nbytes, peak, bw)
+    def roof(part: str, flops: float, nbytes: float, seconds: float | None = None, kind: str = "roofline") -> None:
+        sec = _roofline(flops, nbytes, peak, bw) if seconds is None else seconds
         acc = max(1, round(nbytes / spec.access_bytes))
         pj = energy_mod.dram_energy_pj(spec, {"RD": acc, "ACT": math.ceil(nbytes / spec.row_bytes)},
                                        round(sec / tck), spec.channels)
         for k, v in pj.items():
             dram_pj[k] = dram_pj.get(k, 0.0) + v
-        rows.append({"part": part, "kind": "roofline", "seconds": sec, "flops": flops, "bytes": nbytes})
+        rows.append({"part": part, "kind": kind, "seconds": sec, "flops": flops, "bytes": nbytes})
 
-    roof("qkv", 2 * b * E * (E + 2 * kv) / tp, (E * (E + 2 * kv) / tp + b * E + b * (E + 2 * kv) / tp) * eb)
+    # the column-parallel GEMMs (no collective after them) on the same GPU and memory model: their time is the
+    # GEMM of a Sequential run of their shape (its reduce-scatter, simulated after, is not counted); their
+    # DRAM energy from their bytes as the roofline parts'
+    for part, n_out in (("qkv", (E + 2 * kv) // tp), ("fc1", F // tp)):
+        shape = SublayerShape(part, b, E, n_out)
+        run = simulate_sublayer(params, shape, tp, "sequential", devices="one", ring=ring)
+        roof(part, 2 * b * E * n_out, (E * n_out + b * E + b * n_out) * eb, seconds=run.gemm_cycles * tck,
+             kind="simulated GEMM (no collective)")
     roof("attention", 2 * 2 * b * L * model.n_heads * model.d_head / tp, 2 * b * L * kv / tp * eb)
-    roof("fc1", 2 * b * E * model.d_ff * (2 if model.gated_ffn else 1) / tp, (E * F / tp + b * E + b * F / tp) * eb)
     for sub in FUSED:
         shape = sublayer_shape(model, sub, tp, b)
         run = simulate_sublayer(params, shape, tp, cfg["configuration"], devices="one", ring=ring)
@@ -137,7 +146,7 @@ def decode_step(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     sc = metrics.scope(layers_simulated=1, layers=model.n_layers, devices=tp,
                        not_modelled=["element-wise ops (norms, residuals, activation)", "embedding and LM head",
                                      "prefill"],
-                       simulated=list(FUSED), roofline=["qkv", "attention", "fc1"],
+                       simulated=[*FUSED, "qkv", "fc1"], roofline=["attention"],
                        compute_energy=f"{metrics.DEFAULT_MAC_PJ} pJ per GPU MAC (archsim.metrics.DEFAULT_MAC_PJ)")
     stats: dict[str, Any] = {"model": model.name, "tp": tp, "batch": b, "context": L,
                              "configuration": cfg["configuration"], "memory": spec.name, "channels": spec.channels, "layer_s": layer_s,

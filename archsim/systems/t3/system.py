@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from archsim import schema
 from archsim.errors import ConfigError
+from archsim.limits import MAX_BATCH
 from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
@@ -42,7 +43,7 @@ class T3Config:
     model: str = opt("t-nlg", "model name (workloads/models) or a model file")
     sublayer: str = opt("fc2_fwd", "the tensor-parallel sublayer simulated", choices=lambda: _t3("SUBLAYERS"))
     tp: int = opt(8, "tensor-parallel devices (the T3 evaluation's range)", minimum=2, maximum=64)
-    tokens: int = opt(1024, "tokens in the batch (GEMM M)", minimum=1)
+    tokens: int = opt(1024, "tokens in the batch (GEMM M)", minimum=1, maximum=MAX_BATCH)
     # one: device 0 cycle-accurate, neighbours by ring symmetry; all: every device
     devices: str = opt("one", "one: device 0 simulated, its neighbours by ring symmetry; all: every device",
                        choices=("one", "all"))

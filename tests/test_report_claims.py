@@ -1,0 +1,88 @@
+"""Every number and direction in the NeuPIMs and PIM-GPT reports' prose holds against the tables they write
+(issue 33 item 7): reports/claims.py re-reads the CSVs, recomputes each recorded fact and direction, checks each
+recorded sentence is in README.md and that no other prose line states a number or a direction word. The tables
+the prose reads that are derived from others are recomputed from those others here."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))      # reports/ is a folder of scripts, imported as the generators import it
+
+from reports.claims import Claims, Fact, _states_something, verify  # noqa: E402
+
+REPORTS = ["neupims", "pimgpt"]
+
+
+def _module(report: str):
+    spec = importlib.util.spec_from_file_location(f"{report}_make_report", ROOT / "reports" / report / "make_report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("report", REPORTS)
+def test_every_claim_holds_against_its_tables(report):
+    assert verify(ROOT / "reports" / report) == []
+
+
+def test_neupims_derived_tables_follow_from_the_primary_ones():
+    """ratios.csv and energy.csv from throughput.csv, code_ratios.csv from vs_code.csv (NeuPIMs' stage formula)."""
+    mr = _module("neupims")
+    folder = ROOT / "reports" / "neupims"
+    grid = pd.read_csv(folder / "throughput.csv")
+    piv = grid.pivot_table(index=["model", "dataset", "batch"], columns="system", values="tokens_per_s")
+    names = {v: k for k, v in mr.BASES.items()}
+    for _, r in pd.read_csv(folder / "ratios.csv").dropna().iterrows():
+        row = piv.loc[(r["model"], r["dataset"], r["batch"])]
+        assert r["ratio"] == pytest.approx(row["NeuPIMs"] / row[names[r["base"]]], rel=1e-12)
+    e = grid.pivot_table(index=["model", "dataset", "batch"], columns="system", values="energy_per_token_j")
+    for _, r in pd.read_csv(folder / "energy.csv").dropna().iterrows():
+        row = e.loc[(r["model"], r["dataset"], r["batch"])]
+        assert r["neupims_vs_npu_only_pct"] == pytest.approx(100 * row["NeuPIMs"] / row["NPU-only"] - 100, rel=1e-12)
+    vs = pd.read_csv(folder / "vs_code.csv")
+    layers = 32
+    for _, r in pd.read_csv(folder / "code_ratios.csv").iterrows():
+        col = "code_cycles" if r["source"] == "code" else "archsim_cycles"
+        case = {"NPU+PIM": "npupim-baseline_gpt3-7B_tp4_bs512_clb0", "NPU-only": "npuonly-baseline_gpt3-7B_tp4_bs512_clb0",
+                "NeuPIMs without SBI": "gpt3-7B_tp4_bs512_clb0_sbi-off"}[r["base"]]
+        base = mr.whole_block_cycles(vs[(vs["case"] == case) & (vs["stage"] != "block")], col, layers)
+        ours = mr.whole_block_cycles(vs[(vs["case"] == "gpt3-7B_tp4_bs512_clb0_sbi-on") & (vs["stage"] != "block")], col, layers)
+        assert r["ratio"] == pytest.approx(base / ours, rel=1e-12)
+
+
+def test_pimgpt_derived_values_follow_from_its_tables():
+    mr = _module("pimgpt")
+    folder = ROOT / "reports" / "pimgpt"
+    committed = pd.read_csv(folder / "derived.csv").set_index("key")["value"]
+    tokens = int(committed["tokens"])
+    again = mr.derived_values(tokens, int(committed["context"]), folder).set_index("key")["value"]
+    pd.testing.assert_series_equal(again, committed, check_exact=False, rtol=1e-12)
+
+
+def test_a_changed_table_breaks_its_claims(tmp_path):
+    """The check can fail: a claim recorded against a table, the table then edited."""
+    (tmp_path / "t.csv").write_text("k,v\na,1.5\nb,3.0\n")
+    c = Claims(tmp_path)
+    text = c.say(f"a is {c.num(Fact('t.csv', 'v', {'k': 'a'}))}, "
+                 + c.cmp(Fact("t.csv", "v", {"k": "a"}), "<", Fact("t.csv", "v", {"k": "b"}), ("below b", "above b")) + ".")
+    c.write()
+    (tmp_path / "README.md").write_text(f"# x\n\n{text}\n\n| table | 9 |\n")
+    assert verify(tmp_path) == []
+    (tmp_path / "t.csv").write_text("k,v\na,4.5\nb,3.0\n")
+    errors = verify(tmp_path)
+    assert any("gives 4.50" in e for e in errors) and any("needs" in e for e in errors)
+    (tmp_path / "README.md").write_text(f"# x\n\n{text}\n\nAn unchecked 12 % rise.\n")
+    assert any("outside any claim" in e for e in verify(tmp_path))
+
+
+@pytest.mark.parametrize("line,flagged", [
+    ("GPT3-7B on HBM2 with `dataset=neupims_clb`", False), ("it is 12 % off", True), ("the ratio falls", True),
+    ("see NeuPIMSAttend.cc:171-174", True), ("one request per channel", False)])
+def test_what_counts_as_a_statement(line, flagged):
+    assert _states_something(line) == flagged

@@ -446,18 +446,24 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
                  over=Fact(V, "archsim_cycles", {"case": "gpt3-7B_tp4_bs512_clb0_sbi-on", "stage": "F"}), scale=100, offset=-100)
     e_code = Fact(V, "code_cycles", {"case": "gpt3-7B_tp4_bs512_clb0_sbi-on", "stage": "E"},
                   over=Fact(V, "code_cycles", {"case": "gpt3-7B_tp4_bs512_clb0_sbi-on", "stage": "F"}), scale=100, offset=-100)
+    Q = "queue_toggle.csv"
+    big = {"case": "gpt3-7B_tp4_bs512_clb0_sbi-on", "stage": "E/F"}
     md += ["- " + c.say(
         "**The NPU beside PIM (stages C, D, E with interleaving).** Stage E (projection and FFN of one sub-batch, the "
         "other's attention on PIM) against stage F (the same NPU work alone) of the batch-512 case, E over F: "
-        f"{c.num(e_code, '{:+.0f}')} % in the code, {c.num(e_off, '{:+.0f}')} % in archsim. Both sides alone agree "
-        "(the rows above), so the gap is how much the PIM stream takes from the NPU's activations: every G_ACT closes "
-        "its rank's four-activate window for tFAW in both simulators (NewtonSim timing.cc:398-403, archsim's Newton "
-        "extension), and archsim's attention row sets of a short GEMV are shorter than the code's (the uni32 case: "
-        "stage B), so its G_ACTs come closer together. We did not find the line of the code that makes its short-GEMV "
-        "row sets longer; the per-bank PIM precharge (mapping `pim_precharge: per_bank`, bankstate.cc:120-126) and the "
-        "query-chunk layout (`kv_layout: token_rows`) are modelled and narrow it, a deeper read queue and per-channel "
-        "DMA queues (the code's NeuPIMSCore.cc:324-328) did not. Not reached: this is the open item of this "
-        "comparison.")]
+        f"{c.num(e_code, '{:+.0f}')} % in the code, {c.num(e_off, '{:+.0f}')} % in archsim. Every G_ACT holds its "
+        "rank's ACTs for tFAW in both simulators (NewtonSim timing.cc:398-403, archsim's Newton extension), so what the "
+        "NPU keeps beside PIM depends on how far ahead it has opened banks: NewtonSim schedules the NPU's requests "
+        "from a 128-entry command queue per bank, the first ready command of each bank's queue in turn "
+        "(HBM2_8Gb_x128_dualpim.ini:58-61, NS/neupims_command_queue.cc:75-90, 336-360), a window of 32 x 128 "
+        "requests per channel, where archsim's controller held 32, two rows of the NPU's stream, and stalled at every "
+        "row set. Mapping `neupims_code` takes the code's window (`request_queue: 4096`, docs/presets.md); the "
+        f"toggle (`queue_toggle.py`, `{Q}`): E over F of the batch-512 case {c.num(Fact(Q, 'archsim_cycles_q32', big), '{:.2f}')} "
+        f"with 32 entries, {c.num(Fact(Q, 'archsim_cycles_q4096', big), '{:.2f}')} with the code's window, "
+        f"{c.num(Fact(Q, 'code_cycles', big), '{:.2f}')} in the code; over the interleaving cases stages C, D and E "
+        f"move from {c.num(Fact(Q, 'archsim_cycles_q32', {'stage': ['C', 'D', 'E']}, 'sum', over=Fact(Q, 'code_cycles', {'stage': ['C', 'D', 'E']}, 'sum'), scale=100, offset=-100), '{:+.1f}')} % "
+        f"to {c.num(Fact(Q, 'archsim_cycles_q4096', {'stage': ['C', 'D', 'E']}, 'sum', over=Fact(Q, 'code_cycles', {'stage': ['C', 'D', 'E']}, 'sum'), scale=100, offset=-100), '{:+.1f}')} % "
+        "of the code's cycles, summed.")]
     u_fact = Fact(V, "diff_pct", {"case": "uni32-off", "stage": "B"})
     md += ["- " + c.say(
         "**Attention of very short requests (uni32, uni128: one request of 32 or 128 tokens per channel).** archsim's "

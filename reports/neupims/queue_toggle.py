@@ -4,7 +4,8 @@ default 32-entry read and write queues; writes reports/neupims/queue_toggle.csv.
 
 Run:  .venv/bin/python reports/neupims/queue_toggle.py [-o DIR]
 
-Columns: case, stage (C, D, E, F and E/F), code_cycles, then archsim_cycles at each depth (E/F: the ratios).
+Columns: case, stage (C, D, E, F), code_cycles, then archsim's cycles at each depth (archsim_cycles_q32,
+archsim_cycles_q4096).
 The 4096 runs are vs_code.py's own (cached in DIR/runs); the 32 runs use a copy of the mapping with only
 request_queue changed, written under DIR/runs.
 """
@@ -52,8 +53,6 @@ def build(out: Path) -> pd.DataFrame:
         for s in STAGES:
             rows.append({"case": case, "stage": s, "code_cycles": int(ref[s]),
                          **{f"archsim_cycles_q{d}": int(cyc[d][s]) for d in DEPTHS}})
-        rows.append({"case": case, "stage": "E/F", "code_cycles": round(ref["E"] / ref["F"], 3),
-                     **{f"archsim_cycles_q{d}": round(cyc[d]["E"] / cyc[d]["F"], 3) for d in DEPTHS}})
     df = pd.DataFrame(rows)
     df.to_csv(out / "queue_toggle.csv", index=False)
     return df

@@ -213,6 +213,8 @@ CASES: dict[str, list[str]] = {
     "run t3 unknown preset": ["run", "--system", "t3", "--set", "preset=nosuch"],
     "run t3 unknown model": ["run", "--system", "t3", "--set", "model=gpt9"],
     "run t3 bad gate": ["run", "--system", "t3", "--set", "mca_gate=sometimes"],
+    "run t3 ring directions 3": ["run", "--system", "t3", "--set", "ring_directions=3"],
+    "run t3 window -1": ["run", "--system", "t3", "--set", "window_cycles=-1"],
     "run neupims unknown key": ["run", "--system", "neupims", "--set", "dram_preset=x"],
     "run neupims batch 0": ["run", "--system", "neupims", "--set", "batch=0"],
     "run neupims bad mode": ["run", "--system", "neupims", "--set", "mode=offline"],
@@ -438,7 +440,7 @@ def test_output_failure_is_one_line_after_a_run(tmp_path, capsys, monkeypatch):
 ])
 def test_a_bad_mapping_is_reported_where_the_user_set_it(argv, where, tmp_path, capsys, monkeypatch):
     """Issue 27: a bad address mapping or policy override names the key and the place the user set it, not
-    the preset or policy file line the value replaced (t3_paper.yaml:31 memory.mapping, controller.mapping)."""
+    the preset or policy file line the value replaced (t3_paper.yaml:35 memory.mapping, controller.mapping)."""
     monkeypatch.chdir(tmp_path)
     _files(tmp_path)
     assert main(argv) == 2

@@ -43,8 +43,10 @@ def _words(text: str) -> str:
 def test_resolved_configs_byte_identical_to_the_dict_resolvers():
     # resolved_configs.json was written by the DEFAULTS-dict resolvers (commit ae750ab) for these inputs; its two
     # t3 entries were rewritten when t3's defaults changed (mca_threshold dynamic, new key nmc_update; issue 22:
-    # mca_threshold auto, new keys mca_gate and memory_mapping), the NeuPIMs family's when issue 23 added
-    # npu_attention, gpu_roofline and per-system mappings (npu_pim: the naive baseline)
+    # mca_threshold auto, new keys mca_gate and memory_mapping; issue 34: mca_threshold dynamic, mca_gate yield,
+    # window_cycles 0, new key ring_directions), the NeuPIMs family's when issue 23 added
+    # npu_attention, gpu_roofline and per-system mappings (npu_pim: the naive baseline), and again when issue 33
+    # added kv_layout (default head_rows, the layout before it)
     cases = json.loads(FIXTURE.read_text())
     assert {c["input"]["system"] for c in cases} == set(SYSTEMS)
     for case in cases:
@@ -92,7 +94,7 @@ def test_help_names_allowed_values_and_ranges(capsys):
     text = _words(out)
     assert "one of op_fwd, fc2_fwd, fc1_bwd, ip_bwd; default fc2_fwd" in text
     assert "an integer >= 2 and <= 64; default 8" in text
-    assert "one of dynamic, auto or an integer >= 1; default auto" in text
+    assert "one of dynamic, auto or an integer >= 1; default dynamic" in text
 
 
 # -- generated flags are --set ------------------------------------------------------------------------------

@@ -232,6 +232,44 @@ def test_windowed_loop_gives_the_exact_schedule_when_agents_wait_a_window(window
     _clean(ms.spec, ms)
 
 
+def _burst_and_probe(window):
+    """Source 0 enqueues a burst far longer than a window checks (the windowed loop's pending limit), then
+    source 1 one read on another channel: when is the probe's wait called?"""
+    spec = load_spec("HBM2_2Gbps_PC", overrides={"org.channels": 2})
+    ms = MemorySystem(spec, sources=[{"name": "a", "kind": "rw"}, {"name": "b", "kind": "rw"}])
+    pa, pb = ms.add_port("a"), ms.add_port("b")
+    loop = EventLoop(window=window)
+    unit = loop.add(MemoryUnit("mem", ms, ticks="cycles"))
+    n = 20000
+    seen = {}
+
+    def wait(name, ids, tag):
+        if window is None:
+            return
+        unit.wait_requests(ids, lambda t: seen.setdefault(name, (t, loop.now)))
+
+    tag = unit.group(n, lambda t: seen.setdefault("burst", (t, loop.now))) if window is None else -1
+    wait("burst", ms.enqueue_requests(pa, 0, np.arange(n) % 8, np.arange(n) // 64, np.arange(n) % 32, 0, 0, tag),
+         tag)
+    tag = unit.group(1, lambda t: seen.setdefault("probe", (t, loop.now))) if window is None else -1
+    wait("probe", ms.enqueue_requests(pb, 1, spec.banks_per_channel, 5, 0, 0, 0, tag), tag)
+    loop.run()
+    return seen
+
+
+@pytest.mark.parametrize("window", [16, 64])
+def test_windowed_loop_sees_one_source_done_behind_another_sources_burst(window):
+    """The windowed loop checks a bounded prefix of the waited ids per source: a burst of one source (a GEMM's
+    K step) does not hide a later request of another source (a reduce-scatter update), which is called at its
+    done cycle as on the exact loop, long before the burst drains."""
+    exact = _burst_and_probe(None)
+    got = _burst_and_probe(window)
+    assert got["probe"][0] == exact["probe"][0]                  # its exact done cycle,
+    assert got["probe"][1] < got["probe"][0] + window            # seen by the end of its window
+    assert got["probe"][0] < exact["burst"][0] // 10
+    assert got["burst"][0] == exact["burst"][0]
+
+
 def test_windowed_loop_rejects_tasks_on_memory_and_waits_need_a_window():
     from archsim.engine.memory import EngineError
 

@@ -435,10 +435,11 @@ def test_mutation_coverage():
 
 
 @pytest.mark.parametrize("refresh", ["none", "allbank"])
-def test_open_onto_a_buffer_without_a_bank_scope_close_uses_its_narrowest_close(fast_engine, refresh):
-    """NeuPIMs' PIM buffer closes only channel-wide (PIM_PRE). A stream that opens a new PIM row set while
-    another is open gets PIM_PRE inserted before its G_ACT (docs/channel-engine.md 1, "bank-scope close")
-    instead of deadlocking; kernel and reference agree and the log is legal."""
+def test_open_onto_an_open_buffer_uses_its_narrowest_close(fast_engine, refresh):
+    """A stream that opens a new PIM row set while another is open gets the buffer's narrowest close inserted
+    before each G_ACT (docs/channel-engine.md 1, "bank-scope close") instead of deadlocking: NeuPIMs' PIM buffer
+    has a per-bank PIM_PREb (as its code closes rows bank by bank), so one per bank of the G_ACT's group, not the
+    channel-wide PIM_PRE; kernel and reference agree and the log is legal."""
     from archsim.dram.spec import load_spec
 
     spec = load_spec("NeuPIMs_HBM2_Dual", overrides={"org.channels": 1})
@@ -465,5 +466,6 @@ def test_open_onto_a_buffer_without_a_bank_scope_close_uses_its_narrowest_close(
     assert_same(case, a, b)
     assert_clean(case, a, "fast")
     issued = [c for c in a["log"]["command"] if c not in ("REFab", "PREA")]
-    k = len(groups)
-    assert issued[k:k + 4] == ["COMP", "READRES", "PIM_PRE", "G_ACT"]
+    k, per_group = len(groups), spec.counts[-1]
+    assert issued[k:] == (["COMP", "READRES"] + (["PIM_PREb"] * per_group + ["G_ACT"]) * k
+                          + ["COMP", "READRES", "PIM_PRE"]), issued

@@ -316,3 +316,39 @@ def test_a_run_loads_the_model_policy_and_npu_once(monkeypatch):
         monkeypatch.setattr(N, name, counted)
     api.run({"system": "neupims", **SMALL, "refresh": False, "mode": "serving", "requests": 2, "batch": 2})
     assert calls == {"load_model": 1, "load_npu_config": 1, "_policy": 1}, calls
+
+
+def test_request_queue_is_the_mapping_policys_npu_window(tmp_path):
+    """Mapping policy `request_queue`: the entries of the NPU's read and write queues per channel. 32 (the
+    controller's default) unless the mapping says otherwise; neupims_code takes NeuPIMs' simulator's window, its
+    128-entry command queue per bank x 32 banks (HBM2_8Gb_x128_dualpim.ini:58-61)."""
+    for mapping, depth in (("neupims", 32), ("npu_pim", 32), ("neupims_code", 128 * 32)):
+        cfg = setup({"system": "neupims", **SMALL, "mapping": mapping})
+        assert cfg.policy.request_queue == depth, mapping
+        sim = DecodeSimulator(build_device(cfg), refresh=False)
+        assert sim.ms.ctrl.read_queue == sim.ms.ctrl.write_queue == depth, mapping
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(_mapping_file("neupims").read_text() + "\nrequest_queue: 0\n")
+    with pytest.raises(ConfigError, match="request_queue"):
+        setup({"system": "neupims", **SMALL, "mapping": str(bad)})
+
+
+def _mapping_file(name: str):
+    from archsim import paths
+    return paths.resolve("mappings", name)
+
+
+def test_a_deeper_npu_window_keeps_the_npu_reading_beside_pim(tmp_path):
+    """With sub-batch interleaving the NPU streams weights while PIM opens row sets, and every G_ACT holds the
+    rank's ACTs for tFAW: a 32-entry read queue covers two rows of the NPU's stream, so the NPU stalls at each
+    G_ACT burst; the window of NeuPIMs' per-bank command queues lets it open banks ahead, so the stages where
+    both work (C, D, E) end sooner."""
+    deep = tmp_path / "deep.yaml"
+    deep.write_text(_mapping_file("neupims").read_text() + "\nrequest_queue: 4096\n")
+    ctx = _contexts(16, 3)
+    out = {}
+    for name, mapping in (("32", "neupims"), ("4096", str(deep))):
+        cfg, dev, sim = _sim("neupims", refresh=False, sub_batch=True, mapping=mapping)
+        sim.iteration(ctx, assign(dev, ctx, "gmlbp"), True)
+        out[name] = sum(s.end - s.start for s in sim.stages if s.name in ("C", "D", "E"))
+    assert out["4096"] < out["32"], out

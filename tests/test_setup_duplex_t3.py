@@ -53,8 +53,8 @@ def test_duplex_variant_subconfigs_carry_only_their_knobs():
     by_device = {kind: dx.setup({**DUPLEX_SMALL, "device": kind, "pim_timing": "roofline"}).hardware
                  for kind in dx_compiler.DEVICE_KINDS}
     assert {k: _fields(v) for k, v in by_device.items()} == {
-        "gpu": (), "2xgpu": (), "duplex": ("pim_timing",), "bank_pim": (), "bankgroup_pim": ()}, by_device
-    assert by_device["duplex"] == dx.LogicPimDevice(pim_timing="roofline")
+        "gpu": (), "2xgpu": (), "duplex": ("pim_timing", "command_path"), "bank_pim": (), "bankgroup_pim": ()}, by_device
+    assert by_device["duplex"] == dx.LogicPimDevice(pim_timing="roofline", command_path="own_path")
     # Logic-PIM's timing reaches only the device that has it; the others' low unit is a roofline
     assert dx.setup({**DUPLEX_SMALL, "device": "bank_pim"}).pim_timing == "roofline"
     assert dx.setup(DUPLEX_SMALL).pim_timing == "engine"

@@ -205,3 +205,22 @@ def test_t3_decode_at_its_paper_configuration_simulates_the_report_sublayer():
     res = api.run(cfg)
     op = res.df.set_index("part").loc["op_fwd"]
     assert op["seconds"] * 1e6 == pytest.approx(row["sequential_us"] / row["speedup_t3_mca"], rel=1e-9)
+
+
+def test_the_committed_study_is_the_shipped_study_file_planned_today(tmp_path):
+    """reports/which_pim was run from studies/which_pim.yaml: one row per planned point, the same points refused
+    (with today's reasons) and every other one ran; a design that learns a feature must re-run the study."""
+    from archsim.study.spec import load_study
+
+    study = load_study(ROOT / "studies" / "which_pim.yaml")
+    planned = {(p.intent.system, p.intent.model, p.intent.memory.label, p.intent.batch, p.intent.tp): p
+               for p in plan_study(study, tmp_path)}
+    rows = pd.read_csv(ROOT / "reports" / "which_pim" / "results.csv")
+    assert set(RESULT_COLUMNS) <= set(rows.columns)
+    assert len(rows) == len(planned)
+    for r in rows.itertuples():
+        p = planned[(r.system, r.model, r.memory, r.batch, r.tp)]
+        if p.config is None:
+            assert r.status == "refused" and r.reason == p.reason, (r.system, r.model, r.reason, p.reason)
+        else:
+            assert r.status == "ok" and r.decode_tokens_per_s > 0 and r.energy_per_token_j > 0, r

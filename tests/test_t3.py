@@ -17,6 +17,7 @@ from archsim.systems.t3.sim import (
     dram_energy,
     expected_rs_accesses,
     nmc_energy_actions,
+    rs_link_bound_s,
     simulate_sublayer,
 )
 from archsim.systems.t3.tracker import Tracker
@@ -163,6 +164,34 @@ def test_fused_result_equals_sequential_and_numpy(functional_runs):
             np.testing.assert_array_equal(run.outputs[d], seq.outputs[d])
 
 
+@pytest.mark.parametrize("devices", [4, 3])
+def test_bidirectional_ring_reduces_both_halves(devices):
+    """ring_directions 2: every column chunk's first half of the rows goes round the ring forwards, its second
+    half backwards; every device ends with its chunk reduced (numpy) in every configuration, from the same GEMM
+    tiles, and the reduce-scatter ends sooner than on one direction (half the bytes on each direction; the
+    preset's 32 channels, so the links bind the sequential reduce-scatter, not the memory)."""
+    import dataclasses
+
+    params = load_params()
+    bi = dataclasses.replace(params, ring_directions=2)
+    shape = SublayerShape("fc2_fwd", tokens=256, k=256, h=96 * devices)
+    one_way = {c: simulate_sublayer(params, shape, devices, c, functional=True) for c in ("sequential", "t3")}
+    runs = {c: simulate_sublayer(bi, shape, devices, c, functional=True) for c in CONFIGS}
+    total = sum(runs["sequential"].extra["partials"].values())
+    bounds = runs["sequential"].extra["chunk_bounds"]
+    for c, run in runs.items():
+        assert run.ring.directions == 2 and len(run.final_tiles) == len(one_way["t3"].final_tiles)
+        for d in range(devices):
+            np.testing.assert_array_equal(run.outputs[d], total[:, bounds[d][0]:bounds[d][1]], err_msg=c)
+    seq, seq1 = runs["sequential"], one_way["sequential"]
+    assert seq.gemm_cycles == pytest.approx(seq1.gemm_cycles, rel=0.01)       # the same tiles, in another order
+    assert seq.rs_end_cycles - seq.gemm_cycles < seq1.rs_end_cycles - seq1.gemm_cycles
+    assert seq.ag_s < seq1.ag_s
+    assert rs_link_bound_s(seq) < rs_link_bound_s(seq1)
+    with pytest.raises(ConfigError, match="ring_directions"):
+        simulate_sublayer(bi, SublayerShape("fc2_fwd", tokens=128, k=256, h=96 * devices), devices, "t3")
+
+
 def test_every_dma_fires_once_per_tile_and_only_when_complete(params, functional_runs):
     n = 4
     chunks = chunk_tiles(SMALL, n, params.gpu)
@@ -206,8 +235,9 @@ def test_mca_keeps_the_gemm_first_and_communication_progresses(params):
     runs = {c: simulate_sublayer(params, shape, 4, c, devices="one") for c in ("t3", "t3-mca")}
     # compute traffic first: the GEMM is no slower than with FR-FCFS over both sources
     assert runs["t3-mca"].gemm_cycles <= runs["t3"].gemm_cycles * 1.02
-    # and the reduce-scatter is not starved: it ends within 10% of its end under FR-FCFS
-    assert runs["t3-mca"].rs_end_cycles <= 1.1 * runs["t3"].rs_end_cycles
+    # and the reduce-scatter is not starved (the starvation cap): it ends within 25% of its end under FR-FCFS.
+    # It does end later - it binds this small sublayer, and MCA delays it to speed the GEMM (reports/t3)
+    assert runs["t3"].rs_end_cycles < runs["t3-mca"].rs_end_cycles <= 1.25 * runs["t3"].rs_end_cycles
 
 
 def test_starvation_cap_bounds_communication_wait(params):
@@ -232,7 +262,11 @@ def test_starvation_cap_bounds_communication_wait(params):
     assert check_log(spec, ms.command_log()) == []
 
 
-def test_one_device_symmetry_model_agrees_with_all_devices(params):
+@pytest.mark.parametrize("directions", [1, 2])
+def test_one_device_symmetry_model_agrees_with_all_devices(params, directions):
+    import dataclasses
+
+    params = dataclasses.replace(params, ring_directions=directions)
     shape = SublayerShape("fc2_fwd", tokens=256, k=256, h=1024)
     for c in ("sequential", "t3"):
         one = simulate_sublayer(params, shape, 4, c, devices="one")
@@ -244,12 +278,16 @@ def test_one_device_symmetry_model_agrees_with_all_devices(params):
         assert one.traffic == full.traffic
 
 
-def test_driver_window_changes_little(params):
+def test_windowed_driver_converges_to_the_exact_one(params):
+    """The preset's driver is exact (window 0: the memory stops at every completion waited on); the windowed
+    loop acts on completions at window boundaries, so it can only be later, and by little."""
+    assert params.window_cycles == 0
     shape = SublayerShape("fc2_fwd", tokens=128, k=256, h=512)
-    exact = simulate_sublayer(params, shape, 2, "t3", window_cycles=1)
-    coarse = simulate_sublayer(params, shape, 2, "t3", window_cycles=64)
-    assert coarse.rs_end_cycles == pytest.approx(exact.rs_end_cycles, rel=0.03)
-    assert coarse.rs_end_cycles >= exact.rs_end_cycles - 64
+    exact = simulate_sublayer(params, shape, 2, "t3")
+    for w in (16, 64):
+        coarse = simulate_sublayer(params, shape, 2, "t3", window_cycles=w)
+        assert coarse.rs_end_cycles == pytest.approx(exact.rs_end_cycles, rel=0.01), w
+        assert coarse.rs_end_cycles >= exact.rs_end_cycles - w, w
 
 
 def test_nmc_update_is_one_command_priced_from_the_energy_table(params, functional_runs):

@@ -150,11 +150,13 @@ if any(globals().get("CF_" + s.name) != i for i, s in enumerate(CF_SLOTS)):
     raise RuntimeError("a controller slot's constant CF_<name> does not name its own slot")
 REFRESH_NONE, REFRESH_ALLBANK, REFRESH_PERBANK = 0, 1, 2
 REFRESH_MODES = {"none": REFRESH_NONE, "allbank": REFRESH_ALLBANK, "perbank": REFRESH_PERBANK}
-ARB_FRFCFS, ARB_PRIORITY, ARB_BLOCKED, ARB_THRESHOLD, ARB_THRESHOLD_ROW = 0, 1, 2, 3, 4
+ARB_FRFCFS, ARB_PRIORITY, ARB_BLOCKED, ARB_THRESHOLD, ARB_THRESHOLD_ROW, ARB_THRESHOLD_YIELD = 0, 1, 2, 3, 4, 5
 # threshold_row: as threshold, but a held-back source may still issue column commands (to rows it opened);
-# only its row commands wait, so it never holds a bank's row open while it waits (T3-MCA variant, issue 22)
+# only its row commands wait, so it never holds a bank's row open while it waits (T3-MCA variant, issue 22).
+# threshold_yield: as threshold, but while a source is held back the first source may precharge the rows it
+# opened (a controller with no row ownership: T3-MCA's, issue 34)
 ARBITRATIONS = {"frfcfs": ARB_FRFCFS, "priority": ARB_PRIORITY, "blocked": ARB_BLOCKED, "threshold": ARB_THRESHOLD,
-                "threshold_row": ARB_THRESHOLD_ROW}
+                "threshold_row": ARB_THRESHOLD_ROW, "threshold_yield": ARB_THRESHOLD_YIELD}
 SEG_START, SEG_END = 1, 2
 KIND_READ, KIND_WRITE, KIND_RMW = 0, 1, 2
 PHASE_POSTED = 2          # r_phase of a posted write (acknowledged) still waiting to issue (bank_command_queue)
@@ -823,6 +825,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     c_act = T.role[R_ACT]
     nbuf = _cf(S.variant, CF, CF_NBUF)
     ignore_reserve = _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED
+    yields = _held_rows_yield(S, CF, ch, me)
     for kk in range(S.act_n[qi]):
         b = S.act_list[qi, kk]
         bl = b - gb0
@@ -838,7 +841,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
         if ref_check:
             if _ref_blocked(S, T, CF, ch, c, bl):
                 continue
-        blocked = _rw_blocked(S, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf)
+        blocked = _rw_blocked(S, ch, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf, yields)
         t = _earliest(S, T, ch, c, bl)
         t = max(t, S.cand_nb[q, b])
         S.cand_t[q, b] = t
@@ -886,13 +889,24 @@ def _update_dirty(S, T, CF, ch):
 
 
 @_helper
-def _rw_blocked(S, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf):
+def _held_rows_yield(S, CF, ch, me):
+    """Whether source `me` may precharge rows that held-back sources opened this step: `threshold_yield`, the
+    first source, and the gate closed (S.held[ch, s] marks the sources it holds back)."""
+    return _cf(S.variant, CF, CF_ARB) == ARB_THRESHOLD_YIELD and me == 0
+
+
+@_helper
+def _rw_blocked(S, ch, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf, yields):
     """Whether bank b's candidate c (queue q) may not issue for a reason other than timing: a PRE of a bank
-    pinned or whose row another source opened; an ACT of a reserved bank or of a row open in another buffer.
-    (Under `blocked` only the active source issues: a reservation would only hold the active rw source back
-    for an inactive stream, so blocked arbitration ignores reservations.)"""
+    pinned or whose row another source opened (unless `yields`, _held_rows_yield, and the gate holds that
+    source back); an ACT of a reserved bank or of a row open in another buffer. (Under `blocked` only the
+    active source issues: a reservation would only hold the active rw source back for an inactive stream, so
+    blocked arbitration ignores reservations.)"""
     own = S.owner[b, 0]
-    blocked = ((c == c_pre) & ((S.bank_pin[b] > 0) | ((own != -1) & (own != me)))) | (
+    others = (own != -1) & (own != me)
+    if others and yields:
+        others = S.held[ch, own] == 0
+    blocked = ((c == c_pre) & ((S.bank_pin[b] > 0) | others)) | (
         (c == c_act) & (S.reserve[b] > 0) & (not ignore_reserve))
     if nbuf > 1 and c == c_act and not blocked:
         row = S.r_row[S.cand_ri[q, b]]
@@ -927,8 +941,9 @@ def _rw_row_after_col(S, T, CF, ch, k, clk, out):
         return True
     if S.ch_ref_pending[ch] != 0 and CF[CF_REFRESH] != REFRESH_NONE and _ref_blocked(S, T, CF, ch, c, out[1]):
         return True
-    if _rw_blocked(S, q, b, c, T.role[R_PRE], T.role[R_ACT], _rw_src(S, ch, k), _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED,
-                   _cf(S.variant, CF, CF_NBUF)):
+    me = _rw_src(S, ch, k)
+    if _rw_blocked(S, ch, q, b, c, T.role[R_PRE], T.role[R_ACT], me, _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED,
+                   _cf(S.variant, CF, CF_NBUF), _held_rows_yield(S, CF, ch, me)):
         return True
     if max(_earliest(S, T, ch, c, out[1]), S.cand_nb[q, b]) > clk:
         return True
@@ -1584,6 +1599,8 @@ def _step_decide(S, CF, ch, clk):
             sl0 = ch * _cf(S.variant, CF, CF_NST) + S.src_idx[ch, 0]
             occ = S.s_in[sl0] - S.s_head[sl0]
         gate = 1 if occ < CF[CF_THRESH] else 0
+        for s in range(nsrc):
+            S.held[ch, s] = 1 if (s != 0 and gate == 0 and promoted[s] == 0) else 0
     return gate
 
 

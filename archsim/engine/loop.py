@@ -32,10 +32,11 @@ Two ways to synchronise the memories with the rest (the loop's `window`):
   sooner); the request waits whose requests all have a done cycle by then are called in the order of their
   done times, each with its exact done time, and the timed events up to the window's end follow. (The engine
   knows a request's done cycle when its column command issues, so a done time can lie up to a burst's
-  latency past the window; agents schedule from the done time they are given, with `loop.at` or an arrival
-  cycle.) Work a completion causes in the same memory can enter it up to W-1 ticks late; polling request ids
-  instead of stopping the kernel at every completion is what makes tens of thousands of small waits cheap
-  (T3).
+  latency past the window: such a wait is called at its done time, in order with the timed events.) Work a
+  completion causes in the same memory can enter it up to W-1 ticks late. The waited ids are checked per
+  source, a bounded prefix of each (a port hands requests over in order), so a long burst of one source does
+  not hide the completions of another. T3 used it to poll request ids instead of stopping the kernel at every
+  completion; it now runs on the exact loop, which is faster there (reports/t3/window.csv compares them).
 
 Time base: the loop's integer time is picoseconds for the unit constructors' defaults (units with different
 clocks); a system paced by one DRAM clock can count that clock's cycles instead (`MemoryUnit(...,
@@ -45,8 +46,8 @@ A run of the exact loop to the end (`run()` with no bound) that stops while comp
 raises `EngineError` naming them: the memory went idle with an agent expecting more items than it enqueued.
 
 Users: PIM-GPT's overlap mode (task graph), ring collectives (links), NeuPIMs and `archsim.npu.dram_gemm`
-(completion groups: one memory unit counted in its own cycles, `ticks="cycles"`) and T3 (windowed, request
-waits). Not a loop, and so not here: `archsim.engine.reuse.StreamChannels` is a memo
+(completion groups: one memory unit counted in its own cycles, `ticks="cycles"`) and T3 (completion groups by
+default; request waits on the windowed loop with `driver.window_cycles: W`). Not a loop, and so not here: `archsim.engine.reuse.StreamChannels` is a memo
 layer over the channel engine (it runs one op's per-channel command streams to completion and reuses the
 outcome of identical ones; nothing else happens while an op runs).
 """
@@ -120,9 +121,11 @@ class Link(FixedUnit):
 
 
 class _PendingRequests:
-    """Request ids a memory unit waits on, in enqueue order. Only a bounded prefix can have completed (the rest
-    wait in the ports' backlogs), so each window checks `pend` (accepted, not yet seen done) topped up from the
-    backlog to `limit` ids; a completion beyond it is seen a window later, with its exact done cycle."""
+    """Request ids of one source a memory unit waits on, in enqueue order. A port hands its requests to the
+    controller in order (it blocks at its head), so only a bounded prefix of one source's ids can have
+    completed; each window checks `pend` (accepted, not yet seen done) topped up from the backlog to `limit`
+    ids. Kept per source: one list over several sources let a long burst of one (a GEMM's K step, tens of
+    thousands of reads) hide the completions of another enqueued after it until the burst drained."""
 
     def __init__(self, limit: int):
         self.limit = limit
@@ -170,7 +173,8 @@ class MemoryUnit(Unit):
         self._waits: dict[int, list] = {}
         self._owner = np.zeros(1 << 16, np.int64)
         self._next_wait = 0
-        self._pending: _PendingRequests | None = None
+        self._pending: dict[int, _PendingRequests] = {}      # source -> its waited ids (windowed loop)
+        self._pending_limit = 0
 
     def attach(self, loop: EventLoop) -> None:
         """Called by `EventLoop.add`. In a windowed loop, how many outstanding ids a window checks: every
@@ -179,13 +183,12 @@ class MemoryUnit(Unit):
         self.loop = loop
         ctrl, channels = self.ms.ctrl, self.ms.spec.channels
         window_cycles = self.cycle_at(loop.window) if loop.window else 1
-        self._pending = _PendingRequests(2 * 2 * (ctrl.read_queue + ctrl.write_queue) * channels
-                                         + 8 * window_cycles * channels)
+        self._pending_limit = 2 * 2 * (ctrl.read_queue + ctrl.write_queue) * channels + 8 * window_cycles * channels
 
     @property
     def requests_waited(self) -> int:
         """Requests of `wait_requests` calls not yet seen done."""
-        return self._pending.size if self._pending is not None else 0
+        return sum(p.size for p in self._pending.values())
 
     def wait_requests(self, ids: np.ndarray, callback: Callable[[int], None]) -> None:
         """`callback(t)` once every request in `ids` (from this memory's `enqueue_requests`) is done; t is the
@@ -205,22 +208,31 @@ class MemoryUnit(Unit):
             new[:own.shape[0]] = own
             self._owner = own = new
         own[ids] = wid
-        self._pending.add(ids)
+        src = self.ms.S.r_src[ids]
+        for s in np.unique(src).tolist():
+            pend = self._pending.get(s)
+            if pend is None:
+                pend = self._pending[s] = _PendingRequests(self._pending_limit)
+            pend.add(ids if src[0] == src[-1] == s and (src == s).all() else ids[src == s])
 
     def collect(self) -> list[tuple[int, Callable[[int], None]]]:
         """The request waits whose last request is done, as (done cycle, callback), in the order they began."""
-        pending = self._pending
-        if pending is None or pending.size == 0:
+        fin_ids, fin_done = [], []
+        for pending in self._pending.values():
+            if pending.size == 0:
+                continue
+            ids = pending.window()
+            done = self.ms.S.r_done[ids]
+            fin = done >= 0
+            if fin.any():
+                pending.pend = ids[~fin]
+                pending.size -= int(fin.sum())
+                fin_ids.append(ids[fin])
+                fin_done.append(done[fin])
+        if not fin_ids:
             return []
-        ids = pending.window()
-        done = self.ms.S.r_done[ids]
-        fin = done >= 0
-        if not fin.any():
-            return []
-        pending.pend = ids[~fin]
-        pending.size -= int(fin.sum())
-        wids = self._owner[ids[fin]]
-        dts = done[fin]
+        wids = self._owner[np.concatenate(fin_ids)]
+        dts = np.concatenate(fin_done)
         out = []
         uniq, inv = np.unique(wids, return_inverse=True)
         cnt = np.bincount(inv)
@@ -427,7 +439,12 @@ class EventLoop:
                     ready.append((m.ps(done), len(ready), cb))
             ready.sort(key=lambda x: (x[0], x[1]))
             for t_done, _, cb in ready:
-                cb(t_done)
+                if t_done > self.now:
+                    # known at its column command, done later: called at its done time, in order with the
+                    # timed events (run now, the work it causes would queue in the ports ahead of earlier work)
+                    self.at(t_done, lambda cb=cb, t_done=t_done: cb(t_done))
+                else:
+                    cb(t_done)
             while self.heap and self.heap[0][0] <= self.now:
                 _, _, fn = heapq.heappop(self.heap)
                 fn()

@@ -32,7 +32,7 @@ LOG_COLUMNS = ["cycle", "command", "channel", "pseudochannel", "rank", "bankgrou
 READ, WRITE, RMW = 0, 1, 2
 HIT, MISS, CONFLICT = 0, 1, 2
 NONE = 3                         # served without a command of its own (posted_writes, merge_reads)
-ARBITRATIONS = ("frfcfs", "priority", "blocked", "threshold", "threshold_row")
+ARBITRATIONS = ("frfcfs", "priority", "blocked", "threshold", "threshold_row", "threshold_yield")
 NEVER = 1 << 62
 
 
@@ -124,6 +124,7 @@ class _Channel:
         self.seq = 0
         self.src = [_SourceState() for _ in ref.sources]
         self.active = -1            # blocked arbitration: the active source
+        self.held: set[int] = set()  # sources the threshold gate holds back this step
         self.refresh: list[_RefreshNode] = []
         if ref.refresh_mode != "none":
             scope = ref.spec.commands[ref.ref_ab].scope
@@ -519,11 +520,14 @@ class ReferenceController:
         first = ch.src[0]
         first_queued = self._occupancy(first.read_q) + self._occupancy(first.write_q) + len(first.stream)
         may_issue = [True] * len(ch.src)
+        ch.held = set()             # the sources the threshold gate holds back this step
         for s in range(len(ch.src)):
             if self.arbitration == "blocked":
                 may_issue[s] = s == ch.active
-            elif self.arbitration in ("threshold", "threshold_row") and s > 0:
+            elif self.arbitration.startswith("threshold") and s > 0:
                 may_issue[s] = first_queued < self.threshold or promoted[s]
+                if not may_issue[s]:
+                    ch.held.add(s)
 
         def arbitrate(bus: str | None) -> None:
             nonlocal any_issue
@@ -851,7 +855,7 @@ class ReferenceController:
                         continue
                 else:
                     cmd = self.PRE
-                    if bank in pinned or ch.opener[bank][0] != s:
+                    if bank in pinned or not self._may_close(ch, s, bank):
                         continue
             target = self.target_of(cmd, bank)
             if not self.ready(ch, cmd, target, t):
@@ -864,6 +868,12 @@ class ReferenceController:
             elif row_best is None or c.age < row_best.age:
                 row_best = c
         return col_best, row_best
+
+    def _may_close(self, ch: _Channel, s: int, bank: int) -> bool:
+        """Whether rw source s may precharge bank's row: it opened it, or (threshold_yield) s is the first
+        source and the gate holds back the source that opened it (3.2, 3.4)."""
+        opener = ch.opener[bank][0]
+        return opener == s or (self.arbitration == "threshold_yield" and s == 0 and opener in ch.held)
 
     def _reserved(self, ch: _Channel) -> set[int]:
         """Banks whose stream head is an open not yet issued (3.3): no rw source may open them."""

@@ -221,6 +221,7 @@ FIELDS: tuple[Field, ...] = (
     F("st_next", I64, (1,), INF, "stream", "next entry cycle of any stream"),
     F("promo", I64, CS, 0, "scratch", "promoted this step (starvation cap)"),
     F("promo_ready", I64, CS, 0, "scratch", "had a ready candidate this step"),
+    F("held", I64, CS, 0, "scratch", "held back by the threshold gate this step (threshold arbitrations)"),
     F("g_left", I64, ("groups",), 0, "observer", "completion groups: items still to complete", SHARD),
     F("g_done", I64, ("groups",), -1, "observer", "... latest done cycle so far", SHARD),
     # caches (never change results): a lower bound of each rw candidate's earliest cycle (timing cells only

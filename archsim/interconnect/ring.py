@@ -6,8 +6,10 @@ chunk j ends on device j after a reduce-scatter (RS). RS step k (k = 0 .. N-2): 
 (d - 1 - k) mod N, which it received at step k - 1 plus its own part. All-gather (AG) step k: device d sends
 chunk (d - k) mod N. All-reduce (AR) = RS then AG.
 
-Closed forms (one direction used, links in parallel, a step waits for its chunk):
-    t_RS = t_AG = (N - 1) * (hop_latency + total_bytes / N / link_bandwidth),   t_AR = 2 t_RS.
+Closed forms (links in parallel, a step waits for its chunk; `directions` = 2: the buffer is cut in two
+halves, one reduced by a ring in each direction of the bidirectional links, in parallel):
+    t_RS = t_AG = (N - 1) * (hop_latency + total_bytes / N / directions / link_bandwidth),   t_AR = 2 t_RS.
+`link_bytes_per_s` is one direction's bandwidth.
 """
 from __future__ import annotations
 
@@ -28,19 +30,23 @@ _KEYS = ("name", "source", "topology", "link_bytes_per_s", "hop_latency_s")
 
 @dataclass(frozen=True)
 class RingConfig:
-    """N devices on a unidirectional ring; each link moves `link_bytes_per_s` one way after `hop_latency_s`."""
+    """N devices on a ring; each link moves `link_bytes_per_s` one way after `hop_latency_s`. A collective uses
+    one direction of every link (`directions` 1, NCCL's ring) or both (2: half the buffer each way)."""
 
     devices: int
     link_bytes_per_s: float
     hop_latency_s: float
     name: str = "ring"
     source: str = ""
+    directions: int = 1
 
     def __post_init__(self) -> None:
         src = f"RingConfig({self.name})"
         require_int(src, "devices", self.devices, minimum=2)
         require_number(src, "link_bytes_per_s", self.link_bytes_per_s, minimum=1.0)
         require_number(src, "hop_latency_s", self.hop_latency_s, minimum=0.0)
+        if self.directions not in (1, 2):
+            raise ConfigError("directions", f"must be 1 or 2, got {self.directions!r}", source=src)
 
     def transfer_s(self, nbytes: int) -> float:
         """One hop: latency plus serialisation."""
@@ -97,13 +103,13 @@ def collective_s(cfg: RingConfig, kind: str, total_bytes: int) -> float:
         raise unknown_name("collective", kind, COLLECTIVES)
     if total_bytes < 0:
         raise ConfigError("total_bytes", f"must be >= 0, got {total_bytes}")
-    chunk = total_bytes / cfg.devices
+    chunk = total_bytes / cfg.devices / cfg.directions
     one = (cfg.devices - 1) * cfg.transfer_s(chunk)
     return 2 * one if kind == "all_reduce" else one
 
 
 def link_bytes(cfg: RingConfig, kind: str, total_bytes: int) -> int:
-    """Bytes each device sends on its link during the collective."""
+    """Bytes each device sends on its links (both directions together) during the collective."""
     steps = (cfg.devices - 1) * (2 if kind == "all_reduce" else 1)
     return steps * math.ceil(total_bytes / cfg.devices)
 
@@ -126,6 +132,9 @@ def simulate_collective(cfg: RingConfig, kind: str, inputs: list[np.ndarray]) ->
 
     if kind not in COLLECTIVES:
         raise unknown_name("collective", kind, COLLECTIVES)
+    if cfg.directions != 1:
+        raise NotImplementedError("simulate_collective runs one direction of the ring (issue 34 added the "
+                                  "bidirectional closed forms and T3's bidirectional schedule, not this run)")
     n = cfg.devices
     if len(inputs) != n:
         raise ConfigError("inputs", f"one buffer per device: {n} expected, got {len(inputs)}")

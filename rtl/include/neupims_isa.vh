@@ -26,6 +26,7 @@
 `define NEUPIMS_OP_COMP 6'h12  // pim_mac
 `define NEUPIMS_OP_READRES 6'h13  // pim_mac
 `define NEUPIMS_OP_PIM_PRE 6'h14  // dram
+`define NEUPIMS_OP_PIM_PREB 6'h15  // dram
 `define NEUPIMS_OP_PIM_HEADER 6'h20  // controller
 `define NEUPIMS_OP_PIM_GEMV 6'h21  // controller
 
@@ -37,7 +38,7 @@
 `define NEUPIMS_UNIT_CONTROLLER 3
 
 // Instructions: bit index in op_onehot
-`define NEUPIMS_NUM_INSTRS 17
+`define NEUPIMS_NUM_INSTRS 18
 `define NEUPIMS_I_NOP 0
 `define NEUPIMS_I_ACT 1
 `define NEUPIMS_I_PRE 2
@@ -53,8 +54,9 @@
 `define NEUPIMS_I_COMP 12
 `define NEUPIMS_I_READRES 13
 `define NEUPIMS_I_PIM_PRE 14
-`define NEUPIMS_I_PIM_HEADER 15
-`define NEUPIMS_I_PIM_GEMV 16
+`define NEUPIMS_I_PIM_PREB 15
+`define NEUPIMS_I_PIM_HEADER 16
+`define NEUPIMS_I_PIM_GEMV 17
 
 // Fields: bit slot in the word and bit index in fields_used
 `define NEUPIMS_NUM_FIELDS 7
@@ -91,26 +93,27 @@
 // on opcode OPC that sets the instruction one-hot, the executing-unit one-hot, the fields-used mask
 // and the mask of word bits the instruction may set (all zero for an unknown opcode).
 // Use it inside an always block.
-`define NEUPIMS_ISA_DECODE(OPC, OP_OH, UNIT_OH, FIELDS_USED, USED_BITS)                                                                \
-    case (OPC)                                                                                                                         \
-        6'h00: begin OP_OH = 17'b00000000000000001; UNIT_OH = 4'b1000; FIELDS_USED = 7'b0000000; USED_BITS = 64'hfc00000000000000; end \
-        6'h01: begin OP_OH = 17'b00000000000000010; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000110; USED_BITS = 64'hfc00000007ffffc0; end \
-        6'h02: begin OP_OH = 17'b00000000000000100; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000010; USED_BITS = 64'hfc000000000007c0; end \
-        6'h03: begin OP_OH = 17'b00000000000001000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000000; USED_BITS = 64'hfc00000000000000; end \
-        6'h04: begin OP_OH = 17'b00000000000010000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000111; USED_BITS = 64'hfc00000007ffffff; end \
-        6'h05: begin OP_OH = 17'b00000000000100000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000111; USED_BITS = 64'hfc00000007ffffff; end \
-        6'h06: begin OP_OH = 17'b00000000001000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000111; USED_BITS = 64'hfc00000007ffffff; end \
-        6'h07: begin OP_OH = 17'b00000000010000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000111; USED_BITS = 64'hfc00000007ffffff; end \
-        6'h08: begin OP_OH = 17'b00000000100000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000000; USED_BITS = 64'hfc00000000000000; end \
-        6'h09: begin OP_OH = 17'b00000001000000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000010; USED_BITS = 64'hfc000000000007c0; end \
-        6'h10: begin OP_OH = 17'b00000010000000000; UNIT_OH = 4'b0100; FIELDS_USED = 7'b0000110; USED_BITS = 64'hfc00000007ffffc0; end \
-        6'h11: begin OP_OH = 17'b00000100000000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0001100; USED_BITS = 64'hfc0000003ffff800; end \
-        6'h12: begin OP_OH = 17'b00001000000000000; UNIT_OH = 4'b0010; FIELDS_USED = 7'b0000001; USED_BITS = 64'hfc0000000000003f; end \
-        6'h13: begin OP_OH = 17'b00010000000000000; UNIT_OH = 4'b0010; FIELDS_USED = 7'b0000000; USED_BITS = 64'hfc00000000000000; end \
-        6'h14: begin OP_OH = 17'b00100000000000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000000; USED_BITS = 64'hfc00000000000000; end \
-        6'h20: begin OP_OH = 17'b01000000000000000; UNIT_OH = 4'b1000; FIELDS_USED = 7'b1100100; USED_BITS = 64'hfc003fc007fff800; end \
-        6'h21: begin OP_OH = 17'b10000000000000000; UNIT_OH = 4'b1000; FIELDS_USED = 7'b0010000; USED_BITS = 64'hfc00003fc0000000; end \
-        default: begin OP_OH = {17{1'b0}}; UNIT_OH = {4{1'b0}}; FIELDS_USED = {7{1'b0}}; USED_BITS = {64{1'b0}}; end                   \
+`define NEUPIMS_ISA_DECODE(OPC, OP_OH, UNIT_OH, FIELDS_USED, USED_BITS)                                                                 \
+    case (OPC)                                                                                                                          \
+        6'h00: begin OP_OH = 18'b000000000000000001; UNIT_OH = 4'b1000; FIELDS_USED = 7'b0000000; USED_BITS = 64'hfc00000000000000; end \
+        6'h01: begin OP_OH = 18'b000000000000000010; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000110; USED_BITS = 64'hfc00000007ffffc0; end \
+        6'h02: begin OP_OH = 18'b000000000000000100; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000010; USED_BITS = 64'hfc000000000007c0; end \
+        6'h03: begin OP_OH = 18'b000000000000001000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000000; USED_BITS = 64'hfc00000000000000; end \
+        6'h04: begin OP_OH = 18'b000000000000010000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000111; USED_BITS = 64'hfc00000007ffffff; end \
+        6'h05: begin OP_OH = 18'b000000000000100000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000111; USED_BITS = 64'hfc00000007ffffff; end \
+        6'h06: begin OP_OH = 18'b000000000001000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000111; USED_BITS = 64'hfc00000007ffffff; end \
+        6'h07: begin OP_OH = 18'b000000000010000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000111; USED_BITS = 64'hfc00000007ffffff; end \
+        6'h08: begin OP_OH = 18'b000000000100000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000000; USED_BITS = 64'hfc00000000000000; end \
+        6'h09: begin OP_OH = 18'b000000001000000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000010; USED_BITS = 64'hfc000000000007c0; end \
+        6'h10: begin OP_OH = 18'b000000010000000000; UNIT_OH = 4'b0100; FIELDS_USED = 7'b0000110; USED_BITS = 64'hfc00000007ffffc0; end \
+        6'h11: begin OP_OH = 18'b000000100000000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0001100; USED_BITS = 64'hfc0000003ffff800; end \
+        6'h12: begin OP_OH = 18'b000001000000000000; UNIT_OH = 4'b0010; FIELDS_USED = 7'b0000001; USED_BITS = 64'hfc0000000000003f; end \
+        6'h13: begin OP_OH = 18'b000010000000000000; UNIT_OH = 4'b0010; FIELDS_USED = 7'b0000000; USED_BITS = 64'hfc00000000000000; end \
+        6'h14: begin OP_OH = 18'b000100000000000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000000; USED_BITS = 64'hfc00000000000000; end \
+        6'h15: begin OP_OH = 18'b001000000000000000; UNIT_OH = 4'b0001; FIELDS_USED = 7'b0000010; USED_BITS = 64'hfc000000000007c0; end \
+        6'h20: begin OP_OH = 18'b010000000000000000; UNIT_OH = 4'b1000; FIELDS_USED = 7'b1100100; USED_BITS = 64'hfc003fc007fff800; end \
+        6'h21: begin OP_OH = 18'b100000000000000000; UNIT_OH = 4'b1000; FIELDS_USED = 7'b0010000; USED_BITS = 64'hfc00003fc0000000; end \
+        default: begin OP_OH = {18{1'b0}}; UNIT_OH = {4{1'b0}}; FIELDS_USED = {7{1'b0}}; USED_BITS = {64{1'b0}}; end                    \
     endcase
 
 `endif  // NEUPIMS_ISA_VH

@@ -278,8 +278,11 @@ def _directed_dual(spec) -> list[dict]:
     gacts = [e for e in log if e[2] == "G_ACT"]
     act = _find(log, "ACT", 2, "mem")
     last = max(e[0] for e in gacts if e[0] < act[0])
-    assert act[0] == max(gacts[0][0] + T["nRRDL"], last + T["nRRDS"]), (act, gacts)
-    cases.append(_case(spec, "dual", "mem ACT after G_ACT on the same bank: nRRDL", w, log))
+    # and nFAW after its rank's last G_ACT (a G_ACT opens four banks: a whole four-activate window); a bank
+    # index is pseudo-rank x 16 + bank group x 4 + bank
+    last_in_rank = max(e[0] for e in gacts if e[0] < act[0] and e[3] // 16 == act[3] // 16)
+    assert act[0] == max(gacts[0][0] + T["nRRDL"], last + T["nRRDS"], last_in_rank + T["nFAW"]), (act, gacts)
+    cases.append(_case(spec, "dual", "mem ACT after G_ACT on the same bank: nRRDL, the rank's nFAW", w, log))
     # (c) PIM priority and the dual bus: COMPs win the column bus while memory ACTs use the row bus in the
     #     same cycles; a memory read ready together with a COMP waits for it
     reqs = [(t, 0, b, 40 + b) for t, b in ((0, 1), (0, 9), (0, 17), (0, 25), (30, 2), (30, 10))]
@@ -303,14 +306,25 @@ def _directed_refresh(spec) -> dict:
     w = Workload(requests=[(3860, 0, 3, 30), (3880, 1, 20, 31)], stream=_gemv(spec, 5, at=3850, comps=60))
     log = engine_log(spec, "dual", w)
     ref = [e for e in log if e[4] == "refresh"]
-    assert ref[0][0] == T["nREFI"] and [e[2] for e in ref] == ["PREA", "PREA", "PIM_PRE", "REFab", "REFab"], ref
+    # due at nREFI; its PIM_PRE may close the GEMV's rows only nRAS after their G_ACT (a G_ACT fills the rank's
+    # four-activate window, so the stream's last one before the refresh can fall within nRAS of nREFI)
+    last_gact = max(e[0] for e in log if e[2] == "G_ACT" and e[0] < ref[0][0])
+    assert ref[0][0] == max(T["nREFI"], last_gact + T["nRAS"]), (ref, last_gact)
+    # it closes what is open (the PIM rows; a PREA per rank with an open memory row: rank 0's request may still
+    # wait on that window), then refreshes both ranks
+    names = [e[2] for e in ref]
+    assert names.count("PIM_PRE") == 1 and set(names[:-2]) <= {"PIM_PRE", "PREA"} and names[-2:] == ["REFab"] * 2, ref
     last_ref = ref[-1][0]
     assert not [e for e in log if ref[0][0] <= e[0] <= last_ref and e[4] != "refresh"], "a source issued"
     after = [e for e in log if e[0] > last_ref]
-    assert after[0][2] == "G_ACT" and after[0][0] == last_ref + T["nRFC"], after[0]
+    own_ref = [e[0] for e in ref if e[2] == "REFab" and e[3] // 16 == after[0][3] // 16]     # its rank's refresh
+    assert after[0][2] == "G_ACT" and after[0][0] == own_ref[0] + T["nRFC"], (after[0], ref)
     stream_gacts = sum(1 for x in w.stream if spec.command_names[x[1]] == "G_ACT")
     restores = sum(1 for e in log if e[2] == "G_ACT") - stream_gacts
-    assert restores >= 6, f"{restores} restores"
+    # one restore per bank group the GEMV had opened when the refresh closed it (the stream starts at 3850: every
+    # G_ACT before the refresh is of its first row set; a G_ACT's four-activate window spaces them nFAW apart)
+    opened = {e[3] for e in log if e[2] == "G_ACT" and e[0] < ref[0][0]}
+    assert opened and restores == len(opened), f"{restores} restores of {len(opened)} open bank groups"
     return _case(spec, "dual", "refresh preempts a GEMV; the stream restores its rows", w, log)
 
 

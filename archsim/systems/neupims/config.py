@@ -10,7 +10,7 @@ from typing import Any
 from archsim import paths, schema
 from archsim.config import load_yaml
 from archsim.errors import ConfigError
-from archsim.limits import MAX_BATCH
+from archsim.limits import MAX_BATCH, MAX_QUEUE
 from archsim.npu.config import NpuConfig, load_npu_config
 from archsim.schema import opt
 from archsim.systems.neupims.compiler import PIM_PRECHARGE
@@ -28,6 +28,7 @@ DEVICE_PRESET = {"neupims": "NeuPIMs_HBM2_Dual", "npu_pim": "NeuPIMs_HBM2_Single
 TP_DEFAULT = {"gpt3-7b": 4, "gpt3-13b": 4, "gpt3-30b": 8, "gpt3-175b": 32}
 MODES = ("iteration", "serving")
 KV_LAYOUTS = ("head_rows", "token_rows")
+REQUEST_QUEUE_DEFAULT = 32      # archsim.dram.controller's read_queue / write_queue default
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
                "channel_assignment": ("gmlbp", "round_robin")}
 MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): GPT-3-style MHA + 2-matrix FFN
@@ -99,6 +100,10 @@ class Policy:
                               # middle row (NeuPIMs' split of its 32768-row banks at 16384, on any device)
     kv_layout: str = "head_rows"    # head_rows | token_rows (archsim.systems.neupims.compiler)
     pim_precharge: str = "unit"     # unit | per_bank (archsim.systems.neupims.compiler.PIM_PRECHARGE)
+    # entries of the NPU's read and of its write queue per channel: the window the controller schedules from
+    # (FR-FCFS over the queue). 32: the engine controller's default (DRAMsim3's and NewtonSim's 32-entry
+    # transaction queue); NeuPIMs' simulator schedules from 128-entry command queues per bank (mapping neupims_code)
+    request_queue: int = REQUEST_QUEUE_DEFAULT
 
 
 def _policy(name: str) -> Policy:
@@ -120,7 +125,10 @@ def _policy(name: str) -> Policy:
     pre = doc.data.get("pim_precharge", "unit")
     if pre not in PIM_PRECHARGE:
         raise doc.error("pim_precharge", f"must be one of {', '.join(PIM_PRECHARGE)}, got {pre!r}")
-    return Policy(kv_base_row=row, kv_layout=layout, pim_precharge=pre, **out)
+    queue = doc.data.get("request_queue", REQUEST_QUEUE_DEFAULT)
+    if isinstance(queue, bool) or not isinstance(queue, int) or not 1 <= queue <= MAX_QUEUE:
+        raise doc.error("request_queue", f"must be an integer from 1 to {MAX_QUEUE}, got {queue!r}")
+    return Policy(kv_base_row=row, kv_layout=layout, pim_precharge=pre, request_queue=queue, **out)
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,9 @@ class DecodeSimulator:
         else:
             sources = [{"name": "npu", "kind": "rw"}]
             arbitration = "frfcfs"
-        ctrl = {"refresh": "allbank" if refresh else "none"}
+        # the NPU's read and write queues: the window FR-FCFS schedules from (mapping policy `request_queue`)
+        ctrl = {"refresh": "allbank" if refresh else "none", "read_queue": dev.policy.request_queue,
+                "write_queue": dev.policy.request_queue}
         # a PIM GEMV that would cross a refresh waits for it (NeuPIMs' PIM_HEADER admission)
         self.ms = MemorySystem(spec, ctrl, sources=sources, arbitration=arbitration, log=log,
                                stream_refresh="wait" if self.attention_on_pim else "split", requests=1 << 16,

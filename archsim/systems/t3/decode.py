@@ -84,7 +84,7 @@ def _roofline(flops: float, nbytes: float, peak_flops: float, bw: float) -> floa
 def decode_step(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Simulate the fused sublayers and add the roofline parts: (stats, one row per part of a layer)."""
     from archsim import energy as energy_mod
-    from archsim.interconnect.ring import load_ring
+    from archsim.systems.t3.params import load_t3_ring
     from archsim.systems.t3.shapes import SublayerShape, sublayer_shape
     from archsim.systems.t3.sim import dram_energy, simulate_sublayer
     from archsim.systems.t3.system import VARIANT_CONFIGS, variant_params
@@ -97,7 +97,7 @@ def decode_step(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     cls = VARIANT_CONFIGS[cfg["configuration"]]          # the configuration's knobs, at the preset's values
     params = variant_params(base, cls(**{f.name: getattr(base, f.name) for f in dataclasses.fields(cls)}))
     spec, gpu, tp, b, L = params.spec, params.gpu, cfg["tp"], cfg["batch"], cfg["context"]
-    ring = load_ring(params.ring_name, tp)
+    ring = load_t3_ring(params, tp)
     peak = gpu.peak_flops
     bw = spec.peak_bw_bytes_per_s
     eb = gpu.dtype_bytes

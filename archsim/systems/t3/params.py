@@ -13,9 +13,12 @@ from archsim.dram import mapping as mapping_mod
 from archsim.dram.effects import Effect
 from archsim.dram.spec import DramSpec, load_spec
 from archsim.errors import UserError
+from archsim.interconnect.ring import RingConfig
 from archsim.systems.t3.shapes import COL_UNIT
 
 PRESET_DIR = paths.PACKAGE_DIR / "presets" / "t3"
+# mca.gate -> the channel engine's arbitration (docs/channel-engine.md 3.4)
+MCA_GATES = {"all": "threshold", "row": "threshold_row", "yield": "threshold_yield"}
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,8 @@ class GpuConfig:
     clock_hz: float = 1.4e9
     flops_per_cu_cycle: int = 1024
     l2_bytes: int = 16 << 20
+    l2_line_bytes: int = 128
+    l2_ways: int = 24
     tile_m: int = 128
     tile_n: int = 128
     k_step: int = 256             # K elements a workgroup loads per step of its K loop
@@ -42,16 +47,19 @@ class T3Params:
     spec: DramSpec
     controller: dict[str, Any]
     ring_name: str
+    ring_directions: int = 1         # 1: the reduce-scatter uses one direction of each link; 2: both
     alu_latency_cycles: int = 4
     nmc_update: str = "command"      # command: the standard's update command for an rmw; rd_wr: RD + WR
     tracker_entries: int = 256
-    mca_threshold: int | str = "auto"
+    mca_threshold: int | str = "dynamic"
     starvation_cap_cycles: int = 1000
-    window_cycles: int = 16
+    window_cycles: int = 0          # 0: the exact driver (completion groups); W > 0: the windowed loop
     update_energy: str = "WR + RD"
     name: str = "t3"
     mapping: str | None = None       # address mapping (with hashing); None: the memory preset's `mapping:`
-    mca_gate: str = "all"            # all: a held-back comm source issues nothing; row: only its ACT/PRE wait
+    # what a held-back comm source may do: all - nothing, and it keeps the rows it opened; row - only its ACT/PRE
+    # wait; yield - nothing, and the compute source may precharge its rows (no row ownership)
+    mca_gate: str = "yield"
 
 
 def _section(doc: Doc, data: dict, key: str, allowed: tuple[str, ...]) -> dict:
@@ -100,7 +108,7 @@ def params_from_mapping(doc: Doc) -> T3Params:
     data = doc.data
     if not isinstance(data, dict):
         raise doc.error("<top>", "must be a mapping")
-    top = ("name", "source", "gpu", "memory", "ring", "nmc", "tracker", "mca", "driver")
+    top = ("name", "source", "gpu", "memory", "ring", "ring_directions", "nmc", "tracker", "mca", "driver")
     unknown = sorted(set(data) - set(top))
     if unknown:
         raise doc.error(unknown[0], f"unknown key; allowed keys: {', '.join(top)}")
@@ -138,7 +146,7 @@ def params_from_mapping(doc: Doc) -> T3Params:
         thr = require_int(doc, "mca.threshold", thr, minimum=1)
     from archsim.config import require_choice
     update = require_choice(doc, "nmc.update", nmc.get("update", "command"), ["command", "rd_wr"])
-    gate = require_choice(doc, "mca.gate", mca.get("gate", "all"), ["all", "row"])
+    gate = require_choice(doc, "mca.gate", mca.get("gate", "yield"), list(MCA_GATES))
     # the adder latency is the standard's nALU where it has one (one source of truth); the key is for
     # standards without an update command
     if "nALU" in spec.timing:
@@ -151,15 +159,27 @@ def params_from_mapping(doc: Doc) -> T3Params:
     ring = data.get("ring", "t3_ring")
     if not isinstance(ring, str):
         raise doc.error("ring", f"must be a ring preset name or file, got {ring!r}")
-    return T3Params(gpu=gpu, spec=spec, controller=dict(ctrl), ring_name=ring,
+    directions = require_int(doc, "ring_directions", data.get("ring_directions", 1), minimum=1)
+    if directions > 2:
+        raise doc.error("ring_directions", f"must be 1 (one direction of each link) or 2 (both), got {directions}")
+    return T3Params(gpu=gpu, spec=spec, controller=dict(ctrl), ring_name=ring, ring_directions=directions,
                     alu_latency_cycles=alu, nmc_update=update,
                     tracker_entries=require_int(doc, "tracker.entries", tr.get("entries", 256), minimum=1),
                     mca_threshold=thr,
                     starvation_cap_cycles=require_int(doc, "mca.starvation_cap_cycles",
                                                       mca.get("starvation_cap_cycles", 1000), minimum=1),
-                    window_cycles=require_int(doc, "driver.window_cycles", drv.get("window_cycles", 16), minimum=1),
+                    window_cycles=require_int(doc, "driver.window_cycles", drv.get("window_cycles", 0), minimum=0),
                     update_energy=_energy_expr(doc, nmc.get("update_energy", "WR + RD"), spec),
                     name=str(data.get("name", "t3")), mapping=addr_map, mca_gate=gate)
+
+
+def load_t3_ring(params: T3Params, tp: int) -> RingConfig:
+    """The preset's ring for `tp` devices, used in the preset's number of directions."""
+    import dataclasses
+
+    from archsim.interconnect.ring import load_ring
+
+    return dataclasses.replace(load_ring(params.ring_name, tp), directions=params.ring_directions)
 
 
 def load_params(name_or_path: str | Path = "t3_paper", overrides: dict[str, Any] | None = None) -> T3Params:

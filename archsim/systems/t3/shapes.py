@@ -3,6 +3,7 @@ chunks in ring order, the stage at which each device produces each chunk and the
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,9 +47,25 @@ def sublayer_shape(model: Any, sublayer: str, tp: int, tokens: int) -> SublayerS
 
 
 # ---- schedule ---------------------------------------------------------------------------------------------
+# With a bidirectional ring (`directions` 2) each of the N column chunks is cut in two by rows (whole tiles:
+# the GEMM's tiles do not change): chunk c, its first half of the rows, goes round the ring forwards (device d
+# sends to d + 1), chunk N + c, its second half, backwards (d sends to d - 1); both halves of column chunk d
+# end reduced on device d, as on one direction.
 def stage_chunk(n: int, device: int, stage: int) -> int:
-    """The output chunk device `device` produces at stage `stage` (staggered: matches ring order)."""
+    """The forward chunk device `device` produces at stage `stage` (staggered: matches ring order)."""
     return (device - 1 - stage) % n
+
+
+def stage_chunks(n: int, device: int, stage: int, directions: int = 1) -> list[int]:
+    """The chunks device `device` produces at stage `stage`: the forward one, and the backward one (N +
+    (device + 1 + stage) mod N) on a bidirectional ring."""
+    fwd = stage_chunk(n, device, stage)
+    return [fwd] if directions == 1 else [fwd, n + (device + 1 + stage) % n]
+
+
+def stage_of(n: int, device: int, chunk: int) -> int:
+    """The stage at which `device` produces `chunk` (either direction)."""
+    return (device - 1 - chunk) % n if chunk < n else (chunk - n - device - 1) % n
 
 
 def role(n: int, stage: int) -> str:
@@ -68,15 +85,23 @@ class Tile:
     tn: int
 
 
-def chunk_tiles(shape: SublayerShape, n: int, gpu: GpuConfig) -> list[list[Tile]]:
-    """Tiles of each chunk in production order (row-major within the chunk)."""
+def chunk_tiles(shape: SublayerShape, n: int, gpu: GpuConfig, directions: int = 1) -> list[list[Tile]]:
+    """Tiles of each chunk (N per ring direction) in production order (row-major within the chunk)."""
     if shape.h % COL_UNIT:
         raise ConfigError("model.d_model", f"{shape.h} is not a multiple of {COL_UNIT}")
+    rows = list(range(0, shape.tokens, gpu.tile_m))
+    if directions == 2 and len(rows) < 2:
+        raise ConfigError("ring_directions", f"a bidirectional ring cuts each chunk by rows of {gpu.tile_m}-token "
+                          f"tiles; {shape.tokens} tokens are one row of tiles")
+    half = math.ceil(len(rows) / 2)
+    row_sets = [rows] if directions == 1 else [rows[:half], rows[half:]]
     out = []
-    for c, (lo, hi) in enumerate(chunk_bounds(shape.h, n, COL_UNIT)):
-        tiles = []
-        for m0 in range(0, shape.tokens, gpu.tile_m):
-            for n0 in range(lo, hi, gpu.tile_n):
-                tiles.append(Tile(c, len(tiles), m0, min(gpu.tile_m, shape.tokens - m0), n0, min(gpu.tile_n, hi - n0)))
-        out.append(tiles)
+    for k, row_set in enumerate(row_sets):
+        for c, (lo, hi) in enumerate(chunk_bounds(shape.h, n, COL_UNIT)):
+            tiles = []
+            for m0 in row_set:
+                for n0 in range(lo, hi, gpu.tile_n):
+                    tiles.append(Tile(c + k * n, len(tiles), m0, min(gpu.tile_m, shape.tokens - m0), n0,
+                                      min(gpu.tile_n, hi - n0)))
+            out.append(tiles)
     return out

@@ -1,9 +1,10 @@
 """What is modelled (T3, Pati et al., ASPLOS'24, sec. 4; facts in the project's T3 research note):
 
 * **Producer GEMM** (GPU-like, `GpuConfig`): each device computes its partial C_d = A_d @ B_d (T x H) in
-  *waves* of `cus` workgroup tiles (tile_m x tile_n); a wave's operands are read from DRAM unless an LRU L2
-  (block granularity: an A row block, a B column block) still holds them; the reads of wave w+1 overlap the
+  *waves* of `cus` workgroup tiles (tile_m x tile_n); a wave's operands are read from DRAM unless the L2
+  (archsim.systems.t3.l2: set-associative LRU lines) still holds them; the reads of wave w+1 overlap the
   compute of wave w (double buffering), the compute of a wave takes its largest tile's FLOPs / per-CU rate.
+  Sequential's output stores allocate L2 lines and evict operands; T3's NMC updates bypass the L2.
 * **Chunks and stagger**: the output's columns are cut into N chunks (ring order); device d produces chunk
   (d - 1 - s) mod N at stage s (`stage_chunk`), so production order matches the ring (ring.rs_send_chunk).
 * **Output address-space configuration per stage** (`role`): stage 0 -> `remote` (the GEMM's stores go to
@@ -23,10 +24,13 @@
 * **MCA**: the memory's two request sources are `compute` (GEMM reads and stores) and `comm` (DMA reads,
   incoming updates, the sequential reduce-scatter's sends); `T3-MCA` uses the engine's `threshold`
   arbitration (compute first, comm only while the compute queue is below the threshold, or after
-  `starvation_cap` cycles of waiting), `T3` and `Sequential` use FR-FCFS over both. The threshold is
-  `dynamic` by default: re-estimated at every K step of the GEMM from the memory intensity of the step
-  before (`dynamic_threshold`), so it follows the GEMM's phases; `auto` keeps one estimate from the first
-  stage, an integer fixes it.
+  `starvation_cap` cycles of waiting), `T3` and `Sequential` use FR-FCFS over both. The threshold
+  (`mca_threshold`: Little's-law entries of a memory intensity) is `dynamic` by default: first estimated
+  from the first K step's planned reads over its compute time, then re-estimated at every K step from the
+  intensity observed in the step before (compute accesses enqueued over the time between the two steps'
+  reads), so it follows the GEMM's phases (operands that hit in the L2, stores at a wave's end); `auto`
+  keeps the first estimate, an integer fixes it. While the gate holds communication back, its open rows
+  yield to the compute source (`mca.gate: yield`, engine arbitration `threshold_yield`).
 * **Sequential**: the GEMM stores C with plain writes; then a ring RS (NCCL-like, pipelined per tile): step
   0 reads the chunk and sends it; steps 1..N-2 read the received copy and the local partial, add (CUs) and
   send; the owner reads both and writes the sum. The receiver writes each incoming tile to a receive buffer.
@@ -38,14 +42,15 @@ symmetric: what device N-1 sends to device 0 at time t is what device 0 sends to
 previous chunk). "one" needs equal chunks and no functional mode.
 
 Time base: DRAM cycles of the device memory. GPU cycles and link times convert with ceil. The agents (GEMM
-producer, tracker, DMA engine, links) run on archsim.engine.loop's windowed event loop: it advances every
-memory in windows of `window_cycles` and calls the request waits that completed in a window with their exact
-done cycle; work they cause in the *same* memory can enter it up to window-1 cycles late.
+producer, tracker, DMA engine, links) run on archsim.engine.loop's exact event loop (`window_cycles: 0`, the
+preset's): every request wait is a completion group the memory stops at, so the work it causes enters at its
+done cycle; devices meet only through links, so each memory may run a hop latency ahead of the others.
+`window_cycles: W > 0` runs the windowed loop instead (request waits polled every W cycles; work they cause in
+the same memory can enter it up to W-1 cycles late), kept for the comparison in reports/t3/window.csv.
 """
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,9 +66,10 @@ from archsim.engine.channel import CF_THRESH, KIND_READ, KIND_RMW, KIND_WRITE
 from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.engine.memory import MemorySystem
 from archsim.errors import ConfigError, UserError
-from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s, load_ring
-from archsim.systems.t3.params import T3Params, update_action, update_energy_pj
-from archsim.systems.t3.shapes import COL_UNIT, SublayerShape, Tile, chunk_tiles, role, stage_chunk
+from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s
+from archsim.systems.t3.l2 import L2Cache
+from archsim.systems.t3.params import MCA_GATES, T3Params, load_t3_ring, update_action, update_energy_pj
+from archsim.systems.t3.shapes import COL_UNIT, SublayerShape, Tile, chunk_tiles, role, stage_chunks, stage_of
 from archsim.systems.t3.tracker import Tracker
 
 CONFIGS = ["sequential", "t3", "t3-mca"]          # simulated; "ideal" is derived from the sequential run
@@ -84,37 +90,20 @@ def dram_energy(run: SublayerRun, params: T3Params) -> dict[str, float]:
     return out
 
 
-def mca_threshold(params: T3Params, first_wave_accesses: int, first_wave_cycles: int) -> int:
-    """`auto` threshold on the compute source's queued entries (reads + writes), above which communication
-    waits: the compute source's steady state. Its reads need max(read queue, Little's-law entries of the
-    first K step's memory intensity) - a K step's operands are issued as one burst and fill the read queue -
-    and its updates sit in the write queue until the drain watermark. Communication backs off only when the
-    compute source is congested beyond that."""
+def mca_threshold(params: T3Params, accesses: int, cycles: int) -> int:
+    """T3-MCA's occupancy threshold from a memory intensity (the paper: estimated from the kernel's memory
+    intensity, first at its first stage): the compute source's Little's-law queue entries per channel,
+    accesses / channels / cycles x the closed-row read latency (the constraint rows: ACT -> RD plus RD's
+    completion), rounded up, at least 1 and at most the compute queues' capacity. Above it the compute source
+    is queued beyond what its own rate needs, and communication waits. An integer `mca.threshold` fixes it."""
     if params.mca_threshold not in ("auto", "dynamic"):
         return int(params.mca_threshold)
     from archsim.dram.controller import ControllerConfig
 
     ctrl = ControllerConfig.from_dict(params.controller)
-    latency = closed_row_read(params.spec)
-    per_ch_rate = first_wave_accesses / params.spec.channels / max(first_wave_cycles, 1)
-    reads = max(ctrl.read_queue, math.ceil(per_ch_rate * latency))
-    return reads + max(1, int(round(ctrl.write_high_watermark * ctrl.write_queue)))
-
-
-def dynamic_threshold(params: T3Params, occupancy: float, floor: int) -> int:
-    """`dynamic` threshold for the next phase (K step) of the GEMM: the compute source's mean queue occupancy
-    per channel in the phase before (`occupancy`, rounded up), never below `floor` (the first-stage estimate
-    of `mca_threshold`) and at most the compute queues' capacity. Communication is held back while the
-    compute queue is above what the GEMM's own traffic keeps queued; a phase that keeps it fuller (many
-    stores or updates queued beside the operand reads) raises the threshold with it, so communication is
-    not starved there. The floor: below it the GEMM gets *slower* here (reports/t3/diagnosis.md, fixed
-    thresholds): a held-back communication source keeps rows open that the compute source may not
-    precharge (docs/channel-engine.md, clarification 16)."""
-    from archsim.dram.controller import ControllerConfig
-
-    ctrl = ControllerConfig.from_dict(params.controller)
-    cap = ctrl.read_queue + ctrl.write_queue
-    return int(max(1, floor, min(cap, math.ceil(occupancy - 1e-9))))
+    per_ch_rate = accesses / params.spec.channels / max(cycles, 1)
+    entries = math.ceil(per_ch_rate * closed_row_read(params.spec) - 1e-9)
+    return int(min(ctrl.read_queue + ctrl.write_queue, max(1, entries)))
 
 
 @dataclass
@@ -184,25 +173,19 @@ class _Sim:
         self.shape = shape
         self.padded_from: int | None = None
         self.config = config
-        self.ring = ring or load_ring(params.ring_name, tp)     # a caller's ring: loaded once for several runs
+        self.ring = ring or load_t3_ring(params, tp)     # a caller's ring: loaded once for several runs
         if self.ring.devices != tp:
             raise ConfigError("tp", f"the ring given has {self.ring.devices} devices, the sublayer {tp}")
+        self.dirs = self.ring.directions
         self.spec = params.spec
         self.gpu = params.gpu
-        self.l2_used: dict[int, int] = {}
-        self.W = window_cycles or params.window_cycles
-        self.chunks = chunk_tiles(shape, tp, self.gpu)
+        # 0: the exact loop (every request wait is a completion group the memory stops at); W > 0: windows of W
+        self.W = params.window_cycles if window_cycles is None else window_cycles
+        self.chunks = chunk_tiles(shape, tp, self.gpu, self.dirs)
         if devices == "one":
             if functional:
                 raise ConfigError("devices", "functional mode needs devices: all (every device's data differs)")
-            if len({tuple((t.tm, t.tn) for t in c) for c in self.chunks}) != 1:
-                # the relabelling needs equal chunks: pad d_model to a multiple of tp x 16 columns (the padded
-                # columns are computed, stored and reduced like real ones; the run records the padding)
-                unit = COL_UNIT * tp
-                shape = SublayerShape(shape.name, shape.tokens, shape.k, math.ceil(shape.h / unit) * unit)
-                self.padded_from = self.shape.h
-                self.shape = shape
-                self.chunks = chunk_tiles(shape, tp, self.gpu)
+            shape = self._pad_for_symmetry()
         self.devices = devices
         self.sim = list(range(tp)) if devices == "all" else [0]
         self.functional = functional
@@ -221,7 +204,9 @@ class _Sim:
         self.mapping = params.mapping or self.spec.default_mapping
         self.addr_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
         # the event loop, in DRAM cycles of the device memory (module doc: Time base)
-        self.loop = EventLoop(window=self.W, name="t3")
+        # exact loop (module doc, Time base)
+        hop = int(math.ceil(self.ring.hop_latency_s / self.spec.tCK_s - 1e-9))
+        self.loop = EventLoop(lookahead_ps=max(1, hop), window=self.W or None, name="t3")
         self.units: dict[int, MemoryUnit] = {}
         # GPU waves: the production order of device d (stage by stage, staggered)
         self.mems: dict[int, MemorySystem] = {}
@@ -233,7 +218,7 @@ class _Sim:
         if config == "t3-mca":
             # `dynamic` starts from the first-stage estimate and re-estimates it per K step (retune_threshold)
             self.threshold = mca_threshold(params, first_acc, first_cyc)
-        self.threshold_floor = self.threshold
+        # the threshold per K step of the first simulated device (one value with `auto` or a fixed threshold)
         self.thresholds: list[int] = [self.threshold] if self.threshold is not None else []
         self.nmc_mode = "command" if params.nmc_update == "command" and any(
             c.effect == Effect.UPDATE for c in self.spec.commands) else "rd_wr"
@@ -241,7 +226,7 @@ class _Sim:
             ms = MemorySystem(self.spec, params.controller, sources=[{"name": "compute", "kind": "rw"},
                                                                      {"name": "comm", "kind": "rw"}],
                               arbitration=("frfcfs" if config != "t3-mca" else
-                                           "threshold_row" if params.mca_gate == "row" else "threshold"),
+                                           MCA_GATES[params.mca_gate]),
                               threshold=self.threshold or 0,
                               starvation_cap=params.starvation_cap_cycles if config == "t3-mca" else 0,
                               alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16,
@@ -253,12 +238,13 @@ class _Sim:
         self.traffic = {dev: {"gemm_read": 0, "gemm_write": 0, "gemm_update": 0, "rs_read": 0, "rs_write": 0,
                               "rs_update": 0} for dev in self.sim}
         self.nmc_updates = 0
-        self.link_free = {dev: 0 for dev in range(tp)}
+        self.link_free = {(dev, d): 0 for dev in range(tp) for d in range(self.dirs)}   # (device, direction)
         self.trackers = {dev: Tracker(params.tracker_entries) for dev in self.sim}
         self.dma_fires: dict[tuple[int, Any], int] = {}
         self.final_tiles: dict[tuple[int, Any], int] = {}
         self.gemm_done: dict[int, int] = {}
         self.stall: dict[int, int] = {}            # device -> cycles its CUs waited for operands (memory)
+        self.l2 = {dev: self.new_l2() for dev in self.sim}
         self.first_send: int | None = None         # first cycle a reduce-scatter byte left on a link
         if functional:
             rng = np.random.default_rng(seed)
@@ -270,6 +256,21 @@ class _Sim:
             self.R = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
 
     # -- helpers ----------------------------------------------------------------------------------------------
+    def _pad_for_symmetry(self) -> SublayerShape:
+        """devices: one relabels a chunk as the next one along its ring direction, so a direction's chunks must
+        be equal: pad d_model to a multiple of tp x 16 columns where they are not (the padded columns are
+        computed, stored and reduced like real ones; the run records the padding). Returns the shape run."""
+        tp = self.n
+        if all(len({tuple((t.tm, t.tn) for t in c) for c in self.chunks[k * tp:(k + 1) * tp]}) == 1
+               for k in range(self.dirs)):
+            return self.shape
+        unit = COL_UNIT * tp
+        shape = self.shape
+        self.padded_from = shape.h
+        self.shape = SublayerShape(shape.name, shape.tokens, shape.k, math.ceil(shape.h / unit) * unit)
+        self.chunks = chunk_tiles(self.shape, tp, self.gpu, self.dirs)
+        return self.shape
+
     def cyc_gpu(self, gpu_cycles: float) -> int:
         return int(math.ceil(gpu_cycles / self.gpu.clock_hz / self.spec.tCK_s - 1e-9))
 
@@ -305,32 +306,42 @@ class _Sim:
         self.traffic[dev][cls] += n
         if kind == KIND_RMW:
             self.nmc_updates += n
-        ids = ms.enqueue_requests(self.pc[dev] if source == "compute" else self.pm[dev], ch, bank, row, col, kind,
-                                  max(int(t), ms.clock), -1)
-        self.units[dev].wait_requests(ids, cb)
+        port = self.pc[dev] if source == "compute" else self.pm[dev]
+        unit = self.units[dev]
+        if self.W:
+            ids = ms.enqueue_requests(port, ch, bank, row, col, kind, max(int(t), ms.clock), -1)
+            unit.wait_requests(ids, cb)
+        else:
+            ids = ms.enqueue_requests(port, ch, bank, row, col, kind, max(int(t), ms.clock), unit.group(n, cb))
         return ids
 
-    def link(self, src: int, nbytes: int, t: int, fn: Callable[[int], None]) -> None:
-        """Send nbytes from device src to src+1 (serialised on the link; arrives after the hop latency)."""
+    def link(self, src: int, tile: Tile, t: int, fn: Callable[[int], None]) -> None:
+        """Send a tile from device src to its next device in the tile's direction (serialised on that direction
+        of the link; arrives after the hop latency)."""
+        nbytes = tile.tm * tile.tn * self.gpu.dtype_bytes
         ser = int(math.ceil(nbytes / self.ring.link_bytes_per_s / self.spec.tCK_s - 1e-9))
         lat = int(math.ceil(self.ring.hop_latency_s / self.spec.tCK_s - 1e-9))
-        start = max(t, self.link_free[src])
+        key = (src, tile.chunk // self.n)
+        start = max(t, self.link_free[key])
         if self.first_send is None or start < self.first_send:
             self.first_send = start
-        self.link_free[src] = start + ser
+        self.link_free[key] = start + ser
         arrive = start + ser + lat
         self.at(arrive, lambda: fn(arrive))
 
     def next_of(self, dev: int, tile: Tile) -> tuple[int, Tile]:
-        """Where a tile sent by dev lands: (device, tile) - relabelled one chunk back with devices: one."""
+        """Where a tile sent by dev lands: (device, tile) - the next device in the tile's direction; with
+        devices: one, device 0 itself, the tile relabelled one chunk along the ring (module doc)."""
+        n = self.n
+        forward = tile.chunk < n
         if self.devices == "all":
-            return (dev + 1) % self.n, tile
-        c = (tile.chunk - 1) % self.n
+            return ((dev + 1) if forward else (dev - 1)) % n, tile
+        c = (tile.chunk - 1) % n if forward else n + (tile.chunk - n + 1) % n
         return 0, self.chunks[c][tile.index]
 
     # -- GEMM producer ----------------------------------------------------------------------------------------
     def order(self, dev: int) -> list[Tile]:
-        return [t for s in range(self.n) for t in self.chunks[stage_chunk(self.n, dev, s)]]
+        return [t for s in range(self.n) for c in stage_chunks(self.n, dev, s, self.dirs) for t in self.chunks[c]]
 
     def waves(self, dev: int) -> list[list[Tile]]:
         o = self.order(dev)
@@ -341,41 +352,41 @@ class _Sim:
         k, ks = self.shape.k, self.gpu.k_step
         return [(k0, min(ks, k - k0)) for k0 in range(0, k, ks)]
 
-    def _step_reads(self, l2: OrderedDict, wave: list[Tile], k0: int, kw: int) -> list[tuple]:
-        """Operand blocks of one K step of a wave that the L2 does not hold (LRU, block granularity)."""
-        d = self.gpu.dtype_bytes
+    def new_l2(self) -> L2Cache:
+        return L2Cache(self.gpu.l2_bytes, self.gpu.l2_line_bytes, self.gpu.l2_ways)
+
+    def _step_reads(self, l2: L2Cache, wave: list[Tile], k0: int, kw: int) -> tuple[np.ndarray, ...]:
+        """The DRAM reads of one K step of a wave: its operand blocks (an A row block, a B column block per
+        tile, each once), the accesses of the lines the L2 does not hold."""
         need = []
         for t in wave:
             need.append(("A", t.m0, t.tm, k0, kw))
             need.append(("B", t.n0, t.tn, k0, kw))
-        out = []
-        for key in dict.fromkeys(need):
-            if key in l2:
-                l2.move_to_end(key)
-                continue
-            l2[key] = key[2] * kw * d
-            self.l2_used[id(l2)] = self.l2_used.get(id(l2), 0) + l2[key]
-            while self.l2_used[id(l2)] > self.gpu.l2_bytes and len(l2) > 1:
-                _, size = l2.popitem(last=False)
-                self.l2_used[id(l2)] -= size
-            out.append(key)
-        return out
+        keys = list(dict.fromkeys(need))
+        addr = np.concatenate([self._block_addr(key) for key in keys])
+        dec = [np.concatenate([self._decoded(("blk",) + key, lambda key=key: self._block_addr(key))[j]
+                               for key in keys]) for j in range(4)]
+        miss = l2.read(addr)
+        return tuple(x[miss] for x in dec)
 
-    def _block_requests(self, key: tuple) -> tuple[np.ndarray, ...]:
+    def _block_addr(self, key: tuple) -> np.ndarray:
         name, o0, w, k0, kw = key
+        got = self.addr_cache.get(("addr",) + key)
+        if got is not None:
+            return got
         d = self.gpu.dtype_bytes
         a = self.spec.access_bytes
         k, h = self.shape.k, self.shape.h
-
-        def addr() -> np.ndarray:
-            if name == "A":       # rows o0..o0+w, columns k0..k0+kw of A (T x K)
-                rows = np.arange(o0, o0 + w, dtype=np.uint64)[:, None]
-                cols = np.arange(k0 * d // a * a, (k0 + kw) * d, a, dtype=np.uint64)[None, :]
-                return (self.base["A"] + rows * (k * d) + cols).ravel()
-            rows = np.arange(k0, k0 + kw, dtype=np.uint64)[:, None]       # B (K x H): rows of the K step
+        if name == "A":       # rows o0..o0+w, columns k0..k0+kw of A (T x K)
+            rows = np.arange(o0, o0 + w, dtype=np.uint64)[:, None]
+            cols = np.arange(k0 * d // a * a, (k0 + kw) * d, a, dtype=np.uint64)[None, :]
+            got = (self.base["A"] + rows * (k * d) + cols).ravel()
+        else:                 # B (K x H): rows of the K step, columns o0..o0+w
+            rows = np.arange(k0, k0 + kw, dtype=np.uint64)[:, None]
             cols = np.arange(0, w * d, a, dtype=np.uint64)[None, :]
-            return (self.base["B"] + (rows * h + o0) * d + cols).ravel()
-        return self._decoded(("blk",) + key, addr)
+            got = (self.base["B"] + (rows * h + o0) * d + cols).ravel()
+        self.addr_cache[("addr",) + key] = got
+        return got
 
     def step_cycles(self, wave: list[Tile], kw: int) -> int:
         """One K step of a wave: every CU runs its tile's 2 tm tn kw FLOPs at once; the largest one decides."""
@@ -385,38 +396,50 @@ class _Sim:
     def _first_wave_estimate(self) -> tuple[int, int]:
         w = self.waves(0)[0]
         k0, kw = self.kslices()[0]
-        self.l2_used = {}
-        reqs = self._step_reads(OrderedDict(), w, k0, kw)
-        n = sum(len(self._block_requests(k)[0]) for k in reqs)
-        return n, self.step_cycles(w, kw)
+        return len(self._step_reads(self.new_l2(), w, k0, kw)[0]), self.step_cycles(w, kw)
+
+    def gemm_steps(self, dev: int) -> tuple[list[list[Tile]], list[tuple[int, int, int]]]:
+        """The waves of device dev and its steps (wave, K offset, K width), in order."""
+        waves = self.waves(dev)
+        return waves, [(w, k0, kw) for w in range(len(waves)) for (k0, kw) in self.kslices()]
+
+    def replay_l2(self, dev: int = 0) -> int:
+        """The GEMM's DRAM read accesses from the L2 alone, without the memory: its accesses in the order the
+        run makes them (step i's reads after the stores of the wave that ended at step i - 2: step i's reads
+        wait for step i - 2's compute, whose end stores its wave; step i - 1's compute is still running), so
+        equal to a simulated run's `gemm_read` count."""
+        waves, steps = self.gemm_steps(dev)
+        l2 = self.new_l2()
+        n = 0
+        for i, (w, k0, kw) in enumerate(steps):
+            if self.config == "sequential" and i >= 2:
+                w2, k2, kw2 = steps[i - 2]
+                if k2 + kw2 >= self.shape.k:
+                    for t in waves[w2]:
+                        l2.store(self._tile_addr("C", t))
+            n += len(self._step_reads(l2, waves[w], k0, kw)[0])
+        return n
 
     def start_gemm(self, dev: int) -> None:
         """Steps = (wave, K step) in order; the reads of step i+1 are issued once step i's reads are done and
         step i-1's compute has freed its buffer (double buffering); a wave's tiles are stored after its last
         K step."""
-        waves = self.waves(dev)
-        ks = self.kslices()
-        steps = [(w, k0, kw) for w in range(len(waves)) for (k0, kw) in ks]
-        l2: OrderedDict = OrderedDict()
+        waves, steps = self.gemm_steps(dev)
+        l2 = self.l2[dev]
         st = {"reads_done": {}, "comp_done": {}, "issued": {}, "stores_left": sum(len(w) for w in waves),
-              "comp_end": 0, "ids": {}}
+              "comp_end": 0, "mark": (0, 0)}
         n_s = len(steps)
 
         def issue_reads(i: int, t: int) -> None:
             st["issued"][i] = t
-            if self.dynamic and i - 1 in st["ids"]:
-                self.retune_threshold(dev, st["ids"].pop(i - 1), st["issued"][i - 1], st["reads_done"][i - 1],
-                                      self.step_cycles(waves[steps[i - 1][0]], steps[i - 1][2]))
+            if self.dynamic and i > 0:
+                st["mark"] = self.retune_threshold(dev, st["mark"], t)
             w, k0, kw = steps[i]
-            keys = self._step_reads(l2, waves[w], k0, kw)
-            if not keys:
+            dec = self._step_reads(l2, waves[w], k0, kw)
+            if not len(dec[0]):
                 reads_done(i, t)
                 return
-            parts = [self._block_requests(k) for k in keys]
-            dec = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
-            ids = self.mem(dev, "compute", dec, KIND_READ, t, lambda td: reads_done(i, td), "gemm_read")
-            if self.dynamic:
-                st["ids"][i] = ids
+            self.mem(dev, "compute", dec, KIND_READ, t, lambda td: reads_done(i, td), "gemm_read")
 
         def reads_done(i: int, t: int) -> None:
             st["reads_done"][i] = t
@@ -458,27 +481,30 @@ class _Sim:
 
         issue_reads(0, 0)
 
-    def retune_threshold(self, dev: int, ids: np.ndarray, issued: int, done: int, compute_cycles: int) -> None:
-        """T3-MCA's dynamic threshold, re-estimated at a K step from the step before: the compute source's
-        mean occupancy per channel over that step (Little's law: its reads' queue residence, enqueue to
-        column command, summed, over channels x the step's span = its read phase or compute, the longer).
-        Takes effect at the memory's current cycle (up to a driver window after the step's start)."""
+    def retune_threshold(self, dev: int, mark: tuple[int, int], t: int) -> tuple[int, int]:
+        """T3-MCA's dynamic threshold, re-estimated when a K step's reads issue (cycle t) from the memory
+        intensity observed since the previous step's did (`mark`: that cycle and the compute source's
+        accesses by then): the accesses enqueued in between over the cycles in between (mca_threshold).
+        Returns the new mark."""
+        tr = self.traffic[dev]
+        count = tr["gemm_read"] + tr["gemm_write"] + tr["gemm_update"]
+        thr = mca_threshold(self.p, count - mark[1], t - mark[0])
         ms = self.mems[dev]
-        S = ms.S
-        rd = self.spec.commands[self.spec.cmd("RD")].latency
-        resid = float(np.maximum(S.r_done[ids] - rd - S.r_enq[ids], 0).sum())
-        span = max(done - issued, compute_cycles, 1)
-        thr = dynamic_threshold(self.p, resid / (self.spec.channels * span), self.threshold_floor)
         if thr != ms.cf[CF_THRESH]:
             ms.set_threshold(thr)
-        self.thresholds.append(thr)
+        if dev == self.sim[0]:
+            self.thresholds.append(thr)
+        return t, count
 
     def stage_of(self, dev: int, chunk: int) -> int:
-        return (dev - 1 - chunk) % self.n
+        return stage_of(self.n, dev, chunk)
 
     def store(self, dev: int, tile: Tile, t: int, done: Callable[[int], None]) -> None:
         nacc = len(self.tile_requests("C", tile)[0])
         if self.config == "sequential":
+            # plain stores: write-allocate in the L2 (they evict operands); T3's updates bypass it
+            self.l2[dev].store(self._tile_addr("C", tile))
+
             def wrote(td: int) -> None:
                 if self.functional:
                     self.C[dev][self._sl(tile)] = self.P[dev][self._sl(tile)]
@@ -505,7 +531,6 @@ class _Sim:
 
     # -- T3: updates, tracker, DMA ------------------------------------------------------------------------------
     def send_update(self, dev: int, tile: Tile, t: int, data: np.ndarray | None) -> None:
-        nbytes = tile.tm * tile.tn * self.gpu.dtype_bytes
         dst, dtile = self.next_of(dev, tile)
 
         def arrived(ta: int) -> None:
@@ -514,16 +539,16 @@ class _Sim:
                     self.C[dst][self._sl(dtile)] += data
                 self.count(dst, dtile, len(self.tile_requests("C", dtile)[0]), td)
             self.mem(dst, "comm", self.tile_requests("C", dtile), KIND_RMW, ta, updated, "rs_update")
-        self.link(dev, nbytes, t, arrived)
+        self.link(dev, tile, t, arrived)
 
     def program_trackers(self) -> None:
         for dev in self.sim:
             tr = self.trackers[dev]
             for s in range(1, self.n):
-                c = stage_chunk(self.n, dev, s)
-                for tile in self.chunks[c]:
-                    # one local update and one remote/DMA update of every access of the tile
-                    tr.expect((c, tile.index), 2 * len(self.tile_requests("C", tile)[0]))
+                for c in stage_chunks(self.n, dev, s, self.dirs):
+                    for tile in self.chunks[c]:
+                        # one local update and one remote/DMA update of every access of the tile
+                        tr.expect((c, tile.index), 2 * len(self.tile_requests("C", tile)[0]))
 
     def count(self, dev: int, tile: Tile, n: int, t: int) -> None:
         for key in self.trackers[dev].update((tile.chunk, tile.index), n, t):
@@ -544,8 +569,7 @@ class _Sim:
     # -- sequential reduce-scatter ----------------------------------------------------------------------------
     def start_rs(self, dev: int, t: int) -> None:
         """NCCL-like ring RS after the GEMM, pipelined per tile (module doc)."""
-        c0 = stage_chunk(self.n, dev, 0)
-        for tile in self.chunks[c0]:
+        for tile in (t for c in stage_chunks(self.n, dev, 0, self.dirs) for t in self.chunks[c]):
             def read(td: int, tile=tile) -> None:
                 data = self.C[dev][self._sl(tile)].copy() if self.functional else None
                 self.seq_send(dev, tile, td, data)
@@ -566,7 +590,7 @@ class _Sim:
                 else:
                     self.waiting.setdefault(dst, []).append(lambda tg: self.seq_reduce(dst, dtile, tg))
             self.mem(dst, "comm", self.tile_requests("R", dtile), KIND_WRITE, ta, wrote, "rs_write")
-        self.link(dev, tile.tm * tile.tn * self.gpu.dtype_bytes, t, arrived)
+        self.link(dev, tile, t, arrived)
 
     def seq_reduce(self, dev: int, tile: Tile, t: int) -> None:
         """The reduction kernel (on CUs): read the received copy and the local partial, add, then send the sum
@@ -657,11 +681,16 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
     run.extra["padded_from_h"] = sim.padded_from
     run.extra["threshold_trajectory"] = [int(x) for x in sim.thresholds]
     run.extra["compute_stall_cycles"] = max(sim.stall.values(), default=0)
+    l2s = [sim.l2[d] for d in sim.sim]
+    run.extra["gemm_read_bytes"] = traffic["gemm_read"] * sim.spec.access_bytes
+    run.extra["l2_read_miss_rate"] = sum(c.read_misses for c in l2s) / max(1, sum(c.read_lines for c in l2s))
+    run.extra["l2_lines_evicted_by_stores"] = sum(c.evicted_by_stores for c in l2s) // n_sim
     run.extra["first_send_cycles"] = sim.first_send
     # channels one chunk's output touches under the address mapping (fewest and most over the chunks)
     per_chunk = [len(np.unique(np.concatenate([sim.tile_requests("C", t)[0] for t in tiles])))
                  for tiles in sim.chunks]
     run.extra["chunk_channels_min"], run.extra["chunk_channels_max"] = min(per_chunk), max(per_chunk)
+    run.extra["chunk_bytes_max"] = max(sum(t.tm * t.tn for t in tiles) for tiles in sim.chunks) * params.gpu.dtype_bytes
     run.extra["mapping"] = sim.mapping
     if functional:
         run.extra["partials"] = sim.P
@@ -671,9 +700,9 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
 
 def rs_link_bound_s(run: SublayerRun) -> float:
     """Ring link bound of the reduce-scatter: N-1 steps of one hop latency plus a chunk's serialisation (the
-    largest chunk of the simulated shape)."""
-    cols = max(hi - lo for lo, hi in chunk_bounds(run.shape.h, run.tp, COL_UNIT))
-    chunk_bytes = run.shape.tokens * cols * 2
+    largest chunk of the simulated shape; on a bidirectional ring each direction carries its own chunks, half
+    of the rows each)."""
+    chunk_bytes = run.extra["chunk_bytes_max"]
     return (run.tp - 1) * (run.ring.hop_latency_s + chunk_bytes / run.ring.link_bytes_per_s)
 
 

@@ -51,15 +51,20 @@ class T3Config:
     configs: list[str] | str = opt(["sequential", "t3", "t3-mca"], "configurations simulated (ideal is derived "
                                    "from sequential)", choices=lambda: _t3("CONFIGS"))
     tracker_entries: int = opt(256, "tracker entries (tile-update counters) at the memory controller", minimum=1)
-    mca_threshold: int | str = opt("auto", "MCA: occupancy threshold; auto (the paper): estimated once from the "
-                                   "first stage's memory intensity; dynamic: re-estimated per K step from the "
-                                   "measured compute queue; or an integer", choices=("dynamic", "auto"), minimum=1)
+    mca_threshold: int | str = opt("dynamic", "MCA: occupancy threshold, the Little's-law queue entries of the GEMM's "
+                                   "memory intensity; dynamic: first from the first stage, then re-estimated per K "
+                                   "step from the observed intensity; auto: the first-stage estimate only; or an "
+                                   "integer", choices=("dynamic", "auto"), minimum=1)
     nmc_update: str = opt("command", "near-memory update: command (the standard's NMC update command, UPD/UPDA) "
                           "or rd_wr (RD + ALU + WR)", choices=("command", "rd_wr"))
     starvation_cap_cycles: int = opt(1000, "MCA: most cycles a source may starve", minimum=1)
-    mca_gate: str = opt("all", "MCA: what a held-back communication source may not issue: all its commands, or "
-                        "only row commands (ACT/PRE; it finishes accesses to rows it opened)", choices=("all", "row"))
-    window_cycles: int = opt(64, "DMA driver window in cycles", minimum=1)
+    mca_gate: str = opt("yield", "MCA: a held-back communication source issues nothing and its open rows yield to the "
+                        "compute source (yield), or it keeps them (all), or it still issues column commands to rows it "
+                        "opened (row)", choices=("yield", "all", "row"))
+    window_cycles: int = opt(0, "agents' driver: 0 exact (the memory stops at each completion waited on); W > 0 the "
+                             "windowed loop, completions acted on at W-cycle boundaries (approximate)", minimum=0)
+    ring_directions: int = opt(1, "reduce-scatter and all-gather on one direction of each ring link (1, NCCL's ring) or "
+                               "on both, half the columns each way (2)", minimum=1, maximum=2)
     memory_mapping: str | None = opt(None, "device address mapping with optional hash clauses (docs/traces.md), "
                                       "e.g. RoRaBgBaChCo for the unhashed layout; null: the preset's (hashed)")
 
@@ -142,7 +147,7 @@ class Setup:
 
 def setup(config: dict[str, Any]) -> Setup:
     """`config` resolved and typed: what `run_config` passes down."""
-    from archsim.interconnect.ring import load_ring
+    from archsim.systems.t3.params import load_t3_ring
     from archsim.systems.t3.shapes import sublayer_shape
     from archsim.workload.spec import load_model
 
@@ -152,14 +157,15 @@ def setup(config: dict[str, Any]) -> Setup:
     model = load_model(cfg["model"])
     variants = tuple(schema.variant(VARIANT_CONFIGS, c, cfg, "configs") for c in dict.fromkeys(cfg["configs"]))
     return Setup(model=model, shape=sublayer_shape(model, cfg["sublayer"], cfg["tp"], cfg["tokens"]),
-                 tp=cfg["tp"], devices=cfg["devices"], params=params, ring=load_ring(params.ring_name, cfg["tp"]),
+                 tp=cfg["tp"], devices=cfg["devices"], params=params, ring=load_t3_ring(params, cfg["tp"]),
                  variants=variants, resolved=cfg)
 
 
 # preset key path -> the config key that overrides it for every configuration (the config's defaults are the
 # preset's); the keys of one configuration only are set per run from its sub-config (variant_params).
 # nmc_update is the memory's (every configuration's row records the update mode it had), so it is shared.
-PRESET_KEYS = {"driver.window_cycles": "window_cycles", "nmc.update": "nmc_update", "memory.mapping": "memory_mapping"}
+PRESET_KEYS = {"driver.window_cycles": "window_cycles", "nmc.update": "nmc_update", "memory.mapping": "memory_mapping",
+               "ring_directions": "ring_directions"}
 
 
 def load_params(cfg: dict[str, Any]) -> T3Params:
@@ -243,8 +249,13 @@ def run_sublayer(su: Setup) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         key = c.replace("-", "_")
         stats[f"{key}_rs_s"] = next(row["rs_s"] for row in rows if row["config"] == c)
         stats[f"{key}_compute_stall_cycles"] = r.extra["compute_stall_cycles"]
+        stats[f"{key}_gemm_s"] = r.gemm_cycles * tck
+        stats[f"{key}_rs_end_s"] = r.rs_end_cycles * tck
+        # the GEMM's operand reads from DRAM (L2 misses; Sequential's output stores take L2 lines, T3's bypass)
+        stats[f"{key}_gemm_read_bytes"] = r.extra["gemm_read_bytes"]
+        stats[f"{key}_l2_read_miss_rate"] = r.extra["l2_read_miss_rate"]
         if r.extra["threshold_trajectory"]:
-            # MCA: the threshold per K step (one value with `auto`: the first-stage estimate)
+            # MCA: the threshold per K step (one value with `auto` or a fixed threshold)
             stats[f"{key}_threshold_trajectory"] = r.extra["threshold_trajectory"]
     if "sequential" in runs:
         base_stall = runs["sequential"].extra["compute_stall_cycles"]
@@ -252,6 +263,10 @@ def run_sublayer(su: Setup) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             if c != "sequential":
                 # stalls beyond the sequential GEMM's own (which runs with no communication traffic beside it)
                 stats[f"{c.replace('-', '_')}_comm_stall_cycles"] = r.extra["compute_stall_cycles"] - base_stall
+    if "sequential" in runs and "t3" in runs:
+        stats["gemm_read_ratio_sequential_vs_t3"] = (runs["sequential"].extra["gemm_read_bytes"]
+                                                     / runs["t3"].extra["gemm_read_bytes"])
+    stats["ring_directions"] = su.ring.directions
     stats["sim_wall_s"] = sum(r.wall_s for r in runs.values())
     stats["finite"] = all(math.isfinite(v) for v in stats.values() if isinstance(v, float))
     return stats, rows

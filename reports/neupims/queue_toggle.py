@@ -1,0 +1,71 @@
+"""The NPU's queue depth beside PIM, as a toggle: the sub-batch-interleaving cases of vs_code.py with mapping
+neupims_code as it is (`request_queue: 4096`, the window of NeuPIMs' per-bank command queues) and with archsim's
+default 32-entry read and write queues; writes reports/neupims/queue_toggle.csv.
+
+Run:  .venv/bin/python reports/neupims/queue_toggle.py [-o DIR]
+
+Columns: case, stage (C, D, E, F), code_cycles, then archsim's cycles at each depth (archsim_cycles_q32,
+archsim_cycles_q4096).
+The 4096 runs are vs_code.py's own (cached in DIR/runs); the 32 runs use a copy of the mapping with only
+request_queue changed, written under DIR/runs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import vs_code  # noqa: E402
+
+from archsim import paths  # noqa: E402
+from archsim.results import load_result  # noqa: E402
+
+DEPTHS = (32, 4096)
+STAGES = ("C", "D", "E", "F")
+
+
+def build(out: Path) -> pd.DataFrame:
+    code = pd.read_csv(vs_code.HERE / "code_results.csv")
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    base = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
+    assert "\nrequest_queue: 4096\n" in base, "mapping neupims_code no longer sets request_queue: 4096"
+    shallow = runs / "neupims_code_request_queue_32.yaml"
+    shallow.write_text(base.replace("\nrequest_queue: 4096\n", "\nrequest_queue: 32\n"))
+    rows = []
+    for case in (c for c in vs_code.CASES if c.endswith("sbi-on")):
+        cyc = {}
+        for depth in DEPTHS:
+            cfg = vs_code.config(case)
+            if depth != 4096:
+                cfg["mapping"] = str(shallow.relative_to(ROOT)) if shallow.is_relative_to(ROOT) else str(shallow)
+            st = load_result(vs_code._run((cfg, runs))).tables["stages"]
+            st = st[st["sample"] == 0]
+            cyc[depth] = dict(zip(st["stage"], st["cycles"], strict=True))
+        ref = code[code["case"] == case].set_index("stage")["code_cycles"]
+        for s in STAGES:
+            rows.append({"case": case, "stage": s, "code_cycles": int(ref[s]),
+                         **{f"archsim_cycles_q{d}": int(cyc[d][s]) for d in DEPTHS}})
+    df = pd.DataFrame(rows)
+    df.to_csv(out / "queue_toggle.csv", index=False)
+    return df
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-o", "--out", type=Path, default=vs_code.HERE, help="output folder (default: the report's own)")
+    args = ap.parse_args(argv)
+    os.chdir(ROOT)
+    print(build(args.out.resolve()).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -14,7 +14,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 DELAY_S = 2.0      # runs shorter than this show no progress line
@@ -82,31 +82,29 @@ def held() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def live(label: str, enabled: bool, stream: Any = None) -> Iterator[None]:
-    """Redraw the status line every EVERY_S seconds while the block runs (if enabled); clear it at the end."""
-    _state.update(what="", done=0, total=None, simulated_s=None, detail="", t0=None)
-    if not enabled:
-        yield
-        return
-    stream = stream or sys.stderr
+def ticker(text: Callable[[float], str | None], stream: Any, every_s: float, delay_s: float = 0.0,
+           name: str = "archsim-progress") -> Iterator[None]:
+    """While the block runs, redraw one status line on `stream` from a daemon thread: first after `delay_s`, then
+    every `every_s`. `text(elapsed_s)` gives the line, or None to skip a tick. The line is cleared at the end if
+    anything was drawn. The one thread pattern behind the run's progress line and the compile notice."""
     stop = threading.Event()
     drawn = [False]
     t0 = time.monotonic()
 
     def draw() -> None:
-        if stop.wait(DELAY_S):
+        if stop.wait(delay_s):
             return
         while True:
-            width = shutil.get_terminal_size((100, 20)).columns
-            if not _HELD.is_set():
+            shown = text(time.monotonic() - t0)
+            if shown is not None:
                 with contextlib.suppress(OSError, ValueError):
-                    stream.write("\r" + line(label, time.monotonic() - t0, width).ljust(width - 1))
+                    stream.write("\r" + shown)
                     stream.flush()
                     drawn[0] = True
-            if stop.wait(EVERY_S):
+            if stop.wait(every_s):
                 return
 
-    thread = threading.Thread(target=draw, name="archsim-progress", daemon=True)
+    thread = threading.Thread(target=draw, name=name, daemon=True)
     thread.start()
     try:
         yield
@@ -114,7 +112,25 @@ def live(label: str, enabled: bool, stream: Any = None) -> Iterator[None]:
         stop.set()
         thread.join()
         if drawn[0]:
-            width = shutil.get_terminal_size((100, 20)).columns
             with contextlib.suppress(OSError, ValueError):
-                stream.write("\r" + " " * (width - 1) + "\r")
+                width = shutil.get_terminal_size((100, 20)).columns
+                stream.write("\r" + " " * (width - 1) + "\r")     # cleared: what follows starts at column 0
                 stream.flush()
+
+
+@contextlib.contextmanager
+def live(label: str, enabled: bool, stream: Any = None) -> Iterator[None]:
+    """Redraw the status line every EVERY_S seconds while the block runs (if enabled); clear it at the end."""
+    _state.update(what="", done=0, total=None, simulated_s=None, detail="", t0=None)
+    if not enabled:
+        yield
+        return
+
+    def text(elapsed_s: float) -> str | None:
+        if _HELD.is_set():
+            return None         # a kernel compile's line has the terminal
+        width = shutil.get_terminal_size((100, 20)).columns
+        return line(label, elapsed_s, width).ljust(width - 1)
+
+    with ticker(text, stream or sys.stderr, EVERY_S, delay_s=DELAY_S):
+        yield

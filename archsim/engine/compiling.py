@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -76,25 +75,11 @@ def ticker(what: str, stream: Any = None) -> Iterator[None]:
     if not progress.wanted(stream=stream):
         yield
         return
-    stop = threading.Event()
-    t0, c0 = time.monotonic(), time.process_time()
+    c0 = time.process_time()
 
-    def draw() -> None:
-        while not stop.wait(TICK_S):
-            wall, cpu = time.monotonic() - t0, time.process_time() - c0
-            with contextlib.suppress(OSError, ValueError):
-                stream.write(f"\r  compiling {what}: {wall:.0f} s elapsed, {cpu:.0f} s of CPU ({COMPILE_RANGE} "
-                             "of CPU expected)")
-                stream.flush()
+    def text(wall: float) -> str:
+        return (f"  compiling {what}: {wall:.0f} s elapsed, {time.process_time() - c0:.0f} s of CPU "
+                f"({COMPILE_RANGE} of CPU expected)")
 
-    with progress.held():
-        thread = threading.Thread(target=draw, name="archsim-compile", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()
-            with contextlib.suppress(OSError, ValueError):
-                stream.write("\r\033[K")      # the line cleared: the run's output follows
-                stream.flush()
+    with progress.held(), progress.ticker(text, stream, TICK_S, delay_s=TICK_S, name="archsim-compile"):
+        yield

@@ -352,3 +352,20 @@ def test_a_deeper_npu_window_keeps_the_npu_reading_beside_pim(tmp_path):
         sim.iteration(ctx, assign(dev, ctx, "gmlbp"), True)
         out[name] = sum(s.end - s.start for s in sim.stages if s.name in ("C", "D", "E"))
     assert out["4096"] < out["32"], out
+
+
+@pytest.mark.parametrize("system,sub_batch", [("neupims", True), ("npu_only", False)])
+def test_npu_operators_tile_each_stage_in_program_order(system, sub_batch):
+    """The per-operator record (result table npu_ops, which vs_code_ops.csv holds beside the code's per-operation
+    log): a stage's NPU operators run back to back from its start to its NPU end, in the program's order."""
+    res = api.run({"system": system, **SMALL, "layers": 2, "sub_batch": sub_batch}, seed=0)
+    ops, stages = res.tables["npu_ops"], res.tables["stages"].query("sample == 0")
+    assert len(ops) and set(ops["op"]) <= {"qkv", "proj", "ffn1", "ffn2", "add", "layernorm", "gelu", "allreduce",
+                                         "npu_attention"}
+    for _, st in stages.iterrows():
+        mine = ops[(ops["stage"] == st["stage"]) & (ops["layer"] == st["layer"])]
+        if not len(mine):
+            continue
+        starts, ends = mine["start_cycle"].to_numpy(), (mine["start_cycle"] + mine["cycles"]).to_numpy()
+        assert starts[0] == st["start_cycle"] and ends[-1] == st["npu_end_cycle"]
+        assert (starts[1:] == ends[:-1]).all() and (mine["cycles"] >= 0).all()

@@ -467,6 +467,33 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         f"move from {c.num(Fact(Q, 'archsim_cycles_q32', {'stage': ['C', 'D', 'E']}, 'sum', over=Fact(Q, 'code_cycles', {'stage': ['C', 'D', 'E']}, 'sum'), scale=100, offset=-100), '{:+.1f}')} % "
         f"to {c.num(Fact(Q, 'archsim_cycles_q4096', {'stage': ['C', 'D', 'E']}, 'sum', over=Fact(Q, 'code_cycles', {'stage': ['C', 'D', 'E']}, 'sum'), scale=100, offset=-100), '{:+.1f}')} % "
         "of the code's cycles, summed.")]
+    OPS, big = "vs_code_ops.csv", "gpt3-7B_tp4_bs512_clb0_sbi-on"
+
+    def ops_sum(stages: list[str], ops: list[str]) -> Fact:
+        where = {"case": big, "stage": stages, "op": ops}
+        return Fact(OPS, "archsim_cycles", where, "sum", over=Fact(OPS, "code_cycles", where, "sum"), scale=100, offset=-100)
+
+    vec, gemm = ["add", "layernorm"], ["ffn1", "ffn2", "proj", "qkv"]
+    md += ["- " + c.say(
+        "**Operator by operator** (`vs_code_ops.csv`: the NPU's operators of every stage, the code's per-operation "
+        "cycles beside archsim's, in program order). In the batch-512 case the residual adds and LayerNorms, which "
+        f"read their rows from DRAM, take {c.num(ops_sum(['C'], vec), '{:+.0f}')} % (stage C) and "
+        f"{c.num(ops_sum(['E'], vec), '{:+.0f}')} % (stage E) of the code's cycles, but "
+        f"{c.num(ops_sum(['D'], vec), '{:+.0f}')} % in stage D and {c.num(ops_sum(['F'], vec), '{:+.0f}')} % in stage F "
+        "(no PIM beside them); in C and E PIM runs the other sub-batch's attention, whose PIM-busy time in the code "
+        "is " + c.cmp(Fact(V, 'code_pim_cycles', {'case': big, 'stage': 'C'}), "<",
+                      Fact(V, 'code_pim_cycles', {'case': big, 'stage': 'D'}), ("shorter", "longer"))
+        + f" (stage C {c.num(Fact(V, 'code_pim_cycles', {'case': big, 'stage': 'C'}), '{:,.0f}')} cycles, stage D "
+        f"{c.num(Fact(V, 'code_pim_cycles', {'case': big, 'stage': 'D'}), '{:,.0f}')}: shorter contexts, more row "
+        f"activations per COMP). The weight GEMMs (QKV, projection, FFN) take {c.num(ops_sum(['C', 'D', 'E'], gemm), '{:+.0f}')} % "
+        f"of the code's cycles beside PIM and {c.num(ops_sum(['F'], gemm), '{:+.0f}')} % alone (stage F). So the "
+        "interleaved stages' gaps are two, of opposite sign: archsim's DRAM-bound vector operators are "
+        + c.cmp(ops_sum(['C', 'E'], vec), ">", Fact.zero(), ("slower", "faster"))
+        + " than the code's beside the short-context attention, and its weight GEMMs "
+        + c.cmp(ops_sum(['C', 'D', 'E'], gemm), "<", Fact.zero(), ("faster", "slower"))
+        + " than the code's beside PIM. Where in NewtonSim's scheduling of the NPU's requests beside PIM commands "
+        "(its PIM queue first, NPU commands only with enough refresh slack: NS/neupims_command_queue.cc:55-71) they "
+        "come from is not yet traced to a line.")]
     u_fact = Fact(V, "diff_pct", {"case": "uni32-off", "stage": "B"})
     md += ["- " + c.say(
         "**Attention of very short requests (uni32, uni128: one request of 32 or 128 tokens per channel).** archsim's "

@@ -78,8 +78,9 @@ def config(case: str) -> dict:
 def _run(job: tuple[dict, Path]) -> Path:
     cfg, runs = job
     path = runs / f"{cfg['system']}-{config_hash(cfg)}.json"
-    if path.exists() and load_result(path).manifest["config"] != registry.resolve_config(cfg):
-        path.unlink()       # the system's defaults changed since: re-run
+    if path.exists() and (load_result(path).manifest["config"] != registry.resolve_config(cfg)
+                          or (cfg["system"] == "neupims" and "npu_ops" not in load_result(path).tables)):
+        path.unlink()       # the system's defaults changed since, or the run predates its npu_ops table: re-run
     if not path.exists():
         api.run(cfg, seed=0).write_json(path)
     return path
@@ -112,6 +113,34 @@ def rows_of(case: str, res, code: pd.DataFrame) -> list[dict]:
     return out + [blk]
 
 
+# the code's per-operation names (its log's operation ids, as code_results.csv's sa_ops holds them) -> archsim's
+CODE_OPS = {"ln": "layernorm", "QKVgen": "qkv", "proj": "proj", "res": "add", "fc1": "ffn1", "gelu": "gelu",
+            "fc2": "ffn2"}
+
+
+def op_rows_of(case: str, res, code: pd.DataFrame) -> list[dict]:
+    """The NPU's operators of every stage, the code's (its per-operation cycles, sa_ops) beside archsim's (the
+    run's npu_ops table), in program order; archsim's all-reduce has no counterpart in the code's log (one
+    device is simulated there) and is left out."""
+    if "npu_ops" not in res.tables:
+        return []
+    ops = res.tables["npu_ops"]
+    ops = ops[ops["op"] != "allreduce"]
+    first = res.tables["stages"].query("sample == 0").groupby("stage")["layer"].min()
+    out = []
+    for _, r in code[(code["stage"] != "block") & code["sa_ops"].notna()].iterrows():
+        stage = r["stage"].rstrip("*")
+        ours = ops[(ops["stage"] == stage) & (ops["layer"] == first[stage])]
+        theirs = [(name, int(c)) for name, c in (x.split("=") for x in r["sa_ops"].split(";"))]
+        if [CODE_OPS.get(n) for n, _ in theirs] != ours["op"].tolist():
+            continue            # a program whose operators do not pair one to one (the baselines' logs)
+        for i, ((name, c), (_, o)) in enumerate(zip(theirs, ours.iterrows(), strict=True)):
+            out.append({"case": case, "stage": r["stage"], "index": i, "op": o["op"], "code_op": name,
+                        "code_cycles": c, "archsim_cycles": int(o["cycles"]),
+                        "archsim_start_in_stage": int(o["start_cycle"] - ours["start_cycle"].min())})
+    return out
+
+
 def build(out: Path, jobs: int = 1) -> pd.DataFrame:
     code = pd.read_csv(HERE / "code_results.csv")
     runs = out / "runs"
@@ -119,9 +148,15 @@ def build(out: Path, jobs: int = 1) -> pd.DataFrame:
     cases = list(CASES)
     with ProcessPoolExecutor(jobs) as ex:
         paths = list(ex.map(_run, [(config(c), runs) for c in cases]))
-    rows = []
+    rows, op_rows = [], []
     for case, path in zip(cases, paths, strict=True):
-        rows += rows_of(case, load_result(path), code[code["case"] == case])
+        res = load_result(path)
+        rows += rows_of(case, res, code[code["case"] == case])
+        op_rows += op_rows_of(case, res, code[code["case"] == case])
+    ops = pd.DataFrame(op_rows)
+    if len(ops):
+        ops["diff_pct"] = (100 * (ops["archsim_cycles"] / ops["code_cycles"] - 1)).round(1)
+    ops.to_csv(out / "vs_code_ops.csv", index=False)
     df = pd.DataFrame(rows)
     df.insert(4, "diff_pct", (100 * (df["archsim_cycles"] / df["code_cycles"] - 1)).round(1))
     df["pim_diff_pct"] = (100 * (df["archsim_pim_cycles"] / df["code_pim_cycles"].where(df["code_pim_cycles"] > 0) - 1)).round(1)

@@ -23,6 +23,12 @@ from archsim.systems.neupims.device import Device, allreduce_s
 from archsim.workload import serving
 
 
+def _op_name(op: tuple) -> str:
+    """An NPU program operator's name: the GEMM's (qkv, proj, ffn1, ffn2), the vector operator's (add,
+    layernorm, gelu), allreduce or npu_attention."""
+    return {"gemm": lambda: op[2], "vector": lambda: op[1]}.get(op[0], lambda: op[0])()
+
+
 @dataclass
 class StageStats:
     name: str
@@ -36,6 +42,9 @@ class StageStats:
     vector_busy: int = 0
     link_busy: int = 0
     commands: dict[str, int] = field(default_factory=dict)
+    # the NPU program's operators in order: (name, start, end) in DRAM cycles, so a stage's time can be read
+    # operator by operator (reports/neupims/vs_code.py holds them beside NeuPIMs' per-operation log)
+    npu_ops: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 def _schedule(dev: Device, m: int, k: int, n: int):
@@ -250,6 +259,10 @@ class DecodeSimulator:
         """Run ops in order from `start` (GEMMs through the memory, the rest as fixed latencies); sets
         stats.npu_end when the last op finishes. Ops: ("gemm", layer, name, m), ("vector", kind, n, rows),
         ("allreduce", bytes), ("npu_attention", contexts)."""
+        def then(i: int, t0: int, end: int) -> None:
+            stats.npu_ops.append((_op_name(ops[i]), t0, end))
+            run(i + 1, end)
+
         def run(i: int, t: int) -> None:
             while i < len(ops):
                 op = ops[i]
@@ -257,26 +270,26 @@ class DecodeSimulator:
                     ends: list[int] = []
                     expected = self._arrays_used(op[2])
 
-                    def finished(end: int, i=i, ends=ends, expected=expected) -> None:
+                    def finished(end: int, i=i, t0=t, ends=ends, expected=expected) -> None:
                         ends.append(end)
                         if len(ends) == expected:
-                            run(i + 1, max(ends))
+                            then(i, t0, max(ends))
                     self._gemm(op[1], op[2], op[3], t, finished, stats)
                     return
                 if op[0] == "vector" and self.dev.npu.vector_operands == "dram":
-                    self._vector_in_dram(*op[1:], t, lambda end, i=i: run(i + 1, end), stats)
+                    self._vector_in_dram(*op[1:], t, lambda end, i=i, t0=t: then(i, t0, end), stats)
+                    return
+                if op[0] == "npu_attention":
+                    self._npu_attention(op[1], op[2], t, stats, lambda end, i=i, t0=t: then(i, t0, end))
                     return
                 if op[0] == "vector":
                     d = self._vector(*op[1:])
                     stats.vector_busy += d
-                    t += d
-                elif op[0] == "allreduce":
+                else:           # allreduce
                     d = self._allreduce(op[1])
                     stats.link_busy += d
-                    t += d
-                elif op[0] == "npu_attention":
-                    self._npu_attention(op[1], op[2], t, stats, lambda end, i=i: run(i + 1, end))
-                    return
+                stats.npu_ops.append((_op_name(op), t, t + d))
+                t += d
                 i += 1
             stats.npu_end = max(stats.npu_end, t)
         run(0, start)

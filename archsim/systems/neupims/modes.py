@@ -127,6 +127,8 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
         sf = _stage_frame(sim.stages, dev)
         sf.insert(0, "sample", s)
         stage_frames.append(sf)
+        if s == 0:
+            ops = _ops_frame(sim.stages)
         e = _energy_j(dev, sf, end)
         for k, v in e.items():
             energy_parts[k] = energy_parts.get(k, 0.0) + v * dev.tp
@@ -151,7 +153,15 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
     res = Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
     res.tables["stages"] = stages
     res.tables["timeline"] = _timeline(stages[stages["sample"] == 0], dev)
+    res.tables["npu_ops"] = ops
     return res
+
+
+def _ops_frame(stages: list[StageStats]) -> pd.DataFrame:
+    """Sample 0's NPU operators, stage by stage in program order: start and duration in DRAM cycles."""
+    rows = [{"stage": s.name, "layer": s.layer, "op": name, "start_cycle": t0, "cycles": t1 - t0}
+            for s in stages for name, t0, t1 in s.npu_ops]
+    return pd.DataFrame(rows, columns=["stage", "layer", "op", "start_cycle", "cycles"])
 
 
 def _common(su: Setup, dev: Device, df: pd.DataFrame, dram_j: dict[str, float]) -> dict[str, Any]:

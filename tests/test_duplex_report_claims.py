@@ -93,3 +93,84 @@ def test_the_within_5pct_sentence_counts_the_table(readme, vs):
     assert m and (int(m.group(1)), int(m.group(2))) == (int(vs.roofline_within_5pct.sum()), len(vs))
     for r in vs[~vs.roofline_within_5pct].itertuples():
         assert f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f}" in readme
+
+
+@pytest.fixture(scope="module")
+def causes() -> pd.DataFrame:
+    return pd.read_csv(REPORT / "vs_llmsimulator_causes.csv")
+
+
+def _section(readme: str) -> str:
+    m = re.search(r"### Gap causes: LLMSimulator's run conditions as toggles(.*?)(\n## |\Z)", readme, re.S)
+    assert m, "the gap-causes section is missing"
+    return m.group(1)
+
+
+def _items(text: str, head: str) -> list[str]:
+    m = re.search(re.escape(head) + r"\s*(.*?);?\n- |" + re.escape(head) + r"\s*(.*?)\.\n", text, re.S)
+    assert m, head
+    body = " ".join((m.group(1) or m.group(2) or "").split())
+    return [] if body.startswith("none") else [x.strip() for x in body.split(";") if x.strip()]
+
+
+ITEM = re.compile(r"([\w.-]+) (.+?) \((helios|hbf)\) ([\d.]+) -> ([\d.]+) \((.+?)\)$")
+
+
+def test_every_toggle_row_is_re_run_with_each_condition(vs, causes):
+    assert len(causes) == 3 * len(vs)
+    assert set(causes.condition) == {"memory_cap off", "routing sampled", "both"}
+    base = causes.merge(vs, on=["model", "system", "fork"], suffixes=("", "_vs"))
+    assert (base.roofline_over_llmsim - base.roofline_over_llmsim_vs).abs().max() < 1e-9
+
+
+def test_rows_within_target_under_both_conditions_as_stated(readme, vs, causes):
+    text = _section(readme)
+    both = causes[causes.condition == "both"]
+    m = re.search(r"within 5% of LLMSimulator on\s+(\d+) of (\d+) rows \(default conditions: (\d+)\)", text)
+    assert m, text[:400]
+    assert [int(x) for x in m.groups()] == [int(both.toggled_within_5pct.sum()), len(both),
+                                            int(vs.roofline_within_5pct.sum())]
+
+
+def test_each_class_of_the_gap_rows_holds_in_the_table(readme, vs, causes):
+    """'brought within it by a condition', 'moved toward ... but not within', 'not moved toward': every row
+    outside the target is in exactly one list, and each entry's ratios and condition are the table's."""
+    text = _section(readme)
+    lists = {"explained": _items(text, "brought within it by a condition (ratio before -> after, the condition):"),
+             "toward": _items(text, "moved toward LLMSimulator but not within the target:"),
+             "unexplained": _items(text, "not moved toward LLMSimulator by either condition (cause not found):")}
+    seen = []
+    for cls in ("explained", "toward"):
+        for item in lists[cls]:
+            model, system, fork, before, after, cond = ITEM.match(item).groups()
+            row = causes[(causes.model == model) & (causes.system == system) & (causes.fork == fork)
+                         & (causes.condition == cond)].iloc[0]
+            assert float(before) == pytest.approx(row.roofline_over_llmsim, abs=5e-4)
+            assert float(after) == pytest.approx(row.toggled_over_llmsim, abs=5e-4)
+            assert abs(row.toggled_over_llmsim - 1) < abs(row.roofline_over_llmsim - 1)
+            assert (abs(row.toggled_over_llmsim - 1) <= 0.05) == (cls == "explained")
+            seen.append((model, system, fork))
+    for item in lists["unexplained"]:
+        model, system, fork = re.match(r"([\w.-]+) (.+?) \((helios|hbf)\) [\d.]+$", item).groups()
+        rows = causes[(causes.model == model) & (causes.system == system) & (causes.fork == fork)]
+        assert not rows.moved_toward_llmsim.any()
+        seen.append((model, system, fork))
+    outside = vs[~vs.roofline_within_5pct]
+    assert sorted(seen) == sorted(zip(outside.model, outside.system, outside.fork))
+
+
+def test_conditions_that_move_a_row_away_are_all_named(readme, causes):
+    text = _section(readme)
+    m = re.search(r"another difference\s+must offset it\): (.*?)\.\n", text, re.S)
+    assert m
+    body = " ".join(m.group(1).split())
+    named = [] if body == "none" else [x.strip() for x in body.split(";")]
+    single = causes[causes.condition != "both"]
+    away = single[((single.toggled_over_llmsim - single.roofline_over_llmsim).abs() > 1e-3)
+                  & ((single.toggled_over_llmsim - 1).abs() >= (single.roofline_over_llmsim - 1).abs())]
+    assert len(named) == len(away)
+    for item in named:
+        model, system, fork, cond, before, after = re.match(
+            r"([\w.-]+) (.+?) \((helios|hbf)\) (memory_cap off|routing sampled) ([\d.]+) -> ([\d.]+)$", item).groups()
+        row = away[(away.model == model) & (away.system == system) & (away.fork == fork) & (away.condition == cond)]
+        assert len(row) == 1 and float(after) == pytest.approx(row.iloc[0].toggled_over_llmsim, abs=5e-4)

@@ -544,3 +544,51 @@ def test_a_user_config_json_runs_with_the_weights_rule(tmp_path):
     assert (run.D, run.devices_source) == (4, "weights")
     assert DuplexRun({"model": str(cfg), "devices": 8, "pim_timing": "roofline"}).devices_source == "config"
     assert DuplexRun({"model": "mixtral-8x7b", "pim_timing": "roofline"}).devices_source == "paper"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 3000), st.integers(0, 40), st.integers(0, 2**31))
+def test_sampled_routing_draws_k_distinct_experts_per_token(tokens, layer, seed):
+    """routing sampled (LLMSimulator's rule): every token goes to k distinct experts, so the counts sum to
+    tokens x k and none exceeds the tokens; the draw is a function of (seed, layer, tokens) alone."""
+    m = load_model("mixtral-8x7b")
+    c = routing_counts(m, tokens, "sampled", layer=layer, seed=seed)
+    assert c.sum() == tokens * m.experts_per_token and c.min() >= 0 and c.max() <= tokens
+    assert (c == routing_counts(m, tokens, "sampled", layer=layer, seed=seed)).all()
+
+
+def test_sampled_routing_unbalances_devices_and_matches_the_binomial_spread():
+    """A finite batch routed at random loads experts unequally: over many layers the counts' spread is the
+    binomial one (variance T p (1 - p) per expert with p = k / n), where the expected counts have none."""
+    m = load_model("mixtral-8x7b")
+    tokens, p = 64, m.experts_per_token / m.n_experts
+    draws = np.array([routing_counts(m, tokens, "sampled", layer=layer, seed=1) for layer in range(400)])
+    assert draws.var() == pytest.approx(tokens * p * (1 - p), rel=0.08)     # each count ~ Binomial(T, k / n)
+    assert np.ptp(routing_counts(m, tokens, "uniform")) == 0
+
+
+def test_sampled_routing_slows_compute_bound_experts_and_not_memory_bound_ones():
+    """Logic-PIM runs Mixtral's experts compute-bound (16 tokens per expert at Op/B 8), so the busiest device
+    sets the layer's time and random routing slows it; the GPU's experts are memory-bound (weights read once
+    whatever the tokens), so it barely moves."""
+    tput = {}
+    for dev, extra in (("duplex", {"pim_timing": "roofline"}), ("gpu", {})):
+        for routing in ("uniform", "sampled"):
+            cfg = {"model": "mixtral-8x7b", "device": dev, "routing": routing, **SMALL, **extra}
+            tput[dev, routing] = DuplexRun(cfg, timer=TIMER).run().stats["throughput_tokens_per_s"]
+    assert tput["duplex", "sampled"] < 0.97 * tput["duplex", "uniform"], tput
+    assert tput["gpu", "sampled"] == pytest.approx(tput["gpu", "uniform"], rel=0.01), tput
+
+
+def test_memory_cap_off_admits_the_whole_batch_where_the_kv_cache_does_not_fit():
+    """OPT-66B on 4 devices: the memory beside the weights holds fewer final KV caches than the batch limit,
+    so by default fewer requests are in flight; memory_cap off (LLMSimulator as the report's driver runs it)
+    keeps the full batch and serves faster. A config without the key keeps its resolved form (and hash)."""
+    cfg = {"model": "opt-66b", "device": "gpu", "requests": 128, "max_batch": 64, "input_len": 1024,
+           "output_len": 1024}
+    on, off = DuplexRun(cfg), DuplexRun({**cfg, "memory_cap": "off"})
+    assert on.kv_capacity < 64 * on.model.kv_bytes_per_token * 2048
+    assert off.run().stats["throughput_tokens_per_s"] > 1.1 * on.run().stats["throughput_tokens_per_s"]
+    assert "memory_cap" not in resolve({"model": "opt-66b"})
+    with pytest.raises(ConfigError, match="memory_cap"):
+        resolve({"memory_cap": "maybe"})

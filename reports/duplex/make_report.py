@@ -294,6 +294,38 @@ def vs_llmsimulator(df: pd.DataFrame, args, path: Path = OUT / "llmsimulator_run
     return out
 
 
+# LLMSimulator's run conditions that archsim's defaults do not share, each a toggle of a duplex config key
+# (docs/duplex-llmsimulator.md): no memory check (the driver runs it with mem_cap_limit false) and routing drawn at
+# random per token and layer (Scheduler::getRandomExpert); "both" applies the two together
+LLMSIM_CONDITIONS = {"memory_cap off": {"memory_cap": "off"}, "routing sampled": {"routing": "sampled"},
+                     "both": {"memory_cap": "off", "routing": "sampled"}}
+
+
+def llmsim_causes(vs: pd.DataFrame, args) -> pd.DataFrame:
+    """Every vs_llmsimulator row re-run in roofline mode under each of LLMSimulator's run conditions: the
+    toggled roofline / LLMSimulator ratio beside the default's, and whether the toggle moves it toward 1."""
+    systems = dict(SYSTEMS)
+    base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
+            "max_batch": args.batch}
+    memo: dict[tuple, float] = {}
+    rows = []
+    for r in vs.itertuples():
+        for cond, over in LLMSIM_CONDITIONS.items():
+            key = (r.model, r.system, cond)
+            if key not in memo:
+                cfg = {"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)], **over}
+                memo[key] = run(cfg).stats["throughput_tokens_per_s"]
+                print(r.model, r.system, cond, f"{memo[key]:.0f} tok/s", file=sys.stderr)
+            toggled = memo[key] / r.llmsim_tokens_per_s
+            rows.append({"model": r.model, "system": r.system, "fork": r.fork, "condition": cond,
+                         "llmsim_tokens_per_s": r.llmsim_tokens_per_s,
+                         "roofline_over_llmsim": r.roofline_over_llmsim,
+                         "toggled_tokens_per_s": memo[key], "toggled_over_llmsim": toggled,
+                         "moved_toward_llmsim": abs(toggled - 1) < abs(r.roofline_over_llmsim - 1) - 1e-9,
+                         "toggled_within_5pct": abs(toggled - 1) <= ROOFLINE_TARGET})
+    return pd.DataFrame(rows)
+
+
 def roofline_plot(ops: pd.DataFrame, path: Path) -> None:
     import matplotlib
 
@@ -353,7 +385,8 @@ def main() -> None:
     ap.add_argument("--load-requests", type=int, default=400)
     ap.add_argument("--qps", type=float, nargs="+", default=[4, 8, 12, 16, 20, 24, 28])
     ap.add_argument("--reuse", nargs="*", default=[], choices=["comparison", "operators_mixtral", "edap", "load", "gaps",
-                                                               "load_xpu_efficiency", "stream_efficiency"],
+                                                               "load_xpu_efficiency", "stream_efficiency",
+                                                               "vs_llmsimulator_causes"],
                     help="read these tables from the CSVs of an earlier run (in the output folder) instead of "
                          "running them again")
     ap.add_argument("-o", "--out", type=Path, default=OUT, help="output folder (default: the report's own folder)")
@@ -378,13 +411,14 @@ def main() -> None:
     load_eff = part("load_xpu_efficiency", lambda: xpu_efficiency_load(args, timer))
     stream = part("stream_efficiency", stream_efficiency)
     vs = vs_llmsimulator(main_df, args)
+    causes = part("vs_llmsimulator_causes", lambda: llmsim_causes(vs, args))
     total = time.perf_counter() - t0
-    for name, df in (("vs_llmsimulator", vs), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
+    for name, df in (("vs_llmsimulator", vs), ("vs_llmsimulator_causes", causes), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
                      ("load", load), ("gaps", gaps), ("load_xpu_efficiency", load_eff), ("stream_efficiency", stream)):
         df.to_csv(out / f"{name}.csv", index=False)
     roofline_plot(ops, out / "roofline.png")
     vs_gpu_plot(main_df, out / "vs_gpu.png", f"(L_in, L_out) = ({args.input_len}, {args.output_len}), batch {args.batch}")
-    write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__, vs)
+    write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__, vs, causes)
 
 
 def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
@@ -435,7 +469,7 @@ def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
     plt.close(fig)
 
 
-def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version, vs):
+def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version, vs, causes):
     dx = df[df.system == "Duplex"]
     pe = df[df.system == "Duplex+PE"]
     et = df[df.system == "Duplex+PE+ET"]
@@ -505,7 +539,7 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total
     L.append("![Duplex vs GPU](vs_gpu.png)\n")
     L.append(command_path_text(df, inter))
     L.append(split_text(df))
-    L.append(llmsim_text(vs))
+    L.append(llmsim_text(vs, causes))
     L.append("## Gaps as experiments: runs that toggle a cause\n")
     L.append("Each column divides a run by the same run with one cause switched (throughput ratio; > 1: the first "
              "is faster). `engine / roofline`: Logic-PIM as bundle command streams on the channel engine vs its "
@@ -672,8 +706,70 @@ Duplex on: {", ".join(table_lost) or "no model"}.
 """
 
 
-def llmsim_text(vs: pd.DataFrame) -> str:
-    """The authors' simulator beside archsim (vs_llmsimulator.csv)."""
+def cause_classes(vs: pd.DataFrame, causes: pd.DataFrame) -> dict[str, list[str]]:
+    """The rows outside the roofline target, by what LLMSimulator's run conditions do to them: `explained` (a
+    single condition, else both, brings the row within target; the row labelled with it), `toward` (one
+    moves it toward LLMSimulator, none within target) and `unexplained` (none moves it toward)."""
+    out: dict[str, list[str]] = {"explained": [], "toward": [], "unexplained": []}
+    for r in vs[~vs.roofline_within_5pct].itertuples():
+        c = causes[(causes.model == r.model) & (causes.system == r.system) & (causes.fork == r.fork)]
+        label = f"{r.model} {r.system} ({r.fork})"
+        fixed = c[c.toggled_within_5pct]
+        if len(fixed):
+            single = fixed[fixed.condition != "both"]
+            best = (single if len(single) else fixed).sort_values("toggled_over_llmsim", key=lambda x: (x - 1).abs())
+            b = best.iloc[0]
+            out["explained"].append(f"{label} {r.roofline_over_llmsim:.3f} -> {b.toggled_over_llmsim:.3f} "
+                                    f"({b.condition})")
+        elif c.moved_toward_llmsim.any():
+            b = c[c.moved_toward_llmsim].sort_values("toggled_over_llmsim", key=lambda x: (x - 1).abs()).iloc[0]
+            out["toward"].append(f"{label} {r.roofline_over_llmsim:.3f} -> {b.toggled_over_llmsim:.3f} "
+                                 f"({b.condition})")
+        else:
+            out["unexplained"].append(f"{label} {r.roofline_over_llmsim:.3f}")
+    return out
+
+
+def causes_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
+    """The gap causes, generated from vs_llmsimulator_causes.csv."""
+    if not len(causes):
+        return ""
+    both = causes[causes.condition == "both"]
+    moved = (causes.toggled_over_llmsim - causes.roofline_over_llmsim).abs() > 1e-3      # a change, not noise
+    away = causes[(causes.condition != "both") & moved & ~causes.moved_toward_llmsim]
+    k = cause_classes(vs, causes)
+
+    def listing(items: list[str]) -> str:
+        return "; ".join(items) or "none"
+
+    return f"""
+### Gap causes: LLMSimulator's run conditions as toggles (`vs_llmsimulator_causes.csv`)
+
+Two conditions under which LLMSimulator runs differ from archsim's defaults; each is a key of the `duplex` system,
+and every row above is re-run in roofline mode with each and with both:
+- `memory_cap: off`: the driver runs LLMSimulator with `exit_out_of_memory` and `mem_cap_limit` false
+  (`run_llmsim.py` build_config), so it keeps the full batch even where the KV cache exceeds the devices' memory;
+  archsim by default admits a request only while the memory beside the weights holds its final KV cache.
+- `routing: sampled`: LLMSimulator routes every token of every layer to k distinct experts drawn at random
+  (`Scheduler::getRandomExpert`, `src/scheduler/scheduler.cpp:141-153`, called from `src/scheduler/
+  sequence.cpp:189-197` of the helios fork), so a finite batch loads the devices unequally; archsim by default
+  uses the expected counts (`routing: uniform`), which balance them exactly.
+
+With both conditions, archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on
+{int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())}).
+Of the {int((~vs.roofline_within_5pct).sum())} rows outside the target by default:
+- brought within it by a condition (ratio before -> after, the condition): {listing(k["explained"])};
+- moved toward LLMSimulator but not within the target: {listing(k["toward"])};
+- not moved toward LLMSimulator by either condition (cause not found): {listing(k["unexplained"])}.
+
+A condition that moves a row away from LLMSimulator (so it cannot be that row's cause, and another difference
+must offset it): {listing([f"{r.model} {r.system} ({r.fork}) {r.condition} {r.roofline_over_llmsim:.3f} -> "
+                           f"{r.toggled_over_llmsim:.3f}" for r in away.itertuples()])}.
+"""
+
+
+def llmsim_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
+    """The authors' simulator beside archsim (vs_llmsimulator.csv) and the gap causes (causes_text)."""
     if not len(vs):
         return "## Beside the authors' simulator (LLMSimulator)\n\nNo LLMSimulator runs at this setting.\n"
     within = vs[vs.roofline_within_5pct]
@@ -700,7 +796,7 @@ from the paper's Table I and the code's energy table (not the authors'): those r
 archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on {len(within)} of {len(vs)} rows; outside it:
 {"; ".join(f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f}" for r in out.itertuples()) or "none"}.
 Models without LLMSimulator runs at this setting: {", ".join(missing) or "none"}.
-"""
+{causes_text(vs, causes)}"""
 
 
 

@@ -255,13 +255,29 @@ class Stage:
         return len(self.prefill) + len(self.decode)
 
 
+ROUTINGS = ("uniform", "zipf", "sampled")
+
+
+def sampled_counts(n_experts: int, k: int, tokens: int, seed: int, layer: int) -> np.ndarray:
+    """Tokens per expert of one MoE layer with every token routed to k distinct experts drawn uniformly at random
+    (as LLMSimulator routes without a trace: Scheduler::getRandomExpert, scheduler.cpp:141-153 of the helios
+    fork). The draw is seeded by (seed, layer, tokens), so a stage of the same shape draws the same routing
+    (stage results stay memoisable) while the layers of one stage draw apart."""
+    rng = np.random.default_rng((seed, layer, tokens))
+    picks = np.argsort(rng.random((tokens, n_experts)), axis=1)[:, :k]      # k distinct experts per token
+    return np.bincount(picks.ravel(), minlength=n_experts).astype(np.int64)
+
+
 def routing_counts(model: ModelSpec, tokens: int, routing: str = "uniform", zipf_s: float = 1.0,
-                   layer: int = 0) -> np.ndarray:
-    """Tokens per expert of one MoE layer (expected counts, largest-remainder rounding, summing to
-    tokens x experts_per_token). uniform: equal probabilities; zipf: p_e ~ 1 / rank^s with the popularity
-    order rotated by the layer index (a different hot expert per layer)."""
+                   layer: int = 0, seed: int = 0) -> np.ndarray:
+    """Tokens per expert of one MoE layer. uniform: the expected counts of equal probabilities (largest-remainder
+    rounding, summing to tokens x experts_per_token); zipf: expected counts of p_e ~ 1 / rank^s with the
+    popularity order rotated by the layer index (a different hot expert per layer); sampled: one random draw
+    (sampled_counts), so devices carry unequal loads as a finite batch does."""
     n = model.n_experts
     total = tokens * model.experts_per_token
+    if routing == "sampled":
+        return sampled_counts(n, model.experts_per_token, tokens, seed, layer)
     if routing == "uniform":
         p = np.full(n, 1.0 / n)
     elif routing == "zipf":
@@ -270,7 +286,7 @@ def routing_counts(model: ModelSpec, tokens: int, routing: str = "uniform", zipf
         p = 1.0 / np.arange(1, n + 1) ** float(zipf_s)
         p = np.roll(p / p.sum(), layer % n)
     else:
-        raise ConfigError("routing", f"must be uniform or zipf, got {routing!r}")
+        raise ConfigError("routing", f"must be one of {', '.join(ROUTINGS)}, got {routing!r}")
     raw = p * total
     out = np.floor(raw).astype(np.int64)
     left = int(total - out.sum())
@@ -289,7 +305,7 @@ class Compiler:
 
     def __init__(self, model: ModelSpec, device: Device, n_devices: int, policy: Policy,
                  routing: str = "uniform", zipf_s: float = 1.0, interference: str = "engine",
-                 split: str = "interference_aware"):
+                 split: str = "interference_aware", seed: int = 0):
         if interference not in INTERFERENCE:
             raise ConfigError("interference", f"must be one of {', '.join(INTERFERENCE)}, got {interference!r}")
         if split not in SPLIT_RULES:
@@ -303,7 +319,7 @@ class Compiler:
         # co-processing interference from channel-engine runs (needs the engine timer of Logic-PIM)
         self.interference = interference == "engine" and device.timer is not None
         self.pairs: list[dict] = []          # co-processed operator pairs of the last stage (see coprocess)
-        self.routing, self.zipf_s = routing, zipf_s
+        self.routing, self.zipf_s, self.seed = routing, zipf_s, seed
         self.B = model.dtype_bytes
         self._table_x: dict[tuple, float] = {}
         self._table_l: dict[tuple, float] = {}
@@ -585,8 +601,9 @@ class Compiler:
             ops += f_ops
             total += f_t * dense_layers
         if moe_layers:
-            # zipf: the hot expert rotates per layer, so one distinct layer per rotation; uniform: one for all
-            reps = min(moe_layers, m.n_experts) if self.routing == "zipf" else 1
+            # zipf: the hot expert rotates per layer, so one distinct layer per rotation; sampled: every layer
+            # draws its own routing; uniform: one for all
+            reps = {"zipf": min(moe_layers, m.n_experts), "sampled": moe_layers}.get(self.routing, 1)
             for r in range(reps):
                 cnt = len(range(r, moe_layers, reps))
                 n_pairs = len(self.pairs)
@@ -702,7 +719,7 @@ class Compiler:
     def _moe_block(self, st: Stage, layer: int) -> tuple[list[Op], float]:
         m, D, B = self.m, self.D, self.B
         T = st.tokens
-        counts = routing_counts(m, T, self.routing, self.zipf_s, layer)
+        counts = routing_counts(m, T, self.routing, self.zipf_s, layer, self.seed)
         gate = self._xop("moe_gate", "moe_gate", 2.0 * T * m.d_model * m.n_experts / D,
                          (m.d_model * m.n_experts / D + T * m.d_model) * B, T)
         tp, ep = self.expert_groups()

@@ -95,8 +95,15 @@ class DuplexConfig:
     max_batch: int = opt(64, "most requests in flight", minimum=1, maximum=MAX_BATCH)
     max_prefill_tokens: int | None = opt(8192, "most prompt tokens prefilled per iteration; null: no limit",
                                          minimum=1)
-    routing: str = opt("uniform", "MoE expert routing of the tokens", choices=("uniform", "zipf"))
+    routing: str = opt("uniform", "MoE expert routing of the tokens: uniform (expected counts, equal "
+                       "probabilities), zipf (expected counts, skewed popularity) or sampled (every layer's routing "
+                       "drawn at random, k distinct experts per token, as LLMSimulator routes; seeded by the run's "
+                       "seed)", choices=("uniform", "zipf", "sampled"))
     zipf_s: float = opt(1.0, "Zipf exponent of the expert popularity (routing: zipf)", minimum=0)
+    memory_cap: str = opt("enforce", "enforce: the batcher admits a request only while the devices' memory "
+                          "beside the weights holds every admitted request's final KV cache; off: no memory check "
+                          "(LLMSimulator as reports/duplex/run_llmsim.py runs it: mem_cap_limit false)",
+                          choices=("enforce", "off"), optional=True)
     data_parallel: int = opt(1, "replicas of the whole `devices` group, each serving every k-th request",
                              minimum=1)
     # the memory of a device (optional: absent from the resolved config unless given, so configs without it
@@ -173,7 +180,15 @@ class ZipfRouting:
     zipf_s: float
 
 
-ROUTING_CONFIGS: dict[str, type] = {"uniform": UniformRouting, "zipf": ZipfRouting}
+@dataclass(frozen=True)
+class SampledRouting:
+    """routing sampled: every MoE layer's routing drawn at random (k distinct experts per token); no knobs (the
+    run's seed seeds it)."""
+
+    name: ClassVar[str] = "sampled"
+
+
+ROUTING_CONFIGS: dict[str, type] = {"uniform": UniformRouting, "zipf": ZipfRouting, "sampled": SampledRouting}
 
 
 @dataclass(frozen=True)
@@ -202,7 +217,8 @@ class Setup:
     policy: Policy                                         # the mapping file with the overrides applied
     interference: str                                      # co-processing interference asked for: engine | none
     coprocessing_split: str                                # interference_aware | lookup_table
-    routing: UniformRouting | ZipfRouting
+    routing: UniformRouting | ZipfRouting | SampledRouting
+    memory_cap: str                        # enforce | off (the batcher's KV-cache memory check)
     serving: Serving
     memory: str | None                     # a stack's DRAM preset; None: the devices preset's
     stacks: int | None                     # stacks per device; None: the devices preset's
@@ -235,6 +251,7 @@ def setup(config: dict[str, Any]) -> Setup:
                  interference=cfg.get("interference", "engine"),
                  coprocessing_split=cfg.get("coprocessing_split", SPLITS[0]),
                  routing=schema.variant(ROUTING_CONFIGS, cfg["routing"], cfg, "routing"),
+                 memory_cap=cfg.get("memory_cap", "enforce"),
                  serving=Serving(**{f.name: cfg[f.name] for f in dataclasses.fields(Serving)}),
                  memory=cfg.get("preset"), stacks=cfg.get("stacks"), resolved=cfg)
 
@@ -276,7 +293,7 @@ class DuplexRun:
         self.D, self.devices_source = n_devices(su, self.device.memory_bytes)
         self.policy = su.policy
         self.compiler = Compiler(self.model, self.device, self.D, self.policy, su.routing.name, su.zipf_s,
-                                 su.interference, su.coprocessing_split)
+                                 su.interference, su.coprocessing_split, seed=seed)
         self.seed = seed
         longest = su.serving.input_len + su.serving.output_len
         if longest > self.model.max_context:
@@ -284,7 +301,9 @@ class DuplexRun:
                             f"{self.model.max_context}")
         weights = self.model.weight_bytes
         self.kv_capacity = self.D * self.device.memory_bytes - weights
-        if self.kv_capacity <= 0:
+        if su.memory_cap == "off":      # no memory check: every request fits (the batch limit still holds)
+            self.kv_capacity = float(su.serving.max_batch * self.model.kv_bytes_per_token * self.model.max_context)
+        elif self.kv_capacity <= 0:
             raise UserError(f"{self.model.name} ({weights / 2**30:.0f} GiB of weights) does not fit in {self.D} "
                             f"devices of {self.device.memory_bytes / 2**30:.0f} GiB")
         self.acc: dict[tuple, list[float]] = defaultdict(lambda: [0.0] * 6)

@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # Cold start (issue 26): the demo's channel kernel takes ~35 s of CPU to compile, so that starts as early as it can.
 # The venv is made without pip and uv installs into it (uv itself from the system's pip): the venv, uv and numba
 # importable in ~4 s instead of ~9 s with pip, and the rest of the dependencies in ~6 s of wall instead of ~18 s
-# (README "Measured speed", "Cold start"); where the system's pip cannot install uv, a venv with pip installs it.
+# (docs/performance.md, "Cold start"); where the system's pip cannot install uv, a venv with pip installs it.
 # --compile-bytecode: this machine sets PYTHONDONTWRITEBYTECODE, so without it every process would compile the
 # modules it imports. numba, numpy and PyYAML (all the kernel needs; versions as pyproject.toml pins them) go in
 # first, with the build back-end pyproject.toml names, then archsim.warm compiles the demo's kernel into numba's

@@ -1,6 +1,6 @@
 """Config files: YAML loading that remembers line numbers, dotted-path overrides, and typed validation.
 
-Errors name the file, the key path, the line and what is allowed (the project's error convention, README "CLI tour").
+Errors name the file, the key path, the line and what is allowed (the project's error convention, docs/cli.md).
 """
 from __future__ import annotations
 

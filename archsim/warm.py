@@ -1,7 +1,7 @@
 """Compile the channel kernels a job needs into numba's on-disk cache ahead of the job (issue 26, cold start).
 
 A fresh clone has an empty numba cache, and the first simulation then spends about a minute of CPU compiling the
-channel kernel (README "Measured speed", "Cold start"). `make setup` starts this module in the background as soon
+channel kernel (docs/performance.md, "Cold start"). `make setup` starts this module in the background as soon
 as numba is installed, so the compile overlaps the rest of the installation; `make demo` and `make test` wait for
 it (`--wait`) instead of compiling the same kernel a second time. It needs only numpy, numba and PyYAML, and
 runs from the source tree before the package itself is installed.

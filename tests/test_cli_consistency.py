@@ -227,10 +227,11 @@ def test_trace_address_mapping_and_deprecated_alias(capsys):
 def test_readme_cli_tour_uses_the_new_spelling():
     from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    for line in readme.splitlines():
-        if "archsim trace" in line:
-            assert "--mapping" not in line, line
+    root = Path(__file__).parent.parent
+    for doc in ("README.md", "docs/cli.md"):           # the short tour and the full one
+        for line in (root / doc).read_text().splitlines():
+            if "archsim trace" in line:
+                assert "--mapping" not in line, (doc, line)
 
 
 # -- 6. no engine choices that cannot work ------------------------------------------------------------------

@@ -151,7 +151,7 @@ def test_threads_give_bit_identical_results(short_regions, chunk):
 
 def test_threads_default_and_validation(monkeypatch):
     spec = _spec("HBM2_2Gbps_PC", (("org.channels", 4),))
-    assert MemorySystem(spec).threads == 1                     # the default: one thread (README "Measured speed")
+    assert MemorySystem(spec).threads == 1                     # the default: one thread (docs/performance.md)
     monkeypatch.setattr(threads, "_DEFAULT", [None])
     assert MemorySystem(spec).threads == min(4, threads.cores())
     threads.set_threads(3)

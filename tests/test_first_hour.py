@@ -102,7 +102,7 @@ def test_the_run_progress_line_waits_while_a_compile_has_the_terminal(monkeypatc
 
 
 def test_the_compile_notice_states_the_measured_range():
-    """The notice's figures are the measured ones (README "Measured speed", cold start), idle and loaded."""
+    """The notice's figures are the measured ones (docs/performance.md, cold start), idle and loaded."""
     assert compiling.COMPILE_RANGE in compiling.COMPILE_EXPECTED
     readme = (ROOT / "README.md").read_text()
     assert compiling.COMPILE_RANGE in readme, "README must state the range the notice states"

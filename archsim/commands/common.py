@@ -443,7 +443,7 @@ def add_threads_option(parser: argparse.ArgumentParser) -> None:
     changes no result (bit-identical for every N), so it is not part of a run's config or its hash."""
     parser.add_argument("--threads", type=int, metavar="N", default=None,
                         help="threads the channel engine shards a device's channels over (results are identical "
-                        "for every N; default 1: no system ran faster on more here, README 'Measured speed')")
+                        "for every N; default 1: no system ran faster on more here, docs/performance.md)")
 
 
 def apply_threads(args: argparse.Namespace) -> None:

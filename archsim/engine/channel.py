@@ -179,8 +179,8 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 #              (NeuPIMs): ~10-12 % less kernel time per layer;
 #   stream     stream sources only (so no ports either: ports feed rw sources): PIM-GPT, Duplex's Logic-PIM
 #              without xPU requests. Besides the constants, numba never types the rw and port helpers for it
-#              (`_rw_part`), which is most of what a cold compile of it saves (README "Measured speed", cold start).
-# A MemorySystem takes the first variant whose fixed fields agree with its own (README "Measured speed" has the
+#              (`_rw_part`), which is most of what a cold compile of it saves (docs/performance.md, cold start).
+# A MemorySystem takes the first variant whose fixed fields agree with its own (docs/performance.md has the
 # figures). Every variant runs the same source under the same contract; tests compare each with the reference
 # scheduler and with the general kernel (MemorySystem(kernel="general") forces that one).
 _VARIANT_FIXED = {     # variant -> {controller slot name: the value it fixes}

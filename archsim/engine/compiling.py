@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 # Expected cold-compile time of one kernel variant, as measured on this project's 2-core machine with
-# benchmarks/compile_profile.py (README "Measured speed", cold start): 35-55 s of CPU idle (issue 26: the stream
+# benchmarks/compile_profile.py (docs/performance.md, cold start): 35-55 s of CPU idle (issue 26: the stream
 # kernel 35-37 s, the general one 54 s); under a load average of 9-11 (issue 35) the CPU time itself grows (the
 # cores are shared: stream 75 s, lean 125 s, general and pim_dual in README) and the wall time is 4-8 times it.
 COMPILE_RANGE = "35-55 s idle, 75-190 s under load"
-COMPILE_EXPECTED = (f"{COMPILE_RANGE} of CPU per kernel variant (README \"Measured speed\", cold start), and a wall "
+COMPILE_EXPECTED = (f"{COMPILE_RANGE} of CPU per kernel variant (docs/performance.md, cold start), and a wall "
                     "time several times that on a busy machine")
 _COMPILE_S = [0.0]          # seconds this process spent loading or compiling channel kernels
 _ANNOUNCED: set[Any] = set()

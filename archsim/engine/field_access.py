@@ -5,7 +5,7 @@ machine words). numba keeps a variable that lives across blocks in a stack slot 
 the whole tuple followed by an `extractvalue` of one member; LLVM's SROA pass then splits every such load into
 one load per word, ~1,000 per access, and deletes all but one. With ~450 such reads in the kernel that is most of
 the first-time compile's function-level optimisation: SROA alone took 10.6 s of a 15.5 s pass over the stream
-kernel (`NUMBA_LLVM_PASS_TIMINGS=1`; README "Measured speed", "Cold start").
+kernel (`NUMBA_LLVM_PASS_TIMINGS=1`; docs/performance.md, "Cold start").
 
 This module narrows numba's lowering of that one case: in functions compiled from a registered module, reading
 an attribute of a named-tuple variable held in a stack slot loads that member through a pointer into the slot

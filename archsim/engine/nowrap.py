@@ -3,7 +3,7 @@
 numba treats every signed array index as possibly negative and wraps it (`i < 0 -> i + n`): per access a
 compare, an add, a select and the dimension's length kept live. The channel kernel makes ~350 array
 accesses per pass with indices read from its own state, where LLVM cannot prove them non-negative, and
-never indexes from the end; without the wrap its kernel time falls by ~17-20 % (README "Measured speed").
+never indexes from the end; without the wrap its kernel time falls by ~17-20 % (docs/performance.md).
 numba has no option for it (its maintainers' answer: index with unsigned integers, which would put a cast
 at every one of those accesses), so this module narrows numba's index fix-up: in functions compiled from a
 registered module a signed index is used as it is; everywhere else numba behaves as before.

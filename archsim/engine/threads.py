@@ -34,7 +34,7 @@ REGION_MAX = 4096
 SERIAL_SPAN_MAX = 4096
 
 # set_threads(): the default of new MemorySystems (None = every core). One thread until measured otherwise: see
-# README "Measured speed" (benchmarks/bench_threads.py)
+# docs/performance.md (benchmarks/bench_threads.py)
 _DEFAULT: list[int | None] = [1]
 
 # what the coordinators did, per MemorySystem (`ms.sync`) and summed over this process (TOTALS): parallel

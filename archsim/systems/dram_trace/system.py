@@ -103,7 +103,7 @@ class Phases:
 # Requests decoded and enqueued at a time. The driver keeps the port's backlog near one chunk and reuses the
 # pool slots of served requests, so memory stays ~10 chunks of requests whatever the trace's length (on this
 # VM, memory a process touches for the first time costs ~3 ms per MB: a whole-trace pool cost more than the
-# simulation; README "Measured speed").
+# simulation; docs/performance.md).
 STREAM_CHUNK = 1 << 15
 DEFAULT_PRESET = "DDR4_3200AA_x8_8Gb"
 

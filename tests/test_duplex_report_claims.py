@@ -118,7 +118,7 @@ ITEM = re.compile(r"([\w.-]+) (.+?) \((helios|hbf)\) ([\d.]+) -> ([\d.]+) \((.+?
 
 def test_every_toggle_row_is_re_run_with_each_condition(vs, causes):
     assert len(causes) == 3 * len(vs)
-    assert set(causes.condition) == {"memory_cap off", "routing sampled", "both"}
+    assert set(causes.condition) == {"memory_cap unlimited", "routing sampled", "both"}
     base = causes.merge(vs, on=["model", "system", "fork"], suffixes=("", "_vs"))
     assert (base.roofline_over_llmsim - base.roofline_over_llmsim_vs).abs().max() < 1e-9
 
@@ -171,6 +171,6 @@ def test_conditions_that_move_a_row_away_are_all_named(readme, causes):
     assert len(named) == len(away)
     for item in named:
         model, system, fork, cond, before, after = re.match(
-            r"([\w.-]+) (.+?) \((helios|hbf)\) (memory_cap off|routing sampled) ([\d.]+) -> ([\d.]+)$", item).groups()
+            r"([\w.-]+) (.+?) \((helios|hbf)\) (memory_cap unlimited|routing sampled) ([\d.]+) -> ([\d.]+)$", item).groups()
         row = away[(away.model == model) & (away.system == system) & (away.fork == fork) & (away.condition == cond)]
         assert len(row) == 1 and float(after) == pytest.approx(row.iloc[0].toggled_over_llmsim, abs=5e-4)

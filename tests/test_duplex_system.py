@@ -580,13 +580,13 @@ def test_sampled_routing_slows_compute_bound_experts_and_not_memory_bound_ones()
     assert tput["gpu", "sampled"] == pytest.approx(tput["gpu", "uniform"], rel=0.01), tput
 
 
-def test_memory_cap_off_admits_the_whole_batch_where_the_kv_cache_does_not_fit():
+def test_memory_cap_unlimited_admits_the_whole_batch_where_the_kv_cache_does_not_fit():
     """OPT-66B on 4 devices: the memory beside the weights holds fewer final KV caches than the batch limit,
-    so by default fewer requests are in flight; memory_cap off (LLMSimulator as the report's driver runs it)
+    so by default fewer requests are in flight; memory_cap unlimited (LLMSimulator as the report's driver runs it)
     keeps the full batch and serves faster. A config without the key keeps its resolved form (and hash)."""
     cfg = {"model": "opt-66b", "device": "gpu", "requests": 128, "max_batch": 64, "input_len": 1024,
            "output_len": 1024}
-    on, off = DuplexRun(cfg), DuplexRun({**cfg, "memory_cap": "off"})
+    on, off = DuplexRun(cfg), DuplexRun({**cfg, "memory_cap": "unlimited"})
     assert on.kv_capacity < 64 * on.model.kv_bytes_per_token * 2048
     assert off.run().stats["throughput_tokens_per_s"] > 1.1 * on.run().stats["throughput_tokens_per_s"]
     assert "memory_cap" not in resolve({"model": "opt-66b"})

@@ -297,8 +297,8 @@ def vs_llmsimulator(df: pd.DataFrame, args, path: Path = OUT / "llmsimulator_run
 # LLMSimulator's run conditions that archsim's defaults do not share, each a toggle of a duplex config key
 # (docs/duplex-llmsimulator.md): no memory check (the driver runs it with mem_cap_limit false) and routing drawn at
 # random per token and layer (Scheduler::getRandomExpert); "both" applies the two together
-LLMSIM_CONDITIONS = {"memory_cap off": {"memory_cap": "off"}, "routing sampled": {"routing": "sampled"},
-                     "both": {"memory_cap": "off", "routing": "sampled"}}
+LLMSIM_CONDITIONS = {"memory_cap unlimited": {"memory_cap": "unlimited"}, "routing sampled": {"routing": "sampled"},
+                     "both": {"memory_cap": "unlimited", "routing": "sampled"}}
 
 
 def llmsim_causes(vs: pd.DataFrame, args) -> pd.DataFrame:
@@ -747,7 +747,7 @@ def causes_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
 
 Two conditions under which LLMSimulator runs differ from archsim's defaults; each is a key of the `duplex` system,
 and every row above is re-run in roofline mode with each and with both:
-- `memory_cap: off`: the driver runs LLMSimulator with `exit_out_of_memory` and `mem_cap_limit` false
+- `memory_cap: unlimited`: the driver runs LLMSimulator with `exit_out_of_memory` and `mem_cap_limit` false
   (`run_llmsim.py` build_config), so it keeps the full batch even where the KV cache exceeds the devices' memory;
   archsim by default admits a request only while the memory beside the weights holds its final KV cache.
 - `routing: sampled`: LLMSimulator routes every token of every layer to k distinct experts drawn at random

@@ -101,9 +101,9 @@ class DuplexConfig:
                        "seed)", choices=("uniform", "zipf", "sampled"))
     zipf_s: float = opt(1.0, "Zipf exponent of the expert popularity (routing: zipf)", minimum=0)
     memory_cap: str = opt("enforce", "enforce: the batcher admits a request only while the devices' memory "
-                          "beside the weights holds every admitted request's final KV cache; off: no memory check "
+                          "beside the weights holds every admitted request's final KV cache; unlimited: no memory check "
                           "(LLMSimulator as reports/duplex/run_llmsim.py runs it: mem_cap_limit false)",
-                          choices=("enforce", "off"), optional=True)
+                          choices=("enforce", "unlimited"), optional=True)
     data_parallel: int = opt(1, "replicas of the whole `devices` group, each serving every k-th request",
                              minimum=1)
     # the memory of a device (optional: absent from the resolved config unless given, so configs without it
@@ -218,7 +218,7 @@ class Setup:
     interference: str                                      # co-processing interference asked for: engine | none
     coprocessing_split: str                                # interference_aware | lookup_table
     routing: UniformRouting | ZipfRouting | SampledRouting
-    memory_cap: str                        # enforce | off (the batcher's KV-cache memory check)
+    memory_cap: str                        # enforce | unlimited (the batcher's KV-cache memory check)
     serving: Serving
     memory: str | None                     # a stack's DRAM preset; None: the devices preset's
     stacks: int | None                     # stacks per device; None: the devices preset's
@@ -301,7 +301,7 @@ class DuplexRun:
                             f"{self.model.max_context}")
         weights = self.model.weight_bytes
         self.kv_capacity = self.D * self.device.memory_bytes - weights
-        if su.memory_cap == "off":      # no memory check: every request fits (the batch limit still holds)
+        if su.memory_cap == "unlimited":      # no memory check: every request fits (the batch limit still holds)
             self.kv_capacity = float(su.serving.max_batch * self.model.kv_bytes_per_token * self.model.max_context)
         elif self.kv_capacity <= 0:
             raise UserError(f"{self.model.name} ({weights / 2**30:.0f} GiB of weights) does not fit in {self.D} "

@@ -194,6 +194,30 @@ def test_duplex_paper_point_reproduces_the_committed_row():
     assert s["throughput_tokens_per_s"] == pytest.approx(row["tokens_per_s"], rel=1e-9)
 
 
+def test_neupims_at_its_paper_configuration_is_its_report_row():
+    """The report's grid (reports/neupims/throughput.csv): GPT3-7B on the paper's device (32 HBM2 channels with
+    dual row buffers), TP 4, ShareGPT batches, two layers simulated. The study's point at the paper's memory with
+    the paper's dataset resolves to the very config of the report's row, so the committed run (named by its
+    config's hash) is that point's run, and its throughput is the row's."""
+    from archsim import registry
+    from archsim.results import config_hash, load_result
+
+    got = registry.resolve_config(dict(_paper_point("neupims", "gpt3-7b", 256, 4, 0, 1, dataset="sharegpt",
+                                                    layers=2)))
+    want = registry.resolve_config({"system": "neupims", "model": "gpt3-7b", "dataset": "sharegpt", "batch": 256,
+                                    "layers": 2})
+    assert got == want
+    run = ROOT / "reports" / "neupims" / "runs" / f"neupims-{config_hash({'system': 'neupims', 'model': 'gpt3-7b', 'dataset': 'sharegpt', 'batch': 256, 'layers': 2})}.json"
+    assert load_result(run).manifest["config"] == got
+    rows = pd.read_csv(ROOT / "reports" / "neupims" / "throughput.csv")
+    row = rows[(rows.system == "NeuPIMs") & (rows.model == "gpt3-7b") & (rows.dataset == "sharegpt")
+               & (rows.batch == 256)]
+    assert len(row) == 1
+    # the same simulation: the simulated layers' tokens/s are the row's (the whole-model figure differs by
+    # extrapolation: the report uses NeuPIMs' stage formula, the study the common schema's layer scaling)
+    assert row.iloc[0]["simulated_tokens_per_s"] == pytest.approx(load_result(run).stats["tokens_per_s"], rel=1e-12)
+
+
 def test_t3_decode_at_its_paper_configuration_simulates_the_report_sublayer():
     """T3's report times one sublayer of 1024 tokens on the paper's device; a decode step of 1024 requests runs
     that very simulation for its out-projection: its time is the report's T3-MCA row."""

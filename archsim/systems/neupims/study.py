@@ -4,7 +4,8 @@ An NPU (8 weight-stationary 128 x 128 arrays, archsim/presets/npu/neupims_npu.ya
 dual-row-buffer PIM units (a pseudo-channel of each stack) the attention GEMVs, with sub-batch interleaving;
 `tp` devices. The batch's requests are `batch` copies of one request (prompt input_len, output_len), each at a
 uniformly drawn point of its generation (iteration mode over a trace of them). Options: `layers` (simulated,
-the rest extrapolated: the scope says so), `samples`.
+the rest extrapolated: the scope says so), `samples`, and `dataset` (the batches of one of NeuPIMs' datasets, e.g.
+`sharegpt`, instead of the study's identical requests: the paper's workload, for its configuration's point).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def config(it: Intent, model: Any, files: Path) -> dict[str, Any]:
     if model.n_heads % it.tp:
         raise Refusal(f"{model.name} has {model.n_heads} heads: tp {it.tp} does not divide them")
     cfg: dict[str, Any] = {"system": RUNS_AS, "model": it.model, "tp": it.tp, "batch": it.batch,
-                           "dataset": trace(it, files), "mode": "iteration",
+                           "dataset": it.options.get("dataset") or trace(it, files), "mode": "iteration",
                            **{k: it.options[k] for k in ("layers", "samples") if k in it.options}}
     if it.memory.generation == "paper":
         return {**cfg, **PAPER}

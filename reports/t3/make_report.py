@@ -516,6 +516,19 @@ def l2_section(out: Path, c: dict[str, Any]) -> list[str]:
               f"(geomean {c['l2_tokens'][toks[0]]:.2f}x; paper {PAPER_GEMM_READS:.2f}x); at "
               + ", ".join(f"{t} tokens {c['l2_tokens'][t]:.2f}x" for t in toks[1:])
               + ". The paper's token counts are not in the reference note.", ""]
+    wave = _read(out, "experiments_l2_wave.csv")
+    if wave is not None:
+        best = wave.loc[wave["gemm_read_ratio"].idxmax()]
+        per = wave.groupby("tiling", sort=False)["gemm_read_ratio"].max()
+        below = best["gemm_read_ratio"] < 1.2
+        verdict = (f"below the issue's 1.2-2.0: a larger wave or a shorter K step does not account for the paper's "
+                   f"{PAPER_GEMM_READS:.2f}x at this token count" if below else "within the issue's 1.2-2.0")
+        lines += [f"`experiments.py --part l2_wave` (experiments_l2_wave.csv): the GEMM's tiling, which the paper does "
+                  f"not state, on the {wave.groupby(['model', 'tp', 'sublayer']).ngroups} GEMM-bound rows of its main "
+                  f"set at {int(wave['tokens'].iloc[0])} tokens. The largest ratio per tiling: "
+                  + ", ".join(f"{k} {v:.2f}x" for k, v in per.items())
+                  + f"; the largest of all {best['gemm_read_ratio']:.2f}x ({best['model']} TP {int(best['tp'])} "
+                  f"{best['sublayer']}, {best['tiling']}), {verdict}.", ""]
     return lines
 
 

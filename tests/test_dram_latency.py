@@ -35,7 +35,7 @@ def test_neupims_pim_estimates_read_the_pim_rows():
     spec = load_spec("NeuPIMs_HBM2_Dual")
     t = spec.timing
     assert latency.gap(spec, "COMP", "COMP") == t["nCOMP"]
-    # a G_ACT opens the four banks of a group, a whole four-activate window (NewtonSim timing.cc:398-403)
+    # a G_ACT opens the four banks of a group, a whole four-activate window (NewtonSim timing.cc:396-401)
     assert latency.level_gap(spec, "G_ACT", "G_ACT", "rank") == t["nFAW"]
     assert latency.gap(spec, "PIM_PRE", "G_ACT") == t["nRP"]
 

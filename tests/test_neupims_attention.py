@@ -105,7 +105,7 @@ def test_per_bank_precharge_closes_every_bank_and_takes_longer():
 
 
 def test_a_g_act_fills_the_ranks_four_activate_window():
-    """A G_ACT opens the 4 banks of a group: the rank's next G_ACT or ACT waits nFAW (NewtonSim timing.cc:398-403)."""
+    """A G_ACT opens the 4 banks of a group: the rank's next G_ACT or ACT waits nFAW (NewtonSim timing.cc:396-401)."""
     from archsim.dram import latency
 
     spec = _spec()

@@ -455,7 +455,7 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         "**The NPU beside PIM (stages C, D, E with interleaving).** Stage E (projection and FFN of one sub-batch, the "
         "other's attention on PIM) against stage F (the same NPU work alone) of the batch-512 case, E over F: "
         f"{c.num(e_code, '{:+.0f}')} % in the code, {c.num(e_off, '{:+.0f}')} % in archsim. Every G_ACT holds its "
-        "rank's ACTs for tFAW in both simulators (NewtonSim timing.cc:398-403, archsim's Newton extension), so what the "
+        "rank's ACTs for tFAW in both simulators (NewtonSim timing.cc:396-401, archsim's Newton extension), so what the "
         "NPU keeps beside PIM depends on how far ahead it has opened banks: NewtonSim schedules the NPU's requests "
         "from a 128-entry command queue per bank, the first ready command of each bank's queue in turn "
         "(HBM2_8Gb_x128_dualpim.ini:58-61, NS/neupims_command_queue.cc:75-90, 336-360), a window of 32 x 128 "

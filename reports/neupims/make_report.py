@@ -463,17 +463,27 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         "row set. Mapping `neupims_code` takes the code's window (`request_queue: 4096`, docs/presets.md); the "
         f"toggle (`queue_toggle.py`, `{Q}`): E over F of the batch-512 case {c.num(e_over_f('archsim_cycles_q32'), '{:.2f}')} "
         f"with 32 entries, {c.num(e_over_f('archsim_cycles_q4096'), '{:.2f}')} with the code's window, "
-        f"{c.num(e_over_f('code_cycles'), '{:.2f}')} in the code; over the interleaving cases stages C, D and E "
-        f"move from {c.num(Fact(Q, 'archsim_cycles_q32', {'stage': ['C', 'D', 'E']}, 'sum', over=Fact(Q, 'code_cycles', {'stage': ['C', 'D', 'E']}, 'sum'), scale=100, offset=-100), '{:+.1f}')} % "
-        f"to {c.num(Fact(Q, 'archsim_cycles_q4096', {'stage': ['C', 'D', 'E']}, 'sum', over=Fact(Q, 'code_cycles', {'stage': ['C', 'D', 'E']}, 'sum'), scale=100, offset=-100), '{:+.1f}')} % "
-        "of the code's cycles, summed.")]
+        f"{c.num(e_over_f('code_cycles'), '{:.2f}')} in the code. Over the interleaving cases, "
+        f"{c.num(Fact(Q, 'moved_toward_code', {'stage': ['C', 'D', 'E']}, 'sum'), '{:.0f}')} of the "
+        f"{c.num(Fact(Q, 'moved_toward_code', {'stage': ['C', 'D', 'E']}, 'count'), '{:.0f}')} C, D and E rows move "
+        "closer to the code with its window, and their distance from it, summed without sign, goes from "
+        f"{c.num(Fact(Q, 'abs_err_q32', {'stage': ['C', 'D', 'E']}, 'sum', over=Fact(Q, 'code_cycles', {'stage': ['C', 'D', 'E']}, 'sum'), scale=100), '{:.1f}')} % "
+        f"to {c.num(Fact(Q, 'abs_err_q4096', {'stage': ['C', 'D', 'E']}, 'sum', over=Fact(Q, 'code_cycles', {'stage': ['C', 'D', 'E']}, 'sum'), scale=100), '{:.1f}')} % "
+        "of the code's cycles (the window closes part of the gap, not all of it); stage F, with no PIM beside it, "
+        f"moves closer in {c.num(Fact(Q, 'moved_toward_code', {'stage': 'F'}, 'sum'), '{:.0f}')} of "
+        f"{c.num(Fact(Q, 'moved_toward_code', {'stage': 'F'}, 'count'), '{:.0f}')} cases.")]
     OPS, big = "vs_code_ops.csv", "gpt3-7B_tp4_bs512_clb0_sbi-on"
 
     def ops_sum(stages: list[str], ops: list[str]) -> Fact:
         where = {"case": big, "stage": stages, "op": ops}
         return Fact(OPS, "archsim_cycles", where, "sum", over=Fact(OPS, "code_cycles", where, "sum"), scale=100, offset=-100)
 
-    vec, gemm = ["add", "layernorm"], ["ffn1", "ffn2", "proj", "qkv"]
+    vec = ["add", "layernorm"]
+
+    def ffn_d_over_f(col: str) -> Fact:
+        where = {"case": big, "op": ["ffn1", "ffn2"]}
+        return Fact(OPS, col, {**where, "stage": "D"}, "sum", over=Fact(OPS, col, {**where, "stage": "F"}, "sum"),
+                    scale=100, offset=-100)
     md += ["- " + c.say(
         "**Operator by operator** (`vs_code_ops.csv`: the NPU's operators of every stage, the code's per-operation "
         "cycles beside archsim's, in program order). In the batch-512 case the residual adds and LayerNorms, which "
@@ -485,23 +495,34 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
                       Fact(V, 'code_pim_cycles', {'case': big, 'stage': 'D'}), ("shorter", "longer"))
         + f" (stage C {c.num(Fact(V, 'code_pim_cycles', {'case': big, 'stage': 'C'}), '{:,.0f}')} cycles, stage D "
         f"{c.num(Fact(V, 'code_pim_cycles', {'case': big, 'stage': 'D'}), '{:,.0f}')}: shorter contexts, more row "
-        f"activations per COMP). The weight GEMMs (QKV, projection, FFN) take {c.num(ops_sum(['C', 'D', 'E'], gemm), '{:+.0f}')} % "
-        f"of the code's cycles beside PIM and {c.num(ops_sum(['F'], gemm), '{:+.0f}')} % alone (stage F). So the "
-        "interleaved stages' gaps are two, of opposite sign: archsim's DRAM-bound vector operators are "
-        + c.cmp(ops_sum(['C', 'E'], vec), ">", Fact.zero(), ("slower", "faster"))
-        + " than the code's beside the short-context attention, and its weight GEMMs "
-        + c.cmp(ops_sum(['C', 'D', 'E'], gemm), "<", Fact.zero(), ("faster", "slower"))
-        + " than the code's beside PIM. Where in NewtonSim's scheduling of the NPU's requests beside PIM commands "
-        "(its PIM queue first, NPU commands only with enough refresh slack: NS/neupims_command_queue.cc:55-71) they "
-        "come from is not yet traced to a line.")]
+        f"activations per COMP). The weight GEMMs' gap in C and E is a side effect of that: archsim's slow vector "
+        "operators push its FFN towards the end of the PIM work, so it runs mostly alone while the code's runs beside "
+        "PIM (in stage C archsim's FFN2 starts at cycle "
+        f"{c.num(Fact(OPS, 'archsim_start_in_stage', {'case': big, 'stage': 'C', 'op': 'ffn2'}), '{:,.0f}')} of the stage, "
+        f"the code's at {c.num(Fact(OPS, 'code_start_in_stage', {'case': big, 'stage': 'C', 'op': 'ffn2'}), '{:,.0f}')}, "
+        "and the code's PIM work spans "
+        f"{c.num(Fact('code_results.csv', 'pim_span_cycles', {'case': big, 'stage': 'C'}), '{:,.0f}')} cycles of it). Stage D compares them like for "
+        "like (both beside PIM from start to end): the FFN GEMMs of stage D over the same GEMMs alone in stage F take "
+        f"{c.num(ffn_d_over_f('archsim_cycles'), '{:+.0f}')} % in archsim and {c.num(ffn_d_over_f('code_cycles'), '{:+.0f}')} % "
+        "in the code, so archsim's weight streams lose " + c.cmp(ffn_d_over_f('archsim_cycles'), "<", ffn_d_over_f('code_cycles'),
+                                                                  ("less", "more"))
+        + " to PIM than the code's, and its DRAM-bound vector operators "
+        + c.cmp(ops_sum(['C', 'E'], vec), ">", Fact.zero(), ("more", "less"))
+        + " beside the short-context attention. Where in NewtonSim's scheduling of the NPU's requests beside PIM "
+        "commands (its PIM queue first, NPU commands only with enough refresh slack: NS/neupims_command_queue.cc:55-71) "
+        "these come from is not yet traced to a line.")]
     u_fact = Fact(V, "diff_pct", {"case": "uni32-off", "stage": "B"})
     md += ["- " + c.say(
         "**Attention of very short requests (uni32, uni128: one request of 32 or 128 tokens per channel).** archsim's "
-        f"stage B is {c.num(u_fact, '{:.1f}')} % (uni32) off: NewtonSim lets a PIM_PRECHARGE follow a COMPS_READRES "
-        "after tRTP from the GEMV's issue (timing.cc:429-441) while the GEMV keeps the banks for 2 (k + 1) cycles "
-        "(channel_state.cc:484-505), so its row set costs the same whatever the GEMV's length; archsim closes the rows "
-        "after the last COMP (a row cannot close while its COMPs still read it), which is right, and shorter for short "
-        "GEMVs. Their stage A (the QKV GEMM of 32 tokens, pure weight streaming) is "
+        f"stage B is {c.num(u_fact, '{:.1f}')} % (uni32) and "
+        f"{c.num(Fact(V, 'diff_pct', {'case': 'uni128-off', 'stage': 'B'}), '{:.1f}')} % (uni128) off, with the same "
+        "PIM command counts in both simulators (channel 0: G_ACT, COMP, READRES and row sets equal), so the gap is "
+        "time per row set. Its cause is not found: NewtonSim lets a PIM precharge follow a COMPS_READRES after "
+        "tRTP (timing.cc:429-441) and makes the next GEMV wait 2 (max(k, 6) + 1) cycles (channel_state.cc:484-505), "
+        "which closes rows no later than archsim (which waits for the last COMP) and so predicts archsim slower, where "
+        "it is " + c.cmp(u_fact, "<", Fact.zero(), ("faster", "slower")) + "; nor does the six-COMP minimum explain it, as uni128's GEMVs have eight (the review of this report "
+        "found the earlier explanation's sign wrong). "
+        "Their stage A (the QKV GEMM of 32 tokens, pure weight streaming) is "
         f"{c.num(Fact(V, 'diff_pct', {'case': 'uni32-off', 'stage': 'A'}), '{:.1f}')} % off.")]
     md += ["- " + c.say(
         "**The NPU+PIM baseline's attention stage** (the `npu+pim` branch): the code's stage B takes "
@@ -510,8 +531,9 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         "(COMP, READRES, G_ACT, GWRITE equal in both runs' dramsim3.json). The time comes from that branch's issue "
         "path: the Newton device splits each GEMV into separate COMP and READRES instructions "
         "(NeuPIMSLogitSoftmax.cc:231-252, NeuPIMSAttend.cc:204-225), the core hands one PIM instruction a cycle to "
-        "memory (`[npu+pim] NeuPIMSystolicWS.cc:150-153`) and the controller enters and leaves its PIM mode per GEMV "
-        "(NS/newton_command_queue.cc:54-93, 453-468). With the NPU idle in that stage a single row buffer costs no "
+        "memory (`[npu+pim] NeuPIMSystolicWS.cc:150-178`: one request pushed and popped per cycle) and the controller "
+        "enters and leaves its PIM mode per tile of GEMVs (NS/newton_command_queue.cc:54-93, 453-468; for the "
+        "logits once per tile, at its last head). With the NPU idle in that stage a single row buffer costs no "
         "extra activation, so archsim's blocked single-buffer device runs it at the dual device's pace: archsim is "
         "right about the hardware, and the code's NPU+PIM is slower than its row buffer makes it.")]
     md += ["", c.say(

@@ -5,7 +5,7 @@ default 32-entry read and write queues; writes reports/neupims/queue_toggle.csv.
 Run:  .venv/bin/python reports/neupims/queue_toggle.py [-o DIR]
 
 Columns: case, stage (C, D, E, F), code_cycles, then archsim's cycles at each depth (archsim_cycles_q32,
-archsim_cycles_q4096).
+archsim_cycles_q4096), their distances from the code (abs_err_q32, abs_err_q4096) and moved_toward_code.
 The 4096 runs are vs_code.py's own (cached in DIR/runs); the 32 runs use a copy of the mapping with only
 request_queue changed, written under DIR/runs.
 """
@@ -54,6 +54,11 @@ def build(out: Path) -> pd.DataFrame:
             rows.append({"case": case, "stage": s, "code_cycles": int(ref[s]),
                          **{f"archsim_cycles_q{d}": int(cyc[d][s]) for d in DEPTHS}})
     df = pd.DataFrame(rows)
+    # each stage's distance from the code at each depth, and whether the code's window moves it closer (a signed
+    # sum over stages lets one stage's excess cancel another's shortfall; these do not)
+    for d in DEPTHS:
+        df[f"abs_err_q{d}"] = (df[f"archsim_cycles_q{d}"] - df["code_cycles"]).abs()
+    df["moved_toward_code"] = df[f"abs_err_q{DEPTHS[1]}"] < df[f"abs_err_q{DEPTHS[0]}"]
     df.to_csv(out / "queue_toggle.csv", index=False)
     return df
 

@@ -79,7 +79,7 @@ def _run(job: tuple[dict, Path]) -> Path:
     cfg, runs = job
     path = runs / f"{cfg['system']}-{config_hash(cfg)}.json"
     if path.exists() and (load_result(path).manifest["config"] != registry.resolve_config(cfg)
-                          or (cfg["system"] == "neupims" and "npu_ops" not in load_result(path).tables)):
+                          or (not cfg["system"].startswith("gpu") and "npu_ops" not in load_result(path).tables)):
         path.unlink()       # the system's defaults changed since, or the run predates its npu_ops table: re-run
     if not path.exists():
         api.run(cfg, seed=0).write_json(path)
@@ -134,10 +134,12 @@ def op_rows_of(case: str, res, code: pd.DataFrame) -> list[dict]:
         theirs = [(name, int(c)) for name, c in (x.split("=") for x in r["sa_ops"].split(";"))]
         if [CODE_OPS.get(n) for n, _ in theirs] != ours["op"].tolist():
             continue            # a program whose operators do not pair one to one (the baselines' logs)
+        code_start = 0          # the code's operators run one after another: each starts where the last ended
         for i, ((name, c), (_, o)) in enumerate(zip(theirs, ours.iterrows(), strict=True)):
             out.append({"case": case, "stage": r["stage"], "index": i, "op": o["op"], "code_op": name,
-                        "code_cycles": c, "archsim_cycles": int(o["cycles"]),
+                        "code_cycles": c, "archsim_cycles": int(o["cycles"]), "code_start_in_stage": code_start,
                         "archsim_start_in_stage": int(o["start_cycle"] - ours["start_cycle"].min())})
+            code_start += c
     return out
 
 

@@ -184,3 +184,25 @@ def test_the_tiling_sentence_holds_its_table():
         assert f"{tiling} {v:.2f}x" in text, tiling
     below = wave["gemm_read_ratio"].max() < 1.2
     assert ("below the issue's 1.2-2.0" in text) == below and ("within the issue's 1.2-2.0" in text) == (not below)
+
+
+def test_l2_fit_sentence_counts_its_rows():
+    """Review of issue 34: the L2 sentence states how many GEMM-bound rows read at most 1% more in Sequential at
+    the report's token count (it said "most", which 5 of 11 do not make)."""
+    l2 = _csv("experiments_l2.csv")
+    tok = int(l2["tokens"].min())
+    gb = l2[(l2["tokens"] == tok) & l2["gemm_bound"]]["gemm_read_ratio"]
+    fit = int((gb <= 1.01).sum())
+    text = " ".join((REPORT / "README.md").read_text().split())
+    assert (f"At {tok} tokens Sequential reads at most 1% more than T3 (a wave's operands fit the L2 beside its "
+            f"outputs) in {fit} of {len(gb)} GEMM-bound rows, and up to {gb.max():.2f}x in the others") in text
+    assert "in most GEMM-bound rows" not in text or fit * 2 > len(gb)
+
+
+def test_summary_resolution_is_the_prose_resolution():
+    """Review of issue 34: the summary table's resolution of the T3-MCA-over-T3 headline is the prose's number."""
+    c = MR.claims(REPORT)
+    text = (REPORT / "README.md").read_text()
+    if not c["mca_headline_is_none"]:
+        assert f"(resolution {c['mca_resolution']:.2%})" in text
+        assert f"is {c['mca_resolution']:.2%}: the headline" in text

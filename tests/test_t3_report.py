@@ -206,3 +206,15 @@ def test_summary_resolution_is_the_prose_resolution():
     if not c["mca_headline_is_none"]:
         assert f"(resolution {c['mca_resolution']:.2%})" in text
         assert f"is {c['mca_resolution']:.2%}: the headline" in text
+
+
+def test_the_device_model_sentence_holds_its_table():
+    """The one-device model's resolution: the largest moves the prose states are experiments_devices.csv's against
+    results.csv's rows."""
+    dv = pd.read_csv(REPORT / "experiments_devices.csv").set_index(["model", "tp", "sublayer", "tokens"])
+    one = pd.read_csv(REPORT / "results.csv").set_index(["model", "tp", "sublayer", "tokens"]).loc[dv.index]
+    text = " ".join((REPORT / "README.md").read_text().split())
+    moves = {k: ((one[k] - dv[k]).abs() * 100).max() for k in ("speedup_t3", "speedup_t3_mca", "mca_over_t3")}
+    assert (f"moves T3's speed-up by up to {moves['speedup_t3']:.1f} points, T3-MCA's by up to "
+            f"{moves['speedup_t3_mca']:.1f} and MCA over T3 by up to {moves['mca_over_t3']:.1f}") in text
+    assert (dv["devices"] == "all").all()

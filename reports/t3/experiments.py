@@ -12,6 +12,8 @@
 * `l2_wave`: the same ratio on the GEMM-bound rows of the paper's main set under a larger wave (two workgroups per
   CU, 256-row tiles, 256 x 256 tiles) and a shorter K step (64): the GEMM's tiling, which the paper does not
   state, as a cause of the gap to its 1.56x -> experiments_l2_wave.csv;
+* `devices`: rows of the paper's main set with every device simulated (`devices: all`) instead of device 0 and
+  its neighbours by ring symmetry (the report's rows), the one-device model's own resolution -> experiments_devices.csv;
 * `mca`: T3-MCA's threshold x gate on T-NLG FC-2, TP 8 -> experiments_mca.csv, fig_mca.png;
 * `nmc`: the NMC update's cost (adder latency nALU, and the RD + adder + WR form) against the 500B-class
   T3-MCA geomean, every 500B-class row -> experiments_nmc.csv, fig_nmc_cost.png;
@@ -66,6 +68,14 @@ def part_window(out: Path, tokens: int) -> None:
 def part_tokens(out: Path, tokens: int) -> None:
     MR.simulate_table(out / "experiments_tokens.csv", MR.CASES, MR.SUBLAYERS, TOKENS_PERTURBED,
                       keys={"configs": ["t3", "t3-mca"]}, copies=False)
+
+
+DEVICE_CASES = [("mega-gpt2", 8), ("t-nlg", 8)]       # the main set at TP 8: every device fits in memory here
+
+
+def part_devices(out: Path, tokens: int) -> None:
+    MR.simulate_table(out / "experiments_devices.csv", DEVICE_CASES, ["op_fwd", "fc2_fwd"], tokens,
+                      keys={"devices": "all"}, tags={"devices": "all"}, copies=False)
 
 
 def part_bidir(out: Path, tokens: int) -> None:
@@ -248,7 +258,7 @@ def part_hash(out: Path, tokens: int) -> None:
 
 
 PARTS = {"window": part_window, "tokens": part_tokens, "bidir": part_bidir, "causes": part_causes, "l2": part_l2,
-         "l2_wave": part_l2_wave, "mca": part_mca, "nmc": part_nmc, "hash": part_hash}
+         "l2_wave": part_l2_wave, "devices": part_devices, "mca": part_mca, "nmc": part_nmc, "hash": part_hash}
 
 
 def figures(out: Path) -> list[Path]:

@@ -706,11 +706,15 @@ Duplex on: {", ".join(table_lost) or "no model"}.
 """
 
 
+MATERIAL = 0.01     # a condition explains part of a gap only if it closes at least one point of the ratio
+
+
 def cause_classes(vs: pd.DataFrame, causes: pd.DataFrame) -> dict[str, list[str]]:
     """The rows outside the roofline target, by what LLMSimulator's run conditions do to them: `explained` (a
     single condition, else both, brings the row within target; the row labelled with it), `toward` (one
-    moves it toward LLMSimulator, none within target) and `unexplained` (none moves it toward)."""
+    closes at least MATERIAL of its distance to LLMSimulator, none within target) and `unexplained` (none does)."""
     out: dict[str, list[str]] = {"explained": [], "toward": [], "unexplained": []}
+    material = causes[(causes.roofline_over_llmsim - 1).abs() - (causes.toggled_over_llmsim - 1).abs() >= MATERIAL]
     for r in vs[~vs.roofline_within_5pct].itertuples():
         c = causes[(causes.model == r.model) & (causes.system == r.system) & (causes.fork == r.fork)]
         label = f"{r.model} {r.system} ({r.fork})"
@@ -721,8 +725,8 @@ def cause_classes(vs: pd.DataFrame, causes: pd.DataFrame) -> dict[str, list[str]
             b = best.iloc[0]
             out["explained"].append(f"{label} {r.roofline_over_llmsim:.3f} -> {b.toggled_over_llmsim:.3f} "
                                     f"({b.condition})")
-        elif c.moved_toward_llmsim.any():
-            b = c[c.moved_toward_llmsim].sort_values("toggled_over_llmsim", key=lambda x: (x - 1).abs()).iloc[0]
+        elif len(m := material.loc[material.index.intersection(c.index)]):
+            b = m.sort_values("toggled_over_llmsim", key=lambda x: (x - 1).abs()).iloc[0]
             out["toward"].append(f"{label} {r.roofline_over_llmsim:.3f} -> {b.toggled_over_llmsim:.3f} "
                                  f"({b.condition})")
         else:
@@ -759,8 +763,8 @@ With both conditions, archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of
 {int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())}).
 Of the {int((~vs.roofline_within_5pct).sum())} rows outside the target by default:
 - brought within it by a condition (ratio before -> after, the condition): {listing(k["explained"])};
-- moved toward LLMSimulator but not within the target: {listing(k["toward"])};
-- not moved toward LLMSimulator by either condition (cause not found): {listing(k["unexplained"])}.
+- moved toward LLMSimulator by at least {MATERIAL:.2f} of the ratio but not within the target: {listing(k["toward"])};
+- not moved toward LLMSimulator by that much by either condition (cause not found): {listing(k["unexplained"])}.
 
 A condition that moves a row away from LLMSimulator (so it cannot be that row's cause, and another difference
 must offset it): {listing([f"{r.model} {r.system} ({r.fork}) {r.condition} {r.roofline_over_llmsim:.3f} -> "

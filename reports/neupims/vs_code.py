@@ -78,8 +78,9 @@ def config(case: str) -> dict:
 def _run(job: tuple[dict, Path]) -> Path:
     cfg, runs = job
     path = runs / f"{cfg['system']}-{config_hash(cfg)}.json"
-    if path.exists() and (load_result(path).manifest["config"] != registry.resolve_config(cfg)
-                          or (not cfg["system"].startswith("gpu") and "npu_ops" not in load_result(path).tables)):
+    old = load_result(path) if path.exists() else None
+    if old is not None and (old.manifest["config"] != registry.resolve_config(cfg)
+                            or (not cfg["system"].startswith("gpu") and "npu_ops" not in old.tables)):
         path.unlink()       # the system's defaults changed since, or the run predates its npu_ops table: re-run
     if not path.exists():
         api.run(cfg, seed=0).write_json(path)

@@ -264,7 +264,9 @@ def sampled_counts(n_experts: int, k: int, tokens: int, seed: int, layer: int) -
     fork). The draw is seeded by (seed, layer, tokens), so a stage of the same shape draws the same routing
     (stage results stay memoisable) while the layers of one stage draw apart."""
     rng = np.random.default_rng((seed, layer, tokens))
-    picks = np.argsort(rng.random((tokens, n_experts)), axis=1)[:, :k]      # k distinct experts per token
+    # the k smallest of n uniform draws per token: k distinct experts, each set equally likely (the set, not its
+    # order, is what the counts need, so a partition does instead of a sort)
+    picks = np.argpartition(rng.random((tokens, n_experts)), k - 1, axis=1)[:, :k]
     return np.bincount(picks.ravel(), minlength=n_experts).astype(np.int64)
 
 

@@ -26,7 +26,9 @@ from archsim.workload import serving
 def _op_name(op: tuple) -> str:
     """An NPU program operator's name: the GEMM's (qkv, proj, ffn1, ffn2), the vector operator's (add,
     layernorm, gelu), allreduce or npu_attention."""
-    return {"gemm": lambda: op[2], "vector": lambda: op[1]}.get(op[0], lambda: op[0])()
+    if op[0] == "gemm":
+        return op[2]
+    return op[1] if op[0] == "vector" else op[0]
 
 
 @dataclass

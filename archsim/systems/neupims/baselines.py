@@ -29,31 +29,36 @@ def gpu_iteration_s(su: Setup, contexts: list[int]) -> tuple[float, dict]:
     E, F, eb = model.d_model, model.d_ff, 2
     heads = model.n_heads // tp
     ar = 2 * allreduce_s(tp, su.link_bytes_per_s, su.link_latency_s, b * E * eb)
+    Q, KV = model.q_dim, model.kv_dim              # GQA: K and V of n_kv_heads heads
+    # the gated FFN's gate and up GEMMs are two (E, F) GEMMs where GPT's FFN has one
+    ffn_in = [(E, F // tp)] * (2 if model.gated_ffn else 1)
     gemms = [max(2 * b * k * n / flops_s, (k * n + b * (k + n)) * eb / bw)
-             for k, n in ((E, 3 * E // tp), (E // tp, E), (E, F // tp), (F // tp, E))]
+             for k, n in ((E, (Q + 2 * KV) // tp), (Q // tp, E), *ffn_in, (F // tp, E))]
     if su.system == "gpu_roofline":
-        kv_bytes = sum(contexts) * 2 * E // tp * eb
-        attn = max(4 * sum(contexts) * E // tp / flops_s, kv_bytes / bw)
+        kv_bytes = sum(contexts) * 2 * KV // tp * eb
+        attn = max(4 * sum(contexts) * Q // tp / flops_s, kv_bytes / bw)
         per_layer = sum(gemms) + attn + ar
         return per_layer * layers, {"gemm_s": sum(gemms) * layers, "attention_s": attn * layers,
                                     "allreduce_s": ar * layers}
     kpo = gpu.kernels_per_op
     act = b * E * eb                               # one activation vector per request
     padded = sum(contexts)                         # KV tokens attention reads (ragged, no padding)
-    kv_half = padded * E // tp * eb                # K (or V) bytes of this shard
+    kv_half = padded * KV // tp * eb               # K (or V) bytes of this shard
     scores = padded * heads * eb
     # (kernels, device seconds) per operator of one layer; elementwise kernels read and write their tensor
     ops = {
         "layernorm": (2 * kpo["layernorm"], 2 * 2 * act / bw),
-        "gemm": (4 * (kpo["gemm"] + gpu.bias_extra_kernels), sum(gemms) + 4 * 2 * act / bw),
+        "gemm": (len(gemms) * (kpo["gemm"] + gpu.bias_extra_kernels), sum(gemms) + len(gemms) * 2 * act / bw),
         "kv_append": (kpo["kv_append"], (4 if gpu.kv_append_copies_cache else 2) * kv_half / bw),
-        "attn_score": (kpo["attn_score"], max(2 * padded * E // tp / flops_s, kv_half / bw)
+        "attn_score": (kpo["attn_score"], max(2 * padded * Q // tp / flops_s, kv_half / bw)
                        + (kpo["attn_score"] - 1) * 2 * scores / bw),
         "softmax": (kpo["softmax"], (kpo["softmax"] - 1) * 2 * scores / bw + 2 * scores / bw),
-        "attn_context": (kpo["attn_context"], max(2 * padded * E // tp / flops_s, kv_half / bw) + 2 * act / tp / bw),
+        "attn_context": (kpo["attn_context"], max(2 * padded * Q // tp / flops_s, kv_half / bw) + 2 * act / tp / bw),
         "residual_add": (2 * kpo["residual_add"], 2 * 3 * act / bw),
-        "gelu": (kpo["gelu"], kpo["gelu"] * 2 * b * F // tp * eb / bw),
+        "gelu": (kpo["gelu"], kpo["gelu"] * 2 * b * F // tp * eb / bw),     # the FFN's activation (SiLU if gated)
     }
+    if model.gated_ffn:     # SwiGLU's element-wise product: reads gate and up, writes their product
+        ops["gate_mul"] = (1, 3 * b * F // tp * eb / bw)
     kernels = sum(k for k, _ in ops.values())
     per_kernel = su.gpu_host_overhead_s or gpu.host_overhead_per_kernel_s
     host = kernels * per_kernel

@@ -163,9 +163,13 @@ class AttentionCompiler:
         s.segment(start, self.estimate(len(gemvs), max(gemvs), 1))
 
     # -- the two GEMVs -------------------------------------------------------------------------------------
-    def logits(self, s: Stream, context: int, k_row: int, q_row: int, head: int) -> None:
+    def logits(self, s: Stream, context: int, k_row: int, q_row: int, head: int, queries: int = 1) -> None:
         """q . K^T of one head over `context` keys, K rows starting at `k_row` (layout head_rows: a bank row
-        holds row_elems / dk keys of one head, so one activation serves that many rounds of B keys)."""
+        holds row_elems / dk keys of one head, so one activation serves that many rounds of B keys).
+
+        GQA: `queries` query heads of one KV group (heads head .. head + queries - 1, all in the global buffer
+        that one GWRITE of q fills) read the same K rows: each open row set runs one GEMV per query head and
+        round (the group's heads as more GEMV rows over the same keys), so K rows are opened once per KV head."""
         heads_per_gwrite = self.row_elems // self.dk
         if head % heads_per_gwrite == 0:
             self._gwrite(s, q_row + head // heads_per_gwrite)
@@ -173,7 +177,7 @@ class AttentionCompiler:
         rounds = math.ceil(context / self.banks)
         comps = self.dk // COMP_ELEMS
         for r0 in range(0, rounds, keys_per_row):
-            self._row_set(s, k_row + r0 // keys_per_row, [comps] * min(keys_per_row, rounds - r0))
+            self._row_set(s, k_row + r0 // keys_per_row, [comps] * (min(keys_per_row, rounds - r0) * queries))
 
     def logits_token_rows(self, s: Stream, context: int, k_row: int, q_row: int, heads: int, row_stride: int) -> None:
         """q . K^T of `heads` heads sharing one query chunk (layout token_rows, NeuPIMs' code: a bank row holds

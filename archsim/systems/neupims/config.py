@@ -193,10 +193,15 @@ def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]
         out["tp"] = TP_DEFAULT.get(model.name, 1)
     if model.n_heads % out["tp"]:
         raise ConfigError("tp", f"{model.name} has {model.n_heads} heads; tp must divide it, got {out['tp']}")
+    if model.n_kv_heads % out["tp"]:       # a device holds whole KV heads (no KV head replicated across devices)
+        raise ConfigError("tp", f"{model.name} has {model.n_kv_heads} KV heads; tp must divide them, got {out['tp']}")
     policy = _policy(out["mapping"])
     for key in ("sub_batch", "channel_assignment", "kv_layout"):
         if out[key] is None:
             out[key] = getattr(policy, key)
+    if out["kv_layout"] == "token_rows" and model.n_kv_heads < model.n_heads:
+        raise ConfigError("kv_layout", f"token_rows with grouped-query attention ({model.name}: {model.n_kv_heads} "
+                          "KV heads) is not modelled (issue 37); allowed for GQA models: head_rows")
     if name in ("npu_only", *GPU_SYSTEMS):
         out["sub_batch"] = False          # nothing runs beside the NPU's attention to interleave with
     if out["preset"] is None and name not in GPU_SYSTEMS:

@@ -80,6 +80,37 @@ def _attention_streams(compiler: AttentionCompiler, context: int, head: int = 0)
 
 
 @lru_cache(maxsize=65536)
+def _group_streams(compiler: AttentionCompiler, context: int, first_head: int, group: int):
+    """GQA (layout head_rows): one KV head's streams, rows relative to its first KV row. Its K and V^T rows are
+    stored once and read by the `group` query heads of its group. q.K^T: the group's queries sit side by side
+    in the global buffer (one GWRITE fills row_elems / dk heads' q), so each open K row set runs one GEMV per
+    query head (more GEMV rows over the same keys); a group wider than the buffer, or crossing its boundary,
+    takes one pass over the K rows per buffer fill. s.V: the buffer holds one head's chunk of scores, so each
+    query head's attend opens the shared V^T rows again. Returns (logits streams, the group's query heads
+    (0 .. group - 1) each completes, attend streams per query head, rows taken). `first_head` only matters
+    modulo the heads one GWRITE of q serves."""
+    per_gwrite = compiler.row_elems // compiler.dk
+    k_rows = math.ceil(math.ceil(context / compiler.banks) / per_gwrite)
+    v_rows = math.ceil(compiler.dk / compiler.banks) * math.ceil(context / compiler.row_elems)
+    staging = k_rows + v_rows              # q and score staging rows just past the KV head's rows
+    lgs, segs = [], []
+    h = first_head
+    while h < first_head + group:
+        n = min(first_head + group, (h // per_gwrite + 1) * per_gwrite) - h
+        lg = Stream()
+        compiler.logits(lg, context, 0, q_row=staging, head=h % per_gwrite, queries=n)
+        lgs.append(lg.arrays())
+        segs.append(tuple(range(h - first_head, h - first_head + n)))
+        h += n
+    ats = []
+    for _ in range(group):
+        at = Stream()
+        compiler.attend(at, context, k_rows, s_row=staging + 1)
+        ats.append(at.arrays())
+    return tuple(lgs), tuple(segs), tuple(ats), staging + 2
+
+
+@lru_cache(maxsize=65536)
 def _token_rows_streams(compiler: AttentionCompiler, context: int, heads: int):
     """A request's streams in layout token_rows (NeuPIMs' code), rows relative to its first KV row: the logits
     per query chunk (its heads share each row set), the heads of each chunk, the attend per head, and the rows
@@ -172,7 +203,9 @@ class DecodeSimulator:
         self.eb = dev.npu.dtype_bytes
         # address space: weights of every layer from 0, activations after them; KV rows from kv_base_row
         E, tp = dev.model.d_model, dev.tp
-        self.gemm_shapes = {"qkv": (E, 3 * E // tp), "proj": (E // tp, E), "ffn1": (E, dev.model.d_ff // tp),
+        # QKV: the device's query heads and its KV heads' K and V (GQA: n_kv_heads x d_head each; MHA: 3E / tp)
+        qkv_cols = (dev.model.q_dim + 2 * dev.model.kv_dim) // tp
+        self.gemm_shapes = {"qkv": (E, qkv_cols), "proj": (dev.model.q_dim // tp, E), "ffn1": (E, dev.model.d_ff // tp),
                             "ffn2": (dev.model.d_ff // tp, E)}
         align = spec.row_bytes * spec.total_banks
         self.weight_base: dict[tuple[int, str], int] = {}
@@ -303,7 +336,7 @@ class DecodeSimulator:
         dev = self.dev
         arrays = dev.npu.arrays
         dk, heads = dev.model.d_head, self.heads
-        kv_tok = 2 * heads * dk * self.eb
+        kv_tok = 2 * dev.kv_heads * dk * self.eb        # K and V of this device's KV heads (GQA: fewer than heads)
         state = {"left": arrays}
         ends = [start] * arrays
         base = self.act_base + (64 << 24) + layer * (1 << 30) % (self.dev.spec.capacity_bytes // 2)
@@ -432,6 +465,17 @@ class DecodeSimulator:
                     row += rows
                     continue
                 heads_per_gwrite = comp.row_elems // comp.dk
+                group = self.dev.group
+                if group > 1:           # GQA: per KV head, its query heads over its K / V rows
+                    for k in range(self.dev.kv_heads):
+                        lgs, groups, ats, rows = _group_streams(comp, L, k * group % heads_per_gwrite, group)
+                        lg += lgs
+                        lg_base += [row] * len(lgs)
+                        seg_heads += [tuple(first + k * group + j for j in g) for g in groups]
+                        at += ats
+                        at_base += [row] * len(ats)
+                        row += rows
+                    continue
                 for h in range(self.heads):
                     (lg_h, at_h, rows_per_head, _k) = _attention_streams(comp, L, h % heads_per_gwrite)
                     lg.append(lg_h)

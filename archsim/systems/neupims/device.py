@@ -37,6 +37,16 @@ class Device:
         return self.model.n_heads // self.tp
 
     @property
+    def kv_heads(self) -> int:
+        """KV heads on this device (GQA: fewer than its query heads; the config makes tp divide them)."""
+        return self.model.n_kv_heads // self.tp
+
+    @property
+    def group(self) -> int:
+        """Query heads per KV head (1: MHA)."""
+        return self.model.n_heads // self.model.n_kv_heads
+
+    @property
     def dram_hz(self) -> float:
         return 1e12 / self.spec.tCK_ps
 

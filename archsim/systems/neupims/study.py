@@ -43,6 +43,8 @@ def config(it: Intent, model: Any, files: Path) -> dict[str, Any]:
 
     if model.n_heads % it.tp:
         raise Refusal(f"{model.name} has {model.n_heads} heads: tp {it.tp} does not divide them")
+    if model.n_kv_heads % it.tp:
+        raise Refusal(f"{model.name} has {model.n_kv_heads} KV heads: tp {it.tp} does not divide them")
     cfg: dict[str, Any] = {"system": RUNS_AS, "model": it.model, "tp": it.tp, "batch": it.batch,
                            "dataset": it.options.get("dataset") or trace(it, files), "mode": "iteration",
                            **{k: it.options[k] for k in ("layers", "samples") if k in it.options}}

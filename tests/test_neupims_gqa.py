@@ -1,0 +1,126 @@
+"""NeuPIMs on Llama-class models (issue 37): grouped-query attention (K/V per KV head, the group's query heads
+as more GEMVs over the same K rows), the QKV GEMM's K/V columns per KV head, and the KV cache per KV head."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from archsim import api
+from archsim.errors import ConfigError
+from archsim.systems.neupims.config import setup
+from archsim.systems.neupims.decode import DecodeSimulator
+from archsim.systems.neupims.device import build_device
+
+CONTEXTS = (300, 700)
+
+
+def _model(tmp_path, n_kv_heads: int, **extra) -> str:
+    """A tiny model file: 8 query heads of 128, `n_kv_heads` KV heads, 2 layers."""
+    path = tmp_path / f"tiny-kv{n_kv_heads}{''.join(sorted(extra))}.yaml"
+    fields = {"name": path.stem, "d_model": 1024, "n_layers": 2, "n_heads": 8, "n_kv_heads": n_kv_heads,
+              "d_head": 128, "d_ff": 2816, "vocab": 1000, "max_context": 4096, **extra}
+    path.write_text("".join(f"{k}: {v}\n" for k, v in fields.items()))
+    return str(path)
+
+
+def _sim(model: str, system: str = "neupims", tp: int = 1) -> DecodeSimulator:
+    su = setup({"system": system, "model": model, "tp": tp, "batch": len(CONTEXTS), "layers": 1})
+    return DecodeSimulator(build_device(su), refresh=False)
+
+
+def _count(cmds, spec, name: str) -> int:
+    return int((cmds == spec.cmd(name)).sum())
+
+
+@pytest.mark.parametrize("n_kv_heads", [8, 4, 2, 1])
+def test_k_reads_scale_with_kv_heads_v_reads_with_query_heads(tmp_path, n_kv_heads):
+    """One unit's attention streams for two requests: the logits' K row sets (G_ACTs) are per KV head (its group's
+    queries share each open row set), their GEMVs (COMP, READRES) per query head; the attend re-opens the group's
+    V^T rows per query head (the global buffer holds one head's scores); the KV rows a request takes are per KV
+    head (times the passes of a group wider than the global buffer)."""
+    sim = _sim(_model(tmp_path, n_kv_heads))
+    comp, spec = sim.compiler, sim.dev.spec
+    plan = sim._channel_plan(0, CONTEXTS)
+    per_gwrite = comp.row_elems // comp.dk
+    k_sets = sum(math.ceil(math.ceil(L / comp.banks) / per_gwrite) for L in CONTEXTS)
+    v_sets = sum(math.ceil(comp.dk / comp.banks) * math.ceil(L / comp.row_elems) for L in CONTEXTS)
+    rounds = sum(math.ceil(L / comp.banks) for L in CONTEXTS)
+    acts = len(comp.group_banks)
+    # a group wider than the global buffer's row_elems / dk query heads passes over its K rows once per fill
+    passes = math.ceil(8 // n_kv_heads / per_gwrite)
+    assert _count(plan.logits.cmd, spec, "G_ACT") == n_kv_heads * passes * k_sets * acts
+    assert _count(plan.logits.cmd, spec, "READRES") == 8 * rounds
+    assert _count(plan.logits.cmd, spec, "COMP") == 8 * rounds * comp.dk // 16
+    assert _count(plan.attend.cmd, spec, "G_ACT") == 8 * v_sets * acts
+    # q of up to row_elems / dk query heads per GWRITE, whatever the grouping
+    assert _count(plan.logits.cmd, spec, "GWRITE") == len(CONTEXTS) * math.ceil(8 / per_gwrite)
+    assert len(plan.softmax) == 8 * len(CONTEXTS) and len(plan.seg_heads) == len(plan.logits.start) - 1
+    assert sorted(h for g in plan.seg_heads for h in g) == list(range(8 * len(CONTEXTS)))
+    # the rows the requests' K, V^T (and q / score staging rows) take: per KV head
+    last = max(p.pos[p.valid].max() for p in (plan.logits, plan.attend)) - sim.kv_row0 + 1
+    per_head = sum(math.ceil(math.ceil(L / comp.banks) / per_gwrite)
+                   + math.ceil(comp.dk / comp.banks) * math.ceil(L / comp.row_elems) + 2 for L in CONTEXTS)
+    spill = max(math.ceil(L / comp.row_elems) for L in CONTEXTS)      # a score chunk's staging rows past the last
+    assert (n_kv_heads - 1) * per_head < last <= n_kv_heads * per_head + spill
+
+
+@pytest.mark.parametrize("n_kv_heads", [8, 2])
+def test_qkv_gemm_and_kv_capacity_follow_kv_heads(tmp_path, n_kv_heads):
+    sim = _sim(_model(tmp_path, n_kv_heads), tp=2)
+    assert sim.gemm_shapes["qkv"] == (1024, (1024 + 2 * n_kv_heads * 128) // 2)
+    assert sim.gemm_shapes["proj"] == (512, 1024)
+    dev = sim.dev
+    assert dev.kv_heads == n_kv_heads // 2 and dev.group == 8 // n_kv_heads
+    per_token = 2 * 2 * n_kv_heads * 128 * 2 // 2          # K and V, 2 layers, fp16, over tp 2
+    free = dev.spec.capacity_bytes - dev.model.weight_bytes // 2
+    assert dev.capacity_tokens_per_channel == free // dev.pim_units // per_token
+
+
+def test_npu_only_loads_kv_heads(tmp_path):
+    """npu_only streams each request's K and V per KV head: a GQA model reads fewer bursts than its MHA twin."""
+    reads = {}
+    for kv in (8, 2):
+        r = api.run({"system": "npu_only", "model": _model(tmp_path, kv), "tp": 1, "batch": 4, "layers": 1,
+                     "dataset": "sharegpt"})
+        st = r.tables["stages"]
+        reads[kv] = int(st[st["stage"] == "B"]["n_RD"].sum())
+    assert reads[2] < reads[8]
+
+
+def test_gqa_refusals(tmp_path):
+    model = _model(tmp_path, 2)
+    with pytest.raises(ConfigError, match="KV heads"):
+        setup({"system": "neupims", "model": model, "tp": 4})
+    with pytest.raises(ConfigError, match="token_rows"):
+        setup({"system": "neupims", "model": model, "tp": 1, "kv_layout": "token_rows"})
+
+
+def test_gqa_run_end_to_end(tmp_path):
+    """A tiny GQA model through a whole NeuPIMs iteration: the attention's PIM G_ACTs fall with the KV heads
+    and its COMPs (one GEMV per query head) do not."""
+    got = {}
+    for kv in (8, 2):
+        r = api.run({"system": "neupims", "model": _model(tmp_path, kv), "tp": 1, "batch": 4, "layers": 1,
+                     "dataset": "sharegpt"})
+        st = r.tables["stages"]
+        got[kv] = (int(st["n_G_ACT"].sum()), int(st["n_COMP"].sum()), r.stats["tokens_per_s"])
+    assert got[2][0] < got[8][0]
+    assert got[2][1] == got[8][1]
+
+
+# GPT-3-7B (MHA), batch 8 of sharegpt, 2 layers: cycles and DRAM energy per token as the simulator gave them
+# before GQA was modelled (branch n37-gqa's base, 2e0c5a4); the MHA path must not move by one cycle
+MHA_BEFORE = {("neupims", "head_rows"): (557101, 0.004217698830000001),
+              ("neupims", "token_rows"): (554650, 0.00421168935),
+              ("npu_only", "head_rows"): (310940, 0.002304299856),
+              ("npu_pim", "head_rows"): (314188, 0.00223654755)}
+
+
+@pytest.mark.parametrize("system, layout", sorted(MHA_BEFORE))
+def test_mha_unchanged_bit_for_bit(system, layout):
+    cfg = {"system": system, "model": "gpt3-7b", "batch": 8, "layers": 2, "samples": 1}
+    if layout == "token_rows":
+        cfg["kv_layout"] = layout
+    s = api.run(cfg).stats
+    assert (s["simulated_cycles"], s["dram_energy_per_token_j"]) == MHA_BEFORE[(system, layout)]

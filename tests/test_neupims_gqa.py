@@ -2,6 +2,7 @@
 as more GEMVs over the same K rows), the QKV GEMM's K/V columns per KV head, and the KV cache per KV head."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -124,3 +125,56 @@ def test_mha_unchanged_bit_for_bit(system, layout):
         cfg["kv_layout"] = layout
     s = api.run(cfg).stats
     assert (s["simulated_cycles"], s["dram_energy_per_token_j"]) == MHA_BEFORE[(system, layout)]
+
+
+def test_gated_ffn_and_rmsnorm_program(tmp_path):
+    """A SwiGLU model: gate and up GEMMs of d_ff, SiLU and the element-wise product on the vector unit, the down
+    GEMM; RMSNorm where the model says so. A GPT-style model keeps LayerNorm, one FFN GEMM and GELU."""
+    gated = _sim(_model(tmp_path, 2, gated_ffn="true", norm="rmsnorm", activation="silu"), tp=2)
+    assert gated.gemm_shapes == {"qkv": (1024, 768), "proj": (512, 1024), "ffn_gate": (1024, 1408),
+                                 "ffn_up": (1024, 1408), "ffn2": (1408, 1024)}
+    qkv, post = gated.layer_ops(0, 4)
+    assert qkv == [("vector", "rmsnorm", 1024, 4), ("gemm", 0, "qkv", 4)]
+    assert [op[1] if op[0] == "vector" else op[2] if op[0] == "gemm" else op[0] for op in post] == [
+        "proj", "allreduce", "add", "rmsnorm", "ffn_gate", "silu", "ffn_up", "mul", "ffn2", "allreduce", "add"]
+    assert ("vector", "silu", 1408, 4) in post and ("vector", "mul", 1408, 4) in post
+    plain = _sim(_model(tmp_path, 8))
+    qkv, post = plain.layer_ops(0, 4)
+    assert qkv[0] == ("vector", "layernorm", 1024, 4)
+    assert [op[2] for op in post if op[0] == "gemm"] == ["proj", "ffn1", "ffn2"]
+    assert ("vector", "gelu", 2816, 4) in post
+
+
+def test_vector_operators_of_llama_layers():
+    """RMSNorm takes one reduction tree where LayerNorm takes two; SiLU and the product are element-wise."""
+    from archsim.npu.config import load_npu_config
+    from archsim.npu.vector import addtree_levels, vector_iters, vector_row_cycles
+
+    npu = load_npu_config("neupims_npu")
+    lat = dict.fromkeys(npu.vector.latency_cycles, 1) | {"add_tree": 3, "mul": 2, "exp": 5, "sqrt": 7, "add": 1}
+    npu = dataclasses.replace(npu, vector=dataclasses.replace(npu.vector, latency_cycles=lat, size_zero_ops=()))
+    n = 4096
+    it, tree = vector_iters(n, npu.vector.lanes), addtree_levels(n, npu.vector.lanes)
+    assert vector_row_cycles(npu, "rmsnorm", n) == tree * 3 + 2 + 7 + it * 3 * 2
+    assert vector_row_cycles(npu, "rmsnorm", n) < vector_row_cycles(npu, "layernorm", n)
+    assert vector_row_cycles(npu, "silu", n) == it * (5 + 1 + 2 * 2)
+    assert vector_row_cycles(npu, "mul", n) == it * 2
+    assert vector_row_cycles(npu, "relu", n) == it * 1
+
+
+def test_gated_run_end_to_end(tmp_path):
+    """A whole iteration of a tiny Llama-style model (GQA, SwiGLU, RMSNorm): its NPU program runs the gate and up
+    GEMMs, and its FFN weights (three d_model x d_ff matrices) make the Proj+FFN stages longer than those of the
+    same model with one FFN input GEMM."""
+    ends = {}
+    for gated in (True, False):
+        extra = {"gated_ffn": "true", "norm": "rmsnorm", "activation": "silu"} if gated else {}
+        r = api.run({"system": "neupims", "model": _model(tmp_path, 2, **extra), "tp": 1, "batch": 4,
+                     "layers": 1, "dataset": "sharegpt", "sub_batch": False})
+        ops = r.tables["npu_ops"]
+        names = set(ops["op"])
+        assert ({"ffn_gate", "ffn_up", "silu", "mul", "rmsnorm"} <= names) == gated
+        assert ({"ffn1", "gelu", "layernorm"} <= names) == (not gated)
+        st = r.tables["stages"]
+        ends[gated] = int(st[st["stage"] == "E"]["cycles"].sum())
+    assert ends[True] > ends[False]

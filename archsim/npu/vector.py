@@ -1,4 +1,5 @@
-"""Vector-unit latencies for the non-GEMM operators (softmax, LayerNorm, GELU, residual add).
+"""Vector-unit latencies for the non-GEMM operators (softmax, LayerNorm / RMSNorm, GELU / SiLU / ReLU, residual
+add, element-wise product).
 
 Op-count model as in ONNXim/NeuPIMs (the NeuPIMs code, casys-kaist/NeuPIMs): a vector of n elements on a unit of
 `lanes` lanes takes iters = ceil(n / lanes) passes, and a reduction takes addtree(n) tree levels with
@@ -8,6 +9,10 @@ addtree(n) = 1 if n <= lanes else ceil(n / lanes) + addtree(ceil(n / lanes)). Pe
   (mean and variance trees; scalar 1/n and 1/sqrt; subtract, add, divide-as-multiply, scale, shift)
 * Softmax   = 2 * addtree * L_tree + iters * (L_add + L_exp + L_mul)   (max tree and sum tree)
 * GELU      = iters * L_gelu;  residual add = iters * L_add
+* RMSNorm   = addtree * L_tree + L_mul + L_sqrt + iters * 3 * L_mul
+  (archsim's count, same conventions: square, one sum-of-squares tree, scalar 1/n and 1/sqrt, scale, gain)
+* SiLU      = iters * (L_exp + L_add + 2 * L_mul)   (x * 1 / (1 + exp(-x)), the divide as a multiply; archsim's)
+* ReLU      = iters * L_add (a compare);  element-wise product (a gated FFN's gate x up) = iters * L_mul
 
 archsim's choice for several rows: each row runs on one pipeline and rows are spread over the pipelines,
 so `rows` vectors take ceil(rows / pipelines) x the per-row latency. (ONNXim scales some terms by the tile
@@ -55,6 +60,14 @@ def vector_row_cycles(cfg: NpuConfig, kind: str, n: int) -> int:
         return iters * lat["gelu"]
     if kind == "add":
         return iters * lat["add"]
+    if kind == "rmsnorm":
+        return tree * lat["add_tree"] + lat["mul"] + lat["sqrt"] + iters * 3 * lat["mul"]
+    if kind == "silu":
+        return iters * (lat["exp"] + lat["add"] + 2 * lat["mul"])
+    if kind == "relu":
+        return iters * lat["add"]
+    if kind == "mul":
+        return iters * lat["mul"]
     raise ValueError(f"unknown vector operator {kind!r}; known: {', '.join(VECTOR_KINDS)}")
 
 

@@ -24,8 +24,8 @@ from archsim.workload import serving
 
 
 def _op_name(op: tuple) -> str:
-    """An NPU program operator's name: the GEMM's (qkv, proj, ffn1, ffn2), the vector operator's (add,
-    layernorm, gelu), allreduce or npu_attention."""
+    """An NPU program operator's name: the GEMM's (qkv, proj, ffn1 or ffn_gate and ffn_up, ffn2), the vector
+    operator's (add, layernorm / rmsnorm, gelu / silu / relu, mul), allreduce or npu_attention."""
     if op[0] == "gemm":
         return op[2]
     return op[1] if op[0] == "vector" else op[0]
@@ -205,8 +205,10 @@ class DecodeSimulator:
         E, tp = dev.model.d_model, dev.tp
         # QKV: the device's query heads and its KV heads' K and V (GQA: n_kv_heads x d_head each; MHA: 3E / tp)
         qkv_cols = (dev.model.q_dim + 2 * dev.model.kv_dim) // tp
-        self.gemm_shapes = {"qkv": (E, qkv_cols), "proj": (dev.model.q_dim // tp, E), "ffn1": (E, dev.model.d_ff // tp),
-                            "ffn2": (dev.model.d_ff // tp, E)}
+        F = dev.model.d_ff // tp
+        # the FFN's input GEMMs: GPT's one (ffn1), or a gated FFN's gate and up projections (SwiGLU)
+        ffn_in = {"ffn_gate": (E, F), "ffn_up": (E, F)} if dev.model.gated_ffn else {"ffn1": (E, F)}
+        self.gemm_shapes = {"qkv": (E, qkv_cols), "proj": (dev.model.q_dim // tp, E), **ffn_in, "ffn2": (F, E)}
         align = spec.row_bytes * spec.total_banks
         self.weight_base: dict[tuple[int, str], int] = {}
         # Each array streams its own block of a GEMM's weights (k x n/arrays, contiguous). Blocks are staggered
@@ -275,11 +277,11 @@ class DecodeSimulator:
 
     def _vector_in_dram(self, kind: str, n: int, rows: int, start: int, then, stats: StageStats) -> None:
         """A vector operator with its rows loaded from and stored to DRAM (the NPU's `vector_operands: dram`):
-        a residual add reads two rows per output row, LayerNorm and GELU one."""
+        a residual add and an element-wise product read two rows per output row, the norms and activations one."""
         npu = self.dev.npu
         row = vector_row_cycles(npu, kind, n)
         stats.vector_busy += self.dev.npu_to_dram(row * rows)
-        inputs = 2 if kind == "add" else 1
+        inputs = 2 if kind in ("add", "mul") else 1
         start_npu = math.ceil(start * npu.clock_hz / self.dev.dram_hz - 1e-9)
         VectorStreamAgent(self.memory, npu.clock_hz, rows, inputs * n * self.eb, n * self.eb, row, self.act_base,
                           start_npu, *self.ports[0], self.decode,
@@ -587,12 +589,17 @@ class DecodeSimulator:
     def layer_ops(self, layer: int, b: int) -> tuple[list[tuple], list[tuple]]:
         """(QKV ops, Proj+FFN ops) of one layer for a sub-batch of b requests."""
         m = self.dev.model
-        E = m.d_model
+        E, F = m.d_model, m.d_ff // self.dev.tp
         act = b * E * self.eb
-        qkv = [("vector", "layernorm", E, b), ("gemm", layer, "qkv", b)]
+        norm = m.norm                    # layernorm or rmsnorm, as the model says
+        if m.gated_ffn:                  # SwiGLU: act(x W_gate) * (x W_up) on the vector unit, then W_down
+            ffn = [("gemm", layer, "ffn_gate", b), ("vector", m.activation, F, b), ("gemm", layer, "ffn_up", b),
+                   ("vector", "mul", F, b)]
+        else:
+            ffn = [("gemm", layer, "ffn1", b), ("vector", m.activation, F, b)]
+        qkv = [("vector", norm, E, b), ("gemm", layer, "qkv", b)]
         post = [("gemm", layer, "proj", b), ("allreduce", act), ("vector", "add", E, b),
-                ("vector", "layernorm", E, b), ("gemm", layer, "ffn1", b),
-                ("vector", "gelu", m.d_ff // self.dev.tp, b), ("gemm", layer, "ffn2", b), ("allreduce", act),
+                ("vector", norm, E, b), *ffn, ("gemm", layer, "ffn2", b), ("allreduce", act),
                 ("vector", "add", E, b)]
         return qkv, post
 

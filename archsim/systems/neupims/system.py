@@ -9,6 +9,11 @@ HBM2 channels with PIM banks (preset NeuPIMs_HBM2_Dual / _Single). Per layer and
   Proj+FFN GEMM b x E/tp x E -> all-reduce -> residual add -> LayerNorm -> GEMM b x E x 4E/tp -> GELU ->
            GEMM b x 4E/tp x E -> all-reduce -> residual add
 
+Llama-class models (issue 37): grouped-query attention (the QKV GEMM's K and V columns, the KV cache and the PIM
+K/V rows per KV head; a group's query heads run as more GEMVs over the same open K rows), a gated FFN (gate and
+up GEMMs of d_ff, SiLU and their element-wise product on the vector units, the down GEMM) and RMSNorm, as the
+model file says. A mixture-of-experts FFN is not modelled (MODEL_FEATURES).
+
 Stages follow mappings/neupims.yaml: with sub-batch interleaving, two sub-batches through stages A..F (NPU runs
 QKV / Proj+FFN of one while PIM runs the other's MHA; every stage ends at a barrier); without it, QKV, MHA and
 Proj+FFN of the whole batch one after the other. Everything that touches DRAM in a stage runs in ONE channel

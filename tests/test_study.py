@@ -130,13 +130,15 @@ def test_the_cli_plans_and_refuses_bad_input(tmp_path, capsys, monkeypatch):
 
 def test_features_a_design_does_not_model_are_refused_never_stood_in(tmp_path):
     """Mixtral on NeuPIMs and T3: refused with the feature named, not run dense; Llama on PIM-GPT (GQA and the
-    gated FFN modelled, issue 37) is refused only for its device count at tp 4, and planned at tp 1."""
+    gated FFN modelled, issue 37) is refused only for its device count at tp 4, and planned at tp 1; Llama on
+    NeuPIMs (GQA, the gated FFN and RMSNorm modelled, issue 37) is planned at tp 4."""
     study = parse_study(TINY.replace("models: [gpt3-small]", "models: [mixtral-8x7b, llama3-8b]")
                         .replace("hbm2 x 1", "hbm3 x 4").replace("tp: [1, 2]", "tp: [4]"), "s.yaml")
     got = {(p.intent.system, p.intent.model): p for p in plan_study(study, tmp_path)}
     assert "mixture-of-experts" in got[("neupims", "mixtral-8x7b")].reason
     assert "mixture-of-experts" in got[("t3", "mixtral-8x7b")].reason
     assert "multi-device" in got[("pimgpt", "llama3-8b")].reason
+    assert got[("neupims", "llama3-8b")].config is not None, got[("neupims", "llama3-8b")].reason
     one = parse_study(TINY.replace("models: [gpt3-small]", "models: [llama3-8b]").replace("hbm2 x 1", "hbm3 x 4")
                       .replace("tp: [1, 2]", "tp: [1]"), "s.yaml")
     pim = [p for p in plan_study(one, tmp_path) if p.intent.system == "pimgpt"]
@@ -144,6 +146,18 @@ def test_features_a_design_does_not_model_are_refused_never_stood_in(tmp_path):
     assert got[("duplex", "mixtral-8x7b")].config is not None        # Duplex models MoE and GQA
     assert got[("t3", "llama3-8b")].config is not None               # T3's decode sizes GQA and gated FFN
     assert not math.isnan(got[("duplex", "llama3-8b")].config["devices"])
+
+
+def test_gqa_model_on_neupims_runs(tmp_path):
+    """The smallest study of a GQA model on NeuPIMs (Llama-3-8B: 8 KV heads for 32 query heads, SwiGLU, RMSNorm;
+    one layer simulated) runs to an ok row."""
+    (tmp_path / "s.yaml").write_text(TINY.replace("models: [gpt3-small]", "models: [llama3-8b]")
+                                     .replace("systems: [pimgpt, neupims, duplex, t3]", "systems: [neupims]")
+                                     .replace("hbm2 x 1", "hbm3 x 4").replace("tp: [1, 2]", "tp: [4]")
+                                     .replace("  pimgpt: {decode_tokens: 1}\n", ""))
+    rows = run_study(tmp_path / "s.yaml", tmp_path / "out", jobs=1, progress=False, report=False).results
+    assert list(rows["status"]) == ["ok"], rows["reason"].tolist()
+    assert rows["decode_tokens_per_s"].iloc[0] > 0 and rows["model"].iloc[0] == "llama3-8b"
 
 
 # -- each design's point at its paper's own configuration is its paper report's row ---------------------------

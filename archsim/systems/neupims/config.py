@@ -31,7 +31,9 @@ KV_LAYOUTS = ("head_rows", "token_rows")
 REQUEST_QUEUE_DEFAULT = 32      # archsim.dram.controller's read_queue / write_queue default
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
                "channel_assignment": ("gmlbp", "round_robin")}
-MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): GPT-3-style MHA + 2-matrix FFN
+# model features simulated (archsim.summary.FEATURES), for all five systems: GQA (K/V per KV head) and the gated
+# FFN, with RMSNorm (issue 37); a mixture-of-experts FFN is not: `archsim run` notes it, the study refuses it
+MODEL_FEATURES: frozenset[str] = frozenset({"gqa", "gated_ffn"})
 
 
 @dataclass

@@ -178,15 +178,18 @@ def _common(su: Setup, dev: Device, df: pd.DataFrame, dram_j: dict[str, float]) 
     scale = m.n_layers / dev.layers
     step = float(df["seconds"].mean()) * scale
     E, F = m.d_model, m.d_ff
-    macs = float(df["batch"].sum()) * (4 * E * E + 2 * E * F) * dev.layers     # every device's GEMMs, all samples
+    Q, KV = m.q_dim, m.kv_dim                     # MHA: Q = KV = E; GQA: K and V per KV head
+    per_token = E * (Q + 2 * KV) + Q * E + (3 if m.gated_ffn else 2) * E * F      # QKV, projection, FFN GEMMs
+    macs = float(df["batch"].sum()) * per_token * dev.layers     # every device's GEMMs, all samples
     if su.system == "npu_only":
-        macs += float((df["batch"] * df["mean_context"]).sum()) * 2 * E * dev.layers   # q.K^T and s.V on the NPU
+        macs += float((df["batch"] * df["mean_context"]).sum()) * 2 * Q * dev.layers   # q.K^T and s.V on the NPU
     pim = dram_j.get(PIM_COMPONENT, 0.0)
     static = dram_j.get("background", 0.0)
     parts = {"dram": (sum(dram_j.values()) - pim - static) * scale / tok, "pim": pim * scale / tok,
              "compute": macs * metrics.DEFAULT_MAC_PJ * 1e-12 * scale / tok, "static": static * scale / tok}
     sc = metrics.scope(layers_simulated=dev.layers, layers=m.n_layers, devices=tp,
-                       not_modelled=["embedding and LM head", "prefill (iteration mode)"],
+                       not_modelled=["embedding and LM head", "prefill (iteration mode)",
+                                     *(["RoPE (rotary position embedding)"] if m.position == "rope" else [])],
                        compute_energy=f"{metrics.DEFAULT_MAC_PJ} pJ per NPU MAC (archsim.metrics.DEFAULT_MAC_PJ)")
     return metrics.common(step, int(df["batch"].mean()), parts, sc)
 
@@ -226,7 +229,9 @@ def run_serving_mode(su: Setup, seed: int) -> Result:
         if prompt not in prefill_cache:
             E, F, tp, dk = model.d_model, model.d_ff, su.tp, model.d_head
             cycles = 0
-            for k, n in ((E, 3 * E // tp), (E // tp, E), (E, F // tp), (F // tp, E)):
+            Q, KV = model.q_dim, model.kv_dim
+            ffn_in = [(E, F // tp)] * (2 if model.gated_ffn else 1)     # a gated FFN's gate and up GEMMs
+            for k, n in ((E, (Q + 2 * KV) // tp), (Q // tp, E), *ffn_in, (F // tp, E)):
                 cycles += schedule_gemm(npu, prompt, k, math.ceil(n / npu.arrays)).compute_only_cycles()
             heads = model.n_heads // tp
             per_head = (schedule_gemm(npu, prompt, dk, prompt).compute_only_cycles()

@@ -1,5 +1,6 @@
-"""NeuPIMs on Llama-class models (issue 37): grouped-query attention (K/V per KV head, the group's query heads
-as more GEMVs over the same K rows), the QKV GEMM's K/V columns per KV head, and the KV cache per KV head."""
+"""NeuPIMs on Llama-class and MoE models (issue 37): grouped-query attention (K/V per KV head, the group's query
+heads as more GEMVs over the same K rows), the QKV GEMM's K/V columns and the KV cache per KV head; the gated FFN
+and RMSNorm; the MoE router and experts' GEMMs by their routed token counts; GPT-3 (MHA) unchanged."""
 from __future__ import annotations
 
 import dataclasses
@@ -178,3 +179,55 @@ def test_gated_run_end_to_end(tmp_path):
         st = r.tables["stages"]
         ends[gated] = int(st[st["stage"] == "E"]["cycles"].sum())
     assert ends[True] > ends[False]
+
+
+MOE = {"gated_ffn": "true", "norm": "rmsnorm", "activation": "silu", "n_experts": 4, "experts_per_token": 2}
+
+
+def test_moe_layer_program(tmp_path):
+    """An MoE layer: the router GEMM (d_model x n_experts, whole on every device) and its softmax, then each
+    expert's gated FFN over the tokens routed to it (uniform routing's expected counts, as Duplex's); an expert no
+    token reaches runs nothing. Every expert is split over the tp devices as the dense FFN is."""
+    from archsim.systems.duplex.compiler import routing_counts
+
+    sim = _sim(_model(tmp_path, 2, **MOE), tp=2)
+    m = sim.dev.model
+    assert sim.gemm_shapes["router"] == (1024, 4)
+    assert all(sim.gemm_shapes[f"e{e}.{n}"] == sim.gemm_shapes[n] for e in range(4)
+               for n in ("ffn_gate", "ffn_up", "ffn2"))
+    for b in (1, 3, 8):
+        ops = sim._ffn_ops(0, b)
+        assert ops[:2] == [("gemm", 0, "router", b), ("vector", "softmax", 4, b)]
+        counts = routing_counts(m, b, "uniform", layer=0)
+        assert sum(counts) == b * 2
+        rows = {op[2]: op[3] for op in ops if op[0] == "gemm" and op[2] != "router"}
+        assert rows == {f"e{e}.{n}": int(c) for e, c in enumerate(counts) if c for n in ("ffn_gate", "ffn_up", "ffn2")}
+    assert len({op[2].split(".")[0] for op in sim._ffn_ops(0, 1) if op[0] == "gemm"} - {"router"}) == 2
+
+
+def test_moe_every_other_layer(tmp_path):
+    """moe_every 2 (GLaM): block 0 holds the dense FFN, block 1 the router and the experts."""
+    sim = _sim(_model(tmp_path, 8, n_experts=4, experts_per_token=2, moe_every=2))
+    sim_layers = sim.dev.layers
+    assert sim_layers == 1 and sim.layer_gemms(0) == ["qkv", "proj", "ffn1", "ffn2"]
+    assert sim.layer_gemms(1) == ["qkv", "proj", "router", *(f"e{e}.{n}" for e in range(4) for n in ("ffn1", "ffn2"))]
+    assert [op[2] for op in sim._ffn_ops(0, 2) if op[0] == "gemm"] == ["ffn1", "ffn2"]
+
+
+def test_moe_run_end_to_end_and_gpu_refusal(tmp_path):
+    """A tiny MoE model through a whole iteration: the NPU runs the router and the experts; with every expert
+    reached (batch 4, 2 of 4 experts per token) its FFN stage reads four experts' weights and takes longer than its
+    dense twin's. The GPU baselines do not model MoE and refuse it."""
+    model = _model(tmp_path, 2, **MOE)
+    dense = _model(tmp_path, 2, gated_ffn="true", norm="rmsnorm", activation="silu")
+    ends = {}
+    for name, path in (("moe", model), ("dense", dense)):
+        r = api.run({"system": "neupims", "model": path, "tp": 1, "batch": 4, "layers": 1, "dataset": "sharegpt",
+                     "sub_batch": False})
+        names = set(r.tables["npu_ops"]["op"])
+        assert ({"router", "e0.ffn_gate", "e3.ffn2"} <= names) == (name == "moe")
+        st = r.tables["stages"]
+        ends[name] = int(st[st["stage"] == "E"]["cycles"].sum())
+    assert ends["moe"] > ends["dense"]
+    with pytest.raises(ConfigError, match="mixture-of-experts"):
+        setup({"system": "gpu_only", "model": model, "tp": 1})

@@ -129,13 +129,13 @@ def test_the_cli_plans_and_refuses_bad_input(tmp_path, capsys, monkeypatch):
 
 
 def test_features_a_design_does_not_model_are_refused_never_stood_in(tmp_path):
-    """Mixtral on NeuPIMs and T3: refused with the feature named, not run dense; Llama on PIM-GPT (GQA and the
-    gated FFN modelled, issue 37) is refused only for its device count at tp 4, and planned at tp 1; Llama on
-    NeuPIMs (GQA, the gated FFN and RMSNorm modelled, issue 37) is planned at tp 4."""
+    """Mixtral on T3: refused with the feature named, not run dense; Llama on PIM-GPT (GQA and the gated FFN
+    modelled, issue 37) is refused only for its device count at tp 4, and planned at tp 1; Llama and Mixtral on
+    NeuPIMs (GQA, the gated FFN, RMSNorm and MoE modelled, issue 37) are planned at tp 4."""
     study = parse_study(TINY.replace("models: [gpt3-small]", "models: [mixtral-8x7b, llama3-8b]")
                         .replace("hbm2 x 1", "hbm3 x 4").replace("tp: [1, 2]", "tp: [4]"), "s.yaml")
     got = {(p.intent.system, p.intent.model): p for p in plan_study(study, tmp_path)}
-    assert "mixture-of-experts" in got[("neupims", "mixtral-8x7b")].reason
+    assert got[("neupims", "mixtral-8x7b")].config is not None, got[("neupims", "mixtral-8x7b")].reason
     assert "mixture-of-experts" in got[("t3", "mixtral-8x7b")].reason
     assert "multi-device" in got[("pimgpt", "llama3-8b")].reason
     assert got[("neupims", "llama3-8b")].config is not None, got[("neupims", "llama3-8b")].reason

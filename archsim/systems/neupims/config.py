@@ -31,9 +31,10 @@ KV_LAYOUTS = ("head_rows", "token_rows")
 REQUEST_QUEUE_DEFAULT = 32      # archsim.dram.controller's read_queue / write_queue default
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
                "channel_assignment": ("gmlbp", "round_robin")}
-# model features simulated (archsim.summary.FEATURES), for all five systems: GQA (K/V per KV head) and the gated
-# FFN, with RMSNorm (issue 37); a mixture-of-experts FFN is not: `archsim run` notes it, the study refuses it
-MODEL_FEATURES: frozenset[str] = frozenset({"gqa", "gated_ffn"})
+# model features simulated (archsim.summary.FEATURES): GQA (K/V per KV head), the gated FFN with RMSNorm, and a
+# mixture-of-experts FFN (the router and the experts' GEMMs on the NPU by their routed token counts) (issue 37);
+# the GPU baselines (gpu_only, gpu_roofline) refuse MoE models (_resolve)
+MODEL_FEATURES: frozenset[str] = frozenset({"gqa", "gated_ffn", "moe"})
 
 
 @dataclass
@@ -201,6 +202,9 @@ def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]
     for key in ("sub_batch", "channel_assignment", "kv_layout"):
         if out[key] is None:
             out[key] = getattr(policy, key)
+    if name in GPU_SYSTEMS and model.n_experts > 1:
+        raise ConfigError("model", f"{model.name} is a mixture-of-experts model: not modelled by the GPU baseline "
+                          f"{name} (issue 37); systems that model it: neupims, npu_pim, npu_only")
     if out["kv_layout"] == "token_rows" and model.n_kv_heads < model.n_heads:
         raise ConfigError("kv_layout", f"token_rows with grouped-query attention ({model.name}: {model.n_kv_heads} "
                           "KV heads) is not modelled (issue 37); allowed for GQA models: head_rows")

@@ -18,6 +18,7 @@ from archsim.errors import UserError
 from archsim.npu.dram_gemm import GemmAgent, InstructionGemmAgent, VectorStreamAgent
 from archsim.npu.systolic import ArrayInstr, ArrayPipeline, _tile_instrs, schedule_gemm
 from archsim.npu.vector import vector_op_cycles, vector_row_cycles
+from archsim.systems.duplex.compiler import routing_counts
 from archsim.systems.neupims.compiler import AttentionCompiler, Stream
 from archsim.systems.neupims.device import Device, allreduce_s
 from archsim.workload import serving
@@ -209,6 +210,13 @@ class DecodeSimulator:
         # the FFN's input GEMMs: GPT's one (ffn1), or a gated FFN's gate and up projections (SwiGLU)
         ffn_in = {"ffn_gate": (E, F), "ffn_up": (E, F)} if dev.model.gated_ffn else {"ffn1": (E, F)}
         self.gemm_shapes = {"qkv": (E, qkv_cols), "proj": (dev.model.q_dim // tp, E), **ffn_in, "ffn2": (F, E)}
+        self.ffn_names = [*ffn_in, "ffn2"]
+        if dev.model.n_experts > 1:
+            # MoE: the router (d_model x n_experts, whole on every device) and each expert's FFN GEMMs "e<i>.<name>",
+            # every expert split over the tp devices as the dense FFN is (tensor-parallel experts)
+            self.gemm_shapes["router"] = (E, dev.model.n_experts)
+            for e in range(dev.model.n_experts):
+                self.gemm_shapes.update({f"e{e}.{name}": self.gemm_shapes[name] for name in self.ffn_names})
         align = spec.row_bytes * spec.total_banks
         self.weight_base: dict[tuple[int, str], int] = {}
         # Each array streams its own block of a GEMM's weights (k x n/arrays, contiguous). Blocks are staggered
@@ -223,7 +231,7 @@ class DecodeSimulator:
         for name, (k, n) in self.gemm_shapes.items():
             self.block_stride[name] = math.ceil(k * math.ceil(n / dev.npu.arrays) * self.eb / align) * align + stagger
         for layer in range(dev.layers):
-            for name in self.gemm_shapes:
+            for name in self.layer_gemms(layer):
                 self.weight_base[(layer, name)] = at
                 at += self.block_stride[name] * dev.npu.arrays
         self.act_base = at
@@ -235,6 +243,14 @@ class DecodeSimulator:
                    f"the mapping policy's kv_base_row {base}")
             raise UserError(f"{dev.model.name} / tp {tp}: {why}, beyond {spec.name}'s {spec.rows} rows")
         self.vector_free = [0] * dev.npu.vector.pipelines
+
+    def layer_gemms(self, layer: int) -> list[str]:
+        """The GEMMs whose weights `layer` holds: attention and the dense FFN, or (an MoE layer) the router and
+        every expert's FFN."""
+        if not self.dev.model.is_moe_layer(layer):
+            return ["qkv", "proj", *self.ffn_names]
+        return ["qkv", "proj", "router",
+                *(f"e{e}.{name}" for e in range(self.dev.model.n_experts) for name in self.ffn_names)]
 
     # -- NPU ops ---------------------------------------------------------------------------------------------
     def _gemm(self, layer: int, name: str, m: int, start: int, on_array_done, stats: StageStats) -> None:
@@ -589,19 +605,37 @@ class DecodeSimulator:
     def layer_ops(self, layer: int, b: int) -> tuple[list[tuple], list[tuple]]:
         """(QKV ops, Proj+FFN ops) of one layer for a sub-batch of b requests."""
         m = self.dev.model
-        E, F = m.d_model, m.d_ff // self.dev.tp
+        E = m.d_model
         act = b * E * self.eb
         norm = m.norm                    # layernorm or rmsnorm, as the model says
-        if m.gated_ffn:                  # SwiGLU: act(x W_gate) * (x W_up) on the vector unit, then W_down
-            ffn = [("gemm", layer, "ffn_gate", b), ("vector", m.activation, F, b), ("gemm", layer, "ffn_up", b),
-                   ("vector", "mul", F, b)]
-        else:
-            ffn = [("gemm", layer, "ffn1", b), ("vector", m.activation, F, b)]
         qkv = [("vector", norm, E, b), ("gemm", layer, "qkv", b)]
         post = [("gemm", layer, "proj", b), ("allreduce", act), ("vector", "add", E, b),
-                ("vector", norm, E, b), *ffn, ("gemm", layer, "ffn2", b), ("allreduce", act),
-                ("vector", "add", E, b)]
+                ("vector", norm, E, b), *self._ffn_ops(layer, b), ("allreduce", act), ("vector", "add", E, b)]
         return qkv, post
+
+    def _ffn_ops(self, layer: int, b: int) -> list[tuple]:
+        """The FFN of `layer` for b tokens. Dense: GEMM, activation, GEMM; gated (SwiGLU): act(x W_gate) * (x W_up)
+        on the vector unit, then W_down. MoE layer: the router GEMM and its softmax (top-k), then each expert's FFN
+        over the tokens routed to it (the expected counts of uniform routing, duplex.compiler.routing_counts;
+        an expert with none reads no weights)."""
+        m = self.dev.model
+        F = m.d_ff // self.dev.tp
+
+        def ffn(prefix: str, rows: int) -> list[tuple]:
+            if m.gated_ffn:
+                first = [("gemm", layer, prefix + "ffn_gate", rows), ("vector", m.activation, F, rows),
+                         ("gemm", layer, prefix + "ffn_up", rows), ("vector", "mul", F, rows)]
+            else:
+                first = [("gemm", layer, prefix + "ffn1", rows), ("vector", m.activation, F, rows)]
+            return [*first, ("gemm", layer, prefix + "ffn2", rows)]
+
+        if not m.is_moe_layer(layer):
+            return ffn("", b)
+        ops = [("gemm", layer, "router", b), ("vector", "softmax", m.n_experts, b)]
+        for e, count in enumerate(routing_counts(m, b, "uniform", layer=layer)):
+            if count:
+                ops += ffn(f"e{e}.", int(count))
+        return ops
 
     def iteration(self, contexts: list[int], channels: list[int], sub_batch: bool, start: int = 0,
                   on_layer=None) -> int:

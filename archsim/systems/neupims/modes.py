@@ -15,6 +15,7 @@ from archsim.dram import latency
 from archsim.errors import ConfigError, UserError
 from archsim.npu.systolic import schedule_gemm
 from archsim.results import Result, make_manifest
+from archsim.systems.duplex.compiler import routing_counts
 from archsim.systems.neupims.baselines import gpu_iteration_s
 from archsim.systems.neupims.config import Setup, _is_trace
 from archsim.systems.neupims.decode import DecodeSimulator, StageStats
@@ -179,8 +180,13 @@ def _common(su: Setup, dev: Device, df: pd.DataFrame, dram_j: dict[str, float]) 
     step = float(df["seconds"].mean()) * scale
     E, F = m.d_model, m.d_ff
     Q, KV = m.q_dim, m.kv_dim                     # MHA: Q = KV = E; GQA: K and V per KV head
-    per_token = E * (Q + 2 * KV) + Q * E + (3 if m.gated_ffn else 2) * E * F      # QKV, projection, FFN GEMMs
+    ffn = (3 if m.gated_ffn else 2) * E * F
+    per_token = E * (Q + 2 * KV) + Q * E + ffn      # QKV, projection, FFN GEMMs
+    # an MoE layer: the router and experts_per_token experts' FFNs in place of the dense FFN
+    moe_extra = sum(m.is_moe_layer(layer) for layer in range(dev.layers)) * (
+        E * m.n_experts + (m.experts_per_token - 1) * ffn)
     macs = float(df["batch"].sum()) * per_token * dev.layers     # every device's GEMMs, all samples
+    macs += float(df["batch"].sum()) * moe_extra
     if su.system == "npu_only":
         macs += float((df["batch"] * df["mean_context"]).sum()) * 2 * Q * dev.layers   # q.K^T and s.V on the NPU
     pim = dram_j.get(PIM_COMPONENT, 0.0)
@@ -231,13 +237,22 @@ def run_serving_mode(su: Setup, seed: int) -> Result:
             cycles = 0
             Q, KV = model.q_dim, model.kv_dim
             ffn_in = [(E, F // tp)] * (2 if model.gated_ffn else 1)     # a gated FFN's gate and up GEMMs
-            for k, n in ((E, (Q + 2 * KV) // tp), (Q // tp, E), *ffn_in, (F // tp, E)):
-                cycles += schedule_gemm(npu, prompt, k, math.ceil(n / npu.arrays)).compute_only_cycles()
+            ffn = [*ffn_in, (F // tp, E)]
+
+            def gemms(rows: int, shapes) -> int:
+                return sum(schedule_gemm(npu, rows, k, math.ceil(n / npu.arrays)).compute_only_cycles()
+                           for k, n in shapes)
+            cycles += gemms(prompt, [(E, (Q + 2 * KV) // tp), (Q // tp, E)])
+            dense = gemms(prompt, ffn)
+            # an MoE layer: the router, then each expert's FFN over its routed prompt tokens (uniform routing)
+            moe_layers = [layer for layer in range(layers) if model.is_moe_layer(layer)]
+            moe = sum(gemms(prompt, [(E, model.n_experts)]) + sum(gemms(int(c), ffn) for c in
+                      routing_counts(model, prompt, "uniform", layer=layer) if c) for layer in moe_layers)
             heads = model.n_heads // tp
             per_head = (schedule_gemm(npu, prompt, dk, prompt).compute_only_cycles()
                         + schedule_gemm(npu, prompt, prompt, dk).compute_only_cycles())
             cycles += math.ceil(heads / npu.arrays) * per_head
-            prefill_cache[prompt] = layers * cycles / npu.clock_hz
+            prefill_cache[prompt] = (layers * cycles + (layers - len(moe_layers)) * dense + moe) / npu.clock_hz
         return prefill_cache[prompt]
 
     def iteration_s(batch: serving.Batch) -> float:

@@ -12,7 +12,8 @@ HBM2 channels with PIM banks (preset NeuPIMs_HBM2_Dual / _Single). Per layer and
 Llama-class models (issue 37): grouped-query attention (the QKV GEMM's K and V columns, the KV cache and the PIM
 K/V rows per KV head; a group's query heads run as more GEMVs over the same open K rows), a gated FFN (gate and
 up GEMMs of d_ff, SiLU and their element-wise product on the vector units, the down GEMM) and RMSNorm, as the
-model file says. A mixture-of-experts FFN is not modelled (MODEL_FEATURES).
+model file says; an MoE layer's router GEMM and its softmax, then each expert's FFN GEMMs over its routed tokens
+(uniform routing's expected counts; every expert split over the tp devices). RoPE is not timed.
 
 Stages follow mappings/neupims.yaml: with sub-batch interleaving, two sub-batches through stages A..F (NPU runs
 QKV / Proj+FFN of one while PIM runs the other's MHA; every stage ends at a barrier); without it, QKV, MHA and

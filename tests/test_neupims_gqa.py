@@ -130,24 +130,25 @@ def test_mha_unchanged_bit_for_bit(system, layout):
 
 def test_gated_ffn_and_rmsnorm_program(tmp_path):
     """A SwiGLU model: gate and up GEMMs of d_ff, SiLU and the element-wise product on the vector unit, the down
-    GEMM; RMSNorm where the model says so. A GPT-style model keeps LayerNorm, one FFN GEMM and GELU."""
-    gated = _sim(_model(tmp_path, 2, gated_ffn="true", norm="rmsnorm", activation="silu"), tp=2)
+    GEMM; RMSNorm and RoPE where the model says so. A GPT-style model keeps LayerNorm, one FFN GEMM and GELU."""
+    gated = _sim(_model(tmp_path, 2, gated_ffn="true", norm="rmsnorm", activation="silu", position="rope"), tp=2)
     assert gated.gemm_shapes == {"qkv": (1024, 768), "proj": (512, 1024), "ffn_gate": (1024, 1408),
                                  "ffn_up": (1024, 1408), "ffn2": (1408, 1024)}
     qkv, post = gated.layer_ops(0, 4)
-    assert qkv == [("vector", "rmsnorm", 1024, 4), ("gemm", 0, "qkv", 4)]
+    # RoPE rotates the device's q (512) and k (128) rows after the QKV GEMM
+    assert qkv == [("vector", "rmsnorm", 1024, 4), ("gemm", 0, "qkv", 4), ("vector", "rope", 640, 4)]
     assert [op[1] if op[0] == "vector" else op[2] if op[0] == "gemm" else op[0] for op in post] == [
         "proj", "allreduce", "add", "rmsnorm", "ffn_gate", "silu", "ffn_up", "mul", "ffn2", "allreduce", "add"]
     assert ("vector", "silu", 1408, 4) in post and ("vector", "mul", 1408, 4) in post
     plain = _sim(_model(tmp_path, 8))
     qkv, post = plain.layer_ops(0, 4)
-    assert qkv[0] == ("vector", "layernorm", 1024, 4)
+    assert qkv == [("vector", "layernorm", 1024, 4), ("gemm", 0, "qkv", 4)]
     assert [op[2] for op in post if op[0] == "gemm"] == ["proj", "ffn1", "ffn2"]
     assert ("vector", "gelu", 2816, 4) in post
 
 
 def test_vector_operators_of_llama_layers():
-    """RMSNorm takes one reduction tree where LayerNorm takes two; SiLU and the product are element-wise."""
+    """RMSNorm takes one reduction tree where LayerNorm takes two; SiLU, the product and RoPE are element-wise."""
     from archsim.npu.config import load_npu_config
     from archsim.npu.vector import addtree_levels, vector_iters, vector_row_cycles
 
@@ -161,6 +162,7 @@ def test_vector_operators_of_llama_layers():
     assert vector_row_cycles(npu, "silu", n) == it * (5 + 1 + 2 * 2)
     assert vector_row_cycles(npu, "mul", n) == it * 2
     assert vector_row_cycles(npu, "relu", n) == it * 1
+    assert vector_row_cycles(npu, "rope", n) == it * (2 * 2 + 1)
 
 
 def test_gated_run_end_to_end(tmp_path):

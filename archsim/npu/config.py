@@ -21,7 +21,7 @@ VECTOR_OPS = ["add", "mul", "exp", "sqrt", "gelu", "add_tree"]
 STATIONARY = ["weights", "activations"]     # which GEMM operand a WS array holds (the other streams as rows)
 DMA_ISSUE = ["double_buffer", "per_instruction"]
 VECTOR_OPERANDS = ["sram", "dram"]
-VECTOR_KINDS = ("layernorm", "rmsnorm", "softmax", "gelu", "silu", "relu", "add", "mul")   # archsim.npu.vector's operators
+VECTOR_KINDS = ("layernorm", "rmsnorm", "softmax", "gelu", "silu", "relu", "add", "mul", "rope")   # archsim.npu.vector's operators
 
 _TOP_KEYS = ("name", "source", "systolic", "memory", "vector")
 _SYSTOLIC_KEYS = ("arrays", "height", "width", "clock_hz", "dataflow", "dtype_bytes", "acc_dtype_bytes",

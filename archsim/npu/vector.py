@@ -1,5 +1,5 @@
 """Vector-unit latencies for the non-GEMM operators (softmax, LayerNorm / RMSNorm, GELU / SiLU / ReLU, residual
-add, element-wise product).
+add, element-wise product, rotary position embedding).
 
 Op-count model as in ONNXim/NeuPIMs (the NeuPIMs code, casys-kaist/NeuPIMs): a vector of n elements on a unit of
 `lanes` lanes takes iters = ceil(n / lanes) passes, and a reduction takes addtree(n) tree levels with
@@ -13,6 +13,7 @@ addtree(n) = 1 if n <= lanes else ceil(n / lanes) + addtree(ceil(n / lanes)). Pe
   (archsim's count, same conventions: square, one sum-of-squares tree, scalar 1/n and 1/sqrt, scale, gain)
 * SiLU      = iters * (L_exp + L_add + 2 * L_mul)   (x * 1 / (1 + exp(-x)), the divide as a multiply; archsim's)
 * ReLU      = iters * L_add (a compare);  element-wise product (a gated FFN's gate x up) = iters * L_mul
+* RoPE      = iters * (2 * L_mul + L_add)   (x cos + rotate(x) sin per element, cos / sin from a table; archsim's)
 
 archsim's choice for several rows: each row runs on one pipeline and rows are spread over the pipelines,
 so `rows` vectors take ceil(rows / pipelines) x the per-row latency. (ONNXim scales some terms by the tile
@@ -68,6 +69,8 @@ def vector_row_cycles(cfg: NpuConfig, kind: str, n: int) -> int:
         return iters * lat["add"]
     if kind == "mul":
         return iters * lat["mul"]
+    if kind == "rope":
+        return iters * (2 * lat["mul"] + lat["add"])
     raise ValueError(f"unknown vector operator {kind!r}; known: {', '.join(VECTOR_KINDS)}")
 
 

@@ -26,7 +26,7 @@ from archsim.workload import serving
 
 def _op_name(op: tuple) -> str:
     """An NPU program operator's name: the GEMM's (qkv, proj, ffn1 or ffn_gate and ffn_up, ffn2), the vector
-    operator's (add, layernorm / rmsnorm, gelu / silu / relu, mul), allreduce or npu_attention."""
+    operator's (add, layernorm / rmsnorm, gelu / silu / relu, mul, rope), allreduce or npu_attention."""
     if op[0] == "gemm":
         return op[2]
     return op[1] if op[0] == "vector" else op[0]
@@ -609,6 +609,8 @@ class DecodeSimulator:
         act = b * E * self.eb
         norm = m.norm                    # layernorm or rmsnorm, as the model says
         qkv = [("vector", norm, E, b), ("gemm", layer, "qkv", b)]
+        if m.position == "rope":         # rotate the device's q and k rows on the vector unit
+            qkv.append(("vector", "rope", (m.q_dim + m.kv_dim) // self.dev.tp, b))
         post = [("gemm", layer, "proj", b), ("allreduce", act), ("vector", "add", E, b),
                 ("vector", norm, E, b), *self._ffn_ops(layer, b), ("allreduce", act), ("vector", "add", E, b)]
         return qkv, post

@@ -194,8 +194,7 @@ def _common(su: Setup, dev: Device, df: pd.DataFrame, dram_j: dict[str, float]) 
     parts = {"dram": (sum(dram_j.values()) - pim - static) * scale / tok, "pim": pim * scale / tok,
              "compute": macs * metrics.DEFAULT_MAC_PJ * 1e-12 * scale / tok, "static": static * scale / tok}
     sc = metrics.scope(layers_simulated=dev.layers, layers=m.n_layers, devices=tp,
-                       not_modelled=["embedding and LM head", "prefill (iteration mode)",
-                                     *(["RoPE (rotary position embedding)"] if m.position == "rope" else [])],
+                       not_modelled=["embedding and LM head", "prefill (iteration mode)"],
                        compute_energy=f"{metrics.DEFAULT_MAC_PJ} pJ per NPU MAC (archsim.metrics.DEFAULT_MAC_PJ)")
     return metrics.common(step, int(df["batch"].mean()), parts, sc)
 

@@ -13,7 +13,7 @@ Llama-class models (issue 37): grouped-query attention (the QKV GEMM's K and V c
 K/V rows per KV head; a group's query heads run as more GEMVs over the same open K rows), a gated FFN (gate and
 up GEMMs of d_ff, SiLU and their element-wise product on the vector units, the down GEMM) and RMSNorm, as the
 model file says; an MoE layer's router GEMM and its softmax, then each expert's FFN GEMMs over its routed tokens
-(uniform routing's expected counts; every expert split over the tp devices). RoPE is not timed.
+(uniform routing's expected counts; every expert split over the tp devices); RoPE of q and k on the vector units.
 
 Stages follow mappings/neupims.yaml: with sub-batch interleaving, two sub-batches through stages A..F (NPU runs
 QKV / Proj+FFN of one while PIM runs the other's MHA; every stage ends at a barrier); without it, QKV, MHA and

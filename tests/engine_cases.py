@@ -33,6 +33,8 @@ VARIANTS: list[tuple[str, tuple[tuple[str, Any], ...]]] = [
     ("DDR5_4800AN_x8_16Gb", (("org.ranks", 2),)),
     ("GDDR7_28Gbps_16Gb", (("org.channels", 1),)),
     ("HBM4_8000Mbps_32Gb_8Hi", (("org.channels", 1),)),
+    # LPDDR5's split activate: a two-cycle ACT whose rows run from its first cycle (`timings_from: first`)
+    ("LPDDR5_6400_x16_16Gb", ()),
 ]
 DRAWN = 7       # the variants an unpinned case draws from
 

@@ -170,6 +170,11 @@ def standard_command_cycles(name: str) -> dict[str, int]:
     return {str(k): int(v) for k, v in (_load_standard(name).get("command_cycles") or {}).items()}
 
 
+def standard_timings_from(name: str) -> str:
+    """Where the standard's timings run from on a multi-cycle command: its `last` cycle (default) or `first`."""
+    return str(_load_standard(name).get("timings_from", "last"))
+
+
 def preset_path(name_or_path: str | Path) -> Path:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") and path.is_file():
@@ -209,7 +214,7 @@ def _load_standard(name: str, seen: tuple[str, ...] = (), options: dict[str, dic
 
 # an extension adds to the row buffers and groups of the standard that includes it; a derived standard replaces them
 _REPLACED_KEYS = ("name", "source", "levels", "command_bus", "row_buffers", "groups", "refresh_modes",
-                  "command_cycles")
+                  "command_cycles", "timings_from")
 
 
 def _merge_standard(base: dict[str, Any], data: dict[str, Any], replace: tuple[str, ...] = (),
@@ -641,10 +646,15 @@ def _constraints(std: dict[str, Any], commands: list[Command], levels: list[str]
 
     Multi-cycle commands (`command_cycles`): the standard's latencies run from the cycle a command is complete
     on the bus (its last), while a command is logged at its first cycle; so a row from a k-cycle command gains
-    k - 1 cycles and a row to one loses k - 1 (JEDEC's timing reference; Ramulator 2.1 adjusts the same way)."""
+    k - 1 cycles and a row to one loses k - 1 (JEDEC's timing reference; Ramulator 2.1 adjusts the same way).
+    A standard whose latencies run from a command's first cycle says `timings_from: first` (LPDDR5, whose
+    split activate ACT-1 + ACT-2 is timed from ACT-1): no adjustment, only the bus rows."""
     std_src = std["_sources"][-1]
     by_name = {c.name: c for c in commands}
     cycles = _command_cycles(std, commands)
+    timings_from = std.get("timings_from", "last")
+    if timings_from not in ("first", "last"):
+        raise ConfigError("timings_from", f"must be first or last, got {timings_from!r}", source=std_src)
     constraints = []
     groups: dict[tuple[int, int], int] = {}    # (row, cycle adjustment) -> group id: one latency per group
     n_std = len(_merge_rows(std.get("constraints", []), std_src))
@@ -665,7 +675,8 @@ def _constraints(std: dict[str, Any], commands: list[Command], levels: list[str]
                 if p not in by_name or f not in by_name:
                     bad = p if p not in by_name else f
                     raise ConfigError(where, f"unknown command {bad!r}; known: {', '.join(by_name)}", source=std_src)
-                shift = cycles[p] - cycles[f] if n < n_std else 0    # (bus occupancy rows count from the start)
+                # (bus occupancy rows count from the start)
+                shift = cycles[p] - cycles[f] if n < n_std and timings_from == "last" else 0
                 # (a row's group is its index; its pairs with another adjustment form groups after the rows)
                 group = n if shift == 0 else groups.setdefault((n, shift), len(rows) + len(groups))
                 text = str(lat) if shift == 0 else f"{lat} {'+' if shift > 0 else '-'} {abs(shift)} (command cycles)"

@@ -108,7 +108,7 @@ def figure(rows: list[dict], path: Path) -> None:
     labels = [f"{d.replace(' ', chr(10))}\n{k}" for d, k, _ in keys]
     x = np.arange(len(keys))
     width = 0.8 / len(COMPONENTS)
-    fig, ax = plt.subplots(figsize=(12, 4.8))
+    fig, ax = plt.subplots(figsize=(max(12, 1.05 * len(labels)), 4.8))   # (room for every case label)
     for i, comp in enumerate(COMPONENTS):
         ax.bar(x + (i - (len(COMPONENTS) - 1) / 2) * width, [cs[k][comp]["diff_pct"] for k in keys], width=width,
                label=comp, color=color_of(comp))

@@ -43,8 +43,15 @@ from archsim.dram.trace import synthetic_trace  # noqa: E402
 from archsim.energy import COMPONENTS  # noqa: E402
 
 CSV_PATH = HERE / "drampower.csv"
-# the devices both tools model (DRAMPower takes DDR4 and DDR5 of archsim's standards), as in run_cases.py
-ENERGY_DEVICES = ("DDR4-3200 1R", "DDR4-3200 2R", "DDR5-4800 1R")
+# the devices both tools model (DRAMPower takes DDR4, DDR5 and LPDDR5 of archsim's standards), as in run_cases.py;
+# DRAMPower simulates one channel, so LPDDR5 is one 16-bit channel here, its traces over that channel's 2 GiB
+ENERGY_ONLY = {"LPDDR5-6400 1ch": {"preset": "LPDDR5_6400_x16_16Gb", "overrides": {}, "channels": 1,
+                                   "span": 2 << 30}}
+ENERGY_DEVICES = ("DDR4-3200 1R", "DDR4-3200 2R", "DDR5-4800 1R", "LPDDR5-6400 1ch")
+
+
+def device_of(name: str) -> dict:
+    return ENERGY_ONLY.get(name) or DEVICES[name]
 VARIANTS = ("as-is", "idd2n=idd3n", "prea-at-end")
 # DRAMPower's JSON output: which of its energies make up each of archsim's components (per bank, and the
 # rank-level ones)
@@ -56,16 +63,16 @@ FIELDS = ["device", "preset", "kind", "requests", "variant", "component", "archs
           "diff_pct", "cycles", "drampower_version"]
 
 
-def case_trace(kind: str, requests: int, seed: int = 0):
-    """The trace of run_cases.py's `kind` (same generator, window and seed)."""
+def case_trace(kind: str, requests: int, seed: int = 0, span: int = SPAN):
+    """The trace of run_cases.py's `kind` (same generator and seed; its window unless the device is smaller)."""
     gen, reads = ("random", 0.5) if kind == "mixed" else (kind, 0.8)
-    return synthetic_trace(gen, requests, read_fraction=reads, span_bytes=SPAN, access_bytes=LINE, seed=seed)
+    return synthetic_trace(gen, requests, read_fraction=reads, span_bytes=span, access_bytes=LINE, seed=seed)
 
 
 def variant_overrides(device: str, variant: str) -> dict:
     from archsim.dram.spec import load_spec
 
-    dev = DEVICES[device]
+    dev = device_of(device)
     over = dict(dev["overrides"])
     if variant == "idd2n=idd3n":
         over["energy.IDD2N"] = load_spec(dev["preset"]).energy["IDD3N"]
@@ -76,8 +83,9 @@ def run_archsim(device: str, kind: str, requests: int, variant: str, log: bool =
     """archsim's run of one case (default controller, the preset's default mapping): the Result."""
     from archsim.systems.dram_trace.system import run_trace
 
-    dev = DEVICES[device]
-    return run_trace(case_trace(kind, requests), preset=dev["preset"], channels=dev["channels"],
+    dev = device_of(device)
+    return run_trace(case_trace(kind, requests, span=dev.get("span", SPAN)), preset=dev["preset"],
+                     channels=dev["channels"],
                      overrides=variant_overrides(device, variant), log=log)
 
 

@@ -1,5 +1,5 @@
 """Issue 24: archsim under `controller.convention=ramulator2` reproduces Ramulator 2.1 on the same trace files
-(DDR4 1 and 2 ranks, HBM2, GDDR6, HBM3; issue 39: DDR5, GDDR7, HBM4, LPDDR5), and its measured gaps to DRAMsim3 are pinned.
+(DDR4 1 and 2 ranks, HBM2, GDDR6, HBM3; issue 39: DDR5, GDDR7, HBM4, LPDDR5, DDR5 with RFM), and its measured gaps to DRAMsim3 are pinned.
 
 The reference figures are constants measured with Ramulator 2.1 (CMU-SAFARI/ramulator2 @c5b1c3a478b6) and DRAMsim3
 (umd-memsys/DRAMsim3 @29817593), built as reports/dram_fidelity/README.md says, by
@@ -70,6 +70,11 @@ RAMULATOR_20K = {
     ("LPDDR5-6400 2ch", "random"): (54537, 0.00000, 205.47),
     ("LPDDR5-6400 2ch", "mixed"): (62838, 0.00000, 347.52),
     ("LPDDR5-6400 2ch", "conflict"): (1096391, 0.02543, 2266.48),
+    # DDR5 with RFM (DDR5_RFM, RFMManager rfm_thresh 80; periodic refresh off in both: run_cases.DEVICES)
+    ("DDR5-4800 1R RFM", "stream"): (207925, 0.98356, 459.60),
+    ("DDR5-4800 1R RFM", "random"): (248549, 0.00000, 578.03),
+    ("DDR5-4800 1R RFM", "mixed"): (251971, 0.00000, 903.79),
+    ("DDR5-4800 1R RFM", "conflict"): (2512362, 0.02523, 5191.80),
 }
 RAMULATOR_200K = {
     ("DDR4-3200 1R", "stream"): (1235361, 0.99124, 272.73),
@@ -113,6 +118,10 @@ RAMULATOR_200K = {
     ("LPDDR5-6400 2ch", "random"): (550308, 0.00003, 205.92),
     ("LPDDR5-6400 2ch", "mixed"): (629311, 0.00003, 350.37),
     ("LPDDR5-6400 2ch", "conflict"): (10982588, 0.02440, 2258.38),
+    ("DDR5-4800 1R RFM", "stream"): (2071554, 0.98358, 456.13),
+    ("DDR5-4800 1R RFM", "random"): (2483662, 0.00005, 575.43),
+    ("DDR5-4800 1R RFM", "mixed"): (2531329, 0.00002, 898.12),
+    ("DDR5-4800 1R RFM", "conflict"): (25148583, 0.02430, 5169.44),
 }
 TOL_CYCLES, TOL_HIT_POINTS, TOL_LATENCY = 0.02, 1.0, 0.10
 
@@ -127,7 +136,7 @@ def _archsim(device: str, trace: Path, preset_key: str = "preset_ramulator2") ->
     # the preset of Ramulator's device files where archsim has one (GDDR6_14Gbps has its timings already); the
     # convention sets the front end (HBM3: two requests per CK)
     r = run_trace(str(trace), preset=dev.get(preset_key, dev["preset"]), channels=dev["channels"],
-                  mapping=ram_mapping(dev), controller={"convention": "ramulator2"},
+                  mapping=ram_mapping(dev), controller={**dev.get("controller", {}), "convention": "ramulator2"},
                   overrides=dev["overrides"])
     return r.stats
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from archsim import expr
 from archsim.config import Doc, deep_merge, load_yaml, parse_override, require_choice, require_int, set_path
-from archsim.dram.effects import EFFECTS
+from archsim.dram.effects import EFFECTS, Effect
 from archsim.errors import ConfigError, UserError, unknown_name
 from archsim.limits import (
     MAX_BANKS,
@@ -77,6 +77,7 @@ class DramSpec:
     row_buffers: list[str] = field(default_factory=lambda: ["mem"])
     refresh_modes: tuple[str, ...] = ("allbank", "perbank", "none")
     options: dict[str, str] = field(default_factory=dict)    # extension options in force {"ext.option": value}
+    rfm_command: int = -1       # the refresh-management command (`rfm_command:`, DDR5's RFMab), -1 none
 
     # ---- derived sizes -------------------------------------------------------------------------
     @property
@@ -214,7 +215,7 @@ def _load_standard(name: str, seen: tuple[str, ...] = (), options: dict[str, dic
 
 # an extension adds to the row buffers and groups of the standard that includes it; a derived standard replaces them
 _REPLACED_KEYS = ("name", "source", "levels", "command_bus", "row_buffers", "groups", "refresh_modes",
-                  "command_cycles", "timings_from")
+                  "command_cycles", "timings_from", "rfm_command")
 
 
 def _merge_standard(base: dict[str, Any], data: dict[str, Any], replace: tuple[str, ...] = (),
@@ -438,6 +439,7 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
     constraints = _constraints(std, commands, levels, parent, level_of, env)
     energy = data.get("energy", {}) or {}
     _check_energy(doc, energy, std, commands)
+    rfm = _rfm_command(std, commands, levels)
     if "mapping" in data:
         from archsim.dram.mapping import parse_mapping
 
@@ -451,8 +453,25 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
         commands=commands, constraints=constraints, command_bus=std.get("command_bus", "single"),
         energy=energy, raw=data, levels=levels, level_parent=parent, node_of=node_of, row_buffers=buffers,
         refresh_modes=tuple(std.get("refresh_modes", ("allbank", "perbank", "none"))),
-        options=dict(std.get("_options", {})),
+        options=dict(std.get("_options", {})), rfm_command=rfm,
     )
+
+
+def _rfm_command(std: dict[str, Any], commands: list[Command], levels: list[str]) -> int:
+    """The index of the standard's refresh-management command (`rfm_command:`), -1 if it names none: a refresh
+    wider than a bank (the controller issues it like an all-bank refresh)."""
+    name = std.get("rfm_command")
+    if name is None:
+        return -1
+    src = std["_sources"][-1]
+    by_name = {c.name: c for c in commands}
+    if name not in by_name:
+        raise ConfigError("rfm_command", f"unknown command {name!r}; known: {', '.join(by_name)}", source=src)
+    c = by_name[name]
+    if c.effect != Effect.REFRESH or c.scope >= levels.index("bank"):
+        raise ConfigError("rfm_command", f"{name} must be a refresh (effect: refresh) wider than a bank",
+                          source=src)
+    return c.index
 
 
 def _organisation(data: dict[str, Any], doc: Doc, std: dict[str, Any]) -> tuple[list[int], int, int, int]:
@@ -692,6 +711,9 @@ def _check_energy(doc: Doc, energy: dict[str, Any], std: dict[str, Any], command
     if not energy:
         return
     require_choice(doc, "energy.model", energy.get("model"), ["idd", "table"])
+    if "background" in energy:
+        # idd: per_state (IDD2N while every bank of a rank is closed, IDD3N otherwise) or active (IDD3N always)
+        require_choice(doc, "energy.background", energy["background"], ["per_state", "active"])
     acts = energy.get("actions") or {}
     if not isinstance(acts, dict):
         raise doc.error("energy.actions", "must be a mapping {action: expression over ACT, RD, WR, REFab, REFpb}")

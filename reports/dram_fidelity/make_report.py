@@ -132,6 +132,26 @@ def wck(path: Path) -> str:
     return "\n".join(lines) if len(lines) > 2 else "(not run)"
 
 
+def rfm(path: Path) -> str:
+    """DDR5's refresh management: what the RFMs cost each simulator, cycles with RFM (device DDR5-4800 1R RFM)
+    over cycles without (DDR5-4800 1R, periodic refresh off in both as in the RFM runs)."""
+    recs = json.loads(path.read_text())
+    by = {(r["sim"], r["device"], r["kind"], r["requests"]): r for r in recs}
+    lines = ["| trace | requests | Ramulator 2.1: RFM cost | archsim (`ramulator2`): RFM cost | archsim minus Ramulator, "
+             "with RFM |", "|---|---|---|---|---|"]
+    for (sim, d, k, n), ref in sorted(by.items(), key=lambda kv: (-kv[0][3], ORDER[kv[0][2]])):
+        if sim != "ramulator2" or d != "DDR5-4800 1R RFM":
+            continue
+        a = by.get(("archsim/ramulator2", d, k, n))
+        ref0 = by.get(("ramulator2+norefresh", "DDR5-4800 1R", k, n))
+        a0 = by.get(("archsim/ramulator2+norefresh", "DDR5-4800 1R", k, n))
+        if a is None or ref0 is None or a0 is None:
+            continue
+        lines.append(f"| {k} | {n:,} | {100 * (ref['cycles'] / ref0['cycles'] - 1):+.2f} % "
+                     f"| {100 * (a['cycles'] / a0['cycles'] - 1):+.2f} % | {100 * (a['cycles'] / ref['cycles'] - 1):+.2f} % |")
+    return "\n".join(lines) if len(lines) > 2 else "(not run)"
+
+
 def jedec(path: Path) -> str:
     """The ramulator2 convention on archsim's own preset against Ramulator 2.1 (`--conventions ramulator2-jedec`),
     beside the convention on the preset of Ramulator's device files, every trace size run."""
@@ -342,7 +362,7 @@ def main() -> None:
     text = ((HERE / "README.template.md").read_text().replace("{{REQUESTS}}", f"{n:,}")
             .replace("{{TABLE}}", table(rs)).replace("{{WALL}}", walls(rs)).replace("{{STEPS}}", steps(recs))
             .replace("{{NOREFRESH}}", norefresh(args.cases)).replace("{{JEDEC}}", jedec(args.cases))
-            .replace("{{WCK}}", wck(args.cases)))
+            .replace("{{WCK}}", wck(args.cases)).replace("{{RFM}}", rfm(args.cases)))
     d3 = d3rows(recs)
     if d3:
         d3figure(d3, args.out / "dramsim3.png", n)

@@ -90,6 +90,17 @@ DEVICES = {
         "ram": {"standard": "DDR5", "org_preset": "DDR5_16Gb_x8", "timing_preset": "DDR5_4800AN",
                 "controller": "GenericDDR", "channels": 1},
     },
+    # DDR5 with refresh management: Ramulator 2.1's DDR5_RFM device (DDR5 plus RFMab, nRFM) and its RFMManager
+    # controller plugin (an RFMab once a bank has seen rfm_thresh activates, 80 its default); archsim's
+    # controller.rfm_threshold on the preset DDR5_4800AN_x8_16Gb_RFM. Periodic refresh off in both: Ramulator
+    # 2.1's AllBank refresh manager knows no refresh scope for DDR5_RFM and stops with an error
+    # (src/ramulator/controller/refresh/impl/all_bank.cpp:18-51); record DDR5-4800 1R+norefresh is the baseline
+    "DDR5-4800 1R RFM": {
+        "preset": "DDR5_4800AN_x8_16Gb_RFM", "overrides": {}, "channels": 1,
+        "controller": {"rfm_threshold": 80, "refresh": "none"},
+        "ram": {"standard": "DDR5_RFM", "org_preset": "DDR5_16Gb_x8", "timing_preset": "DDR5_4800AN",
+                "controller": "GenericDDR", "channels": 1, "rfm_thresh": 80, "refresh": "NoRefresh"},
+    },
     "GDDR7 8ch": {
         "preset": "GDDR7_28Gbps_16Gb", "overrides": {}, "channels": 8,
         "ram": {"standard": "GDDR7", "org_preset": "GDDR7_16Gb_x8", "timing_preset": "GDDR7_28000_PAM3",
@@ -177,7 +188,7 @@ def d3_convention() -> dict[str, dict]:
 # above the transaction offset; on HBM the pseudo-channel sits between the bank group and the column.
 RAM_MAPPING = {"DDR4": "RoBaRaCoCh", "HBM2": "RoBaPcCoCh", "GDDR6": "RoBaCoCh", "HBM3": "RoBaRaPcCoCh",
                "DDR5": "RoBaRaCoCh", "GDDR7": "RoBaCoCh", "HBM4": "RoBaRaPcCoCh",
-               "LPDDR5": "RoBaRaCoCh"}
+               "LPDDR5": "RoBaRaCoCh", "DDR5_RFM": "RoBaRaCoCh"}
 
 def ram_mapping(dev: dict) -> str:
     """archsim's spelling of the device's Ramulator layout: the device's own `mapping` (a channel mapper with
@@ -193,7 +204,9 @@ kw = {k: c[k] for k in ("rank",) if k in c}
 dram = getattr(r.dram, c["standard"])(org_preset=c["org_preset"], timing_preset=c["timing_preset"], **kw)
 ctrls = [getattr(r.controller, c["controller"])(
     dram=dram, scheduler=getattr(r.scheduler, c.get("scheduler", "FRFCFS"))(), refresh_manager=getattr(r.refresh_manager, c.get("refresh", "AllBank"))(),
-    row_policy=r.row_policy.Open(), addr_mapper=r.addr_mapper.RoBaRaCoCh(), **c.get("controller_kw", {}))
+    row_policy=r.row_policy.Open(), addr_mapper=r.addr_mapper.RoBaRaCoCh(), **c.get("controller_kw", {}),
+    **({"controller_plugins": [r.controller_plugin.RFMManager(rfm_thresh=c["rfm_thresh"])]} if "rfm_thresh" in c
+       else {}))
     for _ in range(c["channels"])]
 mem = r.memory_system.GenericDRAM(clock_ratio=1, controllers=ctrls,
                                    channel_mapper=r.channel_mapper.CacheLineInterleave(
@@ -320,7 +333,7 @@ def run_archsim(dev: dict, trace: Path, controller: dict, mapping: str) -> dict:
     (docs/presets.md) where it has one."""
     from archsim.systems.dram_trace.system import run_trace
 
-    controller = dict(controller)
+    controller = {**dev.get("controller", {}), **controller}
     ram_preset = controller.pop("_ramulator2_preset", False)
     jedec_preset = controller.pop("_jedec_preset", False)
     d3_device = controller.pop("_dramsim3_device", None)

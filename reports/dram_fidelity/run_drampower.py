@@ -12,10 +12,9 @@ from the same preset (archsim.dram.drampower, what `archsim trace --log-format d
 energy component is put beside archsim's. Variants, each a toggle of one known difference between the models:
 
 - `as-is`: the preset's currents;
-- `idd2n=idd3n`: precharged standby costs active standby (the preset's IDD2N set to its IDD3N, hence in both
-  models): archsim prices background at IDD3N for the whole run, DRAMPower at IDD2N while every bank of a rank is
-  precharged; this variant takes that one difference away (activate/precharge, which use IDD2N in both models
-  through the same formula, move together);
+- `flat-background`: archsim's background at active standby (IDD3N) for the whole run (`energy.background:
+  active`, archsim's model before the per-state split), where both models now price a rank at IDD2N while every
+  bank of it is closed and none refreshing: what the split is worth;
 - `prea-at-end`: the DRAMPower trace closes every rank's open rows at the end of the window (a PREA): archsim
   prices an activate together with its precharge, DRAMPower each when issued, so rows still open at the end have
   their precharge in archsim's act_pre only; this variant takes that one difference away.
@@ -52,7 +51,7 @@ ENERGY_DEVICES = ("DDR4-3200 1R", "DDR4-3200 2R", "DDR5-4800 1R", "LPDDR5-6400 1
 
 def device_of(name: str) -> dict:
     return ENERGY_ONLY.get(name) or DEVICES[name]
-VARIANTS = ("as-is", "idd2n=idd3n", "prea-at-end")
+VARIANTS = ("as-is", "flat-background", "prea-at-end")
 # DRAMPower's JSON output: which of its energies make up each of archsim's components (per bank, and the
 # rank-level ones)
 BANK_KEYS = {"act_pre": ("ACT", "PRE", "PRE_RDA", "PRE_WRA"), "read": ("RD", "RDA"), "write": ("WR", "WRA"),
@@ -70,12 +69,10 @@ def case_trace(kind: str, requests: int, seed: int = 0, span: int = SPAN):
 
 
 def variant_overrides(device: str, variant: str) -> dict:
-    from archsim.dram.spec import load_spec
-
     dev = device_of(device)
     over = dict(dev["overrides"])
-    if variant == "idd2n=idd3n":
-        over["energy.IDD2N"] = load_spec(dev["preset"]).energy["IDD3N"]
+    if variant == "flat-background":
+        over["energy.background"] = "active"
     return over
 
 

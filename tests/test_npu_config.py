@@ -93,7 +93,7 @@ def test_vector_formulas_with_unit_latencies():
     # 20 rows on 8 pipelines: 3 rounds.
     assert vector_op_cycles(cfg, "softmax", 4096, rows=20) == 3 * 162
     with pytest.raises(ValueError, match="layernorm"):
-        vector_row_cycles(cfg, "rmsnorm", 64)
+        vector_row_cycles(cfg, "groupnorm", 64)
 
 
 def test_vector_formulas_with_other_latencies():

@@ -614,9 +614,9 @@ def test_per_expert_dispatch_puts_each_expert_on_the_unit_its_own_token_count_fa
     skew = {"routing": "zipf", "zipf_s": 3.0}
     layer, per = (DuplexRun({"model": "mixtral-8x7b", "device": "bank_pim", "dispatch": d, **skew}).compiler
                   for d in ("layer", "per_expert"))
-    st = Stage((), (512,) * 64)
-    t_layer, ops_layer = layer.stage(st)
-    t_per, ops_per = per.stage(st)
+    decode = Stage((), (512,) * 64)
+    t_layer, ops_layer = layer.stage(decode)
+    t_per, ops_per = per.stage(decode)
     assert {o.unit for o in ops_layer if o.kind == "moe"} == {"low"}
     assert "xpu" in {o.unit for o in ops_per if o.kind == "moe"}
     assert t_per < t_layer
@@ -633,8 +633,8 @@ def test_per_expert_dispatch_equals_layer_dispatch_under_uniform_routing():
     assert res["per_expert"]["throughput_tokens_per_s"] == res["layer"]["throughput_tokens_per_s"]
     assert res["layer"]["dispatch"] == "layer" and "dispatch_experts_on_low" not in res["layer"]
     assert res["per_expert"]["dispatch_experts_on_low"] > 0
-    for st in (Stage((), (100,) * 64), Stage((64,) * 4, (100,) * 60)):
-        assert _bank_pim_compiler("layer").stage(st)[0] == _bank_pim_compiler("per_expert").stage(st)[0]
+    for stage in (Stage((), (100,) * 64), Stage((64,) * 4, (100,) * 60)):
+        assert _bank_pim_compiler("layer").stage(stage)[0] == _bank_pim_compiler("per_expert").stage(stage)[0]
 
 
 def test_dispatch_key_is_optional_and_checked():

@@ -198,6 +198,11 @@ def test_per_expert_dispatch_where_sampled_routing_moves_away_is_stated_as_the_r
     away = sampled[((sampled.toggled_over_llmsim - sampled.roofline_over_llmsim).abs() > 1e-3)
                    & ((sampled.toggled_over_llmsim - 1).abs() >= (sampled.roofline_over_llmsim - 1).abs())]
     assert len(named) == len(away)
+    alone = causes[causes.condition == "dispatch per_expert"]
+    m = re.search(r"`dispatch: per_expert` alone \(uniform routing\) changes (\d+) of (\d+) rows", text)
+    assert m
+    assert [int(x) for x in m.groups()] == [
+        int(((alone.toggled_over_llmsim - alone.roofline_over_llmsim).abs() > 1e-3).sum()), len(alone)]
     ratio = causes.set_index(["model", "system", "fork", "condition"]).toggled_over_llmsim
     for item in named:
         model, system, fork, before, after, verdict = re.match(

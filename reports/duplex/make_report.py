@@ -777,8 +777,8 @@ every row above is re-run in roofline mode with each, with the first two (`both`
   choice at the mean count (`dispatch: layer`).
 
 With both conditions, archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on
-{int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())}); with all
-three on {int(three.toggled_within_5pct.sum())} of {len(three)}.
+{int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())});
+with all three on {int(three.toggled_within_5pct.sum())} of {len(three)}.
 Of the {int((~vs.roofline_within_5pct).sum())} rows outside the target by default:
 - brought within it by a condition (ratio before -> after, the condition): {listing(k["explained"])};
 - moved toward LLMSimulator by at least {MATERIAL:.2f} of the ratio but not within the target: {listing(k["toward"])};
@@ -805,9 +805,12 @@ def per_expert_text(causes: pd.DataFrame) -> str:
         verdict = ("unchanged" if abs(a - b) <= 1e-3 else
                    "toward LLMSimulator" if abs(a - 1) < abs(b - 1) else "away from LLMSimulator")
         items.append(f"{r.model} {r.system} ({r.fork}) {b:.3f} -> {a:.3f} ({verdict})")
-    return ("Where `routing: sampled` moves a row away from LLMSimulator, adding `dispatch: per_expert` to the "
-            "first two conditions (ratio under `both` -> under `all three`, and what it does): "
-            f"{'; '.join(items) or 'no such row'}.")
+    alone = causes[causes.condition == "dispatch per_expert"]
+    changed = int(((alone.toggled_over_llmsim - alone.roofline_over_llmsim).abs() > 1e-3).sum())
+    return (f"`dispatch: per_expert` alone (uniform routing) changes {changed} of {len(alone)} rows by more than "
+            "0.001 of the ratio. Where `routing: sampled` moves a row away from LLMSimulator, adding "
+            "`dispatch: per_expert` to the first two conditions (ratio under `both` -> under `all three`, and "
+            f"what it does): {'; '.join(items) or 'no such row'}.")
 
 
 def llmsim_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:

@@ -212,3 +212,27 @@ def test_per_expert_dispatch_where_sampled_routing_moves_away_is_stated_as_the_r
         want = ("unchanged" if abs(a - b) <= 1e-3 else
                 "toward LLMSimulator" if abs(a - 1) < abs(b - 1) else "away from LLMSimulator")
         assert verdict == want
+
+
+def test_the_sampled_draw_reuse_sentence_is_the_tables(readme, causes):
+    """Issue 34's review: sampled routing reuses its draws across stages of one token count. The sentence gives,
+    per sampled_draws.csv row, the throughput reused -> fresh, the change, and the ratio to LLMSimulator (helios)."""
+    draws = pd.read_csv(REPORT / "sampled_draws.csv")
+    text = " ".join(_section(readme).split())
+    ref = causes[(causes.condition == "routing sampled") & (causes.fork == "helios")].set_index(
+        ["model", "system"]).llmsim_tokens_per_s
+    assert len(draws)
+    for r in draws.itertuples():
+        m = re.search(re.escape(f"{r.model} {r.system} ") + r"(\d+) -> (\d+) tok/s \(([+-][\d.]+)%, ratio to "
+                      r"LLMSimulator ([\d.]+) -> ([\d.]+)\)", text)
+        assert m, r
+        before, after, pct, q0, q1 = (float(x) for x in m.groups())
+        assert before == pytest.approx(r.reused_tokens_per_s, abs=0.5)
+        assert after == pytest.approx(r.fresh_tokens_per_s, abs=0.5)
+        assert pct == pytest.approx(100 * (r.fresh_over_reused - 1), abs=0.05)
+        assert q0 == pytest.approx(r.reused_tokens_per_s / ref[r.model, r.system], abs=5e-4)
+        assert q1 == pytest.approx(r.fresh_tokens_per_s / ref[r.model, r.system], abs=5e-4)
+        # the reused-draw run is the causes table's own routing-sampled run
+        assert r.reused_tokens_per_s == pytest.approx(
+            causes[(causes.model == r.model) & (causes.system == r.system)
+                   & (causes.condition == "routing sampled")].toggled_tokens_per_s.iloc[0], rel=1e-9)

@@ -641,3 +641,24 @@ def test_dispatch_key_is_optional_and_checked():
     assert "dispatch" not in resolve({"model": "mixtral-8x7b"})
     with pytest.raises(ConfigError, match="dispatch"):
         resolve({"dispatch": "per_token"})
+
+
+def test_fresh_draws_of_the_measurement_script_draw_anew_every_iteration():
+    """reports/duplex/sampled_draws.py's fresh mode: every stage gets its own seed and is timed anew, so two calls
+    on one stage shape draw different routings, where archsim's own sampled routing reuses one."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "reports" / "duplex" / "sampled_draws.py"
+    spec = importlib.util.spec_from_file_location("sampled_draws", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = {"model": "mixtral-8x7b", "device": "bank_pim", "routing": "sampled"}
+    stage = Stage((), (300,) * 64)
+    reused = DuplexRun(cfg)
+    assert reused.compiler.stage(stage)[0] == reused.compiler.stage(stage)[0]
+    fresh = DuplexRun(cfg)
+    mod.fresh_draws(fresh)
+    t1, t2 = fresh.compiler.stage(stage)[0], fresh.compiler.stage(stage)[0]
+    assert fresh.compiler.seed == 1 and len(fresh.compiler.stage_memo) == 1
+    assert t1 != t2

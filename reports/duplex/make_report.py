@@ -789,6 +789,28 @@ must offset it): {listing([f"{r.model} {r.system} ({r.fork}) {r.condition} {r.ro
                            f"{r.toggled_over_llmsim:.3f}" for r in away.itertuples()])}.
 
 {per_expert_text(causes)}
+{draws_text(causes)}"""
+
+
+def draws_text(causes: pd.DataFrame, path: Path = OUT / "sampled_draws.csv") -> str:
+    """How much `routing: sampled` owes to reusing its draws, from sampled_draws.csv (written by
+    sampled_draws.py, which runs separately); no table, no sentence."""
+    if not path.exists():
+        return ""
+    d = pd.read_csv(path)
+    helios = causes[(causes.condition == "routing sampled") & (causes.fork == "helios")]
+    ratio = helios.set_index(["model", "system"]).llmsim_tokens_per_s
+    items = []
+    for r in d.itertuples():
+        ref = ratio.get((r.model, r.system))
+        vs_ref = (f", ratio to LLMSimulator {r.reused_tokens_per_s / ref:.3f} -> {r.fresh_tokens_per_s / ref:.3f}"
+                  if ref is not None else "")
+        items.append(f"{r.model} {r.system} {r.reused_tokens_per_s:.0f} -> {r.fresh_tokens_per_s:.0f} tok/s "
+                     f"({r.fresh_over_reused - 1:+.1%}{vs_ref})")
+    return f"""
+`routing: sampled` seeds every layer's draw by (seed, layer, tokens), so stages with the same token count reuse
+one routing; LLMSimulator draws anew every iteration. Drawn anew every iteration instead (`sampled_draws.py`,
+`sampled_draws.csv`; roofline mode, helios fork's LLMSimulator row): {"; ".join(items)}.
 """
 
 

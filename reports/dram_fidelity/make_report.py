@@ -102,11 +102,12 @@ def steps(recs: list[dict]) -> str:
 def norefresh(path: Path) -> str:
     """The experiment with refresh off in both simulators (`run_cases.py --no-refresh`)."""
     recs = [r for r in json.loads(path.read_text()) if r["sim"].endswith("+norefresh")]
-    by = {(r["sim"], r["device"], r["kind"]): r for r in recs}
+    # keyed by request count too: a device run at 20 K and 200 K requests has a row for each size
+    by = {(r["sim"], r["device"], r["kind"], r["requests"]): r for r in recs}
     lines = ["| device | trace | requests | Ramulator 2.1 cycles | archsim cycles | difference | Ramulator latency "
              "| archsim latency |", "|---|---|---|---|---|---|---|---|"]
-    for (sim, d, k), ref in sorted(by.items(), key=lambda kv: (kv[0][1], ORDER[kv[0][2]])):
-        a = by.get(("archsim/ramulator2+norefresh", d, k))
+    for (sim, d, k, n), ref in sorted(by.items(), key=lambda kv: (kv[0][1], -kv[0][3], ORDER[kv[0][2]])):
+        a = by.get(("archsim/ramulator2+norefresh", d, k, n))
         if sim != "ramulator2+norefresh" or a is None:
             continue
         lines.append(f"| {d} | {k} | {ref['requests']:,} | {ref['cycles']:,} | {a['cycles']:,} "

@@ -447,3 +447,21 @@ def test_norefresh_table_pairs_runs_of_one_size(tmp_path):
     rows = [line for line in norefresh(path).splitlines() if line.startswith("| DDR5")]
     assert rows == ["| DDR5-4800 1R | stream | 200,000 | 1,000 | 1,010 | +1.00 % | 1.0 | 1.0 |",
                     "| DDR5-4800 1R | stream | 20,000 | 100 | 101 | +1.00 % | 1.0 | 1.0 |"]
+
+
+def test_rfm_table_shows_the_gap_without_rfm(tmp_path):
+    # the RFM table's last column is archsim minus Ramulator with RFM off in both: a gap RFM does not cause (the
+    # one-bank conflict trace's scheduler difference) shows there too
+    import json
+
+    from make_report import rfm
+
+    def rec(sim, device, cycles):
+        return {"sim": sim, "device": device, "kind": "conflict", "requests": 20000, "cycles": cycles}
+
+    recs = [rec("ramulator2", "DDR5-4800 1R RFM", 1000), rec("archsim/ramulator2", "DDR5-4800 1R RFM", 1012),
+            rec("ramulator2+norefresh", "DDR5-4800 1R", 950), rec("archsim/ramulator2+norefresh", "DDR5-4800 1R", 969)]
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(recs))
+    rows = [line for line in rfm(path).splitlines() if line.startswith("| conflict")]
+    assert rows == ["| conflict | 20,000 | +5.26 % | +4.44 % | +1.20 % | +2.00 % |"]

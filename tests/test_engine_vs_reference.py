@@ -21,12 +21,12 @@ from functools import cache, partial
 import numpy as np
 import pandas as pd
 import pytest
-from engine_cases import DRAWN, SEG_END, SEG_START, VARIANTS, _spec, case_spec, describe, random_case, run_case
+from engine_cases import DRAWN, VARIANTS, _spec, case_spec, describe, random_case, run_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from archsim.dram.checker import check_log
-from archsim.engine.reference import ReferenceController
+from archsim.engine.reference import SEG_END, SEG_START, ReferenceController
 
 SEEDS = int(os.environ.get("ARCHSIM_ENGINE_SEEDS", "200"))   # per run of test_engine_matches_reference
 CHUNK = 100

@@ -22,7 +22,7 @@ def dram_action_energy_pj(spec: DramSpec) -> dict[str, float]:
     t = spec.timing
     tck_ns = spec.tCK_ps / 1000.0
     if not e:
-        return {"ACT": 0.0, "RD": 0.0, "WR": 0.0, "REFab": 0.0, "REFpb": 0.0, "background_mw": 0.0}
+        return {"ACT": 0.0, "RD": 0.0, "WR": 0.0, "REFab": 0.0, "REFpb": 0.0, "RFMab": 0.0, "background_mw": 0.0}
     if e["model"] == "idd":
         vdd = float(e["VDD"])
         dev = int(e.get("devices_per_rank", 1))
@@ -33,12 +33,16 @@ def dram_action_energy_pj(spec: DramSpec) -> dict[str, float]:
         ref = (e["IDD5B"] - e["IDD3N"]) * t["nRFC"] * tck_ns * vdd * dev
         out = {"ACT": act, "RD": rd, "WR": wr, "REFab": ref, "REFpb": ref / spec.banks_per_rank,
                "background_mw": e["IDD3N"] * vdd * dev, "background_per": "rank"}
+        if "nRFM" in t:     # an RFM: a refresh of the rank nRFM long (IDD5B, as REFab over nRFC)
+            out["RFMab"] = ref * t["nRFM"] / t["nRFC"]
     else:
         bits_row = spec.row_bytes * 8
         bits_access = spec.access_bytes * 8
         out = {"ACT": e["act_pre_pj_per_row_bit"] * bits_row, "RD": e["rd_pj_per_bit"] * bits_access,
                "WR": e["wr_pj_per_bit"] * bits_access, "REFab": float(e["refab_pj"]),
                "REFpb": float(e["refpb_pj"]), "background_mw": float(e["background_mw"]), "background_per": "bus"}
+        if "nRFM" in t:
+            out["RFMab"] = out["REFab"] * t["nRFM"] / t["nRFC"]
     # further actions (PIM commands) priced in units of the base ones, e.g. `COMP: 4 * RD`
     base = {k: v for k, v in out.items() if k in ACTION_COMPONENT}
     for action, text in (e.get("actions") or {}).items():
@@ -58,13 +62,27 @@ def action_counts(spec: DramSpec, command_counts: dict[str, int]) -> dict[str, i
 
 
 # which energy component each DRAM action feeds (PRE is costed inside ACT: one activate-precharge pair)
-ACTION_COMPONENT = {"ACT": "act_pre", "RD": "read", "WR": "write", "REFab": "refresh", "REFpb": "refresh"}
+ACTION_COMPONENT = {"ACT": "act_pre", "RD": "read", "WR": "write", "REFab": "refresh", "REFpb": "refresh",
+                    "RFMab": "refresh"}
+
+
+def precharged_cycles(pre_cycles: Any, pre_since: Any, cycles: int) -> Any:
+    """Per refresh node, the cycles up to `cycles` in which every bank of the node was closed and none refreshing
+    (the channel kernel's pre_cycles, plus the open interval since pre_since; -1: a row was open at the end)."""
+    import numpy as np
+
+    pre = np.asarray(pre_cycles, dtype=np.int64) + np.where(np.asarray(pre_since) >= 0,
+                                                            np.maximum(cycles - np.asarray(pre_since), 0), 0)
+    return np.minimum(pre, cycles)
 
 
 def dram_energy_pj(spec: DramSpec, counts: dict[str, int], cycles: int, channels: int = 1,
-                   table: DramSpec | None = None) -> dict[str, float]:
+                   table: DramSpec | None = None, precharged: tuple[int, int] | None = None) -> dict[str, float]:
     """Energy by component for `counts` (command name -> count) over `cycles` on `channels` channels: the
-    post-pass over the run's action counts. `table`: cost with another preset's energy table (same actions)."""
+    post-pass over the run's action counts. `table`: cost with another preset's energy table (same actions).
+    precharged: (precharged node-cycles, refresh nodes they are summed over) of the run: an IDD table's
+    background is then per state, IDD2N while every bank of a rank is closed and none refreshing and IDD3N
+    otherwise (DRAMPower's split; `energy.background: active` keeps IDD3N throughout); without it, IDD3N."""
     costed = table if table is not None else spec
     per = dram_action_energy_pj(costed)
     actions = action_counts(spec, counts)
@@ -81,6 +99,13 @@ def dram_energy_pj(spec: DramSpec, counts: dict[str, int], cycles: int, channels
     else:
         units = channels * spec.counts[1]
     out["background"] = per["background_mw"] * 1e-3 * seconds * 1e12 * units
+    e = costed.energy or {}
+    if precharged is not None and e.get("model") == "idd" and e.get("background", "per_state") == "per_state":
+        pre, nodes = precharged
+        if nodes and cycles:
+            # the precharged share of the background units' time at IDD2N instead of IDD3N
+            share = pre / (nodes * cycles)
+            out["background"] *= 1 - share * (1 - float(e["IDD2N"]) / float(e["IDD3N"]))
     return out
 
 
@@ -100,7 +125,8 @@ def recost(result: Any, preset: str | DramSpec) -> dict[str, float]:
 
         raise UserError(f"recost: preset {table.name} has no energy for action(s) {', '.join(missing)} "
                         f"of {spec.name}")
-    return dram_energy_pj(spec, stats["commands"], stats["cycles"], stats["channels"], table=table)
+    pre = (stats["precharged_cycles"], stats["refresh_nodes"]) if "precharged_cycles" in stats else None
+    return dram_energy_pj(spec, stats["commands"], stats["cycles"], stats["channels"], table=table, precharged=pre)
 
 
 def total(energy: dict[str, Any]) -> float:

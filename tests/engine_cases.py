@@ -33,6 +33,10 @@ VARIANTS: list[tuple[str, tuple[tuple[str, Any], ...]]] = [
     ("DDR5_4800AN_x8_16Gb", (("org.ranks", 2),)),
     ("GDDR7_28Gbps_16Gb", (("org.channels", 1),)),
     ("HBM4_8000Mbps_32Gb_8Hi", (("org.channels", 1),)),
+    # LPDDR5's split activate: a two-cycle ACT whose rows run from its first cycle (`timings_from: first`)
+    ("LPDDR5_6400_x16_16Gb", ()),
+    # DDR5 with refresh management: an RFM every few activates of a bank (rfm_threshold drawn small), 2 ranks
+    ("DDR5_4800AN_x8_16Gb_RFM", (("org.ranks", 2),)),
 ]
 DRAWN = 7       # the variants an unpinned case draws from
 
@@ -167,6 +171,11 @@ def random_case(seed: int, variant: int | None = None, refresh: str | None = Non
     # pinned requests leave their queue (Ramulator 2.1's separate active buffer) in some of the cases with the
     # active buffer; decided from draws already made, so the other cases stay as they were
     controller["pinned_leave_queue"] = controller["active_buffer"] and controller["read_queue"] % 2 == 0
+    if spec.rfm_command >= 0:
+        # refresh management every few activates, with a short nRFM, so that RFMs happen in small cases (drawn
+        # after every earlier draw: the other variants' cases are unchanged)
+        controller["rfm_threshold"] = int(rng.integers(2, 7))
+        overrides["timing.nRFM"] = int(rng.integers(30, 120))
     arbitration = str(rng.choice(ARBITRATIONS))
     n_rw = int(rng.integers(0, 3)) if n_rw is None else n_rw
     n_stream = int(rng.integers(0, 2)) if n_stream is None else n_stream

@@ -33,6 +33,8 @@ SPECS["DDR4_3200AA_x8_8Gb_DRAMsim3@2ranks"] = load_spec("DDR4_3200AA_x8_8Gb_DRAM
 # DRAMsim3's HBM2 file resolves to one rank; its standard keeps the rank level (and rows) for larger channels
 SPECS["HBM2_2Gbps_DRAMsim3@2ranks"] = load_spec("HBM2_2Gbps_DRAMsim3", overrides={"org.ranks": 2})
 SPECS["DDR5_4800AN_x8_16Gb@2ranks"] = load_spec("DDR5_4800AN_x8_16Gb", overrides={"org.ranks": 2})
+SPECS["LPDDR5_6400_x16_16Gb@2ranks"] = load_spec("LPDDR5_6400_x16_16Gb", overrides={"org.ranks": 2})
+SPECS["DDR5_4800AN_x8_16Gb_RFM@2ranks"] = load_spec("DDR5_4800AN_x8_16Gb_RFM", overrides={"org.ranks": 2})
 GAP = 2000  # > every latency of every preset (the largest is HBM4's nRFC = 900)
 ROW = 7     # rows opened in buffer k are ROW + k, so no row is ever open in two buffers
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from archsim.dram.spec import load_spec, preset_names
+from archsim.dram.spec import load_spec, preset_names, standard_command_cycles, standard_timings_from
 from archsim.dram.trace import Trace
 from archsim.systems.dram_trace.system import run_trace
 
@@ -81,7 +81,14 @@ def test_smoke_controller_options(preset, ctrl, assert_log_clean):
 # unloaded latency
 
 
-TWO_CYCLE_ACT = {"DDR5_4800AN_x8_16Gb", "GDDR7_28Gbps_16Gb"}
+def _act_shift(spec) -> int:
+    """Cycles a row to the ACT loses: its command cycles beyond the first, where the standard's timings run from
+    a command's last cycle (DDR5, GDDR7; LPDDR5's split activate runs from its first: none)."""
+    std = str(spec.raw.get("standard", ""))
+    if standard_timings_from(std) == "first":
+        return 0
+    return standard_command_cycles(std).get("ACT", 1) - 1
+
 
 
 def _read_latency(spec) -> int:
@@ -118,7 +125,7 @@ def test_unloaded_latency_row_hit_and_conflict(preset, make_trace):
     r = _single(spec, reqs, make_trace)
     lat = r.extra["raw"]["req_done"] - r.extra["raw"]["req_enq"]
     # (a PRE is one command cycle, an ACT two on DDR5 and GDDR7: PRE -> ACT is nRP - 1 there, docs/channel-engine.md)
-    rd, pre_act = _read_latency(spec), t["nRP"] - (spec.name in TWO_CYCLE_ACT)
+    rd, pre_act = _read_latency(spec), t["nRP"] - _act_shift(spec)
     assert lat.tolist() == [t["nRCDRD"] + rd, rd, pre_act + t["nRCDRD"] + rd]
     assert r.extra["raw"]["req_kind"].tolist() == [1, 0, 2]  # miss, hit, conflict
 

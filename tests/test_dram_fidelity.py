@@ -1,5 +1,5 @@
 """Issue 24: archsim under `controller.convention=ramulator2` reproduces Ramulator 2.1 on the same trace files
-(DDR4 1 and 2 ranks, HBM2, GDDR6, HBM3; issue 39: DDR5, GDDR7, HBM4), and its measured gaps to DRAMsim3 are pinned.
+(DDR4 1 and 2 ranks, HBM2, GDDR6, HBM3; issue 39: DDR5, GDDR7, HBM4, LPDDR5, DDR5 with RFM), and its measured gaps to DRAMsim3 are pinned.
 
 The reference figures are constants measured with Ramulator 2.1 (CMU-SAFARI/ramulator2 @c5b1c3a478b6) and DRAMsim3
 (umd-memsys/DRAMsim3 @29817593), built as reports/dram_fidelity/README.md says, by
@@ -65,6 +65,16 @@ RAMULATOR_20K = {
     ("HBM4 32ch", "random"): (10909, 0.00025, 134.56),
     ("HBM4 32ch", "mixed"): (10867, 0.00025, 149.72),
     ("HBM4 32ch", "conflict"): (2024831.5, 0.02538, 4184.66),
+    # LPDDR5 under Ramulator's wck_sync_mode=always_on (run_cases.DEVICES)
+    ("LPDDR5-6400 2ch", "stream"): (26644, 0.96406, 95.30),
+    ("LPDDR5-6400 2ch", "random"): (54537, 0.00000, 205.47),
+    ("LPDDR5-6400 2ch", "mixed"): (62838, 0.00000, 347.52),
+    ("LPDDR5-6400 2ch", "conflict"): (1096391, 0.02543, 2266.48),
+    # DDR5 with RFM (DDR5_RFM, RFMManager rfm_thresh 80; periodic refresh off in both: run_cases.DEVICES)
+    ("DDR5-4800 1R RFM", "stream"): (207925, 0.98356, 459.60),
+    ("DDR5-4800 1R RFM", "random"): (248549, 0.00000, 578.03),
+    ("DDR5-4800 1R RFM", "mixed"): (251971, 0.00000, 903.79),
+    ("DDR5-4800 1R RFM", "conflict"): (2512362, 0.02523, 5191.80),
 }
 RAMULATOR_200K = {
     ("DDR4-3200 1R", "stream"): (1235361, 0.99124, 272.73),
@@ -104,6 +114,14 @@ RAMULATOR_200K = {
     ("HBM4 32ch", "random"): (112338.5, 0.00042, 145.70),
     ("HBM4 32ch", "mixed"): (112333.5, 0.00041, 162.06),
     ("HBM4 32ch", "conflict"): (20297929.5, 0.02441, 4172.67),
+    ("LPDDR5-6400 2ch", "stream"): (268291, 0.96401, 96.03),
+    ("LPDDR5-6400 2ch", "random"): (550308, 0.00003, 205.92),
+    ("LPDDR5-6400 2ch", "mixed"): (629311, 0.00003, 350.37),
+    ("LPDDR5-6400 2ch", "conflict"): (10982588, 0.02440, 2258.38),
+    ("DDR5-4800 1R RFM", "stream"): (2071554, 0.98358, 456.13),
+    ("DDR5-4800 1R RFM", "random"): (2483662, 0.00005, 575.43),
+    ("DDR5-4800 1R RFM", "mixed"): (2531329, 0.00002, 898.12),
+    ("DDR5-4800 1R RFM", "conflict"): (25148583, 0.02430, 5169.44),
 }
 TOL_CYCLES, TOL_HIT_POINTS, TOL_LATENCY = 0.02, 1.0, 0.10
 
@@ -118,7 +136,7 @@ def _archsim(device: str, trace: Path, preset_key: str = "preset_ramulator2") ->
     # the preset of Ramulator's device files where archsim has one (GDDR6_14Gbps has its timings already); the
     # convention sets the front end (HBM3: two requests per CK)
     r = run_trace(str(trace), preset=dev.get(preset_key, dev["preset"]), channels=dev["channels"],
-                  mapping=ram_mapping(dev), controller={"convention": "ramulator2"},
+                  mapping=ram_mapping(dev), controller={**dev.get("controller", {}), "convention": "ramulator2"},
                   overrides=dev["overrides"])
     return r.stats
 

@@ -48,13 +48,38 @@ def test_ddr5_memspec_uses_its_own_keys():
     assert m["mempowerspec"]["idd5b"] == pytest.approx(spec.energy["IDD5B"] * 1e-3)
 
 
+def test_lpddr5_memspec_puts_the_one_supply_on_vdd1_with_wck_always_on():
+    spec = load_spec("LPDDR5_6400_x16_16Gb")
+    m = drampower.memspec(spec)["memspec"]
+    assert m["memoryType"] == "LPDDR5"
+    arch, power, timing = m["memarchitecturespec"], m["mempowerspec"], m["memtimingspec"]
+    # one x16 die, BL16 of two beats per WCK at WCK = 4 CK: 16 / (2 x 4) = 2 CK, the preset's nBL
+    assert (arch["width"], arch["nbrOfDevices"], arch["burstLength"], arch["nbrOfColumns"]) == (16, 1, 16, 1024)
+    assert arch["burstLength"] / (arch["dataRate"] * timing["WCK2CK"]) == spec.timing["nBL"]
+    assert arch["WCKalwaysOn"] is True and (arch["nbrOfBanks"], arch["nbrOfBankGroups"]) == (16, 4)
+    for key in ("IDD0", "IDD2N", "IDD3N", "IDD4R", "IDD4W"):
+        assert power[key.lower() + "1"] == pytest.approx(spec.energy[key] * 1e-3)
+        assert power[key.lower() + "2h"] == power[key.lower() + "2l"] == 0.0
+    assert power["idd51"] == pytest.approx(spec.energy["IDD5B"] * 1e-3)
+    assert (timing["RAS"], timing["RPpb"], timing["RFCab"]) == (spec.timing["nRAS"], spec.timing["nRP"],
+                                                                 spec.timing["nRFC"])
+
+
+def test_lpddr5_activate_is_given_at_its_first_cycle():
+    """LPDDR5's two-cycle ACT (ACT-1, ACT-2) is timed from ACT-1: DRAMPower gets the logged cycle."""
+    spec = load_spec("LPDDR5_6400_x16_16Gb")
+    log = pd.DataFrame({"cycle": [0, 224, 250], "command": ["REFab", "ACT", "PRE"], "channel": 0, "pseudochannel": 0,
+                        "rank": 0, "bankgroup": 1, "bank": 2, "row": [-1, 5, -1], "column": -1})
+    assert drampower.trace_lines(spec, log, 300)[:3] == ["0,REFA,0,1,6,0,0", "224,ACT,0,1,6,5,0", "250,PRE,0,1,6,0,0"]
+
+
 def test_derived_standards_count_as_their_base():
     assert drampower.memory_type(load_spec("DDR4_3200AA_x8_8Gb_Ramulator2")) == "DDR4"
 
 
 @pytest.mark.parametrize("preset", ["HBM2_2Gbps_PC", "GDDR6_14Gbps", "HBM4_8000Mbps_32Gb_8Hi"])
 def test_standards_drampower_lacks_are_refused_naming_the_allowed_ones(preset):
-    with pytest.raises(UserError, match="DRAMPower takes DDR4, DDR5"):
+    with pytest.raises(UserError, match="DRAMPower takes DDR4, DDR5, LPDDR5"):
         drampower.memory_type(load_spec(preset))
 
 
@@ -112,8 +137,8 @@ def test_cli_writes_trace_memspec_and_config(tmp_path):
 # ---- the committed comparison -------------------------------------------------------------------------------
 ROWS = drampower_report.load() if drampower_report.CSV_PATH.exists() else []
 # a few cases of the table, one per device, both variants (each run takes well under a second once compiled)
-PINNED = [("DDR4-3200 1R", "random", "as-is"), ("DDR4-3200 2R", "mixed", "idd2n=idd3n"),
-          ("DDR5-4800 1R", "conflict", "as-is")]
+PINNED = [("DDR4-3200 1R", "random", "as-is"), ("DDR4-3200 2R", "mixed", "flat-background"),
+          ("DDR5-4800 1R", "conflict", "as-is"), ("LPDDR5-6400 1ch", "stream", "prea-at-end")]
 
 
 def test_the_comparison_covers_every_device_trace_and_variant():

@@ -124,8 +124,9 @@ class FunctionalPimGpt:
         return self.gemv(self.lay.lm_head, asic.rmsnorm(x, W["gf"], EPS))
 
 
-def _reference(m: ModelSpec, W: dict, toks: list[int]) -> list[np.ndarray]:
-    """float64 numpy: RMSNorm, RoPE (exact angles), GQA attention (query head h reads KV head h // rep), SwiGLU."""
+def _reference(m: ModelSpec, W: dict, toks: list[int], ffns: list | None = None) -> list[np.ndarray]:
+    """float64 numpy: RMSNorm, RoPE (exact angles), GQA attention (query head h reads KV head h // rep), SwiGLU
+    (or ffns[i](h), block i's own FFN: tests/test_pimgpt_moe.py's experts)."""
     f = np.float64
     rep, half, d = m.n_heads // m.n_kv_heads, m.d_head // 2, m.d_head
     theta = ROPE_BASE ** (-np.arange(half) / half)
@@ -143,7 +144,7 @@ def _reference(m: ModelSpec, W: dict, toks: list[int]) -> list[np.ndarray]:
     for t, tok in enumerate(toks):
         x = W["wte"][tok].astype(f)
         for i in range(m.n_layers):
-            Wl = {k: v.astype(f) for k, v in W["layers"][i].items()}
+            Wl = {k: v.astype(f) for k, v in W["layers"][i].items() if isinstance(v, np.ndarray)}
             qkv = Wl["qkv"] @ rms(x, Wl["g1"])
             q = rot(qkv[:m.q_dim].reshape(m.n_heads, d), t)
             K[i] = np.concatenate([K[i], rot(qkv[m.q_dim:m.q_dim + m.kv_dim].reshape(1, m.n_kv_heads, d), t)])
@@ -155,6 +156,9 @@ def _reference(m: ModelSpec, W: dict, toks: list[int]) -> list[np.ndarray]:
             p /= p.sum(1, keepdims=True)
             x = x + Wl["attn_out"] @ np.einsum("ht,thd->hd", p, vh).ravel()
             h = rms(x, Wl["g2"])
+            if ffns is not None:
+                x = x + ffns[i](h)
+                continue
             gate = Wl["ffn_gate"] @ h
             x = x + Wl["ffn2"] @ (gate / (1 + np.exp(-gate)) * (Wl["ffn_up"] @ h))
         logits.append(W["lm_head"].astype(f) @ rms(x, W["gf"].astype(f)))

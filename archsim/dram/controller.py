@@ -66,6 +66,10 @@ class ControllerConfig:
     row_hit_cap: int = opt(0, "DRAMsim3: once the open row of a bank has served this many column commands, the "
                            "bank's oldest request goes first even if it needs a precharge (0: hits always first)",
                            minimum=0)
+    rfm_threshold: int = opt(0, "refresh management (DDR5 RFM): once a bank has opened this many rows, its rank "
+                             "gets an RFM command (issued like an all-bank refresh, nRFM long) and the rank's "
+                             "activate counts start again; Ramulator 2.1's RFMManager uses 80 (0: off). Needs a "
+                             "standard with an RFM command (preset DDR5_4800AN_x8_16Gb_RFM)", minimum=0)
     refresh_stagger: bool = opt(False, "DRAMsim3: all-bank refreshes of the ranks of a channel spread over nREFI "
                                 "(rank r first due at (r + 1) * (nREFI // ranks), each every ranks * (nREFI // "
                                 "ranks)) instead of all due together")
@@ -142,6 +146,9 @@ class ControllerConfig:
         if self.refresh_stagger and self.refresh == "perbank":
             raise ConfigError("controller.refresh_stagger", "staggers all-bank refreshes only; with refresh: "
                               "perbank set it false (allowed with refresh: allbank or none)", source=source)
+        if self.rfm_threshold > 0 and (self.refresh == "perbank" or self.bank_command_queue > 0):
+            raise ConfigError("controller.rfm_threshold", "RFM is modelled with refresh: allbank or none and "
+                              "bank_command_queue: 0 (set those, or rfm_threshold: 0)", source=source)
         if self.bank_command_queue > 0 and (self.row_policy != "open" or self.active_buffer
                                             or self.pinned_leave_queue):
             raise ConfigError("controller.bank_command_queue", "DRAMsim3's queues are modelled with row_policy: "
@@ -165,7 +172,7 @@ class ControllerConfig:
         if out["convention"] == DEFAULT_CONVENTION:
             del out["convention"]
         for key in ("pinned_leave_queue", "row_hit_cap", "refresh_stagger", "bank_command_queue", "posted_writes",
-                    "merge_reads"):
+                    "merge_reads", "rfm_threshold"):
             if not out[key]:
                 del out[key]
         if not self.bank_command_queue:

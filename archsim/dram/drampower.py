@@ -17,11 +17,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from archsim.dram.spec import DramSpec, standard_command_cycles, standard_lineage
+from archsim.dram.spec import DramSpec, standard_command_cycles, standard_lineage, standard_timings_from
 from archsim.errors import UserError
 
 # archsim standard (or the standard it extends) -> DRAMPower memoryType
-STANDARDS = {"ddr4": "DDR4", "ddr5": "DDR5"}
+STANDARDS = {"ddr4": "DDR4", "ddr5": "DDR5", "lpddr5": "LPDDR5"}
 
 # archsim command -> DRAMPower command (its CmdType names); anything else in a log has no DRAMPower counterpart
 COMMANDS = {"ACT": "ACT", "PRE": "PRE", "PREA": "PREA", "RD": "RD", "WR": "WR", "RDA": "RDA", "WRA": "WRA",
@@ -73,6 +73,8 @@ def _geometry(spec: DramSpec) -> dict[str, int]:
 def memspec(spec: DramSpec) -> dict[str, Any]:
     """DRAMPower's memspec (DRAMUtils' JSON format) for the preset: currents in A, tCK in s, timings in cycles."""
     kind = memory_type(spec)
+    if kind == "LPDDR5":
+        return {"memspec": _lpddr5(spec)}
     g = _geometry(spec)
     t = spec.timing
     e = spec.energy
@@ -133,6 +135,50 @@ def _ddr5(m: dict[str, Any], amp: dict[str, float], t: dict[str, int]) -> None:
     m["dataratespec"] = {"ca_bus_rate": 2, "dq_bus_rate": 2, "dqs_bus_rate": 2}
 
 
+# LPDDR5: BL16 on a WCK at four times the CK (JESD209-5B Table 330, BG mode above 1600 MHz): a burst of 16 beats,
+# two per WCK cycle, lasts 16 / (2 x 4) = 2 CK, archsim's nBL
+LPDDR5_BURST, LPDDR5_WCK_PER_CK = 16, 4
+
+
+def _lpddr5(spec: DramSpec) -> dict[str, Any]:
+    """LPDDR5's memspec: its currents per supply rail, archsim's one supply as VDD1 (VDD2H, VDD2L carry none), WCK
+    always on (no CAS-sync command, as archsim's lpddr5 standard)."""
+    t, e = spec.timing, spec.energy
+    devices = int(e.get("devices_per_rank", 1))
+    width = spec.access_bytes * 8 // (LPDDR5_BURST * devices)
+    if width * devices * LPDDR5_BURST != spec.access_bytes * 8 or t["nBL"] * 2 * LPDDR5_WCK_PER_CK != LPDDR5_BURST:
+        raise UserError(f"--log-format drampower: preset {spec.name}: {spec.access_bytes} B per access over "
+                        f"{t['nBL']} CK is not {devices} device(s) x BL{LPDDR5_BURST} at WCK:CK {LPDDR5_WCK_PER_CK}:1")
+    amp = {k: float(e[k]) * 1e-3 for k in ("IDD0", "IDD2N", "IDD3N", "IDD4R", "IDD4W", "IDD5B")}
+    arch = {"nbrOfChannels": 1, "nbrOfColumns": spec.row_bytes * 8 // (width * devices), "nbrOfRows": spec.rows,
+            "width": width, "burstLength": LPDDR5_BURST, "maxBurstLength": LPDDR5_BURST, "dataRate": 2,
+            "nbrOfBankGroups": spec.counts[3], "nbrOfBanks": spec.banks_per_rank, "nbrOfRanks": spec.counts[2],
+            "nbrOfDevices": devices, "per2BankOffset": spec.banks_per_rank // 2, "WCKalwaysOn": True}
+    rail1 = {"idd01": amp["IDD0"], "idd2n1": amp["IDD2N"], "idd3n1": amp["IDD3N"], "idd4r1": amp["IDD4R"],
+             "idd4w1": amp["IDD4W"], "idd51": amp["IDD5B"]}
+    power: dict[str, float] = {"vdd1": float(e["VDD"]), **rail1, "vdd2h": float(e["VDD"]), "vdd2l": float(e["VDD"]),
+                               "vddq": float(e["VDD"]), "iBeta_vdd1": amp["IDD0"], "iBeta_vdd2h": 0.0,
+                               "iBeta_vdd2l": 0.0}
+    for rail in ("1", "2h", "2l"):
+        for idd in ("idd0", "idd2n", "idd3n", "idd4r", "idd4w", "idd5", "idd5pb", "idd6", "idd6ds", "idd2p", "idd3p"):
+            power.setdefault(idd + rail, 0.0)
+    timing = {"tCK": spec.tCK_s, "REFI": t.get("nREFI", 0), "REFIpb": t.get("nREFIpb", 0), "RFCab": t["nRFC"],
+              "RFCpb": t.get("nRFCpb", t["nRFC"]), "RAS": t["nRAS"], "RPab": t.get("nRPab", t["nRP"]),
+              "RPpb": t["nRP"], "RCpb": t["nRC"], "RCab": t["nRAS"] + t.get("nRPab", t["nRP"]),
+              "PPD": t.get("nPPD", 0), "RCD_L": t["nRCDRD"], "RCD_S": t["nRCDRD"], "FAW": t.get("nFAW", 0),
+              "RRD": t["nRRDS"], "RL": t["nCL"], "RBTP": max(0, t["nRTP"] - t["nBL"]), "WL": t["nCWL"],
+              "WR": t["nWR"], "RTRS": t.get("nRTRS", 0), "WTR_L": t["nWTRL"], "WTR_S": t["nWTRS"],
+              "WCK2DQO": 0, "WCK2CK": LPDDR5_WCK_PER_CK, "pbR2act": t.get("nPBR2ACT", 0),
+              "pbR2pbR": t.get("nPBR2PBR", 0)}
+    for key in ("BL_n_min_16", "BL_n_max_16", "BL_n_L_16", "BL_n_S_16", "BL_n_min_32", "BL_n_max_32", "BL_n_L_32",
+                "BL_n_S_32"):
+        timing[key] = 0
+    impedance = {f"C_total_{x}": 0.0 for x in ("cb", "ck", "wck", "dqs", "rb", "wb")}
+    impedance |= {f"R_eq_{x}": NO_TERMINATION_OHM for x in ("cb", "ck", "wck", "dqs", "rb", "wb")}
+    return {"memoryId": spec.name, "memoryType": "LPDDR5", "memarchitecturespec": arch, "mempowerspec": power,
+            "memtimingspec": timing, "bankwisespec": {"factRho": FACT_RHO}, "memimpedancespec": impedance}
+
+
 def trace_lines(spec: DramSpec, log_df: Any, end_cycle: int, close_banks: bool = False) -> list[str]:
     """The command log as DRAMPower trace lines (one channel), in cycle order, closed by `END` at end_cycle (the
     run's last cycle: background energy covers the same window as archsim's). Reads and writes carry a burst of
@@ -142,14 +188,18 @@ def trace_lines(spec: DramSpec, log_df: Any, end_cycle: int, close_banks: bool =
 
     A multi-cycle command (DDR5's ACT, RD, WR: `command_cycles`) is logged at its first cycle but takes effect
     at its last, from which the standard's timings run (archsim/dram/spec.py): DRAMPower gets that last cycle,
-    so that, e.g., an ACT issued right at the end of a refresh is not seen inside it."""
+    so that, e.g., an ACT issued right at the end of a refresh is not seen inside it. LPDDR5's two-cycle ACT
+    (ACT-1, ACT-2) is timed from its first cycle (`timings_from: first`): DRAMPower gets the logged cycle."""
     unknown = sorted(set(log_df["command"]) - set(COMMANDS))
     if unknown:
         raise UserError(f"--log-format drampower: command(s) {', '.join(unknown)} of preset {spec.name} have no "
                         f"DRAMPower counterpart (it takes {', '.join(COMMANDS)})")
     data = "00" * spec.access_bytes
     per_group = spec.counts[4]
-    extra = {name: n - 1 for name, n in standard_command_cycles(str(spec.raw.get("standard", ""))).items()}
+    std = str(spec.raw.get("standard", ""))
+    # (a standard timed from a command's first cycle, LPDDR5's split activate: the logged cycle)
+    extra = {name: n - 1 for name, n in standard_command_cycles(std).items()} \
+        if standard_timings_from(std) == "last" else {}
     df = log_df.assign(cycle=log_df["cycle"] + log_df["command"].map(extra).fillna(0).astype("int64"))
     df = df.sort_values("cycle", kind="stable")
     lines = []

@@ -18,8 +18,9 @@ from archsim.errors import ConfigError
 # roles of the rw (FR-FCFS) source and the refresh manager: indices into the role array. R_UPD / R_UPDA: the
 # near-memory update command (one column command for an rmw request) and its closing form; -1 when the
 # standard has none (an rmw is then RD, ALU latency, WR)
-R_ACT, R_PRE, R_RD, R_WR, R_RDA, R_WRA, R_REFAB, R_REFPB, R_UPD, R_UPDA = range(10)
-N_ROLES = 10
+# R_RFMAB: the refresh-management command (the standard's `rfm_command`, DDR5's RFMab), -1 when it has none
+R_ACT, R_PRE, R_RD, R_WR, R_RDA, R_WRA, R_REFAB, R_REFPB, R_UPD, R_UPDA, R_RFMAB = range(11)
+N_ROLES = 11
 ROLE_NEEDS = {R_ACT: (Effect.OPEN, "ACT"), R_PRE: (Effect.CLOSE, "PRE"), R_RD: (Effect.READ, "RD"),
               R_WR: (Effect.WRITE, "WR"), R_RDA: (Effect.READ_CLOSE, "RDA"), R_WRA: (Effect.WRITE_CLOSE, "WRA")}
 
@@ -89,8 +90,10 @@ def controller_roles(spec: DramSpec) -> np.ndarray:
                              f"needs a bank-scope `{miss}` one too (the closed-row policy closes with it)")
     _check_close_forms_not_looser(spec, role)
     role[R_REFPB] = bank_command(spec, Effect.REFRESH)
-    wide_ref = [c for c in spec.commands if c.effect == Effect.REFRESH and c.index != role[R_REFPB]]
+    wide_ref = [c for c in spec.commands if c.effect == Effect.REFRESH and c.index != role[R_REFPB]
+                and c.index != spec.rfm_command]
     role[R_REFAB] = wide_ref[0].index if wide_ref else -1
+    role[R_RFMAB] = spec.rfm_command
     return role
 
 
@@ -130,3 +133,14 @@ def refresh_nodes(spec: DramSpec, role: np.ndarray) -> RefreshNodes:
         k += len(bs)
         off[node + 1] = k
     return RefreshNodes(level, count, col.astype(np.int64), off, banks)
+
+
+def refresh_busy(spec: DramSpec, cmd: int) -> int:
+    """Cycles a refresh command keeps its banks busy (out of precharged standby): the spacing the standard puts
+    between two of them at one target (its row from the command to itself: REFab's nRFC, REFpb's nRFCpb, RFMab's
+    nRFM); 0 for a command that is no refresh or a refresh without that row."""
+    if spec.commands[cmd].effect != Effect.REFRESH:
+        return 0
+    rows = [r["latency"] for r in spec.constraints
+            if r["prev"] == cmd and r["next"] == cmd and r["window"] == 1 and not r["sibling"]]
+    return max(rows, default=0)

@@ -13,7 +13,7 @@ import numpy as np
 
 from archsim import expr
 from archsim.config import Doc, deep_merge, load_yaml, parse_override, require_choice, require_int, set_path
-from archsim.dram.effects import EFFECTS
+from archsim.dram.effects import EFFECTS, Effect
 from archsim.errors import ConfigError, UserError, unknown_name
 from archsim.limits import (
     MAX_BANKS,
@@ -77,6 +77,7 @@ class DramSpec:
     row_buffers: list[str] = field(default_factory=lambda: ["mem"])
     refresh_modes: tuple[str, ...] = ("allbank", "perbank", "none")
     options: dict[str, str] = field(default_factory=dict)    # extension options in force {"ext.option": value}
+    rfm_command: int = -1       # the refresh-management command (`rfm_command:`, DDR5's RFMab), -1 none
 
     # ---- derived sizes -------------------------------------------------------------------------
     @property
@@ -170,6 +171,11 @@ def standard_command_cycles(name: str) -> dict[str, int]:
     return {str(k): int(v) for k, v in (_load_standard(name).get("command_cycles") or {}).items()}
 
 
+def standard_timings_from(name: str) -> str:
+    """Where the standard's timings run from on a multi-cycle command: its `last` cycle (default) or `first`."""
+    return str(_load_standard(name).get("timings_from", "last"))
+
+
 def preset_path(name_or_path: str | Path) -> Path:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") and path.is_file():
@@ -209,7 +215,7 @@ def _load_standard(name: str, seen: tuple[str, ...] = (), options: dict[str, dic
 
 # an extension adds to the row buffers and groups of the standard that includes it; a derived standard replaces them
 _REPLACED_KEYS = ("name", "source", "levels", "command_bus", "row_buffers", "groups", "refresh_modes",
-                  "command_cycles")
+                  "command_cycles", "timings_from", "rfm_command")
 
 
 def _merge_standard(base: dict[str, Any], data: dict[str, Any], replace: tuple[str, ...] = (),
@@ -433,6 +439,7 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
     constraints = _constraints(std, commands, levels, parent, level_of, env)
     energy = data.get("energy", {}) or {}
     _check_energy(doc, energy, std, commands)
+    rfm = _rfm_command(std, commands, levels)
     if "mapping" in data:
         from archsim.dram.mapping import parse_mapping
 
@@ -446,8 +453,25 @@ def _build(data: dict[str, Any], doc: Doc) -> DramSpec:
         commands=commands, constraints=constraints, command_bus=std.get("command_bus", "single"),
         energy=energy, raw=data, levels=levels, level_parent=parent, node_of=node_of, row_buffers=buffers,
         refresh_modes=tuple(std.get("refresh_modes", ("allbank", "perbank", "none"))),
-        options=dict(std.get("_options", {})),
+        options=dict(std.get("_options", {})), rfm_command=rfm,
     )
+
+
+def _rfm_command(std: dict[str, Any], commands: list[Command], levels: list[str]) -> int:
+    """The index of the standard's refresh-management command (`rfm_command:`), -1 if it names none: a refresh
+    wider than a bank (the controller issues it like an all-bank refresh)."""
+    name = std.get("rfm_command")
+    if name is None:
+        return -1
+    src = std["_sources"][-1]
+    by_name = {c.name: c for c in commands}
+    if name not in by_name:
+        raise ConfigError("rfm_command", f"unknown command {name!r}; known: {', '.join(by_name)}", source=src)
+    c = by_name[name]
+    if c.effect != Effect.REFRESH or c.scope >= levels.index("bank"):
+        raise ConfigError("rfm_command", f"{name} must be a refresh (effect: refresh) wider than a bank",
+                          source=src)
+    return c.index
 
 
 def _organisation(data: dict[str, Any], doc: Doc, std: dict[str, Any]) -> tuple[list[int], int, int, int]:
@@ -641,10 +665,15 @@ def _constraints(std: dict[str, Any], commands: list[Command], levels: list[str]
 
     Multi-cycle commands (`command_cycles`): the standard's latencies run from the cycle a command is complete
     on the bus (its last), while a command is logged at its first cycle; so a row from a k-cycle command gains
-    k - 1 cycles and a row to one loses k - 1 (JEDEC's timing reference; Ramulator 2.1 adjusts the same way)."""
+    k - 1 cycles and a row to one loses k - 1 (JEDEC's timing reference; Ramulator 2.1 adjusts the same way).
+    A standard whose latencies run from a command's first cycle says `timings_from: first` (LPDDR5, whose
+    split activate ACT-1 + ACT-2 is timed from ACT-1): no adjustment, only the bus rows."""
     std_src = std["_sources"][-1]
     by_name = {c.name: c for c in commands}
     cycles = _command_cycles(std, commands)
+    timings_from = std.get("timings_from", "last")
+    if timings_from not in ("first", "last"):
+        raise ConfigError("timings_from", f"must be first or last, got {timings_from!r}", source=std_src)
     constraints = []
     groups: dict[tuple[int, int], int] = {}    # (row, cycle adjustment) -> group id: one latency per group
     n_std = len(_merge_rows(std.get("constraints", []), std_src))
@@ -665,7 +694,8 @@ def _constraints(std: dict[str, Any], commands: list[Command], levels: list[str]
                 if p not in by_name or f not in by_name:
                     bad = p if p not in by_name else f
                     raise ConfigError(where, f"unknown command {bad!r}; known: {', '.join(by_name)}", source=std_src)
-                shift = cycles[p] - cycles[f] if n < n_std else 0    # (bus occupancy rows count from the start)
+                # (bus occupancy rows count from the start)
+                shift = cycles[p] - cycles[f] if n < n_std and timings_from == "last" else 0
                 # (a row's group is its index; its pairs with another adjustment form groups after the rows)
                 group = n if shift == 0 else groups.setdefault((n, shift), len(rows) + len(groups))
                 text = str(lat) if shift == 0 else f"{lat} {'+' if shift > 0 else '-'} {abs(shift)} (command cycles)"
@@ -681,6 +711,9 @@ def _check_energy(doc: Doc, energy: dict[str, Any], std: dict[str, Any], command
     if not energy:
         return
     require_choice(doc, "energy.model", energy.get("model"), ["idd", "table"])
+    if "background" in energy:
+        # idd: per_state (IDD2N while every bank of a rank is closed, IDD3N otherwise) or active (IDD3N always)
+        require_choice(doc, "energy.background", energy["background"], ["per_state", "active"])
     acts = energy.get("actions") or {}
     if not isinstance(acts, dict):
         raise doc.error("energy.actions", "must be a mapping {action: expression over ACT, RD, WR, REFab, REFpb}")

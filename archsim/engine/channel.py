@@ -46,6 +46,7 @@ from archsim.dram.roles import (
     R_RDA,
     R_REFAB,
     R_REFPB,
+    R_RFMAB,
     R_UPD,
     R_UPDA,
     R_WR,
@@ -144,11 +145,15 @@ CF_POSTED = _slot("POSTED", "posted_writes: a write is acknowledged the cycle af
                   lambda d: d.ctrl.posted_writes)
 CF_MERGE_RD = _slot("MERGE_RD", "merge_reads: a read of an address a queued read waits for is answered with it",
                     lambda d: d.ctrl.merge_reads)
+CF_RFM_THRESH = _slot("RFM_THRESH", "rfm_threshold: activates of one bank that make its rank due for an RFM (0 off)",
+                      lambda d: d.ctrl.rfm_threshold)
 N_CF = len(CF_SLOTS)
 CF_INDEX = {s.name: i for i, s in enumerate(CF_SLOTS)}
 if any(globals().get("CF_" + s.name) != i for i, s in enumerate(CF_SLOTS)):
     raise RuntimeError("a controller slot's constant CF_<name> does not name its own slot")
 REFRESH_NONE, REFRESH_ALLBANK, REFRESH_PERBANK = 0, 1, 2
+# what a refresh node has pending (S.ref_pending, bits): its periodic refresh, an RFM (rfm_threshold)
+REF_DUE, REF_RFM = 1, 2
 REFRESH_MODES = {"none": REFRESH_NONE, "allbank": REFRESH_ALLBANK, "perbank": REFRESH_PERBANK}
 ARB_FRFCFS, ARB_PRIORITY, ARB_BLOCKED, ARB_THRESHOLD, ARB_THRESHOLD_ROW, ARB_THRESHOLD_YIELD = 0, 1, 2, 3, 4, 5
 # threshold_row: as threshold, but a held-back source may still issue column commands (to rows it opened);
@@ -317,7 +322,7 @@ def _ref_blocked(S, T, CF, ch, c, bl):
         x = T.tgt_banks[k]
         node = ch * T.ref_nodes + T.bank_ref_node[x]
         if S.ref_pending[node] != 0:
-            if CF[CF_REFRESH] == REFRESH_ALLBANK:
+            if CF[CF_REFRESH] != REFRESH_PERBANK:      # all-bank refresh or RFM (never with per-bank refresh)
                 return True
             lo = T.ref_off[T.bank_ref_node[x]]
             if T.ref_banks[lo + S.ref_bank[node]] == x:
@@ -365,8 +370,22 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
                 S.ready[ch, x] = v
     # --- bank state
     eff = T.cmd_effect[c]
-    buf = T.cmd_buf[c]
     r = T.rep[c, bl]
+    logged_row = _issue_bank_state(S, T, CF, ch, c, r, row, src, clk)
+    # --- observers
+    _observe(S, CF, ch, c, gb0 + r, logged_row, col, src, clk)
+    return eff
+
+
+@_inl
+def _issue_bank_state(S, T, CF, ch, c, r, row, src, clk):
+    """The bank state command c changes at its target (representative bank r of channel ch) issued at clk: open
+    rows, owners, the rw queues' hits, the activate counts (rfm_threshold), the precharged-time observer.
+    Returns the row the log records."""
+    B = T.banks
+    gb0 = ch * B
+    eff = T.cmd_effect[c]
+    buf = T.cmd_buf[c]
     k0 = T.tgt_off[c * B + r]
     k1 = T.tgt_off[c * B + r + 1]
     logged_row = row
@@ -383,7 +402,11 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
                 S.last_open_cmd[x, buf] = c
                 S.last_open_tgt[x, buf] = gb0 + r
                 S.last_open_row[x, buf] = row
-            S.n_open[ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]] += 1
+            g = ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]
+            if S.n_open[g] == 0:
+                _node_busy_from(S, g, clk, 0)
+                S.pre_since[g] = -1
+            S.n_open[g] += 1
             if buf == 0:
                 if _cf(S.variant, CF, CF_HIT_CAP) > 0:
                     S.row_hits[x] = 0
@@ -391,6 +414,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
                 for q in range(2 * n_rw):
                     _recount_hits(S, x, q)
                 _mark_dirty(S, ch, x)
+        _count_activate(S, T, CF, ch, k0, k1, clk)
     elif eff == E_CLOSE or eff == E_READ_CLOSE or eff == E_WRITE_CLOSE or eff == E_UPDATE_CLOSE:
         if eff == E_CLOSE:
             logged_row = S.open_row[gb0 + T.tgt_banks[k0], buf] if k1 - k0 == 1 else -1
@@ -400,7 +424,10 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
             if S.open_row[x, buf] != -1:
                 S.open_row[x, buf] = -1
                 S.owner[x, buf] = -1
-                S.n_open[ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]] -= 1
+                g = ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]
+                S.n_open[g] -= 1
+                if S.n_open[g] == 0:
+                    S.pre_since[g] = clk
                 if buf == 0:
                     if _cf(S.variant, CF, CF_HIT_CAP) > 0:
                         S.row_hits[x] = 0
@@ -413,9 +440,48 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
             logged_row = S.open_row[gb0 + T.tgt_banks[k0], buf]
         if buf == 0 and _cf(S.variant, CF, CF_HIT_CAP) > 0:
             _count_row_hit(S, T, ch, k0, k1)
-    # --- observers
-    _observe(S, CF, ch, c, gb0 + r, logged_row, col, src, clk)
-    return eff
+    elif eff == E_REFRESH:
+        # a refreshing bank keeps its node out of precharged standby for the refresh's cycles
+        for kk in range(k0, k1):
+            g = ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]
+            if S.pre_since[g] >= 0:
+                _node_busy_from(S, g, clk, T.cmd_busy[c])
+    return logged_row
+
+
+@_helper
+def _node_busy_from(S, g, clk, busy):
+    """Node g, every bank closed since pre_since[g], is busy from clk for `busy` cycles (a refresh) or until a
+    bank closes again (busy 0: a row opens; the caller marks it): the precharged time up to clk is counted
+    (pre_cycles, the per-state background's input) and the count resumes after the busy cycles."""
+    if clk > S.pre_since[g]:
+        S.pre_cycles[g] += clk - S.pre_since[g]
+    if busy > 0 and clk + busy > S.pre_since[g]:
+        S.pre_since[g] = clk + busy
+
+
+@_helper
+def _count_activate(S, T, CF, ch, k0, k1, clk):
+    """rfm_threshold: a command opened a row in target banks tgt_banks[k0:k1] of channel ch; if that is one bank,
+    it counts one activate of it, and once a bank has counted rfm_threshold, its refresh node (the rank) is due
+    for an RFM, requested at clk (issued by the refresh step, 3.1), and the activate counts of the node's banks
+    start again (Ramulator 2.1's RFMManager)."""
+    if CF[CF_RFM_THRESH] <= 0 or k1 - k0 != 1:
+        return
+    b = T.tgt_banks[k0]
+    x = ch * T.banks + b
+    S.act_count[x] += 1
+    if S.act_count[x] < CF[CF_RFM_THRESH]:
+        return
+    node = T.bank_ref_node[b]
+    g = ch * T.ref_nodes + node
+    for kk in range(T.ref_off[node], T.ref_off[node + 1]):
+        S.act_count[ch * T.banks + T.ref_banks[kk]] = 0
+    if (S.ref_pending[g] & REF_RFM) == 0:
+        if S.ref_pending[g] == 0:
+            S.ch_ref_pending[ch] += 1
+        S.ref_pending[g] |= REF_RFM
+        S.rfm_at[g] = clk
 
 
 @_helper
@@ -680,7 +746,7 @@ def _refresh_want(S, T, CF, ch, node):
     lo = T.ref_off[node]
     hi = T.ref_off[node + 1]
     g = ch * T.ref_nodes + node
-    if CF[CF_REFRESH] == REFRESH_ALLBANK:
+    if CF[CF_REFRESH] != REFRESH_PERBANK:      # all-bank refresh, or an RFM (under all-bank refresh or none)
         if S.n_open[g] > 0:
             for buf in range(nbuf):
                 first = -1
@@ -707,7 +773,7 @@ def _refresh_want(S, T, CF, ch, node):
                     if S.bank_pin[ch * B + T.tgt_banks[kk]] > 0:
                         return -1, 1
                 return c, cb
-        return T.role[R_REFAB], T.ref_banks[lo]
+        return T.role[_ref_final(S, g)], T.ref_banks[lo]
     b = T.ref_banks[lo + S.ref_bank[g]]
     for buf in range(nbuf):
         if S.open_row[ch * B + b, buf] != -1:
@@ -784,7 +850,6 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     nxt = INF
     out[0] = -1
     out[4] = -1
-    refresh = CF[CF_REFRESH]
     me = _rw_src(S, ch, k)
     # pinned requests first, in either mode
     best = INF
@@ -820,7 +885,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     # ready column / row candidates are plain minima of keys (ages are distinct).
     best_col = INF
     best_row = INF
-    ref_check = S.ch_ref_pending[ch] != 0 and refresh != REFRESH_NONE
+    ref_check = S.ch_ref_pending[ch] != 0
     c_pre = T.role[R_PRE]
     c_act = T.role[R_ACT]
     nbuf = _cf(S.variant, CF, CF_NBUF)
@@ -939,7 +1004,7 @@ def _rw_row_after_col(S, T, CF, ch, k, clk, out):
     c = S.cand_cmd[q, b]
     if c < 0 or T.cmd_bus[c] == 1:
         return True
-    if S.ch_ref_pending[ch] != 0 and CF[CF_REFRESH] != REFRESH_NONE and _ref_blocked(S, T, CF, ch, c, out[1]):
+    if S.ch_ref_pending[ch] != 0 and _ref_blocked(S, T, CF, ch, c, out[1]):
         return True
     me = _rw_src(S, ch, k)
     if _rw_blocked(S, ch, q, b, c, T.role[R_PRE], T.role[R_ACT], me, _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED,
@@ -1050,7 +1115,7 @@ def _stream_cand(S, T, CF, ch, m, src, clk, out):
         for kk in range(T.tgt_off[c * B + rr], T.tgt_off[c * B + rr + 1]):
             if S.bank_pin[gb0 + T.tgt_banks[kk]] > 0:
                 return
-    if CF[CF_REFRESH] != REFRESH_NONE and _ref_blocked(S, T, CF, ch, c, cb):
+    if _ref_blocked(S, T, CF, ch, c, cb):
         return
     t = _earliest(S, T, ch, c, cb)
     # refresh admission of a segment that would cross a refresh: the stream holds (no candidate at all)
@@ -1355,7 +1420,7 @@ def _cq_pick(S, T, CF, ch, clk):
     B = T.banks
     rr = S.cq_rr[ch]
     tmin = INF
-    ref_check = S.ch_ref_pending[ch] != 0 and CF[CF_REFRESH] != REFRESH_NONE
+    ref_check = S.ch_ref_pending[ch] != 0
     for i in range(B):
         bl = rr + 1 + i
         if bl >= B:
@@ -1514,6 +1579,16 @@ def _cq_step(S, T, CF, ch, clk, ref_issued, nxt):
     return min(nxt, tmin)
 
 
+@_helper
+def _ref_final(S, g):
+    """The role of the command node g's pending work ends with: the periodic refresh (REFab) if it is due and
+    fell due no later than a pending RFM was requested (both served in that order), else the RFM."""
+    p = S.ref_pending[g]
+    if (p & REF_DUE) != 0 and ((p & REF_RFM) == 0 or S.ref_due[g] <= S.rfm_at[g]):
+        return R_REFAB
+    return R_RFMAB
+
+
 @_inl
 def _refresh_step(S, T, CF, ch, clk):
     """Section 3.1 for channel ch at cycle clk: refresh nodes fall due, and the first pending node whose wanted
@@ -1522,17 +1597,18 @@ def _refresh_step(S, T, CF, ch, clk):
     issued = False
     none = np.int64(-1)
     refresh = CF[CF_REFRESH]
-    if refresh != REFRESH_NONE:
+    if refresh != REFRESH_NONE or CF[CF_RFM_THRESH] > 0:
         for node in range(T.ref_nodes):
             g = ch * T.ref_nodes + node
-            if S.ref_pending[g] == 0:
+            if refresh != REFRESH_NONE and (S.ref_pending[g] & REF_DUE) == 0:
                 if clk >= S.ref_due[g]:
-                    S.ref_pending[g] = 1
-                    S.ch_ref_pending[ch] += 1
-                else:
-                    if S.ref_due[g] < nxt:
-                        nxt = S.ref_due[g]
-                    continue
+                    if S.ref_pending[g] == 0:
+                        S.ch_ref_pending[ch] += 1
+                    S.ref_pending[g] |= REF_DUE
+                elif S.ref_due[g] < nxt:
+                    nxt = S.ref_due[g]
+            if S.ref_pending[g] == 0:
+                continue
             c, bl = _refresh_want(S, T, CF, ch, node)
             if c < 0:
                 continue
@@ -1540,9 +1616,14 @@ def _refresh_step(S, T, CF, ch, clk):
             if t <= clk and not issued:
                 eff = _issue(S, T, CF, ch, c, bl, none, none, none, clk)
                 issued = True
-                if eff == E_REFRESH:
-                    S.ref_pending[g] = 0
-                    S.ch_ref_pending[ch] -= 1
+                if eff == E_REFRESH and c == T.role[R_RFMAB]:
+                    S.ref_pending[g] &= ~REF_RFM
+                    if S.ref_pending[g] == 0:
+                        S.ch_ref_pending[ch] -= 1
+                elif eff == E_REFRESH:
+                    S.ref_pending[g] &= ~REF_DUE
+                    if S.ref_pending[g] == 0:
+                        S.ch_ref_pending[ch] -= 1
                     if refresh == REFRESH_ALLBANK:
                         S.ref_due[g] += CF[CF_NREFI]
                     else:

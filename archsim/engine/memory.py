@@ -12,7 +12,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from archsim.dram.roles import R_REFAB, R_REFPB, R_UPD, R_UPDA
+from archsim.dram.roles import R_REFAB, R_REFPB, R_RFMAB, R_UPD, R_UPDA
 from archsim.engine import compiling, state
 from archsim.engine.channel import (
     _VARIANT_DTYPES,
@@ -144,6 +144,10 @@ class MemorySystem:
                               f"allowed: {', '.join(spec.refresh_modes)}")
         self.low = lowered(spec)
         T = self.tables = self.low.tables
+        if ctrl.rfm_threshold > 0 and T.role[R_RFMAB] < 0:
+            raise ConfigError("controller.rfm_threshold", f"{spec.name}: standard {spec.standard} has no refresh-"
+                              "management command (`rfm_command:`); use a preset with one, e.g. "
+                              "DDR5_4800AN_x8_16Gb_RFM, or rfm_threshold: 0")
         if rmw not in ("command", "rd_wr"):
             raise ConfigError("rmw", f"must be command or rd_wr, got {rmw!r}")
         if rmw == "rd_wr" and T.role[R_UPD] >= 0:

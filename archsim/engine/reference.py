@@ -96,6 +96,7 @@ class _RefreshNode:
     period: int                      # cycles from one refresh due of the node to its next
     pending: bool = False
     ref_bank: int = 0
+    rfm_at: int = -1                 # rfm_threshold: the cycle an RFM of the node was requested (-1 none pending)
 
 
 @dataclass
@@ -126,7 +127,14 @@ class _Channel:
         self.active = -1            # blocked arbitration: the active source
         self.held: set[int] = set()  # sources the threshold gate holds back this step
         self.refresh: list[_RefreshNode] = []
-        if ref.refresh_mode != "none":
+        # activates per bank since its node's last RFM request (rfm_threshold)
+        self.acts = dict.fromkeys(self.open, 0)
+        if ref.refresh_mode == "none" and ref.rfm_threshold > 0:
+            # RFM alone: the all-bank refresh's nodes, never due
+            scope = ref.spec.commands[ref.ref_ab].scope
+            nodes = sorted({int(ref.node_of[b, scope]) for b in self.open})
+            self.refresh = [_RefreshNode(n, list(ref.banks((scope, n))), 1 << 62, 1 << 62) for n in nodes]
+        elif ref.refresh_mode != "none":
             scope = ref.spec.commands[ref.ref_ab].scope
             nodes = sorted({int(ref.node_of[b, scope]) for b in self.open})
             if ref.refresh_mode == "perbank":
@@ -232,8 +240,9 @@ class ReferenceController:
         for b in range(len(spec.row_buffers)):
             closes = [c for c in cmds if c.effect == Effect.CLOSE and c.buffer == b]
             self.bank_close.append(min(closes, key=lambda c: (-c.scope, c.index)).index if closes else -1)
-        refs = [c for c in cmds if c.effect == Effect.REFRESH]
+        refs = [c for c in cmds if c.effect == Effect.REFRESH and c.index != spec.rfm_command]
         self.ref_ab = min(refs, key=lambda c: (len(self.banks((c.scope, 0))) * -1, c.index)).index if refs else -1
+        self._setup_rfm(spec, cfg)
         self.ref_pb = find(Effect.REFRESH)
         if self.refresh_mode != "none" and (self.ref_ab < 0 or (self.refresh_mode == "perbank" and self.ref_pb < 0)):
             raise ValueError(f"{spec.standard} has no {self.refresh_mode} refresh command")
@@ -674,6 +683,13 @@ class ReferenceController:
             return True
         return False
 
+    def _setup_rfm(self, spec: DramSpec, cfg: Any) -> None:
+        """Refresh management: an RFM once a bank has opened rfm_threshold rows (the RFM command: the standard's)."""
+        self.rfm = spec.rfm_command
+        self.rfm_threshold = int(cfg.rfm_threshold)
+        if self.rfm_threshold > 0 and self.rfm < 0:
+            raise ValueError(f"{spec.standard} has no RFM command")
+
     def _refresh_step(self, ch: _Channel, t: int) -> bool:
         """3.1: refresh nodes become pending at their due; the first pending node whose wanted command is
         ready issues it (taking the row bus). True if a refresh command issued."""
@@ -684,14 +700,16 @@ class ReferenceController:
                     node.pending = True
                 else:
                     self._wake = min(self._wake, node.due)
-            if not node.pending or issued:
+            if not (node.pending or node.rfm_at >= 0) or issued:
                 continue
             want = self._refresh_wanted(ch, node)
             if want is None or not self.ready(ch, want[0], want[1], t):
                 continue
             self._issue(ch, t, want[0], want[1], -1, -1, "refresh")
             issued = True
-            if self.spec.commands[want[0]].effect == Effect.REFRESH:
+            if want[0] == self.rfm:
+                node.rfm_at = -1
+            elif self.spec.commands[want[0]].effect == Effect.REFRESH:
                 node.pending = False
                 node.due += node.period
                 if self.refresh_mode == "perbank":
@@ -765,7 +783,7 @@ class ReferenceController:
     def _refresh_wanted(self, ch: _Channel, node: _RefreshNode) -> tuple[int, tuple[int, int]] | None:
         nbuf = len(self.spec.row_buffers)
         pinned = self._pinned_banks(ch)
-        if self.refresh_mode == "allbank":
+        if self.refresh_mode != "perbank":      # all-bank refresh, or an RFM (with all-bank refresh or none)
             banks = tuple(node.banks)
             for buf in range(nbuf):
                 open_banks = [b for b in banks if ch.open[b][buf] >= 0]
@@ -775,7 +793,9 @@ class ReferenceController:
                                                                                         open_banks[0])
                     c = c if c >= 0 else self.bank_close[buf]
                     return None if pinned & set(self.banks(target)) else (c, target)
-            return self.ref_ab, self.target_of(self.ref_ab, banks[0])
+            # the periodic refresh first if it fell due no later than the RFM was requested, else the RFM
+            final = self.ref_ab if node.pending and (node.rfm_at < 0 or node.due <= node.rfm_at) else self.rfm
+            return final, self.target_of(final, banks[0])
         bank = node.banks[node.ref_bank]
         for buf in range(nbuf):
             if ch.open[bank][buf] >= 0:
@@ -785,8 +805,8 @@ class ReferenceController:
     def _refresh_blocked(self, ch: _Channel) -> set[int]:
         out: set[int] = set()
         for node in ch.refresh:
-            if node.pending:
-                out |= set(node.banks) if self.refresh_mode == "allbank" else {node.banks[node.ref_bank]}
+            if node.pending or node.rfm_at >= 0:
+                out |= set(node.banks) if self.refresh_mode != "perbank" else {node.banks[node.ref_bank]}
         return out
 
     # ---- candidates (3.2, 3.3) ------------------------------------------------------------------
@@ -969,6 +989,20 @@ class ReferenceController:
                 ch.row_hits[b] = 0
         low = self.banks(target)[0]
         self._log.append((t, c.name, *self._address(low), row, col, source))
+        if c.effect == Effect.OPEN and self.rfm_threshold > 0 and len(self.banks(target)) == 1:
+            self._count_activate(ch, low, t)
+
+    def _count_activate(self, ch: _Channel, bank: int, t: int) -> None:
+        """rfm_threshold: the bank opened a row; at the threshold its refresh node is due for an RFM (requested
+        at t) and the node's activate counts start again."""
+        ch.acts[bank] += 1
+        if ch.acts[bank] < self.rfm_threshold:
+            return
+        node = next(n for n in ch.refresh if bank in n.banks)
+        for b in node.banks:
+            ch.acts[b] = 0
+        if node.rfm_at < 0:
+            node.rfm_at = t
 
     def _issue_candidate(self, ch: _Channel, t: int, c: _Candidate) -> None:
         name = self.sources[c.source]["name"]

@@ -191,10 +191,17 @@ FIELDS: tuple[Field, ...] = (
     F("seq", I64, ("ch",), 0, "arbitration", "the channel's next sequence number (age)", COUNT),
     # refresh per node
     F("ref_due", I64, ("ref_nodes",), INIT, "refresh", "next due cycle"),
-    F("ref_pending", I64, ("ref_nodes",), 0, "refresh", "due and not issued"),
+    F("ref_pending", I64, ("ref_nodes",), 0, "refresh", "due and not issued: 1 its refresh, 2 an RFM (bits)"),
     F("ref_bank", I64, ("ref_nodes",), 0, "refresh", "per-bank refresh: the node's current bank"),
     F("ch_ref_pending", I64, ("ch",), 0, "refresh", "pending nodes of the channel"),
+    F("rfm_at", I64, ("ref_nodes",), INF, "refresh", "cycle the node's pending RFM was requested (rfm_threshold)"),
+    F("act_count", I64, B_, 0, "refresh", "activates of the bank since its node's last RFM request (rfm_threshold)"),
     F("n_open", I64, ("ref_nodes",), 0, "bank", "open (bank, buffer)s of the node"),
+    # per-state background (DRAMPower's split of standby: precharged while every bank of the node is closed and
+    # none refreshing, active otherwise)
+    F("pre_since", I64, ("ref_nodes",), 0, "observer", "cycle since which every bank of the node is closed and not "
+      "refreshing (-1: a row is open; in the future: a refresh runs until then)"),
+    F("pre_cycles", I64, ("ref_nodes",), 0, "observer", "precharged cycles of the node before pre_since", COUNT),
     F("wake", I64, ("ch",), 0, "wake", "a lower bound of the next cycle the channel can issue"),
     # observers
     F("cmd_count", I64, ("ch", "cmds"), 0, "observer", "commands issued", COUNT),

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from archsim.dram.effects import CODE as EFFECT_CODES
-from archsim.dram.roles import close_commands, controller_roles, refresh_nodes
+from archsim.dram.roles import close_commands, controller_roles, refresh_busy, refresh_nodes
 from archsim.dram.spec import DramSpec
 
 Tables = namedtuple("Tables", [
     "n_cmds", "banks", "n_levels", "K", "n_cells",
     "cmd_scope", "cmd_bus", "cmd_buf", "cmd_effect", "cmd_lat",
+    "cmd_busy",                               # a refresh command's busy cycles at its banks (0 other commands)
     "rep", "tgt_off", "tgt_banks",          # rep[c, b]: lowest bank of c's target holding b; banks of (c, rep)
     "rcell",                                  # rcell[c, b, k]: read cells (x n_cmds) of c's target holding b
     "upd_off", "upd_idx", "upd_lat",          # per (c, b): flat indices cell * n_cmds + next, latency
@@ -294,6 +295,7 @@ def lower(spec: DramSpec) -> Lowered:
         cmd_buf=np.array([c.buffer for c in cmds], dtype=np.int64),
         cmd_effect=np.array([EFFECT_CODES[c.effect] for c in cmds], dtype=np.int64),
         cmd_lat=np.array([c.latency for c in cmds], dtype=np.int64),
+        cmd_busy=np.array([refresh_busy(spec, c.index) for c in cmds], dtype=np.int64),
         rep=lo.rep, tgt_off=tgt_off, tgt_banks=tgt_banks, rcell=lo.rcell,
         upd_off=upd_off, upd_idx=upd_idx, upd_lat=upd_lat, **windows,
         role=role, close_bank=close_bank, close_wide=close_wide,

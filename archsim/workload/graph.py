@@ -143,10 +143,10 @@ def build_graph(spec: ModelSpec, phase: str = "decode", context_len: int | None 
                 prompt_len: int | None = None, batch: int = 1) -> OpGraph:
     """Operator graph of one decode step (`context_len` keys attended) or one prefill (`prompt_len` tokens)."""
     batch = _check_int("batch", batch, 1)
-    if spec.n_experts > 1:
-        raise NotModelled(f"{spec.name}: the operator graph of a mixture-of-experts FFN (n_experts = "
-                          f"{spec.n_experts}) is not modelled yet; supported: dense FFNs (n_experts = 1); "
-                          "parameter counts (n_params, active_params) do cover experts")
+    if spec.n_experts > 1 and (phase != "decode" or batch != 1):
+        raise NotModelled(f"{spec.name}: the operator graph of a mixture-of-experts FFN is modelled for one "
+                          f"token (decode at batch 1: its experts_per_token experts), not for {phase} at batch "
+                          f"{batch}, whose tokens route to experts unevenly (system duplex models that)")
     if phase == "decode":
         if context_len is None:
             raise UserError("build_graph: phase='decode' needs context_len (keys the new token attends to)")
@@ -218,6 +218,40 @@ class _Builder:
                      inputs=(softmax.name, kv))
         return [score, softmax, context]
 
+    def ffn(self, layer: int, rows: int, p: str) -> list[Op]:
+        """One FFN (a dense block's, or one expert's) reading `{layer}.ln2`; op names start with `p`."""
+        s, d, src = self.s, self.s.d_model, f"L{layer}.ln2"
+        if s.gated_ffn:
+            return [self.linear(p + "ffn_gate", layer, d, s.d_ff, rows, "ffn_gate", inputs=(src,)),
+                    self.linear(p + "ffn_up", layer, d, s.d_ff, rows, "ffn_up", inputs=(src,)),
+                    self.vector(p + s.activation, layer, s.activation, s.d_ff, rows, "act", reads=(p + "ffn_gate",)),
+                    self.vector(p + "ffn_mul", layer, "mul", s.d_ff, rows, "ffn_mul", inputs=2,
+                                reads=(p + s.activation, p + "ffn_up")),
+                    self.linear(p + "ffn_down", layer, s.d_ff, d, rows, "ffn2", inputs=(p + "ffn_mul",))]
+        return [self.linear(p + "ffn1", layer, d, s.d_ff, rows, "ffn1", inputs=(src,)),
+                self.vector(p + s.activation, layer, s.activation, s.d_ff, rows, "act", reads=(p + "ffn1",)),
+                self.linear(p + "ffn2", layer, s.d_ff, d, rows, "ffn2", inputs=(p + s.activation,))]
+
+    def moe_ffn(self, layer: int, rows: int) -> list[Op]:
+        """A mixture-of-experts FFN for one token: the router GEMV (d_model -> n_experts, no bias), its gating
+        (a softmax over the experts' logits, the top experts_per_token kept), each routed expert's FFN (ops
+        `L{i}.x{j}.*`, j the routing slot: which expert fills a slot is the token's, the shapes are alike), and
+        their outputs scaled by the gates and summed."""
+        s, d, p = self.s, self.s.d_model, f"L{layer}."
+        k = s.experts_per_token
+        ops = [self.linear(p + "router", layer, d, s.n_experts, rows, "router", bias=False, inputs=(p + "ln2",)),
+               self.vector(p + "router_gate", layer, "softmax", s.n_experts, rows, "router_gate",
+                           reads=(p + "router",))]
+        outs = []
+        for j in range(k):
+            ops += self.ffn(layer, rows, f"{p}x{j}.")
+            outs.append(ops[-1].name)
+        ops.append(self.vector(p + "moe_scale", layer, "mul", d, rows, "moe_scale", elements=k * rows * d,
+                               reads=(p + "router_gate", *outs)))
+        ops.append(self.vector(p + "moe_sum", layer, "residual_add", d, rows, "moe_sum", inputs=2,
+                               elements=(k - 1) * rows * d, reads=(p + "moe_scale",)))
+        return ops
+
     # ---- the graph ------------------------------------------------------------------------------
     def ops(self) -> list[Op]:
         s, B, rows = self.s, self.B, self.rows
@@ -247,7 +281,11 @@ class _Builder:
             ops.append(self.vector(p + "residual1", i, "residual_add", d, rows, "residual1", inputs=2,
                                    reads=(p + "attn_out", x)))
             ops.append(self.norm(p + "ln2", i, rows, "ln2", reads=(p + "residual1",)))
-            if s.gated_ffn:
+            if s.is_moe_layer(i):
+                moe = self.moe_ffn(i, rows)
+                ops.extend(moe)
+                last = moe[-1].name
+            elif s.gated_ffn:
                 ops.append(self.linear(p + "ffn_gate", i, d, s.d_ff, rows, "ffn_gate", inputs=(p + "ln2",)))
                 ops.append(self.linear(p + "ffn_up", i, d, s.d_ff, rows, "ffn_up", inputs=(p + "ln2",)))
                 ops.append(self.vector(p + s.activation, i, s.activation, s.d_ff, rows, "act",

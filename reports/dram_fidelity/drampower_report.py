@@ -14,7 +14,8 @@ TOL_PCT = 5.0            # the issue's tolerance per component
 COMPONENTS = ("act_pre", "read", "write", "refresh", "background")
 KIND_ORDER = {"stream": 0, "random": 1, "mixed": 2, "conflict": 3}
 # each toggle (run_drampower.py VARIANTS) and the component whose difference it takes away, with what it changes
-TOGGLES = {"idd2n=idd3n": ("background", "IDD2N set to IDD3N in the preset, so in both models"),
+TOGGLES = {"flat-background": ("background", "archsim's background at IDD3N throughout, `energy.background: active`, "
+                                              "its model before the per-state split"),
            "prea-at-end": ("act_pre", "a PREA closing every rank's open rows at the end of DRAMPower's trace")}
 
 
@@ -84,6 +85,8 @@ def prose(rows: list[dict]) -> str:
     for variant, t in c["toggles"].items():
         if t["toward"] == t["cases"]:
             direction = "toward DRAMPower's in every case"
+        elif t["toward"] == 0 and t["unchanged"] == 0:
+            direction = "away from DRAMPower's in every case"
         else:
             direction = (f"toward DRAMPower's in {t['toward']} of {t['cases']} cases ({t['unchanged']} unchanged, "
                          f"{t['cases'] - t['toward'] - t['unchanged']} away)")
@@ -108,7 +111,7 @@ def figure(rows: list[dict], path: Path) -> None:
     labels = [f"{d.replace(' ', chr(10))}\n{k}" for d, k, _ in keys]
     x = np.arange(len(keys))
     width = 0.8 / len(COMPONENTS)
-    fig, ax = plt.subplots(figsize=(12, 4.8))
+    fig, ax = plt.subplots(figsize=(max(12, 1.05 * len(labels)), 4.8))   # (room for every case label)
     for i, comp in enumerate(COMPONENTS):
         ax.bar(x + (i - (len(COMPONENTS) - 1) / 2) * width, [cs[k][comp]["diff_pct"] for k in keys], width=width,
                label=comp, color=color_of(comp))

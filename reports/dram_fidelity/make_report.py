@@ -115,6 +115,43 @@ def norefresh(path: Path) -> str:
     return "\n".join(lines) if len(lines) > 2 else "(not run)"
 
 
+def wck(path: Path) -> str:
+    """LPDDR5: Ramulator 2.1 under its default WCK mode `need_sync` (a CAS command before an access once the WCK
+    has stopped; record ramulator2-need_sync) beside the `always_on` mode archsim models and is compared with."""
+    recs = json.loads(path.read_text())
+    by = {(r["sim"], r["device"], r["kind"], r["requests"]): r for r in recs}
+    lines = ["| device | trace | requests | Ramulator `always_on` cycles | Ramulator `need_sync` cycles | need_sync "
+             "over always_on | archsim (`ramulator2`) over need_sync |", "|---|---|---|---|---|---|---|"]
+    for (sim, d, k, n), sync in sorted(by.items(), key=lambda kv: (kv[0][1], -kv[0][3], ORDER[kv[0][2]])):
+        on, a = by.get(("ramulator2", d, k, n)), by.get(("archsim/ramulator2", d, k, n))
+        if sim != "ramulator2-need_sync" or on is None or a is None:
+            continue
+        lines.append(f"| {d} | {k} | {n:,} | {on['cycles']:,} | {sync['cycles']:,} "
+                     f"| {100 * (sync['cycles'] / on['cycles'] - 1):+.2f} % "
+                     f"| {100 * (a['cycles'] / sync['cycles'] - 1):+.2f} % |")
+    return "\n".join(lines) if len(lines) > 2 else "(not run)"
+
+
+def rfm(path: Path) -> str:
+    """DDR5's refresh management: what the RFMs cost each simulator, cycles with RFM (device DDR5-4800 1R RFM)
+    over cycles without (DDR5-4800 1R, periodic refresh off in both as in the RFM runs)."""
+    recs = json.loads(path.read_text())
+    by = {(r["sim"], r["device"], r["kind"], r["requests"]): r for r in recs}
+    lines = ["| trace | requests | Ramulator 2.1: RFM cost | archsim (`ramulator2`): RFM cost | archsim minus Ramulator, "
+             "with RFM |", "|---|---|---|---|---|"]
+    for (sim, d, k, n), ref in sorted(by.items(), key=lambda kv: (-kv[0][3], ORDER[kv[0][2]])):
+        if sim != "ramulator2" or d != "DDR5-4800 1R RFM":
+            continue
+        a = by.get(("archsim/ramulator2", d, k, n))
+        ref0 = by.get(("ramulator2+norefresh", "DDR5-4800 1R", k, n))
+        a0 = by.get(("archsim/ramulator2+norefresh", "DDR5-4800 1R", k, n))
+        if a is None or ref0 is None or a0 is None:
+            continue
+        lines.append(f"| {k} | {n:,} | {100 * (ref['cycles'] / ref0['cycles'] - 1):+.2f} % "
+                     f"| {100 * (a['cycles'] / a0['cycles'] - 1):+.2f} % | {100 * (a['cycles'] / ref['cycles'] - 1):+.2f} % |")
+    return "\n".join(lines) if len(lines) > 2 else "(not run)"
+
+
 def jedec(path: Path) -> str:
     """The ramulator2 convention on archsim's own preset against Ramulator 2.1 (`--conventions ramulator2-jedec`),
     beside the convention on the preset of Ramulator's device files, every trace size run."""
@@ -324,7 +361,8 @@ def main() -> None:
     figure(rs, args.out / "fidelity.png", n)
     text = ((HERE / "README.template.md").read_text().replace("{{REQUESTS}}", f"{n:,}")
             .replace("{{TABLE}}", table(rs)).replace("{{WALL}}", walls(rs)).replace("{{STEPS}}", steps(recs))
-            .replace("{{NOREFRESH}}", norefresh(args.cases)).replace("{{JEDEC}}", jedec(args.cases)))
+            .replace("{{NOREFRESH}}", norefresh(args.cases)).replace("{{JEDEC}}", jedec(args.cases))
+            .replace("{{WCK}}", wck(args.cases)).replace("{{RFM}}", rfm(args.cases)))
     d3 = d3rows(recs)
     if d3:
         d3figure(d3, args.out / "dramsim3.png", n)

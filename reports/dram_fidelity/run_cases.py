@@ -90,10 +90,33 @@ DEVICES = {
         "ram": {"standard": "DDR5", "org_preset": "DDR5_16Gb_x8", "timing_preset": "DDR5_4800AN",
                 "controller": "GenericDDR", "channels": 1},
     },
+    # DDR5 with refresh management: Ramulator 2.1's DDR5_RFM device (DDR5 plus RFMab, nRFM) and its RFMManager
+    # controller plugin (an RFMab once a bank has seen rfm_thresh activates, 80 its default); archsim's
+    # controller.rfm_threshold on the preset DDR5_4800AN_x8_16Gb_RFM. Periodic refresh off in both: Ramulator
+    # 2.1's AllBank refresh manager knows no refresh scope for DDR5_RFM and stops with an error
+    # (src/ramulator/controller/refresh/impl/all_bank.cpp:18-51); record DDR5-4800 1R+norefresh is the baseline
+    "DDR5-4800 1R RFM": {
+        "preset": "DDR5_4800AN_x8_16Gb_RFM", "overrides": {}, "channels": 1,
+        "controller": {"rfm_threshold": 80, "refresh": "none"},
+        "ram": {"standard": "DDR5_RFM", "org_preset": "DDR5_16Gb_x8", "timing_preset": "DDR5_4800AN",
+                "controller": "GenericDDR", "channels": 1, "rfm_thresh": 80, "refresh": "NoRefresh"},
+    },
     "GDDR7 8ch": {
         "preset": "GDDR7_28Gbps_16Gb", "overrides": {}, "channels": 8,
         "ram": {"standard": "GDDR7", "org_preset": "GDDR7_16Gb_x8", "timing_preset": "GDDR7_28000_PAM3",
                 "controller": "GDDR7", "channels": 8},
+    },
+    # LPDDR5-6400 (BG mode, CK 800 MHz, 4:1 WCK), two 16-bit channels of one 16 Gb x16 die each (4 GiB). Ramulator
+    # 2.1's LPDDR5 controller under its WCK mode `always_on` (no CAS-sync command before an access; archsim does
+    # not model the CAS-sync of `need_sync`, Ramulator's default: record ramulator2-need_sync shows its worth)
+    "LPDDR5-6400 2ch": {
+        # (the channel bit one above the 32-B access, so that the traces' 64-B lines alternate channels)
+        "preset": "LPDDR5_6400_x16_16Gb", "overrides": {}, "channels": 2, "mapping": "RoBaRaCoChCo1",
+        "ram": {"standard": "LPDDR5", "org_preset": "LPDDR5_16Gb_x16", "timing_preset": "LPDDR5_6400",
+                "controller": "LPDDR5", "channels": 2, "interleave_bits": 1,
+                "controller_kw": {"wck_sync_mode": "always_on"}},
+        # Ramulator under its default WCK mode as well (record ramulator2-need_sync)
+        "ram_variants": {"need_sync": {"controller_kw": {"wck_sync_mode": "need_sync"}}},
     },
     # Ramulator 2.1 ticks HBM4 at half the CK period, as HBM3
     "HBM4 32ch": {
@@ -164,7 +187,8 @@ def d3_convention() -> dict[str, dict]:
 # mapper inside each controller, with its CacheLineInterleave channel mapper putting the channel bits right
 # above the transaction offset; on HBM the pseudo-channel sits between the bank group and the column.
 RAM_MAPPING = {"DDR4": "RoBaRaCoCh", "HBM2": "RoBaPcCoCh", "GDDR6": "RoBaCoCh", "HBM3": "RoBaRaPcCoCh",
-               "DDR5": "RoBaRaCoCh", "GDDR7": "RoBaCoCh", "HBM4": "RoBaRaPcCoCh"}
+               "DDR5": "RoBaRaCoCh", "GDDR7": "RoBaCoCh", "HBM4": "RoBaRaPcCoCh",
+               "LPDDR5": "RoBaRaCoCh", "DDR5_RFM": "RoBaRaCoCh"}
 
 def ram_mapping(dev: dict) -> str:
     """archsim's spelling of the device's Ramulator layout: the device's own `mapping` (a channel mapper with
@@ -180,7 +204,10 @@ kw = {k: c[k] for k in ("rank",) if k in c}
 dram = getattr(r.dram, c["standard"])(org_preset=c["org_preset"], timing_preset=c["timing_preset"], **kw)
 ctrls = [getattr(r.controller, c["controller"])(
     dram=dram, scheduler=getattr(r.scheduler, c.get("scheduler", "FRFCFS"))(), refresh_manager=getattr(r.refresh_manager, c.get("refresh", "AllBank"))(),
-    row_policy=r.row_policy.Open(), addr_mapper=r.addr_mapper.RoBaRaCoCh()) for _ in range(c["channels"])]
+    row_policy=r.row_policy.Open(), addr_mapper=r.addr_mapper.RoBaRaCoCh(), **c.get("controller_kw", {}),
+    **({"controller_plugins": [r.controller_plugin.RFMManager(rfm_thresh=c["rfm_thresh"])]} if "rfm_thresh" in c
+       else {}))
+    for _ in range(c["channels"])]
 mem = r.memory_system.GenericDRAM(clock_ratio=1, controllers=ctrls,
                                    channel_mapper=r.channel_mapper.CacheLineInterleave(
                                        interleave_bits=c.get("interleave_bits", 0)))
@@ -306,7 +333,7 @@ def run_archsim(dev: dict, trace: Path, controller: dict, mapping: str) -> dict:
     (docs/presets.md) where it has one."""
     from archsim.systems.dram_trace.system import run_trace
 
-    controller = dict(controller)
+    controller = {**dev.get("controller", {}), **controller}
     ram_preset = controller.pop("_ramulator2_preset", False)
     jedec_preset = controller.pop("_jedec_preset", False)
     d3_device = controller.pop("_dramsim3_device", None)
@@ -363,6 +390,10 @@ def main() -> None:
             todo = []
             if args.ramulator2:
                 todo.append(("ramulator2", run_ramulator, (dev, trace, args.ramulator2, args.ramulator2_python)))
+                for variant, ram in dev.get("ram_variants", {}).items():
+                    todo.append((f"ramulator2-{variant}", run_ramulator,
+                                 ({**dev, "ram": {**dev["ram"], **ram}}, trace, args.ramulator2,
+                                  args.ramulator2_python)))
             for conv in args.conventions + (list(STEPS) if args.steps else []):
                 if conv in STEPS:
                     ctrl = {**STEPS[conv][0], **dev.get("steps_controller", {}),

@@ -12,10 +12,9 @@ from the same preset (archsim.dram.drampower, what `archsim trace --log-format d
 energy component is put beside archsim's. Variants, each a toggle of one known difference between the models:
 
 - `as-is`: the preset's currents;
-- `idd2n=idd3n`: precharged standby costs active standby (the preset's IDD2N set to its IDD3N, hence in both
-  models): archsim prices background at IDD3N for the whole run, DRAMPower at IDD2N while every bank of a rank is
-  precharged; this variant takes that one difference away (activate/precharge, which use IDD2N in both models
-  through the same formula, move together);
+- `flat-background`: archsim's background at active standby (IDD3N) for the whole run (`energy.background:
+  active`, archsim's model before the per-state split), where both models now price a rank at IDD2N while every
+  bank of it is closed and none refreshing: what the split is worth;
 - `prea-at-end`: the DRAMPower trace closes every rank's open rows at the end of the window (a PREA): archsim
   prices an activate together with its precharge, DRAMPower each when issued, so rows still open at the end have
   their precharge in archsim's act_pre only; this variant takes that one difference away.
@@ -43,9 +42,16 @@ from archsim.dram.trace import synthetic_trace  # noqa: E402
 from archsim.energy import COMPONENTS  # noqa: E402
 
 CSV_PATH = HERE / "drampower.csv"
-# the devices both tools model (DRAMPower takes DDR4 and DDR5 of archsim's standards), as in run_cases.py
-ENERGY_DEVICES = ("DDR4-3200 1R", "DDR4-3200 2R", "DDR5-4800 1R")
-VARIANTS = ("as-is", "idd2n=idd3n", "prea-at-end")
+# the devices both tools model (DRAMPower takes DDR4, DDR5 and LPDDR5 of archsim's standards), as in run_cases.py;
+# DRAMPower simulates one channel, so LPDDR5 is one 16-bit channel here, its traces over that channel's 2 GiB
+ENERGY_ONLY = {"LPDDR5-6400 1ch": {"preset": "LPDDR5_6400_x16_16Gb", "overrides": {}, "channels": 1,
+                                   "span": 2 << 30}}
+ENERGY_DEVICES = ("DDR4-3200 1R", "DDR4-3200 2R", "DDR5-4800 1R", "LPDDR5-6400 1ch")
+
+
+def device_of(name: str) -> dict:
+    return ENERGY_ONLY.get(name) or DEVICES[name]
+VARIANTS = ("as-is", "flat-background", "prea-at-end")
 # DRAMPower's JSON output: which of its energies make up each of archsim's components (per bank, and the
 # rank-level ones)
 BANK_KEYS = {"act_pre": ("ACT", "PRE", "PRE_RDA", "PRE_WRA"), "read": ("RD", "RDA"), "write": ("WR", "WRA"),
@@ -56,19 +62,17 @@ FIELDS = ["device", "preset", "kind", "requests", "variant", "component", "archs
           "diff_pct", "cycles", "drampower_version"]
 
 
-def case_trace(kind: str, requests: int, seed: int = 0):
-    """The trace of run_cases.py's `kind` (same generator, window and seed)."""
+def case_trace(kind: str, requests: int, seed: int = 0, span: int = SPAN):
+    """The trace of run_cases.py's `kind` (same generator and seed; its window unless the device is smaller)."""
     gen, reads = ("random", 0.5) if kind == "mixed" else (kind, 0.8)
-    return synthetic_trace(gen, requests, read_fraction=reads, span_bytes=SPAN, access_bytes=LINE, seed=seed)
+    return synthetic_trace(gen, requests, read_fraction=reads, span_bytes=span, access_bytes=LINE, seed=seed)
 
 
 def variant_overrides(device: str, variant: str) -> dict:
-    from archsim.dram.spec import load_spec
-
-    dev = DEVICES[device]
+    dev = device_of(device)
     over = dict(dev["overrides"])
-    if variant == "idd2n=idd3n":
-        over["energy.IDD2N"] = load_spec(dev["preset"]).energy["IDD3N"]
+    if variant == "flat-background":
+        over["energy.background"] = "active"
     return over
 
 
@@ -76,8 +80,9 @@ def run_archsim(device: str, kind: str, requests: int, variant: str, log: bool =
     """archsim's run of one case (default controller, the preset's default mapping): the Result."""
     from archsim.systems.dram_trace.system import run_trace
 
-    dev = DEVICES[device]
-    return run_trace(case_trace(kind, requests), preset=dev["preset"], channels=dev["channels"],
+    dev = device_of(device)
+    return run_trace(case_trace(kind, requests, span=dev.get("span", SPAN)), preset=dev["preset"],
+                     channels=dev["channels"],
                      overrides=variant_overrides(device, variant), log=log)
 
 

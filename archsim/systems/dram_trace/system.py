@@ -206,7 +206,7 @@ def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_
     S = ms.S
     out = {"req_enq": req_enq, "req_done": req_done, "req_kind": req_kind, "channel": channel,
            "cmd_count": S.cmd_count, "end_cycle": int(req_done.max()) if n else 0, "wall_s": ms.wall_s,
-           "engine": ms, "phases": phases}
+           "engine": ms, "phases": phases, "pre_cycles": S.pre_cycles.copy(), "pre_since": S.pre_since.copy()}
     if log:
         k = int(S.n_log[0])
         out["log"] = [S.log_clk[:k], S.log_cmd[:k], S.log_bank[:k], S.log_row[:k], S.log_col[:k]]
@@ -447,7 +447,10 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     total_counts = {name: int(counts[:, i].sum()) for i, name in enumerate(names)}
     bytes_moved = n * spec.access_bytes
     bw = bytes_moved / seconds if seconds > 0 else 0.0
-    energy_all = energy_mod.dram_energy_pj(spec, total_counts, cycles, spec.channels)
+    # per refresh node (rank), the cycles every bank was closed and none refreshing, up to the run's end
+    pre = energy_mod.precharged_cycles(raw["pre_cycles"], raw["pre_since"], cycles).reshape(nch, -1)
+    energy_all = energy_mod.dram_energy_pj(spec, total_counts, cycles, spec.channels,
+                                           precharged=(int(pre.sum()), pre.size))
     # Per-channel counts and exact (integer) latency sums in one pass; a mean is sum / count, which equals
     # numpy's mean of the same values (exact while sums stay below 2**53, as numpy's float sum needs too).
     from archsim.dram.fast_stats import request_stats
@@ -479,6 +482,8 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
         "read_latency_p99_cycles": p99,
         "read_latency_mean_ns": lat_mean * spec.tCK_ps / 1000,
         "commands": total_counts,
+        # (the per-state background's input: precharged node-cycles summed over that many refresh nodes)
+        "precharged_cycles": int(pre.sum()), "refresh_nodes": int(pre.size),
         "energy_pj": energy_all, "energy_total_pj": energy_mod.total(energy_all),
         "energy_pj_per_bit": energy_mod.total(energy_all) / (bytes_moved * 8),
         "wall_s": raw["wall_s"],
@@ -486,7 +491,7 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
     rows = []
     for c in range(nch):
         cnt = {name: int(counts[c, i]) for i, name in enumerate(names)}
-        e = energy_mod.dram_energy_pj(spec, cnt, cycles, 1)
+        e = energy_mod.dram_energy_pj(spec, cnt, cycles, 1, precharged=(int(pre[c].sum()), pre.shape[1]))
         nr = int(per_read[c])
         rows.append({"channel": c, "requests": int(per_req[c]), "reads": nr,
                      "writes": int(per_req[c]) - nr, "row_hits": int(per_kind[c, 0]),

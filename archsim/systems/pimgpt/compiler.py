@@ -760,14 +760,6 @@ class ModelLayout:
         return self.rows_used * self.g.row_bytes * self.g.banks * self.g.channels
 
 
-def _check_supported(m: ModelSpec) -> None:
-    """Raise NotModelled naming every feature of `m` the PIM-GPT mapping does not model yet. GQA, the gated
-    FFN, RMSNorm and RoPE are modelled (issue 37); a mixture-of-experts FFN is not."""
-    if getattr(m, "n_experts", 1) > 1:
-        raise NotModelled(f"PIM-GPT does not model a mixture-of-experts FFN ({m.name}: {m.n_experts} experts) yet; "
-                          "supported: dense GPT-2/GPT-3 and LLaMA-style models (system pimgpt)")
-
-
 def _weight_shapes(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
     """(role, outputs, inputs) of one block's weight matrices, in row order. A gated FFN keeps its gate and up
     projections as two matrices of the same d_ff x d_model shape (not one fused 2 d_ff x d_model matrix): the
@@ -781,9 +773,20 @@ def _weight_shapes(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
         (("ffn2", d, model.d_ff),)
 
 
+def _block_shapes(model: ModelSpec, layer: int) -> tuple[tuple[str, int, int], ...]:
+    """(key, outputs, inputs) of block `layer`'s weight matrices, in row order. A mixture-of-experts block holds
+    its router (n_experts x d_model) and every expert's FFN, keyed `role@e` (any expert may be routed to, so all
+    are placed, each like a dense FFN over every channel and bank)."""
+    shapes = _weight_shapes(model)
+    if not model.is_moe_layer(layer):
+        return shapes
+    attn, ffn = shapes[:2], shapes[2:]
+    experts = tuple((f"{role}@{e}", n, k) for e in range(model.n_experts) for role, n, k in ffn)
+    return attn + (("router", model.n_experts, model.d_model),) + experts
+
+
 def layout_model(model: ModelSpec, spec: DramSpec, policy: Policy) -> ModelLayout:
     """Allocate rows for every weight matrix and the reserved K/V space; error if it does not fit."""
-    _check_supported(model)
     g = Geometry.from_spec(spec)
     packed = policy.weight_layout == "packed"
     row = 0
@@ -791,10 +794,15 @@ def layout_model(model: ModelSpec, spec: DramSpec, policy: Policy) -> ModelLayou
     d = model.d_model
     for i in range(model.n_layers):
         ent: dict[str, Any] = {}
-        for role, n, k in _weight_shapes(model):
+        for role, n, k in _block_shapes(model, i):
             w = WeightLayout(f"L{i}.{role}", n, k, row, g, packed)
             row += w.n_rows
             ent[role] = w
+        if model.is_moe_layer(i):
+            # a routing slot's op names its role only: every expert's matrices have the same shape, so one
+            # expert's layout stands for the slot's timing (its stream's rows differ, not its timing)
+            for role, _, _ in _weight_shapes(model)[2:]:
+                ent[role] = ent[f"{role}@0"]
         att = AttentionLayout(i, model.n_heads, model.d_head, model.max_context, row, g, n_kv_heads=model.n_kv_heads)
         row += att.n_rows
         ent["attn"] = att

@@ -63,8 +63,9 @@ if TYPE_CHECKING:
     from archsim.host.baselines import Baseline
 
 # model features simulated (archsim.summary.FEATURES): GQA (K/V per KV head) and the gated FFN, with RMSNorm and
-# RoPE on the ASIC (issue 37); a mixture-of-experts FFN is refused (compiler._check_supported)
-MODEL_FEATURES: frozenset[str] = frozenset({"gqa", "gated_ffn"})
+# RoPE on the ASIC, and the mixture-of-experts FFN (every expert placed, the router GEMV, the token's
+# experts_per_token experts run; issue 37)
+MODEL_FEATURES: frozenset[str] = frozenset({"gqa", "gated_ffn", "moe"})
 
 
 @dataclass

@@ -226,6 +226,7 @@ CASES: dict[str, list[str]] = {
     "run duplex requests 0": ["run", "--system", "duplex", "--set", "requests=0"],
     "run duplex negative qps": ["run", "--system", "duplex", "--set", "qps=-1"],
     "run duplex bad dispatch rule": ["run", "--system", "duplex", "--set", "dispatch_rule=bogus"],
+    "run duplex bad moe dispatch": ["run", "--system", "duplex", "--set", "dispatch=per_token"],
     "run duplex unknown mapping policy": ["run", "--system", "duplex", "--set", "mapping=nosuch"],
     "run gemm m 0": ["run", "--system", "gemm", "--set", "m=0"],
     "run gemm bad dataflow": ["run", "--system", "gemm", "--set", "npu.dataflow=diagonal"],

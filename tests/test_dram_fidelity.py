@@ -427,3 +427,41 @@ def test_trace_summary_prints_the_note(capsys):
     s = run_trace("synthetic:random:200", preset="GDDR7_28Gbps_16Gb").stats
     print_trace_summary(s, "synthetic:random:200")
     assert "note: GDDR7_28Gbps_16Gb is a device of the `ramulator2` convention" in capsys.readouterr().out
+
+
+def test_norefresh_table_pairs_runs_of_one_size(tmp_path):
+    # issue 39's DDR5 was run with refresh off at 20 K and 200 K requests: each row must compare runs of one size
+    # (a table keyed without the size paired a 200 K Ramulator run with a 20 K archsim run: -89.9 %)
+    import json
+
+    from make_report import norefresh
+
+    def rec(sim, n, cycles):
+        return {"sim": sim, "device": "DDR5-4800 1R", "kind": "stream", "requests": n, "cycles": cycles,
+                "read_latency_mean_cycles": 1.0}
+
+    recs = [rec("ramulator2+norefresh", 20000, 100), rec("ramulator2+norefresh", 200000, 1000),
+            rec("archsim/ramulator2+norefresh", 200000, 1010), rec("archsim/ramulator2+norefresh", 20000, 101)]
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(recs))
+    rows = [line for line in norefresh(path).splitlines() if line.startswith("| DDR5")]
+    assert rows == ["| DDR5-4800 1R | stream | 200,000 | 1,000 | 1,010 | +1.00 % | 1.0 | 1.0 |",
+                    "| DDR5-4800 1R | stream | 20,000 | 100 | 101 | +1.00 % | 1.0 | 1.0 |"]
+
+
+def test_rfm_table_shows_the_gap_without_rfm(tmp_path):
+    # the RFM table's last column is archsim minus Ramulator with RFM off in both: a gap RFM does not cause (the
+    # one-bank conflict trace's scheduler difference) shows there too
+    import json
+
+    from make_report import rfm
+
+    def rec(sim, device, cycles):
+        return {"sim": sim, "device": device, "kind": "conflict", "requests": 20000, "cycles": cycles}
+
+    recs = [rec("ramulator2", "DDR5-4800 1R RFM", 1000), rec("archsim/ramulator2", "DDR5-4800 1R RFM", 1012),
+            rec("ramulator2+norefresh", "DDR5-4800 1R", 950), rec("archsim/ramulator2+norefresh", "DDR5-4800 1R", 969)]
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(recs))
+    rows = [line for line in rfm(path).splitlines() if line.startswith("| conflict")]
+    assert rows == ["| conflict | 20,000 | +5.26 % | +4.44 % | +1.20 % | +2.00 % |"]

@@ -592,3 +592,73 @@ def test_memory_cap_unlimited_admits_the_whole_batch_where_the_kv_cache_does_not
     assert "memory_cap" not in resolve({"model": "opt-66b"})
     with pytest.raises(ConfigError, match="memory_cap"):
         resolve({"memory_cap": "maybe"})
+
+
+def _bank_pim_compiler(dispatch: str) -> Compiler:
+    """Mixtral on 4 Bank-PIM devices (2 experts each), the report's Bank-PIM row, dispatch `dispatch`."""
+    run = DuplexRun({"model": "mixtral-8x7b", "device": "bank_pim", "dispatch": dispatch})
+    return run.compiler
+
+
+def test_per_expert_dispatch_puts_each_expert_on_the_unit_its_own_token_count_favours():
+    """Bank-PIM's low unit is faster than the xPU for few tokens per expert and slower for many (the lookup
+    table's crossover lies between 1 and 64 tokens); dispatch per_expert puts a 1-token expert on the low unit and
+    a 64-token one on the xPU, where dispatch layer keeps both on the decode table's unit (low)."""
+    c = _bank_pim_compiler("per_expert")
+    assert c.expert_table(1)[1] < c.expert_table(1)[0] and c.expert_table(64)[0] < c.expert_table(64)[1]
+    on_x, on_l = c.fastest_units([(0, 64), (4, 1)])
+    assert on_x == [(0, 64)] and on_l == [(4, 1)]
+    assert c.expert_units == {"xpu": 1, "low": 1}
+    # a whole decode stage whose routing is skewed: the hot device's experts move to the xPU and it finishes
+    # sooner than with the layer's one unit
+    skew = {"routing": "zipf", "zipf_s": 3.0}
+    layer, per = (DuplexRun({"model": "mixtral-8x7b", "device": "bank_pim", "dispatch": d, **skew}).compiler
+                  for d in ("layer", "per_expert"))
+    decode = Stage((), (512,) * 64)
+    t_layer, ops_layer = layer.stage(decode)
+    t_per, ops_per = per.stage(decode)
+    assert {o.unit for o in ops_layer if o.kind == "moe"} == {"low"}
+    assert "xpu" in {o.unit for o in ops_per if o.kind == "moe"}
+    assert t_per < t_layer
+    assert per.expert_units["xpu"] > 0 and per.expert_units["low"] > 0
+
+
+def test_per_expert_dispatch_equals_layer_dispatch_under_uniform_routing():
+    """Uniform routing gives every expert the mean count, where the layer's unit is already the faster one on
+    the report's Bank-PIM Mixtral row (16 tokens per expert at batch 64): the two dispatches time every stage
+    alike, and a whole run records what per_expert chose."""
+    base = {"model": "mixtral-8x7b", "device": "bank_pim", "requests": 64, "max_batch": 64, "input_len": 64,
+            "output_len": 32}
+    res = {d: DuplexRun({**base, "dispatch": d}).run().stats for d in ("layer", "per_expert")}
+    assert res["per_expert"]["throughput_tokens_per_s"] == res["layer"]["throughput_tokens_per_s"]
+    assert res["layer"]["dispatch"] == "layer" and "dispatch_experts_on_low" not in res["layer"]
+    assert res["per_expert"]["dispatch_experts_on_low"] > 0
+    for stage in (Stage((), (100,) * 64), Stage((64,) * 4, (100,) * 60)):
+        assert _bank_pim_compiler("layer").stage(stage)[0] == _bank_pim_compiler("per_expert").stage(stage)[0]
+
+
+def test_dispatch_key_is_optional_and_checked():
+    assert "dispatch" not in resolve({"model": "mixtral-8x7b"})
+    with pytest.raises(ConfigError, match="dispatch"):
+        resolve({"dispatch": "per_token"})
+
+
+def test_fresh_draws_of_the_measurement_script_draw_anew_every_iteration():
+    """reports/duplex/sampled_draws.py's fresh mode: every stage gets its own seed and is timed anew, so two calls
+    on one stage shape draw different routings, where archsim's own sampled routing reuses one."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "reports" / "duplex" / "sampled_draws.py"
+    spec = importlib.util.spec_from_file_location("sampled_draws", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = {"model": "mixtral-8x7b", "device": "bank_pim", "routing": "sampled"}
+    stage = Stage((), (300,) * 64)
+    reused = DuplexRun(cfg)
+    assert reused.compiler.stage(stage)[0] == reused.compiler.stage(stage)[0]
+    fresh = DuplexRun(cfg)
+    mod.fresh_draws(fresh)
+    t1, t2 = fresh.compiler.stage(stage)[0], fresh.compiler.stage(stage)[0]
+    assert fresh.compiler.seed == 1 and len(fresh.compiler.stage_memo) == 1
+    assert t1 != t2

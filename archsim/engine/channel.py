@@ -427,7 +427,8 @@ def _issue_bank_state(S, T, CF, ch, c, r, row, src, clk):
                 g = ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]
                 S.n_open[g] -= 1
                 if S.n_open[g] == 0:
-                    S.pre_since[g] = clk
+                    # precharged from now, or once a refresh of another of its banks (REFpb) has run
+                    S.pre_since[g] = max(clk, S.refresh_until[g])
                 if buf == 0:
                     if _cf(S.variant, CF, CF_HIT_CAP) > 0:
                         S.row_hits[x] = 0
@@ -444,6 +445,8 @@ def _issue_bank_state(S, T, CF, ch, c, r, row, src, clk):
         # a refreshing bank keeps its node out of precharged standby for the refresh's cycles
         for kk in range(k0, k1):
             g = ch * T.ref_nodes + T.bank_ref_node[T.tgt_banks[kk]]
+            if clk + T.cmd_busy[c] > S.refresh_until[g]:
+                S.refresh_until[g] = clk + T.cmd_busy[c]
             if S.pre_since[g] >= 0:
                 _node_busy_from(S, g, clk, T.cmd_busy[c])
     return logged_row

@@ -202,6 +202,8 @@ FIELDS: tuple[Field, ...] = (
     F("pre_since", I64, ("ref_nodes",), 0, "observer", "cycle since which every bank of the node is closed and not "
       "refreshing (-1: a row is open; in the future: a refresh runs until then)"),
     F("pre_cycles", I64, ("ref_nodes",), 0, "observer", "precharged cycles of the node before pre_since", COUNT),
+    F("refresh_until", I64, ("ref_nodes",), 0, "observer", "cycle until which the node's last refresh runs (a "
+      "per-bank refresh may still run when its node's last open row closes)"),
     F("wake", I64, ("ch",), 0, "wake", "a lower bound of the next cycle the channel can issue"),
     # observers
     F("cmd_count", I64, ("ch", "cmds"), 0, "observer", "commands issued", COUNT),

@@ -296,18 +296,27 @@ def vs_llmsimulator(df: pd.DataFrame, args, path: Path = OUT / "llmsimulator_run
 
 # LLMSimulator's run conditions that archsim's defaults do not share, each a toggle of a duplex config key
 # (docs/duplex-llmsimulator.md): no memory check (the driver runs it with mem_cap_limit false) and routing drawn at
-# random per token and layer (Scheduler::getRandomExpert); "both" applies the two together
+# random per token and layer (Scheduler::getRandomExpert); "both" applies the two together. A third difference
+# (issue 34's review): LLMSimulator keeps the fastest unit for every expert (Executor::execution,
+# src/hardware/executor.cpp:145-151 of the helios fork), archsim one unit per MoE layer by default: `dispatch
+# per_expert` alone, and "all three" with the other two
 LLMSIM_CONDITIONS = {"memory_cap unlimited": {"memory_cap": "unlimited"}, "routing sampled": {"routing": "sampled"},
-                     "both": {"memory_cap": "unlimited", "routing": "sampled"}}
+                     "both": {"memory_cap": "unlimited", "routing": "sampled"},
+                     "dispatch per_expert": {"dispatch": "per_expert"},
+                     "all three": {"memory_cap": "unlimited", "routing": "sampled", "dispatch": "per_expert"}}
+COMBINED = ("both", "all three")      # the conditions that apply several differences together
 
 
-def llmsim_causes(vs: pd.DataFrame, args) -> pd.DataFrame:
+def llmsim_causes(vs: pd.DataFrame, args, done: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every vs_llmsimulator row re-run in roofline mode under each of LLMSimulator's run conditions: the
-    toggled roofline / LLMSimulator ratio beside the default's, and whether the toggle moves it toward 1."""
+    toggled roofline / LLMSimulator ratio beside the default's, and whether the toggle moves it toward 1.
+    `done`: rows of an earlier run (the committed table) kept as they are; only the missing ones run."""
     systems = dict(SYSTEMS)
     base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
             "max_batch": args.batch}
     memo: dict[tuple, float] = {}
+    if done is not None:
+        memo = {(r.model, r.system, r.condition): r.toggled_tokens_per_s for r in done.itertuples()}
     rows = []
     for r in vs.itertuples():
         for cond, over in LLMSIM_CONDITIONS.items():
@@ -388,7 +397,8 @@ def main() -> None:
                                                                "load_xpu_efficiency", "stream_efficiency",
                                                                "vs_llmsimulator_causes"],
                     help="read these tables from the CSVs of an earlier run (in the output folder) instead of "
-                         "running them again")
+                         "running them again (vs_llmsimulator_causes: its rows are kept and only the missing ones "
+                         "run, e.g. a condition added since)")
     ap.add_argument("-o", "--out", type=Path, default=OUT, help="output folder (default: the report's own folder)")
     args = ap.parse_args()
     out = args.out
@@ -411,7 +421,9 @@ def main() -> None:
     load_eff = part("load_xpu_efficiency", lambda: xpu_efficiency_load(args, timer))
     stream = part("stream_efficiency", stream_efficiency)
     vs = vs_llmsimulator(main_df, args)
-    causes = part("vs_llmsimulator_causes", lambda: llmsim_causes(vs, args))
+    # reused, the causes table keeps its rows and runs only the ones missing (a condition added since)
+    done = pd.read_csv(out / "vs_llmsimulator_causes.csv") if "vs_llmsimulator_causes" in args.reuse else None
+    causes = llmsim_causes(vs, args, done)
     total = time.perf_counter() - t0
     for name, df in (("vs_llmsimulator", vs), ("vs_llmsimulator_causes", causes), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
                      ("load", load), ("gaps", gaps), ("load_xpu_efficiency", load_eff), ("stream_efficiency", stream)):
@@ -720,7 +732,7 @@ def cause_classes(vs: pd.DataFrame, causes: pd.DataFrame) -> dict[str, list[str]
         label = f"{r.model} {r.system} ({r.fork})"
         fixed = c[c.toggled_within_5pct]
         if len(fixed):
-            single = fixed[fixed.condition != "both"]
+            single = fixed[~fixed.condition.isin(COMBINED)]
             best = (single if len(single) else fixed).sort_values("toggled_over_llmsim", key=lambda x: (x - 1).abs())
             b = best.iloc[0]
             out["explained"].append(f"{label} {r.roofline_over_llmsim:.3f} -> {b.toggled_over_llmsim:.3f} "
@@ -739,8 +751,9 @@ def causes_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
     if not len(causes):
         return ""
     both = causes[causes.condition == "both"]
+    three = causes[causes.condition == "all three"]
     moved = (causes.toggled_over_llmsim - causes.roofline_over_llmsim).abs() > 1e-3      # a change, not noise
-    away = causes[(causes.condition != "both") & moved & ~causes.moved_toward_llmsim]
+    away = causes[~causes.condition.isin(COMBINED) & moved & ~causes.moved_toward_llmsim]
     k = cause_classes(vs, causes)
 
     def listing(items: list[str]) -> str:
@@ -749,8 +762,8 @@ def causes_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
     return f"""
 ### Gap causes: LLMSimulator's run conditions as toggles (`vs_llmsimulator_causes.csv`)
 
-Two conditions under which LLMSimulator runs differ from archsim's defaults; each is a key of the `duplex` system,
-and every row above is re-run in roofline mode with each and with both:
+Three differences between how LLMSimulator runs and archsim's defaults; each is a key of the `duplex` system, and
+every row above is re-run in roofline mode with each, with the first two (`both`) and with all three:
 - `memory_cap: unlimited`: the driver runs LLMSimulator with `exit_out_of_memory` and `mem_cap_limit` false
   (`run_llmsim.py` build_config), so it keeps the full batch even where the KV cache exceeds the devices' memory;
   archsim by default admits a request only while the memory beside the weights holds its final KV cache.
@@ -758,18 +771,68 @@ and every row above is re-run in roofline mode with each and with both:
   (`Scheduler::getRandomExpert`, `src/scheduler/scheduler.cpp:141-153`, called from `src/scheduler/
   sequence.cpp:189-197` of the helios fork), so a finite batch loads the devices unequally; archsim by default
   uses the expected counts (`routing: uniform`), which balance them exactly.
+- `dispatch: per_expert`: LLMSimulator times every operator on each unit it may run on and keeps the fastest
+  (`Executor::execution`, `src/hardware/executor.cpp:145-151` of the helios fork), so every expert gets the unit
+  its own token count favours; archsim by default runs a MoE layer's experts on one unit, the mapping policy's
+  choice at the mean count (`dispatch: layer`).
 
 With both conditions, archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on
-{int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())}).
+{int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())});
+with all three on {int(three.toggled_within_5pct.sum())} of {len(three)}.
 Of the {int((~vs.roofline_within_5pct).sum())} rows outside the target by default:
 - brought within it by a condition (ratio before -> after, the condition): {listing(k["explained"])};
 - moved toward LLMSimulator by at least {MATERIAL:.2f} of the ratio but not within the target: {listing(k["toward"])};
-- not moved toward LLMSimulator by that much by either condition (cause not found): {listing(k["unexplained"])}.
+- not moved toward LLMSimulator by that much by any condition (cause not found): {listing(k["unexplained"])}.
 
 A condition that moves a row away from LLMSimulator (so it cannot be that row's cause, and another difference
 must offset it): {listing([f"{r.model} {r.system} ({r.fork}) {r.condition} {r.roofline_over_llmsim:.3f} -> "
                            f"{r.toggled_over_llmsim:.3f}" for r in away.itertuples()])}.
+
+{per_expert_text(causes)}
+{draws_text(causes)}"""
+
+
+def draws_text(causes: pd.DataFrame, path: Path = OUT / "sampled_draws.csv") -> str:
+    """How much `routing: sampled` owes to reusing its draws, from sampled_draws.csv (written by
+    sampled_draws.py, which runs separately); no table, no sentence."""
+    if not path.exists():
+        return ""
+    d = pd.read_csv(path)
+    helios = causes[(causes.condition == "routing sampled") & (causes.fork == "helios")]
+    ratio = helios.set_index(["model", "system"]).llmsim_tokens_per_s
+    items = []
+    for r in d.itertuples():
+        ref = ratio.get((r.model, r.system))
+        vs_ref = (f", ratio to LLMSimulator {r.reused_tokens_per_s / ref:.3f} -> {r.fresh_tokens_per_s / ref:.3f}"
+                  if ref is not None else "")
+        items.append(f"{r.model} {r.system} {r.reused_tokens_per_s:.0f} -> {r.fresh_tokens_per_s:.0f} tok/s "
+                     f"({r.fresh_over_reused - 1:+.1%}{vs_ref})")
+    return f"""
+`routing: sampled` seeds every layer's draw by (seed, layer, tokens), so stages with the same token count reuse
+one routing; LLMSimulator draws anew every iteration. Drawn anew every iteration instead (`sampled_draws.py`,
+`sampled_draws.csv`; roofline mode, helios fork's LLMSimulator row): {"; ".join(items)}.
 """
+
+
+def per_expert_text(causes: pd.DataFrame) -> str:
+    """What `dispatch: per_expert` does where sampled routing moved a row away from LLMSimulator: the row under
+    the first two conditions (`both`) beside all three, read from the causes table."""
+    c = causes.set_index(["model", "system", "fork", "condition"]).toggled_over_llmsim
+    sampled = causes[causes.condition == "routing sampled"]
+    away = sampled[((sampled.toggled_over_llmsim - sampled.roofline_over_llmsim).abs() > 1e-3)
+                   & ~sampled.moved_toward_llmsim]
+    items = []
+    for r in away.itertuples():
+        b, a = c[r.model, r.system, r.fork, "both"], c[r.model, r.system, r.fork, "all three"]
+        verdict = ("unchanged" if abs(a - b) <= 1e-3 else
+                   "toward LLMSimulator" if abs(a - 1) < abs(b - 1) else "away from LLMSimulator")
+        items.append(f"{r.model} {r.system} ({r.fork}) {b:.3f} -> {a:.3f} ({verdict})")
+    alone = causes[causes.condition == "dispatch per_expert"]
+    changed = int(((alone.toggled_over_llmsim - alone.roofline_over_llmsim).abs() > 1e-3).sum())
+    return (f"`dispatch: per_expert` alone (uniform routing) changes {changed} of {len(alone)} rows by more than "
+            "0.001 of the ratio. Where `routing: sampled` moves a row away from LLMSimulator, adding "
+            "`dispatch: per_expert` to the first two conditions (ratio under `both` -> under `all three`, and "
+            f"what it does): {'; '.join(items) or 'no such row'}.")
 
 
 def llmsim_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:

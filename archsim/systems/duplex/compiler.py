@@ -256,6 +256,7 @@ class Stage:
 
 
 ROUTINGS = ("uniform", "zipf", "sampled")
+MOE_DISPATCH = ("layer", "per_expert")      # one unit per MoE layer, or one per expert (LLMSimulator's choice)
 
 
 def sampled_counts(n_experts: int, k: int, tokens: int, seed: int, layer: int) -> np.ndarray:
@@ -307,16 +308,21 @@ class Compiler:
 
     def __init__(self, model: ModelSpec, device: Device, n_devices: int, policy: Policy,
                  routing: str = "uniform", zipf_s: float = 1.0, interference: str = "engine",
-                 split: str = "interference_aware", seed: int = 0):
+                 split: str = "interference_aware", seed: int = 0, dispatch: str = "layer"):
         if interference not in INTERFERENCE:
             raise ConfigError("interference", f"must be one of {', '.join(INTERFERENCE)}, got {interference!r}")
         if split not in SPLIT_RULES:
             raise ConfigError("coprocessing_split", f"must be one of {', '.join(SPLIT_RULES)}, got {split!r}")
+        if dispatch not in MOE_DISPATCH:
+            raise ConfigError("dispatch", f"must be one of {', '.join(MOE_DISPATCH)}, got {dispatch!r}")
+        self.per_expert = dispatch == "per_expert"
         # interference_aware: co-processing costed with the slow-downs it will pay (never slower than no split)
         self.aware = split == "interference_aware"
         # distinct (stage, layer) splits the interference moved off the lookup table's choice, and attention
         # overlaps run one after the other because overlapping would have been slower
         self.decisions = {"expert_split_changed": 0, "expert_splits": 0, "attention_serialized": 0}
+        # dispatch per_expert: experts placed on each unit, counted once per distinct (stage, MoE layer, device)
+        self.expert_units = {"xpu": 0, "low": 0}
         self.m, self.dev, self.D, self.pol = model, device, n_devices, policy
         # co-processing interference from channel-engine runs (needs the engine timer of Logic-PIM)
         self.interference = interference == "engine" and device.timer is not None
@@ -469,6 +475,19 @@ class Compiler:
         cost = [max(sum(self.expert_table(t)[0] for _, t in on_x), sum(self.expert_table(t)[1] for _, t in on_l))
                 if on_l else sum(self.expert_table(t)[0] for _, t in on_x) for on_x, on_l in cands]
         return cands[min(range(len(cands)), key=lambda k: (cost[k], k))]
+
+    def fastest_units(self, experts: list[tuple[int, int]]) -> tuple[list, list]:
+        """dispatch per_expert: (on the xPU, on the low unit), every expert on the unit the lookup table times
+        faster with its own token count (a tie stays on the low unit), as LLMSimulator times an operator on
+        every unit it may run on and keeps the fastest (Executor::execution, src/hardware/executor.cpp:145-151
+        of the helios fork). Counts the experts placed on each unit in `expert_units`."""
+        on_x, on_l = [], []
+        for e, t in experts:
+            x_s, low_s = self.expert_table(t)
+            (on_x if x_s < low_s else on_l).append((e, t))
+        self.expert_units["xpu"] += len(on_x)
+        self.expert_units["low"] += len(on_l)
+        return on_x, on_l
 
     def _split_device(self, experts: list[tuple[int, int]], T: int) -> tuple[float, list[Op], list[dict]]:
         """One device's experts under co-processing: the lookup table's split (split_experts), or with
@@ -742,6 +761,8 @@ class Compiler:
             experts = [(e, t) for e, t in experts if t > 0]
             if self.dev.low is not None and self.pol.expert_coprocessing:
                 t_dev, ops, pairs = self._split_device(experts, T)
+            elif self.per_expert and self.dev.low is not None:
+                t_dev, ops, pairs = self._device_experts(*self.fastest_units(experts), T)
             else:
                 t_dev, ops, pairs = self._device_experts(experts if unit != "low" else [],
                                                          experts if unit == "low" else [], T)

@@ -104,6 +104,12 @@ class DuplexConfig:
                           "beside the weights holds every admitted request's final KV cache; unlimited: no memory check "
                           "(LLMSimulator as reports/duplex/run_llmsim.py runs it: mem_cap_limit false)",
                           choices=("enforce", "unlimited"), optional=True)
+    dispatch: str = opt("layer", "which unit runs a MoE layer's experts: layer (one unit for the whole layer, the "
+                        "mapping policy's choice at the mean tokens per expert) or per_expert (every expert on the "
+                        "unit that runs it faster with its own token count, xPU or low unit by the lookup table's "
+                        "times, as LLMSimulator picks the fastest unit per expert). Under expert_coprocessing the "
+                        "split already places every expert on a unit: per_expert changes nothing there",
+                        choices=("layer", "per_expert"), optional=True)
     data_parallel: int = opt(1, "replicas of the whole `devices` group, each serving every k-th request",
                              minimum=1)
     # the memory of a device (optional: absent from the resolved config unless given, so configs without it
@@ -219,6 +225,7 @@ class Setup:
     coprocessing_split: str                                # interference_aware | lookup_table
     routing: UniformRouting | ZipfRouting | SampledRouting
     memory_cap: str                        # enforce | unlimited (the batcher's KV-cache memory check)
+    dispatch: str                          # layer | per_expert (the MoE experts' unit choice)
     serving: Serving
     memory: str | None                     # a stack's DRAM preset; None: the devices preset's
     stacks: int | None                     # stacks per device; None: the devices preset's
@@ -251,7 +258,7 @@ def setup(config: dict[str, Any]) -> Setup:
                  interference=cfg.get("interference", "engine"),
                  coprocessing_split=cfg.get("coprocessing_split", SPLITS[0]),
                  routing=schema.variant(ROUTING_CONFIGS, cfg["routing"], cfg, "routing"),
-                 memory_cap=cfg.get("memory_cap", "enforce"),
+                 memory_cap=cfg.get("memory_cap", "enforce"), dispatch=cfg.get("dispatch", "layer"),
                  serving=Serving(**{f.name: cfg[f.name] for f in dataclasses.fields(Serving)}),
                  memory=cfg.get("preset"), stacks=cfg.get("stacks"), resolved=cfg)
 
@@ -293,7 +300,7 @@ class DuplexRun:
         self.D, self.devices_source = n_devices(su, self.device.memory_bytes)
         self.policy = su.policy
         self.compiler = Compiler(self.model, self.device, self.D, self.policy, su.routing.name, su.zipf_s,
-                                 su.interference, su.coprocessing_split, seed=seed)
+                                 su.interference, su.coprocessing_split, seed=seed, dispatch=su.dispatch)
         self.seed = seed
         longest = su.serving.input_len + su.serving.output_len
         if longest > self.model.max_context:
@@ -393,6 +400,11 @@ class DuplexRun:
         stats["coprocessing_split"] = su.coprocessing_split
         for k, v in self.compiler.decisions.items():
             stats[f"coprocessing_{k}"] = v
+        # the MoE experts' unit choice and, per_expert, the experts it put on each unit
+        stats["dispatch"] = su.dispatch
+        if su.dispatch == "per_expert":
+            for unit, n in self.compiler.expert_units.items():
+                stats[f"dispatch_experts_on_{unit}"] = n
         if self.device.spec is not None and "logic_pim.command_path" in self.device.spec.options:
             stats["command_path"] = self.device.spec.options["logic_pim.command_path"]
         for r in inter.itertuples():

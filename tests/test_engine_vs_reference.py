@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from archsim.dram.checker import check_log
-from archsim.engine.reference import ReferenceController
+from archsim.engine.reference import SEG_END, SEG_START, ReferenceController
 
 SEEDS = int(os.environ.get("ARCHSIM_ENGINE_SEEDS", "200"))   # per run of test_engine_matches_reference
 CHUNK = 100
@@ -145,11 +145,13 @@ def test_engine_matches_reference_issue39_standards(fast_engine, variant):
         assert_clean(case, fast, "fast engine")
 
 
-# seeds of the slow sweep that once failed, kept in the default run: 101633 (an all-bank refresh of one
-# pseudochannel closing the PIM buffers with the channel-wide PPREA while an rmw pinned a bank of the other
-# pseudochannel: the kernel checked pins on the refresh node's banks only, the reference on the banks the close
-# closes)
-REGRESSION_SEEDS = (101633,)
+# seeds that once failed, kept in the default run: 101633 (an all-bank refresh of one pseudochannel closing the
+# PIM buffers with the channel-wide PPREA while an rmw pinned a bank of the other pseudochannel: the kernel checked
+# pins on the refresh node's banks only, the reference on the banks the close closes); 13427 (found by hypothesis:
+# HBM2-NMC, a stream beside an rw source under `blocked`; the stream ended a segment at 95 with its next segment
+# queued and the rw source idle, so it was chosen again, but the kernel kept its SEG_END mark and let the rw
+# source's request of cycle 104 take the channel mid-segment: test_blocked_stream_chosen_again_keeps_the_channel)
+REGRESSION_SEEDS = (101633, 13427)
 
 
 @pytest.mark.parametrize("seed", REGRESSION_SEEDS)
@@ -260,13 +262,61 @@ def test_engine_matches_reference_hypothesis(fast_engine, seed):
     assert_same(case, run_case(fast_engine, case), run_case(ReferenceController, case))
 
 
-@pytest.mark.xfail(strict=True, reason="known divergence, not yet fixed: HBM2-NMC, one channel, a stream source "
-                   "beside an rw source under blocked arbitration with NMC_ADD updates: the kernel issues a RD at "
-                   "cycle 104 where the reference scheduler differs (row 17 of 26); found by hypothesis on "
-                   "2026-11-28. Strict: it fails once the two agree")
-def test_engine_matches_reference_seed_13427(fast_engine):
-    case = random_case(13427)
-    assert_same(case, run_case(fast_engine, case), run_case(ReferenceController, case))
+def _blocked_case(second: str, arrive: int) -> dict:
+    """HBM2, one channel, `blocked`: stream s0 has two segments on bank 0 (ACT, RD, PRE with SEG_END each), all
+    queued at cycle 0; the second source (an rw source with one read, or a stream with one segment) gets its
+    work on bank 4 at `arrive`."""
+    preset, ov = "HBM2_2Gbps_PC", {"org.channels": 1}
+    spec = _spec(preset, tuple(ov.items()))
+
+    def stream(name, bank, segments, at):
+        cmds = [c for r in range(segments) for c in (("ACT", r, -1, SEG_START), ("RD", r, 0, 0), ("PRE", -1, -1, SEG_END))]
+        z = np.zeros(len(cmds), dtype=np.int64)
+        return {"source": name, "channel": z, "cmd": np.array([spec.cmd(c[0]) for c in cmds]), "bank": z + bank,
+                "row": np.array([c[1] for c in cmds]), "column": np.array([c[2] for c in cmds]),
+                "flags": np.array([c[3] for c in cmds]), "est": z, "tag": z - 1, "at": z + at}
+
+    one = np.zeros(1, dtype=np.int64)
+    streams = [stream("s0", 0, 2, 0)]
+    ports, requests = [], []
+    if second == "rw":
+        ports = [{"source": "rw", "width": 1}]
+        requests = [{"port": 0, "channel": one, "bank": one + 4, "row": one, "column": one, "kind": one,
+                     "arrive": one + arrive, "tag": one - 1}]
+    else:
+        streams.append(stream("s1", 4, 1, arrive))
+    return {"seed": -1, "preset": preset, "overrides": ov, "controller": {"refresh": "none"},
+            "sources": [{"name": "s0", "kind": "stream"}, {"name": second if second == "rw" else "s1",
+                                                           "kind": second}],
+            "arbitration": "blocked", "starvation_cap": 0, "threshold": 1, "stream_refresh": "split",
+            "alu_latency": 4, "ports": ports, "requests": requests, "streams": streams}
+
+
+@pytest.mark.parametrize("second", ["rw", "stream"])
+def test_blocked_stream_chosen_again_keeps_the_channel(fast_engine, second):
+    """Clarification 11: a stream that ends a segment (its PRE with SEG_END at p) while its next segment is queued
+    and no other source has work is chosen again at p + 1 and starts a new segment, which it keeps to its end.
+    So work of another source arriving at p + 1 takes the channel at that boundary (its first command before the
+    stream's next ACT), work arriving at p + 2 waits until the stream's second segment has ended (the kernel
+    kept the SEG_END mark of a stream chosen again and let it through: seed 13427). Runs the general kernel (rw)
+    and the `stream` variant (two streams)."""
+    alone = run_case(ReferenceController, _blocked_case(second, 10_000))["log"]
+    own = alone[alone["source"] == "s0"]
+    p = int(own[own["command"] == "PRE"]["cycle"].iloc[0])
+    act2 = int(own[own["command"] == "ACT"]["cycle"].iloc[1])
+    assert act2 > p + 2, "the second ACT must still wait for tRP at p + 2 for the case to test anything"
+    for arrive, first_before_act2 in ((p + 1, True), (p + 2, False)):
+        case = _blocked_case(second, arrive)
+        fast, ref = run_case(fast_engine, case), run_case(ReferenceController, case)
+        assert fast["kernel"] == ("general" if second == "rw" else "stream")
+        assert_same(case, fast, ref)
+        assert_clean(case, fast, "fast engine")
+        log = fast["log"]
+        other = log[log["source"] != "s0"]["cycle"]
+        s0 = log[log["source"] == "s0"]
+        assert (int(other.min()) < act2) == first_before_act2, (arrive, log.to_string())
+        if not first_before_act2:
+            assert int(other.min()) > int(s0["cycle"].max()), log.to_string()
 
 
 # ------------------------------------------------------------------------------------------------

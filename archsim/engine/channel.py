@@ -1668,7 +1668,9 @@ def _step_decide(S, CF, ch, clk):
             for d in range(nsrc):
                 s2 = (start + d) % nsrc
                 if _has_work(S, CF, ch, s2):
-                    if s2 != a and not _is_rw(S, ch, s2):
+                    # a stream that becomes active starts a new segment, also when it is the active one chosen
+                    # again (clarification 11): its SEG_END mark is cleared either way
+                    if not _is_rw(S, ch, s2):
                         S.s_lastend[ch * _cf(S.variant, CF, CF_NST) + S.src_idx[ch, s2]] = 0
                     a = s2
                     break

@@ -429,12 +429,24 @@ def test_trace_summary_prints_the_note(capsys):
     assert "note: GDDR7_28Gbps_16Gb is a device of the `ramulator2` convention" in capsys.readouterr().out
 
 
+def _fidelity_report():
+    """reports/dram_fidelity/make_report.py by its path: other reports' make_report modules share the name, and
+    the first one a test process imports would shadow it."""
+    import importlib.util
+
+    path = ROOT / "reports" / "dram_fidelity" / "make_report.py"
+    spec = importlib.util.spec_from_file_location("dram_fidelity_make_report", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_norefresh_table_pairs_runs_of_one_size(tmp_path):
     # issue 39's DDR5 was run with refresh off at 20 K and 200 K requests: each row must compare runs of one size
     # (a table keyed without the size paired a 200 K Ramulator run with a 20 K archsim run: -89.9 %)
     import json
 
-    from make_report import norefresh
+    norefresh = _fidelity_report().norefresh
 
     def rec(sim, n, cycles):
         return {"sim": sim, "device": "DDR5-4800 1R", "kind": "stream", "requests": n, "cycles": cycles,
@@ -454,7 +466,7 @@ def test_rfm_table_shows_the_gap_without_rfm(tmp_path):
     # one-bank conflict trace's scheduler difference) shows there too
     import json
 
-    from make_report import rfm
+    rfm = _fidelity_report().rfm
 
     def rec(sim, device, cycles):
         return {"sim": sim, "device": device, "kind": "conflict", "requests": 20000, "cycles": cycles}

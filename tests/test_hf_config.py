@@ -62,8 +62,10 @@ def test_mixtral_experts_counted_in_params():
     # eight FFNs per layer and a router instead of one FFN; everything else as Mistral-7B
     assert spec.n_params - dense.n_params == 32 * (7 * dense.expert_params + 4096 * 8)
     assert abs(spec.active_params / 12.9e9 - 1) < 0.01       # Mixtral's published active parameters
+    # one token's graph runs its experts_per_token experts (issue 37); a batched one is not modelled
+    assert sum(op.role == "router" for op in build_graph(spec, context_len=4)) == spec.n_layers
     with pytest.raises(NotModelled, match="mixture-of-experts"):
-        build_graph(spec, context_len=4)
+        build_graph(spec, context_len=4, batch=2)
 
 
 def test_falcon_kv_heads():

@@ -118,10 +118,13 @@ class FunctionalPimGpt:
             k = asic.rope(qkv[m.q_dim:m.q_dim + m.kv_dim].reshape(m.n_kv_heads, m.d_head), self.cos, self.sin)
             v = qkv[m.q_dim + m.kv_dim:].reshape(m.n_kv_heads, m.d_head)
             x = x + self.gemv(lay["attn_out"], self.attention(i, q, k, v, t))
-            h = asic.rmsnorm(x, Wl["g2"], EPS)
-            gated = asic.silu(self.gemv(lay["ffn_gate"], h)) * self.gemv(lay["ffn_up"], h)
-            x = x + self.gemv(lay["ffn2"], gated)
+            x = x + self.ffn(i, asic.rmsnorm(x, Wl["g2"], EPS))
         return self.gemv(self.lay.lm_head, asic.rmsnorm(x, W["gf"], EPS))
+
+    def ffn(self, i: int, h: np.ndarray) -> np.ndarray:
+        """Block i's SwiGLU FFN (tests/test_pimgpt_moe.py overrides it with the routed experts)."""
+        lay = self.lay.layers[i]
+        return self.gemv(lay["ffn2"], asic.silu(self.gemv(lay["ffn_gate"], h)) * self.gemv(lay["ffn_up"], h))
 
 
 def _reference(m: ModelSpec, W: dict, toks: list[int], ffns: list | None = None) -> list[np.ndarray]:

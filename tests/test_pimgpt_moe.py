@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from test_pimgpt_llama import EPS, TINY, FunctionalPimGpt, _reference, _weights
+from test_pimgpt_llama import TINY, FunctionalPimGpt, _reference, _weights
 
 from archsim.dram.spec import load_spec
 from archsim.host import asic
@@ -39,20 +39,16 @@ def _moe_weights(m, rng):
 
 
 class FunctionalMoe(FunctionalPimGpt):
+    """The tiny model's dense parts as FunctionalPimGpt places them (each MoE block's `ffn_*` roles are expert 0's
+    layout, and expert 0's matrices are the block's own), plus the router and the other experts."""
+
     def __init__(self, m, spec, W):
-        super().__init__(dataclasses.replace(m, n_experts=1), spec, W)    # the dense parts, placed
-        self.m = m
-        self.lay = layout_model(m, spec, load_policy())                   # the MoE layout (router, experts)
-        self.g = self.lay.g
+        super().__init__(m, spec, W)
         for i, ent in enumerate(self.lay.layers):
-            for role in ("qkv", "attn_out"):
-                ent[role].place(self.mems, W["layers"][i][role])
             ent["router"].place(self.mems, W["layers"][i]["router"])
-            for e in range(m.n_experts):
+            for e in range(1, m.n_experts):
                 for role in FFN_ROLES:
                     ent[f"{role}@{e}"].place(self.mems, W["layers"][i]["experts"][e][role])
-        self.lay.lm_head.place(self.mems, W["lm_head"])
-        self.lay.wte.place(self.mems, W["wte"])
         self.routed: list[list[int]] = []
 
     def ffn(self, i, h):
@@ -66,21 +62,6 @@ class FunctionalMoe(FunctionalPimGpt):
             y = asic.silu(self.gemv(lay[f"ffn_gate@{e}"], h)) * self.gemv(lay[f"ffn_up@{e}"], h)
             out += gate * self.gemv(lay[f"ffn2@{e}"], y)
         return out
-
-    def step(self, tok, t):
-        m, W = self.m, self.W
-        if t > 0:
-            self.cos, self.sin = asic.rope_angles_step(self.cos, self.sin, self.step_cos, self.step_sin)
-        x = self.embed(tok)
-        for i in range(m.n_layers):
-            Wl, lay = W["layers"][i], self.lay.layers[i]
-            qkv = self.gemv(lay["qkv"], asic.rmsnorm(x, Wl["g1"], EPS))
-            q = asic.rope(qkv[:m.q_dim].reshape(m.n_heads, m.d_head), self.cos, self.sin)
-            k = asic.rope(qkv[m.q_dim:m.q_dim + m.kv_dim].reshape(m.n_kv_heads, m.d_head), self.cos, self.sin)
-            v = qkv[m.q_dim + m.kv_dim:].reshape(m.n_kv_heads, m.d_head)
-            x = x + self.gemv(lay["attn_out"], self.attention(i, q, k, v, t))
-            x = x + self.ffn(i, asic.rmsnorm(x, Wl["g2"], EPS))
-        return self.gemv(self.lay.lm_head, asic.rmsnorm(x, W["gf"], EPS))
 
 
 def _moe_reference(m, W, toks):

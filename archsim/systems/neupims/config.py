@@ -29,6 +29,11 @@ TP_DEFAULT = {"gpt3-7b": 4, "gpt3-13b": 4, "gpt3-30b": 8, "gpt3-175b": 32}
 MODES = ("iteration", "serving")
 KV_LAYOUTS = ("head_rows", "token_rows")
 REQUEST_QUEUE_DEFAULT = 32      # archsim.dram.controller's read_queue / write_queue default
+# when a PIM channel starts a head's attend (s.V) GEMVs: `head`, once that head's logits and softmax are done on
+# its channel (each channel runs on by itself); `all_logits`, once every channel of the stage has finished every
+# logits GEMV and softmax (NeuPIMs' code: NeuPIMSAttend is the PIM program's next operation, which starts only when
+# NeuPIMSLogitSoftmax's tiles are done on all channels, docs/presets.md "Mapping neupims_code")
+ATTEND_STARTS = ("head", "all_logits")
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
                "channel_assignment": ("gmlbp", "round_robin")}
 # model features simulated (archsim.summary.FEATURES): GQA (K/V per KV head), the gated FFN with RMSNorm, and a
@@ -107,6 +112,7 @@ class Policy:
     # (FR-FCFS over the queue). 32: the engine controller's default (DRAMsim3's and NewtonSim's 32-entry
     # transaction queue); NeuPIMs' simulator schedules from 128-entry command queues per bank (mapping neupims_code)
     request_queue: int = REQUEST_QUEUE_DEFAULT
+    attend_start: str = "head"      # head | all_logits (ATTEND_STARTS)
 
 
 def _policy(name: str) -> Policy:
@@ -131,7 +137,11 @@ def _policy(name: str) -> Policy:
     queue = doc.data.get("request_queue", REQUEST_QUEUE_DEFAULT)
     if isinstance(queue, bool) or not isinstance(queue, int) or not 1 <= queue <= MAX_QUEUE:
         raise doc.error("request_queue", f"must be an integer from 1 to {MAX_QUEUE}, got {queue!r}")
-    return Policy(kv_base_row=row, kv_layout=layout, pim_precharge=pre, request_queue=queue, **out)
+    attend = doc.data.get("attend_start", "head")
+    if attend not in ATTEND_STARTS:
+        raise doc.error("attend_start", f"must be one of {', '.join(ATTEND_STARTS)}, got {attend!r}")
+    return Policy(kv_base_row=row, kv_layout=layout, pim_precharge=pre, request_queue=queue, attend_start=attend,
+                  **out)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,18 @@ class StageStats:
     # the NPU program's operators in order: (name, start, end) in DRAM cycles, so a stage's time can be read
     # operator by operator (reports/neupims/vs_code.py holds them beside NeuPIMs' per-operation log)
     npu_ops: list[tuple[str, int, int]] = field(default_factory=list)
+    # mapping policy `attend_start: all_logits`: the cycle every channel's attend GEMVs were released (the last
+    # logits segment's softmax end); -1 when each head's attend starts by itself (`head`) or no PIM ran
+    attend_start: int = -1
+
+
+@dataclass
+class _AttendBarrier:
+    """NeuPIMs' code's operation barrier inside the PIM program (`attend_start: all_logits`): the attend GEMVs
+    held until every logits segment of the stage, on every channel, and its softmax are done."""
+    segments_left: int
+    ready: int                      # the latest softmax end so far (DRAM cycles)
+    held: list[tuple] = field(default_factory=list)
 
 
 def _schedule(dev: Device, m: int, k: int, n: int):
@@ -535,37 +547,58 @@ class DecodeSimulator:
     def _pim_attention(self, layer: int, requests: list[tuple[int, int]], start: int, stats: StageStats) -> None:
         """requests: (context, channel). Per channel, the logits GEMVs of every request and head go first (one
         stream); each head's softmax runs on a vector pipeline when its logits are done, and its attend GEMV
-        is appended to the channel's stream at the softmax's end."""
+        is appended to the channel's stream at the softmax's end, or (mapping policy `attend_start:
+        all_logits`) every channel's attend GEMVs once the last logits and softmax of the stage are done."""
         by_ch: dict[int, list[int]] = {}
         for L, ch in requests:
             by_ch.setdefault(ch, []).append(L)
         stats.pim_end = max(stats.pim_end, start)
-        for ch, contexts in by_ch.items():
+        plans = {ch: self._channel_plan(ch, tuple(contexts)) for ch, contexts in by_ch.items()}
+        barrier = None
+        if self.dev.policy.attend_start == "all_logits":
+            barrier = _AttendBarrier(sum(len(p.seg_heads) for p in plans.values()), start)
+        for ch, plan in plans.items():
             done = functools.partial(self._pim_done, stats, ch)
-            plan = self._channel_plan(ch, tuple(contexts))
             lg, at = plan.logits, plan.attend
             at_rows = self._layer_rows(at, layer)
             # tags: one completion group per logits segment, whose end starts its heads' softmax
             group = self.memory.group
             tags = np.repeat(np.array([
                 group(int(lg.start[g + 1] - lg.start[g]),
-                      functools.partial(self._softmax_then_attend, ch, at, at_rows, heads, plan.softmax, stats, done))
+                      functools.partial(self._softmax_then_attend, ch, at, at_rows, heads, plan.softmax, stats, done,
+                                        barrier))
                 for g, heads in enumerate(plan.seg_heads)], dtype=np.int64), np.diff(lg.start))
             self._append(ch, lg.cmd, lg.bank, self._layer_rows(lg, layer), lg.flags, lg.est, tags, start)
 
     def _softmax_then_attend(self, ch: int, at: _Part, rows: np.ndarray, heads: tuple[int, ...], softmax: list[int],
-                             stats: StageStats, done, logits_done: int) -> None:
+                             stats: StageStats, done, barrier: _AttendBarrier | None, logits_done: int) -> None:
         """The logits of `heads` are done: each head's softmax on the next free vector pipeline, then its attend
-        GEMV appended to the channel's stream."""
+        GEMV appended to the channel's stream (with a barrier: held until the stage's last logits segment)."""
         for j in heads:
             d = softmax[j]
             free = heapq.heappop(self.vector_free)
             begin = max(free, logits_done)
             heapq.heappush(self.vector_free, begin + d)
             stats.vector_busy += d
-            a, b = int(at.start[j]), int(at.start[j + 1])
-            tag = self.memory.group(b - a, done)
-            self._append(ch, at.cmd[a:b], at.bank[a:b], rows[a:b], at.flags[a:b], at.est[a:b], tag, begin + d)
+            attend = (ch, at, rows, j, done)
+            if barrier is None:
+                self._append_attend(*attend, begin + d)
+            else:
+                barrier.ready = max(barrier.ready, begin + d)
+                barrier.held.append(attend)
+        if barrier is None:
+            return
+        barrier.segments_left -= 1
+        if barrier.segments_left == 0:
+            stats.attend_start = barrier.ready
+            for attend in barrier.held:
+                self._append_attend(*attend, barrier.ready)
+
+    def _append_attend(self, ch: int, at: _Part, rows: np.ndarray, j: int, done, when: int) -> None:
+        """Head j's attend GEMVs (its part of `at`) onto channel ch's stream from cycle `when`."""
+        a, b = int(at.start[j]), int(at.start[j + 1])
+        tag = self.memory.group(b - a, done)
+        self._append(ch, at.cmd[a:b], at.bank[a:b], rows[a:b], at.flags[a:b], at.est[a:b], tag, when)
 
     def _append(self, unit: int, cmd, bank, row, flags, est, tag, at: int) -> None:
         """`MemorySystem.enqueue_stream` to PIM unit `unit`'s stream (its channel's stream source of that

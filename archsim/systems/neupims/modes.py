@@ -82,6 +82,8 @@ def _stage_frame(stages: list[StageStats], dev: Device) -> pd.DataFrame:
             "pim_unit_cycles": (sum(e - s.start for e in s.pim_unit_end.values()) / dev.pim_units
                                 if s.pim_unit_end else 0.0),
             "vector_cycles": s.vector_busy,
+            # attend_start all_logits: when the attend GEMVs were released, from the stage's start (-1: per head)
+            "attend_release_cycle": s.attend_start - s.start if s.attend_start >= 0 else -1,
             "link_cycles": s.link_busy, **{f"n_{k}": v for k, v in s.commands.items()},
         })
     return pd.DataFrame(rows).fillna(0)

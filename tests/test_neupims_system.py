@@ -369,3 +369,40 @@ def test_npu_operators_tile_each_stage_in_program_order(system, sub_batch):
         starts, ends = mine["start_cycle"].to_numpy(), (mine["start_cycle"] + mine["cycles"]).to_numpy()
         assert starts[0] == st["start_cycle"] and ends[-1] == st["npu_end_cycle"]
         assert (starts[1:] == ends[:-1]).all() and (mine["cycles"] >= 0).all()
+
+
+def test_attend_start_is_the_mapping_policys_and_checked(tmp_path):
+    """Mapping policy `attend_start`: `head` (the default) unless the mapping says otherwise; neupims_code takes
+    NeuPIMs' code's operation barrier (`all_logits`); anything else is refused naming the key."""
+    for mapping, start in (("neupims", "head"), ("npu_pim", "head"), ("neupims_code", "all_logits")):
+        assert setup({"system": "neupims", **SMALL, "mapping": mapping}).policy.attend_start == start, mapping
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(_mapping_file("neupims").read_text() + "\nattend_start: sometimes\n")
+    with pytest.raises(ConfigError, match="attend_start"):
+        setup({"system": "neupims", **SMALL, "mapping": str(bad)})
+
+
+def test_all_logits_holds_every_channels_attend_until_the_last_logits(tmp_path):
+    """`attend_start: all_logits`: a channel with one short request finishes its logits long before a channel
+    with a long one, and starts its attend GEMVs only once that channel's logits and softmaxes are done (the
+    stage records the release); with `head` it goes on by itself and ends sooner."""
+    barrier = tmp_path / "barrier.yaml"
+    barrier.write_text(_mapping_file("neupims").read_text() + "\nattend_start: all_logits\n")
+    reqs = [(32, 0), (1024, 1)]
+    out = {}
+    for start, mapping in (("head", "neupims"), ("all_logits", str(barrier))):
+        cfg, dev, sim = _sim("neupims", refresh=False, mapping=mapping)
+        st = sim.run_stage("B", 0, [], (0, reqs), 0)
+        log = sim.ms.command_log()
+        short = log[(log["channel"] == 0) & (log["source"] != "npu")]
+        long_ = log[(log["channel"] == 1) & (log["source"] != "npu")]
+        logits_cmds = {ch: len(sim._channel_plan(ch, (L,)).logits.cmd) for L, ch in reqs}
+        out[start] = (st, short, long_, logits_cmds)
+    st, short, long_, logits_cmds = out["head"]
+    assert st.attend_start == -1
+    assert short["cycle"].max() < long_["cycle"].iloc[logits_cmds[1] - 1]    # done before the long one's logits
+    st, short, long_, logits_cmds = out["all_logits"]
+    assert st.attend_start >= long_["cycle"].iloc[logits_cmds[1] - 1]        # after the last logits command
+    assert (short["cycle"] < st.attend_start).sum() == logits_cmds[0]        # the short channel waited
+    assert short["cycle"].min() >= 0 and short["cycle"].iloc[logits_cmds[0]] >= st.attend_start
+    assert out["all_logits"][1]["cycle"].max() > out["head"][1]["cycle"].max()

@@ -51,6 +51,7 @@ class StageStats:
     # mapping policy `attend_start: all_logits`: the cycle every channel's attend GEMVs were released (the last
     # logits segment's softmax end); -1 when each head's attend starts by itself (`head`) or no PIM ran
     attend_start: int = -1
+    pim_unit_logits_end: dict[int, int] = field(default_factory=dict)   # each PIM unit's last logits GEMV done
 
 
 @dataclass
@@ -574,6 +575,7 @@ class DecodeSimulator:
                              stats: StageStats, done, barrier: _AttendBarrier | None, logits_done: int) -> None:
         """The logits of `heads` are done: each head's softmax on the next free vector pipeline, then its attend
         GEMV appended to the channel's stream (with a barrier: held until the stage's last logits segment)."""
+        stats.pim_unit_logits_end[ch] = max(stats.pim_unit_logits_end.get(ch, 0), logits_done)
         for j in heads:
             d = softmax[j]
             free = heapq.heappop(self.vector_free)

@@ -77,16 +77,25 @@ def _stage_frame(stages: list[StageStats], dev: Device) -> pd.DataFrame:
             "pim_util": comps * latency.gap(dev.spec, "COMP", "COMP") / (dur * dev.pim_units),
             "mem_bw_util": bursts * dev.spec.timing["nBL"] / (dur * dev.spec.channels * dev.spec.counts[1]),  # per data bus
             "npu_end_cycle": s.npu_end, "pim_end_cycle": s.pim_end,
-            # mean over the PIM units of the time from the stage's start to the unit's last GEMV (what NeuPIMs'
-            # summary reports as pim_cycles, the mean over channels of PIM-busy time)
-            "pim_unit_cycles": (sum(e - s.start for e in s.pim_unit_end.values()) / dev.pim_units
-                                if s.pim_unit_end else 0.0),
+            # mean over the PIM units of the time from the stage's start to the unit's last GEMV, less the time it
+            # waited at the attend barrier with nothing queued (what NeuPIMs' summary reports as pim_cycles, the
+            # mean over channels of the cycles with PIM commands queued)
+            "pim_unit_cycles": (sum(e - s.start - _barrier_wait(s, u) for u, e in s.pim_unit_end.items())
+                                / dev.pim_units if s.pim_unit_end else 0.0),
             "vector_cycles": s.vector_busy,
             # attend_start all_logits: when the attend GEMVs were released, from the stage's start (-1: per head)
             "attend_release_cycle": s.attend_start - s.start if s.attend_start >= 0 else -1,
             "link_cycles": s.link_busy, **{f"n_{k}": v for k, v in s.commands.items()},
         })
     return pd.DataFrame(rows).fillna(0)
+
+
+def _barrier_wait(s: StageStats, unit: int) -> int:
+    """Cycles PIM unit `unit` waited, its logits done, for the stage's attend release (`attend_start:
+    all_logits`); 0 without the barrier."""
+    if s.attend_start < 0:
+        return 0
+    return max(s.attend_start - s.pim_unit_logits_end.get(unit, s.attend_start), 0)
 
 
 def _energy_j(dev: Device, stage_df: pd.DataFrame, cycles: int) -> dict[str, float]:

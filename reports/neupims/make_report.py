@@ -380,7 +380,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`). Runs: `runs/*.json`. Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/attend_toggle.py` (`attend_toggle.csv`). Runs: `runs/*.json`. Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -472,7 +472,37 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         "of the code's cycles (the window closes part of the gap, not all of it); stage F, with no PIM beside it, "
         f"moves closer in {c.num(Fact(Q, 'moved_toward_code', {'stage': 'F'}, 'sum'), '{:.0f}')} of "
         f"{c.num(Fact(Q, 'moved_toward_code', {'stage': 'F'}, 'count'), '{:.0f}')} cases.")]
-    OPS, big = "vs_code_ops.csv", "gpt3-7B_tp4_bs512_clb0_sbi-on"
+    A, big, mid = "attend_toggle.csv", "gpt3-7B_tp4_bs512_clb0_sbi-on", "gpt3-7B_tp4_bs256_genclb0_sbi-on"
+    cde = {"case": on_cases, "stage": ["C", "D", "E"]}
+
+    def toggled(col: str, case: str, stage: str) -> str:
+        where = {"case": case, "stage": stage}
+        return c.num(Fact(A, col, where, over=Fact(A, "code_cycles", where), scale=100, offset=-100), "{:+.1f}")
+
+    def summed(col: str) -> str:
+        return c.num(Fact(A, col, cde, "sum", over=Fact(A, "code_cycles", cde, "sum"), scale=100), "{:.1f}")
+    md += ["- " + c.say(
+        "**When PIM starts the attend (stages B to E).** NeuPIMs' code runs its PIM program's operations one after "
+        "another: NeuPIMSAttend starts only once NeuPIMSLogitSoftmax's tiles are done on every channel "
+        "(src/scheduler/Scheduler.cc:648-729, src/StageProgram.cc:241-259). archsim started each head's attend as "
+        "soon as that head's softmax was done on its own channel, so a channel holding only a few short requests "
+        "ran its attend at the stage's start, a row set (8 G_ACTs, 32 PIM precharges) for every 1 to 4 COMPs, each "
+        "G_ACT holding the rank's ACTs for tFAW, beside the NPU's projection, residual add and LayerNorm; their "
+        "requests to that channel waited, and the operators, striped over every channel, waited with them. Mapping "
+        "`neupims_code` takes the code's order (`attend_start: all_logits`, docs/presets.md); the toggle "
+        f"(`attend_toggle.py`, `{A}`, each head's attend on its own against the code's barrier): stage C of the "
+        f"batch-512 case {toggled('archsim_cycles_head', big, 'C')} % against the code with archsim's order, "
+        f"{toggled('archsim_cycles_all_logits', big, 'C')} % with the code's, stage E "
+        f"{toggled('archsim_cycles_head', big, 'E')} % and {toggled('archsim_cycles_all_logits', big, 'E')} %; "
+        f"batch 256: C {toggled('archsim_cycles_head', mid, 'C')} % and {toggled('archsim_cycles_all_logits', mid, 'C')} %, "
+        f"E {toggled('archsim_cycles_head', mid, 'E')} % and {toggled('archsim_cycles_all_logits', mid, 'E')} %. Over "
+        f"the interleaving cases {c.num(Fact(A, 'moved_toward_code', cde, 'sum'), '{:.0f}')} of the "
+        f"{c.num(Fact(A, 'moved_toward_code', cde, 'count'), '{:.0f}')} C, D and E rows move closer to the code, and "
+        f"their distance from it, summed without sign, goes from {summed('abs_err_head')} % to "
+        f"{summed('abs_err_all_logits')} % of the code's cycles. Stage D, where the longer sub-batch's attention "
+        f"runs beside the NPU, is {toggled('archsim_cycles_head', big, 'D')} % and "
+        f"{toggled('archsim_cycles_all_logits', big, 'D')} % off in the batch-512 case: the barrier is not its cause.")]
+    OPS = "vs_code_ops.csv"
 
     def ops_sum(stages: list[str], ops: list[str]) -> Fact:
         where = {"case": big, "stage": stages, "op": ops}
@@ -486,31 +516,23 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
                     scale=100, offset=-100)
     md += ["- " + c.say(
         "**Operator by operator** (`vs_code_ops.csv`: the NPU's operators of every stage, the code's per-operation "
-        "cycles beside archsim's, in program order). In the batch-512 case the residual adds and LayerNorms, which "
-        f"read their rows from DRAM, take {c.num(ops_sum(['C'], vec), '{:+.0f}')} % (stage C) and "
-        f"{c.num(ops_sum(['E'], vec), '{:+.0f}')} % (stage E) of the code's cycles, but "
-        f"{c.num(ops_sum(['D'], vec), '{:+.0f}')} % in stage D and {c.num(ops_sum(['F'], vec), '{:+.0f}')} % in stage F "
-        "(no PIM beside them); in C and E PIM runs the other sub-batch's attention, whose PIM-busy time in the code "
-        "is " + c.cmp(Fact(V, 'code_pim_cycles', {'case': big, 'stage': 'C'}), "<",
-                      Fact(V, 'code_pim_cycles', {'case': big, 'stage': 'D'}), ("shorter", "longer"))
-        + f" (stage C {c.num(Fact(V, 'code_pim_cycles', {'case': big, 'stage': 'C'}), '{:,.0f}')} cycles, stage D "
-        f"{c.num(Fact(V, 'code_pim_cycles', {'case': big, 'stage': 'D'}), '{:,.0f}')}: shorter contexts, more row "
-        f"activations per COMP). The weight GEMMs' gap in C and E is a side effect of that: archsim's slow vector "
-        "operators push its FFN towards the end of the PIM work, so it runs mostly alone while the code's runs beside "
-        "PIM (in stage C archsim's FFN2 starts at cycle "
-        f"{c.num(Fact(OPS, 'archsim_start_in_stage', {'case': big, 'stage': 'C', 'op': 'ffn2'}), '{:,.0f}')} of the stage, "
-        f"the code's at {c.num(Fact(OPS, 'code_start_in_stage', {'case': big, 'stage': 'C', 'op': 'ffn2'}), '{:,.0f}')}, "
-        "and the code's PIM work spans "
-        f"{c.num(Fact('code_results.csv', 'pim_span_cycles', {'case': big, 'stage': 'C'}), '{:,.0f}')} cycles of it). Stage D compares them like for "
-        "like (both beside PIM from start to end): the FFN GEMMs of stage D over the same GEMMs alone in stage F take "
-        f"{c.num(ffn_d_over_f('archsim_cycles'), '{:+.0f}')} % in archsim and {c.num(ffn_d_over_f('code_cycles'), '{:+.0f}')} % "
-        "in the code, so archsim's weight streams lose " + c.cmp(ffn_d_over_f('archsim_cycles'), "<", ffn_d_over_f('code_cycles'),
-                                                                  ("less", "more"))
-        + " to PIM than the code's, and its DRAM-bound vector operators "
-        + c.cmp(ops_sum(['C', 'E'], vec), ">", Fact.zero(), ("more", "less"))
-        + " beside the short-context attention. Where in NewtonSim's scheduling of the NPU's requests beside PIM "
-        "commands (its PIM queue first, NPU commands only with enough refresh slack: NS/neupims_command_queue.cc:55-71) "
-        "these come from is not yet traced to a line.")]
+        "cycles beside archsim's, in program order). With the code's order, the residual adds and LayerNorms of the "
+        f"batch-512 case, which read their rows from DRAM, take {c.num(ops_sum(['C'], vec), '{:+.0f}')} % (stage C), "
+        f"{c.num(ops_sum(['D'], vec), '{:+.0f}')} % (D), {c.num(ops_sum(['E'], vec), '{:+.0f}')} % (E) and "
+        f"{c.num(ops_sum(['F'], vec), '{:+.0f}')} % (F, no PIM beside them) of the code's cycles. What is left of C's "
+        f"and E's gap is the GELU that meets the attend's release ({c.num(ops_sum(['C'], ['gelu']), '{:+.0f}')} % in C, "
+        f"{c.num(ops_sum(['E'], ['gelu']), '{:+.0f}')} % in E; {c.num(ops_sum(['F'], ['gelu']), '{:+.0f}')} % alone in F): "
+        "every channel's attend starts there, the short requests' row sets among them, as they do in the code, whose "
+        "NPU loses less to them; where in NewtonSim's scheduling that difference comes from is not yet traced to a "
+        "line. Stage D compares the weight GEMMs like for like (both beside PIM from start to end): the FFN GEMMs of "
+        f"stage D over the same GEMMs alone in stage F take {c.num(ffn_d_over_f('archsim_cycles'), '{:+.0f}')} % in "
+        f"archsim and {c.num(ffn_d_over_f('code_cycles'), '{:+.0f}')} % in the code, so archsim's weight streams lose "
+        + c.cmp(ffn_d_over_f('archsim_cycles'), "<", ffn_d_over_f('code_cycles'), ("less", "more"))
+        + " to the longer sub-batch's attention than the code's, and stage D stays "
+        + c.cmp(Fact(V, 'diff_pct', {'case': big, 'stage': 'D'}), "<", Fact.zero(), ("faster", "slower"))
+        + " than the code; which of NewtonSim's rules beside a long GEMV (its PIM queue first, NPU commands only with "
+        "enough refresh slack: NS/neupims_command_queue.cc:55-71) costs the code's NPU the difference is not yet "
+        "traced to a line either.")]
     u_fact = Fact(V, "diff_pct", {"case": "uni32-off", "stage": "B"})
     md += ["- " + c.say(
         "**Attention of very short requests (uni32, uni128: one request of 32 or 128 tokens per channel).** archsim's "

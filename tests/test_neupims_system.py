@@ -406,3 +406,17 @@ def test_all_logits_holds_every_channels_attend_until_the_last_logits(tmp_path):
     assert (short["cycle"] < st.attend_start).sum() == logits_cmds[0]        # the short channel waited
     assert short["cycle"].min() >= 0 and short["cycle"].iloc[logits_cmds[0]] >= st.attend_start
     assert out["all_logits"][1]["cycle"].max() > out["head"][1]["cycle"].max()
+
+
+def test_pim_reserves_banks_is_the_mapping_policys_controller_rule(tmp_path):
+    """Mapping policy `pim_reserves_banks`: whether a waiting PIM open keeps the NPU from opening its banks (the
+    engine's controller.stream_reserve). True (archsim's controller) unless the mapping says otherwise;
+    neupims_code takes NewtonSim's rule (no bank reserved for PIM); anything but a boolean is refused."""
+    for mapping, reserve in (("neupims", True), ("npu_pim", True), ("neupims_code", False)):
+        cfg = setup({"system": "neupims", **SMALL, "mapping": mapping})
+        assert cfg.policy.pim_reserves_banks is reserve, mapping
+        assert DecodeSimulator(build_device(cfg), refresh=False).ms.ctrl.stream_reserve is reserve, mapping
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(_mapping_file("neupims").read_text() + "\npim_reserves_banks: maybe\n")
+    with pytest.raises(ConfigError, match="pim_reserves_banks"):
+        setup({"system": "neupims", **SMALL, "mapping": str(bad)})

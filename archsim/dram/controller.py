@@ -85,6 +85,10 @@ class ControllerConfig:
                               "address is answered from it, a write to one merged with it")
     merge_reads: bool = opt(False, "DRAMsim3 (with bank_command_queue): a read of the address of a read still "
                             "queued is merged with it and done when that read's command completes")
+    stream_reserve: bool = opt(True, "while a stream's next command is an open it cannot issue yet (timing, a "
+                               "refresh it waits for), no rw source may open a bank of its target (archsim's "
+                               "default); false: rw sources open any bank timing allows (NewtonSim's NeuPIMs "
+                               "controller reserves no bank for PIM, only skips the PIM row)")
     convention: str = opt(DEFAULT_CONVENTION, "a reference simulator's controller and front-end conventions "
                           "(archsim/presets/controller_conventions.yaml): archsim, ramulator2; keys left at "
                           "archsim's defaults take the convention's values", choices=convention_names)
@@ -175,6 +179,8 @@ class ControllerConfig:
                     "merge_reads", "rfm_threshold"):
             if not out[key]:
                 del out[key]
+        if out["stream_reserve"]:       # (issue 33) left out at its default, so existing configs' hashes stay
+            del out["stream_reserve"]
         if not self.bank_command_queue:
             del out["write_drain_idle"]
         return out

@@ -147,6 +147,8 @@ CF_MERGE_RD = _slot("MERGE_RD", "merge_reads: a read of an address a queued read
                     lambda d: d.ctrl.merge_reads)
 CF_RFM_THRESH = _slot("RFM_THRESH", "rfm_threshold: activates of one bank that make its rank due for an RFM (0 off)",
                       lambda d: d.ctrl.rfm_threshold)
+CF_RESERVE = _slot("RESERVE", "stream_reserve: a stream's waiting open reserves its banks from rw sources' opens",
+                   lambda d: d.ctrl.stream_reserve)
 N_CF = len(CF_SLOTS)
 CF_INDEX = {s.name: i for i, s in enumerate(CF_SLOTS)}
 if any(globals().get("CF_" + s.name) != i for i, s in enumerate(CF_SLOTS)):
@@ -892,7 +894,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     c_pre = T.role[R_PRE]
     c_act = T.role[R_ACT]
     nbuf = _cf(S.variant, CF, CF_NBUF)
-    ignore_reserve = _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED
+    ignore_reserve = _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED or _cf(S.variant, CF, CF_RESERVE) == 0
     yields = _held_rows_yield(S, CF, ch, me)
     for kk in range(S.act_n[qi]):
         b = S.act_list[qi, kk]
@@ -1010,7 +1012,8 @@ def _rw_row_after_col(S, T, CF, ch, k, clk, out):
     if S.ch_ref_pending[ch] != 0 and _ref_blocked(S, T, CF, ch, c, out[1]):
         return True
     me = _rw_src(S, ch, k)
-    if _rw_blocked(S, ch, q, b, c, T.role[R_PRE], T.role[R_ACT], me, _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED,
+    if _rw_blocked(S, ch, q, b, c, T.role[R_PRE], T.role[R_ACT], me,
+                   _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED or _cf(S.variant, CF, CF_RESERVE) == 0,
                    _cf(S.variant, CF, CF_NBUF), _held_rows_yield(S, CF, ch, me)):
         return True
     if max(_earliest(S, T, ch, c, out[1]), S.cand_nb[q, b]) > clk:

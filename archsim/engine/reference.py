@@ -852,7 +852,8 @@ class ReferenceController:
             if self.ready(ch, cmd, target, t, extra):
                 return _Candidate(r.age, cmd, target, r.row, r.column, s, r, pinned_ok=True), None
         # under `blocked` only the active source issues, so reservations are ignored (clarification 8)
-        reserved = self._reserved(ch) if self.arbitration != "blocked" else set()
+        # nor with controller.stream_reserve: false
+        reserved = self._reserved(ch) if self.arbitration != "blocked" and self.cfg.stream_reserve else set()
         active_q = st.write_q if st.write_mode else st.read_q
         by_bank: dict[int, list[_Request]] = defaultdict(list)
         for r in sorted(active_q, key=lambda r: r.age):

@@ -380,7 +380,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/attend_toggle.py` (`attend_toggle.csv`). Runs: `runs/*.json`. Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`). Runs: `runs/*.json`. Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -472,67 +472,78 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         "of the code's cycles (the window closes part of the gap, not all of it); stage F, with no PIM beside it, "
         f"moves closer in {c.num(Fact(Q, 'moved_toward_code', {'stage': 'F'}, 'sum'), '{:.0f}')} of "
         f"{c.num(Fact(Q, 'moved_toward_code', {'stage': 'F'}, 'count'), '{:.0f}')} cases.")]
-    A, big, mid = "attend_toggle.csv", "gpt3-7B_tp4_bs512_clb0_sbi-on", "gpt3-7B_tp4_bs256_genclb0_sbi-on"
+    T, big, mid = "beside_pim_toggle.csv", "gpt3-7B_tp4_bs512_clb0_sbi-on", "gpt3-7B_tp4_bs256_genclb0_sbi-on"
     cde = {"case": on_cases, "stage": ["C", "D", "E"]}
 
-    def toggled(col: str, case: str, stage: str) -> str:
+    def arm_pct(arm: str, case: str, stage: str) -> str:
         where = {"case": case, "stage": stage}
-        return c.num(Fact(A, col, where, over=Fact(A, "code_cycles", where), scale=100, offset=-100), "{:+.1f}")
+        return c.num(Fact(T, f"archsim_cycles_{arm}", where, over=Fact(T, "code_cycles", where), scale=100,
+                          offset=-100), "{:+.1f}")
 
-    def summed(col: str) -> str:
-        return c.num(Fact(A, col, cde, "sum", over=Fact(A, "code_cycles", cde, "sum"), scale=100), "{:.1f}")
+    def summed(arm: str) -> str:
+        return c.num(Fact(T, f"abs_err_{arm}", cde, "sum", over=Fact(T, "code_cycles", cde, "sum"), scale=100), "{:.1f}")
+    both = "moved_head_reserved_to_all_logits_free"
     md += ["- " + c.say(
-        "**When PIM starts the attend (stages B to E).** NeuPIMs' code runs its PIM program's operations one after "
-        "another: NeuPIMSAttend starts only once NeuPIMSLogitSoftmax's tiles are done on every channel "
-        "(src/scheduler/Scheduler.cc:648-729, src/StageProgram.cc:241-259). archsim started each head's attend as "
-        "soon as that head's softmax was done on its own channel, so a channel holding only a few short requests "
-        "ran its attend at the stage's start, a row set (8 G_ACTs, 32 PIM precharges) for every 1 to 4 COMPs, each "
-        "G_ACT holding the rank's ACTs for tFAW, beside the NPU's projection, residual add and LayerNorm; their "
-        "requests to that channel waited, and the operators, striped over every channel, waited with them. Mapping "
-        "`neupims_code` takes the code's order (`attend_start: all_logits`, docs/presets.md); the toggle "
-        f"(`attend_toggle.py`, `{A}`, each head's attend on its own against the code's barrier): stage C of the "
-        f"batch-512 case {toggled('archsim_cycles_head', big, 'C')} % against the code with archsim's order, "
-        f"{toggled('archsim_cycles_all_logits', big, 'C')} % with the code's, stage E "
-        f"{toggled('archsim_cycles_head', big, 'E')} % and {toggled('archsim_cycles_all_logits', big, 'E')} %; "
-        f"batch 256: C {toggled('archsim_cycles_head', mid, 'C')} % and {toggled('archsim_cycles_all_logits', mid, 'C')} %, "
-        f"E {toggled('archsim_cycles_head', mid, 'E')} % and {toggled('archsim_cycles_all_logits', mid, 'E')} %. Over "
-        f"the interleaving cases {c.num(Fact(A, 'moved_toward_code', cde, 'sum'), '{:.0f}')} of the "
-        f"{c.num(Fact(A, 'moved_toward_code', cde, 'count'), '{:.0f}')} C, D and E rows move closer to the code, and "
-        f"their distance from it, summed without sign, goes from {summed('abs_err_head')} % to "
-        f"{summed('abs_err_all_logits')} % of the code's cycles. Stage D, where the longer sub-batch's attention "
-        f"runs beside the NPU, is {toggled('archsim_cycles_head', big, 'D')} % and "
-        f"{toggled('archsim_cycles_all_logits', big, 'D')} % off in the batch-512 case: the barrier is not its cause.")]
+        "**When PIM starts the attend, and what a waiting PIM open holds (stages B to E).** Two rules of NeuPIMs' "
+        "code decide what the NPU keeps beside PIM. Its PIM program runs its operations one after another: "
+        "NeuPIMSAttend starts only once NeuPIMSLogitSoftmax's tiles are done on every channel "
+        "(src/scheduler/Scheduler.cc:648-729, src/StageProgram.cc:241-259), where archsim started each head's attend "
+        "once that head's softmax was done on its own channel. And its controller reserves no bank for PIM: while "
+        "the PIM queue waits (for tFAW, tRP, or a refresh its next GEMV may not cross: "
+        "NS/neupims_command_queue.cc:55-71, 104-116, 289-326) the NPU's commands go to any bank timing allows, skipping only "
+        "the row a GEMV has reserved and the bank being GWRITE-d (:341-352), where archsim's controller kept the NPU "
+        "from opening the banks of a PIM open waiting to issue (docs/channel-engine.md, reservations). With archsim's "
+        "two rules a channel holding only a few short requests ran its attend at the stage's start, a row set "
+        "(8 G_ACTs, 32 PIM precharges) for every 1 to 4 COMPs with its next open nearly always waiting, so the NPU's "
+        "requests to its banks waited through it, and with them the NPU's operators, striped over every channel. "
+        "Mapping `neupims_code` takes both of the code's rules (`attend_start: all_logits`, `pim_reserves_banks: "
+        "false`, the engine's `controller.stream_reserve: false`; docs/presets.md); the toggle "
+        f"(`beside_pim_toggle.py`, `{T}`, every combination): stage C of the batch-512 case "
+        f"{arm_pct('head_reserved', big, 'C')} % against the code with archsim's rules, "
+        f"{arm_pct('all_logits_free', big, 'C')} % with the code's, stage E {arm_pct('head_reserved', big, 'E')} % and "
+        f"{arm_pct('all_logits_free', big, 'E')} %; batch 256: C {arm_pct('head_reserved', mid, 'C')} % and "
+        f"{arm_pct('all_logits_free', mid, 'C')} %, E {arm_pct('head_reserved', mid, 'E')} % and "
+        f"{arm_pct('all_logits_free', mid, 'E')} %. Over the interleaving cases "
+        f"{c.num(Fact(T, both, cde, 'sum'), '{:.0f}')} of the {c.num(Fact(T, both, cde, 'count'), '{:.0f}')} C, D and "
+        f"E rows move closer to the code, and their distance from it, summed without sign, goes from "
+        f"{summed('head_reserved')} % to {summed('all_logits_free')} % of the code's cycles. One rule at a time from "
+        f"archsim's: the code's attend order alone {summed('all_logits_reserved')} %, its bank rule alone "
+        f"{summed('head_free')} %. Without interleaving the attend order moves stage B (the whole batch's attention, "
+        f"alone) of the 13B case from {arm_pct('head_reserved', 'gpt3-13B_tp8_bs256_genclb0_sbi-off', 'B')} % to "
+        f"{arm_pct('all_logits_free', 'gpt3-13B_tp8_bs256_genclb0_sbi-off', 'B')} %.")]
     OPS = "vs_code_ops.csv"
 
     def ops_sum(stages: list[str], ops: list[str]) -> Fact:
         where = {"case": big, "stage": stages, "op": ops}
         return Fact(OPS, "archsim_cycles", where, "sum", over=Fact(OPS, "code_cycles", where, "sum"), scale=100, offset=-100)
 
-    vec = ["add", "layernorm"]
+    vec = ["add", "layernorm", "gelu"]
 
-    def ffn_d_over_f(col: str) -> Fact:
+    def ffn_over_f(stage: str, col: str) -> Fact:
         where = {"case": big, "op": ["ffn1", "ffn2"]}
-        return Fact(OPS, col, {**where, "stage": "D"}, "sum", over=Fact(OPS, col, {**where, "stage": "F"}, "sum"),
+        return Fact(OPS, col, {**where, "stage": stage}, "sum", over=Fact(OPS, col, {**where, "stage": "F"}, "sum"),
                     scale=100, offset=-100)
+    on_cde = Fact(V, 'diff_pct', cde, 'max')
     md += ["- " + c.say(
         "**Operator by operator** (`vs_code_ops.csv`: the NPU's operators of every stage, the code's per-operation "
-        "cycles beside archsim's, in program order). With the code's order, the residual adds and LayerNorms of the "
-        f"batch-512 case, which read their rows from DRAM, take {c.num(ops_sum(['C'], vec), '{:+.0f}')} % (stage C), "
-        f"{c.num(ops_sum(['D'], vec), '{:+.0f}')} % (D), {c.num(ops_sum(['E'], vec), '{:+.0f}')} % (E) and "
-        f"{c.num(ops_sum(['F'], vec), '{:+.0f}')} % (F, no PIM beside them) of the code's cycles. What is left of C's "
-        f"and E's gap is the GELU that meets the attend's release ({c.num(ops_sum(['C'], ['gelu']), '{:+.0f}')} % in C, "
-        f"{c.num(ops_sum(['E'], ['gelu']), '{:+.0f}')} % in E; {c.num(ops_sum(['F'], ['gelu']), '{:+.0f}')} % alone in F): "
-        "every channel's attend starts there, the short requests' row sets among them, as they do in the code, whose "
-        "NPU loses less to them; where in NewtonSim's scheduling that difference comes from is not yet traced to a "
-        "line. Stage D compares the weight GEMMs like for like (both beside PIM from start to end): the FFN GEMMs of "
-        f"stage D over the same GEMMs alone in stage F take {c.num(ffn_d_over_f('archsim_cycles'), '{:+.0f}')} % in "
-        f"archsim and {c.num(ffn_d_over_f('code_cycles'), '{:+.0f}')} % in the code, so archsim's weight streams lose "
-        + c.cmp(ffn_d_over_f('archsim_cycles'), "<", ffn_d_over_f('code_cycles'), ("less", "more"))
-        + " to the longer sub-batch's attention than the code's, and stage D stays "
-        + c.cmp(Fact(V, 'diff_pct', {'case': big, 'stage': 'D'}), "<", Fact.zero(), ("faster", "slower"))
-        + " than the code; which of NewtonSim's rules beside a long GEMV (its PIM queue first, NPU commands only with "
-        "enough refresh slack: NS/neupims_command_queue.cc:55-71) costs the code's NPU the difference is not yet "
-        "traced to a line either.")]
+        "cycles beside archsim's, in program order). With the code's two rules, the vector operators of the "
+        f"batch-512 case (residual adds, LayerNorms, GELU), which read their rows from DRAM, take "
+        f"{c.num(ops_sum(['C'], vec), '{:+.0f}')} % (stage C), {c.num(ops_sum(['D'], vec), '{:+.0f}')} % (D), "
+        f"{c.num(ops_sum(['E'], vec), '{:+.0f}')} % (E) and {c.num(ops_sum(['F'], vec), '{:+.0f}')} % (F, no PIM beside "
+        "them) of the code's cycles. The weight GEMMs are what is left: the FFN GEMMs beside PIM over the same GEMMs "
+        f"alone in stage F take {c.num(ffn_over_f('D', 'archsim_cycles'), '{:+.0f}')} % in archsim and "
+        f"{c.num(ffn_over_f('D', 'code_cycles'), '{:+.0f}')} % in the code in stage D (the longer sub-batch's attention "
+        f"beside them from start to end), {c.num(ffn_over_f('C', 'archsim_cycles'), '{:+.0f}')} % and "
+        f"{c.num(ffn_over_f('C', 'code_cycles'), '{:+.0f}')} % in stage C, so archsim's weight streams lose "
+        + c.cmp(ffn_over_f('D', 'archsim_cycles'), "<", ffn_over_f('D', 'code_cycles'), ("less", "more"))
+        + " to PIM than the code's, and the C, D and E rows of the interleaving cases are at most "
+        f"{c.num(on_cde, '{:+.1f}')} % from the code, stage D the farthest "
+        f"({c.num(Fact(V, 'diff_pct', {'case': big, 'stage': 'D'}), '{:+.1f}')} % in the batch-512 case). Which of "
+        "NewtonSim's rules beside a long GEMV costs the code's NPU the difference is not yet traced to a line; "
+        "candidates, not toggled: NPU row commands beside a pending PIM command only while the GEMV's refresh slack "
+        "lasts, each ACT or PRE spending tRCD or tRP of it, and no NPU command at all below 10 cycles of slack "
+        "(NS/neupims_command_queue.cc:55-71, 367-407), and a PIM precharge allowed tRTP after a COMPS_READRES "
+        "(NS/timing.cc:429-441), so the next row set's G_ACTs may start while a long GEMV still computes.")]
     u_fact = Fact(V, "diff_pct", {"case": "uni32-off", "stage": "B"})
     md += ["- " + c.say(
         "**Attention of very short requests (uni32, uni128: one request of 32 or 128 tokens per channel).** archsim's "

@@ -113,6 +113,10 @@ class Policy:
     # transaction queue); NeuPIMs' simulator schedules from 128-entry command queues per bank (mapping neupims_code)
     request_queue: int = REQUEST_QUEUE_DEFAULT
     attend_start: str = "head"      # head | all_logits (ATTEND_STARTS)
+    # a PIM open waiting to issue (tFAW, tRP, a refresh its GEMV waits for) keeps the NPU from opening the banks it
+    # targets (archsim's controller: controller.stream_reserve); false as NewtonSim's NeuPIMs controller, which
+    # reserves no bank for PIM and skips only the PIM row (mapping neupims_code)
+    pim_reserves_banks: bool = True
 
 
 def _policy(name: str) -> Policy:
@@ -140,8 +144,11 @@ def _policy(name: str) -> Policy:
     attend = doc.data.get("attend_start", "head")
     if attend not in ATTEND_STARTS:
         raise doc.error("attend_start", f"must be one of {', '.join(ATTEND_STARTS)}, got {attend!r}")
+    reserve = doc.data.get("pim_reserves_banks", True)
+    if not isinstance(reserve, bool):
+        raise doc.error("pim_reserves_banks", f"must be true or false, got {reserve!r}")
     return Policy(kv_base_row=row, kv_layout=layout, pim_precharge=pre, request_queue=queue, attend_start=attend,
-                  **out)
+                  pim_reserves_banks=reserve, **out)
 
 
 @dataclass(frozen=True)

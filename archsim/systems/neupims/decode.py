@@ -193,7 +193,7 @@ class DecodeSimulator:
             arbitration = "frfcfs"
         # the NPU's read and write queues: the window FR-FCFS schedules from (mapping policy `request_queue`)
         ctrl = {"refresh": "allbank" if refresh else "none", "read_queue": dev.policy.request_queue,
-                "write_queue": dev.policy.request_queue}
+                "write_queue": dev.policy.request_queue, "stream_reserve": dev.policy.pim_reserves_banks}
         # a PIM GEMV that would cross a refresh waits for it (NeuPIMs' PIM_HEADER admission)
         self.ms = MemorySystem(spec, ctrl, sources=sources, arbitration=arbitration, log=log,
                                stream_refresh="wait" if self.attention_on_pim else "split", requests=1 << 16,

@@ -1,0 +1,108 @@
+"""NeuPIMs' code's two rules for the NPU beside PIM, as toggles: vs_code.py's model cases with archsim's defaults,
+with either of the code's rules and with both (mapping neupims_code as it is); writes
+reports/neupims/beside_pim_toggle.csv.
+
+The rules (mapping policy keys, docs/presets.md "Mapping neupims_code"):
+  attend_start      head: each channel starts a head's attend GEMVs when that head's softmax is done (archsim's
+                    default); all_logits: once every channel's logits and softmaxes are done (the code's PIM program
+                    runs NeuPIMSAttend after NeuPIMSLogitSoftmax)
+  pim_reserves_banks  true: a PIM open waiting to issue keeps the NPU from opening its banks (archsim's controller);
+                    false: the NPU opens any bank timing allows (NewtonSim reserves no bank for PIM)
+
+Run:  .venv/bin/python reports/neupims/beside_pim_toggle.py [-o DIR]
+
+Columns: case, stage, code_cycles; per arm (head_reserved = archsim's defaults, all_logits_reserved,
+head_free, all_logits_free = the code's rules = vs_code.csv) archsim_cycles_<arm> and abs_err_<arm> (the distance
+from the code); moved_<from>_to_<to> (True: the stage is closer to the code with arm <to> than with arm <from>)
+for each single rule and for both. The all_logits_free runs are vs_code.py's own (cached in DIR/runs); the other
+arms use copies of the mapping with only those keys changed, written under DIR/runs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import vs_code  # noqa: E402
+
+from archsim import paths  # noqa: E402
+from archsim.results import load_result  # noqa: E402
+
+CODE_LINES = {"attend_start": "attend_start: all_logits", "pim_reserves_banks": "pim_reserves_banks: false"}
+DEFAULT_LINES = {"attend_start": "attend_start: head", "pim_reserves_banks": "pim_reserves_banks: true"}
+# arm -> the keys set to archsim's defaults (the rest as the code)
+ARMS = {"head_reserved": ("attend_start", "pim_reserves_banks"), "all_logits_reserved": ("pim_reserves_banks",),
+        "head_free": ("attend_start",), "all_logits_free": ()}
+FILES = {"head_reserved": "neupims_code_attend_head_reserves_banks.yaml",
+         "all_logits_reserved": "neupims_code_pim_reserves_banks.yaml", "head_free": "neupims_code_attend_start_head.yaml"}
+# (from arm, to arm): the code's attend order, its bank rule, each with the other rule either way, and both
+STEPS = [("head_reserved", "all_logits_reserved"), ("head_free", "all_logits_free"),
+         ("head_reserved", "head_free"), ("all_logits_reserved", "all_logits_free"),
+         ("head_reserved", "all_logits_free")]
+# the cases whose PIM attention has several requests per channel: the three model cases, with and without
+# sub-batch interleaving (stage B of a case without it is the whole batch's attention alone)
+CASES = [c for c in vs_code.CASES if c.startswith("gpt3-")]
+
+
+def _mapping(runs: Path, arm: str) -> str | None:
+    """The mapping file of `arm` (None: neupims_code itself)."""
+    if not ARMS[arm]:
+        return None
+    text = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
+    for key in ARMS[arm]:
+        line = f"\n{CODE_LINES[key]}\n"
+        assert line in text, f"mapping neupims_code no longer sets {CODE_LINES[key]}"
+        text = text.replace(line, f"\n{DEFAULT_LINES[key]}\n")
+    path = runs / FILES[arm]
+    path.write_text(text)
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def build(out: Path) -> pd.DataFrame:
+    code = pd.read_csv(vs_code.HERE / "code_results.csv")
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    mappings = {arm: _mapping(runs, arm) for arm in ARMS}
+    rows = []
+    for case in CASES:
+        cyc = {}
+        for arm, mapping in mappings.items():
+            cfg = vs_code.config(case)
+            if mapping is not None:
+                cfg["mapping"] = mapping
+            st = load_result(vs_code._run((cfg, runs))).tables["stages"]
+            st = st[st["sample"] == 0].drop_duplicates("stage")      # a stage's first layer, as vs_code.csv
+            cyc[arm] = dict(zip(st["stage"], st["cycles"], strict=True))
+        ref = code[(code["case"] == case) & (code["stage"] != "block")].set_index("stage")["code_cycles"]
+        for s, c in ref.items():
+            rows.append({"case": case, "stage": s, "code_cycles": int(c),
+                         **{f"archsim_cycles_{arm}": int(cyc[arm][s]) for arm in ARMS}})
+    df = pd.DataFrame(rows)
+    for arm in ARMS:
+        df[f"abs_err_{arm}"] = (df[f"archsim_cycles_{arm}"] - df["code_cycles"]).abs()
+        df[f"diff_pct_{arm}"] = (100 * (df[f"archsim_cycles_{arm}"] / df["code_cycles"] - 1)).round(1)
+    for a, b in STEPS:
+        df[f"moved_{a}_to_{b}"] = df[f"abs_err_{b}"] < df[f"abs_err_{a}"]
+    df.to_csv(out / "beside_pim_toggle.csv", index=False)
+    return df
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-o", "--out", type=Path, default=vs_code.HERE, help="output folder (default: the report's own)")
+    args = ap.parse_args(argv)
+    os.chdir(ROOT)
+    df = build(args.out.resolve())
+    print(df[["case", "stage", "code_cycles", *(f"archsim_cycles_{a}" for a in ARMS)]].to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -536,9 +536,9 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         f"beside them from start to end), {c.num(ffn_over_f('C', 'archsim_cycles'), '{:+.0f}')} % and "
         f"{c.num(ffn_over_f('C', 'code_cycles'), '{:+.0f}')} % in stage C, so archsim's weight streams lose "
         + c.cmp(ffn_over_f('D', 'archsim_cycles'), "<", ffn_over_f('D', 'code_cycles'), ("less", "more"))
-        + " to PIM than the code's, and the C, D and E rows of the interleaving cases are at most "
-        f"{c.num(on_cde, '{:+.1f}')} % from the code, stage D the farthest "
-        f"({c.num(Fact(V, 'diff_pct', {'case': big, 'stage': 'D'}), '{:+.1f}')} % in the batch-512 case). Which of "
+        + " to PIM than the code's; the C, D and E rows of the interleaving cases are now from "
+        f"{c.num(Fact(V, 'diff_pct', cde, 'min'), '{:+.1f}')} % to {c.num(on_cde, '{:+.1f}')} % off the code, stage D "
+        f"of the batch-512 case at {c.num(Fact(V, 'diff_pct', {'case': big, 'stage': 'D'}), '{:+.1f}')} %. Which of "
         "NewtonSim's rules beside a long GEMV costs the code's NPU the difference is not yet traced to a line; "
         "candidates, not toggled: NPU row commands beside a pending PIM command only while the GEMV's refresh slack "
         "lasts, each ACT or PRE spending tRCD or tRP of it, and no NPU command at all below 10 cycles of slack "

@@ -1,4 +1,4 @@
-"""Results and file loads of a fixed set of pimgpt and dram-trace runs, to show that a refactoring moved neither
+"""Results and file loads of a fixed set of runs of every system, to show that a refactoring moved neither
 (issue 25 item 3: configs resolved once). Not a timed benchmark.
 
 `run DIR [CASE ...]` runs every case (or the named ones) through archsim.api.run, writes each result as JSON
@@ -41,13 +41,28 @@ CASES: dict[str, dict[str, Any]] = {
     "trace_file_map": {"system": "dram-trace", "trace": "@FILE", "preset": "GDDR6_14Gbps", "mapping": "RoBaRaCoCh"},
     "trace_shorthand": {"system": "dram-trace", "trace": "synthetic:stream:3000",
                         "controller": {"mapping": "RoCoBaRaCh"}},
+    # every other system (issue 36: presets as schemas must move no result), small runs
+    "gemm_dram": {"system": "gemm", "m": 8, "k": 16, "n": 8, "memory": "dram"},
+    "gemm_npu_knobs": {"system": "gemm", "m": 64, "k": 256, "n": 128, "npu": {"preset": "neupims_code",
+                                                                              "height": 64}},
+    "duplex_small": {"system": "duplex", "device": "duplex", "requests": 2, "input_len": 64, "output_len": 2,
+                     "max_batch": 2},
+    "duplex_moe": {"system": "duplex", "model": "mixtral-8x7b", "device": "duplex", "requests": 4, "input_len": 64,
+                   "output_len": 2, "max_batch": 4},
+    "t3_small": {"system": "t3", "model": "mega-gpt2", "sublayer": "op_fwd", "tp": 16, "tokens": 256},
+    "t3_decode_small": {"system": "t3_decode", "model": "mega-gpt2", "tp": 16, "batch": 2, "context": 64},
+    "neupims_small": {"system": "neupims", "model": "gpt3-small", "layers": 1, "batch": 2, "samples": 1},
+    "npu_pim_small": {"system": "npu_pim", "model": "gpt3-small", "layers": 1, "batch": 2, "samples": 1},
+    "npu_only_small": {"system": "npu_only", "model": "gpt3-small", "layers": 1, "batch": 2, "samples": 1},
+    "gpu_only_small": {"system": "gpu_only", "model": "gpt3-small", "layers": 1, "batch": 2, "samples": 1},
+    "gpu_roofline_small": {"system": "gpu_roofline", "model": "gpt3-small", "layers": 1, "batch": 2,
+                           "samples": 1},
 }
 
 # (module, function) loaders counted wherever a module bound them by name; then class-method loaders
 LOADERS = (("archsim.config", "load_yaml"), ("archsim.workload.spec", "load_model"), ("archsim.dram.spec", "load_spec"),
-           ("archsim.systems.pimgpt.compiler", "load_policy"))
-CLASS_LOADERS = (("archsim.host.baselines", "Baseline"), ("archsim.host.asic", "AsicConfig"),
-                 ("archsim.host.asic", "EnergyTable"))
+           ("archsim.systems.pimgpt.compiler", "load_policy"), ("archsim.schema", "load"))
+CLASS_LOADERS = (("archsim.host.baselines", "Baseline"), ("archsim.host.asic", "AsicConfig"))
 
 
 def trace_file() -> str:

@@ -82,6 +82,14 @@ def section_of(tp: Any) -> type | None:
     return None
 
 
+_SCALARS: dict[Any, Any] = {
+    bool: lambda v: isinstance(v, bool),
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+}
+
+
 def _ok(tp: Any, value: Any) -> bool:
     if tp is Any:
         return True
@@ -92,14 +100,8 @@ def _ok(tp: Any, value: Any) -> bool:
         return any(value == a and isinstance(value, bool) == isinstance(a, bool) for a in get_args(tp))
     if tp is None or tp is type(None):
         return value is None
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if tp is str:
-        return isinstance(value, str)
+    if tp in _SCALARS:
+        return _SCALARS[tp](value)
     if origin is list or tp is list:
         (item,) = get_args(tp) or (Any,)
         return isinstance(value, list) and all(_ok(item, v) for v in value)
@@ -109,10 +111,8 @@ def _ok(tp: Any, value: Any) -> bool:
     if origin is dict or tp is dict:
         return isinstance(value, dict)
     if isinstance(tp, type) and is_dataclass(tp):
-        if not isinstance(value, dict):
-            return False
         hints = _hints(tp)
-        return all(k in hints and _ok(hints[k], v) for k, v in value.items())
+        return isinstance(value, dict) and all(k in hints and _ok(hints[k], v) for k, v in value.items())
     raise TypeError(f"schema type {tp!r} is not supported")
 
 
@@ -510,47 +510,21 @@ def build(cls: type, data: typing.Mapping[str, Any], where: Any, prefix: str = "
     """The schema dataclass `cls` built from `data` (a preset's mapping), every value checked against its field
     declaration (type, allowed values, range) and every unknown or missing key reported with `where(path,
     problem)` (a ConfigError naming the file, the key path and its line); sections are built as their own
-    schema dataclasses, lists of a tuple field become tuples, an absent key takes its default (`REQUIRED`: an
-    error). A check the dataclass makes itself (`__post_init__`, rules across fields) is reported at its key
-    path the same way."""
+    schema dataclasses (a `dict[str, Section]` field: each value as one), lists of a tuple field become tuples,
+    an absent key takes its default (`REQUIRED` or `required=True`: an error). A check the dataclass makes
+    itself (`__post_init__`, rules across fields) is reported at its key path the same way."""
     if not isinstance(data, dict):
         raise where(prefix.rstrip(".") or "<top>", f"must be a mapping of {', '.join(_hints(cls))}, "
                     f"got {type(data).__name__}")
-    hints = _hints(cls)
     fields = dataclasses.fields(cls)
-    unders = {f.metadata.get("under") for f in fields} - {None}
-    names = [f.name for f in fields if not f.metadata.get("under")] + sorted(unders)
-    for name in data:
-        if name not in names:
-            raise where(f"{prefix}{name}", f"unknown key; allowed keys: {', '.join(names)}")
-    for under in sorted(unders):
-        inner = [f.name for f in fields if f.metadata.get("under") == under]
-        got = data.get(under, {})
-        if not isinstance(got, dict):
-            raise where(f"{prefix}{under}", f"must be a mapping of {', '.join(inner)}")
-        for name in got:
-            if name not in inner:
-                raise where(f"{prefix}{under}.{name}", f"unknown key; allowed keys: {', '.join(inner)}")
+    _check_known(fields, data, where, prefix)
     values: dict[str, Any] = {}
     for f in fields:
-        path = prefix + file_name(f)
         src = data.get(f.metadata["under"], {}) if f.metadata.get("under") else data
-        sub = section_of(hints[f.name])
-        if f.name not in src:
-            if _field_default(f) is REQUIRED or f.metadata.get("required"):
-                raise where(path, f"missing ({f.metadata.get('help', '')})" if f.metadata.get("help") else "missing")
-            if sub is not None and _field_default(f) is not None:
-                values[f.name] = build(sub, {}, where, path + ".")
-            continue
-        value = src[f.name]
-        if sub is not None and isinstance(value, dict):
-            values[f.name] = build(sub, value, where, path + ".")
-            continue
-        problem = _field_key(f, hints[f.name], path).problem(value)
-        if problem:
-            raise where(path, problem)
-        values[f.name] = tuple(value) if isinstance(value, list) and any(
-            get_origin(m) is tuple for m in _members(hints[f.name])) else value
+        if f.name in src:
+            values[f.name] = _built_value(f, _hints(cls)[f.name], src[f.name], where, prefix + file_name(f))
+        else:
+            _absent(f, _hints(cls)[f.name], values, where, prefix + file_name(f))
     try:
         return cls(**values)
     except ConfigError as exc:       # the dataclass's own rule: at the key path it names, in the file
@@ -558,6 +532,56 @@ def build(cls: type, data: typing.Mapping[str, Any], where: Any, prefix: str = "
         named = {f.name: file_name(f) for f in fields}
         path = named.get(head, head) + (f".{rest}" if rest else "")
         raise where(f"{prefix}{path}", exc.problem) from None
+
+
+def _check_known(fields: tuple[dataclasses.Field, ...], data: dict[str, Any], where: Any, prefix: str) -> None:
+    """Every key of `data` (and of each file section that holds flat fields) is a field."""
+    unders = sorted({f.metadata.get("under") for f in fields} - {None})
+    names = [f.name for f in fields if not f.metadata.get("under")] + unders
+    for name in data:
+        if name not in names:
+            raise where(f"{prefix}{name}", f"unknown key; allowed keys: {', '.join(names)}")
+    for under in unders:
+        inner = [f.name for f in fields if f.metadata.get("under") == under]
+        got = data.get(under, {})
+        if not isinstance(got, dict):
+            raise where(f"{prefix}{under}", f"must be a mapping of {', '.join(inner)}")
+        for name in got:
+            if name not in inner:
+                raise where(f"{prefix}{under}.{name}", f"unknown key; allowed keys: {', '.join(inner)}")
+
+
+def _absent(f: dataclasses.Field, hint: Any, values: dict[str, Any], where: Any, path: str) -> None:
+    """A key the file leaves out: missing if required, a section built from its defaults, else the default."""
+    if _field_default(f) is REQUIRED or f.metadata.get("required"):
+        raise where(path, f"missing ({f.metadata['help']})" if f.metadata.get("help") else "missing")
+    sub = section_of(hint)
+    if sub is not None and _field_default(f) is not None:
+        values[f.name] = build(sub, {}, where, path + ".")
+
+
+def _built_value(f: dataclasses.Field, hint: Any, value: Any, where: Any, path: str) -> Any:
+    sub = section_of(hint)
+    if sub is not None and isinstance(value, dict):
+        return build(sub, value, where, path + ".")
+    problem = _field_key(f, hint, path).problem(value)
+    if problem:
+        raise where(path, problem)
+    each = _section_values(hint)
+    if each is not None:
+        return {k: build(each, v, where, f"{path}.{k}.") for k, v in value.items()}
+    if isinstance(value, list) and any(get_origin(m) is tuple for m in _members(hint)):
+        return tuple(value)
+    return value
+
+
+def _section_values(tp: Any) -> type | None:
+    """X of a `dict[str, X]` type whose values are schema sections, else None."""
+    if get_origin(tp) is dict:
+        args = get_args(tp)
+        if len(args) == 2 and isinstance(args[1], type) and is_dataclass(args[1]):
+            return args[1]
+    return None
 
 
 def load(cls: type, path: str | Path, overrides: typing.Mapping[str, Any] | None = None,

@@ -539,11 +539,11 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         + " to PIM than the code's; the C, D and E rows of the interleaving cases are now from "
         f"{c.num(Fact(V, 'diff_pct', cde, 'min'), '{:+.1f}')} % to {c.num(on_cde, '{:+.1f}')} % off the code, stage D "
         f"of the batch-512 case at {c.num(Fact(V, 'diff_pct', {'case': big, 'stage': 'D'}), '{:+.1f}')} %. Which of "
-        "NewtonSim's rules beside a long GEMV costs the code's NPU the difference is not yet traced to a line; "
-        "candidates, not toggled: NPU row commands beside a pending PIM command only while the GEMV's refresh slack "
-        "lasts, each ACT or PRE spending tRCD or tRP of it, and no NPU command at all below 10 cycles of slack "
-        "(NS/neupims_command_queue.cc:55-71, 367-407), and a PIM precharge allowed tRTP after a COMPS_READRES "
-        "(NS/timing.cc:429-441), so the next row set's G_ACTs may start while a long GEMV still computes.")]
+        "NewtonSim's rules beside a long GEMV costs the code's NPU the difference is not yet traced to a line. A "
+        "candidate, not toggled: beside a pending PIM command the code issues the NPU's row commands only while the "
+        "admitted GEMV's refresh slack lasts, each ACT or PRE spending tRCD or tRP of it, and no NPU command at all "
+        "below 10 cycles of slack (NS/neupims_command_queue.cc:55-71, 367-407); a longer GEMV is admitted with "
+        "less slack.")]
     u_fact = Fact(V, "diff_pct", {"case": "uni32-off", "stage": "B"})
     md += ["- " + c.say(
         "**Attention of very short requests (uni32, uni128: one request of 32 or 128 tokens per channel).** archsim's "

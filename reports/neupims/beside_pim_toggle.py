@@ -1,21 +1,23 @@
-"""NeuPIMs' code's two rules for the NPU beside PIM, as toggles: vs_code.py's model cases with archsim's defaults,
-with either of the code's rules and with both (mapping neupims_code as it is); writes
-reports/neupims/beside_pim_toggle.csv.
+"""NeuPIMs' code's three rules for the NPU beside PIM, as toggles: vs_code.py's model cases with archsim's defaults,
+with each of the code's rules, and with all three (vs_code.csv); writes reports/neupims/beside_pim_toggle.csv.
 
-The rules (mapping policy keys, docs/presets.md "Mapping neupims_code"):
-  attend_start      head: each channel starts a head's attend GEMVs when that head's softmax is done (archsim's
-                    default); all_logits: once every channel's logits and softmaxes are done (the code's PIM program
-                    runs NeuPIMSAttend after NeuPIMSLogitSoftmax)
+The rules (docs/presets.md "Mapping neupims_code"):
+  attend_start        head: each channel starts a head's attend GEMVs when that head's softmax is done (archsim's
+                      default); all_logits: once every channel's logits and softmaxes are done (the code's PIM
+                      program runs NeuPIMSAttend after NeuPIMSLogitSoftmax)
   pim_reserves_banks  true: a PIM open waiting to issue keeps the NPU from opening its banks (archsim's controller);
-                    false: the NPU opens any bank timing allows (NewtonSim reserves no bank for PIM)
+                      false: the NPU opens any bank timing allows (NewtonSim reserves no bank for PIM)
+  command bus         dual: HBM2's separate row and column command buses (standard neupims); single: one command a
+                      cycle per channel, as NewtonSim's NeuPIMs controller issues them (standard neupims_code)
 
 Run:  .venv/bin/python reports/neupims/beside_pim_toggle.py [-o DIR]
 
-Columns: case, stage, code_cycles; per arm (head_reserved = archsim's defaults, all_logits_reserved,
-head_free, all_logits_free = the code's rules = vs_code.csv) archsim_cycles_<arm> and abs_err_<arm> (the distance
-from the code); moved_<from>_to_<to> (True: the stage is closer to the code with arm <to> than with arm <from>)
-for each single rule and for both. The all_logits_free runs are vs_code.py's own (cached in DIR/runs); the other
-arms use copies of the mapping with only those keys changed, written under DIR/runs.
+Columns: case, stage, code_cycles; per arm archsim_cycles_<arm>, abs_err_<arm> (the distance from the code) and
+diff_pct_<arm>; moved_<from>_to_<to> (True: the stage is closer to the code with arm <to> than with <from>) for the
+steps in STEPS. Arms: head_reserved_dual (archsim's defaults), head_reserved_single, all_logits_reserved_dual,
+head_free_dual, all_logits_free_dual (the code's two scheduling rules on HBM2's buses) and code (all three:
+vs_code.csv's runs, cached in DIR/runs). The arms with archsim's value of a mapping key use copies of the mapping
+with only that key changed, written under DIR/runs.
 """
 from __future__ import annotations
 
@@ -37,30 +39,32 @@ from archsim.results import load_result  # noqa: E402
 
 CODE_LINES = {"attend_start": "attend_start: all_logits", "pim_reserves_banks": "pim_reserves_banks: false"}
 DEFAULT_LINES = {"attend_start": "attend_start: head", "pim_reserves_banks": "pim_reserves_banks: true"}
-# arm -> the keys set to archsim's defaults (the rest as the code)
-ARMS = {"head_reserved": ("attend_start", "pim_reserves_banks"), "all_logits_reserved": ("pim_reserves_banks",),
-        "head_free": ("attend_start",), "all_logits_free": ()}
-FILES = {"head_reserved": "neupims_code_attend_head_reserves_banks.yaml",
-         "all_logits_reserved": "neupims_code_pim_reserves_banks.yaml", "head_free": "neupims_code_attend_start_head.yaml"}
-# (from arm, to arm): the code's attend order, its bank rule, each with the other rule either way, and both
-STEPS = [("head_reserved", "all_logits_reserved"), ("head_free", "all_logits_free"),
-         ("head_reserved", "head_free"), ("all_logits_reserved", "all_logits_free"),
-         ("head_reserved", "all_logits_free")]
+# arm -> (the mapping keys set to archsim's defaults, the code's single command bus)
+ARMS = {"head_reserved_dual": (("attend_start", "pim_reserves_banks"), False),
+        "head_reserved_single": (("attend_start", "pim_reserves_banks"), True),
+        "all_logits_reserved_dual": (("pim_reserves_banks",), False), "head_free_dual": (("attend_start",), False),
+        "all_logits_free_dual": ((), False), "code": ((), True)}
+FILES = {("attend_start", "pim_reserves_banks"): "neupims_code_attend_head_reserves_banks.yaml",
+         ("pim_reserves_banks",): "neupims_code_pim_reserves_banks.yaml", ("attend_start",): "neupims_code_attend_start_head.yaml"}
+# (from arm, to arm): each rule alone from archsim's defaults, the bus added to the two scheduling rules, all three
+STEPS = [("head_reserved_dual", "all_logits_reserved_dual"), ("head_reserved_dual", "head_free_dual"),
+         ("head_reserved_dual", "head_reserved_single"), ("head_reserved_dual", "all_logits_free_dual"),
+         ("all_logits_free_dual", "code"), ("head_reserved_dual", "code")]
 # the cases whose PIM attention has several requests per channel: the three model cases, with and without
 # sub-batch interleaving (stage B of a case without it is the whole batch's attention alone)
 CASES = [c for c in vs_code.CASES if c.startswith("gpt3-")]
 
 
-def _mapping(runs: Path, arm: str) -> str | None:
-    """The mapping file of `arm` (None: neupims_code itself)."""
-    if not ARMS[arm]:
+def _mapping(runs: Path, keys: tuple[str, ...]) -> str | None:
+    """The mapping file with `keys` at archsim's defaults (None: neupims_code itself)."""
+    if not keys:
         return None
     text = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
-    for key in ARMS[arm]:
+    for key in keys:
         line = f"\n{CODE_LINES[key]}\n"
         assert line in text, f"mapping neupims_code no longer sets {CODE_LINES[key]}"
         text = text.replace(line, f"\n{DEFAULT_LINES[key]}\n")
-    path = runs / FILES[arm]
+    path = runs / FILES[keys]
     path.write_text(text)
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
@@ -69,14 +73,16 @@ def build(out: Path) -> pd.DataFrame:
     code = pd.read_csv(vs_code.HERE / "code_results.csv")
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    mappings = {arm: _mapping(runs, arm) for arm in ARMS}
     rows = []
     for case in CASES:
         cyc = {}
-        for arm, mapping in mappings.items():
+        for arm, (keys, single) in ARMS.items():
             cfg = vs_code.config(case)
+            mapping = _mapping(runs, keys)
             if mapping is not None:
                 cfg["mapping"] = mapping
+            if not single:
+                del cfg["dram"]             # HBM2's separate row and column command buses (standard neupims)
             st = load_result(vs_code._run((cfg, runs))).tables["stages"]
             st = st[st["sample"] == 0].drop_duplicates("stage")      # a stage's first layer, as vs_code.csv
             cyc[arm] = dict(zip(st["stage"], st["cycles"], strict=True))

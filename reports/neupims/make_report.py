@@ -435,8 +435,8 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
                      f"{c.num(Fact(V, 'diff_pct', {'case': off_cases, 'stage': 'block'}, 'min'), '{:.1f}')} % to "
                      f"{c.num(Fact(V, 'diff_pct', {'case': off_cases, 'stage': 'block'}, 'max'), '{:.1f}')} %: the NPU as the code "
                      "runs it (stages A and E) and its PIM attention (stage B) agree. With interleaving, the stages where "
-                     f"only one side works agree too (A, B, F: {c.num(Fact(V, 'diff_pct', {'case': on_cases, 'stage': ['A', 'B', 'F']}, 'min'), '{:.1f}')} % to "
-                     f"{c.num(Fact(V, 'diff_pct', {'case': on_cases, 'stage': ['A', 'B', 'F']}, 'max'), '{:.1f}')} %), but where the NPU works beside PIM "
+                     f"only one side works are (A, B, F: {c.num(Fact(V, 'diff_pct', {'case': on_cases, 'stage': ['A', 'B', 'F']}, 'min'), '{:.1f}')} % to "
+                     f"{c.num(Fact(V, 'diff_pct', {'case': on_cases, 'stage': ['A', 'B', 'F']}, 'max'), '{:.1f}')} % off), and where the NPU works beside PIM "
                      f"(C, D, E) archsim is {c.num(Fact(V, 'diff_pct', {'case': on_cases, 'stage': ['C', 'D', 'E']}, 'min'), '{:.1f}')} % to "
                      f"{c.num(Fact(V, 'diff_pct', {'case': on_cases, 'stage': ['C', 'D', 'E']}, 'max'), '{:.1f}')} % off, "
                      + c.cmp(Fact(V, 'diff_pct', {'case': on_cases, 'stage': ['C', 'D', 'E']}, 'min'), ">", Fact.zero(),
@@ -469,7 +469,7 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         "closer to the code with its window, and their distance from it, summed without sign, goes from "
         f"{c.num(Fact(Q, 'abs_err_q32', {'stage': ['C', 'D', 'E']}, 'sum', over=Fact(Q, 'code_cycles', {'stage': ['C', 'D', 'E']}, 'sum'), scale=100), '{:.1f}')} % "
         f"to {c.num(Fact(Q, 'abs_err_q4096', {'stage': ['C', 'D', 'E']}, 'sum', over=Fact(Q, 'code_cycles', {'stage': ['C', 'D', 'E']}, 'sum'), scale=100), '{:.1f}')} % "
-        "of the code's cycles (the window closes part of the gap, not all of it); stage F, with no PIM beside it, "
+        "of the code's cycles (both with the code's other rules, the next item); stage F, with no PIM beside it, "
         f"moves closer in {c.num(Fact(Q, 'moved_toward_code', {'stage': 'F'}, 'sum'), '{:.0f}')} of "
         f"{c.num(Fact(Q, 'moved_toward_code', {'stage': 'F'}, 'count'), '{:.0f}')} cases.")]
     T, big, mid = "beside_pim_toggle.csv", "gpt3-7B_tp4_bs512_clb0_sbi-on", "gpt3-7B_tp4_bs256_genclb0_sbi-on"
@@ -482,35 +482,44 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
 
     def summed(arm: str) -> str:
         return c.num(Fact(T, f"abs_err_{arm}", cde, "sum", over=Fact(T, "code_cycles", cde, "sum"), scale=100), "{:.1f}")
-    both = "moved_head_reserved_to_all_logits_free"
+
+    def moved(a: str, b: str) -> str:
+        return c.num(Fact(T, f"moved_{a}_to_{b}", cde, "sum"), "{:.0f}")
+    arch, code_arm = "head_reserved_dual", "code"
     md += ["- " + c.say(
-        "**When PIM starts the attend, and what a waiting PIM open holds (stages B to E).** Two rules of NeuPIMs' "
-        "code decide what the NPU keeps beside PIM. Its PIM program runs its operations one after another: "
-        "NeuPIMSAttend starts only once NeuPIMSLogitSoftmax's tiles are done on every channel "
-        "(src/scheduler/Scheduler.cc:648-729, src/StageProgram.cc:241-259), where archsim started each head's attend "
-        "once that head's softmax was done on its own channel. And its controller reserves no bank for PIM: while "
-        "the PIM queue waits (for tFAW, tRP, or a refresh its next GEMV may not cross: "
-        "NS/neupims_command_queue.cc:55-71, 104-116, 289-326) the NPU's commands go to any bank timing allows, skipping only "
-        "the row a GEMV has reserved and the bank being GWRITE-d (:341-352), where archsim's controller kept the NPU "
-        "from opening the banks of a PIM open waiting to issue (docs/channel-engine.md, reservations). With archsim's "
-        "two rules a channel holding only a few short requests ran its attend at the stage's start, a row set "
-        "(8 G_ACTs, 32 PIM precharges) for every 1 to 4 COMPs with its next open nearly always waiting, so the NPU's "
-        "requests to its banks waited through it, and with them the NPU's operators, striped over every channel. "
-        "Mapping `neupims_code` takes both of the code's rules (`attend_start: all_logits`, `pim_reserves_banks: "
-        "false`, the engine's `controller.stream_reserve: false`; docs/presets.md); the toggle "
-        f"(`beside_pim_toggle.py`, `{T}`, every combination): stage C of the batch-512 case "
-        f"{arm_pct('head_reserved', big, 'C')} % against the code with archsim's rules, "
-        f"{arm_pct('all_logits_free', big, 'C')} % with the code's, stage E {arm_pct('head_reserved', big, 'E')} % and "
-        f"{arm_pct('all_logits_free', big, 'E')} %; batch 256: C {arm_pct('head_reserved', mid, 'C')} % and "
-        f"{arm_pct('all_logits_free', mid, 'C')} %, E {arm_pct('head_reserved', mid, 'E')} % and "
-        f"{arm_pct('all_logits_free', mid, 'E')} %. Over the interleaving cases "
-        f"{c.num(Fact(T, both, cde, 'sum'), '{:.0f}')} of the {c.num(Fact(T, both, cde, 'count'), '{:.0f}')} C, D and "
-        f"E rows move closer to the code, and their distance from it, summed without sign, goes from "
-        f"{summed('head_reserved')} % to {summed('all_logits_free')} % of the code's cycles. One rule at a time from "
-        f"archsim's: the code's attend order alone {summed('all_logits_reserved')} %, its bank rule alone "
-        f"{summed('head_free')} %. Without interleaving the attend order moves stage B (the whole batch's attention, "
-        f"alone) of the 13B case from {arm_pct('head_reserved', 'gpt3-13B_tp8_bs256_genclb0_sbi-off', 'B')} % to "
-        f"{arm_pct('all_logits_free', 'gpt3-13B_tp8_bs256_genclb0_sbi-off', 'B')} %.")]
+        "**What the NPU keeps beside PIM: three rules of NeuPIMs' code (stages B to E).** (1) Its PIM program runs "
+        "its operations one after another: NeuPIMSAttend starts only once NeuPIMSLogitSoftmax's tiles are done on "
+        "every channel (src/scheduler/Scheduler.cc:648-729, src/StageProgram.cc:241-259), where archsim started each "
+        "head's attend once that head's softmax was done on its own channel. (2) Its controller reserves no bank for "
+        "PIM: while the PIM queue waits (for tFAW, tRP, or a refresh its next GEMV may not cross: "
+        "NS/neupims_command_queue.cc:55-71, 104-116, 289-326) the NPU's commands go to any bank timing allows, "
+        "skipping only the row a GEMV has reserved and the bank being GWRITE-d (:341-352), where archsim's controller "
+        "kept the NPU from opening the banks of a PIM open waiting to issue (docs/channel-engine.md, reservations). "
+        "(3) It issues one command a cycle per channel, row or column, PIM or not (NS/neupims_controller.cc:62-83), "
+        "where archsim's HBM2 has separate row and column command buses, so the NPU read on beside a row set's 8 "
+        "G_ACTs and 32 PIM precharges. With archsim's first two rules a channel holding only a few short requests "
+        "ran its attend at the stage's start, a row set for every 1 to 4 COMPs with its next open nearly always "
+        "waiting, so the NPU's requests to its banks waited through it, and with them the NPU's operators, striped "
+        "over every channel; with its third the NPU lost less than the code's to a long attend. Mapping "
+        "`neupims_code` takes rules 1 and 2 (`attend_start: all_logits`, `pim_reserves_banks: false`, the engine's "
+        "`controller.stream_reserve: false`), the DRAM standard `neupims_code` rule 3 (`command_bus: single`; "
+        f"docs/presets.md). The toggle (`beside_pim_toggle.py`, `{T}`), archsim's rules against the code's: stage C "
+        f"of the batch-512 case {arm_pct(arch, big, 'C')} % and {arm_pct(code_arm, big, 'C')} % off the code, D "
+        f"{arm_pct(arch, big, 'D')} % and {arm_pct(code_arm, big, 'D')} %, E {arm_pct(arch, big, 'E')} % and "
+        f"{arm_pct(code_arm, big, 'E')} %; batch 256: C {arm_pct(arch, mid, 'C')} % and {arm_pct(code_arm, mid, 'C')} %, "
+        f"D {arm_pct(arch, mid, 'D')} % and {arm_pct(code_arm, mid, 'D')} %, E {arm_pct(arch, mid, 'E')} % and "
+        f"{arm_pct(code_arm, mid, 'E')} %. Over the interleaving cases {moved(arch, code_arm)} of the "
+        f"{c.num(Fact(T, f'moved_{arch}_to_{code_arm}', cde, 'count'), '{:.0f}')} C, D and E rows move closer to the "
+        f"code, and their distance from it, summed without sign, goes from {summed(arch)} % to {summed(code_arm)} % of "
+        f"the code's cycles. One rule at a time from archsim's: rule 1 alone {summed('all_logits_reserved_dual')} % "
+        f"({moved(arch, 'all_logits_reserved_dual')} rows closer), rule 2 alone {summed('head_free_dual')} % "
+        f"({moved(arch, 'head_free_dual')}), rule 3 alone {summed('head_reserved_single')} % "
+        f"({moved(arch, 'head_reserved_single')}); rules 1 and 2 {summed('all_logits_free_dual')} %, and rule 3 added "
+        f"to them {summed(code_arm)} % ({moved('all_logits_free_dual', code_arm)} rows closer): the one command a cycle "
+        "matters once the NPU is no longer held out of a short-request channel's banks. Without interleaving rule 1 "
+        f"moves stage B (the whole batch's attention, alone) of the 13B case from "
+        f"{arm_pct(arch, 'gpt3-13B_tp8_bs256_genclb0_sbi-off', 'B')} % to "
+        f"{arm_pct(code_arm, 'gpt3-13B_tp8_bs256_genclb0_sbi-off', 'B')} %.")]
     OPS = "vs_code_ops.csv"
 
     def ops_sum(stages: list[str], ops: list[str]) -> Fact:
@@ -523,27 +532,19 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         where = {"case": big, "op": ["ffn1", "ffn2"]}
         return Fact(OPS, col, {**where, "stage": stage}, "sum", over=Fact(OPS, col, {**where, "stage": "F"}, "sum"),
                     scale=100, offset=-100)
-    on_cde = Fact(V, 'diff_pct', cde, 'max')
     md += ["- " + c.say(
         "**Operator by operator** (`vs_code_ops.csv`: the NPU's operators of every stage, the code's per-operation "
-        "cycles beside archsim's, in program order). With the code's two rules, the vector operators of the "
+        "cycles beside archsim's, in program order). With the code's three rules, the vector operators of the "
         f"batch-512 case (residual adds, LayerNorms, GELU), which read their rows from DRAM, take "
         f"{c.num(ops_sum(['C'], vec), '{:+.0f}')} % (stage C), {c.num(ops_sum(['D'], vec), '{:+.0f}')} % (D), "
         f"{c.num(ops_sum(['E'], vec), '{:+.0f}')} % (E) and {c.num(ops_sum(['F'], vec), '{:+.0f}')} % (F, no PIM beside "
-        "them) of the code's cycles. The weight GEMMs are what is left: the FFN GEMMs beside PIM over the same GEMMs "
-        f"alone in stage F take {c.num(ffn_over_f('D', 'archsim_cycles'), '{:+.0f}')} % in archsim and "
-        f"{c.num(ffn_over_f('D', 'code_cycles'), '{:+.0f}')} % in the code in stage D (the longer sub-batch's attention "
-        f"beside them from start to end), {c.num(ffn_over_f('C', 'archsim_cycles'), '{:+.0f}')} % and "
-        f"{c.num(ffn_over_f('C', 'code_cycles'), '{:+.0f}')} % in stage C, so archsim's weight streams lose "
-        + c.cmp(ffn_over_f('D', 'archsim_cycles'), "<", ffn_over_f('D', 'code_cycles'), ("less", "more"))
-        + " to PIM than the code's; the C, D and E rows of the interleaving cases are now from "
-        f"{c.num(Fact(V, 'diff_pct', cde, 'min'), '{:+.1f}')} % to {c.num(on_cde, '{:+.1f}')} % off the code, stage D "
-        f"of the batch-512 case at {c.num(Fact(V, 'diff_pct', {'case': big, 'stage': 'D'}), '{:+.1f}')} %. Which of "
-        "NewtonSim's rules beside a long GEMV costs the code's NPU the difference is not yet traced to a line. A "
-        "candidate, not toggled: beside a pending PIM command the code issues the NPU's row commands only while the "
-        "admitted GEMV's refresh slack lasts, each ACT or PRE spending tRCD or tRP of it, and no NPU command at all "
-        "below 10 cycles of slack (NS/neupims_command_queue.cc:55-71, 367-407); a longer GEMV is admitted with "
-        "less slack.")]
+        "them) of the code's cycles, and the FFN GEMMs beside PIM over the same GEMMs alone in stage F take "
+        f"{c.num(ffn_over_f('D', 'archsim_cycles'), '{:+.0f}')} % in archsim and "
+        f"{c.num(ffn_over_f('D', 'code_cycles'), '{:+.0f}')} % in the code in stage D (the longer sub-batch's "
+        f"attention beside them from start to end), {c.num(ffn_over_f('C', 'archsim_cycles'), '{:+.0f}')} % and "
+        f"{c.num(ffn_over_f('C', 'code_cycles'), '{:+.0f}')} % in stage C. The C, D and E rows of the interleaving "
+        f"cases are from {c.num(Fact(V, 'diff_pct', cde, 'min'), '{:+.1f}')} % to "
+        f"{c.num(Fact(V, 'diff_pct', cde, 'max'), '{:+.1f}')} % off the code.")]
     u_fact = Fact(V, "diff_pct", {"case": "uni32-off", "stage": "B"})
     md += ["- " + c.say(
         "**Attention of very short requests (uni32, uni128: one request of 32 or 128 tokens per channel).** archsim's "

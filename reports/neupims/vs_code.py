@@ -5,7 +5,8 @@ Run:  .venv/bin/python reports/neupims/vs_code.py [-o DIR] [--jobs J]
 The simulator's cycles are measured rows (code_results.csv, one per case and stage, as
 benchmarks/neupims_code/run_neupims.py prints them from a Release build of casys-kaist/NeuPIMs f299af3; the
 command of each case is in CASES). archsim runs the same configuration by name: system neupims, NPU preset
-`neupims_code`, mapping `mappings/neupims_code.yaml`, the same batch snapshot (dataset = the trace file), one
+`neupims_code`, mapping `mappings/neupims_code.yaml`, DRAM standard `neupims_code` (one command a cycle), the
+same batch snapshot (dataset = the trace file), one
 decoder block: with sub-batch interleaving two layers are simulated, so that stages C and D carry the next
 layer's QKV as the code's single block does; without it one layer (stages A, B, E). Runs are cached under
 DIR/runs like make_report.py's.
@@ -58,6 +59,9 @@ CASES = {
                                                 f"[npu-only] {SIM}/gpt3-7B.json"),
 }
 CONFIG = {"system": "neupims", "npu": "neupims_code", "mapping": "neupims_code"}
+# NeuPIMs' device as the code issues commands: one command a cycle per channel (standard neupims_code,
+# neupims_controller.cc:62-83), where HBM2 (standard neupims) has separate row and column command buses
+CODE_DRAM = {"standard": "neupims_code"}
 # the baselines' systems in archsim: NPU+PIM on one blocked row buffer, NPU-only with the npu-only branch's array
 BASELINE = {"npupim-baseline": {"system": "npu_pim"},
             "npuonly-baseline": {"system": "npu_only", "npu": "neupims_code_npu_only", "npu_attention": "fused_mha"}}
@@ -72,6 +76,8 @@ def config(case: str) -> dict:
            "layers": 2 if sbi else 1}
     if cfg["system"] == "npu_only":
         del cfg["sub_batch"]        # nothing to interleave
+    if cfg["system"] == "neupims":
+        cfg["dram"] = dict(CODE_DRAM)
     return cfg
 
 

@@ -420,3 +420,20 @@ def test_pim_reserves_banks_is_the_mapping_policys_controller_rule(tmp_path):
     bad.write_text(_mapping_file("neupims").read_text() + "\npim_reserves_banks: maybe\n")
     with pytest.raises(ConfigError, match="pim_reserves_banks"):
         setup({"system": "neupims", **SMALL, "mapping": str(bad)})
+
+
+def test_the_codes_standard_issues_one_command_a_cycle():
+    """DRAM standard neupims_code: NeuPIMs' device as its NewtonSim controller issues commands, one a cycle per
+    channel (neupims_controller.cc:62-83); HBM2's own (neupims) keeps separate row and column buses. Everything else
+    of the device is the same, and vs_code.py runs the NeuPIMs cases on it (not its baselines)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports" / "neupims"))
+    import vs_code
+
+    hbm2 = build_device(setup({"system": "neupims", **SMALL})).spec
+    code = build_device(setup({"system": "neupims", **SMALL, "dram": {"standard": "neupims_code"}})).spec
+    assert (hbm2.command_bus, code.command_bus) == ("dual", "single")
+    assert code.timing == hbm2.timing and code.command_names == hbm2.command_names
+    assert vs_code.config("gpt3-7B_tp4_bs256_genclb0_sbi-on")["dram"] == {"standard": "neupims_code"}
+    assert "dram" not in vs_code.config("npupim-baseline_gpt3-7B_tp4_bs512_clb0")

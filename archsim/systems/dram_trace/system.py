@@ -543,7 +543,7 @@ class DramTraceConfig:
     controller: ControllerConfig | None = opt(ControllerConfig, "memory-controller policy")
     dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCD: 20}} (keys "
                                "dram.<section>.<key>, the preset's values)", optional=True,
-                               overrides_of=("preset", "dram"))
+                               overrides_of=("preset", "archsim.dram.spec:preset_leaves"))
     trace: str | SyntheticTrace = opt(None, "the trace (required): a trace file path, or a synthetic trace "
                                       "{kind, requests, ...}", optional=True)
     engine: Literal["numba"] = opt("numba", "simulation engine (the numba channel engine, the only one)")

@@ -93,7 +93,7 @@ class PimGptConfig:
     timeline: bool = opt(False, "also record a per-unit timeline of the last decode step (one extra step, per-op path)")
     # optional: absent from the resolved config unless given, so configs that do not use it keep their hash
     dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCDRD: 20}} (keys dram.<section>.<key>"
-                               ", the preset's values)", optional=True, overrides_of=("preset", "dram"))
+                               ", the preset's values)", optional=True, overrides_of=("preset", "archsim.dram.spec:preset_leaves"))
     schedule: str = opt("serial", "serial: the paper's engine (the next op starts when the ASIC and the PIM are idle);"
                         " overlap: the token's op graph on the event loop, ASIC and PIM overlapping where the data "
                         "allow (systems/pimgpt/overlap.py)", choices=lambda: tuple(SCHEDULES), optional=True)

@@ -268,3 +268,18 @@ def test_the_committed_study_is_the_shipped_study_file_planned_today(tmp_path):
             assert r.status == "refused" and r.reason == p.reason, (r.system, r.model, r.reason, p.reason)
         else:
             assert r.status == "ok" and r.decode_tokens_per_s > 0 and r.energy_per_token_j > 0, r
+
+
+def test_figures_draw_a_panel_whose_points_are_all_refused(tmp_path):
+    """A study whose every design refuses some (batch, devices) panel (T3's Mixtral at tp 1: capacity) still
+    draws its figures: the refused panel shows its x marks on a log axis with a positive range."""
+    from archsim.study.report import figures
+
+    base = {"system": "t3", "design": "T3", "model": "mixtral-8x7b", "memory": "hbm2 x 4", "batch": 64}
+    ok = {**base, "tp": 4, "status": "ok", "decode_tokens_per_s": 1900.0, "energy_per_token_j": 0.06,
+          "decode_step_s": 0.033}
+    refused = {**base, "tp": 1, "status": "refused", "decode_tokens_per_s": float("nan"),
+               "energy_per_token_j": float("nan"), "decode_step_s": float("nan")}
+    names = figures(pd.DataFrame([ok, refused]), tmp_path)
+    assert names == ["tokens_per_s.png", "energy_per_token.png", "decode_step.png", "pareto.png"]
+    assert all((tmp_path / n).stat().st_size > 0 for n in names)

@@ -24,21 +24,40 @@ import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, is_dataclass
+from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 from archsim.errors import ConfigError
 
 
+class _Required:
+    """The default of a preset field every file must give (`opt(REQUIRED, ...)`): `build` reports it missing."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Required:
+        return self
+
+
+REQUIRED: Any = _Required()
+
+
 def opt(default: Any, help: str, *, choices: Any = None, minimum: float | None = None,
         maximum: float | None = None, above: float | None = None, below: float | None = None,
-        power_of_two: bool = False, optional: bool = False, flag: bool = True) -> Any:
+        power_of_two: bool = False, optional: bool = False, flag: bool = True, under: str | None = None,
+        required: bool = False) -> Any:
     """A schema field. `choices`: allowed values (a sequence, or a function returning one, for lists kept in
     another module); for a list-typed key they apply to each element. minimum/maximum are inclusive bounds,
     above/below exclusive ones. `optional`: the key is absent from the resolved config unless given (so configs
     that do not use it keep their hash); `default` is then only documentation (what the system uses).
-    `flag=False`: no `archsim run --KEY` flag for it (e.g. a name whose flag means something else elsewhere)."""
+    `flag=False`: no `archsim run --KEY` flag for it (e.g. a name whose flag means something else elsewhere).
+    `under`: in a preset file the key sits in this section (`systolic: {height: 128}`) though the dataclass
+    holds it flat (`config.height`); its key path is `systolic.height`. `required`: a preset file must give it
+    (the default serves code that builds the dataclass itself); a default of REQUIRED: everyone must."""
     meta = {"help": help, "choices": choices, "minimum": minimum, "maximum": maximum, "above": above,
-            "below": below, "power_of_two": power_of_two, "optional": optional, "flag": flag}
+            "below": below, "power_of_two": power_of_two, "optional": optional, "flag": flag, "under": under,
+            "required": required}
     if isinstance(default, list | dict):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     if isinstance(default, type) and is_dataclass(default):
@@ -63,6 +82,14 @@ def section_of(tp: Any) -> type | None:
     return None
 
 
+_SCALARS: dict[Any, Any] = {
+    bool: lambda v: isinstance(v, bool),
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+}
+
+
 def _ok(tp: Any, value: Any) -> bool:
     if tp is Any:
         return True
@@ -73,24 +100,19 @@ def _ok(tp: Any, value: Any) -> bool:
         return any(value == a and isinstance(value, bool) == isinstance(a, bool) for a in get_args(tp))
     if tp is None or tp is type(None):
         return value is None
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if tp is str:
-        return isinstance(value, str)
+    if tp in _SCALARS:
+        return _SCALARS[tp](value)
     if origin is list or tp is list:
         (item,) = get_args(tp) or (Any,)
         return isinstance(value, list) and all(_ok(item, v) for v in value)
+    if origin is tuple:                      # tuple[T, ...]: a YAML list, held as a tuple once built
+        item = get_args(tp)[0]
+        return isinstance(value, list | tuple) and all(_ok(item, v) for v in value)
     if origin is dict or tp is dict:
         return isinstance(value, dict)
     if isinstance(tp, type) and is_dataclass(tp):
-        if not isinstance(value, dict):
-            return False
         hints = _hints(tp)
-        return all(k in hints and _ok(hints[k], v) for k, v in value.items())
+        return isinstance(value, dict) and all(k in hints and _ok(hints[k], v) for k, v in value.items())
     raise TypeError(f"schema type {tp!r} is not supported")
 
 
@@ -111,8 +133,8 @@ def _describe_type(tp: Any) -> str:
     names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
     if tp in names:
         return names[tp]
-    if origin is list or tp is list:
-        (item,) = get_args(tp) or (Any,)
+    if origin in (list, tuple) or tp is list:
+        item = (get_args(tp) or (Any,))[0]
         return "a list" + ("" if item is Any else f" of {_plural(_describe_type(item))}")
     if origin is dict or tp is dict:
         return "a mapping"
@@ -136,8 +158,8 @@ def _short_type(tp: Any) -> str:
         return "|".join(map(str, get_args(tp)))
     if tp is type(None):
         return "null"
-    if origin is list or tp is list:
-        (item,) = get_args(tp) or (Any,)
+    if origin in (list, tuple) or tp is list:
+        item = (get_args(tp) or (Any,))[0]
         return f"list[{_short_type(item)}]"
     if origin is dict or tp is dict:
         return "mapping"
@@ -192,7 +214,7 @@ class Key:
     def others(self) -> list[Any]:
         """Typed alternatives beside the allowed values (e.g. the integer of `int | str` with choices ("auto",))."""
         return [m for m in _members(self.type) if get_origin(m) is not Literal and m is not type(None)
-                and m is not str and get_origin(m) is not list and m is not bool]
+                and m is not str and get_origin(m) not in (list, tuple) and m is not bool]
 
     def closed(self) -> bool:
         """Only the allowed values (or null) are valid: a CLI flag may list them as its choices."""
@@ -221,7 +243,7 @@ class Key:
     def kind(self) -> str:
         """What the key accepts, as a phrase: "an integer >= 1", "one of iteration, serving, or null"."""
         allowed = self.allowed()
-        is_list = any(get_origin(m) is list for m in _members(self.type))
+        is_list = any(get_origin(m) in (list, tuple) for m in _members(self.type))
         if allowed is not None:
             text = "one of " + ", ".join(map(str, allowed))
             if is_list:
@@ -248,7 +270,7 @@ class Key:
             return f"must be {self.kind()}: a finite number, got {value!r}"
         allowed = self.allowed()
         if allowed is not None:
-            items = value if isinstance(value, list) and any(get_origin(m) is list for m in _members(self.type)) \
+            items = value if isinstance(value, list | tuple) and any(get_origin(m) in (list, tuple) for m in _members(self.type)) \
                 else [value]
             # a typed alternative (e.g. an integer besides "auto") is allowed outside the choices
             others = self.others()
@@ -297,6 +319,8 @@ class Key:
         """One line for help listings: type, default and allowed values."""
         if section_of(self.type) is not None:
             return self.kind() + ("; absent from the config unless given" if self.optional else "")
+        if self.default is REQUIRED:
+            return f"{self.kind()}; required"
         if self.optional and self.default is None:
             return f"{self.kind()}; no default (absent from the config unless given)"
         return f"{self.kind()}; default {_show(self.default)}" + (" (absent from the config unless given)"
@@ -344,20 +368,41 @@ def keys(cls: type, prefix: str = "") -> list[Key]:
     out = []
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
-        meta = f.metadata
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
-        if is_dataclass(default):
-            default = dataclasses.asdict(default)
-        path = f"{prefix}{f.name}"
-        out.append(Key(path=path, type=hints[f.name], default=default, help=meta.get("help", ""),
-                       choices=meta.get("choices"), minimum=meta.get("minimum"), maximum=meta.get("maximum"),
-                       above=meta.get("above"), below=meta.get("below"),
-                       power_of_two=meta.get("power_of_two", False), optional=meta.get("optional", False),
-                       flag=meta.get("flag", True)))
+        path = prefix + file_name(f)
+        out.append(_field_key(f, hints[f.name], path))
         sub = section_of(hints[f.name])
         if sub is not None:
             out.extend(keys(sub, path + "."))
     return out
+
+
+def file_name(f: dataclasses.Field) -> str:
+    """A field's key in a file: its name, inside its `under` section if it has one."""
+    under = f.metadata.get("under")
+    return f"{under}.{f.name}" if under else f.name
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    """A field's default; a section's as the mapping of its keys' defaults (a section with REQUIRED keys
+    cannot be built without a file)."""
+    if f.default is not MISSING:
+        return f.default
+    factory = f.default_factory
+    if isinstance(factory, type) and is_dataclass(factory):
+        return {g.name: _field_default(g) for g in dataclasses.fields(factory)}
+    return factory()  # type: ignore[misc]
+
+
+def _field_key(f: dataclasses.Field, tp: Any, path: str) -> Key:
+    meta = f.metadata
+    default = _field_default(f)
+    if is_dataclass(default):
+        default = dataclasses.asdict(default)
+    return Key(path=path, type=tp, default=default, help=meta.get("help", ""),
+               choices=meta.get("choices"), minimum=meta.get("minimum"), maximum=meta.get("maximum"),
+               above=meta.get("above"), below=meta.get("below"),
+               power_of_two=meta.get("power_of_two", False), optional=meta.get("optional", False),
+               flag=meta.get("flag", True))
 
 
 def lookup(cls: type, key_path: str) -> Key | None:
@@ -458,3 +503,169 @@ def _emit(cls: type | None, data: dict[str, Any], prefix: str, indent: int, line
         else:
             text = yaml.safe_dump({name: value}, default_flow_style=True, sort_keys=False, width=10**6).strip()
             lines.append(pad + (text[1:-1] if text.startswith("{") else text))
+
+
+# ---- presets: a YAML file built into its frozen schema dataclass -------------------------------------------
+def build(cls: type, data: typing.Mapping[str, Any], where: Any, prefix: str = "") -> Any:
+    """The schema dataclass `cls` built from `data` (a preset's mapping), every value checked against its field
+    declaration (type, allowed values, range) and every unknown or missing key reported with `where(path,
+    problem)` (a ConfigError naming the file, the key path and its line); sections are built as their own
+    schema dataclasses (a `dict[str, Section]` field: each value as one), lists of a tuple field become tuples,
+    an absent key takes its default (`REQUIRED` or `required=True`: an error). A check the dataclass makes
+    itself (`__post_init__`, rules across fields) is reported at its key path the same way."""
+    if not isinstance(data, dict):
+        raise where(prefix.rstrip(".") or "<top>", f"must be a mapping of {', '.join(_hints(cls))}, "
+                    f"got {type(data).__name__}")
+    fields = dataclasses.fields(cls)
+    _check_known(fields, data, where, prefix)
+    values: dict[str, Any] = {}
+    for f in fields:
+        src = data.get(f.metadata["under"], {}) if f.metadata.get("under") else data
+        if f.name in src:
+            values[f.name] = _built_value(f, _hints(cls)[f.name], src[f.name], where, prefix + file_name(f))
+        else:
+            _absent(f, _hints(cls)[f.name], values, where, prefix + file_name(f))
+    try:
+        return cls(**values)
+    except ConfigError as exc:       # the dataclass's own rule: at the key path it names, in the file
+        head, _, rest = exc.key_path.partition(".")
+        named = {f.name: file_name(f) for f in fields}
+        path = named.get(head, head) + (f".{rest}" if rest else "")
+        raise where(f"{prefix}{path}", exc.problem) from None
+
+
+def _check_known(fields: tuple[dataclasses.Field, ...], data: dict[str, Any], where: Any, prefix: str) -> None:
+    """Every key of `data` (and of each file section that holds flat fields) is a field."""
+    unders = sorted({f.metadata.get("under") for f in fields} - {None})
+    names = [f.name for f in fields if not f.metadata.get("under")] + unders
+    for name in data:
+        if name not in names:
+            raise where(f"{prefix}{name}", f"unknown key; allowed keys: {', '.join(names)}")
+    for under in unders:
+        inner = [f.name for f in fields if f.metadata.get("under") == under]
+        got = data.get(under, {})
+        if not isinstance(got, dict):
+            raise where(f"{prefix}{under}", f"must be a mapping of {', '.join(inner)}")
+        for name in got:
+            if name not in inner:
+                raise where(f"{prefix}{under}.{name}", f"unknown key; allowed keys: {', '.join(inner)}")
+
+
+def _absent(f: dataclasses.Field, hint: Any, values: dict[str, Any], where: Any, path: str) -> None:
+    """A key the file leaves out: missing if required, a section built from its defaults, else the default."""
+    if _field_default(f) is REQUIRED or f.metadata.get("required"):
+        raise where(path, f"missing ({f.metadata['help']})" if f.metadata.get("help") else "missing")
+    sub = section_of(hint)
+    if sub is not None and _field_default(f) is not None:
+        values[f.name] = build(sub, {}, where, path + ".")
+
+
+def _built_value(f: dataclasses.Field, hint: Any, value: Any, where: Any, path: str) -> Any:
+    sub = section_of(hint)
+    if sub is not None and isinstance(value, dict):
+        return build(sub, value, where, path + ".")
+    problem = _field_key(f, hint, path).problem(value)
+    if problem:
+        raise where(path, problem)
+    each = _section_values(hint)
+    if each is not None:
+        return {k: build(each, v, where, f"{path}.{k}.") for k, v in value.items()}
+    if isinstance(value, list) and any(get_origin(m) is tuple for m in _members(hint)):
+        return tuple(value)
+    return value
+
+
+def _section_values(tp: Any) -> type | None:
+    """X of a `dict[str, X]` type whose values are schema sections, else None."""
+    if get_origin(tp) is dict:
+        args = get_args(tp)
+        if len(args) == 2 and isinstance(args[1], type) and is_dataclass(args[1]):
+            return args[1]
+    return None
+
+
+def load(cls: type, path: str | Path, overrides: typing.Mapping[str, Any] | None = None,
+         find: typing.Callable[[str], Path] | None = None, label: str = "--set") -> Any:
+    """A preset file built into its schema dataclass `cls` (`build`): errors name the file, the key path and its
+    line. `extends: NAME` takes every value of preset NAME (found by `find`, else beside the file) that this
+    file does not set, sections merged key by key, as DRAM presets do. `overrides` replace values before the
+    check, given in the file's shape ({"systolic": {"height": 256}}), by key path ({"systolic.height": 256}) or
+    both, sections merged key by key; an error in one names `label` as its place."""
+    from archsim.config import deep_merge, flatten
+
+    data, doc = _read_extends(Path(path), find, ())
+    nested: dict[str, Any] = {}
+    for key_path, value in (overrides or {}).items():
+        node = nested
+        *parents, last = str(key_path).split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = _coerced(cls, str(key_path), value)
+    given = set(flatten(nested)) | set(_section_paths(nested))
+    data = deep_merge(data, nested)
+
+    def where(key_path: str, problem: str) -> ConfigError:
+        if key_path in given:
+            return ConfigError(key_path, problem, source=label)
+        return doc.error(key_path, problem)
+
+    return build(cls, data, where)
+
+
+def _section_paths(data: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.append(prefix + key)
+            out.extend(_section_paths(value, f"{prefix}{key}."))
+    return out
+
+
+def _coerced(cls: type, key_path: str, value: Any) -> Any:
+    """An override value made its key's type where it was typed as text ("1e9" for a number key)."""
+    key = lookup(cls, key_path)
+    return key.coerce(value) if key is not None else value
+
+
+def _read_extends(path: Path, find: typing.Callable[[str], Path] | None, seen: tuple[str, ...]) -> tuple[dict, Any]:
+    from archsim.config import Doc, deep_merge, load_yaml
+
+    doc = load_yaml(path)
+    base_name = doc.data.get("extends")
+    if base_name is None:
+        return doc.data, doc
+    if not isinstance(base_name, str):
+        raise doc.error("extends", f"must be a preset name, got {base_name!r}")
+    if base_name in seen or base_name == path.stem:
+        raise doc.error("extends", f"cycle through {' -> '.join((*seen, path.stem, base_name))}")
+    base_path = find(base_name) if find else path.with_name(f"{base_name}.yaml")
+    base, _ = _read_extends(Path(base_path), find, (*seen, path.stem))
+    own = {k: v for k, v in doc.data.items() if k != "extends"}
+    data = deep_merge({k: v for k, v in base.items() if k not in ("name", "source")}, own)
+    return data, Doc(data=data, source=doc.source, lines=doc.lines)
+
+
+def load_preset(cls: type, label: str, directory: Path, name_or_path: str | Path,
+                overrides: typing.Mapping[str, Any] | None = None) -> tuple[Any, Path]:
+    """A shipped preset of one kind (`directory`/<name>.yaml, `label` naming the kind in errors: "NPU") or a
+    user's file, built into `cls` (`load`; `extends:` names a shipped preset of the same kind). Returns the
+    preset and its file."""
+    from archsim import paths
+
+    path = paths.preset_file(label, directory, name_or_path)
+    return load(cls, path, overrides, find=lambda name: paths.preset_file(label, directory, name)), path
+
+
+def validate(obj: Any) -> None:
+    """Check every field of a schema dataclass instance against its declaration (for one built in code, not
+    read from a file: `build` checks a file's values with their lines); a ConfigError at the first bad field."""
+    hints = _hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if value is REQUIRED:
+            raise ConfigError(f.name, "missing", source=type(obj).__name__)
+        if is_dataclass(value):
+            continue                      # a section validates itself when it is built
+        problem = _field_key(f, hints[f.name], f.name).problem(value)
+        if problem:
+            raise ConfigError(f.name, problem, source=type(obj).__name__)

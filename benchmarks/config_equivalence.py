@@ -1,4 +1,4 @@
-"""Results and file loads of a fixed set of pimgpt and dram-trace runs, to show that a refactoring moved neither
+"""Results and file loads of a fixed set of runs of every system, to show that a refactoring moved neither
 (issue 25 item 3: configs resolved once). Not a timed benchmark.
 
 `run DIR [CASE ...]` runs every case (or the named ones) through archsim.api.run, writes each result as JSON
@@ -21,7 +21,17 @@ from typing import Any
 
 import numpy as np
 
-DROPPED = ("sim_wall_s", "sim_kernel_s", "wall_s")     # wall-clock figures: differ run to run
+# the simulator's own timings (seconds it spent and rates over them), anywhere in a result: differ run to run
+DROPPED = ("sim_wall_s", "sim_kernel_s", "wall_s", "sim_compile_s", "kernel_wall_s", "cycles_per_s")
+
+
+def without_timings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items()
+                if not (k in DROPPED or k.endswith(("_wall_s", "_compile_s")))}
+    if isinstance(value, list):
+        return [without_timings(v) for v in value]
+    return value
 
 CASES: dict[str, dict[str, Any]] = {
     "pimgpt_64": {"system": "pimgpt", "model": "gpt2-small", "tokens": 64},
@@ -41,13 +51,28 @@ CASES: dict[str, dict[str, Any]] = {
     "trace_file_map": {"system": "dram-trace", "trace": "@FILE", "preset": "GDDR6_14Gbps", "mapping": "RoBaRaCoCh"},
     "trace_shorthand": {"system": "dram-trace", "trace": "synthetic:stream:3000",
                         "controller": {"mapping": "RoCoBaRaCh"}},
+    # every other system (issue 36: presets as schemas must move no result), small runs
+    "gemm_dram": {"system": "gemm", "m": 8, "k": 16, "n": 8, "memory": "dram"},
+    "gemm_npu_knobs": {"system": "gemm", "m": 64, "k": 256, "n": 128, "npu": {"preset": "neupims_code",
+                                                                              "height": 64}},
+    "duplex_small": {"system": "duplex", "device": "duplex", "requests": 2, "input_len": 64, "output_len": 2,
+                     "max_batch": 2},
+    "duplex_moe": {"system": "duplex", "model": "mixtral-8x7b", "device": "duplex", "requests": 4, "input_len": 64,
+                   "output_len": 2, "max_batch": 4},
+    "t3_small": {"system": "t3", "model": "mega-gpt2", "sublayer": "op_fwd", "tp": 16, "tokens": 256},
+    "t3_decode_small": {"system": "t3_decode", "model": "mega-gpt2", "tp": 16, "batch": 2, "context": 64},
+    "neupims_small": {"system": "neupims", "model": "gpt3-small", "layers": 1, "batch": 2, "samples": 1},
+    "npu_pim_small": {"system": "npu_pim", "model": "gpt3-small", "layers": 1, "batch": 2, "samples": 1},
+    "npu_only_small": {"system": "npu_only", "model": "gpt3-small", "layers": 1, "batch": 2, "samples": 1},
+    "gpu_only_small": {"system": "gpu_only", "model": "gpt3-small", "layers": 1, "batch": 2, "samples": 1},
+    "gpu_roofline_small": {"system": "gpu_roofline", "model": "gpt3-small", "layers": 1, "batch": 2,
+                           "samples": 1},
 }
 
 # (module, function) loaders counted wherever a module bound them by name; then class-method loaders
 LOADERS = (("archsim.config", "load_yaml"), ("archsim.workload.spec", "load_model"), ("archsim.dram.spec", "load_spec"),
-           ("archsim.systems.pimgpt.compiler", "load_policy"))
-CLASS_LOADERS = (("archsim.host.baselines", "Baseline"), ("archsim.host.asic", "AsicConfig"),
-                 ("archsim.host.asic", "EnergyTable"))
+           ("archsim.systems.pimgpt.compiler", "load_policy"), ("archsim.schema", "load"))
+CLASS_LOADERS = (("archsim.host.baselines", "Baseline"), ("archsim.host.asic", "AsicConfig"))
 
 
 def trace_file() -> str:
@@ -96,8 +121,7 @@ def run(out: Path, names: list[str]) -> None:
         counts.clear()
         data = archsim.api.run(cfg).to_json_dict()
         per_case[name] = dict(sorted(counts.items()))
-        for key in DROPPED:
-            data["stats"].pop(key, None)
+        data = without_timings(data)
         (out / f"{name}.json").write_text(json.dumps(data, indent=1, sort_keys=True, default=str))
         print(name, per_case[name], flush=True)
     counts.clear()
@@ -115,7 +139,10 @@ def diff(a: Path, b: Path) -> int:
         if f.name == "load_counts.json":
             continue
         other = b / f.name
-        same = other.is_file() and f.read_text() == other.read_text()
+        # files written before timings were dropped everywhere compare without them
+        same = other.is_file() and (f.read_text() == other.read_text() or (
+            f.name != "emit.json" and without_timings(json.loads(f.read_text()))
+            == without_timings(json.loads(other.read_text()))))
         print(f"{f.stem:24s} {'identical' if same else 'DIFFERENT'}")
         differ += not same
     return 1 if differ else 0

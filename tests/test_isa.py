@@ -513,3 +513,13 @@ def test_cli_gen_verilog_and_check(run, tmp_path: Path) -> None:
     written.write_text(written.read_text() + "// edited\n")
     code, _, err = run("isa", "gen-verilog", "--check", "--isa", "pim", "--isa", "host", "-o", str(tmp_path))
     assert code == 1 and "pim_isa.vh: stale" in err and "host_isa.vh: missing" in err
+
+
+def test_a_spec_file_error_names_the_line_of_its_key(tmp_path: Path) -> None:
+    path = tmp_path / "toy.yaml"
+    data = _spec(instructions__ADD__opcode=300)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "opcode: 300" in text)
+    with pytest.raises(ConfigError) as exc:
+        isa_mod.load(path)
+    assert exc.value.line == line and str(exc.value).startswith(f"{path}:{line}: instructions.ADD.opcode: ")

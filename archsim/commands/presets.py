@@ -8,7 +8,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("presets", help="list or show shipped hardware presets")
     s = p.add_subparsers(dest="presets_cmd", metavar="list|show")
     s.add_parser("list", help="list presets").set_defaults(func=run_list)
-    show = s.add_parser("show", help="show one preset, resolved (derived timings included)")
+    show = s.add_parser("show", help="show one preset, resolved (DRAM: derived timings included); KIND/NAME for "
+                        "another kind than DRAM (npu/neupims_npu, asic/pimgpt_asic, baseline/t4, t3/t3_paper, ...)")
     show.add_argument("name")
     show.set_defaults(func=run_show)
     p.set_defaults(func=run_list)
@@ -24,6 +25,12 @@ def run_list(args: argparse.Namespace) -> int:
     for s in specs:
         print(f"  {s.name:<{wn}}  {s.standard:<{ws}}  {s.channels:>2} ch  {s.capacity_bytes / 2**30:>5g} GiB  "
               f"{s.peak_bw_bytes_per_s / 1e9:7.1f} GB/s peak  tCK {s.tCK_ps:g} ps")
+    from archsim.preset_kinds import KINDS
+
+    for k in KINDS:
+        print(f"\n{k.label} presets ({k.what}; `archsim presets show {k.name}/NAME`):")
+        for name in k.names():
+            print(f"  {name}")
     return 0
 
 
@@ -32,6 +39,15 @@ def run_show(args: argparse.Namespace) -> int:
 
     from archsim.dram.spec import load_spec
 
+    if "/" in args.name and not args.name.endswith((".yaml", ".yml")):
+        from archsim import preset_kinds
+
+        kind_name, _, name = args.name.partition("/")
+        if kind_name != "dram":
+            print(yaml.safe_dump(preset_kinds.as_dict(preset_kinds.kind(kind_name).load(name)), sort_keys=False,
+                                 width=120), end="")
+            return 0
+        args.name = name
     s = load_spec(args.name)
     out = {
         "name": s.name, "standard": s.standard, "source": s.source,

@@ -28,16 +28,16 @@ per-op energy + buffer (SRAM) traffic; vector I/O to/from the PIM chips over GDD
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from archsim import paths
-from archsim.config import Doc, load_yaml, require_choice, require_int, require_number
-from archsim.errors import ConfigError, UserError, unknown_name
+from archsim import schema
+from archsim.errors import UserError, unknown_name
+from archsim.schema import REQUIRED, opt
 from archsim.workload.graph import ATTENTION_KINDS, MATMUL_KINDS, Op
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "asic"
@@ -367,70 +367,78 @@ def op_counts(kind: str, n: int, rows: int = 1, *, parts: int = 1, degree: int =
 
 
 # ---- configuration -------------------------------------------------------------------------------------
-def _preset_path(name_or_path: str | Path) -> Path:
-    return paths.preset_file("ASIC", PRESET_DIR, name_or_path)
+@dataclass(frozen=True)
+class AsicAlgorithms:
+    """How the ASIC computes the non-linear functions (module doc)."""
+
+    exp_taylor_degree: int = opt(REQUIRED, "degree of the Taylor polynomial of e^r after range reduction",
+                                 minimum=1)
+    reciprocal_nr_iterations: int = opt(REQUIRED, "Newton steps of 1/d after the magic-constant seed", minimum=1)
+    rsqrt_nr_iterations: int = opt(REQUIRED, "Newton steps of 1/sqrt(x) after the Quake-III seed", minimum=1)
+
+
+@dataclass(frozen=True)
+class ReferenceEnergies:
+    """Energies of one operation at the reference node, pJ."""
+
+    fp32_add_pj: float = opt(REQUIRED, "fp32 add", minimum=0)
+    fp32_mul_pj: float = opt(REQUIRED, "fp32 multiply", minimum=0)
+    fp16_add_pj: float = opt(REQUIRED, "fp16 add", minimum=0)
+    fp16_mul_pj: float = opt(REQUIRED, "fp16 multiply", minimum=0)
+    int32_add_pj: float = opt(REQUIRED, "int32 add (the exponent-field adds of the bit tricks)", minimum=0)
+    sram_read_64bit_pj: float = opt(REQUIRED, "one 64-bit access of the vector buffer (SRAM)", minimum=0)
+
+
+@dataclass(frozen=True)
+class AsicEnergy:
+    """Energies at a reference node, scaled to the ASIC's (switched capacitance ~ feature size, E ~ C V^2)."""
+
+    reference_node_nm: float = opt(REQUIRED, "node of the reference energies, nm", minimum=1)
+    reference_supply_v: float = opt(REQUIRED, "supply of the reference energies, V", minimum=0.1)
+    target_node_nm: float = opt(REQUIRED, "the ASIC's node, nm", minimum=1)
+    target_supply_v: float = opt(REQUIRED, "the ASIC's supply, V", minimum=0.1)
+    at_reference_node: ReferenceEnergies = opt(ReferenceEnergies, "energies at the reference node")
+
+
+@dataclass(frozen=True)
+class AsicIo:
+    """The GDDR6 I/O between the ASIC and the PIM memory."""
+
+    channels: int = opt(REQUIRED, "channels", minimum=1)
+    channel_bandwidth_bytes_per_s: float = opt(REQUIRED, "bandwidth of one channel, bytes/s", minimum=1)
+    dq_pj_per_bit: float = opt(REQUIRED, "I/O energy per bit, pJ", minimum=0)
 
 
 @dataclass(frozen=True)
 class AsicConfig:
-    """Timing and algorithm choices of the ASIC. `energy_table` names the YAML holding energies and I/O."""
+    """The ASIC beside PIM-GPT's memory (archsim/presets/asic/<name>.yaml): timing, algorithms, energies, I/O."""
 
-    clock_hz: float
-    lanes: int
-    pipeline_depth_cycles: int
-    exp_taylor_degree: int
-    reciprocal_nr_iterations: int
-    rsqrt_nr_iterations: int
-    datapath: str = "fp32"
-    energy_table: str = "pimgpt_asic"
-    name: str = "asic"
+    clock_hz: float = opt(REQUIRED, "clock, Hz", minimum=1)
+    lanes: int = opt(REQUIRED, "fp32 add and multiply lanes", minimum=1)
+    pipeline_depth_cycles: int = opt(REQUIRED, "latency of one pipelined add or multiply, cycles", minimum=1)
+    datapath: str = opt("fp32", "precision inside the datapath", choices=("fp32", "fp16"))
+    algorithms: AsicAlgorithms = opt(AsicAlgorithms, "how non-linear functions are computed")
+    energy: AsicEnergy = opt(AsicEnergy, "operation energies")
+    io: AsicIo = opt(AsicIo, "the I/O to the PIM memory")
+    pim_row_bytes: int = opt(REQUIRED, "PIM row the ASIC adds partial sums over, bytes", minimum=1)
+    name: str = opt("", "the preset's name (default: its file's)")
+    source: str = opt("", "where its numbers come from")
 
     def __post_init__(self) -> None:
-        src = f"AsicConfig({self.name})"
-        require_number(src, "clock_hz", self.clock_hz, minimum=1.0)
-        for key in ("lanes", "pipeline_depth_cycles", "reciprocal_nr_iterations", "rsqrt_nr_iterations",
-                    "exp_taylor_degree"):
-            require_int(src, key, getattr(self, key), minimum=1)
-        require_choice(src, "datapath", self.datapath, ["fp32", "fp16"])
+        schema.validate(self)
 
     @classmethod
     def load(cls, name_or_path: str | Path = "pimgpt_asic", **overrides: Any) -> AsicConfig:
-        """Read a preset (see archsim/presets/asic/) or a user YAML; keyword overrides win."""
-        path = _preset_path(name_or_path)
-        doc = load_yaml(path)
-        d, algo = doc.data, doc.data.get("algorithms", {})
-        if not isinstance(algo, dict):
-            raise doc.error("algorithms", "must be a mapping")
-
-        def need(mapping: dict, key: str, prefix: str = "") -> Any:
-            if key not in mapping:
-                raise doc.error(prefix + key, "missing")
-            return mapping[key]
-
-        values = dict(
-            clock_hz=require_number(doc, "clock_hz", need(d, "clock_hz"), minimum=1.0),
-            lanes=require_int(doc, "lanes", need(d, "lanes"), minimum=1),
-            pipeline_depth_cycles=require_int(doc, "pipeline_depth_cycles", need(d, "pipeline_depth_cycles"), 1),
-            exp_taylor_degree=require_int(doc, "algorithms.exp_taylor_degree",
-                                          need(algo, "exp_taylor_degree", "algorithms."), minimum=1),
-            reciprocal_nr_iterations=require_int(doc, "algorithms.reciprocal_nr_iterations",
-                                                 need(algo, "reciprocal_nr_iterations", "algorithms."), minimum=1),
-            rsqrt_nr_iterations=require_int(doc, "algorithms.rsqrt_nr_iterations",
-                                            need(algo, "rsqrt_nr_iterations", "algorithms."), minimum=1),
-            datapath=require_choice(doc, "datapath", d.get("datapath", "fp32"), ["fp32", "fp16"]),
-            energy_table=str(path),
-            name=str(d.get("name", path.stem)),
-        )
-        unknown = sorted(set(overrides) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ConfigError(unknown[0], f"not an AsicConfig field; fields: {', '.join(f.name for f in fields(cls))}")
-        values.update(overrides)
-        return cls(**values)
+        """Read a preset (see archsim/presets/asic/) or a user YAML; keyword overrides (key paths with `.` as
+        `__`: algorithms__exp_taylor_degree) win."""
+        over = {key.replace("__", "."): value for key, value in overrides.items()}
+        config, path = schema.load_preset(cls, "ASIC", PRESET_DIR, name_or_path, over)
+        return replace(config, name=config.name or path.stem, source=config.source or str(path))
 
 
 @dataclass(frozen=True)
 class EnergyTable:
-    """Per-operation energies at the ASIC's node and the GDDR6 I/O figures (from the energy-table YAML)."""
+    """Per-operation energies at the ASIC's node and the GDDR6 I/O figures of an ASIC preset."""
 
     fadd_pj: float
     fmul_pj: float
@@ -444,43 +452,25 @@ class EnergyTable:
     source: str
 
     @classmethod
-    def load(cls, name_or_path: str | Path, datapath: str = "fp32") -> EnergyTable:
-        path = _preset_path(name_or_path)
-        doc = load_yaml(path)
-        energy, io = doc.data.get("energy"), doc.data.get("io")
-        for key, sec in (("energy", energy), ("io", io)):
-            if not isinstance(sec, dict):
-                raise doc.error(key, "missing section (a mapping)")
-        ref = energy.get("at_reference_node")
-        if not isinstance(ref, dict):
-            raise doc.error("energy.at_reference_node", "missing section (a mapping)")
-
-        def num(sec: dict, prefix: str, key: str, minimum: float = 0.0) -> float:
-            if key not in sec:
-                raise doc.error(prefix + key, "missing")
-            return require_number(doc, prefix + key, sec[key], minimum=minimum)
-
-        e = "energy."
-        r = "energy.at_reference_node."
+    def of(cls, config: AsicConfig) -> EnergyTable:
+        e, ref, io = config.energy, config.energy.at_reference_node, config.io
         # Classical scaling: switched capacitance ~ feature size, energy ~ C V^2.
-        scale = (num(energy, e, "target_node_nm", 1) / num(energy, e, "reference_node_nm", 1)) * (
-            num(energy, e, "target_supply_v", 0.1) / num(energy, e, "reference_supply_v", 0.1)) ** 2
-        prec = "fp32" if datapath == "fp32" else "fp16"
+        scale = (e.target_node_nm / e.reference_node_nm) * (e.target_supply_v / e.reference_supply_v) ** 2
+        fp32 = config.datapath == "fp32"
         return cls(
-            fadd_pj=num(ref, r, f"{prec}_add_pj") * scale,
-            fmul_pj=num(ref, r, f"{prec}_mul_pj") * scale,
-            iadd_pj=num(ref, r, "int32_add_pj") * scale,
-            sram_pj_per_byte=num(ref, r, "sram_read_64bit_pj") / 8.0 * scale,
+            fadd_pj=float(ref.fp32_add_pj if fp32 else ref.fp16_add_pj) * scale,
+            fmul_pj=float(ref.fp32_mul_pj if fp32 else ref.fp16_mul_pj) * scale,
+            iadd_pj=float(ref.int32_add_pj) * scale,
+            sram_pj_per_byte=float(ref.sram_read_64bit_pj) / 8.0 * scale,
             node_scale=scale,
-            channels=require_int(doc, "io.channels", io.get("channels"), minimum=1),
-            channel_bandwidth_bytes_per_s=num(io, "io.", "channel_bandwidth_bytes_per_s", 1.0),
-            dq_pj_per_bit=num(io, "io.", "dq_pj_per_bit"),
-            pim_row_bytes=require_int(doc, "pim_row_bytes", doc.data.get("pim_row_bytes"), minimum=1),
-            source=str(doc.data.get("source", path)),
+            channels=io.channels,
+            channel_bandwidth_bytes_per_s=float(io.channel_bandwidth_bytes_per_s),
+            dq_pj_per_bit=float(io.dq_pj_per_bit),
+            pim_row_bytes=config.pim_row_bytes,
+            source=config.source,
         )
 
 
-# ---- the model -----------------------------------------------------------------------------------------
 PIM_KINDS = MATMUL_KINDS + ATTENTION_KINDS     # PIM-GPT runs every VMM in the DRAM banks
 
 
@@ -489,7 +479,7 @@ class AsicModel:
 
     def __init__(self, config: AsicConfig | None = None):
         self.config = config if config is not None else AsicConfig.load()
-        self.energy = EnergyTable.load(self.config.energy_table, self.config.datapath)
+        self.energy = EnergyTable.of(self.config)
         self._elem_bytes = 4 if self.config.datapath == "fp32" else 2
 
     # -- counts ----------------------------------------------------------------------------------------
@@ -501,9 +491,9 @@ class AsicModel:
         return max(1, math.ceil(op.k / row_elems))
 
     def op_counts(self, op: Op) -> OpCounts:
-        c = self.config
-        kw = dict(degree=c.exp_taylor_degree, recip_iterations=c.reciprocal_nr_iterations,
-                  rsqrt_iterations=c.rsqrt_nr_iterations)
+        a = self.config.algorithms
+        kw = dict(degree=a.exp_taylor_degree, recip_iterations=a.reciprocal_nr_iterations,
+                  rsqrt_iterations=a.rsqrt_nr_iterations)
         if op.kind in PIM_KINDS:
             return _counts("reduce", op.elements, 1, parts=self.partials(op), **kw)
         if op.kind == "kv_append":
@@ -634,8 +624,3 @@ class AsicModel:
 
     def with_config(self, **overrides: Any) -> AsicModel:
         return AsicModel(replace(self.config, **overrides))
-
-
-def config_doc(name_or_path: str | Path = "pimgpt_asic") -> Doc:
-    """The raw preset document (for manifests)."""
-    return load_yaml(_preset_path(name_or_path))

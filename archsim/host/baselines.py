@@ -13,6 +13,7 @@ lives, with its source, in archsim/presets/baselines/<name>.yaml.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from archsim.config import Doc, load_yaml, require_choice, require_int, require_number
-from archsim.errors import UserError, unknown_name
+from archsim import schema
+from archsim.config import load_yaml
+from archsim.errors import ConfigError, UserError, unknown_name
+from archsim.schema import REQUIRED, opt
 from archsim.workload.graph import MATMUL_KINDS, OP_KINDS, Op
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "baselines"
@@ -41,6 +44,91 @@ def _known_names() -> dict[str, Path]:
         for alias in aliases:
             names.setdefault(str(alias), path)
     return names
+
+
+@dataclass(frozen=True)
+class BaselineMemory:
+    """The memory's peak bandwidth, stated (datasheet) or from channels x transfers x width (CPU)."""
+
+    bandwidth_efficiency: float = opt(REQUIRED, "fraction of peak bandwidth reached", above=0, maximum=1)
+    peak_bandwidth_bytes_per_s: float | None = opt(None, "peak bandwidth, bytes/s", minimum=1)
+    channels: int | None = opt(None, "memory channels (without a stated peak)", minimum=1)
+    transfers_per_s: float | None = opt(None, "transfers per second of a channel", minimum=1)
+    channel_width_bytes: float | None = opt(None, "bytes per transfer of a channel", minimum=1)
+
+    def __post_init__(self) -> None:
+        if self.peak_bandwidth_bytes_per_s is None:
+            for key in ("channels", "transfers_per_s", "channel_width_bytes"):
+                if getattr(self, key) is None:
+                    raise ConfigError(key, "missing (give peak_bandwidth_bytes_per_s, or channels, "
+                                      "transfers_per_s and channel_width_bytes)")
+
+
+@dataclass(frozen=True)
+class BaselineCompute:
+    """Peak FLOP/s, stated (datasheet) or from the microarchitecture (CPU: 2 FLOPs per FMA lane)."""
+
+    compute_efficiency: float = opt(REQUIRED, "fraction of peak FLOP/s reached", above=0, maximum=1)
+    peak_matmul_flops_per_s: float | None = opt(None, "peak FLOP/s of matrix ops", minimum=1)
+    peak_vector_flops_per_s: float | None = opt(None, "peak FLOP/s of element-wise ops", minimum=1)
+    cores: int | None = opt(None, "cores (without stated peaks)", minimum=1)
+    clock_hz: float | None = opt(None, "clock, Hz", minimum=1)
+    fma_units_per_core: int | None = opt(None, "FMA units per core", minimum=1)
+    simd_fp32_lanes: int | None = opt(None, "fp32 lanes per FMA unit", minimum=1)
+
+    def __post_init__(self) -> None:
+        need = (("peak_vector_flops_per_s",) if self.peak_matmul_flops_per_s is not None else
+                ("cores", "clock_hz", "fma_units_per_core", "simd_fp32_lanes"))
+        for key in need:
+            if getattr(self, key) is None:
+                raise ConfigError(key, "missing (give peak_matmul_flops_per_s and peak_vector_flops_per_s, or "
+                                  "cores, clock_hz, fma_units_per_core and simd_fp32_lanes)")
+
+
+@dataclass(frozen=True)
+class BaselinePower:
+    tdp_w: float = opt(REQUIRED, "board or package power, W", minimum=0)
+    activity_factor: float = opt(REQUIRED, "fraction of TDP drawn (without busy_w / host_gap_w)", above=0,
+                                 maximum=1)
+    busy_w: float | None = opt(None, "power while a kernel runs, W", minimum=0)
+    host_gap_w: float | None = opt(None, "power while the device waits on the host, W", minimum=0)
+
+
+@dataclass(frozen=True)
+class BaselineFramework:
+    """The framework's host cost: kernels per op and the host time of each."""
+
+    host_overhead_per_kernel_s: float = opt(REQUIRED, "host time per launched kernel, s", minimum=0)
+    overlap_host_and_device: bool = opt(REQUIRED, "asynchronous launches: host and device form a pipeline")
+    kv_append_copies_cache: bool = opt(REQUIRED, "appending K/V rewrites the whole cache (torch.cat)")
+    per_token_kernels: int = opt(REQUIRED, "kernels per token outside the graph's ops", minimum=0)
+    bias_extra_kernels: int = opt(REQUIRED, "extra kernels of an op with a bias", minimum=0)
+    kernels_per_op: dict[str, int] = opt(REQUIRED, "kernels per graph op kind (every kind)")
+
+    def __post_init__(self) -> None:
+        missing = [k for k in OP_KINDS if k not in self.kernels_per_op]
+        if missing:
+            raise ConfigError("kernels_per_op", f"missing kinds: {', '.join(missing)}")
+        for kind, count in self.kernels_per_op.items():
+            if kind not in OP_KINDS:
+                raise ConfigError(f"kernels_per_op.{kind}", f"unknown op kind; kinds: {', '.join(OP_KINDS)}")
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ConfigError(f"kernels_per_op.{kind}", f"must be an integer >= 0, got {count!r}")
+
+
+@dataclass(frozen=True)
+class BaselinePreset:
+    """A baseline preset file (archsim/presets/baselines/<name>.yaml): one framework on one device."""
+
+    device: str = opt(REQUIRED, "gpu or cpu", choices=("gpu", "cpu"))
+    memory: BaselineMemory = opt(BaselineMemory, "memory")
+    compute: BaselineCompute = opt(BaselineCompute, "compute")
+    storage_bytes_per_element: int = opt(REQUIRED, "bytes per stored element", minimum=1)
+    power: BaselinePower = opt(BaselinePower, "power")
+    framework: BaselineFramework = opt(BaselineFramework, "framework")
+    name: str = opt("", "the preset's name (default: its file's)")
+    aliases: list[str] = opt([], "other names it is found by")
+    source: str = opt("", "where its numbers come from")
 
 
 @dataclass(frozen=True)
@@ -84,87 +172,36 @@ class Baseline:
             if text not in known:
                 raise unknown_name("baseline", text, known)
             path = known[text]
-        return cls.from_doc(load_yaml(path))
+        preset = schema.load(BaselinePreset, path)
+        if not preset.source:
+            preset = dataclasses.replace(preset, source=str(path))
+        return cls.from_preset(preset, path.stem)
 
     @classmethod
-    def from_doc(cls, doc: Doc) -> Baseline:
-        d = doc.data
-
-        def section(key: str) -> dict[str, Any]:
-            sec = d.get(key)
-            if not isinstance(sec, dict):
-                raise doc.error(key, "missing section (a mapping)")
-            return sec
-
-        def num(sec: dict[str, Any], prefix: str, key: str, minimum: float = 0.0) -> float:
-            if key not in sec:
-                raise doc.error(prefix + key, "missing")
-            return require_number(doc, prefix + key, sec[key], minimum=minimum)
-
-        def frac(sec: dict[str, Any], prefix: str, key: str) -> float:
-            value = num(sec, prefix, key)
-            if not 0.0 < value <= 1.0:
-                raise doc.error(prefix + key, f"must be a fraction in (0, 1], got {value}")
-            return value
-
-        def integer(sec: dict[str, Any], prefix: str, key: str, minimum: int = 0) -> int:
-            if key not in sec:
-                raise doc.error(prefix + key, "missing")
-            return require_int(doc, prefix + key, sec[key], minimum=minimum)
-
-        def flag(sec: dict[str, Any], prefix: str, key: str) -> bool:
-            value = sec.get(key)
-            if not isinstance(value, bool):
-                raise doc.error(prefix + key, f"must be true or false, got {value!r}")
-            return value
-
-        mem, comp, pwr, fw = section("memory"), section("compute"), section("power"), section("framework")
+    def from_preset(cls, p: BaselinePreset, name: str) -> Baseline:
+        mem, comp, pwr, fw = p.memory, p.compute, p.power, p.framework
         # Peaks: either stated (datasheet) or computed from the microarchitecture (CPU).
-        if "peak_bandwidth_bytes_per_s" in mem:
-            bw = num(mem, "memory.", "peak_bandwidth_bytes_per_s", 1.0)
+        if mem.peak_bandwidth_bytes_per_s is not None:
+            bw = float(mem.peak_bandwidth_bytes_per_s)
         else:
-            bw = (integer(mem, "memory.", "channels", 1) * num(mem, "memory.", "transfers_per_s", 1.0)
-                  * num(mem, "memory.", "channel_width_bytes", 1.0))
-        if "peak_matmul_flops_per_s" in comp:
-            mm = num(comp, "compute.", "peak_matmul_flops_per_s", 1.0)
-            vec = num(comp, "compute.", "peak_vector_flops_per_s", 1.0)
+            bw = mem.channels * float(mem.transfers_per_s) * float(mem.channel_width_bytes)
+        if comp.peak_matmul_flops_per_s is not None:
+            mm, vec = float(comp.peak_matmul_flops_per_s), float(comp.peak_vector_flops_per_s)
         else:
-            lane_ops = (integer(comp, "compute.", "cores", 1) * num(comp, "compute.", "clock_hz", 1.0)
-                        * integer(comp, "compute.", "fma_units_per_core", 1)
-                        * integer(comp, "compute.", "simd_fp32_lanes", 1))
+            lane_ops = comp.cores * float(comp.clock_hz) * comp.fma_units_per_core * comp.simd_fp32_lanes
             mm, vec = 2.0 * lane_ops, lane_ops      # an FMA is 2 flops; elementwise ops get 1 per lane
-        kernels = fw.get("kernels_per_op")
-        if not isinstance(kernels, dict):
-            raise doc.error("framework.kernels_per_op", "missing section (a mapping of op kind -> kernels)")
-        missing = [k for k in OP_KINDS if k not in kernels]
-        if missing:
-            raise doc.error("framework.kernels_per_op", f"missing kinds: {', '.join(missing)}")
-        extra = sorted(set(kernels) - set(OP_KINDS))
-        if extra:
-            raise doc.error(f"framework.kernels_per_op.{extra[0]}", f"unknown op kind; kinds: {', '.join(OP_KINDS)}")
-        kernel_counts = {k: require_int(doc, f"framework.kernels_per_op.{k}", v, minimum=0) for k, v in kernels.items()}
         return cls(
-            name=str(d.get("name", Path(doc.source).stem)),
-            device=require_choice(doc, "device", d.get("device"), ["gpu", "cpu"]),
-            peak_bandwidth_bytes_per_s=bw,
-            bandwidth_efficiency=frac(mem, "memory.", "bandwidth_efficiency"),
-            peak_matmul_flops_per_s=mm,
-            peak_vector_flops_per_s=vec,
-            compute_efficiency=frac(comp, "compute.", "compute_efficiency"),
-            storage_bytes_per_element=require_int(doc, "storage_bytes_per_element", d.get("storage_bytes_per_element"),
-                                                  minimum=1),
-            tdp_w=num(pwr, "power.", "tdp_w", 0.0),
-            activity_factor=frac(pwr, "power.", "activity_factor"),
-            busy_w=num(pwr, "power.", "busy_w") if "busy_w" in pwr else None,
-            host_gap_w=num(pwr, "power.", "host_gap_w") if "host_gap_w" in pwr else None,
-            host_overhead_per_kernel_s=num(fw, "framework.", "host_overhead_per_kernel_s", 0.0),
-            overlap_host_and_device=flag(fw, "framework.", "overlap_host_and_device"),
-            kv_append_copies_cache=flag(fw, "framework.", "kv_append_copies_cache"),
-            per_token_kernels=integer(fw, "framework.", "per_token_kernels"),
-            bias_extra_kernels=integer(fw, "framework.", "bias_extra_kernels"),
-            kernels_per_op=kernel_counts,
-            source=str(d.get("source", doc.source)),
-        )
+            name=p.name or name, device=p.device, peak_bandwidth_bytes_per_s=bw,
+            bandwidth_efficiency=float(mem.bandwidth_efficiency), peak_matmul_flops_per_s=mm,
+            peak_vector_flops_per_s=vec, compute_efficiency=float(comp.compute_efficiency),
+            storage_bytes_per_element=p.storage_bytes_per_element, tdp_w=float(pwr.tdp_w),
+            activity_factor=float(pwr.activity_factor),
+            busy_w=None if pwr.busy_w is None else float(pwr.busy_w),
+            host_gap_w=None if pwr.host_gap_w is None else float(pwr.host_gap_w),
+            host_overhead_per_kernel_s=float(fw.host_overhead_per_kernel_s),
+            overlap_host_and_device=fw.overlap_host_and_device, kv_append_copies_cache=fw.kv_append_copies_cache,
+            per_token_kernels=fw.per_token_kernels, bias_extra_kernels=fw.bias_extra_kernels,
+            kernels_per_op=dict(fw.kernels_per_op), source=p.source)
 
     # ---- per-op model ----------------------------------------------------------------------------------
     @property

@@ -13,40 +13,44 @@ halves, one reduced by a ring in each direction of the bidirectional links, in p
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
-from archsim import paths
-from archsim.config import Doc, load_yaml, require_choice, require_int, require_number
+from archsim import schema
 from archsim.errors import ConfigError
+from archsim.schema import REQUIRED, opt
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "interconnect"
 COLLECTIVES = ["reduce_scatter", "all_gather", "all_reduce"]
-_KEYS = ("name", "source", "topology", "link_bytes_per_s", "hop_latency_s")
 
 
 @dataclass(frozen=True)
-class RingConfig:
+class RingPreset:
+    """A ring preset file (archsim/presets/interconnect/<name>.yaml): the links of a ring of devices."""
+
+    link_bytes_per_s: float = opt(REQUIRED, "bandwidth of one link in one direction, bytes/s", minimum=1.0)
+    hop_latency_s: float = opt(REQUIRED, "latency of one hop, s", minimum=0.0)
+    topology: Literal["ring"] = opt("ring", "how the devices are linked (a ring)")
+    name: str = opt("", "the preset's name (default: its file's)")
+    source: str = opt("", "where its numbers come from")
+
+
+@dataclass(frozen=True)
+class RingConfig(RingPreset):
     """N devices on a ring; each link moves `link_bytes_per_s` one way after `hop_latency_s`. A collective uses
     one direction of every link (`directions` 1, NCCL's ring) or both (2: half the buffer each way)."""
 
-    devices: int
-    link_bytes_per_s: float
-    hop_latency_s: float
-    name: str = "ring"
-    source: str = ""
-    directions: int = 1
+    name: str = opt("ring", "the ring's name (its preset's)")
+    devices: int = opt(2, "devices on the ring", minimum=2)
+    directions: int = opt(1, "ring directions a collective uses", choices=(1, 2))
 
     def __post_init__(self) -> None:
-        src = f"RingConfig({self.name})"
-        require_int(src, "devices", self.devices, minimum=2)
-        require_number(src, "link_bytes_per_s", self.link_bytes_per_s, minimum=1.0)
-        require_number(src, "hop_latency_s", self.hop_latency_s, minimum=0.0)
-        if self.directions not in (1, 2):
-            raise ConfigError("directions", f"must be 1 or 2, got {self.directions!r}", source=src)
+        schema.validate(self)
 
     def transfer_s(self, nbytes: int) -> float:
         """One hop: latency plus serialisation."""
@@ -55,22 +59,8 @@ class RingConfig:
 
 def load_ring(name_or_path: str | Path, devices: int) -> RingConfig:
     """A ring preset (archsim/presets/interconnect/<name>.yaml) or a user's file, for `devices` devices."""
-    path = paths.preset_file("interconnect", PRESET_DIR, name_or_path)
-    doc: Doc = load_yaml(path)
-    data = doc.data
-    if not isinstance(data, dict):
-        raise ConfigError("<top>", "must be a mapping", source=str(path))
-    unknown = sorted(set(data) - set(_KEYS))
-    if unknown:
-        raise doc.error(unknown[0], f"unknown key; allowed keys: {', '.join(_KEYS)}")
-    require_choice(doc, "topology", data.get("topology", "ring"), ["ring"])
-    for key in ("link_bytes_per_s", "hop_latency_s"):
-        if key not in data:
-            raise doc.error(key, "missing (required: link_bytes_per_s, hop_latency_s)")
-    return RingConfig(devices=require_int(doc, "devices", devices, minimum=2),
-                      link_bytes_per_s=require_number(doc, "link_bytes_per_s", data["link_bytes_per_s"], minimum=1.0),
-                      hop_latency_s=require_number(doc, "hop_latency_s", data["hop_latency_s"], minimum=0.0),
-                      name=str(data.get("name", path.stem)), source=str(data.get("source", "")))
+    preset, path = schema.load_preset(RingPreset, "interconnect", PRESET_DIR, name_or_path)
+    return RingConfig(**{**dataclasses.asdict(preset), "name": preset.name or path.stem}, devices=devices)
 
 
 # ---- schedule ------------------------------------------------------------------------------------------

@@ -342,7 +342,7 @@ def _load_cached(path: str, _resolved: str, _mtime_ns: int, _size: int) -> Isa:
 
     source = path
     text = read_text(path, "ISA spec")
-    check_yaml(text, source, syntax=False)        # bounded: size, nesting, aliases (the strict loader below has no limits)
+    lines = check_yaml(text, source, syntax=False)   # bounded: size, nesting, aliases (the strict loader below has no limits)
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except _DuplicateKey as exc:
@@ -355,7 +355,15 @@ def _load_cached(path: str, _resolved: str, _mtime_ns: int, _size: int) -> Isa:
         raise ConfigError(
             "(yaml)", f"not valid YAML: {problem}", source=source, line=mark.line + 1 if mark else None
         ) from None
-    return _build(data, source)
+    try:
+        return _build(data, source)
+    except ConfigError as exc:       # at the line of the key path (or of its nearest enclosing key)
+        if exc.line is not None:
+            raise
+        path = exc.key_path
+        while path and path not in lines:
+            path = path.rpartition(".")[0]
+        raise ConfigError(exc.key_path, exc.problem, source=source, line=lines.get(path)) from None
 
 
 def _type_name(value: Any) -> str:

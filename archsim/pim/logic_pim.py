@@ -21,18 +21,20 @@ of space s is row r of the 8 banks of that bundle (8 KB per pseudo-channel).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import numpy as np
 
-from archsim.config import load_yaml
+from archsim import schema
 from archsim.dram import latency
 from archsim.dram.spec import DramSpec, load_spec
 from archsim.errors import ConfigError
+from archsim.schema import REQUIRED, opt
 
 PRESET = Path(__file__).resolve().parent.parent / "presets" / "duplex" / "devices.yaml"
 SPACES = 4
@@ -40,38 +42,24 @@ RDBD_PER_ROW = 32            # 1 KB row per bank / 32 B column
 WEIGHTS_PER_RDBD = 128       # 8 banks x 32 B = 256 B of FP16 per pseudo-channel per RDBD
 
 
-@lru_cache(maxsize=4)
-def devices(path: str | None = None) -> dict[str, Any]:
-    """The Duplex devices preset (archsim/presets/duplex/devices.yaml) as a dict."""
-    return load_yaml(Path(path) if path else PRESET).data
-
-
 @dataclass(frozen=True)
 class LogicPimConfig:
     """The Logic-PIM unit of one stack."""
 
-    gemm_modules: int = 32
-    macs_per_module: int = 512
-    clock_hz: float = 650e6
-    module_buffer_bytes: int = 8192
-    input_buffer_bytes: int = 1 << 20
-    buffers: int = 2
+    gemm_modules: int = opt(32, "GEMM modules on the logic die", minimum=1)
+    macs_per_module: int = opt(512, "FP16 MACs per module per PIM cycle", minimum=1)
+    clock_hz: float = opt(650e6, "PIM clock, Hz", above=0)
+    module_buffer_bytes: int = opt(8192, "buffer of one module (its weights read ahead), bytes", minimum=1)
+    input_buffer_bytes: int = opt(1 << 20, "input buffer, bytes", minimum=1)
+    buffers: int = opt(2, "input buffers (double buffering: 2)", minimum=1)
+
+    def __post_init__(self) -> None:
+        schema.validate(self)
 
     @classmethod
-    def load(cls, data: dict[str, Any] | None = None) -> LogicPimConfig:
-        data = dict(devices()["logic_pim"] if data is None else data)
-        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ConfigError(f"logic_pim.{unknown[0]}", f"unknown key; allowed: {', '.join(cls.__dataclass_fields__)}",
-                              source=str(PRESET))
-        cfg = cls(**data)
-        for k in ("gemm_modules", "macs_per_module", "module_buffer_bytes", "input_buffer_bytes", "buffers"):
-            v = getattr(cfg, k)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"logic_pim.{k}", f"must be an integer >= 1, got {v!r}", source=str(PRESET))
-        if not isinstance(cfg.clock_hz, int | float) or cfg.clock_hz <= 0:
-            raise ConfigError("logic_pim.clock_hz", f"must be > 0, got {cfg.clock_hz!r}", source=str(PRESET))
-        return cfg
+    def load(cls) -> LogicPimConfig:
+        """The Logic-PIM unit of the Duplex devices preset."""
+        return devices().logic_pim
 
     @property
     def macs_per_cycle(self) -> int:
@@ -83,19 +71,101 @@ class LogicPimConfig:
         return 2.0 * self.macs_per_cycle * self.clock_hz
 
 
+@dataclass(frozen=True)
+class XpuPreset:
+    """The xPU of a Duplex device as a roofline."""
+
+    peak_flops: float = opt(REQUIRED, "FP16 dense FLOP/s", above=0)
+    hbm_bandwidth_bytes_per_s: float = opt(REQUIRED, "bandwidth of the device's own stacks, bytes/s", above=0)
+    memory_bytes: int = opt(REQUIRED, "capacity of the device's own stacks, bytes", minimum=1)
+    compute_efficiency: float = opt(1.0, "fraction of peak FLOP/s reached", above=0, maximum=1)
+    bandwidth_efficiency: float = opt(1.0, "fraction of peak bandwidth reached", above=0, maximum=1)
+
+
+@dataclass(frozen=True)
+class LinkPreset:
+    bandwidth_bytes_per_s: float = opt(REQUIRED, "bandwidth, bytes/s", above=0)
+    latency_s: float = opt(REQUIRED, "latency, s", minimum=0)
+
+
+@dataclass(frozen=True)
+class LinksPreset:
+    """Links between devices: NVLink inside a node, InfiniBand between nodes."""
+
+    nvlink: LinkPreset = opt(LinkPreset, "link inside a node")
+    infiniband: LinkPreset = opt(LinkPreset, "link between nodes")
+    devices_per_node: int = opt(REQUIRED, "devices on one node's NVLink", minimum=1)
+
+
+@dataclass(frozen=True)
+class ProcessorPreset:
+    """A low-Op/B processor per stack: peak FLOP/s = op_b x bandwidth_x x the external HBM bandwidth."""
+
+    bandwidth_x: float = opt(REQUIRED, "internal bandwidth over the external HBM bandwidth", above=0)
+    op_b: float = opt(REQUIRED, "peak FLOPs per byte", above=0)
+    pj_per_bit: float | Literal["dram"] = opt(REQUIRED, "DRAM energy per bit on its path (dram: the DRAM "
+                                              "preset's bundle read)", minimum=0)
+
+
+@dataclass(frozen=True)
+class ProcessorsPreset:
+    logic_pim: ProcessorPreset = opt(ProcessorPreset, "Logic-PIM on the logic die")
+    bankgroup_pim: ProcessorPreset = opt(ProcessorPreset, "a PIM unit per bank group")
+    bank_pim: ProcessorPreset = opt(ProcessorPreset, "a PIM unit per bank")
+
+
+@dataclass(frozen=True)
+class AreaPreset:
+    """Area per stack, mm^2 (Logic-PIM as the paper sums it; the others derived, pim_area_mm2)."""
+
+    tsv: float = opt(REQUIRED, "TSVs feeding the logic die", minimum=0)
+    gemm_modules: float = opt(REQUIRED, "Logic-PIM's GEMM modules", minimum=0)
+    buffers: float = opt(REQUIRED, "buffers", minimum=0)
+    softmax: float = opt(REQUIRED, "softmax unit", minimum=0)
+    dram_process_factor: float = opt(REQUIRED, "area of logic in a DRAM process over a logic process", above=0)
+
+
+@dataclass(frozen=True)
+class EnergyPreset:
+    mac_pj: float = opt(REQUIRED, "energy of one FP16 MAC on every processor, pJ", minimum=0)
+
+
+@dataclass(frozen=True)
+class DuplexDevices:
+    """The Duplex devices preset (archsim/presets/duplex/devices.yaml): one package is an xPU beside `stacks`
+    HBM stacks of DRAM preset `dram`, optionally a low-Op/B processor beside it."""
+
+    dram: str = opt(REQUIRED, "DRAM preset of the stacks")
+    stacks: int = opt(REQUIRED, "HBM stacks per device", minimum=1)
+    xpu: XpuPreset = opt(XpuPreset, "the xPU")
+    links: LinksPreset = opt(LinksPreset, "links between devices")
+    processors: ProcessorsPreset = opt(ProcessorsPreset, "low-Op/B processors")
+    logic_pim: LogicPimConfig = opt(LogicPimConfig, "the Logic-PIM unit of one stack")
+    area_mm2: AreaPreset = opt(AreaPreset, "area per stack")
+    energy: EnergyPreset = opt(EnergyPreset, "compute energy")
+    paper_devices: dict[str, int] = opt({}, "devices the paper gives each model")
+
+
+@lru_cache(maxsize=4)
+def devices(path: str | None = None) -> DuplexDevices:
+    """The Duplex devices preset (archsim/presets/duplex/devices.yaml)."""
+    return schema.load(DuplexDevices, Path(path) if path else PRESET)
+
+
 def pim_area_mm2(processor: str, spec: DramSpec | None = None) -> float:
     """Area per stack of a low-Op/B processor (devices.yaml `area_mm2`): Logic-PIM as the paper sums it;
     Bank-PIM / BankGroup-PIM derived (GEMM area x peak ratio x DRAM-process factor + buffers + softmax)."""
     d = devices()
-    a = d["area_mm2"]
-    common = float(a["buffers"]) + float(a["softmax"])
+    a = d.area_mm2
+    common = float(a.buffers) + float(a.softmax)
     if processor == "logic_pim":
-        return float(a["tsv"]) + float(a["gemm_modules"]) + common
-    if processor not in d["processors"]:
-        raise ConfigError("processor", f"unknown {processor!r}; allowed: {', '.join(d['processors'])}")
-    p, lp = d["processors"][processor], d["processors"]["logic_pim"]
-    ratio = float(p["op_b"]) * float(p["bandwidth_x"]) / (float(lp["op_b"]) * float(lp["bandwidth_x"]))
-    return float(a["gemm_modules"]) * ratio * float(a["dram_process_factor"]) + common
+        return float(a.tsv) + float(a.gemm_modules) + common
+    names = [f.name for f in dataclasses.fields(d.processors)]
+    if processor not in names:
+        raise ConfigError("processor", f"unknown {processor!r}; allowed: {', '.join(names)}")
+    p, lp = getattr(d.processors, processor), d.processors.logic_pim
+    ratio = float(p.op_b) * float(p.bandwidth_x) / (float(lp.op_b) * float(lp.bandwidth_x))
+    return float(a.gemm_modules) * ratio * float(a.dram_process_factor) + common
 
 
 def pch_per_stack(spec: DramSpec) -> int:
@@ -217,7 +287,7 @@ class LogicPimTimer:
 
     def __init__(self, spec: DramSpec | None = None, cfg: LogicPimConfig | None = None, max_sim_rows: int = 256,
                  refresh: str = "allbank"):
-        self.spec = spec or load_spec(devices()["dram"])
+        self.spec = spec or load_spec(devices().dram)
         self.one = load_spec(self.spec.raw, overrides={"org.channels": 1})
         self.cfg = cfg or LogicPimConfig.load()
         self.max_sim_rows = max_sim_rows

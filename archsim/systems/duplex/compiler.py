@@ -15,13 +15,15 @@ co-processing / expert co-processing); otherwise one unit is active at a time.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from archsim.config import deep_merge, load_yaml
+from archsim import schema
+from archsim.config import deep_merge
 from archsim.dram.spec import DramSpec, load_spec
 from archsim.errors import ConfigError
 from archsim.paths import resolve
@@ -38,6 +40,7 @@ from archsim.pim.logic_pim import (
 from archsim.pim.logic_pim import (
     devices as device_preset,
 )
+from archsim.schema import REQUIRED, opt
 from archsim.workload.spec import ModelSpec
 
 DEVICE_KINDS = ("gpu", "2xgpu", "duplex", "bank_pim", "bankgroup_pim")
@@ -50,78 +53,69 @@ BYTES_PER_ROW = 8192                                         # one bundle row of
 
 
 # ---- policy ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Policy:
-    rule: str
-    opb_threshold: float
-    dispatch: dict[str, dict[str, str]]
-    attention_coprocessing: bool
-    expert_coprocessing: bool
-    expert_tensor_parallel: bool
-    expert_spaces: tuple[int, ...]
-    kv_spaces: tuple[int, ...]
-    prefill_qkv_space: int
-    expert_placement: str = "per_device"
-    spaces: int = SPACES                   # bundle spaces per pseudo-channel the layout is written for
-
-
 EXPERT_PLACEMENTS = ("per_device", "global_modulo")
 
 
+@dataclass(frozen=True)
+class LayoutPolicy:
+    """Where tensors live among a pseudo-channel's bundle spaces (each space striped over every pseudo-channel)."""
+
+    expert_spaces: tuple[int, ...] = opt(REQUIRED, "spaces the experts' weights go round-robin over")
+    kv_spaces: tuple[int, ...] = opt(REQUIRED, "spaces the KV cache alternates over")
+    prefill_qkv_space: int = opt(REQUIRED, "space of prefill's new Q/K/V (not a KV space); migrated into the KV "
+                                 "spaces once after attention")
+    expert_placement: str = opt("per_device", "how experts map onto spaces: per device, or one global modulo",
+                                choices=EXPERT_PLACEMENTS)
+    spaces: int = opt(SPACES, "bundle spaces per pseudo-channel the layout is written for: 4 (HBM3: 2 stack IDs "
+                      "x 2 bundles) or 2 (HBM2 pseudo-channel mode)", choices=(2, 4))
+
+    def __post_init__(self) -> None:
+        n = self.spaces
+        for key in ("expert_spaces", "kv_spaces"):
+            v = getattr(self, key)
+            if not v or any(isinstance(sp, bool) or not isinstance(sp, int) or not 0 <= sp < n for sp in v):
+                raise ConfigError(key, f"must be a non-empty list of spaces 0..{n - 1}, got {list(v)!r}")
+        q = self.prefill_qkv_space
+        if not 0 <= q < n or q in self.kv_spaces:
+            raise ConfigError("prefill_qkv_space", f"must be a space 0..{n - 1} not among kv_spaces, got {q!r}")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A Duplex mapping policy (mappings/duplex*.yaml): which unit runs each layer kind, and the layout."""
+
+    rule: str = opt(REQUIRED, "dispatch by the table below, or by Op/B against opb_threshold",
+                    choices=("table", "opb"))
+    opb_threshold: float = opt(REQUIRED, "rule opb: layers at or below this Op/B run on the low unit", above=0)
+    dispatch: dict[str, dict[str, str]] = opt(REQUIRED, "rule table: the unit (xpu, low) of each layer kind, per "
+                                              f"stage kind ({', '.join(STAGE_KINDS)})")
+    attention_coprocessing: bool = opt(REQUIRED, "decode attention beside prefill attention (both units at once)")
+    expert_coprocessing: bool = opt(REQUIRED, "split experts between the xPU and the low unit")
+    expert_tensor_parallel: bool = opt(REQUIRED, "experts sliced over the devices (else whole experts per device)")
+    layout: LayoutPolicy = opt(LayoutPolicy, "the layout of tensors over bundle spaces")
+    name: str = opt("", "the policy's name")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "opb_threshold", float(self.opb_threshold))
+        for stage in STAGE_KINDS:
+            if not isinstance(self.dispatch.get(stage), dict):
+                raise ConfigError(f"dispatch.{stage}", f"missing; give a unit ({', '.join(UNITS)}) per layer kind")
+        for stage, table in self.dispatch.items():
+            if stage not in STAGE_KINDS:
+                raise ConfigError(f"dispatch.{stage}", f"unknown stage kind; allowed: {', '.join(STAGE_KINDS)}")
+            for kind, unit in table.items():
+                if kind not in LAYER_KINDS:
+                    raise ConfigError(f"dispatch.{stage}.{kind}", f"unknown layer kind; allowed: {', '.join(LAYER_KINDS)}")
+                if unit not in UNITS:
+                    raise ConfigError(f"dispatch.{stage}.{kind}", f"must be one of {', '.join(UNITS)}, got {unit!r}")
+                if unit == "low" and kind not in LOW_CAPABLE:
+                    raise ConfigError(f"dispatch.{stage}.{kind}", f"the low unit runs only {', '.join(LOW_CAPABLE)}")
+
+
 def load_policy(name: str = "duplex", overrides: dict[str, Any] | None = None) -> Policy:
-    doc = load_yaml(resolve("mappings", name))
-    d = {**doc.data, **(overrides or {})}
-    src = doc.source
-
-    def err(key: str, problem: str) -> ConfigError:
-        return ConfigError(key, problem, source=src)
-
-    allowed = {"name", "rule", "opb_threshold", "dispatch", "attention_coprocessing", "expert_coprocessing",
-               "expert_tensor_parallel", "layout"}
-    unknown = sorted(set(d) - allowed)
-    if unknown:
-        raise err(unknown[0], f"unknown key; allowed: {', '.join(sorted(allowed))}")
-    if d.get("rule") not in ("table", "opb"):
-        raise err("rule", f"must be table or opb, got {d.get('rule')!r}")
-    thr = d.get("opb_threshold")
-    if isinstance(thr, bool) or not isinstance(thr, int | float) or thr <= 0:
-        raise err("opb_threshold", f"must be a number > 0, got {thr!r}")
-    disp = d.get("dispatch") or {}
-    for stage in STAGE_KINDS:
-        if stage not in disp or not isinstance(disp[stage], dict):
-            raise err(f"dispatch.{stage}", f"missing; give a unit ({', '.join(UNITS)}) per layer kind")
-        for kind, unit in disp[stage].items():
-            if kind not in LAYER_KINDS:
-                raise err(f"dispatch.{stage}.{kind}", f"unknown layer kind; allowed: {', '.join(LAYER_KINDS)}")
-            if unit not in UNITS:
-                raise err(f"dispatch.{stage}.{kind}", f"must be one of {', '.join(UNITS)}, got {unit!r}")
-            if unit == "low" and kind not in LOW_CAPABLE:
-                raise err(f"dispatch.{stage}.{kind}", f"the low unit runs only {', '.join(LOW_CAPABLE)}")
-    for key in ("attention_coprocessing", "expert_coprocessing", "expert_tensor_parallel"):
-        if not isinstance(d.get(key), bool):
-            raise err(key, f"must be true or false, got {d.get(key)!r}")
-    lay = d.get("layout") or {}
-    n = lay.get("spaces", SPACES)
-    if n not in (2, 4):
-        raise err("layout.spaces", f"must be 4 (HBM3: 2 stack IDs x 2 bundles per pseudo-channel) or 2 (HBM2 "
-                  f"pseudo-channel mode), got {n!r}")
-    for key in ("expert_spaces", "kv_spaces"):
-        v = lay.get(key)
-        if not isinstance(v, list) or not v or any(not isinstance(s, int) or not 0 <= s < n for s in v):
-            raise err(f"layout.{key}", f"must be a non-empty list of spaces 0..{n - 1}, got {v!r}")
-    q = lay.get("prefill_qkv_space")
-    if not isinstance(q, int) or not 0 <= q < n or q in lay["kv_spaces"]:
-        raise err("layout.prefill_qkv_space", f"must be a space 0..{n - 1} not among kv_spaces, got {q!r}")
-    unknown = sorted(set(lay) - {"spaces", "expert_spaces", "kv_spaces", "prefill_qkv_space", "expert_placement"})
-    if unknown:
-        raise err(f"layout.{unknown[0]}", "unknown key; allowed: spaces, expert_spaces, kv_spaces, "
-                  "prefill_qkv_space, expert_placement")
-    placement = lay.get("expert_placement", "per_device")
-    if placement not in EXPERT_PLACEMENTS:
-        raise err("layout.expert_placement", f"must be one of {', '.join(EXPERT_PLACEMENTS)}, got {placement!r}")
-    return Policy(d["rule"], float(thr), {s: dict(disp[s]) for s in STAGE_KINDS}, d["attention_coprocessing"],
-                  d["expert_coprocessing"], d["expert_tensor_parallel"], tuple(lay["expert_spaces"]),
-                  tuple(lay["kv_spaces"]), q, placement, n)
+    """A Duplex mapping policy by name (mappings/) or path; `overrides` (a mapping in the file's shape, e.g.
+    {"layout": {"expert_placement": "global_modulo"}}) replace its values key by key."""
+    return schema.load(Policy, resolve("mappings", name), overrides, label="mapping_overrides")
 
 
 # ---- devices ---------------------------------------------------------------------------------------------
@@ -175,7 +169,7 @@ def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | No
     if pim_timing not in ("engine", "roofline"):
         raise ConfigError("pim_timing", f"must be engine or roofline, got {pim_timing!r}")
     pre = device_preset()
-    spec = load_spec(memory or pre["dram"])
+    spec = load_spec(memory or pre.dram)
     if command_path is not None and kind == "duplex":
         spec = with_command_path(spec, command_path)
     if kind == "duplex" and "RDBD" not in spec.command_names:
@@ -184,20 +178,20 @@ def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | No
     from archsim.energy import dram_action_energy_pj
 
     e = dram_action_energy_pj(spec)
-    x = pre["xpu"]
+    x = pre.xpu
     own_memory = memory is None and stacks is None
-    stacks = int(stacks or pre["stacks"])
-    xpu_bw = float(x["hbm_bandwidth_bytes_per_s"]) if own_memory else stacks * spec.peak_bw_bytes_per_s
-    dev = Device(kind=kind, xpu_flops=float(x["peak_flops"]) * float(x["compute_efficiency"]),
-                 xpu_bw=xpu_bw * float(x["bandwidth_efficiency"]),
-                 memory_bytes=int(x["memory_bytes"]) if own_memory else stacks * spec.capacity_bytes,
+    stacks = int(stacks or pre.stacks)
+    xpu_bw = float(x.hbm_bandwidth_bytes_per_s) if own_memory else stacks * spec.peak_bw_bytes_per_s
+    dev = Device(kind=kind, xpu_flops=float(x.peak_flops) * float(x.compute_efficiency),
+                 xpu_bw=xpu_bw * float(x.bandwidth_efficiency),
+                 memory_bytes=int(x.memory_bytes) if own_memory else stacks * spec.capacity_bytes,
                  stacks=stacks, low=None,
                  xpu_pj_per_bit=e["RD"] / (spec.access_bytes * 8), act_pj=e["ACT"], row_bytes=spec.row_bytes,
-                 mac_pj=float(pre["energy"]["mac_pj"]), links=dict(pre["links"]), spec=spec)
+                 mac_pj=float(pre.energy.mac_pj), links=dataclasses.asdict(pre.links), spec=spec)
     if kind in ("gpu", "2xgpu"):
         return dev
     low = {"duplex": "logic_pim", "bank_pim": "bank_pim", "bankgroup_pim": "bankgroup_pim"}[kind]
-    p = pre["processors"][low]
+    p = getattr(pre.processors, low)
     dev.low = low
     if low == "logic_pim":
         cfg = LogicPimConfig.load()
@@ -209,9 +203,9 @@ def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | No
                 raise ValueError(f"the timer passed in runs {timer.spec.options}, the device {spec.options}")
             dev.timer = timer or LogicPimTimer(spec, cfg)
     else:
-        dev.low_bw = float(p["bandwidth_x"]) * external_bandwidth_bytes_per_s(spec) * stacks
-        dev.low_flops = float(p["op_b"]) * dev.low_bw
-        dev.low_pj_per_bit = float(p["pj_per_bit"])
+        dev.low_bw = float(p.bandwidth_x) * external_bandwidth_bytes_per_s(spec) * stacks
+        dev.low_flops = float(p.op_b) * dev.low_bw
+        dev.low_pj_per_bit = float(p.pj_per_bit)
     return dev
 
 
@@ -333,9 +327,9 @@ class Compiler:
         self._table_l: dict[tuple, float] = {}
         from archsim.energy import dram_action_energy_pj
 
-        spec = device.spec if device.spec is not None else load_spec(device_preset()["dram"])
-        if device.low == "logic_pim" and policy.spaces != spaces_per_pch(spec):
-            raise ConfigError("mapping", f"the mapping policy lays out {policy.spaces} bundle spaces per pseudo-"
+        spec = device.spec if device.spec is not None else load_spec(device_preset().dram)
+        if device.low == "logic_pim" and policy.layout.spaces != spaces_per_pch(spec):
+            raise ConfigError("mapping", f"the mapping policy lays out {policy.layout.spaces} bundle spaces per pseudo-"
                               f"channel, {spec.name} has {spaces_per_pch(spec)}: use a policy written for it "
                               "(mappings/duplex.yaml: HBM3, 4; mappings/duplex_hbm2.yaml: HBM2, 2)")
         self.action_pj = dram_action_energy_pj(spec)
@@ -423,8 +417,8 @@ class Compiler:
         ... global_modulo (the layout before issue 22, kept as a sensitivity case): expert e in space
         expert_spaces[e mod S], which puts all of a device's experts in one space whenever the number of
         expert-parallel groups is a multiple of S."""
-        es = self.pol.expert_spaces
-        if self.pol.expert_placement == "global_modulo":
+        es = self.pol.layout.expert_spaces
+        if self.pol.layout.expert_placement == "global_modulo":
             return (es[e % len(es)],)
         groups = len(self.expert_devices())
         n = len(range(e % groups, self.m.n_experts, groups))      # experts on e's device
@@ -690,7 +684,7 @@ class Compiler:
             unit = self.unit_for(st.kind, "attention_decode", op_b)
             g = m.n_heads // m.n_kv_heads
             rows = self._rows(b)
-            ks = self.pol.kv_spaces
+            ks = self.pol.layout.kv_spaces
             segs = [Segment(sp, rows // len(ks) + (1 if i < rows % len(ks) else 0), g) for i, sp in enumerate(ks)]
             dec = self._lop("attention_decode", "attention_decode", f, b, unit, segs, len(st.decode))
             dec_segs = segs
@@ -710,7 +704,7 @@ class Compiler:
             if not self.pol.attention_coprocessing:
                 mid = xs + ls
             elif pre is not None and dec is not None:     # prefill attention reads the new Q/K/V's space
-                mid = self.coprocess("attention", [pre], dec, (self.pol.prefill_qkv_space,), dec_segs)
+                mid = self.coprocess("attention", [pre], dec, (self.pol.layout.prefill_qkv_space,), dec_segs)
                 if self.aware and mid > xs + ls:          # overlapping would cost more than taking turns
                     mid = xs + ls
                     self.pairs[-1].update(seconds=mid, serialized=1)
@@ -730,7 +724,7 @@ class Compiler:
         buf = self.dev.timer.cfg.input_buffer_bytes if self.dev.timer else 1 << 20
         passes = max(1, math.ceil(T * m.d_model * B / buf))      # inputs of one pass fill one input buffer
         # the dense FFN's weight striped over every expert space (over the first only in the old layout)
-        es = self.pol.expert_spaces if self.pol.expert_placement == "per_device" else self.pol.expert_spaces[:1]
+        es = self.pol.layout.expert_spaces if self.pol.layout.expert_placement == "per_device" else self.pol.layout.expert_spaces[:1]
         segs = [Segment(sp, (rows // len(es) + (1 if i < rows % len(es) else 0)) * passes, math.ceil(T / passes))
                 for i, sp in enumerate(es)]
         op = self._lop("dense_ffn", "dense_ffn", f, b, unit, segs, T)
@@ -775,7 +769,7 @@ class Compiler:
 
 def paper_devices(model: str) -> int | None:
     """Devices the paper gives a model (devices.yaml `paper_devices`), None if it does not list it."""
-    return device_preset()["paper_devices"].get(model)
+    return device_preset().paper_devices.get(model)
 
 
 # ---- functional MoE (numbers, for checking the split against numpy) -----------------------------------

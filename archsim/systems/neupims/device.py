@@ -94,7 +94,7 @@ def allreduce_s(tp: int, link_bytes_per_s: float | None, link_latency_s: float, 
     0 on one device or an ideal link (None)."""
     if tp == 1 or link_bytes_per_s is None:
         return 0.0
-    return collective_s(RingConfig(tp, link_bytes_per_s, link_latency_s), "all_reduce", nbytes)
+    return collective_s(RingConfig(devices=tp, link_bytes_per_s=link_bytes_per_s, hop_latency_s=link_latency_s), "all_reduce", nbytes)
 
 
 def assign(dev: Device, contexts: list[int], policy: str) -> list[int]:

@@ -21,24 +21,26 @@ command for command (tests/test_pim_engine.py) and are what the decode simulatio
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from archsim import paths
-from archsim.config import load_yaml
+from archsim import paths, schema
 from archsim.dram.spec import DramSpec
 from archsim.errors import ConfigError, NotModelled, UserError
 from archsim.pim.stream import Stream
+from archsim.schema import REQUIRED, opt
 from archsim.workload.spec import ModelSpec
 
-_ALLOWED = {
+# the values of each policy key archsim models (a value the paper's design space has but archsim does not
+# model is NotModelled, naming what is supported)
+SUPPORTED = {
     ("weights", "spread"): ["channels_x_banks"],
     ("weights", "chunking"): ["global_buffer"],
-    ("weights", "layout"): ["packed", "row_aligned"],
     ("attention", "head_to_channel"): ["round_robin"],
     ("attention", "head_concatenation"): [True],
     ("attention", "k_layout"): ["row_major"],
@@ -50,40 +52,63 @@ _ALLOWED = {
 
 
 @dataclass(frozen=True)
+class WeightsPolicy:
+    spread: str = opt(REQUIRED, "how a weight matrix's outputs spread: over channels x banks")
+    chunking: str = opt(REQUIRED, "how its input dimension is cut: into global-buffer chunks")
+    layout: str = opt(REQUIRED, "packed: segments back to back; row_aligned: each segment starts a row",
+                      choices=("packed", "row_aligned"))
+
+
+@dataclass(frozen=True)
+class AttentionPolicy:
+    head_to_channel: str = opt(REQUIRED, "head h -> channel h mod C (round_robin)")
+    head_concatenation: bool = opt(REQUIRED, "a DRAM row holds one token's keys of several heads")
+    k_layout: str = opt(REQUIRED, "K row-major: each new token appends a key row")
+    v_layout: str = opt(REQUIRED, "V column-major: each token appends one element per (head, d) row")
+    kv_reserve: str = opt(REQUIRED, "K/V space reserved up to the model's maximum context")
+    v_write: str = opt(REQUIRED, "how a token's V column is written")
+
+
+@dataclass(frozen=True)
+class RowsPolicy:
+    close_after_op: bool = opt(REQUIRED, "PREAB at the end of every PIM op")
+
+
+@dataclass(frozen=True)
 class Policy:
-    name: str
-    weight_layout: str
-    source: str
-    raw: dict = field(default_factory=dict, compare=False, hash=False)
+    """A PIM-GPT mapping policy (mappings/pimgpt.yaml)."""
+
+    name: str = opt("", "the policy's name (default: its file's)")
+    source: str = opt("", "where it comes from (default: its file)")
+    weights: WeightsPolicy = opt(WeightsPolicy, "weight matrices over channels and banks")
+    attention: AttentionPolicy = opt(AttentionPolicy, "K and V over channels, banks and rows")
+    rows: RowsPolicy = opt(RowsPolicy, "when rows close")
+
+    @property
+    def weight_layout(self) -> str:
+        return self.weights.layout
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The policy as a mapping (the run's manifest records it)."""
+        return dataclasses.asdict(self)
 
 
 def load_policy(name_or_path: str | Path = "pimgpt", overrides: dict[str, Any] | None = None) -> Policy:
-    """Load a mapping policy; values archsim does not model yet raise NotModelled naming them."""
-    path = paths.resolve("mappings", name_or_path)
-    doc = load_yaml(path)
-    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.data.items()}
+    """Load a mapping policy; `overrides` as {"weights.layout": x} or {"weights": {"layout": x}} (the nested
+    form a config's mapping_overrides takes). Values archsim does not model yet raise NotModelled naming them."""
     from archsim.config import flatten
 
-    # {"weights.layout": x} or {"weights": {"layout": x}} (the nested form a config's mapping_overrides takes)
-    overridden = set()
-    for key, value in flatten(dict(overrides or {})).items():
-        sec, _, sub = key.partition(".")
-        if not sub or sec not in ("weights", "attention", "rows"):
-            raise ConfigError(f"mapping.{key}", "unknown key; e.g. weights.layout=row_aligned", source=str(path))
-        data.setdefault(sec, {})[sub] = value
-        overridden.add(key)
-    for (sec, key), allowed in _ALLOWED.items():
-        value = (data.get(sec) or {}).get(key)
-        if value is None:
-            raise doc.error(f"{sec}.{key}", f"missing; allowed: {allowed}")
-        if value not in allowed:
-            if sec == "weights" and key == "layout":
-                raise doc.error(f"{sec}.{key}", f"must be one of {allowed}, got {value!r}")
+    path = paths.resolve("mappings", name_or_path)
+    policy = schema.load(Policy, path, overrides, label="mapping_overrides")
+    overridden = set(flatten(dict(overrides or {})))
+    for (sec, key), supported in SUPPORTED.items():
+        value = getattr(getattr(policy, sec), key)
+        if value not in supported:
             where = f"mapping_overrides.{sec}.{key}" if f"{sec}.{key}" in overridden else f"{path}: {sec}.{key}"
             raise NotModelled(f"{where}: {value!r} is not modelled yet; supported: "
-                              f"{', '.join(map(str, allowed))} (system pimgpt)")
-    return Policy(name=str(data.get("name", path.stem)), weight_layout=data["weights"]["layout"],
-                  source=str(data.get("source", path)), raw=data)
+                              f"{', '.join(map(str, supported))} (system pimgpt)")
+    return dataclasses.replace(policy, name=policy.name or path.stem, source=policy.source or str(path))
 
 
 # ---- geometry ----------------------------------------------------------------------------------------------

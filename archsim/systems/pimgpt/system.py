@@ -858,7 +858,7 @@ def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     out["omit_ops"] = resolved.get("omit_ops", [])
     policy = load_policy(resolved["mapping"])
     for sec in ("weights", "attention", "rows"):
-        for key, value in (policy.raw.get(sec) or {}).items():
+        for key, value in dataclasses.asdict(getattr(policy, sec)).items():
             out[f"mapping_overrides.{sec}.{key}"] = value
     return out
 

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archsim import paths
-from archsim.config import Doc, load_yaml, require_int, require_number
+from archsim import paths, schema
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.effects import Effect
 from archsim.dram.spec import DramSpec, load_spec
-from archsim.errors import UserError
+from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig
+from archsim.schema import opt
 from archsim.systems.t3.shapes import COL_UNIT
 
 PRESET_DIR = paths.PACKAGE_DIR / "presets" / "t3"
@@ -23,16 +23,23 @@ MCA_GATES = {"all": "threshold", "row": "threshold_row", "yield": "threshold_yie
 
 @dataclass(frozen=True)
 class GpuConfig:
-    cus: int = 80
-    clock_hz: float = 1.4e9
-    flops_per_cu_cycle: int = 1024
-    l2_bytes: int = 16 << 20
-    l2_line_bytes: int = 128
-    l2_ways: int = 24
-    tile_m: int = 128
-    tile_n: int = 128
-    k_step: int = 256             # K elements a workgroup loads per step of its K loop
-    dtype_bytes: int = 2
+    """The GPU that produces the GEMM's outputs."""
+
+    cus: int = opt(80, "compute units", minimum=1)
+    clock_hz: float = opt(1.4e9, "clock, Hz", minimum=1)
+    flops_per_cu_cycle: int = opt(1024, "FLOPs of one CU per cycle", minimum=1)
+    l2_bytes: int = opt(16 << 20, "L2 capacity, bytes", minimum=1)
+    l2_line_bytes: int = opt(128, "L2 line, bytes", minimum=1)
+    l2_ways: int = opt(24, "L2 associativity", minimum=1)
+    tile_m: int = opt(128, "output tile rows of a workgroup", minimum=1)
+    tile_n: int = opt(128, "output tile columns of a workgroup (a multiple of 16: one 32 B access)", minimum=1)
+    k_step: int = opt(256, "K elements a workgroup loads per step of its K loop", minimum=1)
+    dtype_bytes: int = opt(2, "bytes per element", minimum=1)
+
+    def __post_init__(self) -> None:
+        schema.validate(self)
+        if self.tile_n % COL_UNIT:
+            raise ConfigError("tile_n", f"must be a multiple of {COL_UNIT} columns (one 32 B access), got {self.tile_n}")
 
     @property
     def peak_flops(self) -> float:
@@ -62,27 +69,67 @@ class T3Params:
     mca_gate: str = "yield"
 
 
-def _section(doc: Doc, data: dict, key: str, allowed: tuple[str, ...]) -> dict:
-    sec = data.get(key, {})
-    if not isinstance(sec, dict):
-        raise doc.error(key, "must be a mapping")
-    unknown = sorted(set(sec) - set(allowed))
-    if unknown:
-        raise doc.error(f"{key}.{unknown[0]}", f"unknown key; allowed keys: {', '.join(allowed)}")
-    return sec
+@dataclass(frozen=True)
+class T3Memory:
+    preset: str = opt("HBM2_2Gbps_PC", "DRAM preset of the device memory")
+    channels: int | None = opt(None, "channels; null: the preset's", minimum=1)
+    controller: dict[str, Any] = opt({}, "controller keys of the channel engine (read_queue, row_policy, ...)")
+    mapping: str | None = opt(None, "address mapping with hashing (docs/traces.md); null: the preset's")
 
 
-def _energy_expr(doc: Doc, text: Any, spec: DramSpec) -> str:
+@dataclass(frozen=True)
+class T3Nmc:
+    update: str = opt("command", "command: the standard's update command for an NMC update; rd_wr: RD + WR",
+                      choices=("command", "rd_wr"))
+    alu_latency_cycles: int | None = opt(None, "adder latency, cycles (only for a standard without nALU; "
+                                         "default 4)", minimum=0)
+    update_energy: str = opt("WR + RD", "energy of one update as an expression over RD, WR, ACT (a standard "
+                             "without an update command)")
+
+
+@dataclass(frozen=True)
+class T3Tracker:
+    entries: int = opt(256, "tracker entries", minimum=1)
+
+
+@dataclass(frozen=True)
+class T3Mca:
+    threshold: int | str = opt("dynamic", "memory-controller arbitration threshold: dynamic, auto or an integer",
+                               choices=("dynamic", "auto"), minimum=1)
+    starvation_cap_cycles: int = opt(1000, "cycles a held-back source waits at most", minimum=1)
+    gate: str = opt("yield", "what a held-back source may do (docs/channel-engine.md 3.4)", choices=tuple(MCA_GATES))
+
+
+@dataclass(frozen=True)
+class T3Driver:
+    window_cycles: int = opt(0, "0: the exact DMA driver (completion groups); W > 0: the windowed loop", minimum=0)
+
+
+@dataclass(frozen=True)
+class T3Preset:
+    """A T3 device preset file (archsim/presets/t3/<name>.yaml)."""
+
+    name: str = opt("t3", "the preset's name")
+    source: str = opt("", "where its numbers come from")
+    gpu: GpuConfig = opt(GpuConfig, "the GPU")
+    memory: T3Memory = opt(T3Memory, "the device memory")
+    ring: str = opt("t3_ring", "ring preset (archsim/presets/interconnect)")
+    ring_directions: int = opt(1, "1: the reduce-scatter uses one direction of each link; 2: both", choices=(1, 2))
+    nmc: T3Nmc = opt(T3Nmc, "near-memory updates")
+    tracker: T3Tracker = opt(T3Tracker, "the tracker")
+    mca: T3Mca = opt(T3Mca, "memory-controller arbitration")
+    driver: T3Driver = opt(T3Driver, "the DMA driver")
+
+
+def _energy_expr(text: str, spec: DramSpec) -> str:
     from archsim import expr
     from archsim.energy import dram_action_energy_pj
 
-    if not isinstance(text, str):
-        raise doc.error("nmc.update_energy", f"must be an expression over RD, WR, ACT (a string), got {text!r}")
     base = {k: v for k, v in dram_action_energy_pj(spec).items() if k in ("ACT", "RD", "WR")}
     try:
         expr.evaluate(text, base)
     except Exception as exc:  # noqa: BLE001 - the expression module raises several kinds
-        raise doc.error("nmc.update_energy", f"{text!r}: {exc}; allowed names: ACT, RD, WR") from None
+        raise ConfigError("nmc.update_energy", f"{text!r}: {exc}; allowed names: ACT, RD, WR") from None
     return text
 
 
@@ -104,73 +151,34 @@ def update_energy_pj(spec: DramSpec, params: T3Params) -> float:
     return float(expr.evaluate(params.update_energy, {k: per[k] for k in ("ACT", "RD", "WR")}))
 
 
-def params_from_mapping(doc: Doc) -> T3Params:
-    data = doc.data
-    if not isinstance(data, dict):
-        raise doc.error("<top>", "must be a mapping")
-    top = ("name", "source", "gpu", "memory", "ring", "ring_directions", "nmc", "tracker", "mca", "driver")
-    unknown = sorted(set(data) - set(top))
-    if unknown:
-        raise doc.error(unknown[0], f"unknown key; allowed keys: {', '.join(top)}")
-    g = _section(doc, data, "gpu", tuple(GpuConfig.__dataclass_fields__))
-    gpu = GpuConfig(**{k: (require_number(doc, f"gpu.{k}", v, minimum=1.0) if k == "clock_hz"
-                          else require_int(doc, f"gpu.{k}", v, minimum=1)) for k, v in g.items()})
-    if gpu.tile_n % COL_UNIT:
-        raise doc.error("gpu.tile_n", f"must be a multiple of {COL_UNIT} columns (one 32 B access), got {gpu.tile_n}")
-    m = _section(doc, data, "memory", ("preset", "channels", "controller", "mapping"))
-    overrides = {}
-    if "channels" in m:
-        overrides["org.channels"] = require_int(doc, "memory.channels", m["channels"], minimum=1)
-    spec = load_spec(m.get("preset", "HBM2_2Gbps_PC"), overrides=overrides)
-    ctrl = m.get("controller", {}) or {}
-    if not isinstance(ctrl, dict):
-        raise doc.error("memory.controller", "must be a mapping")
-    addr_map = m.get("mapping")
+def params_from_preset(p: T3Preset) -> T3Params:
+    """The preset resolved: its memory loaded, its mapping checked against it (a ConfigError at the preset's key
+    path; `load_params` places it in the file)."""
+    m = p.memory
+    spec = load_spec(m.preset, overrides={"org.channels": m.channels} if m.channels is not None else {})
+    addr_map = m.mapping
     if addr_map is not None:
-        if not isinstance(addr_map, str):
-            raise doc.error("memory.mapping", f"must be an address-mapping string (docs/traces.md), got {addr_map!r}")
         addr_map = " ".join(addr_map.split())
         try:
             mapping_mod.parse_mapping(addr_map)
             mapping_mod.hash_masks(spec, addr_map)
         except UserError as exc:
-            raise doc.error("memory.mapping", str(exc)) from None
-    nmc = _section(doc, data, "nmc", ("alu_latency_cycles", "update_energy", "update"))
-    tr = _section(doc, data, "tracker", ("entries",))
-    mca = _section(doc, data, "mca", ("threshold", "starvation_cap_cycles", "gate"))
-    drv = _section(doc, data, "driver", ("window_cycles",))
-    thr = mca.get("threshold", "dynamic")
-    if thr not in ("auto", "dynamic"):
-        if isinstance(thr, str):
-            raise doc.error("mca.threshold", f"must be dynamic, auto or an integer >= 1, got {thr!r}")
-        thr = require_int(doc, "mca.threshold", thr, minimum=1)
-    from archsim.config import require_choice
-    update = require_choice(doc, "nmc.update", nmc.get("update", "command"), ["command", "rd_wr"])
-    gate = require_choice(doc, "mca.gate", mca.get("gate", "yield"), list(MCA_GATES))
+            raise ConfigError("memory.mapping", str(exc)) from None
     # the adder latency is the standard's nALU where it has one (one source of truth); the key is for
     # standards without an update command
     if "nALU" in spec.timing:
-        if "alu_latency_cycles" in nmc:
-            raise doc.error("nmc.alu_latency_cycles", f"{spec.name} gives the adder latency (timing nALU = "
-                            f"{spec.timing['nALU']}); set it there, not here")
+        if p.nmc.alu_latency_cycles is not None:
+            raise ConfigError("nmc.alu_latency_cycles", f"{spec.name} gives the adder latency (timing nALU = "
+                              f"{spec.timing['nALU']}); set it there, not here")
         alu = int(spec.timing["nALU"])
     else:
-        alu = require_int(doc, "nmc.alu_latency_cycles", nmc.get("alu_latency_cycles", 4), minimum=0)
-    ring = data.get("ring", "t3_ring")
-    if not isinstance(ring, str):
-        raise doc.error("ring", f"must be a ring preset name or file, got {ring!r}")
-    directions = require_int(doc, "ring_directions", data.get("ring_directions", 1), minimum=1)
-    if directions > 2:
-        raise doc.error("ring_directions", f"must be 1 (one direction of each link) or 2 (both), got {directions}")
-    return T3Params(gpu=gpu, spec=spec, controller=dict(ctrl), ring_name=ring, ring_directions=directions,
-                    alu_latency_cycles=alu, nmc_update=update,
-                    tracker_entries=require_int(doc, "tracker.entries", tr.get("entries", 256), minimum=1),
-                    mca_threshold=thr,
-                    starvation_cap_cycles=require_int(doc, "mca.starvation_cap_cycles",
-                                                      mca.get("starvation_cap_cycles", 1000), minimum=1),
-                    window_cycles=require_int(doc, "driver.window_cycles", drv.get("window_cycles", 0), minimum=0),
-                    update_energy=_energy_expr(doc, nmc.get("update_energy", "WR + RD"), spec),
-                    name=str(data.get("name", "t3")), mapping=addr_map, mca_gate=gate)
+        alu = 4 if p.nmc.alu_latency_cycles is None else p.nmc.alu_latency_cycles
+    return T3Params(gpu=p.gpu, spec=spec, controller=dict(m.controller), ring_name=p.ring,
+                    ring_directions=p.ring_directions, alu_latency_cycles=alu, nmc_update=p.nmc.update,
+                    tracker_entries=p.tracker.entries, mca_threshold=p.mca.threshold,
+                    starvation_cap_cycles=p.mca.starvation_cap_cycles, window_cycles=p.driver.window_cycles,
+                    update_energy=_energy_expr(p.nmc.update_energy, spec), name=p.name, mapping=addr_map,
+                    mca_gate=p.mca.gate)
 
 
 def load_t3_ring(params: T3Params, tp: int) -> RingConfig:
@@ -183,16 +191,15 @@ def load_t3_ring(params: T3Params, tp: int) -> RingConfig:
 
 
 def load_params(name_or_path: str | Path = "t3_paper", overrides: dict[str, Any] | None = None) -> T3Params:
-    """A T3 preset by name or path; `overrides` = {dotted key: value} applied to the file's mapping."""
-    import copy
+    """A T3 preset by name or path; `overrides` = {dotted key: value} applied to the file's values."""
+    preset, path = schema.load_preset(T3Preset, "T3", PRESET_DIR, name_or_path, overrides)
+    try:
+        return params_from_preset(preset)
+    except ConfigError as exc:
+        if exc.source is not None:
+            raise
+        if exc.key_path in (overrides or {}):
+            raise ConfigError(exc.key_path, exc.problem, source="--set") from None
+        from archsim.config import load_yaml
 
-    from archsim.config import set_path
-
-    path = paths.preset_file("T3", PRESET_DIR, name_or_path)
-    doc = load_yaml(path)
-    if overrides:
-        data = copy.deepcopy(doc.data)
-        for k, v in overrides.items():
-            set_path(data, k, v, source=str(path))
-        doc = Doc(data=data, source=doc.source, lines=doc.lines)
-    return params_from_mapping(doc)
+        raise load_yaml(path).error(exc.key_path, exc.problem) from None

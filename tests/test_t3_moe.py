@@ -11,7 +11,7 @@ import pytest
 
 from archsim.systems.t3.params import load_params
 from archsim.systems.t3.shapes import SublayerShape, expert_row_starts, expert_tiles, moe_fc2_shape
-from archsim.systems.t3.sim import CONFIGS, simulate_sublayer
+from archsim.systems.t3.sim import CONFIGS, MOE_ORDERS, _Sim, simulate_sublayer
 from archsim.workload.spec import load_model
 
 MAPPING = "RoRaBgBaChCo,Ch^Ro"          # 4 channels (tests/test_t3.py's small memory)
@@ -72,11 +72,12 @@ def test_every_token_meets_its_experts_once_each(shape, params):
             assert t.m0 + t.tm <= shape.tokens and t.a0 + t.tm <= shape.experts[t.expert]
 
 
+@pytest.mark.parametrize("order", MOE_ORDERS)
 @pytest.mark.parametrize("shape", [MOE, WRAP], ids=["moe", "wrapping-runs"])
-def test_fused_moe_result_is_the_sum_of_every_expert_on_every_device(shape, params):
-    """Functional: every configuration ends with each device's chunk equal to the sum over devices of every
-    expert's product added into its tokens' rows; T3's tracker fired every output tile once."""
-    runs = {c: simulate_sublayer(params, shape, 4, c, functional=True) for c in CONFIGS}
+def test_fused_moe_result_is_the_sum_of_every_expert_on_every_device(shape, order, params):
+    """Functional: in either GEMM order, every configuration ends with each device's chunk equal to the sum over
+    devices of every expert's product added into its tokens' rows; T3's tracker fired every output tile once."""
+    runs = {c: simulate_sublayer(params, shape, 4, c, functional=True, moe_order=order) for c in CONFIGS}
     total = sum(runs["sequential"].extra["partials"].values())
     bounds = runs["sequential"].extra["chunk_bounds"]
     assert np.abs(total).sum() > 0
@@ -87,6 +88,22 @@ def test_fused_moe_result_is_the_sum_of_every_expert_on_every_device(shape, para
             # every device's output tiles of stages 1..3 fired once: 3 per final tile
             assert run.tracker["fired"] == 3 * len(run.final_tiles) > 0
             assert set(run.dma_fires.values()) == {1}
+
+
+def test_expert_order_runs_each_experts_gemm_whole_in_ring_order(params):
+    """moe_order expert: device d's GEMM tiles are expert 0's in the staggered chunk order, then expert 1's, ...;
+    chunk: every expert's tiles of the stage-0 chunk first. The same tiles either way, and the same traffic."""
+    by = {o: _Sim(params, MOE, 4, "t3", devices="one", moe_order=o).order(0) for o in MOE_ORDERS}
+    assert sorted(by["expert"], key=lambda t: (t.chunk, t.index)) == sorted(by["chunk"],
+                                                                            key=lambda t: (t.chunk, t.index))
+    experts = [t.expert for t in by["expert"]]
+    assert experts == sorted(experts)
+    first = [t.chunk for t in by["expert"] if t.expert == 0]
+    assert [t.chunk for t in by["chunk"][:len(first)]] == [first[0]] * len(first)      # chunk: one chunk first
+    assert len(set(first)) == 4 and first[0] == first[len(first) // 4 - 1]          # expert: its 4 chunks in turn
+    runs = {o: simulate_sublayer(params, MOE, 4, "t3", devices="one", moe_order=o) for o in MOE_ORDERS}
+    assert runs["expert"].traffic == runs["chunk"].traffic
+    assert runs["expert"].extra["moe_order"] == "expert"
 
 
 def test_moe_updates_count_every_expert(params):
@@ -136,7 +153,7 @@ def test_tiny_moe_model_decodes_and_reads_its_active_experts(tmp_path):
         assert rows.loc["fc2_fwd", "weight_read_bytes"] == active * (m.d_ff // 2) * m.d_model * 2
         assert res.stats["decode_tokens_per_s"] > 0 and res.stats["energy_per_token_j"] > 0
         assert res.stats["scope"]["moe"]["tokens_per_active_expert"] == [batch * 2 // active] * active
-        assert "router" in res.stats["scope"]["roofline"]
+        assert "router" in res.stats["scope"]["roofline"] and res.stats["scope"]["moe"]["order"] == "expert"
 
 
 def test_more_experts_per_token_is_not_faster(tmp_path):

@@ -18,7 +18,8 @@ over the tp devices, as the dense FFN): a MoE layer's FFN is the router GEMM (d_
 every device; roofline), each active expert's FC-1 GEMM over its routed tokens (simulated, one after another)
 and the down projection fused with the reduce-scatter: every active expert's FC-2 GEMM updates the one
 batch x d_model partial sum, whose tiles the tracker releases when every expert's updates are in
-(shapes.moe_fc2_shape, simulated). Tokens per expert: the expected counts of uniform routing
+(shapes.moe_fc2_shape, simulated; `moe_order`: the experts' GEMMs one after another, each in ring order, or
+chunk by chunk). Tokens per expert: the expected counts of uniform routing
 (archsim.systems.duplex.compiler.routing_counts); an expert with none reads no weights. A model whose MoE FFN
 is every moe_every-th layer has one dense and one MoE layer simulated, weighted by their counts.
 """
@@ -53,6 +54,10 @@ class T3DecodeConfig:
                       "reduce-scatter), t3 (tracker-fused), t3-mca (+ memory-controller arbitration)",
                       choices=("sequential", "t3", "t3-mca"))
     preset: str = opt("t3_paper", "T3 hardware preset (archsim/presets/t3)")
+    moe_order: str = opt("expert", "a MoE layer's fused down projection: expert (the active experts' GEMMs one "
+                         "after another, each in ring order; a chunk is released when the last expert's tiles are "
+                         "in) or chunk (every expert's tiles of a chunk before the next chunk)",
+                         choices=("expert", "chunk"))
     # the memory of a device (optional: the T3 preset's unless given)
     memory_preset: str = opt("HBM2_2Gbps_NMC", "DRAM preset of the device memory; default: the T3 preset's",
                              optional=True)
@@ -147,7 +152,8 @@ def decode_step(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
         sc["moe"] = {"layers": model.n_moe_layers, "experts": model.n_experts,
                      "experts_per_token": model.experts_per_token, "tokens_per_active_expert": counts,
                      "fc1": "each active expert's GEMM over its tokens, one after another",
-                     "fc2_fwd": "every active expert's GEMM updates the one output the reduce-scatter reduces"}
+                     "fc2_fwd": "every active expert's GEMM updates the one output the reduce-scatter reduces",
+                     "order": cfg["moe_order"]}
         stats["experts_active"] = len(counts)
         stats["moe_layers"] = model.n_moe_layers
     stats.update(metrics.common(step, b, parts, sc))
@@ -208,7 +214,8 @@ def _layer(cfg: dict[str, Any], model: Any, params: Any, ring: Any,
              experts=len(fc2.experts))
     for sub in FUSED:
         shape = fused[sub]
-        run = simulate_sublayer(params, shape, tp, cfg["configuration"], devices="one", ring=ring)
+        run = simulate_sublayer(params, shape, tp, cfg["configuration"], devices="one", ring=ring,
+                                moe_order=cfg["moe_order"])
         for k, v in dram_energy(run, params).items():
             dram_pj[k] = dram_pj.get(k, 0.0) + v
         dram_pj["background"] = dram_pj.get("background", 0.0) + energy_mod.dram_energy_pj(

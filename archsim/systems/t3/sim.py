@@ -83,6 +83,10 @@ from archsim.systems.t3.shapes import (
 from archsim.systems.t3.tracker import Tracker
 
 CONFIGS = ["sequential", "t3", "t3-mca"]          # simulated; "ideal" is derived from the sequential run
+# a MoE sublayer's GEMM order: `expert`: the active experts' GEMMs one after another, each in the staggered chunk
+# order (a chunk is released when the last expert's tiles of it are in); `chunk`: every expert's tiles of a
+# chunk before the next chunk (the chunks complete in ring order as a dense GEMM's do)
+MOE_ORDERS = ("expert", "chunk")
 ALL_CONFIGS = CONFIGS + ["ideal"]
 
 
@@ -169,11 +173,14 @@ def _interleave(dec: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
 class _Sim:
     def __init__(self, params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
                  functional: bool = False, log: bool = False, seed: int = 0, window_cycles: int | None = None,
-                 ring: RingConfig | None = None):
+                 ring: RingConfig | None = None, moe_order: str = "expert"):
         from archsim.errors import unknown_name
 
         if config not in CONFIGS:
             raise unknown_name("T3 configuration", config, CONFIGS)
+        if moe_order not in MOE_ORDERS:
+            raise unknown_name("moe_order", moe_order, MOE_ORDERS)
+        self.moe_order = moe_order
         if devices not in ("all", "one"):
             raise ConfigError("devices", f"must be all or one, got {devices!r}")
         require_int("t3", "tp", tp, minimum=2)
@@ -403,7 +410,10 @@ class _Sim:
 
     # -- GEMM producer ----------------------------------------------------------------------------------------
     def order(self, dev: int) -> list[Tile]:
-        return [t for s in range(self.n) for c in stage_chunks(self.n, dev, s, self.dirs) for t in self.prod[c]]
+        staged = [t for s in range(self.n) for c in stage_chunks(self.n, dev, s, self.dirs) for t in self.prod[c]]
+        if self.shape.experts and self.moe_order == "expert":
+            return sorted(staged, key=lambda t: t.expert)      # stable: each expert's tiles keep the stagger
+        return staged
 
     def waves(self, dev: int) -> list[list[Tile]]:
         o = self.order(dev)
@@ -746,10 +756,11 @@ class _Sim:
 
 def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
                       functional: bool = False, log: bool = False, seed: int = 0,
-                      window_cycles: int | None = None, ring: RingConfig | None = None) -> SublayerRun:
+                      window_cycles: int | None = None, ring: RingConfig | None = None,
+                      moe_order: str = "expert") -> SublayerRun:
     """Simulate one sliced sublayer (GEMM + reduce-scatter; all-gather in closed form) in one configuration
     (`ring`: the ring of `params.ring_name` for `tp` devices, if the caller loaded it already)."""
-    sim = _Sim(params, shape, tp, config, devices, functional, log, seed, window_cycles, ring)
+    sim = _Sim(params, shape, tp, config, devices, functional, log, seed, window_cycles, ring, moe_order)
     sim.run()
     shape = sim.shape
     n_sim = len(sim.sim)
@@ -795,6 +806,8 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
     # the weights (B) the GEMMs read from DRAM per device: every active expert's K x H block once at decode sizes
     run.extra["weight_read_bytes"] = sum(sim.weight_reads.values()) // n_sim * sim.spec.access_bytes
     run.extra["experts"] = list(shape.experts)
+    if shape.experts:
+        run.extra["moe_order"] = moe_order
     run.extra["l2_read_miss_rate"] = sum(c.read_misses for c in l2s) / max(1, sum(c.read_lines for c in l2s))
     run.extra["l2_lines_evicted_by_stores"] = sum(c.evicted_by_stores for c in l2s) // n_sim
     run.extra["first_send_cycles"] = sim.first_send

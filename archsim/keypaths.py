@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from archsim.registry import _KEYS, _SCHEMAS, names, resolve_config
+from archsim.registry import _SCHEMAS, names, resolve_config
 
 
 class Leaves(dict):
@@ -32,20 +32,62 @@ def config_leaves(config: dict[str, Any]) -> dict[str, Any]:
     resolved = resolve_config(copy.deepcopy(config))
     leaves = Leaves(flatten(resolved))
     leaves.system = resolved["system"]
-    # a schema key that is optional (absent from the resolved config unless given) is settable all the same,
-    # at its documented default; mappings and sections are settable by their own leaves (a hook lists them)
     cls = _SCHEMAS.get(resolved["system"])
     if cls is not None:
-        from archsim import schema
-
-        for key in schema.keys(cls):
-            if key.optional and "." not in key.path and key.scalar() or key.optional and _is_list(key.type):
-                leaves.setdefault(key.path, key.default)
-    hook = _KEYS.get(resolved["system"])
-    if hook is not None:
-        for key, value in hook(resolved).items():
-            leaves.setdefault(key, value)
+        _schema_leaves(cls, resolved, leaves)
     return leaves
+
+
+def _schema_leaves(cls: type, resolved: dict[str, Any], leaves: dict[str, Any]) -> None:
+    """The settable keys a resolved config leaves out, from its schema: an optional key (absent unless given) at
+    its documented default; the keys of a section the config gives as a mapping or not at all (e.g. a synthetic
+    trace, controller keys left at their defaults), and the section itself where a plain value may replace it
+    (`trace: FILE`); and the values of the preset an `overrides_of` mapping overrides (`dram.timing.nRCD`,
+    `mapping_overrides.weights.layout`)."""
+    from archsim import schema
+
+    for key in schema.keys(cls):
+        if key.optional and ("." not in key.path and key.scalar() or _is_list(key.type)):
+            leaves.setdefault(key.path, key.default)
+        if key.overrides_of is not None:
+            leaves.update({k: v for k, v in _preset_leaves(key, resolved).items() if k not in leaves})
+        sub = schema.section_of(key.type)
+        current = _get(resolved, key.path)
+        if sub is None or not (current is None or isinstance(current, dict)):
+            continue
+        if any(m is not sub for m in schema._members(key.type) if m is not type(None)):
+            leaves.setdefault(key.path, None)       # a plain value may stand for the section
+        for inner in schema.keys(sub, key.path + "."):
+            if inner.path.count(".") == key.path.count(".") + 1 and (inner.scalar() or _is_list(inner.type)):
+                leaves.setdefault(inner.path, inner.default)
+
+
+def _get(data: dict[str, Any], path: str) -> Any:
+    node: Any = data
+    for part in path.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _preset_leaves(key: Any, resolved: dict[str, Any]) -> dict[str, Any]:
+    """{key path: value} of the preset whose overrides `key` holds (its `overrides_of`)."""
+    import importlib
+
+    from archsim import schema
+
+    ref, loader = key.overrides_of
+    name = _get(resolved, ref) or schema.lookup(_SCHEMAS[resolved["system"]], ref).default
+    if loader == "dram":
+        from archsim.dram.spec import override_leaves
+
+        return override_leaves(name, prefix=key.path + ".")
+    module, _, fn = loader.partition(":")
+    preset = getattr(importlib.import_module(module), fn)(name)
+    # its identity (name, source) is not a value to override
+    return {k: v for k, v in schema.leaves(preset, key.path + ".").items()
+            if k not in (f"{key.path}.name", f"{key.path}.source")}
 
 
 def _is_list(tp: Any) -> bool:

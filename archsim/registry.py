@@ -16,7 +16,6 @@ from archsim.errors import unknown_name
 
 RunFn = Callable[[dict[str, Any], int], Any]
 ResolveFn = Callable[[dict[str, Any]], dict[str, Any]]
-KeysFn = Callable[[dict[str, Any]], dict[str, Any]]
 # The stats names a system's result may carry: names, or shell-style patterns (`speedup_vs_*`) for families
 # whose members depend on the run; a tuple, or a function returning them (called once, when first needed).
 StatsNames = Iterable[str] | Callable[[], Iterable[str]]
@@ -24,11 +23,9 @@ _REGISTRY: dict[str, RunFn] = {}
 # Optional per-system hook returning the config with defaults filled in. Sweeps validate swept key paths
 # against the *resolved* config, so a key the system defaults is sweepable without repeating it in `base`.
 _RESOLVERS: dict[str, ResolveFn] = {}
-# Optional per-system hook: keys(resolved config) -> {key path: current value} of the settable keys that the
-# resolved config does not spell out (e.g. dram.timing.* of the DRAM preset). See config_leaves().
-_KEYS: dict[str, KeysFn] = {}
 # Per-system typed schema (archsim.schema): a dataclass whose fields carry type, default, help and allowed values.
-# Overrides (--set, --config, CLI flags) and sweep axes are type-checked against it; `run --help` lists it.
+# Overrides (--set, --config, CLI flags) and sweep axes are type-checked against it; `run --help` lists it; its
+# settable key paths derive from it (archsim.keypaths.config_leaves: a preset's values through `overrides_of`).
 _SCHEMAS: dict[str, type] = {}
 # Per-system declaration of its stats names (see StatsNames): a sweep checks the columns its metrics name
 # against it before the first point runs (a system without one: after its first point). archsim.stats_names
@@ -40,15 +37,14 @@ SYSTEMS_PACKAGE = "archsim.systems"
 _loaded = False
 
 
-def register(name: str, resolve: ResolveFn | None = None, keys: KeysFn | None = None,
-             schema: type | None = None, stats: StatsNames | None = None) -> Callable[[RunFn], RunFn]:
+def register(name: str, resolve: ResolveFn | None = None, schema: type | None = None,
+             stats: StatsNames | None = None) -> Callable[[RunFn], RunFn]:
     """Decorator registering a system's run function; `resolve(config) -> config` optionally fills defaults,
-    `keys(resolved) -> {key path: value}` optionally adds settable keys the resolved config leaves out,
     `schema` is the system's typed config dataclass (archsim.schema), `stats` declares its stats names."""
 
     def deco(fn: RunFn) -> RunFn:
         _REGISTRY[name] = fn
-        for table, hook in ((_RESOLVERS, resolve), (_KEYS, keys), (_SCHEMAS, schema), (_STATS, stats)):
+        for table, hook in ((_RESOLVERS, resolve), (_SCHEMAS, schema), (_STATS, stats)):
             if hook is not None:
                 table[name] = hook
             else:

@@ -46,7 +46,7 @@ REQUIRED: Any = _Required()
 def opt(default: Any, help: str, *, choices: Any = None, minimum: float | None = None,
         maximum: float | None = None, above: float | None = None, below: float | None = None,
         power_of_two: bool = False, optional: bool = False, flag: bool = True, under: str | None = None,
-        required: bool = False) -> Any:
+        required: bool = False, overrides_of: tuple[str, str] | None = None) -> Any:
     """A schema field. `choices`: allowed values (a sequence, or a function returning one, for lists kept in
     another module); for a list-typed key they apply to each element. minimum/maximum are inclusive bounds,
     above/below exclusive ones. `optional`: the key is absent from the resolved config unless given (so configs
@@ -54,10 +54,13 @@ def opt(default: Any, help: str, *, choices: Any = None, minimum: float | None =
     `flag=False`: no `archsim run --KEY` flag for it (e.g. a name whose flag means something else elsewhere).
     `under`: in a preset file the key sits in this section (`systolic: {height: 128}`) though the dataclass
     holds it flat (`config.height`); its key path is `systolic.height`. `required`: a preset file must give it
-    (the default serves code that builds the dataclass itself); a default of REQUIRED: everyone must."""
+    (the default serves code that builds the dataclass itself); a default of REQUIRED: everyone must.
+    `overrides_of=(KEY, LOADER)`: the field is a mapping of overrides of the preset that config key KEY names;
+    its settable key paths are that preset's values (archsim.keypaths): LOADER is "dram" (a DRAM preset) or
+    "module:function" returning the preset's schema dataclass."""
     meta = {"help": help, "choices": choices, "minimum": minimum, "maximum": maximum, "above": above,
             "below": below, "power_of_two": power_of_two, "optional": optional, "flag": flag, "under": under,
-            "required": required}
+            "required": required, "overrides_of": overrides_of}
     if isinstance(default, list | dict):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     if isinstance(default, type) and is_dataclass(default):
@@ -194,6 +197,7 @@ class Key:
     power_of_two: bool = False
     optional: bool = False
     flag: bool = True
+    overrides_of: tuple[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -402,7 +406,7 @@ def _field_key(f: dataclasses.Field, tp: Any, path: str) -> Key:
                choices=meta.get("choices"), minimum=meta.get("minimum"), maximum=meta.get("maximum"),
                above=meta.get("above"), below=meta.get("below"),
                power_of_two=meta.get("power_of_two", False), optional=meta.get("optional", False),
-               flag=meta.get("flag", True))
+               flag=meta.get("flag", True), overrides_of=meta.get("overrides_of"))
 
 
 def lookup(cls: type, key_path: str) -> Key | None:
@@ -669,3 +673,24 @@ def validate(obj: Any) -> None:
         problem = _field_key(f, hints[f.name], f.name).problem(value)
         if problem:
             raise ConfigError(f.name, problem, source=type(obj).__name__)
+
+
+def leaves(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Every value of a built schema dataclass by its key path in a file (sections walked; a field held flat
+    under a file section at its `under` path), lists for tuples: what `--set` may override."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        path = prefix + file_name(f)
+        if is_dataclass(value):
+            out.update(leaves(value, path + "."))
+        elif isinstance(value, dict) and value and all(is_dataclass(v) for v in value.values()):
+            for k, v in value.items():
+                out.update(leaves(v, f"{path}.{k}."))
+        elif isinstance(value, dict) and value:
+            from archsim.config import flatten
+
+            out.update({f"{path}.{k}": v for k, v in flatten(value).items()})
+        else:
+            out[path] = list(value) if isinstance(value, tuple) else value
+    return out

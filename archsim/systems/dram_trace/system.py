@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -542,7 +542,8 @@ class DramTraceConfig:
                               "else the preset's", optional=True, flag=False)
     controller: ControllerConfig | None = opt(ControllerConfig, "memory-controller policy")
     dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCD: 20}} (keys "
-                               "dram.<section>.<key>, the preset's values)", optional=True)
+                               "dram.<section>.<key>, the preset's values)", optional=True,
+                               overrides_of=("preset", "dram"))
     trace: str | SyntheticTrace = opt(None, "the trace (required): a trace file path, or a synthetic trace "
                                       "{kind, requests, ...}", optional=True)
     engine: Literal["numba"] = opt("numba", "simulation engine (the numba channel engine, the only one)")
@@ -576,26 +577,7 @@ def with_mapping(controller: dict[str, Any], mapping: str) -> ControllerConfig:
 SYNTHETIC_KEYS = {k.path: k.default for k in schema.keys(SyntheticTrace)}
 
 
-def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
-    """Keys settable beyond the resolved config's leaves (archsim.keypaths.config_leaves): preset, channels,
-    mapping, dram.* (the preset's values) and trace.* (a synthetic trace) when the config does not give them."""
-    from archsim.dram.spec import override_leaves
-
-    out: dict[str, Any] = {"preset": DEFAULT_PRESET, "channels": None, "mapping": None}
-    # controller keys absent from resolved configs that leave them at their defaults (so their hashes stay):
-    # convention, pinned_leave_queue, row_hit_cap, refresh_stagger (ControllerConfig.to_dict)
-    default_ctrl = ControllerConfig()
-    kept = default_ctrl.to_dict()
-    out.update({f"controller.{k}": v for k, v in asdict(default_ctrl).items() if k not in kept})
-    out.update(override_leaves(resolved.get("preset", DEFAULT_PRESET)))
-    trace = resolved.get("trace")
-    if trace is None or isinstance(trace, dict):
-        out["trace"] = None
-        out.update({f"trace.{k}": v for k, v in SYNTHETIC_KEYS.items()})
-    return out
-
-
-@register("dram-trace", resolve=resolve, keys=settable_keys, schema=DramTraceConfig,
+@register("dram-trace", resolve=resolve, schema=DramTraceConfig,
           stats=from_code((_result, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry: the config (DramTraceConfig's keys) resolved once into a `Setup`, then simulated."""

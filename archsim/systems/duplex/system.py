@@ -60,7 +60,8 @@ class DuplexConfig:
                               minimum=1)
     mapping: str = opt("duplex", "mapping policy file: mappings/*.yaml or a path")
     mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
-                                            "{dispatch: {decode: {qkv: xpu}}}")
+                                            "{dispatch: {decode: {qkv: xpu}}}",
+                                            overrides_of=("mapping", "archsim.systems.duplex.compiler:load_policy"))
     # the mapping policy's switches as first-class keys (absent unless given: the mapping file decides)
     expert_coprocessing: bool = opt(False, "expert co-processing (Duplex+PE): split each device's experts between "
                                     "the xPU and Logic-PIM by a token-count lookup table; default: the mapping's",
@@ -461,22 +462,7 @@ class DuplexRun:
                                            "seconds", "xpu_slowdown", "low_slowdown", "added_fraction"])
 
 
-def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
-    """Keys absent from a resolved config unless given (so configs without them keep their hash): the
-    first-class policy keys, valued as the mapping policy the config names sets them, `interference`
-    (engine), `command_path` (the Logic-PIM extension's default) and `coprocessing_split`, so
-    `--set expert_coprocessing=true` and the flags are accepted."""
-    pol = load_policy(resolved["mapping"], resolved.get("mapping_overrides") or {})
-    values = {"expert_coprocessing": pol.expert_coprocessing, "expert_tensor_parallel": pol.expert_tensor_parallel,
-              "attention_coprocessing": pol.attention_coprocessing, "dispatch_rule": pol.rule,
-              "opb_threshold": pol.opb_threshold}
-    return {"interference": resolved.get("interference", "engine"),
-            "command_path": resolved.get("command_path", _COMMAND_PATH["default"]),
-            "coprocessing_split": resolved.get("coprocessing_split", SPLITS[0]),
-            **{k: resolved.get(k, v) for k, v in values.items()}}
-
-
-@register("duplex", resolve=resolve, keys=settable_keys, schema=DuplexConfig,
+@register("duplex", resolve=resolve, schema=DuplexConfig,
           stats=from_code((DuplexRun.run, "stats"), serving_metrics, metrics.NAMES))
 def run(config: dict[str, Any], seed: int = 0) -> Result:
     return DuplexRun(config, seed).run()

@@ -47,7 +47,7 @@ import pandas as pd
 from archsim import metrics, schema
 from archsim.config import flatten
 from archsim.dram import latency
-from archsim.dram.spec import DramSpec, load_spec, override_leaves
+from archsim.dram.spec import DramSpec, load_spec
 from archsim.engine.reuse import StreamChannels
 from archsim.errors import ConfigError, UserError
 from archsim.limits import MAX_CHANNELS
@@ -82,7 +82,8 @@ class PimGptConfig:
     preset: str = opt("GDDR6_AiM_16Gbps", "DRAM preset with a `pim` section (archsim presets list)")
     mapping: str = opt("pimgpt", "mapping policy file: mappings/*.yaml or a path")
     mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
-                                            "{weights: {layout: row_aligned}} (keys mapping_overrides.<section>.<key>)")
+                                            "{weights: {layout: row_aligned}} (keys mapping_overrides.<section>.<key>)",
+                                            overrides_of=("mapping", "archsim.systems.pimgpt.compiler:load_policy"))
     asic: str = opt("pimgpt_asic", "ASIC preset (archsim/presets/asic)")
     baselines: list[str] | Literal[False] = opt(["t4", "xeon-gold-6154"], "baseline devices to compare with "
                                                 "([] or false: none)")
@@ -92,7 +93,7 @@ class PimGptConfig:
     timeline: bool = opt(False, "also record a per-unit timeline of the last decode step (one extra step, per-op path)")
     # optional: absent from the resolved config unless given, so configs that do not use it keep their hash
     dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCDRD: 20}} (keys dram.<section>.<key>"
-                               ", the preset's values)", optional=True)
+                               ", the preset's values)", optional=True, overrides_of=("preset", "dram"))
     schedule: str = opt("serial", "serial: the paper's engine (the next op starts when the ASIC and the PIM are idle);"
                         " overlap: the token's op graph on the event loop, ASIC and PIM overlapping where the data "
                         "allow (systems/pimgpt/overlap.py)", choices=lambda: tuple(SCHEDULES), optional=True)
@@ -850,20 +851,7 @@ class PimGptSimulator:
         return total * 1e-12
 
 
-def settable_keys(resolved: dict[str, Any]) -> dict[str, Any]:
-    """Keys settable beyond the resolved config's leaves (archsim.keypaths.config_leaves): dram.* from the
-    preset, mapping_overrides.<section>.<key> from the mapping policy, schedule, omit_ops."""
-    out = override_leaves(resolved["preset"])
-    out["schedule"] = resolved.get("schedule", "serial")
-    out["omit_ops"] = resolved.get("omit_ops", [])
-    policy = load_policy(resolved["mapping"])
-    for sec in ("weights", "attention", "rows"):
-        for key, value in dataclasses.asdict(getattr(policy, sec)).items():
-            out[f"mapping_overrides.{sec}.{key}"] = value
-    return out
-
-
-@register("pimgpt", resolve=resolve, keys=settable_keys, schema=PimGptConfig,
+@register("pimgpt", resolve=resolve, schema=PimGptConfig,
           stats=from_code((PimGptSimulator.result, "stats"), (PimGptSimulator.baselines, "out"), metrics.NAMES))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry: the config (PimGptConfig's keys) resolved once into a `Setup`, then simulated."""

@@ -212,3 +212,18 @@ def test_study_plans_mixtral_on_t3_at_tp4_and_refuses_tp1_for_capacity(tmp_path)
         assert ok.config is not None and ok.config["tp"] == 4, ok.reason
         one = plan(Intent("t3", "mixtral-8x7b", Memory(gen, 4), 1, 512, 128, 1, {}), tmp_path)
         assert one.config is None and "mixture-of-experts" not in one.reason and "do not fit" in one.reason
+
+
+def test_bidirectional_ring_reduces_every_experts_rows():
+    """ring_directions 2 cuts each chunk by rows (first half forwards, second half backwards): an expert whose
+    tokens cross the halves has tiles in both directions' chunks, and every device still ends with its chunk
+    reduced, in every configuration (the preset's 32 channels)."""
+    bi = dataclasses.replace(load_params(), ring_directions=2)
+    shape = SublayerShape("fc2_fwd", tokens=256, k=64, h=384, experts=(96, 160, 100, 156))
+    tiles = expert_tiles(shape, 4, bi.gpu, 2)
+    assert {t.expert for t in tiles[0]} >= {0, 1} and {t.expert for t in tiles[4]} >= {1, 3}
+    for c in CONFIGS:
+        run = simulate_sublayer(bi, shape, 4, c, functional=True)
+        total = sum(run.extra["partials"].values())
+        for d, (lo, hi) in enumerate(run.extra["chunk_bounds"]):
+            np.testing.assert_array_equal(run.outputs[d], total[:, lo:hi], err_msg=c)

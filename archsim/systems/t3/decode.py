@@ -118,7 +118,9 @@ def decode_step(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     ring = load_t3_ring(params, tp)
     rows: list[dict[str, Any]] = []
     # per kind of layer (dense, MoE): its share of the layers, its parts' time and its DRAM energy (pJ)
-    layers = [(kind, n / model.n_layers, *_layer(cfg, model, params, ring, kind)) for kind, n in layer_kinds(model)]
+    memo: dict[tuple, Any] = {}         # sublayer runs by (shape, configuration): a dense and a MoE layer share some
+    layers = [(kind, n / model.n_layers, *_layer(cfg, model, params, ring, kind, memo))
+              for kind, n in layer_kinds(model)]
     for kind, _, layer_rows, _ in layers:
         rows += [{**r, "layer": kind} for r in layer_rows] if model.n_experts > 1 else layer_rows
     layer_s = sum(w * sum(r["seconds"] for r in lr) for _, w, lr, _ in layers)      # the mean layer
@@ -160,9 +162,10 @@ def decode_step(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     return stats, rows
 
 
-def _layer(cfg: dict[str, Any], model: Any, params: Any, ring: Any,
-           kind: str) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """One layer of `kind` (dense or moe) on one device: (one row per part, its DRAM energy in pJ by component)."""
+def _layer(cfg: dict[str, Any], model: Any, params: Any, ring: Any, kind: str,
+           memo: dict[tuple, Any]) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """One layer of `kind` (dense or moe) on one device: (one row per part, its DRAM energy in pJ by component).
+    `memo` holds the sublayer runs of the step's other kind of layer (the same shape simulates the same)."""
     from archsim import energy as energy_mod
     from archsim.systems.t3.shapes import SublayerShape, moe_fc2_shape, sublayer_shape
     from archsim.systems.t3.sim import dram_energy, simulate_sublayer
@@ -187,12 +190,17 @@ def _layer(cfg: dict[str, Any], model: Any, params: Any, ring: Any,
             dram_pj[k] = dram_pj.get(k, 0.0) + v
         rows.append({"part": part, "kind": kind, "seconds": sec, "flops": flops, "bytes": nbytes, **more})
 
+    def simulated(shape: SublayerShape, configuration: str) -> Any:
+        key = (shape, configuration)
+        if key not in memo:
+            memo[key] = simulate_sublayer(params, shape, tp, configuration, devices="one", ring=ring,
+                                          moe_order=cfg["moe_order"])
+        return memo[key]
+
     def gemm_s(part: str, tokens: int, n_out: int) -> float:
         # a column-parallel GEMM (no collective after it) on the same GPU and memory model: the GEMM of a
         # Sequential run of its shape (its reduce-scatter, simulated after, is not counted)
-        run = simulate_sublayer(params, SublayerShape(part, tokens, E, n_out), tp, "sequential", devices="one",
-                                ring=ring)
-        return run.gemm_cycles * tck
+        return simulated(SublayerShape(part, tokens, E, n_out), "sequential").gemm_cycles * tck
 
     # the column-parallel GEMMs: their DRAM energy from their bytes as the roofline parts'
     moe = kind == "moe"
@@ -214,8 +222,7 @@ def _layer(cfg: dict[str, Any], model: Any, params: Any, ring: Any,
              experts=len(fc2.experts))
     for sub in FUSED:
         shape = fused[sub]
-        run = simulate_sublayer(params, shape, tp, cfg["configuration"], devices="one", ring=ring,
-                                moe_order=cfg["moe_order"])
+        run = simulated(shape, cfg["configuration"])
         for k, v in dram_energy(run, params).items():
             dram_pj[k] = dram_pj.get(k, 0.0) + v
         dram_pj["background"] = dram_pj.get("background", 0.0) + energy_mod.dram_energy_pj(

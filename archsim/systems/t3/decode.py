@@ -56,8 +56,8 @@ class T3DecodeConfig:
     preset: str = opt("t3_paper", "T3 hardware preset (archsim/presets/t3)")
     moe_order: str = opt("expert", "a MoE layer's fused down projection: expert (the active experts' GEMMs one "
                          "after another, each in ring order; a chunk is released when the last expert's tiles are "
-                         "in) or chunk (every expert's tiles of a chunk before the next chunk)",
-                         choices=("expert", "chunk"))
+                         "in) or chunk (every expert's tiles of a chunk before the next chunk); absent unless given, "
+                         "so a dense model's config keeps its hash", choices=("expert", "chunk"), optional=True)
     # the memory of a device (optional: the T3 preset's unless given)
     memory_preset: str = opt("HBM2_2Gbps_NMC", "DRAM preset of the device memory; default: the T3 preset's",
                              optional=True)
@@ -155,7 +155,7 @@ def decode_step(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
                      "experts_per_token": model.experts_per_token, "tokens_per_active_expert": counts,
                      "fc1": "each active expert's GEMM over its tokens, one after another",
                      "fc2_fwd": "every active expert's GEMM updates the one output the reduce-scatter reduces",
-                     "order": cfg["moe_order"]}
+                     "order": cfg.get("moe_order", "expert")}
         stats["experts_active"] = len(counts)
         stats["moe_layers"] = model.n_moe_layers
     stats.update(metrics.common(step, b, parts, sc))
@@ -194,7 +194,7 @@ def _layer(cfg: dict[str, Any], model: Any, params: Any, ring: Any, kind: str,
         key = (shape, configuration)
         if key not in memo:
             memo[key] = simulate_sublayer(params, shape, tp, configuration, devices="one", ring=ring,
-                                          moe_order=cfg["moe_order"])
+                                          moe_order=cfg.get("moe_order", "expert"))
         return memo[key]
 
     def gemm_s(part: str, tokens: int, n_out: int) -> float:

@@ -170,21 +170,25 @@ def _interleave(dec: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     return tuple(x[final] for x in dec)
 
 
+def _check_run(config: str, moe_order: str, devices: str, tp: int, shape: SublayerShape) -> None:
+    from archsim.errors import unknown_name
+
+    if config not in CONFIGS:
+        raise unknown_name("T3 configuration", config, CONFIGS)
+    if moe_order not in MOE_ORDERS:
+        raise unknown_name("moe_order", moe_order, MOE_ORDERS)
+    if devices not in ("all", "one"):
+        raise ConfigError("devices", f"must be all or one, got {devices!r}")
+    require_int("t3", "tp", tp, minimum=2)
+    require_int("t3", "tokens", shape.tokens, minimum=1)
+
+
 class _Sim:
     def __init__(self, params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
                  functional: bool = False, log: bool = False, seed: int = 0, window_cycles: int | None = None,
                  ring: RingConfig | None = None, moe_order: str = "expert"):
-        from archsim.errors import unknown_name
-
-        if config not in CONFIGS:
-            raise unknown_name("T3 configuration", config, CONFIGS)
-        if moe_order not in MOE_ORDERS:
-            raise unknown_name("moe_order", moe_order, MOE_ORDERS)
+        _check_run(config, moe_order, devices, tp, shape)
         self.moe_order = moe_order
-        if devices not in ("all", "one"):
-            raise ConfigError("devices", f"must be all or one, got {devices!r}")
-        require_int("t3", "tp", tp, minimum=2)
-        require_int("t3", "tokens", shape.tokens, minimum=1)
         self.p = params
         self.n = tp
         self.shape = shape
@@ -210,23 +214,7 @@ class _Sim:
         self.devices = devices
         self.sim = list(range(tp)) if devices == "all" else [0]
         self.functional = functional
-        d = self.gpu.dtype_bytes
-        align = self.spec.row_bytes * self.spec.total_banks
-        # A: the GEMMs' inputs (every active expert's rows one after another), B: their weights (one K x H
-        # block per active expert), C: the partial sum, R: the sequential reduce-scatter's receive buffer
-        sizes = {"A": shape.gemm_rows * shape.k * d, "B": shape.n_gemms * shape.k * shape.h * d,
-                 "C": shape.tokens * shape.h * d, "R": shape.tokens * shape.h * d}
-        rows_before = np.cumsum((0, *shape.experts))
-        self.a_offset = [int(r) * shape.k * d for r in rows_before[:shape.n_gemms]]
-        self.b_offset = [e * shape.k * shape.h * d for e in range(shape.n_gemms)]
-        self.base, at = {}, 0
-        for name, size in sizes.items():
-            self.base[name] = at
-            at += math.ceil(size / align) * align
-        cap = self.spec.capacity_bytes
-        if at > cap:
-            raise UserError(f"t3: {shape.name} at {shape.tokens} tokens needs {at} B per device, more than "
-                            f"the {cap} B of {self.spec.name}")
+        self._lay_out(shape)
         self.mapping = params.mapping or self.spec.default_mapping
         self.addr_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
         # the event loop, in DRAM cycles of the device memory (module doc: Time base)
@@ -238,29 +226,11 @@ class _Sim:
         self.mems: dict[int, MemorySystem] = {}
         self.pc: dict[int, int] = {}
         self.pm: dict[int, int] = {}
-        self.threshold = None
-        first_acc, first_cyc = self._first_wave_estimate()
-        self.dynamic = config == "t3-mca" and params.mca_threshold == "dynamic"
-        if config == "t3-mca":
-            # `dynamic` starts from the first-stage estimate and re-estimates it per K step (retune_threshold)
-            self.threshold = mca_threshold(params, first_acc, first_cyc)
-        # the threshold per K step of the first simulated device (one value with `auto` or a fixed threshold)
-        self.thresholds: list[int] = [self.threshold] if self.threshold is not None else []
+        self._set_threshold()
         self.nmc_mode = "command" if params.nmc_update == "command" and any(
             c.effect == Effect.UPDATE for c in self.spec.commands) else "rd_wr"
         for dev in self.sim:
-            ms = MemorySystem(self.spec, params.controller, sources=[{"name": "compute", "kind": "rw"},
-                                                                     {"name": "comm", "kind": "rw"}],
-                              arbitration=("frfcfs" if config != "t3-mca" else
-                                           MCA_GATES[params.mca_gate]),
-                              threshold=self.threshold or 0,
-                              starvation_cap=params.starvation_cap_cycles if config == "t3-mca" else 0,
-                              alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16,
-                              rmw=self.nmc_mode)
-            self.mems[dev] = ms
-            self.units[dev] = self.loop.add(MemoryUnit(f"memory {dev}", ms, ticks="cycles"))
-            self.pc[dev] = ms.add_port("compute", width=self.spec.channels)
-            self.pm[dev] = ms.add_port("comm", width=self.spec.channels)
+            self._add_memory(dev, log)
         self.traffic = {dev: {"gemm_read": 0, "gemm_write": 0, "gemm_update": 0, "rs_read": 0, "rs_write": 0,
                               "rs_update": 0} for dev in self.sim}
         self.nmc_updates = 0
@@ -274,15 +244,64 @@ class _Sim:
         self.l2 = {dev: self.new_l2() for dev in self.sim}
         self.first_send: int | None = None         # first cycle a reduce-scatter byte left on a link
         if functional:
-            rng = np.random.default_rng(seed)
-            # small integers: every sum is exact in float64, so any order of additions gives the same result
-            self.A = {e: rng.integers(-3, 4, size=(shape.tokens, shape.k)).astype(np.float64) for e in range(tp)}
-            self.B = {e: rng.integers(-3, 4, size=(shape.k, shape.h)).astype(np.float64) for e in range(tp)}
-            self.P = {e: self.A[e] @ self.B[e] for e in range(tp)}
-            if shape.experts:
-                self._functional_experts(rng)
-            self.C = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
-            self.R = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
+            self._functional_data(seed)
+
+    def _functional_data(self, seed: int) -> None:
+        """Every device's A, B and partial sum P (and its experts' data), C and R to fill (functional mode)."""
+        shape, tp = self.shape, self.n
+        rng = np.random.default_rng(seed)
+        # small integers: every sum is exact in float64, so any order of additions gives the same result
+        self.A = {e: rng.integers(-3, 4, size=(shape.tokens, shape.k)).astype(np.float64) for e in range(tp)}
+        self.B = {e: rng.integers(-3, 4, size=(shape.k, shape.h)).astype(np.float64) for e in range(tp)}
+        self.P = {e: self.A[e] @ self.B[e] for e in range(tp)}
+        if shape.experts:
+            self._functional_experts(rng)
+        self.C = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
+        self.R = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
+
+    def _lay_out(self, shape: SublayerShape) -> None:
+        """Base address of each region, each aligned to a full stripe of rows over every bank: A, the GEMMs'
+        inputs (every active expert's rows one after another), B, their weights (one K x H block per active
+        expert), C, the partial sum, R, the sequential reduce-scatter's receive buffer."""
+        d = self.gpu.dtype_bytes
+        align = self.spec.row_bytes * self.spec.total_banks
+        sizes = {"A": shape.gemm_rows * shape.k * d, "B": shape.n_gemms * shape.k * shape.h * d,
+                 "C": shape.tokens * shape.h * d, "R": shape.tokens * shape.h * d}
+        rows_before = np.cumsum((0, *shape.experts))
+        self.a_offset = [int(r) * shape.k * d for r in rows_before[:shape.n_gemms]]
+        self.b_offset = [e * shape.k * shape.h * d for e in range(shape.n_gemms)]
+        self.base, at = {}, 0
+        for name, size in sizes.items():
+            self.base[name] = at
+            at += math.ceil(size / align) * align
+        cap = self.spec.capacity_bytes
+        if at > cap:
+            raise UserError(f"t3: {shape.name} at {shape.tokens} tokens needs {at} B per device, more than "
+                            f"the {cap} B of {self.spec.name}")
+
+    def _set_threshold(self) -> None:
+        """T3-MCA's threshold: the first-stage estimate (`dynamic` re-estimates it per K step, retune_threshold);
+        `thresholds` records it per K step of the first simulated device."""
+        self.threshold = None
+        first_acc, first_cyc = self._first_wave_estimate()
+        self.dynamic = self.config == "t3-mca" and self.p.mca_threshold == "dynamic"
+        if self.config == "t3-mca":
+            self.threshold = mca_threshold(self.p, first_acc, first_cyc)
+        self.thresholds: list[int] = [self.threshold] if self.threshold is not None else []
+
+    def _add_memory(self, dev: int, log: bool) -> None:
+        """Device `dev`'s memory on the event loop: a compute and a comm source, arbitrated by MCA's gate
+        under t3-mca (FR-FCFS otherwise), and a port for each."""
+        params, mca = self.p, self.config == "t3-mca"
+        ms = MemorySystem(self.spec, params.controller, sources=[{"name": "compute", "kind": "rw"},
+                                                                 {"name": "comm", "kind": "rw"}],
+                          arbitration=MCA_GATES[params.mca_gate] if mca else "frfcfs",
+                          threshold=self.threshold or 0, starvation_cap=params.starvation_cap_cycles if mca else 0,
+                          alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16, rmw=self.nmc_mode)
+        self.mems[dev] = ms
+        self.units[dev] = self.loop.add(MemoryUnit(f"memory {dev}", ms, ticks="cycles"))
+        self.pc[dev] = ms.add_port("compute", width=self.spec.channels)
+        self.pm[dev] = ms.add_port("comm", width=self.spec.channels)
 
     def _functional_experts(self, rng: np.random.Generator) -> None:
         """MoE data: every device's experts' inputs and weights, their products (XP[dev][e], count_e x H) and the

@@ -721,6 +721,12 @@ Duplex on: {", ".join(table_lost) or "no model"}.
 MATERIAL = 0.01     # a condition explains part of a gap only if it closes at least one point of the ratio
 
 
+def moves_away(causes: pd.DataFrame) -> pd.Series:
+    """Rows whose condition widens the distance to LLMSimulator by at least MATERIAL of the ratio (the same
+    resolution a move toward it needs: a smaller change, e.g. a sampled draw's 0.001, is reported as none)."""
+    return (causes.toggled_over_llmsim - 1).abs() - (causes.roofline_over_llmsim - 1).abs() >= MATERIAL
+
+
 def cause_classes(vs: pd.DataFrame, causes: pd.DataFrame) -> dict[str, list[str]]:
     """The rows outside the roofline target, by what LLMSimulator's run conditions do to them: `explained` (a
     single condition, else both, brings the row within target; the row labelled with it), `toward` (one
@@ -746,14 +752,27 @@ def cause_classes(vs: pd.DataFrame, causes: pd.DataFrame) -> dict[str, list[str]
     return out
 
 
+def moe_units(mapping: str = "duplex") -> str:
+    """Which unit the mapping policy gives the MoE layers per stage (what `dispatch: layer` runs them on)."""
+    from archsim.systems.duplex.compiler import load_policy
+
+    pol = load_policy(mapping)
+    if pol.rule == "opb":
+        return f"mappings/{mapping}.yaml, rule opb: the low unit when the Op/B at the mean count is at most " \
+               f"{pol.opb_threshold:g}"
+    names = {"low": "the low unit", "xpu": "the xPU"}
+    stages = {"decode": "decode", "mixed": "a stage with prefill"}
+    return f"mappings/{mapping}.yaml: " + "; ".join(f"{stages.get(st, st)}: {names[units.get('moe', 'xpu')]}"
+                                                   for st, units in pol.dispatch.items())
+
+
 def causes_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
     """The gap causes, generated from vs_llmsimulator_causes.csv."""
     if not len(causes):
         return ""
     both = causes[causes.condition == "both"]
     three = causes[causes.condition == "all three"]
-    moved = (causes.toggled_over_llmsim - causes.roofline_over_llmsim).abs() > 1e-3      # a change, not noise
-    away = causes[~causes.condition.isin(COMBINED) & moved & ~causes.moved_toward_llmsim]
+    away = causes[~causes.condition.isin(COMBINED) & moves_away(causes)]
     k = cause_classes(vs, causes)
 
     def listing(items: list[str]) -> str:
@@ -773,8 +792,9 @@ every row above is re-run in roofline mode with each, with the first two (`both`
   uses the expected counts (`routing: uniform`), which balance them exactly.
 - `dispatch: per_expert`: LLMSimulator times every operator on each unit it may run on and keeps the fastest
   (`Executor::execution`, `src/hardware/executor.cpp:145-151` of the helios fork), so every expert gets the unit
-  its own token count favours; archsim by default runs a MoE layer's experts on one unit, the mapping policy's
-  choice at the mean count (`dispatch: layer`).
+  its own token count favours; archsim by default runs a MoE layer's experts on one unit (`dispatch: layer`),
+  the one its mapping policy gives the stage's MoE layers
+  ({moe_units()}).
 
 With both conditions, archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on
 {int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())});
@@ -784,8 +804,8 @@ Of the {int((~vs.roofline_within_5pct).sum())} rows outside the target by defaul
 - moved toward LLMSimulator by at least {MATERIAL:.2f} of the ratio but not within the target: {listing(k["toward"])};
 - not moved toward LLMSimulator by that much by any condition (cause not found): {listing(k["unexplained"])}.
 
-A condition that moves a row away from LLMSimulator (so it cannot be that row's cause, and another difference
-must offset it): {listing([f"{r.model} {r.system} ({r.fork}) {r.condition} {r.roofline_over_llmsim:.3f} -> "
+A condition that moves a row away from LLMSimulator by at least {MATERIAL:.2f} of the ratio (so it cannot be that
+row's cause, and another difference must offset it): {listing([f"{r.model} {r.system} ({r.fork}) {r.condition} {r.roofline_over_llmsim:.3f} -> "
                            f"{r.toggled_over_llmsim:.3f}" for r in away.itertuples()])}.
 
 {per_expert_text(causes)}
@@ -819,8 +839,7 @@ def per_expert_text(causes: pd.DataFrame) -> str:
     the first two conditions (`both`) beside all three, read from the causes table."""
     c = causes.set_index(["model", "system", "fork", "condition"]).toggled_over_llmsim
     sampled = causes[causes.condition == "routing sampled"]
-    away = sampled[((sampled.toggled_over_llmsim - sampled.roofline_over_llmsim).abs() > 1e-3)
-                   & ~sampled.moved_toward_llmsim]
+    away = sampled[moves_away(sampled)]
     items = []
     for r in away.itertuples():
         b, a = c[r.model, r.system, r.fork, "both"], c[r.model, r.system, r.fork, "all three"]
@@ -830,7 +849,8 @@ def per_expert_text(causes: pd.DataFrame) -> str:
     alone = causes[causes.condition == "dispatch per_expert"]
     changed = int(((alone.toggled_over_llmsim - alone.roofline_over_llmsim).abs() > 1e-3).sum())
     return (f"`dispatch: per_expert` alone (uniform routing) changes {changed} of {len(alone)} rows by more than "
-            "0.001 of the ratio. Where `routing: sampled` moves a row away from LLMSimulator, adding "
+            f"0.001 of the ratio. Where `routing: sampled` moves a row away from LLMSimulator (by at least "
+            f"{MATERIAL:.2f}), adding "
             "`dispatch: per_expert` to the first two conditions (ratio under `both` -> under `all three`, and "
             f"what it does): {'; '.join(items) or 'no such row'}.")
 

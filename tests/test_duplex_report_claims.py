@@ -256,3 +256,58 @@ def test_the_default_dispatch_is_described_as_the_mapping_policy_sets_it(readme)
     want = "; ".join(f"{stages[st]}: {names[units['moe']]}" for st, units in policy["dispatch"].items())
     assert m.group(1) == want
     assert "at the mean count (`dispatch: layer`)" not in text
+
+
+def test_the_multi_node_rows_sentence_is_the_tables(readme, vs, causes):
+    """Issue 34's review: of the rows with no cause found, the ones on more than one node are counted and named as
+    the causes table classes them, and each row's ratio with every link NVLink, and whether that moves it toward
+    LLMSimulator by at least 0.01 (and within 5 %), is vs_llmsimulator_links.csv's."""
+    links = pd.read_csv(REPORT / "vs_llmsimulator_links.csv")
+    per_node = 8      # archsim/presets/duplex/devices.yaml links.devices_per_node
+    assert sorted(zip(links.model, links.system, links.fork, strict=True)) == sorted(
+        zip(*(vs[vs.devices > per_node][c] for c in ("model", "system", "fork")), strict=True))
+    m = re.search(r"### The rows on more than one node.*?\n\n(\d+) of the (\d+) rows with no cause found above run on "
+                  r"more than (\d+) devices, so\s+on more than one node: (.*?)\. There", readme, re.S)
+    assert m
+    text = _section(readme)
+    unexplained = _items(text, "not moved toward LLMSimulator by that much by any condition (cause not found):")
+    labels = [re.match(r"(.+ \((?:helios|hbf)\)) [\d.]+$", x).group(1) for x in unexplained]
+    multi = {f"{r.model} {r.system} ({r.fork})" for r in links.itertuples()}
+    named = [x.strip() for x in " ".join(m.group(4).split()).split(";")]
+    assert named == [x for x in labels if x in multi]
+    assert [int(x) for x in m.groups()[:3]] == [len(named), len(labels), per_node]
+    body = " ".join(readme[m.end():].split("\n\n")[0].split())
+    for r in links.itertuples():
+        toward = abs(r.roofline_over_llmsim - 1) - abs(r.nvlink_over_llmsim - 1) >= 0.01
+        assert bool(r.moved_toward_llmsim) == toward
+        past = (r.roofline_over_llmsim - 1) * (r.nvlink_over_llmsim - 1) < 0
+        verdict = ("toward LLMSimulator" + (", past it" if past else "")
+                   + (", within 5 %" if abs(r.nvlink_over_llmsim - 1) <= 0.05 else "")
+                   if toward else "not toward LLMSimulator by 0.01")
+        want = (f"{r.model} {r.system} ({r.fork}, {r.devices} devices) {r.roofline_over_llmsim:.3f} -> "
+                f"{r.nvlink_over_llmsim:.3f} ({verdict})")
+        assert want in body, want
+        assert r.roofline_over_llmsim == pytest.approx(
+            vs[(vs.model == r.model) & (vs.system == r.system) & (vs.fork == r.fork)].roofline_over_llmsim.iloc[0])
+        assert r.nvlink_over_llmsim == pytest.approx(r.nvlink_tokens_per_s / r.llmsim_tokens_per_s)
+
+
+def test_the_llmsimulator_layout_toggle_sentence_is_the_tables(readme, vs):
+    """LLMSimulator run with archsim's layout (llmsimulator_toggles.csv, run_llmsim.py --ne-tp): the sentence gives
+    its throughput beside the default run's and archsim's roofline ratio to each, as the two tables hold them."""
+    toggles = pd.read_csv(REPORT / "llmsimulator_toggles.csv")
+    text = " ".join(readme.split())
+    assert len(toggles)
+    names = {"gpu": "GPU", "2xgpu": "2xGPU", "duplex": "Duplex", "duplex-pe": "Duplex+PE",
+             "duplex-pe-et": "Duplex+PE+ET", "bank-pim": "Bank-PIM", "bankgroup-pim": "BankGroup-PIM"}
+    for r in toggles.itertuples():
+        d = vs[(vs.model == r.model) & (vs.system == names[r.system]) & (vs.fork == r.source)].iloc[0]
+        m = re.search(re.escape(f"{r.model} {names[r.system]} ({r.source}, non-expert tensor parallelism over "
+                                f"{r.ne_tp} devices) ") + r"(\d+) -> (\d+) tok/s, archsim's roofline mode over it "
+                      r"([\d.]+) -> (\d\.\d+)", text)
+        assert m, r
+        a, b, q0, q1 = (float(x) for x in m.groups())
+        assert a == pytest.approx(d.llmsim_tokens_per_s, abs=0.5) and b == pytest.approx(r.tokens_per_s, abs=0.5)
+        assert q0 == pytest.approx(d.roofline_over_llmsim, abs=5e-4)
+        assert q1 == pytest.approx(d.archsim_roofline_tokens_per_s / r.tokens_per_s, abs=5e-4)
+        assert r.devices == d.devices and r.ne_tp == r.devices       # archsim's layout: every device

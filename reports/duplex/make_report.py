@@ -11,6 +11,7 @@ next to them as the paper states them (docs/presets.md [Duplex]).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -335,6 +336,36 @@ def llmsim_causes(vs: pd.DataFrame, args, done: pd.DataFrame | None = None) -> p
     return pd.DataFrame(rows)
 
 
+def devices_per_node() -> int:
+    from archsim.systems.duplex.compiler import device_preset
+
+    return int(device_preset().links.devices_per_node)
+
+
+def multi_node_links(vs: pd.DataFrame, args) -> pd.DataFrame:
+    """The vs_llmsimulator rows on more than one node re-run in roofline mode with every device on NVLink
+    (_one_node): archsim splits every layer over all the devices, so its all-reduces cross InfiniBand, while
+    LLMSimulator (as run_llmsim.py runs it) keeps the non-expert tensor parallelism inside a node. A proxy: it
+    takes the all-reduce off InfiniBand and leaves archsim's layout as it is."""
+    systems = dict(SYSTEMS)
+    base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
+            "max_batch": args.batch}
+    rows = []
+    memo: dict[tuple, float] = {}
+    for r in vs[vs.devices > devices_per_node()].itertuples():
+        if (r.model, r.system) not in memo:
+            cfg = {"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)]}
+            memo[r.model, r.system] = run(cfg, device=_one_node).stats["throughput_tokens_per_s"]
+            print(r.model, r.system, "all NVLink", f"{memo[r.model, r.system]:.0f} tok/s", file=sys.stderr)
+        toggled = memo[r.model, r.system] / r.llmsim_tokens_per_s
+        rows.append({"model": r.model, "system": r.system, "fork": r.fork, "devices": r.devices,
+                     "llmsim_tokens_per_s": r.llmsim_tokens_per_s, "roofline_over_llmsim": r.roofline_over_llmsim,
+                     "nvlink_tokens_per_s": memo[r.model, r.system], "nvlink_over_llmsim": toggled,
+                     "moved_toward_llmsim": abs(r.roofline_over_llmsim - 1) - abs(toggled - 1) >= MATERIAL,
+                     "nvlink_within_5pct": abs(toggled - 1) <= ROOFLINE_TARGET})
+    return pd.DataFrame(rows)
+
+
 def roofline_plot(ops: pd.DataFrame, path: Path) -> None:
     import matplotlib
 
@@ -395,7 +426,7 @@ def main() -> None:
     ap.add_argument("--qps", type=float, nargs="+", default=[4, 8, 12, 16, 20, 24, 28])
     ap.add_argument("--reuse", nargs="*", default=[], choices=["comparison", "operators_mixtral", "edap", "load", "gaps",
                                                                "load_xpu_efficiency", "stream_efficiency",
-                                                               "vs_llmsimulator_causes"],
+                                                               "vs_llmsimulator_causes", "vs_llmsimulator_links"],
                     help="read these tables from the CSVs of an earlier run (in the output folder) instead of "
                          "running them again (vs_llmsimulator_causes: its rows are kept and only the missing ones "
                          "run, e.g. a condition added since)")
@@ -424,13 +455,16 @@ def main() -> None:
     # reused, the causes table keeps its rows and runs only the ones missing (a condition added since)
     done = pd.read_csv(out / "vs_llmsimulator_causes.csv") if "vs_llmsimulator_causes" in args.reuse else None
     causes = llmsim_causes(vs, args, done)
+    links = part("vs_llmsimulator_links", lambda: multi_node_links(vs, args))
     total = time.perf_counter() - t0
-    for name, df in (("vs_llmsimulator", vs), ("vs_llmsimulator_causes", causes), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
+    for name, df in (("vs_llmsimulator", vs), ("vs_llmsimulator_causes", causes),
+                     ("vs_llmsimulator_links", links), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
                      ("load", load), ("gaps", gaps), ("load_xpu_efficiency", load_eff), ("stream_efficiency", stream)):
         df.to_csv(out / f"{name}.csv", index=False)
     roofline_plot(ops, out / "roofline.png")
     vs_gpu_plot(main_df, out / "vs_gpu.png", f"(L_in, L_out) = ({args.input_len}, {args.output_len}), batch {args.batch}")
-    write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__, vs, causes)
+    write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__, vs, causes,
+                 links)
 
 
 def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
@@ -481,7 +515,8 @@ def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
     plt.close(fig)
 
 
-def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version, vs, causes):
+def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version, vs, causes,
+                 links=None):
     dx = df[df.system == "Duplex"]
     pe = df[df.system == "Duplex+PE"]
     et = df[df.system == "Duplex+PE+ET"]
@@ -552,6 +587,7 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total
     L.append(command_path_text(df, inter))
     L.append(split_text(df))
     L.append(llmsim_text(vs, causes))
+    L.append(links_text(vs, causes, links))
     L.append("## Gaps as experiments: runs that toggle a cause\n")
     L.append("Each column divides a run by the same run with one cause switched (throughput ratio; > 1: the first "
              "is faster). `engine / roofline`: Logic-PIM as bundle command streams on the channel engine vs its "
@@ -853,6 +889,71 @@ def per_expert_text(causes: pd.DataFrame) -> str:
             f"{MATERIAL:.2f}), adding "
             "`dispatch: per_expert` to the first two conditions (ratio under `both` -> under `all three`, and "
             f"what it does): {'; '.join(items) or 'no such row'}.")
+
+
+def links_text(vs: pd.DataFrame, causes: pd.DataFrame, links: pd.DataFrame | None) -> str:
+    """The rows on more than one node (vs_llmsimulator_links.csv): how many of the rows with no cause found
+    they are, and each row's ratio to LLMSimulator with every link NVLink."""
+    if links is None or not len(links) or not len(causes):
+        return ""
+    per_node = devices_per_node()
+    unexplained = [re.match(r"(.+) \((helios|hbf)\) [\d.]+$", x).groups() for x in cause_classes(vs, causes)["unexplained"]]
+    multi = {(f"{r.model} {r.system}", r.fork) for r in links.itertuples()}
+    shared = [f"{label} ({fork})" for label, fork in unexplained if (label, fork) in multi]
+
+    def verdict(r) -> str:
+        if r.moved_toward_llmsim:
+            past = (r.roofline_over_llmsim - 1) * (r.nvlink_over_llmsim - 1) < 0      # crossed LLMSimulator's value
+            return ("toward LLMSimulator" + (", past it" if past else "")
+                    + (", within 5 %" if r.nvlink_within_5pct else ""))
+        return "not toward LLMSimulator by 0.01"
+
+    items = [f"{r.model} {r.system} ({r.fork}, {r.devices} devices) {r.roofline_over_llmsim:.3f} -> "
+             f"{r.nvlink_over_llmsim:.3f} ({verdict(r)})" for r in links.itertuples()]
+    return f"""
+### The rows on more than one node (`vs_llmsimulator_links.csv`)
+
+{len(shared)} of the {len(unexplained)} rows with no cause found above run on more than {per_node} devices, so
+on more than one node: {"; ".join(shared) or "none"}. There the two simulators lay the devices out differently:
+LLMSimulator, as `run_llmsim.py` runs it, keeps the non-expert layers' tensor parallelism inside a node
+(`none_expert_tensor_degree` = devices per node, the nodes data-parallel), while archsim splits every layer over
+all the devices, so its all-reduces cross InfiniBand (`Compiler.link_time`). Every row on more than one node
+re-run in roofline mode with every device on NVLink (a proxy: it takes the all-reduce off InfiniBand and leaves
+archsim's layout as it is), ratio to LLMSimulator before -> after: {"; ".join(items)}.
+{layout_toggle_text(vs)}"""
+
+
+def layout_toggle_text(vs: pd.DataFrame, path: Path = OUT / "llmsimulator_toggles.csv") -> str:
+    """LLMSimulator run with archsim's layout (non-expert tensor parallelism over every device, run_llmsim.py
+    --ne-tp): its rows in llmsimulator_toggles.csv beside the default run's; no file, no sentence."""
+    if not path.exists():
+        return ""
+    t = pd.read_csv(path)
+    items = []
+    for r in t.itertuples():
+        name = LLMSIM_SYSTEMS.get(r.system, r.system)
+        row = vs[(vs.model == r.model) & (vs.system == name) & (vs.fork == r.source) & (vs.devices == r.devices)]
+        if not len(row):
+            continue
+        d = row.iloc[0]
+        items.append(f"{r.model} {name} ({r.source}, non-expert tensor parallelism over {r.ne_tp} devices) "
+                     f"{d.llmsim_tokens_per_s:.0f} -> {r.tokens_per_s:.0f} tok/s, archsim's roofline mode over it "
+                     f"{d.roofline_over_llmsim:.3f} -> {d.archsim_roofline_tokens_per_s / r.tokens_per_s:.3f}")
+    if not items:
+        return ""
+    from archsim.workload.spec import load_model
+
+    refused = []
+    for model, devices in sorted(set(zip(vs.model, vs.devices, strict=True))):
+        kv = load_model(model).n_kv_heads
+        if devices > devices_per_node() and model not in set(t.model) and kv % devices:
+            refused.append(f"{model} ({kv} KV heads over {devices} ranks)")
+    no_run = (f" Not run that way: {'; '.join(refused)}: the KV heads do not divide over the tensor-parallel ranks, "
+              "which LLMSimulator refuses (`src/module/parallel.cpp:145-146` of the helios fork)." if refused else "")
+    return f"""
+The other way round, LLMSimulator run with archsim's layout (`run_llmsim.py --ne-tp`, rows in
+`llmsimulator_toggles.csv`): {"; ".join(items)}.{no_run}
+"""
 
 
 def llmsim_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:

@@ -311,3 +311,20 @@ def test_the_llmsimulator_layout_toggle_sentence_is_the_tables(readme, vs):
         assert q0 == pytest.approx(d.roofline_over_llmsim, abs=5e-4)
         assert q1 == pytest.approx(d.archsim_roofline_tokens_per_s / r.tokens_per_s, abs=5e-4)
         assert r.devices == d.devices and r.ne_tp == r.devices       # archsim's layout: every device
+
+
+def test_prefill_attention_demand_is_the_operator_tables(readme):
+    """Issue 34's review: the prose said 'Op/B ~340, at the H100's ridge point' for every model, typed. The Op/B
+    is Mixtral's prefill attention in operators_mixtral.csv, the ridge the xPU preset's, the demand their ratio."""
+    from archsim.systems.duplex.compiler import make_device
+
+    ops = pd.read_csv(REPORT / "operators_mixtral.csv")
+    pre = ops[(ops.op == "attention_prefill") & (ops.unit == "xpu")]
+    opb = pre.flops.sum() / pre.bytes.sum()
+    dev = make_device("gpu", "roofline")
+    ridge = dev.xpu_flops / dev.xpu_bw
+    m = re.search(r"Prefill attention \(Mixtral's Op/B (\d+), `operators_mixtral.csv`, against the xPU's ridge point "
+                  r"of (\d+): it asks for (\d+)% of the xPU's bandwidth\)", " ".join(readme.split()))
+    assert m
+    assert [int(x) for x in m.groups()] == [round(opb), round(ridge), round(100 * min(1.0, ridge / opb))]
+    assert "Op/B ~340" not in readme

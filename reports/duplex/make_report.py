@@ -584,7 +584,7 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total
              + ("yes" if (df[df.model.isin(moe) & df.system.isin(VARIANTS)].speedup_vs_gpu > 1).all() else "NO")
              + f" (lowest: {df[df.model.isin(moe) & df.system.isin(VARIANTS)].speedup_vs_gpu.min():.2f}x) |\n")
     L.append("![Duplex vs GPU](vs_gpu.png)\n")
-    L.append(command_path_text(df, inter))
+    L.append(command_path_text(df, inter, ops))
     L.append(split_text(df))
     L.append(llmsim_text(vs, causes))
     L.append(links_text(vs, causes, links))
@@ -671,7 +671,20 @@ def one_channel_interference() -> dict[str, dict]:
             for p in ("own_path", "shared_column_bus")}
 
 
-def command_path_text(df: pd.DataFrame, inter: pd.DataFrame) -> str:
+def prefill_demand_text(ops: pd.DataFrame) -> str:
+    """Mixtral's prefill attention Op/B (operators_mixtral.csv) against the xPU's ridge point: the share of the
+    xPU's bandwidth it asks for (all of it below the ridge, ridge / Op/B above)."""
+    from archsim.systems.duplex.compiler import make_device
+
+    dev = make_device("duplex", "roofline")
+    ridge = dev.xpu_flops / dev.xpu_bw
+    row = ops[(ops.op == "attention_prefill") & (ops.unit == "xpu")]
+    opb = float((row.flops.sum()) / row.bytes.sum())
+    return (f"Mixtral's Op/B {opb:.0f}, `operators_mixtral.csv`, against the xPU's ridge point of {ridge:.0f}: "
+            f"it asks for {min(1.0, ridge / opb):.0%} of the xPU's bandwidth")
+
+
+def command_path_text(df: pd.DataFrame, inter: pd.DataFrame, ops: pd.DataFrame) -> str:
     """Both readings of Logic-PIM's command path side by side (the runs with command_path toggled)."""
     tp = df.pivot(index="model", columns="system", values="tokens_per_s").reindex(MODELS)
     one = one_channel_interference()
@@ -713,8 +726,7 @@ window and row-slot sharing with the xPU's ACT/PRE.
 
 +PE over plain Duplex, same command path: own path {f(pe['own'])}; shared column bus {f(pe['shared'])}
 (the paper: ~1.04x on average). With the shared column bus and the paper's lookup-table split (archsim before
-issue 34): {f(old)}. Prefill attention (Op/B ~340, at the H100's ridge point, so it asks for close to the
-full bandwidth) beside decode attention: xPU slow-down {pre.xpu_slowdown.min():.2f}-{pre.xpu_slowdown.max():.2f}x
+issue 34): {f(old)}. Prefill attention ({prefill_demand_text(ops)}) beside decode attention: xPU slow-down {pre.xpu_slowdown.min():.2f}-{pre.xpu_slowdown.max():.2f}x
 on its own path, {pre_sh.xpu_slowdown.min():.2f}-{pre_sh.xpu_slowdown.max():.2f}x on the shared column bus
 (`interference.csv`).
 """

@@ -155,6 +155,24 @@ class _Channel:
         self.drain = 0
 
 
+def _controller_config(controller: ControllerConfig | dict | None,
+                       active_buffer: bool | None) -> tuple[ControllerConfig, bool]:
+    """The controller config and whether the active buffer is on (an argument, else the config's key)."""
+    if isinstance(controller, ControllerConfig):
+        cfg = controller
+    else:
+        data = dict(controller or {})
+        ab = data.pop("active_buffer", None)
+        if ab is not None and "active_buffer" not in ControllerConfig.__dataclass_fields__:
+            active_buffer = bool(ab) if active_buffer is None else active_buffer
+        elif ab is not None:
+            data["active_buffer"] = ab
+        cfg = ControllerConfig.from_dict(data)
+    if active_buffer is None:
+        active_buffer = bool(getattr(cfg, "active_buffer", False))
+    return cfg, bool(active_buffer)
+
+
 class ReferenceController:
     """See docs/channel-engine.md. API shared with archsim.engine.memory.MemorySystem."""
 
@@ -164,22 +182,13 @@ class ReferenceController:
                  alu_latency: int = 4, active_buffer: bool | None = None, skip_idle: bool = True,
                  log: bool = True, rmw: str = "command"):
         # `log` is accepted for API compatibility with the fast engine; the reference always logs
-        if isinstance(controller, ControllerConfig):
-            cfg = controller
-        else:
-            data = dict(controller or {})
-            ab = data.pop("active_buffer", None)
-            if ab is not None and "active_buffer" not in ControllerConfig.__dataclass_fields__:
-                active_buffer = bool(ab) if active_buffer is None else active_buffer
-            elif ab is not None:
-                data["active_buffer"] = ab
-            cfg = ControllerConfig.from_dict(data)
-        if active_buffer is None:
-            active_buffer = bool(getattr(cfg, "active_buffer", False))
+        cfg, active_buffer = _controller_config(controller, active_buffer)
         if arbitration not in ARBITRATIONS:
             raise ValueError(f"arbitration must be one of {', '.join(ARBITRATIONS)}, got {arbitration!r}")
         if stream_refresh not in ("split", "wait"):
             raise ValueError(f"stream_refresh must be split or wait, got {stream_refresh!r}")
+        if rmw not in ("command", "rd_wr"):
+            raise ValueError(f"rmw must be command or rd_wr, got {rmw!r}")
         self.spec = spec
         self.cfg = cfg
         self.t = spec.timing
@@ -217,33 +226,8 @@ class ReferenceController:
         self._banks: dict[tuple[int, int], tuple[int, ...]] = {}
         self._nodes: dict[tuple[int, int], tuple[list[frozenset], list[dict[int, frozenset]]]] = {}
         self._rules = self._build_rules()
-        cmds = spec.commands
-        b0 = self.bank_level
-
-        def find(effect: str, buffer: int = 0, scope: int | None = b0) -> int:
-            for c in cmds:
-                if c.effect == effect and c.buffer == buffer and (scope is None or c.scope == scope):
-                    return c.index
-            return -1
-
-        self.ACT, self.PRE = find(Effect.OPEN), find(Effect.CLOSE)
-        self.RD, self.WR = find(Effect.READ), find(Effect.WRITE)
-        self.RDA, self.WRA = find(Effect.READ_CLOSE), find(Effect.WRITE_CLOSE)
-        # near-memory update command (one column command per rmw) and its closing form, if the standard has them
-        self.UPD, self.UPDA = find(Effect.UPDATE), find(Effect.UPDATE_CLOSE)
-        if rmw not in ("command", "rd_wr"):
-            raise ValueError(f"rmw must be command or rd_wr, got {rmw!r}")
-        if rmw == "rd_wr":          # RD, ALU latency, WR even where the standard has an update command
-            self.UPD = self.UPDA = -1
-        # closing one bank's buffer: its bank-scope close, else the narrowest close of that buffer
-        self.bank_close = []
-        for b in range(len(spec.row_buffers)):
-            closes = [c for c in cmds if c.effect == Effect.CLOSE and c.buffer == b]
-            self.bank_close.append(min(closes, key=lambda c: (-c.scope, c.index)).index if closes else -1)
-        refs = [c for c in cmds if c.effect == Effect.REFRESH and c.index != spec.rfm_command]
-        self.ref_ab = min(refs, key=lambda c: (len(self.banks((c.scope, 0))) * -1, c.index)).index if refs else -1
+        self._find_commands(spec, rmw)
         self._setup_rfm(spec, cfg)
-        self.ref_pb = find(Effect.REFRESH)
         if self.refresh_mode != "none" and (self.ref_ab < 0 or (self.refresh_mode == "perbank" and self.ref_pb < 0)):
             raise ValueError(f"{spec.standard} has no {self.refresh_mode} refresh command")
 
@@ -259,6 +243,33 @@ class ReferenceController:
         self._completions: list[tuple[int, int, int]] = []    # (done, issue order, tag)
         self.now = 0
         self._wake = NEVER
+
+    def _find_commands(self, spec: DramSpec, rmw: str) -> None:
+        """The standard's command of each effect the controller issues (bank scope, buffer 0), -1 if none."""
+        cmds = spec.commands
+        b0 = self.bank_level
+
+        def find(effect: str, buffer: int = 0, scope: int | None = b0) -> int:
+            for c in cmds:
+                if c.effect == effect and c.buffer == buffer and (scope is None or c.scope == scope):
+                    return c.index
+            return -1
+
+        self.ACT, self.PRE = find(Effect.OPEN), find(Effect.CLOSE)
+        self.RD, self.WR = find(Effect.READ), find(Effect.WRITE)
+        self.RDA, self.WRA = find(Effect.READ_CLOSE), find(Effect.WRITE_CLOSE)
+        # near-memory update command (one column command per rmw) and its closing form, if the standard has them
+        self.UPD, self.UPDA = find(Effect.UPDATE), find(Effect.UPDATE_CLOSE)
+        if rmw == "rd_wr":          # RD, ALU latency, WR even where the standard has an update command
+            self.UPD = self.UPDA = -1
+        # closing one bank's buffer: its bank-scope close, else the narrowest close of that buffer
+        self.bank_close = []
+        for b in range(len(spec.row_buffers)):
+            closes = [c for c in cmds if c.effect == Effect.CLOSE and c.buffer == b]
+            self.bank_close.append(min(closes, key=lambda c: (-c.scope, c.index)).index if closes else -1)
+        refs = [c for c in cmds if c.effect == Effect.REFRESH and c.index != spec.rfm_command]
+        self.ref_ab = min(refs, key=lambda c: (len(self.banks((c.scope, 0))) * -1, c.index)).index if refs else -1
+        self.ref_pb = find(Effect.REFRESH)
 
     # ---- the device: targets, node sets, timing rows ---------------------------------------------
     def banks(self, target: tuple[int, int]) -> tuple[int, ...]:
@@ -514,29 +525,7 @@ class ReferenceController:
         row_free = not any_issue
         col_free = self.dual or not any_issue
 
-        # per-step decisions (taken once, before anything of the sources issues)
-        for s, st in enumerate(ch.src):
-            if self.sources[s]["kind"] == "rw":
-                qr, qw = self._occupancy(st.read_q), self._occupancy(st.write_q)
-                if not st.write_mode and (qw >= self.high or (qr == 0 and qw > 0)):
-                    st.write_mode = True
-                elif st.write_mode and (qw == 0 or (qw <= self.low and qr > 0)):
-                    st.write_mode = False
-        promoted = [self.starvation_cap > 0 and st.starve_since >= 0 and t - st.starve_since >= self.starvation_cap
-                    for st in ch.src]
-        if self.arbitration == "blocked":
-            self._update_active(ch)
-        first = ch.src[0]
-        first_queued = self._occupancy(first.read_q) + self._occupancy(first.write_q) + len(first.stream)
-        may_issue = [True] * len(ch.src)
-        ch.held = set()             # the sources the threshold gate holds back this step
-        for s in range(len(ch.src)):
-            if self.arbitration == "blocked":
-                may_issue[s] = s == ch.active
-            elif self.arbitration.startswith("threshold") and s > 0:
-                may_issue[s] = first_queued < self.threshold or promoted[s]
-                if not may_issue[s]:
-                    ch.held.add(s)
+        promoted, may_issue = self._step_decisions(ch, t)
 
         def arbitrate(bus: str | None) -> None:
             nonlocal any_issue
@@ -564,6 +553,40 @@ class ReferenceController:
             if row_free:
                 arbitrate("row")
 
+        self._update_starvation(ch, t, issued_by, had_ready)
+        return any_issue
+
+    def _step_decisions(self, ch: _Channel, t: int) -> tuple[list[bool], list[bool]]:
+        """Per-step decisions, taken once before anything of the sources issues: each rw source's write mode,
+        which sources the starvation cap promotes, and which may issue (blocked: the active one; threshold:
+        the first, and the others while the first has fewer than `threshold` queued or when promoted)."""
+        for s, st in enumerate(ch.src):
+            if self.sources[s]["kind"] == "rw":
+                qr, qw = self._occupancy(st.read_q), self._occupancy(st.write_q)
+                if not st.write_mode and (qw >= self.high or (qr == 0 and qw > 0)):
+                    st.write_mode = True
+                elif st.write_mode and (qw == 0 or (qw <= self.low and qr > 0)):
+                    st.write_mode = False
+        promoted = [self.starvation_cap > 0 and st.starve_since >= 0 and t - st.starve_since >= self.starvation_cap
+                    for st in ch.src]
+        if self.arbitration == "blocked":
+            self._update_active(ch)
+        first = ch.src[0]
+        first_queued = self._occupancy(first.read_q) + self._occupancy(first.write_q) + len(first.stream)
+        may_issue = [True] * len(ch.src)
+        ch.held = set()             # the sources the threshold gate holds back this step
+        for s in range(len(ch.src)):
+            if self.arbitration == "blocked":
+                may_issue[s] = s == ch.active
+            elif self.arbitration.startswith("threshold") and s > 0:
+                may_issue[s] = first_queued < self.threshold or promoted[s]
+                if not may_issue[s]:
+                    ch.held.add(s)
+        return promoted, may_issue
+
+    def _update_starvation(self, ch: _Channel, t: int, issued_by: set[int], had_ready: set[int]) -> None:
+        """A source that issued or has no work is not starving; one that had a ready command and did not issue
+        starts starving now; the loop wakes when a starving source reaches the cap."""
         for s, st in enumerate(ch.src):
             if s in issued_by or not self._has_work(st, s):
                 st.starve_since = -1
@@ -571,7 +594,6 @@ class ReferenceController:
                 st.starve_since = t
             if self.starvation_cap > 0 and st.starve_since >= 0:
                 self._wake = min(self._wake, max(t + 1, st.starve_since + self.starvation_cap))
-        return any_issue
 
     # ---- bank_command_queue (3.6): DRAMsim3's transaction queues in front of per-bank command queues ---------
     def _cq_step(self, ch: _Channel, t: int) -> bool:
@@ -841,16 +863,9 @@ class ReferenceController:
     def _rw_candidates(self, ch: _Channel, s: int, t: int, blocked: set[int],
                        pinned: set[int]) -> tuple[_Candidate | None, _Candidate | None]:
         st = ch.src[s]
-        reqs = sorted(st.read_q + st.write_q, key=lambda r: r.age)
-        # pinned requests first: their column command, passing refresh and pins
-        for r in reqs:
-            if not r.pinned:
-                continue
-            cmd = self._column_cmd(ch, st, r, pinned)
-            target = self.target_of(cmd, r.bank)
-            extra = r.rd_issue + self.spec.commands[self.RD].latency + self.alu_latency if r.rd_issue >= 0 else 0
-            if self.ready(ch, cmd, target, t, extra):
-                return _Candidate(r.age, cmd, target, r.row, r.column, s, r, pinned_ok=True), None
+        first = self._pinned_candidate(ch, s, t, pinned)
+        if first is not None:
+            return first, None
         # under `blocked` only the active source issues, so reservations are ignored (clarification 8)
         reserved = self._reserved(ch) if self.arbitration != "blocked" else set()
         active_q = st.write_q if st.write_mode else st.read_q
@@ -860,34 +875,54 @@ class ReferenceController:
                 by_bank[r.bank].append(r)
         col_best = row_best = None
         for bank, rs in by_bank.items():
-            open_row = ch.open[bank][0]
-            hits = [r for r in rs if open_row >= 0 and r.row == open_row]
-            # row_hit_cap: once the open row served that many column commands, the oldest request goes first
-            capped = 0 < self.cfg.row_hit_cap <= ch.row_hits[bank]
-            r = hits[0] if hits and not capped else rs[0]
-            if open_row >= 0 and r.row == open_row:
-                cmd = self._column_cmd(ch, st, r, pinned)
-            else:
-                if open_row < 0:
-                    cmd = self.ACT
-                    other_buf = any(ch.open[bank][b] == r.row for b in range(1, len(self.spec.row_buffers)))
-                    if other_buf or bank in reserved:
-                        continue
-                else:
-                    cmd = self.PRE
-                    if bank in pinned or not self._may_close(ch, s, bank):
-                        continue
-            target = self.target_of(cmd, bank)
-            if not self.ready(ch, cmd, target, t):
+            c = self._bank_candidate(ch, s, t, bank, rs, pinned, reserved)
+            if c is None:
                 continue
-            c = _Candidate(r.age, cmd, target, r.row if cmd != self.PRE else -1,
-                           r.column if self.spec.commands[cmd].bus == "column" else -1, s, r)
-            if self.spec.commands[cmd].bus == "column":
-                if col_best is None or c.age < col_best.age:
-                    col_best = c
-            elif row_best is None or c.age < row_best.age:
-                row_best = c
+            if self.spec.commands[c.cmd].bus == "column":
+                col_best = c if col_best is None or c.age < col_best.age else col_best
+            else:
+                row_best = c if row_best is None or c.age < row_best.age else row_best
         return col_best, row_best
+
+    def _bank_candidate(self, ch: _Channel, s: int, t: int, bank: int, rs: list[_Request], pinned: set[int],
+                        reserved: set[int]) -> _Candidate | None:
+        """The command one bank offers for source s's requests `rs` (oldest first), if ready: the first row
+        hit's column command (unless row_hit_cap served the open row enough: then the oldest request's), else
+        an activate (not of a row another buffer holds, not of a reserved bank) or a precharge (not of a pinned
+        bank, only by a source that may close it)."""
+        open_row = ch.open[bank][0]
+        hits = [r for r in rs if open_row >= 0 and r.row == open_row]
+        capped = 0 < self.cfg.row_hit_cap <= ch.row_hits[bank]
+        r = hits[0] if hits and not capped else rs[0]
+        if open_row >= 0 and r.row == open_row:
+            cmd = self._column_cmd(ch, ch.src[s], r, pinned)
+        elif open_row < 0:
+            cmd = self.ACT
+            if any(ch.open[bank][b] == r.row for b in range(1, len(self.spec.row_buffers))) or bank in reserved:
+                return None
+        else:
+            cmd = self.PRE
+            if bank in pinned or not self._may_close(ch, s, bank):
+                return None
+        target = self.target_of(cmd, bank)
+        if not self.ready(ch, cmd, target, t):
+            return None
+        return _Candidate(r.age, cmd, target, r.row if cmd != self.PRE else -1,
+                          r.column if self.spec.commands[cmd].bus == "column" else -1, s, r)
+
+    def _pinned_candidate(self, ch: _Channel, s: int, t: int, pinned: set[int]) -> _Candidate | None:
+        """The oldest pinned request's column command if it is ready (it passes refresh and pins): pinned
+        requests go first."""
+        st = ch.src[s]
+        for r in sorted(st.read_q + st.write_q, key=lambda r: r.age):
+            if not r.pinned:
+                continue
+            cmd = self._column_cmd(ch, st, r, pinned)
+            target = self.target_of(cmd, r.bank)
+            extra = r.rd_issue + self.spec.commands[self.RD].latency + self.alu_latency if r.rd_issue >= 0 else 0
+            if self.ready(ch, cmd, target, t, extra):
+                return _Candidate(r.age, cmd, target, r.row, r.column, s, r, pinned_ok=True)
+        return None
 
     def _may_close(self, ch: _Channel, s: int, bank: int) -> bool:
         """Whether rw source s may precharge bank's row: it opened it, or (threshold_yield) s is the first
@@ -934,11 +969,8 @@ class ReferenceController:
         h = st.stream[0]
         hc = self.spec.commands[h.cmd]
         banks = self.banks(h.target)
-        # refresh admission (stream_refresh: wait)
-        if self.stream_refresh == "wait" and h.flags & SEG_START and h.est > 0 and h.est <= self.split_above:
-            bset = set(banks)
-            if any(t + h.est > node.due and bset & set(node.banks) for node in ch.refresh):
-                return None
+        if self._refresh_defers(ch, h, banks, t):
+            return None
         cmd, target, row, col, is_head = h.cmd, h.target, h.row, h.column, True
         if hc.effect == Effect.OPEN:
             cmd, target = self._open_or_close(ch, h.cmd, h.target, h.row)
@@ -947,12 +979,10 @@ class ReferenceController:
             lost = [b for b in banks if ch.open[b][hc.buffer] < 0
                     or (h.row >= 0 and ch.open[b][hc.buffer] != h.row)]
             if lost:
-                restore = next(((c, tg, r, cl) for c, tg, r, cl in reversed(st.opens)
-                                if self.spec.commands[c].buffer == hc.buffer and lost[0] in self.banks(tg)), None)
+                restore = self._restore(ch, st, hc.buffer, lost[0])
                 if restore is None:
                     return None      # nothing to restore from: a malformed stream never proceeds
-                cmd, target = self._open_or_close(ch, restore[0], restore[1], restore[2])
-                row, col, is_head = restore[2], restore[3], False
+                cmd, target, row, col, is_head = *restore, False
         if not is_head and cmd != h.cmd:
             ce = self.spec.commands[cmd].effect
             if ce == Effect.CLOSE:
@@ -966,6 +996,24 @@ class ReferenceController:
         if not self.ready(ch, cmd, target, t):
             return None
         return _Candidate(h.age, cmd, target, row, col, s, None, stream_head=is_head)
+
+    def _refresh_defers(self, ch: _Channel, h: _StreamCmd, banks: tuple[int, ...], t: int) -> bool:
+        """Refresh admission (stream_refresh: wait): a segment that would run past a due refresh of its banks
+        waits for it (a segment longer than split_above is split instead)."""
+        if self.stream_refresh == "wait" and h.flags & SEG_START and h.est > 0 and h.est <= self.split_above:
+            bset = set(banks)
+            return any(t + h.est > node.due and bset & set(node.banks) for node in ch.refresh)
+        return False
+
+    def _restore(self, ch: _Channel, st: Any, buffer: int, bank: int) -> tuple[int, tuple[int, int], int, int] | None:
+        """(command, target, row, column) that re-opens the row a stream's column command needs in `bank`'s
+        `buffer` (its latest open of that buffer covering the bank, or the close that must come first)."""
+        restore = next(((c, tg, r, cl) for c, tg, r, cl in reversed(st.opens)
+                        if self.spec.commands[c].buffer == buffer and bank in self.banks(tg)), None)
+        if restore is None:
+            return None
+        cmd, target = self._open_or_close(ch, restore[0], restore[1], restore[2])
+        return cmd, target, restore[2], restore[3]
 
     # ---- issue (3.5) ----------------------------------------------------------------------------
     def _issue(self, ch: _Channel, t: int, cmd: int, target: tuple[int, int], row: int, col: int,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -220,43 +221,45 @@ def speedup_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
         if src.stats.empty:
             reasons.append(f"sweep {src.name}: no finished points")
             continue
-        for name, spec in with_base.items():
-            base_keys = [k for k in spec["baseline"] if k in src.stats.columns]
-            other = [k for k in src.axis_keys if k not in base_keys and k in src.stats.columns]
-            # a key zipped with an earlier one only repeats it in the labels
-            other = [k for i, k in enumerate(other)
-                     if not any(_determined_by(src.stats, k, e) for e in other[:i])]
-            data = src.stats[other + base_keys + [name]].copy()
-            short = short_keys(src.axis_keys)
-            data["group"] = data.apply(lambda r, keys=other, sh=short: _group_label(r, keys, sh), axis=1)
-            data["variant"] = data.apply(lambda r, keys=base_keys, sh=short: _group_label(r, keys, sh), axis=1)
-            if len(data) > MAX_BARS:
-                data = data.iloc[:MAX_BARS]
-            pivot = data.pivot_table(index="group", columns="variant", values=name, aggfunc="first", sort=False)
-            # Horizontal bars: point labels are long and read best along the y axis.
-            fig = Figure(figsize=(_label_width([str(g) for g in pivot.index]), _bar_height(len(data))),
-                         layout="constrained")
-            ax = fig.add_subplot()
-            n_var = max(1, len(pivot.columns))
-            height = 0.8 / n_var
-            y = np.arange(len(pivot.index))
-            colors = palette(n_var)
-            for i, variant in enumerate(pivot.columns):
-                ax.barh(y + (i - (n_var - 1) / 2) * height, pivot[variant].to_numpy(dtype=float), height,
-                        label=str(variant), color=colors[i])
-            ax.set_yticks(y, [str(g) for g in pivot.index])
-            ax.invert_yaxis()
-            _speedup_axis(ax, pivot.to_numpy(dtype=float), f"{axis_label(name)} (x; dashed line: 1 = baseline)")
-            base_text = ", ".join(f"{k}={format_value(v)}" for k, v in spec["baseline"].items())
-            ax.set_title(f"{src.name}: {name}", fontsize=10)
-            fig.legend(loc="outside right upper", fontsize=8)
-            ax.grid(axis="x", alpha=0.3)
-            out.append(FigureOut(slug("speedup", src.name, name), f"{name} — {src.name}",
-                                 f"`{name} = {spec['expr']}` per point, against the baseline point with "
-                                 f"{base_text} and the same values of the other axes (dashed line: 1 = as the "
-                                 "baseline).",
-                                 data.drop(columns=["group", "variant"]), fig))
+        out += [_speedup_figure(src, name, spec) for name, spec in with_base.items()]
     return out, reasons
+
+
+def _speedup_figure(src: Source, name: str, spec: dict[str, Any]) -> FigureOut:
+    """Horizontal bars of one sweep metric with a baseline: one group per combination of the other axes, one
+    bar per baseline-key variant (point labels are long and read best along the y axis)."""
+    base_keys = [k for k in spec["baseline"] if k in src.stats.columns]
+    other = [k for k in src.axis_keys if k not in base_keys and k in src.stats.columns]
+    # a key zipped with an earlier one only repeats it in the labels
+    other = [k for i, k in enumerate(other) if not any(_determined_by(src.stats, k, e) for e in other[:i])]
+    data = src.stats[other + base_keys + [name]].copy()
+    short = short_keys(src.axis_keys)
+    data["group"] = data.apply(lambda r, keys=other, sh=short: _group_label(r, keys, sh), axis=1)
+    data["variant"] = data.apply(lambda r, keys=base_keys, sh=short: _group_label(r, keys, sh), axis=1)
+    if len(data) > MAX_BARS:
+        data = data.iloc[:MAX_BARS]
+    pivot = data.pivot_table(index="group", columns="variant", values=name, aggfunc="first", sort=False)
+    fig = Figure(figsize=(_label_width([str(g) for g in pivot.index]), _bar_height(len(data))),
+                 layout="constrained")
+    ax = fig.add_subplot()
+    n_var = max(1, len(pivot.columns))
+    height = 0.8 / n_var
+    y = np.arange(len(pivot.index))
+    colors = palette(n_var)
+    for i, variant in enumerate(pivot.columns):
+        ax.barh(y + (i - (n_var - 1) / 2) * height, pivot[variant].to_numpy(dtype=float), height,
+                label=str(variant), color=colors[i])
+    ax.set_yticks(y, [str(g) for g in pivot.index])
+    ax.invert_yaxis()
+    _speedup_axis(ax, pivot.to_numpy(dtype=float), f"{axis_label(name)} (x; dashed line: 1 = baseline)")
+    base_text = ", ".join(f"{k}={format_value(v)}" for k, v in spec["baseline"].items())
+    ax.set_title(f"{src.name}: {name}", fontsize=10)
+    fig.legend(loc="outside right upper", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    return FigureOut(slug("speedup", src.name, name), f"{name} — {src.name}",
+                     f"`{name} = {spec['expr']}` per point, against the baseline point with "
+                     f"{base_text} and the same values of the other axes (dashed line: 1 = as the "
+                     "baseline).", data.drop(columns=["group", "variant"]), fig)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -305,44 +308,12 @@ def _energy_long(sources: list[Source]) -> tuple[pd.DataFrame, list[str], str] |
     origins: list[str] = []
     bases: list[tuple[Source, str, list[dict[str, object]]]] = []
     for src in sources:
-        per = "run"
-        t = src.table
-        by_comp = next((c for c in src.stats.columns if _BY_COMPONENT.match(str(c))
-                        and src.stats[c].map(_as_dict).notna().any()), None)
-        col = next((c for c in ("energy_pj", "energy_j") if c in t.columns), None) or \
-            next((c for c in t.columns if _TABLE_ENERGY.match(str(c))), None)
-        wide = [c for c in t.columns if _component(str(c))]
-        stat_cols = [c for c in src.stats.columns if _component(str(c))]
-        found: list[dict[str, object]] = []
-        if by_comp:
-            m = _BY_COMPONENT.match(str(by_comp))
-            assert m is not None
-            unit = _ENERGY_UNITS[m.group(2)]
-            if m.group(1):
-                per = m.group(1).removeprefix("_per_")
-            for r, value in zip(src.stats["run"], src.stats[by_comp].map(_as_dict), strict=True):
-                for comp, v in (value or {}).items():
-                    found.append({"run": r, "component": str(comp), "energy_j": float(v) * unit})
-            origins.append(f"{src.name}: stats {by_comp}")
-        elif "component" in t.columns and col:
-            unit = _ENERGY_UNITS[str(col).rsplit("_", 1)[1]]
-            g = t.assign(energy_j=_numeric(t[col]) * unit).groupby(["run", "component"], sort=False)["energy_j"].sum()
-            found += [{"run": r, "component": str(c), "energy_j": v} for (r, c), v in g.items()]
-            origins.append(f"{src.name}: table rows (component, {col})")
-        elif wide:
-            for c in wide:
-                comp, unit_name = _component(str(c))  # type: ignore[misc]
-                g = (_numeric(t[c]) * _ENERGY_UNITS[unit_name]).groupby(t["run"], sort=False).sum()
-                found += [{"run": r, "component": comp, "energy_j": v} for r, v in g.items()]
-            origins.append(f"{src.name}: table columns {', '.join(map(str, wide))}")
-        elif stat_cols:
-            for c in stat_cols:
-                comp, unit_name = _component(str(c))  # type: ignore[misc]
-                for r, v in zip(src.stats["run"], _numeric(src.stats[c]), strict=True):
-                    if pd.notna(v):
-                        found.append({"run": r, "component": comp, "energy_j": float(v) * _ENERGY_UNITS[unit_name]})
-            origins.append(f"{src.name}: stats {', '.join(map(str, stat_cols))}")
-        if found and not by_comp:
+        got = _source_energy(src)
+        if got is None:
+            continue
+        found, per, origin, complete = got
+        origins.append(origin)
+        if found and not complete:
             found += _unattributed(src, found)
         if found:
             bases.append((src, per, found))
@@ -358,6 +329,53 @@ def _energy_long(sources: list[Source]) -> tuple[pd.DataFrame, list[str], str] |
             origins.append(f"{src.name}: per-{basis} energies times stats {basis}s")
         rows += found
     return (pd.DataFrame(rows), origins, per) if rows else None
+
+
+def _source_energy(src: Source) -> tuple[list[dict[str, object]], str, str, bool] | None:
+    """One source's (rows, what they are per, where they came from, complete: nothing unattributed to add), by
+    the first form it has (_energy_long's order), or None."""
+    t = src.table
+    by_comp = next((c for c in src.stats.columns if _BY_COMPONENT.match(str(c))
+                    and src.stats[c].map(_as_dict).notna().any()), None)
+    if by_comp:
+        return (*_energy_by_component(src, str(by_comp)), True)
+    col = next((c for c in ("energy_pj", "energy_j") if c in t.columns), None) or \
+        next((c for c in t.columns if _TABLE_ENERGY.match(str(c))), None)
+    if "component" in t.columns and col:
+        unit = _ENERGY_UNITS[str(col).rsplit("_", 1)[1]]
+        g = t.assign(energy_j=_numeric(t[col]) * unit).groupby(["run", "component"], sort=False)["energy_j"].sum()
+        return ([{"run": r, "component": str(c), "energy_j": v} for (r, c), v in g.items()], "run",
+                f"{src.name}: table rows (component, {col})", False)
+    wide = [c for c in t.columns if _component(str(c))]
+    if wide:
+        found: list[dict[str, object]] = []
+        for c in wide:
+            comp, unit_name = _component(str(c))  # type: ignore[misc]
+            g = (_numeric(t[c]) * _ENERGY_UNITS[unit_name]).groupby(t["run"], sort=False).sum()
+            found += [{"run": r, "component": comp, "energy_j": v} for r, v in g.items()]
+        return found, "run", f"{src.name}: table columns {', '.join(map(str, wide))}", False
+    stat_cols = [c for c in src.stats.columns if _component(str(c))]
+    if stat_cols:
+        found = []
+        for c in stat_cols:
+            comp, unit_name = _component(str(c))  # type: ignore[misc]
+            for r, v in zip(src.stats["run"], _numeric(src.stats[c]), strict=True):
+                if pd.notna(v):
+                    found.append({"run": r, "component": comp, "energy_j": float(v) * _ENERGY_UNITS[unit_name]})
+        return found, "run", f"{src.name}: stats {', '.join(map(str, stat_cols))}", False
+    return None
+
+
+def _energy_by_component(src: Source, by_comp: str) -> tuple[list[dict[str, object]], str, str]:
+    """Rows of a stats dict energy[_per_<x>]_by_component_<unit>: (rows, per, origin)."""
+    m = _BY_COMPONENT.match(by_comp)
+    assert m is not None
+    unit = _ENERGY_UNITS[m.group(2)]
+    per = m.group(1).removeprefix("_per_") if m.group(1) else "run"
+    found = [{"run": r, "component": str(comp), "energy_j": float(v) * unit}
+             for r, value in zip(src.stats["run"], src.stats[by_comp].map(_as_dict), strict=True)
+             for comp, v in (value or {}).items()]
+    return found, per, f"{src.name}: stats {by_comp}"
 
 
 def _unattributed(src: Source, found: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -520,40 +538,10 @@ def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
         factor, ylabel = _time_axis(y, yv)
         for j, (line, color) in enumerate(zip(lines, colors, strict=True)):
             part = data[data["_line"] == line]
-            if numeric_x:   # an ordered quantity: lines between the points
-                part = part.sort_values(key)
-                ax.plot(part[key].to_numpy(dtype=float), _numeric(part[y]).to_numpy(dtype=float) * factor,
-                        marker="o", label=line, color=color)
-                continue
-            # Categories (model names ...) have no order in between: grouped bars, or dodged points on a
-            # log axis (where bars have no natural start).
-            xs = part[key].astype(str).map(pos).to_numpy(dtype=float) + (j - (len(lines) - 1) / 2) * width
-            vals = _numeric(part[y]).to_numpy(dtype=float) * factor
-            if log_y:
-                ax.plot(xs, vals, marker="o", ls="none", label=line, color=color)
-            else:
-                ax.bar(xs, vals, width, label=line, color=color)
-        if numeric_x:
-            vals = np.asarray(order, dtype=float)
-            if len(vals) and vals.min() > 0 and vals.max() / vals.min() >= 16:
-                ax.set_xscale("log", base=2 if all(float(v).is_integer() for v in vals) else 10)
-        else:
-            ax.set_xticks(range(len(order)), order)
-            _rotate(ax, order)
-        if log_y:
-            ax.set_yscale("log")
-            readable_log_axis(ax, "y")
-        if numeric_x and ax.get_xscale() == "log" and not all(float(v).is_integer() for v in order):
-            readable_log_axis(ax, "x")
-        elif numeric_x and ax.get_xscale() == "log":
-            from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
-
-            ax.xaxis.set_major_locator(FixedLocator([float(v) for v in order]))   # the swept values
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: tick_text(v)))
-            ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel(axis_label(key))
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3, axis="y" if not numeric_x else "both")
+            xs = None if numeric_x else \
+                part[key].astype(str).map(pos).to_numpy(dtype=float) + (j - (len(lines) - 1) / 2) * width
+            _draw_line(ax, part, key, y, factor, xs, log_y, width, line, color)
+        _param_axes(ax, key, order, numeric_x, log_y, ylabel)
     if len(lines) > 1:  # outside the axes: lines often fill the whole plot area
         handles, labels = axes[-1].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside right upper", fontsize=7)
@@ -564,6 +552,48 @@ def _param_figure(src: Source, key: str, ycols: list[str]) -> FigureOut:
                      f"{kind.capitalize()} against the swept `{key}`; one "
                      f"{'line' if numeric_x else 'bar colour'} per combination of the other axes.{note}",
                      data.drop(columns=["_line"]), fig)
+
+
+def _draw_line(ax: Any, part: pd.DataFrame, key: str, y: str, factor: float, xs: Any, log_y: bool, width: float,
+               line: str, color: Any) -> None:
+    """One combination of the other axes: a line over a numeric x (`xs` None), else grouped bars at `xs`, or
+    dodged points on a log axis (where bars have no natural start): categories have no order in between."""
+    if xs is None:
+        part = part.sort_values(key)
+        ax.plot(part[key].to_numpy(dtype=float), _numeric(part[y]).to_numpy(dtype=float) * factor,
+                marker="o", label=line, color=color)
+        return
+    vals = _numeric(part[y]).to_numpy(dtype=float) * factor
+    if log_y:
+        ax.plot(xs, vals, marker="o", ls="none", label=line, color=color)
+    else:
+        ax.bar(xs, vals, width, label=line, color=color)
+
+
+def _param_axes(ax: Any, key: str, order: list[Any], numeric_x: bool, log_y: bool, ylabel: str) -> None:
+    """Scales, ticks and labels of one parameter plot: a log x over a wide numeric range (ticks at the swept
+    values when they are whole numbers), category ticks otherwise; a log y over two decades."""
+    if numeric_x:
+        vals = np.asarray(order, dtype=float)
+        if len(vals) and vals.min() > 0 and vals.max() / vals.min() >= 16:
+            ax.set_xscale("log", base=2 if all(float(v).is_integer() for v in vals) else 10)
+    else:
+        ax.set_xticks(range(len(order)), order)
+        _rotate(ax, order)
+    if log_y:
+        ax.set_yscale("log")
+        readable_log_axis(ax, "y")
+    if numeric_x and ax.get_xscale() == "log" and not all(float(v).is_integer() for v in order):
+        readable_log_axis(ax, "x")
+    elif numeric_x and ax.get_xscale() == "log":
+        from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+        ax.xaxis.set_major_locator(FixedLocator([float(v) for v in order]))   # the swept values
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: tick_text(v)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(axis_label(key))
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, axis="y" if not numeric_x else "both")
 
 
 # ----------------------------------------------------------------------------------------------------------

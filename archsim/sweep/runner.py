@@ -104,12 +104,7 @@ def run_sweep(
     scheduler address such as tcp://host:8786. force reruns finished points. progress=None shows a bar
     only on a terminal outside CI. All input checks happen before any point runs (UserError).
     """
-    if executor not in EXECUTORS:
-        raise UserError(f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
-    if scheduler and executor != "dask":
-        raise UserError("--scheduler needs --executor dask")
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
-        raise UserError(f"--jobs must be an integer >= 1, got {jobs!r}")
+    _check_run_options(executor, scheduler, jobs)
     if not isinstance(sweep, Sweep):
         sweep = load_sweep(sweep)
     # metrics against the systems' declared stats names, before anything is written or run
@@ -131,26 +126,41 @@ def run_sweep(
             n = min(jobs or default_jobs(), len(todo))
             pool = DaskExecutor(jobs or default_jobs(), scheduler) if executor == "dask" else LocalExecutor(n)
             bar = Progress(sweep.name, len(todo), progress if progress is not None else progress_wanted(sys.stderr))
-            by_hash = {p.point_hash: p for p in todo}
-            events = pool.run([_task(sweep, p) for p in todo])
-            try:
-                checked = bool(done) or declared
-                for event in events:
-                    if event is not None:
-                        task, result = event
-                        point = by_hash[task["point_hash"]]
-                        _store(store, point, result, outcome)
-                        if not checked and sweep.metrics and store.is_done(point.point_hash):
-                            # the first finished point shows the system's stats columns: a metric naming
-                            # another column stops the sweep now, not after every point ran
-                            checked = True
-                            _check_metric_columns(sweep, store, point)
-                    bar.update(outcome.succeeded, len(outcome.failed))
-            finally:
-                events.close()  # stops the workers now if we leave early (Ctrl-C, a store error)
-                bar.close()
+            _run_points(sweep, store, todo, pool, bar, outcome, checked=bool(done) or declared)
     outcome.wall_s = time.monotonic() - t0
     return outcome
+
+
+def _check_run_options(executor: str, scheduler: str | None, jobs: int | None) -> None:
+    if executor not in EXECUTORS:
+        raise UserError(f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
+    if scheduler and executor != "dask":
+        raise UserError("--scheduler needs --executor dask")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise UserError(f"--jobs must be an integer >= 1, got {jobs!r}")
+
+
+def _run_points(sweep: Sweep, store: ResultsStore, todo: list[Point], pool: Any, bar: Progress,
+                outcome: SweepOutcome, checked: bool) -> None:
+    """Run `todo` on `pool`, storing each result as it arrives; `checked`: the metrics' columns are known to
+    exist (declared, or seen in a stored point), else the first finished point shows them."""
+    by_hash = {p.point_hash: p for p in todo}
+    events = pool.run([_task(sweep, p) for p in todo])
+    try:
+        for event in events:
+            if event is not None:
+                task, result = event
+                point = by_hash[task["point_hash"]]
+                _store(store, point, result, outcome)
+                if not checked and sweep.metrics and store.is_done(point.point_hash):
+                    # the first finished point shows the system's stats columns: a metric naming
+                    # another column stops the sweep now, not after every point ran
+                    checked = True
+                    _check_metric_columns(sweep, store, point)
+            bar.update(outcome.succeeded, len(outcome.failed))
+    finally:
+        events.close()  # stops the workers now if we leave early (Ctrl-C, a store error)
+        bar.close()
 
 
 def _finished(store: ResultsStore, point: Point) -> bool:

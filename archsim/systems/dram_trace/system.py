@@ -577,7 +577,12 @@ def with_mapping(controller: dict[str, Any], mapping: str) -> ControllerConfig:
 SYNTHETIC_KEYS = {k.path: k.default for k in schema.keys(SyntheticTrace)}
 
 
-@register("dram-trace", resolve=resolve, schema=DramTraceConfig,
+EXAMPLES = """\
+  archsim run --system dram-trace --set trace.kind=random --set trace.requests=2000 --preset HBM2_2Gbps_PC
+  archsim run --system dram-trace --set trace=my.trace --set controller.row_policy=closed"""
+
+
+@register("dram-trace", resolve=resolve, schema=DramTraceConfig, examples=EXAMPLES,
           stats=from_code((_result, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry: the config (DramTraceConfig's keys) resolved once into a `Setup`, then simulated."""

@@ -463,7 +463,12 @@ class DuplexRun:
                                            "seconds", "xpu_slowdown", "low_slowdown", "added_fraction"])
 
 
-@register("duplex", resolve=resolve, schema=DuplexConfig,
+EXAMPLES = """\
+  archsim run --system duplex --set requests=16 --set output_len=64
+  archsim run --system duplex --set device=gpu --set requests=16 --set output_len=64   # a baseline device"""
+
+
+@register("duplex", resolve=resolve, schema=DuplexConfig, examples=EXAMPLES, features=MODEL_FEATURES,
           stats=from_code((DuplexRun.run, "stats"), serving_metrics, metrics.NAMES))
 def run(config: dict[str, Any], seed: int = 0) -> Result:
     return DuplexRun(config, seed).run()

@@ -851,7 +851,13 @@ class PimGptSimulator:
         return total * 1e-12
 
 
-@register("pimgpt", resolve=resolve, schema=PimGptConfig,
+EXAMPLES = """\
+  archsim run --model gpt2-small --tokens 16
+  archsim run --system pimgpt --set dram.timing.nRCDRD=20 --tokens 4
+  archsim run --model gpt2-small --tokens 4 --json run.json && archsim run --from-json run.json"""
+
+
+@register("pimgpt", resolve=resolve, schema=PimGptConfig, examples=EXAMPLES, features=MODEL_FEATURES,
           stats=from_code((PimGptSimulator.result, "stats"), (PimGptSimulator.baselines, "out"), metrics.NAMES))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry: the config (PimGptConfig's keys) resolved once into a `Setup`, then simulated."""

@@ -236,7 +236,8 @@ def _layer(cfg: dict[str, Any], model: Any, params: Any, ring: Any, kind: str,
     return rows, dram_pj
 
 
-@register("t3_decode", resolve=resolve, schema=T3DecodeConfig,
+@register("t3_decode", resolve=resolve, schema=T3DecodeConfig, features=MODEL_FEATURES,
+          examples="  archsim run --system t3_decode --set model=gpt3-7b --set tp=4 --set batch=64 --set context=1024",
           stats=from_code((decode_step, "stats"), metrics.NAMES))
 def run(config: dict[str, Any], seed: int = 0) -> Result:
     cfg = resolve(config)

@@ -292,7 +292,11 @@ def _per_config(runs: dict[str, Any], rows: list[dict[str, Any]], stats: dict[st
         stats["gemm_read_ratio_sequential_vs_t3"] = seq.extra["gemm_read_bytes"] / runs["t3"].extra["gemm_read_bytes"]
 
 
-@register("t3", resolve=resolve, schema=T3Config,
+EXAMPLES = """\
+  archsim run --system t3 --set model=t-nlg --set sublayer=fc2_fwd --set tp=8 --set tokens=1024"""
+
+
+@register("t3", resolve=resolve, schema=T3Config, examples=EXAMPLES, features=MODEL_FEATURES,
           stats=from_code((run_sublayer, "stats"), (_against_sequential, "stats"), (_per_config, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     su = setup(config)

@@ -79,12 +79,10 @@ def _preset_leaves(key: Any, resolved: dict[str, Any]) -> dict[str, Any]:
 
     ref, loader = key.overrides_of
     name = _get(resolved, ref) or schema.lookup(_SCHEMAS[resolved["system"]], ref).default
-    if loader == "dram":
-        from archsim.dram.spec import override_leaves
-
-        return override_leaves(name, prefix=key.path + ".")
     module, _, fn = loader.partition(":")
-    preset = getattr(importlib.import_module(module), fn)(name)
+    preset = getattr(importlib.import_module(module), fn)(name)   # the system's layer names its loader
+    if isinstance(preset, dict):            # the preset's key paths already (a DRAM preset's, with derived forms)
+        return {f"{key.path}.{k}": v for k, v in preset.items()}
     # its identity (name, source) is not a value to override
     return {k: v for k, v in schema.leaves(preset, key.path + ".").items()
             if k not in (f"{key.path}.name", f"{key.path}.source")}

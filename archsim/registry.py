@@ -32,19 +32,27 @@ _SCHEMAS: dict[str, type] = {}
 # reads a declaration from the code that builds the stats; tests/test_stats_names.py runs every system small
 # and checks that its declaration covers what it returns.
 _STATS: dict[str, StatsNames] = {}
+# Per-system `archsim run --system X --help` examples (command lines, one per line) and the model features it
+# simulates (a subset of archsim.summary.FEATURES; None: undeclared), both declared where the system registers.
+_EXAMPLES: dict[str, str] = {}
+_FEATURES: dict[str, frozenset[str]] = {}
 # The package whose subpackages are the systems (each registers on import).
 SYSTEMS_PACKAGE = "archsim.systems"
 _loaded = False
 
 
 def register(name: str, resolve: ResolveFn | None = None, schema: type | None = None,
-             stats: StatsNames | None = None) -> Callable[[RunFn], RunFn]:
+             stats: StatsNames | None = None, examples: str | None = None,
+             features: Iterable[str] | None = None) -> Callable[[RunFn], RunFn]:
     """Decorator registering a system's run function; `resolve(config) -> config` optionally fills defaults,
-    `schema` is the system's typed config dataclass (archsim.schema), `stats` declares its stats names."""
+    `schema` is the system's typed config dataclass (archsim.schema), `stats` declares its stats names,
+    `examples` its `run --help` command lines, `features` the model features it simulates."""
 
     def deco(fn: RunFn) -> RunFn:
         _REGISTRY[name] = fn
-        for table, hook in ((_RESOLVERS, resolve), (_SCHEMAS, schema), (_STATS, stats)):
+        feats = frozenset(features) if features is not None else None
+        for table, hook in ((_RESOLVERS, resolve), (_SCHEMAS, schema), (_STATS, stats), (_EXAMPLES, examples),
+                            (_FEATURES, feats)):
             if hook is not None:
                 table[name] = hook
             else:
@@ -108,6 +116,18 @@ def stats_names(system: str) -> tuple[str, ...] | None:
     if callable(declared):
         declared = _STATS[system] = tuple(declared())
     return tuple(declared)
+
+
+def examples(name: str) -> str | None:
+    """The `archsim run --system NAME --help` examples the system declares (None: none)."""
+    get(name)
+    return _EXAMPLES.get(name)
+
+
+def model_features(name: str) -> frozenset[str] | None:
+    """The model features the system declares it simulates (None: undeclared)."""
+    get(name)
+    return _FEATURES.get(name)
 
 
 def declares(names: Iterable[str], column: str) -> bool:

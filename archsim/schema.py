@@ -56,8 +56,8 @@ def opt(default: Any, help: str, *, choices: Any = None, minimum: float | None =
     holds it flat (`config.height`); its key path is `systolic.height`. `required`: a preset file must give it
     (the default serves code that builds the dataclass itself); a default of REQUIRED: everyone must.
     `overrides_of=(KEY, LOADER)`: the field is a mapping of overrides of the preset that config key KEY names;
-    its settable key paths are that preset's values (archsim.keypaths): LOADER is "dram" (a DRAM preset) or
-    "module:function" returning the preset's schema dataclass."""
+    its settable key paths are that preset's values (archsim.keypaths): LOADER is "module:function" returning
+    the preset's schema dataclass (or its {key path: value}, e.g. archsim.dram.spec:preset_leaves)."""
     meta = {"help": help, "choices": choices, "minimum": minimum, "maximum": maximum, "above": above,
             "below": below, "power_of_two": power_of_two, "optional": optional, "flag": flag, "under": under,
             "required": required, "overrides_of": overrides_of}

@@ -165,7 +165,7 @@ def stage_rows(stages: Any, max_rows: int = 20) -> list[str]:
 
 
 # Features of a model that a system may or may not model; a system lists the ones it does in its module's
-# MODEL_FEATURES (archsim.systems.<name>). (name, description of the model's instance)
+# `features` (registered with it: archsim.registry.model_features). (name, description of the model's instance)
 FEATURES = {
     "moe": lambda m: (m.n_experts > 1, f"mixture-of-experts FFN ({m.n_experts} experts, {m.experts_per_token} "
                                        "per token)"),
@@ -177,7 +177,7 @@ FEATURES = {
 
 def model_notes(config: dict[str, Any], modelled: frozenset[str] | None) -> list[str]:
     """What a run's summary must say about its model: the layers simulated when fewer than the model's, and the
-    model's features the system does not model (`modelled`: the system's MODEL_FEATURES; None: not declared)."""
+    model's features the system does not model (`modelled`: the features the system registered; None: not declared)."""
     model_name = config.get("model")
     if not isinstance(model_name, str):
         return []

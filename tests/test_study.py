@@ -128,15 +128,16 @@ def test_the_cli_plans_and_refuses_bad_input(tmp_path, capsys, monkeypatch):
     assert err.startswith("archsim: error: bad.yaml:") and err.count("\n") == 1
 
 
-def test_features_a_design_does_not_model_are_refused_never_stood_in(tmp_path):
-    """Mixtral on T3: refused with the feature named, not run dense; Llama on PIM-GPT (GQA and the gated FFN
-    modelled, issue 37) is refused only for its device count at tp 4, and planned at tp 1; Llama and Mixtral on
-    NeuPIMs (GQA, the gated FFN, RMSNorm and MoE modelled, issue 37) are planned at tp 4."""
+def test_features_a_design_does_not_model_are_refused_never_stood_in(tmp_path, monkeypatch):
+    """Llama on PIM-GPT (GQA and the gated FFN modelled, issue 37) is refused only for its device count at tp 4,
+    and planned at tp 1; Llama and Mixtral on NeuPIMs (GQA, the gated FFN, RMSNorm and MoE modelled, issue 37)
+    and on T3 (tensor-parallel experts, issue 37) are planned at tp 4. A design that did not declare MoE (T3
+    before issue 37's experts, re-created here) is refused with the feature named, not run dense."""
     study = parse_study(TINY.replace("models: [gpt3-small]", "models: [mixtral-8x7b, llama3-8b]")
                         .replace("hbm2 x 1", "hbm3 x 4").replace("tp: [1, 2]", "tp: [4]"), "s.yaml")
     got = {(p.intent.system, p.intent.model): p for p in plan_study(study, tmp_path)}
     assert got[("neupims", "mixtral-8x7b")].config is not None, got[("neupims", "mixtral-8x7b")].reason
-    assert "mixture-of-experts" in got[("t3", "mixtral-8x7b")].reason
+    assert got[("t3", "mixtral-8x7b")].config is not None, got[("t3", "mixtral-8x7b")].reason
     assert "multi-device" in got[("pimgpt", "llama3-8b")].reason
     assert got[("neupims", "llama3-8b")].config is not None, got[("neupims", "llama3-8b")].reason
     one = parse_study(TINY.replace("models: [gpt3-small]", "models: [llama3-8b]").replace("hbm2 x 1", "hbm3 x 4")
@@ -146,6 +147,13 @@ def test_features_a_design_does_not_model_are_refused_never_stood_in(tmp_path):
     assert got[("duplex", "mixtral-8x7b")].config is not None        # Duplex models MoE and GQA
     assert got[("t3", "llama3-8b")].config is not None               # T3's decode sizes GQA and gated FFN
     assert not math.isnan(got[("duplex", "llama3-8b")].config["devices"])
+    from archsim import registry
+
+    monkeypatch.setitem(registry._FEATURES, "t3_decode", frozenset({"gqa", "gated_ffn"}))
+    dense_only = {(p.intent.system, p.intent.model): p for p in plan_study(study, tmp_path)}
+    assert dense_only[("t3", "mixtral-8x7b")].config is None
+    assert "mixture-of-experts FFN (8 experts, 2 per token): not modelled by T3" in \
+        dense_only[("t3", "mixtral-8x7b")].reason
 
 
 def test_gqa_model_on_neupims_runs(tmp_path):
@@ -262,3 +270,18 @@ def test_the_committed_study_is_the_shipped_study_file_planned_today(tmp_path):
             assert r.status == "refused" and r.reason == p.reason, (r.system, r.model, r.reason, p.reason)
         else:
             assert r.status == "ok" and r.decode_tokens_per_s > 0 and r.energy_per_token_j > 0, r
+
+
+def test_figures_draw_a_panel_whose_points_are_all_refused(tmp_path):
+    """A study whose every design refuses some (batch, devices) panel (T3's Mixtral at tp 1: capacity) still
+    draws its figures: the refused panel shows its x marks on a log axis with a positive range."""
+    from archsim.study.report import figures
+
+    base = {"system": "t3", "design": "T3", "model": "mixtral-8x7b", "memory": "hbm2 x 4", "batch": 64}
+    ok = {**base, "tp": 4, "status": "ok", "decode_tokens_per_s": 1900.0, "energy_per_token_j": 0.06,
+          "decode_step_s": 0.033}
+    refused = {**base, "tp": 1, "status": "refused", "decode_tokens_per_s": float("nan"),
+               "energy_per_token_j": float("nan"), "decode_step_s": float("nan")}
+    names = figures(pd.DataFrame([ok, refused]), tmp_path)
+    assert names == ["tokens_per_s.png", "energy_per_token.png", "decode_step.png", "pareto.png"]
+    assert all((tmp_path / n).stat().st_size > 0 for n in names)

@@ -19,29 +19,8 @@ from archsim.commands.common import (
 from archsim.output import check_distinct, check_writable
 from archsim.summary import model_notes
 
-# Examples shown by `archsim run --system X --help` (the description is the first paragraph of the system
-# module's docstring). A system without examples here shows the generic ones.
-SYSTEM_EXAMPLES = {
-    "pimgpt": """\
-  archsim run --model gpt2-small --tokens 16
-  archsim run --system pimgpt --set dram.timing.nRCDRD=20 --tokens 4
-  archsim run --model gpt2-small --tokens 4 --json run.json && archsim run --from-json run.json""",
-    "dram-trace": """\
-  archsim run --system dram-trace --set trace.kind=random --set trace.requests=2000 --preset HBM2_2Gbps_PC
-  archsim run --system dram-trace --set trace=my.trace --set controller.row_policy=closed""",
-    "neupims": """\
-  archsim run --system neupims --batch 64 --set layers=2      # 2 of the model's layers (the summary says so)
-  archsim run --system neupims --mode serving --batch 16 --set requests=16 --set layers=1
-  archsim run --system npu_pim --batch 64 --set layers=2      # one of the baselines of the NeuPIMs paper""",
-    "npu_pim": "  archsim run --system npu_pim --batch 64 --set layers=2",
-    "npu_only": "  archsim run --system npu_only --batch 64 --set layers=2",
-    "gpu_only": "  archsim run --system gpu_only --batch 64",
-    "duplex": """\
-  archsim run --system duplex --set requests=16 --set output_len=64
-  archsim run --system duplex --set device=gpu --set requests=16 --set output_len=64   # a baseline device""",
-    "t3": """\
-  archsim run --system t3 --set model=t-nlg --set sublayer=fc2_fwd --set tp=8 --set tokens=1024""",
-}
+# Examples shown by `archsim run --help`; `--system X --help` shows the examples system X registers with
+# (archsim.registry), else these.
 GENERIC_EXAMPLES = """\
   archsim run --model gpt2-small --tokens 16
   archsim run --system dram-trace --set trace.kind=random --set trace.requests=2000 --preset HBM2_2Gbps_PC
@@ -61,7 +40,7 @@ def describe(system: str) -> tuple[str, str]:
     text = " ".join(doc.split())
     head = f"Simulate system {system} and print its summary. {text}" if text else f"Simulate system {system}."
     return head + " `--system X --help` lists every key of system X.", \
-        f"examples (system {system}):\n" + SYSTEM_EXAMPLES.get(system, GENERIC_EXAMPLES) + "\n"
+        f"examples (system {system}):\n" + (registry.examples(system) or GENERIC_EXAMPLES) + "\n"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,15 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def modelled_features(system: str) -> frozenset[str] | None:
-    """The model features a system declares it models (its module's MODEL_FEATURES), None if undeclared."""
-    import importlib
-
+    """The model features a system declares it models (registered with it), None if undeclared."""
     from archsim import registry
 
-    fn = registry.get(system)
-    module = importlib.import_module(fn.__module__)
-    features = getattr(module, "MODEL_FEATURES", None)
-    return frozenset(features) if features is not None else None
+    return registry.model_features(system)
 
 
 def build_config(args: argparse.Namespace) -> tuple[dict[str, Any], int]:

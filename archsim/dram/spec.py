@@ -375,6 +375,11 @@ def override_leaves(preset: str | Path | dict[str, Any], prefix: str = "dram.") 
     return out
 
 
+def preset_leaves(preset: str | Path | dict[str, Any]) -> dict[str, Any]:
+    """override_leaves without a prefix: what a config field of DRAM overrides (`overrides_of`) may set."""
+    return override_leaves(preset, prefix="")
+
+
 def load_spec(preset: str | Path | dict[str, Any], overrides: dict[str, Any] | list[str] | None = None) -> DramSpec:
     """Load a preset (name, path or already-loaded dict), apply `overrides` ({'timing.nRCD': 20} or
     ['timing.nRCD=20']; paths relative to the preset, a leading 'dram.' is accepted) and validate."""

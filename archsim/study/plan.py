@@ -61,10 +61,10 @@ def stack_bytes(preset: str) -> int:
 
 
 def _unmodelled(runs_as: str, model: Any) -> list[str]:
-    from archsim.commands.run import modelled_features
+    from archsim import registry
     from archsim.summary import FEATURES
 
-    modelled = modelled_features(runs_as) or frozenset()
+    modelled = registry.model_features(runs_as) or frozenset()
     return [text for key, probe in FEATURES.items() for has, text in [probe(model)] if has and key not in modelled]
 
 

@@ -126,6 +126,8 @@ def _bar_grid(plt: Any, results: pd.DataFrame, metric: str, label: str, path: Pa
             vals = g[g["status"] == "ok"][metric]
             if len(vals):   # bars start at the decade below the smallest, so heights compare honestly
                 ax.set_ylim(10 ** math.floor(math.log10(vals.min())), 10 ** math.ceil(math.log10(vals.max() * 1.05)))
+            else:           # every point of the panel refused: a log axis needs a positive range to draw its x marks
+                ax.set_ylim(1.0, 10.0)
             ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
             ax.yaxis.set_major_formatter(si)
             ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))

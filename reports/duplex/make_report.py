@@ -11,6 +11,7 @@ next to them as the paper states them (docs/presets.md [Duplex]).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -335,6 +336,36 @@ def llmsim_causes(vs: pd.DataFrame, args, done: pd.DataFrame | None = None) -> p
     return pd.DataFrame(rows)
 
 
+def devices_per_node() -> int:
+    from archsim.systems.duplex.compiler import device_preset
+
+    return int(device_preset().links.devices_per_node)
+
+
+def multi_node_links(vs: pd.DataFrame, args) -> pd.DataFrame:
+    """The vs_llmsimulator rows on more than one node re-run in roofline mode with every device on NVLink
+    (_one_node): archsim splits every layer over all the devices, so its all-reduces cross InfiniBand, while
+    LLMSimulator (as run_llmsim.py runs it) keeps the non-expert tensor parallelism inside a node. A proxy: it
+    takes the all-reduce off InfiniBand and leaves archsim's layout as it is."""
+    systems = dict(SYSTEMS)
+    base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
+            "max_batch": args.batch}
+    rows = []
+    memo: dict[tuple, float] = {}
+    for r in vs[vs.devices > devices_per_node()].itertuples():
+        if (r.model, r.system) not in memo:
+            cfg = {"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)]}
+            memo[r.model, r.system] = run(cfg, device=_one_node).stats["throughput_tokens_per_s"]
+            print(r.model, r.system, "all NVLink", f"{memo[r.model, r.system]:.0f} tok/s", file=sys.stderr)
+        toggled = memo[r.model, r.system] / r.llmsim_tokens_per_s
+        rows.append({"model": r.model, "system": r.system, "fork": r.fork, "devices": r.devices,
+                     "llmsim_tokens_per_s": r.llmsim_tokens_per_s, "roofline_over_llmsim": r.roofline_over_llmsim,
+                     "nvlink_tokens_per_s": memo[r.model, r.system], "nvlink_over_llmsim": toggled,
+                     "moved_toward_llmsim": abs(r.roofline_over_llmsim - 1) - abs(toggled - 1) >= MATERIAL,
+                     "nvlink_within_5pct": abs(toggled - 1) <= ROOFLINE_TARGET})
+    return pd.DataFrame(rows)
+
+
 def roofline_plot(ops: pd.DataFrame, path: Path) -> None:
     import matplotlib
 
@@ -395,7 +426,7 @@ def main() -> None:
     ap.add_argument("--qps", type=float, nargs="+", default=[4, 8, 12, 16, 20, 24, 28])
     ap.add_argument("--reuse", nargs="*", default=[], choices=["comparison", "operators_mixtral", "edap", "load", "gaps",
                                                                "load_xpu_efficiency", "stream_efficiency",
-                                                               "vs_llmsimulator_causes"],
+                                                               "vs_llmsimulator_causes", "vs_llmsimulator_links"],
                     help="read these tables from the CSVs of an earlier run (in the output folder) instead of "
                          "running them again (vs_llmsimulator_causes: its rows are kept and only the missing ones "
                          "run, e.g. a condition added since)")
@@ -424,13 +455,16 @@ def main() -> None:
     # reused, the causes table keeps its rows and runs only the ones missing (a condition added since)
     done = pd.read_csv(out / "vs_llmsimulator_causes.csv") if "vs_llmsimulator_causes" in args.reuse else None
     causes = llmsim_causes(vs, args, done)
+    links = part("vs_llmsimulator_links", lambda: multi_node_links(vs, args))
     total = time.perf_counter() - t0
-    for name, df in (("vs_llmsimulator", vs), ("vs_llmsimulator_causes", causes), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
+    for name, df in (("vs_llmsimulator", vs), ("vs_llmsimulator_causes", causes),
+                     ("vs_llmsimulator_links", links), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
                      ("load", load), ("gaps", gaps), ("load_xpu_efficiency", load_eff), ("stream_efficiency", stream)):
         df.to_csv(out / f"{name}.csv", index=False)
     roofline_plot(ops, out / "roofline.png")
     vs_gpu_plot(main_df, out / "vs_gpu.png", f"(L_in, L_out) = ({args.input_len}, {args.output_len}), batch {args.batch}")
-    write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__, vs, causes)
+    write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__, vs, causes,
+                 links)
 
 
 def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
@@ -481,7 +515,8 @@ def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
     plt.close(fig)
 
 
-def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version, vs, causes):
+def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version, vs, causes,
+                 links=None):
     dx = df[df.system == "Duplex"]
     pe = df[df.system == "Duplex+PE"]
     et = df[df.system == "Duplex+PE+ET"]
@@ -549,9 +584,10 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total
              + ("yes" if (df[df.model.isin(moe) & df.system.isin(VARIANTS)].speedup_vs_gpu > 1).all() else "NO")
              + f" (lowest: {df[df.model.isin(moe) & df.system.isin(VARIANTS)].speedup_vs_gpu.min():.2f}x) |\n")
     L.append("![Duplex vs GPU](vs_gpu.png)\n")
-    L.append(command_path_text(df, inter))
+    L.append(command_path_text(df, inter, ops))
     L.append(split_text(df))
     L.append(llmsim_text(vs, causes))
+    L.append(links_text(vs, causes, links))
     L.append("## Gaps as experiments: runs that toggle a cause\n")
     L.append("Each column divides a run by the same run with one cause switched (throughput ratio; > 1: the first "
              "is faster). `engine / roofline`: Logic-PIM as bundle command streams on the channel engine vs its "
@@ -635,7 +671,20 @@ def one_channel_interference() -> dict[str, dict]:
             for p in ("own_path", "shared_column_bus")}
 
 
-def command_path_text(df: pd.DataFrame, inter: pd.DataFrame) -> str:
+def prefill_demand_text(ops: pd.DataFrame) -> str:
+    """Mixtral's prefill attention Op/B (operators_mixtral.csv) against the xPU's ridge point: the share of the
+    xPU's bandwidth it asks for (all of it below the ridge, ridge / Op/B above)."""
+    from archsim.systems.duplex.compiler import make_device
+
+    dev = make_device("duplex", "roofline")
+    ridge = dev.xpu_flops / dev.xpu_bw
+    row = ops[(ops.op == "attention_prefill") & (ops.unit == "xpu")]
+    opb = float((row.flops.sum()) / row.bytes.sum())
+    return (f"Mixtral's Op/B {opb:.0f}, `operators_mixtral.csv`, against the xPU's ridge point of {ridge:.0f}: "
+            f"it asks for {min(1.0, ridge / opb):.0%} of the xPU's bandwidth")
+
+
+def command_path_text(df: pd.DataFrame, inter: pd.DataFrame, ops: pd.DataFrame) -> str:
     """Both readings of Logic-PIM's command path side by side (the runs with command_path toggled)."""
     tp = df.pivot(index="model", columns="system", values="tokens_per_s").reindex(MODELS)
     one = one_channel_interference()
@@ -677,8 +726,7 @@ window and row-slot sharing with the xPU's ACT/PRE.
 
 +PE over plain Duplex, same command path: own path {f(pe['own'])}; shared column bus {f(pe['shared'])}
 (the paper: ~1.04x on average). With the shared column bus and the paper's lookup-table split (archsim before
-issue 34): {f(old)}. Prefill attention (Op/B ~340, at the H100's ridge point, so it asks for close to the
-full bandwidth) beside decode attention: xPU slow-down {pre.xpu_slowdown.min():.2f}-{pre.xpu_slowdown.max():.2f}x
+issue 34): {f(old)}. Prefill attention ({prefill_demand_text(ops)}) beside decode attention: xPU slow-down {pre.xpu_slowdown.min():.2f}-{pre.xpu_slowdown.max():.2f}x
 on its own path, {pre_sh.xpu_slowdown.min():.2f}-{pre_sh.xpu_slowdown.max():.2f}x on the shared column bus
 (`interference.csv`).
 """
@@ -721,6 +769,12 @@ Duplex on: {", ".join(table_lost) or "no model"}.
 MATERIAL = 0.01     # a condition explains part of a gap only if it closes at least one point of the ratio
 
 
+def moves_away(causes: pd.DataFrame) -> pd.Series:
+    """Rows whose condition widens the distance to LLMSimulator by at least MATERIAL of the ratio (the same
+    resolution a move toward it needs: a smaller change, e.g. a sampled draw's 0.001, is reported as none)."""
+    return (causes.toggled_over_llmsim - 1).abs() - (causes.roofline_over_llmsim - 1).abs() >= MATERIAL
+
+
 def cause_classes(vs: pd.DataFrame, causes: pd.DataFrame) -> dict[str, list[str]]:
     """The rows outside the roofline target, by what LLMSimulator's run conditions do to them: `explained` (a
     single condition, else both, brings the row within target; the row labelled with it), `toward` (one
@@ -746,14 +800,27 @@ def cause_classes(vs: pd.DataFrame, causes: pd.DataFrame) -> dict[str, list[str]
     return out
 
 
+def moe_units(mapping: str = "duplex") -> str:
+    """Which unit the mapping policy gives the MoE layers per stage (what `dispatch: layer` runs them on)."""
+    from archsim.systems.duplex.compiler import load_policy
+
+    pol = load_policy(mapping)
+    if pol.rule == "opb":
+        return f"mappings/{mapping}.yaml, rule opb: the low unit when the Op/B at the mean count is at most " \
+               f"{pol.opb_threshold:g}"
+    names = {"low": "the low unit", "xpu": "the xPU"}
+    stages = {"decode": "decode", "mixed": "a stage with prefill"}
+    return f"mappings/{mapping}.yaml: " + "; ".join(f"{stages.get(st, st)}: {names[units.get('moe', 'xpu')]}"
+                                                   for st, units in pol.dispatch.items())
+
+
 def causes_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
     """The gap causes, generated from vs_llmsimulator_causes.csv."""
     if not len(causes):
         return ""
     both = causes[causes.condition == "both"]
     three = causes[causes.condition == "all three"]
-    moved = (causes.toggled_over_llmsim - causes.roofline_over_llmsim).abs() > 1e-3      # a change, not noise
-    away = causes[~causes.condition.isin(COMBINED) & moved & ~causes.moved_toward_llmsim]
+    away = causes[~causes.condition.isin(COMBINED) & moves_away(causes)]
     k = cause_classes(vs, causes)
 
     def listing(items: list[str]) -> str:
@@ -773,8 +840,9 @@ every row above is re-run in roofline mode with each, with the first two (`both`
   uses the expected counts (`routing: uniform`), which balance them exactly.
 - `dispatch: per_expert`: LLMSimulator times every operator on each unit it may run on and keeps the fastest
   (`Executor::execution`, `src/hardware/executor.cpp:145-151` of the helios fork), so every expert gets the unit
-  its own token count favours; archsim by default runs a MoE layer's experts on one unit, the mapping policy's
-  choice at the mean count (`dispatch: layer`).
+  its own token count favours; archsim by default runs a MoE layer's experts on one unit (`dispatch: layer`),
+  the one its mapping policy gives the stage's MoE layers
+  ({moe_units()}).
 
 With both conditions, archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on
 {int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())});
@@ -784,8 +852,8 @@ Of the {int((~vs.roofline_within_5pct).sum())} rows outside the target by defaul
 - moved toward LLMSimulator by at least {MATERIAL:.2f} of the ratio but not within the target: {listing(k["toward"])};
 - not moved toward LLMSimulator by that much by any condition (cause not found): {listing(k["unexplained"])}.
 
-A condition that moves a row away from LLMSimulator (so it cannot be that row's cause, and another difference
-must offset it): {listing([f"{r.model} {r.system} ({r.fork}) {r.condition} {r.roofline_over_llmsim:.3f} -> "
+A condition that moves a row away from LLMSimulator by at least {MATERIAL:.2f} of the ratio (so it cannot be that
+row's cause, and another difference must offset it): {listing([f"{r.model} {r.system} ({r.fork}) {r.condition} {r.roofline_over_llmsim:.3f} -> "
                            f"{r.toggled_over_llmsim:.3f}" for r in away.itertuples()])}.
 
 {per_expert_text(causes)}
@@ -819,8 +887,7 @@ def per_expert_text(causes: pd.DataFrame) -> str:
     the first two conditions (`both`) beside all three, read from the causes table."""
     c = causes.set_index(["model", "system", "fork", "condition"]).toggled_over_llmsim
     sampled = causes[causes.condition == "routing sampled"]
-    away = sampled[((sampled.toggled_over_llmsim - sampled.roofline_over_llmsim).abs() > 1e-3)
-                   & ~sampled.moved_toward_llmsim]
+    away = sampled[moves_away(sampled)]
     items = []
     for r in away.itertuples():
         b, a = c[r.model, r.system, r.fork, "both"], c[r.model, r.system, r.fork, "all three"]
@@ -830,9 +897,75 @@ def per_expert_text(causes: pd.DataFrame) -> str:
     alone = causes[causes.condition == "dispatch per_expert"]
     changed = int(((alone.toggled_over_llmsim - alone.roofline_over_llmsim).abs() > 1e-3).sum())
     return (f"`dispatch: per_expert` alone (uniform routing) changes {changed} of {len(alone)} rows by more than "
-            "0.001 of the ratio. Where `routing: sampled` moves a row away from LLMSimulator, adding "
+            f"0.001 of the ratio. Where `routing: sampled` moves a row away from LLMSimulator (by at least "
+            f"{MATERIAL:.2f}), adding "
             "`dispatch: per_expert` to the first two conditions (ratio under `both` -> under `all three`, and "
             f"what it does): {'; '.join(items) or 'no such row'}.")
+
+
+def links_text(vs: pd.DataFrame, causes: pd.DataFrame, links: pd.DataFrame | None) -> str:
+    """The rows on more than one node (vs_llmsimulator_links.csv): how many of the rows with no cause found
+    they are, and each row's ratio to LLMSimulator with every link NVLink."""
+    if links is None or not len(links) or not len(causes):
+        return ""
+    per_node = devices_per_node()
+    unexplained = [re.match(r"(.+) \((helios|hbf)\) [\d.]+$", x).groups() for x in cause_classes(vs, causes)["unexplained"]]
+    multi = {(f"{r.model} {r.system}", r.fork) for r in links.itertuples()}
+    shared = [f"{label} ({fork})" for label, fork in unexplained if (label, fork) in multi]
+
+    def verdict(r) -> str:
+        if r.moved_toward_llmsim:
+            past = (r.roofline_over_llmsim - 1) * (r.nvlink_over_llmsim - 1) < 0      # crossed LLMSimulator's value
+            return ("toward LLMSimulator" + (", past it" if past else "")
+                    + (", within 5 %" if r.nvlink_within_5pct else ""))
+        return "not toward LLMSimulator by 0.01"
+
+    items = [f"{r.model} {r.system} ({r.fork}, {r.devices} devices) {r.roofline_over_llmsim:.3f} -> "
+             f"{r.nvlink_over_llmsim:.3f} ({verdict(r)})" for r in links.itertuples()]
+    return f"""
+### The rows on more than one node (`vs_llmsimulator_links.csv`)
+
+{len(shared)} of the {len(unexplained)} rows with no cause found above run on more than {per_node} devices, so
+on more than one node: {"; ".join(shared) or "none"}. There the two simulators lay the devices out differently:
+LLMSimulator, as `run_llmsim.py` runs it, keeps the non-expert layers' tensor parallelism inside a node
+(`none_expert_tensor_degree` = devices per node, the nodes data-parallel), while archsim splits every layer over
+all the devices, so its all-reduces cross InfiniBand (`Compiler.link_time`). Every row on more than one node
+re-run in roofline mode with every device on NVLink (a proxy: it takes the all-reduce off InfiniBand and leaves
+archsim's layout as it is), ratio to LLMSimulator before -> after: {"; ".join(items)}.
+{layout_toggle_text(vs)}"""
+
+
+def layout_toggle_text(vs: pd.DataFrame, path: Path = OUT / "llmsimulator_toggles.csv") -> str:
+    """LLMSimulator run with archsim's layout (non-expert tensor parallelism over every device, run_llmsim.py
+    --ne-tp): its rows in llmsimulator_toggles.csv beside the default run's; no file, no sentence."""
+    if not path.exists():
+        return ""
+    t = pd.read_csv(path)
+    items = []
+    for r in t.itertuples():
+        name = LLMSIM_SYSTEMS.get(r.system, r.system)
+        row = vs[(vs.model == r.model) & (vs.system == name) & (vs.fork == r.source) & (vs.devices == r.devices)]
+        if not len(row):
+            continue
+        d = row.iloc[0]
+        items.append(f"{r.model} {name} ({r.source}, non-expert tensor parallelism over {r.ne_tp} devices) "
+                     f"{d.llmsim_tokens_per_s:.0f} -> {r.tokens_per_s:.0f} tok/s, archsim's roofline mode over it "
+                     f"{d.roofline_over_llmsim:.3f} -> {d.archsim_roofline_tokens_per_s / r.tokens_per_s:.3f}")
+    if not items:
+        return ""
+    from archsim.workload.spec import load_model
+
+    refused = []
+    for model, devices in sorted(set(zip(vs.model, vs.devices, strict=True))):
+        kv = load_model(model).n_kv_heads
+        if devices > devices_per_node() and model not in set(t.model) and kv % devices:
+            refused.append(f"{model} ({kv} KV heads over {devices} ranks)")
+    no_run = (f" Not run that way: {'; '.join(refused)}: the KV heads do not divide over the tensor-parallel ranks, "
+              "which LLMSimulator refuses (`src/module/parallel.cpp:145-146` of the helios fork)." if refused else "")
+    return f"""
+The other way round, LLMSimulator run with archsim's layout (`run_llmsim.py --ne-tp`, rows in
+`llmsimulator_toggles.csv`): {"; ".join(items)}.{no_run}
+"""
 
 
 def llmsim_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:

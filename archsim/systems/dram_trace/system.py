@@ -543,7 +543,7 @@ class DramTraceConfig:
     controller: ControllerConfig | None = opt(ControllerConfig, "memory-controller policy")
     dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCD: 20}} (keys "
                                "dram.<section>.<key>, the preset's values)", optional=True,
-                               overrides_of=("preset", "dram"))
+                               overrides_of=("preset", "archsim.dram.spec:preset_leaves"))
     trace: str | SyntheticTrace = opt(None, "the trace (required): a trace file path, or a synthetic trace "
                                       "{kind, requests, ...}", optional=True)
     engine: Literal["numba"] = opt("numba", "simulation engine (the numba channel engine, the only one)")
@@ -577,7 +577,12 @@ def with_mapping(controller: dict[str, Any], mapping: str) -> ControllerConfig:
 SYNTHETIC_KEYS = {k.path: k.default for k in schema.keys(SyntheticTrace)}
 
 
-@register("dram-trace", resolve=resolve, schema=DramTraceConfig,
+EXAMPLES = """\
+  archsim run --system dram-trace --set trace.kind=random --set trace.requests=2000 --preset HBM2_2Gbps_PC
+  archsim run --system dram-trace --set trace=my.trace --set controller.row_policy=closed"""
+
+
+@register("dram-trace", resolve=resolve, schema=DramTraceConfig, examples=EXAMPLES,
           stats=from_code((_result, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry: the config (DramTraceConfig's keys) resolved once into a `Setup`, then simulated."""

@@ -106,7 +106,8 @@ class DuplexConfig:
                           "(LLMSimulator as reports/duplex/run_llmsim.py runs it: mem_cap_limit false)",
                           choices=("enforce", "unlimited"), optional=True)
     dispatch: str = opt("layer", "which unit runs a MoE layer's experts: layer (one unit for the whole layer, the "
-                        "mapping policy's choice at the mean tokens per expert) or per_expert (every expert on the "
+                        "mapping policy's unit for the stage's MoE layers; with dispatch_rule opb, by the Op/B at "
+                        "the mean tokens per expert) or per_expert (every expert on the "
                         "unit that runs it faster with its own token count, xPU or low unit by the lookup table's "
                         "times, as LLMSimulator picks the fastest unit per expert). Under expert_coprocessing the "
                         "split already places every expert on a unit: per_expert changes nothing there",
@@ -462,7 +463,12 @@ class DuplexRun:
                                            "seconds", "xpu_slowdown", "low_slowdown", "added_fraction"])
 
 
-@register("duplex", resolve=resolve, schema=DuplexConfig,
+EXAMPLES = """\
+  archsim run --system duplex --set requests=16 --set output_len=64
+  archsim run --system duplex --set device=gpu --set requests=16 --set output_len=64   # a baseline device"""
+
+
+@register("duplex", resolve=resolve, schema=DuplexConfig, examples=EXAMPLES, features=MODEL_FEATURES,
           stats=from_code((DuplexRun.run, "stats"), serving_metrics, metrics.NAMES))
 def run(config: dict[str, Any], seed: int = 0) -> Result:
     return DuplexRun(config, seed).run()

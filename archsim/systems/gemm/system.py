@@ -206,7 +206,8 @@ def run_gemm(su: GemmSetup) -> tuple[dict[str, Any], Any]:
     return stats, timeline.to_frame()
 
 
-@register("gemm", resolve=resolve, schema=GemmConfig, stats=from_code((run_gemm, "stats")))
+@register("gemm", resolve=resolve, schema=GemmConfig, stats=from_code((run_gemm, "stats")),
+          examples="  archsim run --system gemm --set m=64 --set k=300 --set n=256 --set memory=dram")
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     su = setup(config)
     stats, frame = run_gemm(su)

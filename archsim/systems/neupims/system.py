@@ -49,7 +49,7 @@ from archsim.registry import register
 from archsim.results import Result
 from archsim.stats_names import from_code
 from archsim.systems.neupims.config import (
-    MODEL_FEATURES,  # noqa: F401  (the registered module declares them)
+    MODEL_FEATURES,
     SYSTEMS,
     NeuPimsConfig,
     ServingMode,
@@ -66,6 +66,17 @@ def run(config: dict[str, Any], seed: int = 0) -> Result:
     return run_iteration_mode(su, seed)
 
 
+EXAMPLES = {
+    "neupims": """\
+  archsim run --system neupims --batch 64 --set layers=2      # 2 of the model's layers (the summary says so)
+  archsim run --system neupims --mode serving --batch 16 --set requests=16 --set layers=1
+  archsim run --system npu_pim --batch 64 --set layers=2      # one of the baselines of the NeuPIMs paper""",
+    "npu_pim": "  archsim run --system npu_pim --batch 64 --set layers=2",
+    "npu_only": "  archsim run --system npu_only --batch 64 --set layers=2",
+    "gpu_only": "  archsim run --system gpu_only --batch 64",
+    "gpu_roofline": "  archsim run --system gpu_roofline --batch 64",
+}
+
 for _name in SYSTEMS:
-    register(_name, resolve=resolve, schema=NeuPimsConfig,
+    register(_name, resolve=resolve, schema=NeuPimsConfig, examples=EXAMPLES[_name], features=MODEL_FEATURES,
              stats=from_code((run_iteration_mode, "stats"), (run_serving_mode, "stats"), metrics.NAMES))(run)

@@ -93,7 +93,7 @@ class PimGptConfig:
     timeline: bool = opt(False, "also record a per-unit timeline of the last decode step (one extra step, per-op path)")
     # optional: absent from the resolved config unless given, so configs that do not use it keep their hash
     dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCDRD: 20}} (keys dram.<section>.<key>"
-                               ", the preset's values)", optional=True, overrides_of=("preset", "dram"))
+                               ", the preset's values)", optional=True, overrides_of=("preset", "archsim.dram.spec:preset_leaves"))
     schedule: str = opt("serial", "serial: the paper's engine (the next op starts when the ASIC and the PIM are idle);"
                         " overlap: the token's op graph on the event loop, ASIC and PIM overlapping where the data "
                         "allow (systems/pimgpt/overlap.py)", choices=lambda: tuple(SCHEDULES), optional=True)
@@ -851,7 +851,13 @@ class PimGptSimulator:
         return total * 1e-12
 
 
-@register("pimgpt", resolve=resolve, schema=PimGptConfig,
+EXAMPLES = """\
+  archsim run --model gpt2-small --tokens 16
+  archsim run --system pimgpt --set dram.timing.nRCDRD=20 --tokens 4
+  archsim run --model gpt2-small --tokens 4 --json run.json && archsim run --from-json run.json"""
+
+
+@register("pimgpt", resolve=resolve, schema=PimGptConfig, examples=EXAMPLES, features=MODEL_FEATURES,
           stats=from_code((PimGptSimulator.result, "stats"), (PimGptSimulator.baselines, "out"), metrics.NAMES))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry: the config (PimGptConfig's keys) resolved once into a `Setup`, then simulated."""

@@ -50,6 +50,7 @@ the same memory can enter it up to W-1 cycles late), kept for the comparison in 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,10 +70,23 @@ from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s
 from archsim.systems.t3.l2 import L2Cache
 from archsim.systems.t3.params import MCA_GATES, T3Params, load_t3_ring, update_action, update_energy_pj
-from archsim.systems.t3.shapes import COL_UNIT, SublayerShape, Tile, chunk_tiles, role, stage_chunks, stage_of
+from archsim.systems.t3.shapes import (
+    COL_UNIT,
+    SublayerShape,
+    Tile,
+    chunk_tiles,
+    expert_tiles,
+    role,
+    stage_chunks,
+    stage_of,
+)
 from archsim.systems.t3.tracker import Tracker
 
 CONFIGS = ["sequential", "t3", "t3-mca"]          # simulated; "ideal" is derived from the sequential run
+# a MoE sublayer's GEMM order: `expert`: the active experts' GEMMs one after another, each in the staggered chunk
+# order (a chunk is released when the last expert's tiles of it are in); `chunk`: every expert's tiles of a
+# chunk before the next chunk (the chunks complete in ring order as a dense GEMM's do)
+MOE_ORDERS = ("expert", "chunk")
 ALL_CONFIGS = CONFIGS + ["ideal"]
 
 
@@ -156,18 +170,25 @@ def _interleave(dec: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     return tuple(x[final] for x in dec)
 
 
+def _check_run(config: str, moe_order: str, devices: str, tp: int, shape: SublayerShape) -> None:
+    from archsim.errors import unknown_name
+
+    if config not in CONFIGS:
+        raise unknown_name("T3 configuration", config, CONFIGS)
+    if moe_order not in MOE_ORDERS:
+        raise unknown_name("moe_order", moe_order, MOE_ORDERS)
+    if devices not in ("all", "one"):
+        raise ConfigError("devices", f"must be all or one, got {devices!r}")
+    require_int("t3", "tp", tp, minimum=2)
+    require_int("t3", "tokens", shape.tokens, minimum=1)
+
+
 class _Sim:
     def __init__(self, params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
                  functional: bool = False, log: bool = False, seed: int = 0, window_cycles: int | None = None,
-                 ring: RingConfig | None = None):
-        from archsim.errors import unknown_name
-
-        if config not in CONFIGS:
-            raise unknown_name("T3 configuration", config, CONFIGS)
-        if devices not in ("all", "one"):
-            raise ConfigError("devices", f"must be all or one, got {devices!r}")
-        require_int("t3", "tp", tp, minimum=2)
-        require_int("t3", "tokens", shape.tokens, minimum=1)
+                 ring: RingConfig | None = None, moe_order: str = "expert"):
+        _check_run(config, moe_order, devices, tp, shape)
+        self.moe_order = moe_order
         self.p = params
         self.n = tp
         self.shape = shape
@@ -186,21 +207,14 @@ class _Sim:
             if functional:
                 raise ConfigError("devices", "functional mode needs devices: all (every device's data differs)")
             shape = self._pad_for_symmetry()
+        # the GEMM's tiles of each chunk in production order: the output tiles themselves (one dense GEMM), or
+        # every active expert's tiles writing into them (MoE: shapes.expert_tiles)
+        self.prod = expert_tiles(shape, tp, self.gpu, self.dirs) if shape.experts else self.chunks
+        self.accumulates = self._accumulating_tiles()
         self.devices = devices
         self.sim = list(range(tp)) if devices == "all" else [0]
         self.functional = functional
-        d = self.gpu.dtype_bytes
-        align = self.spec.row_bytes * self.spec.total_banks
-        sizes = {"A": shape.tokens * shape.k * d, "B": shape.k * shape.h * d, "C": shape.tokens * shape.h * d,
-                 "R": shape.tokens * shape.h * d}
-        self.base, at = {}, 0
-        for name, size in sizes.items():
-            self.base[name] = at
-            at += math.ceil(size / align) * align
-        cap = self.spec.capacity_bytes
-        if at > cap:
-            raise UserError(f"t3: {shape.name} at {shape.tokens} tokens needs {at} B per device, more than "
-                            f"the {cap} B of {self.spec.name}")
+        self._lay_out(shape)
         self.mapping = params.mapping or self.spec.default_mapping
         self.addr_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
         # the event loop, in DRAM cycles of the device memory (module doc: Time base)
@@ -212,29 +226,11 @@ class _Sim:
         self.mems: dict[int, MemorySystem] = {}
         self.pc: dict[int, int] = {}
         self.pm: dict[int, int] = {}
-        self.threshold = None
-        first_acc, first_cyc = self._first_wave_estimate()
-        self.dynamic = config == "t3-mca" and params.mca_threshold == "dynamic"
-        if config == "t3-mca":
-            # `dynamic` starts from the first-stage estimate and re-estimates it per K step (retune_threshold)
-            self.threshold = mca_threshold(params, first_acc, first_cyc)
-        # the threshold per K step of the first simulated device (one value with `auto` or a fixed threshold)
-        self.thresholds: list[int] = [self.threshold] if self.threshold is not None else []
+        self._set_threshold()
         self.nmc_mode = "command" if params.nmc_update == "command" and any(
             c.effect == Effect.UPDATE for c in self.spec.commands) else "rd_wr"
         for dev in self.sim:
-            ms = MemorySystem(self.spec, params.controller, sources=[{"name": "compute", "kind": "rw"},
-                                                                     {"name": "comm", "kind": "rw"}],
-                              arbitration=("frfcfs" if config != "t3-mca" else
-                                           MCA_GATES[params.mca_gate]),
-                              threshold=self.threshold or 0,
-                              starvation_cap=params.starvation_cap_cycles if config == "t3-mca" else 0,
-                              alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16,
-                              rmw=self.nmc_mode)
-            self.mems[dev] = ms
-            self.units[dev] = self.loop.add(MemoryUnit(f"memory {dev}", ms, ticks="cycles"))
-            self.pc[dev] = ms.add_port("compute", width=self.spec.channels)
-            self.pm[dev] = ms.add_port("comm", width=self.spec.channels)
+            self._add_memory(dev, log)
         self.traffic = {dev: {"gemm_read": 0, "gemm_write": 0, "gemm_update": 0, "rs_read": 0, "rs_write": 0,
                               "rs_update": 0} for dev in self.sim}
         self.nmc_updates = 0
@@ -244,16 +240,107 @@ class _Sim:
         self.final_tiles: dict[tuple[int, Any], int] = {}
         self.gemm_done: dict[int, int] = {}
         self.stall: dict[int, int] = {}            # device -> cycles its CUs waited for operands (memory)
+        self.weight_reads = {dev: 0 for dev in self.sim}   # DRAM read accesses of B (the weights) per device
         self.l2 = {dev: self.new_l2() for dev in self.sim}
         self.first_send: int | None = None         # first cycle a reduce-scatter byte left on a link
         if functional:
-            rng = np.random.default_rng(seed)
-            # small integers: every sum is exact in float64, so any order of additions gives the same result
-            self.A = {e: rng.integers(-3, 4, size=(shape.tokens, shape.k)).astype(np.float64) for e in range(tp)}
-            self.B = {e: rng.integers(-3, 4, size=(shape.k, shape.h)).astype(np.float64) for e in range(tp)}
-            self.P = {e: self.A[e] @ self.B[e] for e in range(tp)}
-            self.C = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
-            self.R = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
+            self._functional_data(seed)
+
+    def _functional_data(self, seed: int) -> None:
+        """Every device's A, B and partial sum P (and its experts' data), C and R to fill (functional mode)."""
+        shape, tp = self.shape, self.n
+        rng = np.random.default_rng(seed)
+        # small integers: every sum is exact in float64, so any order of additions gives the same result
+        self.A = {e: rng.integers(-3, 4, size=(shape.tokens, shape.k)).astype(np.float64) for e in range(tp)}
+        self.B = {e: rng.integers(-3, 4, size=(shape.k, shape.h)).astype(np.float64) for e in range(tp)}
+        self.P = {e: self.A[e] @ self.B[e] for e in range(tp)}
+        if shape.experts:
+            self._functional_experts(rng)
+        self.C = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
+        self.R = {e: np.zeros((shape.tokens, shape.h)) for e in range(tp)}
+
+    def _lay_out(self, shape: SublayerShape) -> None:
+        """Base address of each region, each aligned to a full stripe of rows over every bank: A, the GEMMs'
+        inputs (every active expert's rows one after another), B, their weights (one K x H block per active
+        expert), C, the partial sum, R, the sequential reduce-scatter's receive buffer."""
+        d = self.gpu.dtype_bytes
+        align = self.spec.row_bytes * self.spec.total_banks
+        sizes = {"A": shape.gemm_rows * shape.k * d, "B": shape.n_gemms * shape.k * shape.h * d,
+                 "C": shape.tokens * shape.h * d, "R": shape.tokens * shape.h * d}
+        rows_before = np.cumsum((0, *shape.experts))
+        self.a_offset = [int(r) * shape.k * d for r in rows_before[:shape.n_gemms]]
+        self.b_offset = [e * shape.k * shape.h * d for e in range(shape.n_gemms)]
+        self.base, at = {}, 0
+        for name, size in sizes.items():
+            self.base[name] = at
+            at += math.ceil(size / align) * align
+        cap = self.spec.capacity_bytes
+        if at > cap:
+            raise UserError(f"t3: {shape.name} at {shape.tokens} tokens needs {at} B per device, more than "
+                            f"the {cap} B of {self.spec.name}")
+
+    def _set_threshold(self) -> None:
+        """T3-MCA's threshold: the first-stage estimate (`dynamic` re-estimates it per K step, retune_threshold);
+        `thresholds` records it per K step of the first simulated device."""
+        self.threshold = None
+        first_acc, first_cyc = self._first_wave_estimate()
+        self.dynamic = self.config == "t3-mca" and self.p.mca_threshold == "dynamic"
+        if self.config == "t3-mca":
+            self.threshold = mca_threshold(self.p, first_acc, first_cyc)
+        self.thresholds: list[int] = [self.threshold] if self.threshold is not None else []
+
+    def _add_memory(self, dev: int, log: bool) -> None:
+        """Device `dev`'s memory on the event loop: a compute and a comm source, arbitrated by MCA's gate
+        under t3-mca (FR-FCFS otherwise), and a port for each."""
+        params, mca = self.p, self.config == "t3-mca"
+        ms = MemorySystem(self.spec, params.controller, sources=[{"name": "compute", "kind": "rw"},
+                                                                 {"name": "comm", "kind": "rw"}],
+                          arbitration=MCA_GATES[params.mca_gate] if mca else "frfcfs",
+                          threshold=self.threshold or 0, starvation_cap=params.starvation_cap_cycles if mca else 0,
+                          alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16, rmw=self.nmc_mode)
+        self.mems[dev] = ms
+        self.units[dev] = self.loop.add(MemoryUnit(f"memory {dev}", ms, ticks="cycles"))
+        self.pc[dev] = ms.add_port("compute", width=self.spec.channels)
+        self.pm[dev] = ms.add_port("comm", width=self.spec.channels)
+
+    def _functional_experts(self, rng: np.random.Generator) -> None:
+        """MoE data: every device's experts' inputs and weights, their products (XP[dev][e], count_e x H) and the
+        device's partial sum P (every expert's product added into its tokens' rows)."""
+        from archsim.systems.t3.shapes import expert_row_starts
+
+        sh = self.shape
+        self.XA = {d: [rng.integers(-3, 4, size=(c, sh.k)).astype(np.float64) for c in sh.experts]
+                   for d in range(self.n)}
+        self.XB = {d: [rng.integers(-3, 4, size=(sh.k, sh.h)).astype(np.float64) for _ in sh.experts]
+                   for d in range(self.n)}
+        self.XP = {d: [a @ b for a, b in zip(self.XA[d], self.XB[d], strict=True)] for d in range(self.n)}
+        for d in range(self.n):
+            self.P[d] = np.zeros((sh.tokens, sh.h))
+            for start, xp in zip(expert_row_starts(sh), self.XP[d], strict=True):
+                np.add.at(self.P[d], (start + np.arange(len(xp))) % sh.tokens, xp)
+
+    def _part(self, dev: int, tile: Tile) -> np.ndarray:
+        """A GEMM tile's product (functional mode): the block of the partial sum, or of its expert's product."""
+        if tile.expert is None:
+            return self.P[dev][self._sl(tile)]
+        return self.XP[dev][tile.expert][tile.a0:tile.a0 + tile.tm, tile.n0:tile.n0 + tile.tn]
+
+    def _accumulating_tiles(self) -> set[tuple[int, int]]:
+        """(chunk, index) of the MoE tiles whose output rows an earlier expert of the chunk already wrote: a
+        plain-store (sequential) GEMM reads its C block and writes the sum (an epilogue with beta = 1)."""
+        acc = set()
+        for c, tiles in enumerate(self.prod if self.shape.experts else []):
+            written: set[tuple[int, int]] = set()
+            for t in tiles:
+                rows = {(r, t.n0) for r in range(t.m0, t.m0 + t.tm)}
+                if rows & written:
+                    acc.add((c, t.index))
+                written |= rows
+        return acc
+
+    def tracker_key(self, tile: Tile) -> tuple[int, int]:
+        """The output tile a tile's updates count towards: itself, or the one a MoE expert's tile writes into."""
+        return (tile.chunk, tile.index if tile.expert is None else tile.out)
 
     # -- helpers ----------------------------------------------------------------------------------------------
     def _pad_for_symmetry(self) -> SublayerShape:
@@ -267,7 +354,7 @@ class _Sim:
         unit = COL_UNIT * tp
         shape = self.shape
         self.padded_from = shape.h
-        self.shape = SublayerShape(shape.name, shape.tokens, shape.k, math.ceil(shape.h / unit) * unit)
+        self.shape = dataclasses.replace(shape, h=math.ceil(shape.h / unit) * unit)
         self.chunks = chunk_tiles(self.shape, tp, self.gpu, self.dirs)
         return self.shape
 
@@ -294,7 +381,8 @@ class _Sim:
         return got
 
     def tile_requests(self, region: str, tile: Tile) -> tuple[np.ndarray, ...]:
-        return self._decoded((region, tile.chunk, tile.index), lambda: self._tile_addr(region, tile))
+        key = (region, tile.chunk, tile.index) if tile.expert is None else (region, tile.chunk, tile.index, "e")
+        return self._decoded(key, lambda: self._tile_addr(region, tile))
 
     def mem(self, dev: int, source: str, dec: tuple[np.ndarray, ...], kind: int, t: int, cb: Callable[[int], None],
             cls: str) -> np.ndarray:
@@ -337,11 +425,14 @@ class _Sim:
         if self.devices == "all":
             return ((dev + 1) if forward else (dev - 1)) % n, tile
         c = (tile.chunk - 1) % n if forward else n + (tile.chunk - n + 1) % n
-        return 0, self.chunks[c][tile.index]
+        return 0, (self.chunks if tile.expert is None else self.prod)[c][tile.index]
 
     # -- GEMM producer ----------------------------------------------------------------------------------------
     def order(self, dev: int) -> list[Tile]:
-        return [t for s in range(self.n) for c in stage_chunks(self.n, dev, s, self.dirs) for t in self.chunks[c]]
+        staged = [t for s in range(self.n) for c in stage_chunks(self.n, dev, s, self.dirs) for t in self.prod[c]]
+        if self.shape.experts and self.moe_order == "expert":
+            return sorted(staged, key=lambda t: t.expert)      # stable: each expert's tiles keep the stagger
+        return staged
 
     def waves(self, dev: int) -> list[list[Tile]]:
         o = self.order(dev)
@@ -355,36 +446,43 @@ class _Sim:
     def new_l2(self) -> L2Cache:
         return L2Cache(self.gpu.l2_bytes, self.gpu.l2_line_bytes, self.gpu.l2_ways)
 
-    def _step_reads(self, l2: L2Cache, wave: list[Tile], k0: int, kw: int) -> tuple[np.ndarray, ...]:
+    def _step_reads(self, l2: L2Cache, wave: list[Tile], k0: int, kw: int,
+                    dev: int | None = None) -> tuple[np.ndarray, ...]:
         """The DRAM reads of one K step of a wave: its operand blocks (an A row block, a B column block per
-        tile, each once), the accesses of the lines the L2 does not hold."""
+        tile, each once; a MoE tile's from its expert's A and B), the accesses of the lines the L2 does not
+        hold. With `dev`, the device's weight reads (B) are counted."""
         need = []
         for t in wave:
-            need.append(("A", t.m0, t.tm, k0, kw))
-            need.append(("B", t.n0, t.tn, k0, kw))
+            e = t.expert or 0
+            need.append(("A", e, t.a0 if t.expert is not None else t.m0, t.tm, k0, kw))
+            need.append(("B", e, t.n0, t.tn, k0, kw))
         keys = list(dict.fromkeys(need))
-        addr = np.concatenate([self._block_addr(key) for key in keys])
+        blocks = [self._block_addr(key) for key in keys]
+        addr = np.concatenate(blocks)
         dec = [np.concatenate([self._decoded(("blk",) + key, lambda key=key: self._block_addr(key))[j]
                                for key in keys]) for j in range(4)]
         miss = l2.read(addr)
+        if dev is not None:
+            is_b = np.concatenate([np.full(len(b), key[0] == "B") for key, b in zip(keys, blocks, strict=True)])
+            self.weight_reads[dev] += int((miss & is_b).sum())
         return tuple(x[miss] for x in dec)
 
     def _block_addr(self, key: tuple) -> np.ndarray:
-        name, o0, w, k0, kw = key
+        name, e, o0, w, k0, kw = key
         got = self.addr_cache.get(("addr",) + key)
         if got is not None:
             return got
         d = self.gpu.dtype_bytes
         a = self.spec.access_bytes
         k, h = self.shape.k, self.shape.h
-        if name == "A":       # rows o0..o0+w, columns k0..k0+kw of A (T x K)
+        if name == "A":       # rows o0..o0+w, columns k0..k0+kw of A (T x K; a MoE expert's own rows)
             rows = np.arange(o0, o0 + w, dtype=np.uint64)[:, None]
             cols = np.arange(k0 * d // a * a, (k0 + kw) * d, a, dtype=np.uint64)[None, :]
-            got = (self.base["A"] + rows * (k * d) + cols).ravel()
-        else:                 # B (K x H): rows of the K step, columns o0..o0+w
+            got = (self.base["A"] + self.a_offset[e] + rows * (k * d) + cols).ravel()
+        else:                 # B (K x H; a MoE expert's own): rows of the K step, columns o0..o0+w
             rows = np.arange(k0, k0 + kw, dtype=np.uint64)[:, None]
             cols = np.arange(0, w * d, a, dtype=np.uint64)[None, :]
-            got = (self.base["B"] + (rows * h + o0) * d + cols).ravel()
+            got = (self.base["B"] + self.b_offset[e] + (rows * h + o0) * d + cols).ravel()
         self.addr_cache[("addr",) + key] = got
         return got
 
@@ -416,6 +514,8 @@ class _Sim:
                 w2, k2, kw2 = steps[i - 2]
                 if k2 + kw2 >= self.shape.k:
                     for t in waves[w2]:
+                        if (t.chunk, t.index) in self.accumulates:    # a MoE epilogue's read of C (accumulate)
+                            n += int(l2.read(self._tile_addr("C", t)).sum())
                         l2.store(self._tile_addr("C", t))
             n += len(self._step_reads(l2, waves[w], k0, kw)[0])
         return n
@@ -435,7 +535,7 @@ class _Sim:
             if self.dynamic and i > 0:
                 st["mark"] = self.retune_threshold(dev, st["mark"], t)
             w, k0, kw = steps[i]
-            dec = self._step_reads(l2, waves[w], k0, kw)
+            dec = self._step_reads(l2, waves[w], k0, kw, dev)
             if not len(dec[0]):
                 reads_done(i, t)
                 return
@@ -502,29 +602,54 @@ class _Sim:
     def store(self, dev: int, tile: Tile, t: int, done: Callable[[int], None]) -> None:
         nacc = len(self.tile_requests("C", tile)[0])
         if self.config == "sequential":
+            if (tile.chunk, tile.index) in self.accumulates:
+                self.accumulate(dev, tile, t, done)
+                return
             # plain stores: write-allocate in the L2 (they evict operands); T3's updates bypass it
             self.l2[dev].store(self._tile_addr("C", tile))
 
             def wrote(td: int) -> None:
-                if self.functional:
-                    self.C[dev][self._sl(tile)] = self.P[dev][self._sl(tile)]
+                if self.functional and tile.expert is None:
+                    self.C[dev][self._sl(tile)] = self._part(dev, tile)
+                elif self.functional:        # experts' stores may complete in any order: C starts at zero
+                    self.C[dev][self._sl(tile)] += self._part(dev, tile)
                 done(td)
             self.mem(dev, "compute", self.tile_requests("C", tile), KIND_WRITE, t, wrote, "gemm_write")
             return
         r = role(self.n, self.stage_of(dev, tile.chunk))
         if r == "remote":
             # remote_update: the GEMM's stores leave through the link and update the neighbour's memory
-            data = self.P[dev][self._sl(tile)].copy() if self.functional else None
+            data = self._part(dev, tile).copy() if self.functional else None
             self.send_update(dev, tile, t, data)
             done(t + 0)
             return
 
         def updated(td: int) -> None:
             if self.functional:
-                self.C[dev][self._sl(tile)] += self.P[dev][self._sl(tile)]
+                self.C[dev][self._sl(tile)] += self._part(dev, tile)
             self.count(dev, tile, nacc, td)
             done(td)
         self.mem(dev, "compute", self.tile_requests("C", tile), KIND_RMW, t, updated, "gemm_update")
+
+    def accumulate(self, dev: int, tile: Tile, t: int, done: Callable[[int], None]) -> None:
+        """A sequential MoE tile whose rows an earlier expert wrote: its epilogue reads the C block (from the
+        L2 where it still holds it) and writes the sum."""
+        addr = self._tile_addr("C", tile)
+        dec = self.tile_requests("C", tile)
+        miss = self.l2[dev].read(addr)
+        self.l2[dev].store(addr)
+
+        def wrote(td: int) -> None:
+            if self.functional:
+                self.C[dev][self._sl(tile)] += self._part(dev, tile)
+            done(td)
+
+        def read(td: int) -> None:
+            self.mem(dev, "compute", dec, KIND_WRITE, td, wrote, "gemm_write")
+        if miss.any():
+            self.mem(dev, "compute", tuple(x[miss] for x in dec), KIND_READ, t, read, "gemm_read")
+        else:
+            read(t)
 
     def _sl(self, tile: Tile) -> tuple[slice, slice]:
         return slice(tile.m0, tile.m0 + tile.tm), slice(tile.n0, tile.n0 + tile.tn)
@@ -546,12 +671,25 @@ class _Sim:
             tr = self.trackers[dev]
             for s in range(1, self.n):
                 for c in stage_chunks(self.n, dev, s, self.dirs):
+                    local = self.local_updates(c)
                     for tile in self.chunks[c]:
-                        # one local update and one remote/DMA update of every access of the tile
-                        tr.expect((c, tile.index), 2 * len(self.tile_requests("C", tile)[0]))
+                        # the local updates of every access of the tile (one per GEMM writing it: the dense
+                        # GEMM, or each expert routed its tokens) and the incoming ones: the previous device's
+                        # stores where it produced the chunk at stage 0 (remote updates, one per GEMM as the
+                        # local ones), else one DMA of the reduced tile
+                        own = len(self.tile_requests("C", tile)[0])
+                        tr.expect((c, tile.index), local[tile.index] + (local[tile.index] if s == 1 else own))
+
+    def local_updates(self, chunk: int) -> dict[int, int]:
+        """Accesses the chunk's GEMM tiles update, per output tile (index in the chunk)."""
+        got: dict[int, int] = {}
+        for t in self.prod[chunk]:
+            key = self.tracker_key(t)[1]
+            got[key] = got.get(key, 0) + len(self.tile_requests("C", t)[0])
+        return got
 
     def count(self, dev: int, tile: Tile, n: int, t: int) -> None:
-        for key in self.trackers[dev].update((tile.chunk, tile.index), n, t):
+        for key in self.trackers[dev].update(self.tracker_key(tile), n, t):
             self.fire(dev, self.chunks[key[0]][key[1]], t)
 
     def fire(self, dev: int, tile: Tile, t: int) -> None:
@@ -637,10 +775,11 @@ class _Sim:
 
 def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
                       functional: bool = False, log: bool = False, seed: int = 0,
-                      window_cycles: int | None = None, ring: RingConfig | None = None) -> SublayerRun:
+                      window_cycles: int | None = None, ring: RingConfig | None = None,
+                      moe_order: str = "expert") -> SublayerRun:
     """Simulate one sliced sublayer (GEMM + reduce-scatter; all-gather in closed form) in one configuration
     (`ring`: the ring of `params.ring_name` for `tp` devices, if the caller loaded it already)."""
-    sim = _Sim(params, shape, tp, config, devices, functional, log, seed, window_cycles, ring)
+    sim = _Sim(params, shape, tp, config, devices, functional, log, seed, window_cycles, ring, moe_order)
     sim.run()
     shape = sim.shape
     n_sim = len(sim.sim)
@@ -683,6 +822,11 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
     run.extra["compute_stall_cycles"] = max(sim.stall.values(), default=0)
     l2s = [sim.l2[d] for d in sim.sim]
     run.extra["gemm_read_bytes"] = traffic["gemm_read"] * sim.spec.access_bytes
+    # the weights (B) the GEMMs read from DRAM per device: every active expert's K x H block once at decode sizes
+    run.extra["weight_read_bytes"] = sum(sim.weight_reads.values()) // n_sim * sim.spec.access_bytes
+    run.extra["experts"] = list(shape.experts)
+    if shape.experts:
+        run.extra["moe_order"] = moe_order
     run.extra["l2_read_miss_rate"] = sum(c.read_misses for c in l2s) / max(1, sum(c.read_lines for c in l2s))
     run.extra["l2_lines_evicted_by_stores"] = sum(c.evicted_by_stores for c in l2s) // n_sim
     run.extra["first_send_cycles"] = sim.first_send

@@ -193,58 +193,83 @@ def run_sublayer(su: Setup) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         runs[v.name] = t3.simulate_sublayer(params, shape, su.tp, v.name, devices=su.devices, ring=su.ring)
         runs[v.name].memories = []  # the request tables are large (GBs for 500B-class layers); counts are kept
     tck = su.params.spec.tCK_s
-    rows = []
+    rows = [_config_row(c, r, run_params[c], tck) for c, r in runs.items()]
     stats: dict[str, Any] = {"model": su.model.name, "sublayer": shape.name, "tp": su.tp, "tokens": shape.tokens,
                              "k": shape.k, "d_model": shape.h}
-    for c, r in runs.items():
-        energy = t3.dram_energy(r, run_params[c])
-        rows.append({"config": c, "gemm_s": r.gemm_cycles * tck, "rs_end_s": r.rs_end_cycles * tck,
-                     "all_gather_s": r.ag_s, "sublayer_s": r.sublayer_s,
-                     "data_movement_bytes": t3.data_movement_bytes(r),
-                     **{f"{k}_accesses": v for k, v in r.traffic.items()},
-                     "nmc_updates": r.nmc_updates, "dram_energy_pj": sum(energy.values()),
-                     "tracker_high_water": r.tracker["high_water"], "tracker_full_events": r.tracker["full_events"],
-                     "mca_threshold": r.threshold, "comm_latency_max_cycles": r.comm_latency_max,
-                     "mca_threshold_min": r.extra.get("threshold_min"), "mca_threshold_max": r.extra.get("threshold_max"),
-                     "nmc_mode": r.nmc_mode,
-                     "padded_d_model": r.extra.get("padded_from_h") and r.shape.h, "wall_s": r.wall_s,
-                     # reduce-scatter: sequential from the GEMM's end, fused from the first byte sent
-                     "rs_s": (r.rs_end_cycles - (r.gemm_cycles if c == "sequential" else
-                                                 (r.extra["first_send_cycles"] or 0))) * tck,
-                     "rs_link_bound_s": t3.rs_link_bound_s(r),
-                     "compute_stall_cycles": r.extra["compute_stall_cycles"],
-                     "chunk_channels_min": r.extra["chunk_channels_min"],
-                     "chunk_channels_max": r.extra["chunk_channels_max"]})
     if "sequential" in runs:
-        seq = runs["sequential"]
-        gemm_s = seq.gemm_cycles * tck
-        rs_s = (seq.rs_end_cycles - seq.gemm_cycles) * tck
-        ideal = max(gemm_s, rs_s) + seq.ag_s
-        rows.append({"config": "ideal", "gemm_s": gemm_s, "rs_end_s": max(gemm_s, rs_s), "all_gather_s": seq.ag_s,
-                     "sublayer_s": ideal})
-        base = seq.sublayer_s
-        stats["sequential_s"] = base
-        stats["sequential_gemm_s"] = gemm_s
-        stats["sequential_rs_s"] = rs_s
-        stats["rs_link_bound_s"] = t3.rs_link_bound_s(seq)
-        stats["sequential_rs_vs_link_bound"] = rs_s / stats["rs_link_bound_s"]
-        stats["chunk_channels_min"] = seq.extra["chunk_channels_min"]
-        stats["chunk_channels_max"] = seq.extra["chunk_channels_max"]
-        stats["channels"] = seq.spec.channels
-        stats["memory_mapping"] = seq.extra["mapping"]
-        stats["comm_fraction"] = (rs_s + seq.ag_s) / base
-        for row in rows:
-            row["speedup"] = base / row["sublayer_s"]
-            stats[f"speedup_{row['config'].replace('-', '_')}"] = row["speedup"]
-        for row in rows:
-            if "data_movement_bytes" in row:
-                row["data_movement_vs_sequential"] = row["data_movement_bytes"] / t3.data_movement_bytes(seq)
+        _against_sequential(runs["sequential"], rows, stats, tck)
     for row in rows:
         stats[f"{row['config'].replace('-', '_')}_s"] = row["sublayer_s"]
+    _per_config(runs, rows, stats, tck)
+    stats["ring_directions"] = su.ring.directions
+    stats["sim_wall_s"] = sum(r.wall_s for r in runs.values())
+    stats["finite"] = all(math.isfinite(v) for v in stats.values() if isinstance(v, float))
+    return stats, rows
+
+
+def _config_row(c: str, r: Any, params: Any, tck: float) -> dict[str, Any]:
+    """One configuration's table row."""
+    from archsim.systems.t3 import sim as t3
+
+    energy = t3.dram_energy(r, params)
+    return {"config": c, "gemm_s": r.gemm_cycles * tck, "rs_end_s": r.rs_end_cycles * tck,
+            "all_gather_s": r.ag_s, "sublayer_s": r.sublayer_s,
+            "data_movement_bytes": t3.data_movement_bytes(r),
+            **{f"{k}_accesses": v for k, v in r.traffic.items()},
+            "nmc_updates": r.nmc_updates, "dram_energy_pj": sum(energy.values()),
+            "tracker_high_water": r.tracker["high_water"], "tracker_full_events": r.tracker["full_events"],
+            "mca_threshold": r.threshold, "comm_latency_max_cycles": r.comm_latency_max,
+            "mca_threshold_min": r.extra.get("threshold_min"), "mca_threshold_max": r.extra.get("threshold_max"),
+            "nmc_mode": r.nmc_mode,
+            "padded_d_model": r.extra.get("padded_from_h") and r.shape.h, "wall_s": r.wall_s,
+            # reduce-scatter: sequential from the GEMM's end, fused from the first byte sent
+            "rs_s": (r.rs_end_cycles - (r.gemm_cycles if c == "sequential" else
+                                        (r.extra["first_send_cycles"] or 0))) * tck,
+            "rs_link_bound_s": t3.rs_link_bound_s(r),
+            "compute_stall_cycles": r.extra["compute_stall_cycles"],
+            "chunk_channels_min": r.extra["chunk_channels_min"],
+            "chunk_channels_max": r.extra["chunk_channels_max"]}
+
+
+def _against_sequential(seq: Any, rows: list[dict[str, Any]], stats: dict[str, Any], tck: float) -> None:
+    """The ideal row (GEMM and reduce-scatter fully overlapped) and every row's speed-up and data movement
+    against the Sequential run; the Sequential run's own stats."""
+    from archsim.systems.t3 import sim as t3
+
+    gemm_s = seq.gemm_cycles * tck
+    rs_s = (seq.rs_end_cycles - seq.gemm_cycles) * tck
+    ideal = max(gemm_s, rs_s) + seq.ag_s
+    rows.append({"config": "ideal", "gemm_s": gemm_s, "rs_end_s": max(gemm_s, rs_s), "all_gather_s": seq.ag_s,
+                 "sublayer_s": ideal})
+    base = seq.sublayer_s
+    stats["sequential_s"] = base
+    stats["sequential_gemm_s"] = gemm_s
+    stats["sequential_rs_s"] = rs_s
+    stats["rs_link_bound_s"] = t3.rs_link_bound_s(seq)
+    stats["sequential_rs_vs_link_bound"] = rs_s / stats["rs_link_bound_s"]
+    stats["chunk_channels_min"] = seq.extra["chunk_channels_min"]
+    stats["chunk_channels_max"] = seq.extra["chunk_channels_max"]
+    stats["channels"] = seq.spec.channels
+    stats["memory_mapping"] = seq.extra["mapping"]
+    stats["comm_fraction"] = (rs_s + seq.ag_s) / base
+    for row in rows:
+        row["speedup"] = base / row["sublayer_s"]
+        stats[f"speedup_{row['config'].replace('-', '_')}"] = row["speedup"]
+    for row in rows:
+        if "data_movement_bytes" in row:
+            row["data_movement_vs_sequential"] = row["data_movement_bytes"] / t3.data_movement_bytes(seq)
+
+
+def _per_config(runs: dict[str, Any], rows: list[dict[str, Any]], stats: dict[str, Any], tck: float) -> None:
+    """Each configuration's stats: data movement against Sequential, reduce-scatter, stalls, GEMM reads and
+    MCA's threshold per K step."""
+    from archsim.systems.t3 import sim as t3
+
+    seq = runs.get("sequential")
     for c, r in runs.items():
-        if c != "sequential" and "sequential" in runs:
+        if c != "sequential" and seq is not None:
             stats[f"data_movement_change_{c.replace('-', '_')}"] = \
-                t3.data_movement_bytes(r) / t3.data_movement_bytes(runs["sequential"]) - 1
+                t3.data_movement_bytes(r) / t3.data_movement_bytes(seq) - 1
     for c, r in runs.items():
         key = c.replace("-", "_")
         stats[f"{key}_rs_s"] = next(row["rs_s"] for row in rows if row["config"] == c)
@@ -257,22 +282,22 @@ def run_sublayer(su: Setup) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if r.extra["threshold_trajectory"]:
             # MCA: the threshold per K step (one value with `auto` or a fixed threshold)
             stats[f"{key}_threshold_trajectory"] = r.extra["threshold_trajectory"]
-    if "sequential" in runs:
-        base_stall = runs["sequential"].extra["compute_stall_cycles"]
+    if seq is not None:
+        base_stall = seq.extra["compute_stall_cycles"]
         for c, r in runs.items():
             if c != "sequential":
                 # stalls beyond the sequential GEMM's own (which runs with no communication traffic beside it)
                 stats[f"{c.replace('-', '_')}_comm_stall_cycles"] = r.extra["compute_stall_cycles"] - base_stall
-    if "sequential" in runs and "t3" in runs:
-        stats["gemm_read_ratio_sequential_vs_t3"] = (runs["sequential"].extra["gemm_read_bytes"]
-                                                     / runs["t3"].extra["gemm_read_bytes"])
-    stats["ring_directions"] = su.ring.directions
-    stats["sim_wall_s"] = sum(r.wall_s for r in runs.values())
-    stats["finite"] = all(math.isfinite(v) for v in stats.values() if isinstance(v, float))
-    return stats, rows
+    if seq is not None and "t3" in runs:
+        stats["gemm_read_ratio_sequential_vs_t3"] = seq.extra["gemm_read_bytes"] / runs["t3"].extra["gemm_read_bytes"]
 
 
-@register("t3", resolve=resolve, schema=T3Config, stats=from_code((run_sublayer, "stats")))
+EXAMPLES = """\
+  archsim run --system t3 --set model=t-nlg --set sublayer=fc2_fwd --set tp=8 --set tokens=1024"""
+
+
+@register("t3", resolve=resolve, schema=T3Config, examples=EXAMPLES, features=MODEL_FEATURES,
+          stats=from_code((run_sublayer, "stats"), (_against_sequential, "stats"), (_per_config, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     su = setup(config)
     stats, rows = run_sublayer(su)

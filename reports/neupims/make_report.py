@@ -414,7 +414,8 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
           "NeuPIMs' released simulator (casys-kaist/NeuPIMs f299af3, built outside this repository as "
           "`benchmarks/neupims_code/README.md` says, run by `benchmarks/neupims_code/run_neupims.py`) and archsim in "
           "the same configuration, by name: NPU preset `neupims_code` (the NPU as that code runs it), mapping "
-          "`neupims_code` (its PIM layout and precharge), the same batch snapshot (dataset = the trace file), one "
+          "`neupims_code` (its PIM layout, precharge and scheduling beside PIM), DRAM standard `neupims_code` (its "
+          "one command a cycle), the same batch snapshot (dataset = the trace file), one "
           "decoder block. The baselines' rows use the code's `npu+pim` and `npu-only` branches against archsim's "
           "`npu_pim` and `npu_only` (NPU preset `neupims_code_npu_only`, `npu_attention: fused_mha`). `pim` = PIM-busy "
           "cycles (the code's `pim_cycles`), `bw` = memory-bandwidth utilisation as the code defines it.", "",

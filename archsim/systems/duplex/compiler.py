@@ -154,7 +154,52 @@ def with_command_path(spec: DramSpec, command_path: str) -> DramSpec:
     return load_spec(deep_merge(spec.raw, {"extension_options": {"logic_pim": {"command_path": command_path}}}))
 
 
-SPLIT_RULES = ("interference_aware", "lookup_table")
+SPLIT_RULES = ("interference_aware", "lookup_table", "llmsimulator")
+# coprocessing_split llmsimulator: the rule LLMSimulator (the Duplex authors' simulator) splits a device's experts
+# by (getIdxHigh / getIdxHighOptimal, src/module/route.cpp:34-127 of the helios fork, called per MoE layer from
+# Route::forward, route.cpp:235-244, when parallel_execution is on). Its two constants: both units' times are
+# scaled by a bandwidth factor of 0.75 (route.cpp:38-39 for the xPU, 45 and 57 for Logic-PIM), and above 4
+# local experts the experts move in 4 groups of consecutive local experts (route.cpp:81-103).
+LLMSIM_BANDWIDTH_FACTOR = 0.75
+LLMSIM_SPLIT_GROUPS = 4
+
+
+def llmsimulator_xpu_set(tokens: list[int], xpu_ridge: float, low_bw_x: float, low_op_b: float) -> list[int]:
+    """Local positions of the experts LLMSimulator's co-processing rule runs on the xPU, the rest going to the
+    low unit. Times are in units of one expert's weight read at the xPU's bandwidth: an expert with t tokens
+    takes max(1, t x 0.75 / ridge) on the xPU and max(1, t x 0.75 / low Op/B) / (low bandwidth multiple) on
+    the low unit (route.cpp:38-57; zero-token experts included, as the rule counts them). Starting from all
+    on the low unit, the experts (up to 4) or 4 groups of consecutive experts (more than 4) move to the xPU in
+    order of most tokens first, while that lowers max(xPU sum, low sum); the first move that does not stops
+    the search (a greedy walk, not a search over all splits). More than 4 experts not a multiple of 4: the
+    helios fork aborts (route.cpp:85), the HBF fork moves them one by one; archsim does as the HBF fork."""
+    f = LLMSIM_BANDWIDTH_FACTOR
+
+    def on_xpu(t: int) -> float:
+        return max(1.0, t * f / xpu_ridge)
+
+    def on_low(t: int) -> float:
+        return max(1.0, t * f / low_op_b) / low_bw_x
+
+    n = len(tokens)
+    if n <= LLMSIM_SPLIT_GROUPS or n % LLMSIM_SPLIT_GROUPS:
+        units = [[i] for i in range(n)]
+    else:
+        size = n // LLMSIM_SPLIT_GROUPS
+        units = [list(range(g, g + size)) for g in range(0, n, size)]
+    # most tokens first; ties keep their order (the reference sorts at most 16 entries, which its library
+    # sorts by insertion, keeping ties in order)
+    units.sort(key=lambda u: -sum(tokens[i] for i in u))
+    high, low = 0.0, sum(on_low(t) for t in tokens)
+    best, chosen = max(high, low), []
+    for u in units:
+        high += sum(on_xpu(tokens[i]) for i in u)
+        low -= sum(on_low(tokens[i]) for i in u)
+        if max(high, low) >= best:
+            break
+        chosen += u
+        best = max(high, low)
+    return chosen
 
 
 def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | None = None,
@@ -312,9 +357,15 @@ class Compiler:
         self.per_expert = dispatch == "per_expert"
         # interference_aware: co-processing costed with the slow-downs it will pay (never slower than no split)
         self.aware = split == "interference_aware"
-        # distinct (stage, layer) splits the interference moved off the lookup table's choice, and attention
-        # overlaps run one after the other because overlapping would have been slower
-        self.decisions = {"expert_split_changed": 0, "expert_splits": 0, "attention_serialized": 0}
+        self.split_rule = split
+        # distinct (stage, layer) splits interference_aware costed, those the interference moved off the lookup
+        # table's choice, and attention
+        # overlaps run one after the other because overlapping would have been slower; the experts each
+        # expert split put on each unit (counted once per distinct (stage, MoE layer, device))
+        self.decisions = {"expert_split_changed": 0, "expert_splits": 0, "attention_serialized": 0,
+                          "split_experts_on_xpu": 0, "split_experts_on_low": 0}
+        # every distinct expert split: stage kind, tokens, device, expert ids on the xPU and on the low unit
+        self.split_log: list[dict] = []
         # dispatch per_expert: experts placed on each unit, counted once per distinct (stage, MoE layer, device)
         self.expert_units = {"xpu": 0, "low": 0}
         self.m, self.dev, self.D, self.pol = model, device, n_devices, policy
@@ -483,21 +534,43 @@ class Compiler:
         self.expert_units["low"] += len(on_l)
         return on_x, on_l
 
-    def _split_device(self, experts: list[tuple[int, int]], T: int) -> tuple[float, list[Op], list[dict]]:
-        """One device's experts under co-processing: the lookup table's split (split_experts), or with
-        interference_aware the fastest of the splits it ranges over (the first k spaces' experts on the low unit,
-        k = 0 .. all, which includes no split either way) costed as they will run, interference included."""
-        on_x, on_l = self.split_experts(experts)
-        table = self._device_experts(on_x, on_l, T)
-        if not self.aware:
-            return table
-        best = table
-        for cand_x, cand_l in self.split_candidates(experts):
-            r = self._device_experts(cand_x, cand_l, T)
-            if r[0] < best[0] - 1e-15:
-                best = r
-        self.decisions["expert_splits"] += 1
-        self.decisions["expert_split_changed"] += best is not table
+    def llmsimulator_split(self, local: list[tuple[int, int]]) -> tuple[list, list]:
+        """coprocessing_split llmsimulator: (on the xPU, on the low unit) of a device's local experts (zero-token
+        ones included, in local order) by LLMSimulator's rule (llmsimulator_xpu_set) with this device's xPU
+        ridge, low-unit bandwidth multiple and Op/B; zero-token experts then run nowhere."""
+        d = self.dev
+        high = set(llmsimulator_xpu_set([t for _, t in local], d.xpu_flops / d.xpu_bw, d.low_bw / d.xpu_bw,
+                                        d.low_flops / d.low_bw))
+        on_x = [et for i, et in enumerate(local) if i in high and et[1] > 0]
+        on_l = [et for i, et in enumerate(local) if i not in high and et[1] > 0]
+        return on_x, on_l
+
+    def _split_device(self, local: list[tuple[int, int]], T: int, stage: str = "", device: int = 0,
+                      ) -> tuple[float, list[Op], list[dict]]:
+        """One device's experts under co-processing (`local`: its experts in local order, zero-token ones
+        included): the lookup table's split (split_experts), LLMSimulator's rule (llmsimulator_split), or with
+        interference_aware the fastest of the splits the table ranges over (the first k spaces' experts on the
+        low unit, k = 0 .. all, which includes no split either way) costed as they will run, interference
+        included. Records the split chosen in `decisions` and `split_log`."""
+        experts = [(e, t) for e, t in local if t > 0]
+        if self.split_rule == "llmsimulator":
+            on_x, on_l = self.llmsimulator_split(local)
+            chosen = (on_x, on_l)
+            best = self._device_experts(on_x, on_l, T)
+        else:
+            chosen = self.split_experts(experts)
+            best = table = self._device_experts(*chosen, T)
+            if self.aware:
+                for cand in self.split_candidates(experts):
+                    r = self._device_experts(*cand, T)
+                    if r[0] < best[0] - 1e-15:
+                        best, chosen = r, cand
+                self.decisions["expert_splits"] += 1
+                self.decisions["expert_split_changed"] += best is not table
+        self.decisions["split_experts_on_xpu"] += len(chosen[0])
+        self.decisions["split_experts_on_low"] += len(chosen[1])
+        self.split_log.append({"stage": stage, "tokens": T, "device": device,
+                               "xpu": [e for e, _ in chosen[0]], "low": [e for e, _ in chosen[1]]})
         return best
 
     def _device_experts(self, on_x: list[tuple[int, int]], on_l: list[tuple[int, int]], T: int,
@@ -751,10 +824,10 @@ class Compiler:
         worst, worst_ops, worst_pairs = -1.0, [], []
         f_probe, b_probe = self.expert_ops(max(1, int(counts.mean())))
         unit = self.unit_for(st.kind, "moe", f_probe / b_probe)
-        for experts in per_dev:
-            experts = [(e, t) for e, t in experts if t > 0]
+        for device, local in enumerate(per_dev):
+            experts = [(e, t) for e, t in local if t > 0]
             if self.dev.low is not None and self.pol.expert_coprocessing:
-                t_dev, ops, pairs = self._split_device(experts, T)
+                t_dev, ops, pairs = self._split_device(local, T, st.kind, device)
             elif self.per_expert and self.dev.low is not None:
                 t_dev, ops, pairs = self._device_experts(*self.fastest_units(experts), T)
             else:

@@ -44,7 +44,7 @@ from archsim.workload.spec import ModelSpec
 MODEL_FEATURES = frozenset({"moe", "gqa", "gated_ffn"})
 
 
-SPLITS = ("interference_aware", "lookup_table")          # coprocessing_split: the default first
+SPLITS = ("interference_aware", "lookup_table", "llmsimulator")   # coprocessing_split: the default first
 # the command-path choice lives with Logic-PIM's commands (the standard extension); the config key exposes it
 _COMMAND_PATH = extension_options("logic_pim")["command_path"]
 
@@ -83,7 +83,10 @@ class DuplexConfig:
     coprocessing_split: str = opt("interference_aware", "how co-processing picks its split: interference_aware "
                                   "= expert splits and attention overlap costed with the slow-downs they will pay "
                                   "(never slower than no split); lookup_table = the paper's tables of "
-                                  "interference-free times", choices=SPLITS,
+                                  "interference-free times; llmsimulator = the rule of the authors' simulator "
+                                  "(route.cpp:34-127 of its helios fork: experts or 4 groups of them move to the "
+                                  "xPU, most tokens first, while that lowers the max of two unit sums)",
+                                  choices=SPLITS,
                                   optional=True)
     interference: str = opt("engine", "co-processing interference (xPU beside Logic-PIM on one stack): slow-downs "
                             "measured on the channel engine per operator pair (needs pim_timing engine), or none",
@@ -224,7 +227,7 @@ class Setup:
     devices: int | None                                    # per replica; None: the paper's count or the weights'
     policy: Policy                                         # the mapping file with the overrides applied
     interference: str                                      # co-processing interference asked for: engine | none
-    coprocessing_split: str                                # interference_aware | lookup_table
+    coprocessing_split: str                                # interference_aware | lookup_table | llmsimulator
     routing: UniformRouting | ZipfRouting | SampledRouting
     memory_cap: str                        # enforce | unlimited (the batcher's KV-cache memory check)
     dispatch: str                          # layer | per_expert (the MoE experts' unit choice)

@@ -54,6 +54,7 @@ BYTES_PER_ROW = 8192                                         # one bundle row of
 
 # ---- policy ----------------------------------------------------------------------------------------------
 EXPERT_PLACEMENTS = ("per_device", "global_modulo")
+NON_EXPERT_PARALLEL = ("all_devices", "per_node")
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,13 @@ class Policy:
     attention_coprocessing: bool = opt(REQUIRED, "decode attention beside prefill attention (both units at once)")
     expert_coprocessing: bool = opt(REQUIRED, "split experts between the xPU and the low unit")
     expert_tensor_parallel: bool = opt(REQUIRED, "experts sliced over the devices (else whole experts per device)")
+    non_expert_parallel: str = opt("all_devices", "how attention, dense FFNs, the MoE gate and the LM head lay out "
+                                   "over the devices: all_devices = tensor-parallel over every device (their "
+                                   "all-reduces cross InfiniBand beyond one node); per_node = tensor-parallel "
+                                   "inside a node, the nodes data-parallel (each takes every n-th sequence), the "
+                                   "experts still over every device and only the tokens bound for another node's "
+                                   "experts crossing InfiniBand (LLMSimulator's layout as its driver runs it)",
+                                   choices=NON_EXPERT_PARALLEL)
     layout: LayoutPolicy = opt(LayoutPolicy, "the layout of tensors over bundle spaces")
     name: str = opt("", "the policy's name")
 
@@ -369,6 +377,13 @@ class Compiler:
         # dispatch per_expert: experts placed on each unit, counted once per distinct (stage, MoE layer, device)
         self.expert_units = {"xpu": 0, "low": 0}
         self.m, self.dev, self.D, self.pol = model, device, n_devices, policy
+        # the non-expert layers' tensor-parallel degree and their data-parallel replicas (one per node, per_node)
+        per_node = int(device.links["devices_per_node"])
+        self.ne_tp = min(n_devices, per_node) if policy.non_expert_parallel == "per_node" else n_devices
+        if n_devices % self.ne_tp:
+            raise ConfigError("non_expert_parallel", f"per_node needs a device count that is a multiple of the "
+                              f"{per_node} devices per node, got {n_devices}")
+        self.ne_dp = n_devices // self.ne_tp
         # co-processing interference from channel-engine runs (needs the engine timer of Logic-PIM)
         self.interference = interference == "engine" and device.timer is not None
         self.pairs: list[dict] = []          # co-processed operator pairs of the last stage (see coprocess)
@@ -619,8 +634,8 @@ class Compiler:
 
     # -- communication ----------------------------------------------------------------------------------
     def link_time(self, nbytes: float, kind: str = "allreduce", group: int | None = None) -> float:
-        """Ring all-reduce (2 (D-1)/D of the bytes per device, 2 (D-1) latency hops) or all-to-all ((D-1)/D,
-        D-1 hops) among `group` devices (default all), over NVLink inside a node, InfiniBand when the group
+        """Ring all-reduce (2 (D-1)/D of the bytes per device, 2 (D-1) latency hops), all-to-all ((D-1)/D,
+        D-1 hops) or send (all of the bytes, one hop) among `group` devices (default all), over NVLink inside a node, InfiniBand when the group
         spans nodes."""
         D = self.D if group is None else group
         if D <= 1 or nbytes <= 0:
@@ -630,6 +645,8 @@ class Compiler:
         bw, lat = float(link["bandwidth_bytes_per_s"]), float(link["latency_s"])
         if kind == "allreduce":
             return 2 * (D - 1) / D * nbytes / bw + 2 * (D - 1) * lat
+        if kind == "send":            # one device's bytes in one transfer
+            return nbytes / bw + lat
         return (D - 1) / D * nbytes / bw + (D - 1) * lat
 
     # -- co-processing ----------------------------------------------------------------------------------
@@ -667,14 +684,17 @@ class Compiler:
             total, ops, self.pairs = self.stage_memo[key]
             return total, ops
         self.pairs = []
-        m, D, B = self.m, self.D, self.B
+        m, D, B = self.m, self.ne_tp, self.B
         ops: list[Op] = []
         total = 0.0
         moe_layers = m.n_moe_layers
         dense_layers = m.n_layers - moe_layers
+        # the non-expert layers run on one tensor-parallel group's sequences (all of them unless per_node: the
+        # first node's share, the largest)
+        node = self.node_share(st)
         # attention block -----------------------------------------------------------------------------
         n_pairs = len(self.pairs)
-        att_ops, att_t = self._attention_block(st)
+        att_ops, att_t = self._attention_block(node)
         for o in att_ops:
             o.count = m.n_layers
         for p in self.pairs[n_pairs:]:
@@ -683,7 +703,7 @@ class Compiler:
         total += att_t * m.n_layers
         # FFN blocks -----------------------------------------------------------------------------------
         if dense_layers:
-            f_ops, f_t = self._dense_block(st)
+            f_ops, f_t = self._dense_block(node)
             for o in f_ops:
                 o.count = dense_layers
             ops += f_ops
@@ -703,7 +723,7 @@ class Compiler:
                 ops += f_ops
                 total += f_t * cnt
         # LM head for every sequence ------------------------------------------------------------------
-        n = st.sequences
+        n = node.sequences
         f = 2.0 * n * m.d_model * m.vocab / D
         b = (m.d_model * m.vocab + n * (m.d_model + m.vocab / D)) * B / D
         head = self._xop("lm_head", "lm_head", f, b, n)
@@ -711,6 +731,13 @@ class Compiler:
         total += head.seconds
         self.stage_memo[key] = (total, ops, self.pairs)
         return total, ops
+
+    def node_share(self, st: Stage) -> Stage:
+        """The sequences of `st` the first non-expert tensor-parallel group runs (every ne_dp-th, from the first):
+        the whole stage unless non_expert_parallel is per_node on more than one node."""
+        if self.ne_dp == 1:
+            return st
+        return Stage(st.prefill[::self.ne_dp], st.decode[::self.ne_dp])
 
     def _decode_key(self, st: Stage) -> tuple:
         """Decode contexts enter the timing only through their sum (KV bytes and FLOPs are linear in it) and
@@ -732,13 +759,14 @@ class Compiler:
         op.energy_pj = self.energy(op, counts)
         return op
 
-    def _link(self, name: str, nbytes: float, kind: str, group: int | None = None) -> Op:
+    def _link(self, name: str, nbytes: float, kind: str, group: int | None = None, pattern: str | None = None) -> Op:
+        """A link operator of `kind` (allreduce / alltoall), timed by link_time's `pattern` (default: the kind)."""
         op = Op(name, kind, 0.0, nbytes, "link")
-        op.seconds = op.roofline_s = self.link_time(nbytes, "allreduce" if kind == "allreduce" else "alltoall", group)
+        op.seconds = op.roofline_s = self.link_time(nbytes, pattern or ("allreduce" if kind == "allreduce" else "alltoall"), group)
         return op
 
     def _attention_block(self, st: Stage) -> tuple[list[Op], float]:
-        m, D, B = self.m, self.D, self.B
+        m, D, B = self.m, self.ne_tp, self.B
         T = st.tokens
         qkv_w = m.d_model * (m.q_dim + 2 * m.kv_dim)
         qkv = self._xop("qkv", "qkv", 2.0 * T * qkv_w / D, (qkv_w / D + T * (m.d_model + (m.q_dim + 2 * m.kv_dim) / D)) * B, T)
@@ -765,7 +793,7 @@ class Compiler:
         out = self._xop("out_proj", "out_proj", 2.0 * T * m.q_dim * m.d_model / D,
                         (m.q_dim * m.d_model / D + T * (m.q_dim / D + m.d_model)) * B, T)
         ops.append(out)
-        ar = self._link("allreduce_attention", T * m.d_model * B, "allreduce")
+        ar = self._link("allreduce_attention", T * m.d_model * B, "allreduce", group=D)
         ops.append(ar)
         # timing: qkv, then prefill || decode attention (co-processing) or one after the other
         xs = pre.seconds if pre else 0.0
@@ -787,7 +815,7 @@ class Compiler:
         return ops, qkv.seconds + mid + out.seconds + ar.seconds
 
     def _dense_block(self, st: Stage) -> tuple[list[Op], float]:
-        m, D, B = self.m, self.D, self.B
+        m, D, B = self.m, self.ne_tp, self.B
         T = st.tokens
         w = m.expert_params / D
         f = 2.0 * T * w
@@ -801,20 +829,30 @@ class Compiler:
         segs = [Segment(sp, (rows // len(es) + (1 if i < rows % len(es) else 0)) * passes, math.ceil(T / passes))
                 for i, sp in enumerate(es)]
         op = self._lop("dense_ffn", "dense_ffn", f, b, unit, segs, T)
-        ar = self._link("allreduce_ffn", T * m.d_model * B, "allreduce")
+        ar = self._link("allreduce_ffn", T * m.d_model * B, "allreduce", group=D)
         return [op, ar], op.seconds + ar.seconds
 
     def _moe_block(self, st: Stage, layer: int) -> tuple[list[Op], float]:
         m, D, B = self.m, self.D, self.B
         T = st.tokens
         counts = routing_counts(m, T, self.routing, self.zipf_s, layer, self.seed)
-        gate = self._xop("moe_gate", "moe_gate", 2.0 * T * m.d_model * m.n_experts / D,
-                         (m.d_model * m.n_experts / D + T * m.d_model) * B, T)
+        # the gate runs with the other non-expert layers: on one tensor-parallel group's tokens
+        gT, g_tp = self.node_share(st).tokens, self.ne_tp
+        gate = self._xop("moe_gate", "moe_gate", 2.0 * gT * m.d_model * m.n_experts / g_tp,
+                         (m.d_model * m.n_experts / g_tp + gT * m.d_model) * B, gT)
         tp, ep = self.expert_groups()
         # tokens to their experts and back (all-to-all over the expert-parallel groups); with experts split
         # over a node (ET) the slices' partial outputs are all-reduced over the node instead
         comm = []
-        if ep > 1 or not self.pol.expert_tensor_parallel:
+        if self.ne_dp > 1:
+            # non_expert_parallel per_node: a node's tensor-parallel group holds all of its tokens, so each device
+            # sends 1/ne_tp of them, and only those bound for another node's experts ((D - ne_tp) / D) cross
+            # InfiniBand, one transfer each way (as LLMSimulator times MoEScatter in decode,
+            # src/module/communication.cpp:117-189 of the helios fork)
+            cross = 2 * gT * m.experts_per_token * m.d_model * B / g_tp * (D - g_tp) / D
+            comm.append(self._link("moe_all_to_all", cross, "alltoall", group=D, pattern="send"))
+            comm.append(comm[-1])
+        elif ep > 1 or not self.pol.expert_tensor_parallel:
             comm.append(self._link("moe_all_to_all", 2 * T * m.experts_per_token * m.d_model * B / D, "alltoall"))
             comm.append(comm[-1])
         if self.pol.expert_tensor_parallel and tp > 1:

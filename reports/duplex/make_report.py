@@ -305,7 +305,8 @@ LLMSIM_CONDITIONS = {"memory_cap unlimited": {"memory_cap": "unlimited"}, "routi
                      "both": {"memory_cap": "unlimited", "routing": "sampled"},
                      "dispatch per_expert": {"dispatch": "per_expert"},
                      "all three": {"memory_cap": "unlimited", "routing": "sampled", "dispatch": "per_expert"}}
-COMBINED = ("both", "all three")      # the conditions that apply several differences together
+# the conditions that apply several differences together
+COMBINED = ("both", "all three", "routing sampled, split llmsimulator")
 
 
 def llmsim_causes(vs: pd.DataFrame, args, done: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -364,6 +365,94 @@ def multi_node_links(vs: pd.DataFrame, args) -> pd.DataFrame:
                      "moved_toward_llmsim": abs(r.roofline_over_llmsim - 1) - abs(toggled - 1) >= MATERIAL,
                      "nvlink_within_5pct": abs(toggled - 1) <= ROOFLINE_TARGET})
     return pd.DataFrame(rows)
+
+
+SPLIT_SYSTEMS = ("Duplex+PE", "Duplex+PE+ET")     # the variants that split experts (expert co-processing)
+LLMSIM_SPLIT = {"coprocessing_split": "llmsimulator"}
+# LLMSimulator's split rule under archsim's default routing, and under the routing LLMSimulator runs with; each
+# beside archsim's own split under the same routing (the causes table's default / routing-sampled rows)
+SPLIT_CONDITIONS = {"split llmsimulator": ({}, None),
+                    "routing sampled, split llmsimulator": ({"routing": "sampled"}, "routing sampled")}
+
+
+def _split_run(cfg) -> dict:
+    s = run(cfg).stats
+    return {"tokens_per_s": s["throughput_tokens_per_s"], "on_xpu": s["coprocessing_split_experts_on_xpu"],
+            "on_low": s["coprocessing_split_experts_on_low"]}
+
+
+def llmsim_split(vs: pd.DataFrame, args) -> pd.DataFrame:
+    """The vs_llmsimulator rows that split experts (+PE, +PE+ET) re-run in roofline mode with LLMSimulator's split
+    rule (coprocessing_split llmsimulator), under default and under sampled routing, beside archsim's own split
+    under the same routing (run again here for the experts each rule put on each unit: counted once per distinct
+    (stage, MoE layer, device) split)."""
+    systems = dict(SYSTEMS)
+    base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
+            "max_batch": args.batch}
+    memo: dict[tuple, dict] = {}
+    rows = []
+    for r in vs[vs.system.isin(SPLIT_SYSTEMS)].itertuples():
+        for cond, (over, _) in SPLIT_CONDITIONS.items():
+            cfg = {"model": r.model, **base, **systems[ROOFLINE_OF[r.system]], **over}
+            for rule, extra in (("archsim", {}), ("llmsimulator", LLMSIM_SPLIT)):
+                if (r.model, r.system, cond, rule) not in memo:
+                    memo[r.model, r.system, cond, rule] = _split_run({**cfg, **extra})
+                    print(r.model, r.system, cond, rule, f"{memo[r.model, r.system, cond, rule]['tokens_per_s']:.0f}"
+                          " tok/s", file=sys.stderr)
+            a, b = memo[r.model, r.system, cond, "archsim"], memo[r.model, r.system, cond, "llmsimulator"]
+            before, after = a["tokens_per_s"] / r.llmsim_tokens_per_s, b["tokens_per_s"] / r.llmsim_tokens_per_s
+            rows.append({"model": r.model, "system": r.system, "fork": r.fork, "condition": cond,
+                         "llmsim_tokens_per_s": r.llmsim_tokens_per_s, "roofline_over_llmsim": r.roofline_over_llmsim,
+                         "archsim_split_tokens_per_s": a["tokens_per_s"], "archsim_split_over_llmsim": before,
+                         "archsim_split_experts_on_xpu": a["on_xpu"], "archsim_split_experts_on_low": a["on_low"],
+                         "toggled_tokens_per_s": b["tokens_per_s"], "toggled_over_llmsim": after,
+                         "llmsim_split_experts_on_xpu": b["on_xpu"], "llmsim_split_experts_on_low": b["on_low"],
+                         "moved_toward_llmsim": abs(before - 1) - abs(after - 1) >= MATERIAL,
+                         "toggled_within_5pct": abs(after - 1) <= ROOFLINE_TARGET})
+    return pd.DataFrame(rows)
+
+
+PER_NODE = {"non_expert_parallel": "per_node"}     # LLMSimulator's two-node layout (mappings/duplex.yaml)
+
+
+def per_node_layout(vs: pd.DataFrame, links: pd.DataFrame, args) -> pd.DataFrame:
+    """vs_llmsimulator_links.csv with LLMSimulator's layout as a toggle: every row on more than one node re-run in
+    roofline mode with the mapping's non_expert_parallel per_node (non-expert layers tensor-parallel inside a
+    node, the nodes data-parallel, the experts over every device)."""
+    systems = dict(SYSTEMS)
+    base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
+            "max_batch": args.batch}
+    memo: dict[tuple, float] = {}
+    out = links.copy()
+    got = []
+    for r in links.itertuples():
+        if (r.model, r.system) not in memo:
+            cfg = {"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)]}
+            cfg["mapping_overrides"] = {**cfg.get("mapping_overrides", {}), **PER_NODE}
+            memo[r.model, r.system] = run(cfg).stats["throughput_tokens_per_s"]
+            print(r.model, r.system, "per_node", f"{memo[r.model, r.system]:.0f} tok/s", file=sys.stderr)
+        got.append(memo[r.model, r.system])
+    out["per_node_tokens_per_s"] = got
+    out["per_node_over_llmsim"] = out.per_node_tokens_per_s / out.llmsim_tokens_per_s
+    out["per_node_moved_toward_llmsim"] = ((out.roofline_over_llmsim - 1).abs()
+                                           - (out.per_node_over_llmsim - 1).abs() >= MATERIAL)
+    out["per_node_within_5pct"] = (out.per_node_over_llmsim - 1).abs() <= ROOFLINE_TARGET
+    return out
+
+
+def extra_toggles(split: pd.DataFrame | None, links: pd.DataFrame | None) -> pd.DataFrame:
+    """The split-rule and layout toggles in the causes table's shape (model, system, fork, condition,
+    roofline_over_llmsim, toggled_over_llmsim, toggled_within_5pct), for classing the gap rows with them."""
+    parts = []
+    if split is not None and len(split):
+        parts.append(split[["model", "system", "fork", "condition", "roofline_over_llmsim", "toggled_over_llmsim",
+                            "toggled_within_5pct"]])
+    if links is not None and len(links) and "per_node_over_llmsim" in links:
+        lay = links[["model", "system", "fork", "roofline_over_llmsim", "per_node_over_llmsim",
+                     "per_node_within_5pct"]].rename(columns={"per_node_over_llmsim": "toggled_over_llmsim",
+                                                              "per_node_within_5pct": "toggled_within_5pct"})
+        parts.append(lay.assign(condition="layout per_node"))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def roofline_plot(ops: pd.DataFrame, path: Path) -> None:
@@ -426,7 +515,8 @@ def main() -> None:
     ap.add_argument("--qps", type=float, nargs="+", default=[4, 8, 12, 16, 20, 24, 28])
     ap.add_argument("--reuse", nargs="*", default=[], choices=["comparison", "operators_mixtral", "edap", "load", "gaps",
                                                                "load_xpu_efficiency", "stream_efficiency",
-                                                               "vs_llmsimulator_causes", "vs_llmsimulator_links"],
+                                                               "vs_llmsimulator_causes", "vs_llmsimulator_links",
+                                                               "vs_llmsimulator_split"],
                     help="read these tables from the CSVs of an earlier run (in the output folder) instead of "
                          "running them again (vs_llmsimulator_causes: its rows are kept and only the missing ones "
                          "run, e.g. a condition added since)")
@@ -456,15 +546,18 @@ def main() -> None:
     done = pd.read_csv(out / "vs_llmsimulator_causes.csv") if "vs_llmsimulator_causes" in args.reuse else None
     causes = llmsim_causes(vs, args, done)
     links = part("vs_llmsimulator_links", lambda: multi_node_links(vs, args))
+    if "per_node_tokens_per_s" not in links:
+        links = per_node_layout(vs, links, args)
+    split = part("vs_llmsimulator_split", lambda: llmsim_split(vs, args))
     total = time.perf_counter() - t0
     for name, df in (("vs_llmsimulator", vs), ("vs_llmsimulator_causes", causes),
-                     ("vs_llmsimulator_links", links), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
+                     ("vs_llmsimulator_links", links), ("vs_llmsimulator_split", split), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
                      ("load", load), ("gaps", gaps), ("load_xpu_efficiency", load_eff), ("stream_efficiency", stream)):
         df.to_csv(out / f"{name}.csv", index=False)
     roofline_plot(ops, out / "roofline.png")
     vs_gpu_plot(main_df, out / "vs_gpu.png", f"(L_in, L_out) = ({args.input_len}, {args.output_len}), batch {args.batch}")
     write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__, vs, causes,
-                 links)
+                 links, split)
 
 
 def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
@@ -516,7 +609,7 @@ def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
 
 
 def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version, vs, causes,
-                 links=None):
+                 links=None, split=None):
     dx = df[df.system == "Duplex"]
     pe = df[df.system == "Duplex+PE"]
     et = df[df.system == "Duplex+PE+ET"]
@@ -586,8 +679,10 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total
     L.append("![Duplex vs GPU](vs_gpu.png)\n")
     L.append(command_path_text(df, inter, ops))
     L.append(split_text(df))
-    L.append(llmsim_text(vs, causes))
-    L.append(links_text(vs, causes, links))
+    extra = extra_toggles(split, links)
+    L.append(llmsim_text(vs, causes, extra))
+    L.append(split_rule_text(split))
+    L.append(links_text(vs, causes, links, extra))
     L.append("## Gaps as experiments: runs that toggle a cause\n")
     L.append("Each column divides a run by the same run with one cause switched (throughput ratio; > 1: the first "
              "is faster). `engine / roofline`: Logic-PIM as bundle command streams on the channel engine vs its "
@@ -814,14 +909,18 @@ def moe_units(mapping: str = "duplex") -> str:
                                                    for st, units in pol.dispatch.items())
 
 
-def causes_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
-    """The gap causes, generated from vs_llmsimulator_causes.csv."""
+def causes_text(vs: pd.DataFrame, causes: pd.DataFrame, extra: pd.DataFrame | None = None) -> str:
+    """The gap causes, generated from vs_llmsimulator_causes.csv; the rows outside the target classed with
+    `extra` (extra_toggles: the split-rule and layout toggles of the next two sections) as well."""
     if not len(causes):
         return ""
     both = causes[causes.condition == "both"]
     three = causes[causes.condition == "all three"]
     away = causes[~causes.condition.isin(COMBINED) & moves_away(causes)]
-    k = cause_classes(vs, causes)
+    k = cause_classes(vs, pd.concat([causes, extra], ignore_index=True) if extra is not None else causes)
+    also = (" Each row outside the target is classed by these conditions and by the toggles of the next two "
+            "sections (`split llmsimulator` and `routing sampled, split llmsimulator`: LLMSimulator's expert "
+            "split rule; `layout per_node`: its two-node layout)." if extra is not None and len(extra) else "")
 
     def listing(items: list[str]) -> str:
         return "; ".join(items) or "none"
@@ -846,11 +945,13 @@ every row above is re-run in roofline mode with each, with the first two (`both`
 
 With both conditions, archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on
 {int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())});
-with all three on {int(three.toggled_within_5pct.sum())} of {len(three)}.
+with all three on {int(three.toggled_within_5pct.sum())} of {len(three)}.{also}
 Of the {int((~vs.roofline_within_5pct).sum())} rows outside the target by default:
 - brought within it by a condition (ratio before -> after, the condition): {listing(k["explained"])};
 - moved toward LLMSimulator by at least {MATERIAL:.2f} of the ratio but not within the target: {listing(k["toward"])};
 - not moved toward LLMSimulator by that much by any condition (cause not found): {listing(k["unexplained"])}.
+
+Rows outside the target with no cause found: {len(k["unexplained"])} of {int((~vs.roofline_within_5pct).sum())}.
 
 A condition that moves a row away from LLMSimulator by at least {MATERIAL:.2f} of the ratio (so it cannot be that
 row's cause, and another difference must offset it): {listing([f"{r.model} {r.system} ({r.fork}) {r.condition} {r.roofline_over_llmsim:.3f} -> "
@@ -903,36 +1004,111 @@ def per_expert_text(causes: pd.DataFrame) -> str:
             f"what it does): {'; '.join(items) or 'no such row'}.")
 
 
-def links_text(vs: pd.DataFrame, causes: pd.DataFrame, links: pd.DataFrame | None) -> str:
-    """The rows on more than one node (vs_llmsimulator_links.csv): how many of the rows with no cause found
-    they are, and each row's ratio to LLMSimulator with every link NVLink."""
+def links_text(vs: pd.DataFrame, causes: pd.DataFrame, links: pd.DataFrame | None,
+               extra: pd.DataFrame | None = None) -> str:
+    """The rows on more than one node (vs_llmsimulator_links.csv): how many of the rows the run conditions and
+    the split rule leave with no cause found they are, each row's ratio to LLMSimulator with every link NVLink
+    (a proxy), and with LLMSimulator's layout (non_expert_parallel per_node, the toggle)."""
     if links is None or not len(links) or not len(causes):
         return ""
     per_node = devices_per_node()
-    unexplained = [re.match(r"(.+) \((helios|hbf)\) [\d.]+$", x).groups() for x in cause_classes(vs, causes)["unexplained"]]
+    no_layout = causes if extra is None or not len(extra) else pd.concat(
+        [causes, extra[extra.condition != "layout per_node"]], ignore_index=True)
+    unexplained = [re.match(r"(.+) \((helios|hbf)\) [\d.]+$", x).groups()
+                   for x in cause_classes(vs, no_layout)["unexplained"]]
     multi = {(f"{r.model} {r.system}", r.fork) for r in links.itertuples()}
     shared = [f"{label} ({fork})" for label, fork in unexplained if (label, fork) in multi]
 
-    def verdict(r) -> str:
-        if r.moved_toward_llmsim:
-            past = (r.roofline_over_llmsim - 1) * (r.nvlink_over_llmsim - 1) < 0      # crossed LLMSimulator's value
+    def verdict(before: float, after: float) -> str:
+        if abs(before - 1) - abs(after - 1) >= MATERIAL:
+            past = (before - 1) * (after - 1) < 0      # crossed LLMSimulator's value
             return ("toward LLMSimulator" + (", past it" if past else "")
-                    + (", within 5 %" if r.nvlink_within_5pct else ""))
+                    + (", within 5 %" if abs(after - 1) <= ROOFLINE_TARGET else ""))
+        if abs(after - 1) - abs(before - 1) >= MATERIAL:
+            return "away from LLMSimulator"
         return "not toward LLMSimulator by 0.01"
 
     items = [f"{r.model} {r.system} ({r.fork}, {r.devices} devices) {r.roofline_over_llmsim:.3f} -> "
-             f"{r.nvlink_over_llmsim:.3f} ({verdict(r)})" for r in links.itertuples()]
+             f"{r.nvlink_over_llmsim:.3f} ({verdict(r.roofline_over_llmsim, r.nvlink_over_llmsim)})"
+             for r in links.itertuples()]
+    layout = ""
+    if "per_node_over_llmsim" in links:
+        lay = [f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f} -> {r.per_node_over_llmsim:.3f} "
+               f"({verdict(r.roofline_over_llmsim, r.per_node_over_llmsim)})" for r in links.itertuples()]
+        toward = int(links.per_node_moved_toward_llmsim.sum())
+        layout = f"""
+LLMSimulator's layout as a toggle (the mapping policy's `non_expert_parallel: per_node`, default `all_devices`):
+attention, the MoE gate, dense FFNs and the LM head tensor-parallel over the {per_node} devices of a node, the
+nodes data-parallel (each runs every n-th sequence; the slowest, the first, times the stage), the experts still
+over every device, and only the tokens bound for another node's experts crossing InfiniBand, in one transfer
+each way (as LLMSimulator times its MoE scatter in decode, `src/module/communication.cpp:117-189` of the helios
+fork). Every row on more than one node re-run in roofline mode with it (`per_node_*` columns), ratio to
+LLMSimulator before -> after: {"; ".join(lay)}. It moves {toward} of {len(links)} rows toward LLMSimulator by at
+least {MATERIAL:.2f} of the ratio, {int(links.per_node_within_5pct.sum())} of them within {ROOFLINE_TARGET:.0%}.
+"""
     return f"""
 ### The rows on more than one node (`vs_llmsimulator_links.csv`)
 
-{len(shared)} of the {len(unexplained)} rows with no cause found above run on more than {per_node} devices, so
+{len(shared)} of the {len(unexplained)} rows the run conditions and the split rule leave with no cause found run on more than {per_node} devices, so
 on more than one node: {"; ".join(shared) or "none"}. There the two simulators lay the devices out differently:
 LLMSimulator, as `run_llmsim.py` runs it, keeps the non-expert layers' tensor parallelism inside a node
-(`none_expert_tensor_degree` = devices per node, the nodes data-parallel), while archsim splits every layer over
-all the devices, so its all-reduces cross InfiniBand (`Compiler.link_time`). Every row on more than one node
-re-run in roofline mode with every device on NVLink (a proxy: it takes the all-reduce off InfiniBand and leaves
-archsim's layout as it is), ratio to LLMSimulator before -> after: {"; ".join(items)}.
-{layout_toggle_text(vs)}"""
+(`none_expert_tensor_degree` = devices per node, the nodes data-parallel), while archsim by default splits every
+layer over all the devices, so its all-reduces cross InfiniBand (`Compiler.link_time`). Every row on more than one
+node re-run in roofline mode with every device on NVLink (a proxy: it takes the all-reduce off InfiniBand and
+leaves archsim's layout as it is), ratio to LLMSimulator before -> after: {"; ".join(items)}.
+{layout}{layout_toggle_text(vs)}"""
+
+
+def split_rule_text(split: pd.DataFrame | None) -> str:
+    """LLMSimulator's expert split rule as a toggle (vs_llmsimulator_split.csv): per row and routing, archsim's
+    split beside LLMSimulator's, the experts each put on the xPU, and whether the rule moves the row toward
+    LLMSimulator."""
+    if split is None or not len(split):
+        return ""
+
+    def share(x, low) -> str:
+        return f"{x / (x + low):.1%}" if x + low else "no split"
+
+    def verdict(r) -> str:
+        if r.moved_toward_llmsim:
+            return "toward LLMSimulator" + (", within 5 %" if r.toggled_within_5pct else "")
+        if abs(r.toggled_over_llmsim - 1) - abs(r.archsim_split_over_llmsim - 1) >= MATERIAL:
+            return "away from LLMSimulator"
+        return "not toward LLMSimulator by 0.01"
+
+    from archsim.systems.duplex.compiler import LLMSIM_BANDWIDTH_FACTOR, make_device
+
+    d = make_device("duplex", pim_timing="roofline")
+    # tokens at which an expert's Logic-PIM cost reaches the xPU's floor of one weight read
+    cross = (d.low_bw / d.xpu_bw) * (d.low_flops / d.low_bw) / LLMSIM_BANDWIDTH_FACTOR
+    parts = []
+    for cond, (_, base) in SPLIT_CONDITIONS.items():
+        c = split[split.condition == cond]
+        items = [f"{r.model} {r.system} ({r.fork}) {r.archsim_split_over_llmsim:.3f} -> {r.toggled_over_llmsim:.3f} "
+                 f"(experts on the xPU {share(r.archsim_split_experts_on_xpu, r.archsim_split_experts_on_low)} -> "
+                 f"{share(r.llmsim_split_experts_on_xpu, r.llmsim_split_experts_on_low)}; {verdict(r)})"
+                 for r in c.itertuples()]
+        routing = "sampled routing" if base else "archsim's default routing (uniform)"
+        parts.append(f"- `{cond}` ({routing}; {int(c.moved_toward_llmsim.sum())} of {len(c)} rows toward "
+                     f"LLMSimulator by at least {MATERIAL:.2f}, {int(c.toggled_within_5pct.sum())} within "
+                     f"{ROOFLINE_TARGET:.0%}): " + "; ".join(items) + ".")
+    body = "\n".join(parts)
+    return f"""
+### The co-processing split rule (`vs_llmsimulator_split.csv`)
+
+LLMSimulator splits a device's experts between the xPU and Logic-PIM by its own rule (`getIdxHigh` /
+`getIdxHighOptimal`, `src/module/route.cpp:34-127` of the helios fork, called per MoE layer from `Route::forward`,
+`route.cpp:235-244`): with at most 4 experts per device, experts, else 4 groups of consecutive local experts, move
+to the xPU most tokens first while that lowers the larger of two sums, an expert costing max(1, t x 0.75 / ridge)
+on the xPU and max(1, t x 0.75 / Op/B) / (bandwidth multiple) on Logic-PIM, in units of one weight read at the
+xPU's bandwidth (with archsim's Duplex device, Op/B {d.low_flops / d.low_bw:.2f} and bandwidth multiple
+{d.low_bw / d.xpu_bw:.2f}: an expert with fewer than {cross:.0f} tokens costs Logic-PIM less than the xPU's one
+weight read); the first move that does not lower it ends the walk. archsim offers it as `coprocessing_split: llmsimulator` (default `interference_aware`;
+`archsim/systems/duplex/compiler.py` llmsimulator_xpu_set). Every row that splits experts re-run in roofline mode
+with it, beside archsim's own split under the same routing (ratio to LLMSimulator archsim's split -> LLMSimulator's
+rule; the share of the experts each put on the xPU, counted once per distinct stage, MoE layer and device):
+{body}
+"""
 
 
 def layout_toggle_text(vs: pd.DataFrame, path: Path = OUT / "llmsimulator_toggles.csv") -> str:
@@ -968,7 +1144,7 @@ The other way round, LLMSimulator run with archsim's layout (`run_llmsim.py --ne
 """
 
 
-def llmsim_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
+def llmsim_text(vs: pd.DataFrame, causes: pd.DataFrame, extra: pd.DataFrame | None = None) -> str:
     """The authors' simulator beside archsim (vs_llmsimulator.csv) and the gap causes (causes_text)."""
     if not len(vs):
         return "## Beside the authors' simulator (LLMSimulator)\n\nNo LLMSimulator runs at this setting.\n"
@@ -996,7 +1172,7 @@ from the paper's Table I and the code's energy table (not the authors'): those r
 archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on {len(within)} of {len(vs)} rows; outside it:
 {"; ".join(f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f}" for r in out.itertuples()) or "none"}.
 Models without LLMSimulator runs at this setting: {", ".join(missing) or "none"}.
-{causes_text(vs, causes)}"""
+{causes_text(vs, causes, extra)}"""
 
 
 

@@ -304,9 +304,22 @@ def vs_llmsimulator(df: pd.DataFrame, args, path: Path = OUT / "llmsimulator_run
 LLMSIM_CONDITIONS = {"memory_cap unlimited": {"memory_cap": "unlimited"}, "routing sampled": {"routing": "sampled"},
                      "both": {"memory_cap": "unlimited", "routing": "sampled"},
                      "dispatch per_expert": {"dispatch": "per_expert"},
-                     "all three": {"memory_cap": "unlimited", "routing": "sampled", "dispatch": "per_expert"}}
+                     "all three": {"memory_cap": "unlimited", "routing": "sampled", "dispatch": "per_expert"},
+                     # what LLMSimulator times that archsim does not, and the other way round (issue 34, Llama-3
+                     # 2xGPU): each layer's norms and residual adds (layernorm.cpp:38-44, residual.cpp:34-35 of
+                     # the helios fork), and the LM head (LmHead::forward, lm_head.cpp:26-34, times nothing)
+                     "norm_and_residual timed": {"mapping_overrides": {"norm_and_residual": True}},
+                     "LM head untimed": {"mapping_overrides": {"time_lm_head": False}}}
 # the conditions that apply several differences together
 COMBINED = ("both", "all three", "routing sampled, split llmsimulator")
+
+
+def with_overrides(cfg: dict, over: dict) -> dict:
+    """`cfg` with the keys of `over`, its mapping_overrides merged into cfg's (a system's +PE keeps its own)."""
+    out = {**cfg, **over}
+    if "mapping_overrides" in over:
+        out["mapping_overrides"] = {**cfg.get("mapping_overrides", {}), **over["mapping_overrides"]}
+    return out
 
 
 def llmsim_causes(vs: pd.DataFrame, args, done: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -324,7 +337,7 @@ def llmsim_causes(vs: pd.DataFrame, args, done: pd.DataFrame | None = None) -> p
         for cond, over in LLMSIM_CONDITIONS.items():
             key = (r.model, r.system, cond)
             if key not in memo:
-                cfg = {"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)], **over}
+                cfg = with_overrides({"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)]}, over)
                 memo[key] = run(cfg).stats["throughput_tokens_per_s"]
                 print(r.model, r.system, cond, f"{memo[key]:.0f} tok/s", file=sys.stderr)
             toggled = memo[key] / r.llmsim_tokens_per_s
@@ -427,8 +440,8 @@ def per_node_layout(vs: pd.DataFrame, links: pd.DataFrame, args) -> pd.DataFrame
     got = []
     for r in links.itertuples():
         if (r.model, r.system) not in memo:
-            cfg = {"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)]}
-            cfg["mapping_overrides"] = {**cfg.get("mapping_overrides", {}), **PER_NODE}
+            cfg = with_overrides({"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)]},
+                                 {"mapping_overrides": PER_NODE})
             memo[r.model, r.system] = run(cfg).stats["throughput_tokens_per_s"]
             print(r.model, r.system, "per_node", f"{memo[r.model, r.system]:.0f} tok/s", file=sys.stderr)
         got.append(memo[r.model, r.system])
@@ -453,6 +466,44 @@ def extra_toggles(split: pd.DataFrame | None, links: pd.DataFrame | None) -> pd.
                                                               "per_node_within_5pct": "toggled_within_5pct"})
         parts.append(lay.assign(condition="layout per_node"))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+# archsim's decode operators -> LLMSimulator's per-decode-iteration columns (llmsimulator_runs.csv)
+BREAKDOWN = {"qkv": ["qkvgen"], "attention_decode": ["atten_sum", "atten_gen"], "out_proj": ["o_proj"],
+             "dense_ffn": ["ffn"], "allreduce": ["communication"], "norm_residual": ["layernorm", "residual"],
+             "lm_head": []}
+BREAKDOWN_ROWS = (("llama3-70b", "GPU"), ("llama3-70b", "2xGPU"))     # issue 34: the 2xGPU row and its 1-node twin
+
+
+def decode_breakdown(args, path: Path = OUT / "llmsimulator_runs.csv") -> pd.DataFrame:
+    """Per operator, milliseconds per decode-only iteration of archsim's roofline mode (default keys, and with
+    norm_and_residual timed) beside LLMSimulator's per-decode-iteration columns (helios fork), for
+    BREAKDOWN_ROWS: where the dense rows' decode time goes in each simulator."""
+    ref = pd.read_csv(path)
+    ref = ref[(ref.source == "helios") & (ref.input_len == args.input_len) & (ref.output_len == args.output_len)
+              & (ref.batch == args.batch)].drop_duplicates(["model", "system"], keep="last")
+    names = {v: k for k, v in LLMSIM_SYSTEMS.items()}
+    systems = dict(SYSTEMS)
+    base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
+            "max_batch": args.batch}
+    rows = []
+    for model, system in BREAKDOWN_ROWS:
+        r = ref[(ref.model == model) & (ref.system == names[system])]
+        if not len(r):
+            continue
+        r = r.iloc[0]
+        per = {}
+        for label, over in (("default", {}), ("norm", {"mapping_overrides": {"norm_and_residual": True}})):
+            res = run(with_overrides({"model": model, **base, **systems[system]}, over))
+            d = res.df[res.df.stage == "decode"]
+            per[label] = d.groupby("op").seconds.sum() / res.stats["decode_stages"] * 1e3
+        for op, cols in BREAKDOWN.items():
+            rows.append({"model": model, "system": system, "op": op,
+                         "archsim_ms_per_decode_iter": float(per["default"].get(op, 0.0)),
+                         "archsim_norm_residual_ms_per_decode_iter": float(per["norm"].get(op, 0.0)),
+                         "llmsim_ms_per_decode_iter": float(sum(r[f"{c}_ms_per_decode_iter"] for c in cols)),
+                         "llmsim_columns": "+".join(cols) or "none (not timed)"})
+    return pd.DataFrame(rows)
 
 
 def roofline_plot(ops: pd.DataFrame, path: Path) -> None:
@@ -516,7 +567,8 @@ def main() -> None:
     ap.add_argument("--reuse", nargs="*", default=[], choices=["comparison", "operators_mixtral", "edap", "load", "gaps",
                                                                "load_xpu_efficiency", "stream_efficiency",
                                                                "vs_llmsimulator_causes", "vs_llmsimulator_links",
-                                                               "vs_llmsimulator_split"],
+                                                               "vs_llmsimulator_split",
+                                                               "llmsimulator_decode_breakdown"],
                     help="read these tables from the CSVs of an earlier run (in the output folder) instead of "
                          "running them again (vs_llmsimulator_causes: its rows are kept and only the missing ones "
                          "run, e.g. a condition added since)")
@@ -549,15 +601,17 @@ def main() -> None:
     if "per_node_tokens_per_s" not in links:
         links = per_node_layout(vs, links, args)
     split = part("vs_llmsimulator_split", lambda: llmsim_split(vs, args))
+    breakdown = part("llmsimulator_decode_breakdown", lambda: decode_breakdown(args))
     total = time.perf_counter() - t0
     for name, df in (("vs_llmsimulator", vs), ("vs_llmsimulator_causes", causes),
-                     ("vs_llmsimulator_links", links), ("vs_llmsimulator_split", split), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
+                     ("vs_llmsimulator_links", links), ("vs_llmsimulator_split", split),
+                     ("llmsimulator_decode_breakdown", breakdown), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
                      ("load", load), ("gaps", gaps), ("load_xpu_efficiency", load_eff), ("stream_efficiency", stream)):
         df.to_csv(out / f"{name}.csv", index=False)
     roofline_plot(ops, out / "roofline.png")
     vs_gpu_plot(main_df, out / "vs_gpu.png", f"(L_in, L_out) = ({args.input_len}, {args.output_len}), batch {args.batch}")
     write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__, vs, causes,
-                 links, split)
+                 links, split, breakdown)
 
 
 def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
@@ -609,7 +663,7 @@ def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
 
 
 def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version, vs, causes,
-                 links=None, split=None):
+                 links=None, split=None, breakdown=None):
     dx = df[df.system == "Duplex"]
     pe = df[df.system == "Duplex+PE"]
     et = df[df.system == "Duplex+PE+ET"]
@@ -683,6 +737,7 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total
     L.append(llmsim_text(vs, causes, extra))
     L.append(split_rule_text(split))
     L.append(links_text(vs, causes, links, extra))
+    L.append(breakdown_text(vs, causes, breakdown))
     L.append("## Gaps as experiments: runs that toggle a cause\n")
     L.append("Each column divides a run by the same run with one cause switched (throughput ratio; > 1: the first "
              "is faster). `engine / roofline`: Logic-PIM as bundle command streams on the channel engine vs its "
@@ -928,8 +983,9 @@ def causes_text(vs: pd.DataFrame, causes: pd.DataFrame, extra: pd.DataFrame | No
     return f"""
 ### Gap causes: LLMSimulator's run conditions as toggles (`vs_llmsimulator_causes.csv`)
 
-Three differences between how LLMSimulator runs and archsim's defaults; each is a key of the `duplex` system, and
-every row above is re-run in roofline mode with each, with the first two (`both`) and with all three:
+Three differences between how LLMSimulator runs and archsim's defaults, and two in what each times; each is a
+key of the `duplex` system (the last two keys of the mapping policy), and every row above is re-run in roofline
+mode with each, with the first two (`both`) and with the first three (`all three`):
 - `memory_cap: unlimited`: the driver runs LLMSimulator with `exit_out_of_memory` and `mem_cap_limit` false
   (`run_llmsim.py` build_config), so it keeps the full batch even where the KV cache exceeds the devices' memory;
   archsim by default admits a request only while the memory beside the weights holds its final KV cache.
@@ -942,6 +998,12 @@ every row above is re-run in roofline mode with each, with the first two (`both`
   its own token count favours; archsim by default runs a MoE layer's experts on one unit (`dispatch: layer`),
   the one its mapping policy gives the stage's MoE layers
   ({moe_units()}).
+- `norm_and_residual timed` (mapping key `norm_and_residual: true`): LLMSimulator times each decoder layer's two
+  norms and two residual adds as xPU rooflines over the whole activations on every device, not split by tensor
+  parallelism (`src/module/layernorm.cpp:38-44`, `src/module/residual.cpp:34-35`, called from
+  `src/module/decoder.cpp:80-86` of the helios fork); archsim by default does not time them.
+- `LM head untimed` (mapping key `time_lm_head: false`): LLMSimulator's LM head times nothing
+  (`LmHead::forward`, `src/module/lm_head.cpp:26-34`); archsim by default times it on the xPU.
 
 With both conditions, archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on
 {int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())});
@@ -1057,6 +1119,40 @@ layer over all the devices, so its all-reduces cross InfiniBand (`Compiler.link_
 node re-run in roofline mode with every device on NVLink (a proxy: it takes the all-reduce off InfiniBand and
 leaves archsim's layout as it is), ratio to LLMSimulator before -> after: {"; ".join(items)}.
 {layout}{layout_toggle_text(vs)}"""
+
+
+def breakdown_text(vs: pd.DataFrame, causes: pd.DataFrame, bd: pd.DataFrame | None) -> str:
+    """The dense rows' decode iteration, operator by operator, in both simulators (llmsimulator_decode_breakdown
+    .csv), and what the norm/residual and LM-head toggles of the causes table do to those rows."""
+    if bd is None or not len(bd):
+        return ""
+    c = causes.set_index(["model", "system", "fork", "condition"]).toggled_over_llmsim
+    parts = []
+    for (model, system), g in bd.groupby(["model", "system"], sort=False):
+        a, ref = g.archsim_ms_per_decode_iter, g.llmsim_ms_per_decode_iter
+        ops = "; ".join(f"{r.op} {r.archsim_ms_per_decode_iter:.3f} / {r.llmsim_ms_per_decode_iter:.3f}"
+                        for r in g.itertuples())
+        v = vs[(vs.model == model) & (vs.system == system) & (vs.fork == "helios")]
+        moves = ""
+        if len(v):
+            r0 = v.iloc[0]
+            moves = (f" Ratio to LLMSimulator {r0.roofline_over_llmsim:.3f}; with `norm_and_residual timed` "
+                     f"{c[model, system, 'helios', 'norm_and_residual timed']:.3f}, with `LM head untimed` "
+                     f"{c[model, system, 'helios', 'LM head untimed']:.3f}.")
+        same = [r.op for r in g.itertuples()
+                if abs(r.archsim_ms_per_decode_iter - r.llmsim_ms_per_decode_iter) <= 1e-3]
+        parts.append(f"- {model} {system}: archsim {a.sum():.3f} ms, LLMSimulator {ref.sum():.3f} ms per decode "
+                     f"iteration; per operator, archsim / LLMSimulator ms: {ops}. Equal within 0.001 ms: "
+                     f"{', '.join(same) or 'none'}.{moves}")
+    return f"""
+### The dense rows' decode iteration, operator by operator (`llmsimulator_decode_breakdown.csv`)
+
+archsim's roofline mode (milliseconds per decode-only iteration, the decode stages' operator time over their
+count) beside LLMSimulator's per-decode-iteration columns (helios fork, `llmsimulator_runs.csv`; `norm_residual`
+= its layernorm + residual columns, which archsim times only with `norm_and_residual: true`; its LM head times
+nothing):
+{chr(10).join(parts)}
+"""
 
 
 def split_rule_text(split: pd.DataFrame | None) -> str:

@@ -100,6 +100,11 @@ class Policy:
                                    "experts still over every device and only the tokens bound for another node's "
                                    "experts crossing InfiniBand (LLMSimulator's layout as its driver runs it)",
                                    choices=NON_EXPERT_PARALLEL)
+    norm_and_residual: bool = opt(False, "time each layer's two norms and two residual adds on the xPU (rooflines "
+                                  "over the whole activations on every device, as LLMSimulator times them); false: "
+                                  "not timed")
+    time_lm_head: bool = opt(True, "time the LM head on the xPU; false: no time (LLMSimulator's LM head times "
+                             "nothing)")
     layout: LayoutPolicy = opt(LayoutPolicy, "the layout of tensors over bundle spaces")
     name: str = opt("", "the policy's name")
 
@@ -701,6 +706,11 @@ class Compiler:
             p["count"] = m.n_layers
         ops += att_ops
         total += att_t * m.n_layers
+        if self.pol.norm_and_residual:
+            nr = self._norm_residual(node.tokens)
+            nr.count = m.n_layers
+            ops.append(nr)
+            total += nr.seconds * m.n_layers
         # FFN blocks -----------------------------------------------------------------------------------
         if dense_layers:
             f_ops, f_t = self._dense_block(node)
@@ -727,10 +737,27 @@ class Compiler:
         f = 2.0 * n * m.d_model * m.vocab / D
         b = (m.d_model * m.vocab + n * (m.d_model + m.vocab / D)) * B / D
         head = self._xop("lm_head", "lm_head", f, b, n)
+        if not self.pol.time_lm_head:
+            head.seconds = head.roofline_s = head.energy_pj = 0.0
         ops.append(head)
         total += head.seconds
         self.stage_memo[key] = (total, ops, self.pairs)
         return total, ops
+
+    def _norm_residual(self, T: int) -> Op:
+        """One layer's two norms (4 FLOPs per element; read the activations and the weight vector, write the
+        activations) and two residual adds (1 FLOP per element; read two, write one), over the whole T x d_model
+        activations on every device (not split by tensor parallelism), as LLMSimulator times them
+        (src/module/layernorm.cpp:38-44, src/module/residual.cpp:34-35, two of each per decoder layer,
+        src/module/decoder.cpp:80-86 of the helios fork)."""
+        d, B = self.m.d_model, self.B
+        flops = 2 * 4.0 * T * d + 2 * 1.0 * T * d
+        nbytes = (2 * (2.0 * T * d + d) + 2 * 3.0 * T * d) * B
+        # two memory-bound ops each of norm and residual: their times add (each a roofline of its own)
+        op = self._xop("norm_residual", "norm_residual", flops, nbytes, T)
+        op.seconds = op.roofline_s = (2 * self.xpu_time(4.0 * T * d, (2.0 * T * d + d) * B)
+                                      + 2 * self.xpu_time(1.0 * T * d, 3.0 * T * d * B))
+        return op
 
     def node_share(self, st: Stage) -> Stage:
         """The sequences of `st` the first non-expert tensor-parallel group runs (every ne_dp-th, from the first):

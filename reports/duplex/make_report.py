@@ -468,17 +468,25 @@ def extra_toggles(split: pd.DataFrame | None, links: pd.DataFrame | None) -> pd.
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-# archsim's decode operators -> LLMSimulator's per-decode-iteration columns (llmsimulator_runs.csv)
-BREAKDOWN = {"qkv": ["qkvgen"], "attention_decode": ["atten_sum", "atten_gen"], "out_proj": ["o_proj"],
-             "dense_ffn": ["ffn"], "allreduce": ["communication"], "norm_residual": ["layernorm", "residual"],
-             "lm_head": []}
-BREAKDOWN_ROWS = (("llama3-70b", "GPU"), ("llama3-70b", "2xGPU"))     # issue 34: the 2xGPU row and its 1-node twin
+# one decode iteration's parts: archsim's operator kinds -> LLMSimulator's per-decode-iteration columns
+# (llmsimulator_runs.csv); the grouping is ours (e.g. archsim's MoE gate and stack all-reduce go with the experts)
+BREAKDOWN = {"qkv": (["qkv"], ["qkvgen"]),
+             "attention": (["attention_decode"], ["atten_sum", "atten_gen"]),
+             "out_proj": (["out_proj"], ["o_proj"]),
+             "dense_ffn": (["dense_ffn"], ["ffn"]),
+             "experts": (["moe_gate", "moe", "stack_allreduce"], ["expert_ffn"]),
+             "communication": (["allreduce", "alltoall"], ["communication"]),
+             "norm_residual": (["norm_residual"], ["layernorm", "residual"]),
+             "lm_head": (["lm_head"], [])}
+# issue 34: the Llama-3 2xGPU row and its one-node twin; Grok-1 Duplex, which LLMSimulator's layout moves past it
+BREAKDOWN_ROWS = (("llama3-70b", "GPU", {}), ("llama3-70b", "2xGPU", {}),
+                  ("grok-1", "Duplex", {"mapping_overrides": {"non_expert_parallel": "per_node"}}))
 
 
 def decode_breakdown(args, path: Path = OUT / "llmsimulator_runs.csv") -> pd.DataFrame:
-    """Per operator, milliseconds per decode-only iteration of archsim's roofline mode (default keys, and with
-    norm_and_residual timed) beside LLMSimulator's per-decode-iteration columns (helios fork), for
-    BREAKDOWN_ROWS: where the dense rows' decode time goes in each simulator."""
+    """Per part of a decode iteration (BREAKDOWN), milliseconds per decode-only iteration of archsim's roofline
+    mode (the row's keys, and with norm_and_residual timed) beside LLMSimulator's per-decode-iteration columns
+    (helios fork), for BREAKDOWN_ROWS: where the decode time goes in each simulator."""
     ref = pd.read_csv(path)
     ref = ref[(ref.source == "helios") & (ref.input_len == args.input_len) & (ref.output_len == args.output_len)
               & (ref.batch == args.batch)].drop_duplicates(["model", "system"], keep="last")
@@ -487,20 +495,23 @@ def decode_breakdown(args, path: Path = OUT / "llmsimulator_runs.csv") -> pd.Dat
     base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
             "max_batch": args.batch}
     rows = []
-    for model, system in BREAKDOWN_ROWS:
+    for model, system, keys in BREAKDOWN_ROWS:
         r = ref[(ref.model == model) & (ref.system == names[system])]
         if not len(r):
             continue
         r = r.iloc[0]
+        cfg = with_overrides({"model": model, **base, **systems[ROOFLINE_OF.get(system, system)]}, keys)
         per = {}
         for label, over in (("default", {}), ("norm", {"mapping_overrides": {"norm_and_residual": True}})):
-            res = run(with_overrides({"model": model, **base, **systems[system]}, over))
+            res = run(with_overrides(cfg, over))
             d = res.df[res.df.stage == "decode"]
             per[label] = d.groupby("op").seconds.sum() / res.stats["decode_stages"] * 1e3
-        for op, cols in BREAKDOWN.items():
-            rows.append({"model": model, "system": system, "op": op,
-                         "archsim_ms_per_decode_iter": float(per["default"].get(op, 0.0)),
-                         "archsim_norm_residual_ms_per_decode_iter": float(per["norm"].get(op, 0.0)),
+        for part, (ops, cols) in BREAKDOWN.items():
+            rows.append({"model": model, "system": system,
+                         "archsim_keys": ", ".join(f"{k}: {v}" for k, v in keys.get("mapping_overrides", {}).items())
+                         or "default", "part": part, "archsim_ops": "+".join(ops),
+                         "archsim_ms_per_decode_iter": float(sum(per["default"].get(o, 0.0) for o in ops)),
+                         "archsim_norm_residual_ms_per_decode_iter": float(sum(per["norm"].get(o, 0.0) for o in ops)),
                          "llmsim_ms_per_decode_iter": float(sum(r[f"{c}_ms_per_decode_iter"] for c in cols)),
                          "llmsim_columns": "+".join(cols) or "none (not timed)"})
     return pd.DataFrame(rows)
@@ -1122,35 +1133,40 @@ leaves archsim's layout as it is), ratio to LLMSimulator before -> after: {"; ".
 
 
 def breakdown_text(vs: pd.DataFrame, causes: pd.DataFrame, bd: pd.DataFrame | None) -> str:
-    """The dense rows' decode iteration, operator by operator, in both simulators (llmsimulator_decode_breakdown
-    .csv), and what the norm/residual and LM-head toggles of the causes table do to those rows."""
+    """A decode iteration, part by part, in both simulators (llmsimulator_decode_breakdown.csv), and what the
+    norm/residual and LM-head toggles of the causes table do to those rows."""
     if bd is None or not len(bd):
         return ""
     c = causes.set_index(["model", "system", "fork", "condition"]).toggled_over_llmsim
     parts = []
     for (model, system), g in bd.groupby(["model", "system"], sort=False):
         a, ref = g.archsim_ms_per_decode_iter, g.llmsim_ms_per_decode_iter
-        ops = "; ".join(f"{r.op} {r.archsim_ms_per_decode_iter:.3f} / {r.llmsim_ms_per_decode_iter:.3f}"
-                        for r in g.itertuples())
-        v = vs[(vs.model == model) & (vs.system == system) & (vs.fork == "helios")]
+        keys = g.archsim_keys.iloc[0]
+        shown = g[(g.archsim_ms_per_decode_iter > 0) | (g.llmsim_ms_per_decode_iter > 0)]
+        ops = "; ".join(f"{r.part} {r.archsim_ms_per_decode_iter:.3f} / {r.llmsim_ms_per_decode_iter:.3f}"
+                        for r in shown.itertuples())
+        same = [r.part for r in shown.itertuples()
+                if abs(r.archsim_ms_per_decode_iter - r.llmsim_ms_per_decode_iter) <= 1e-3]
+        gap = shown.assign(d=shown.llmsim_ms_per_decode_iter - shown.archsim_ms_per_decode_iter)
+        big = gap.loc[gap.d.abs().idxmax()]
         moves = ""
-        if len(v):
+        v = vs[(vs.model == model) & (vs.system == system) & (vs.fork == "helios")]
+        if len(v) and keys == "default":
             r0 = v.iloc[0]
             moves = (f" Ratio to LLMSimulator {r0.roofline_over_llmsim:.3f}; with `norm_and_residual timed` "
                      f"{c[model, system, 'helios', 'norm_and_residual timed']:.3f}, with `LM head untimed` "
                      f"{c[model, system, 'helios', 'LM head untimed']:.3f}.")
-        same = [r.op for r in g.itertuples()
-                if abs(r.archsim_ms_per_decode_iter - r.llmsim_ms_per_decode_iter) <= 1e-3]
-        parts.append(f"- {model} {system}: archsim {a.sum():.3f} ms, LLMSimulator {ref.sum():.3f} ms per decode "
-                     f"iteration; per operator, archsim / LLMSimulator ms: {ops}. Equal within 0.001 ms: "
-                     f"{', '.join(same) or 'none'}.{moves}")
+        parts.append(f"- {model} {system} (archsim keys: {keys}): archsim {a.sum():.3f} ms, LLMSimulator "
+                     f"{ref.sum():.3f} ms per decode iteration; per part, archsim / LLMSimulator ms: {ops}. Equal "
+                     f"within 0.001 ms: {', '.join(same) or 'none'}; the largest difference: {big.part} "
+                     f"({big.d:+.3f} ms, LLMSimulator minus archsim).{moves}")
     return f"""
-### The dense rows' decode iteration, operator by operator (`llmsimulator_decode_breakdown.csv`)
+### A decode iteration, part by part (`llmsimulator_decode_breakdown.csv`)
 
-archsim's roofline mode (milliseconds per decode-only iteration, the decode stages' operator time over their
-count) beside LLMSimulator's per-decode-iteration columns (helios fork, `llmsimulator_runs.csv`; `norm_residual`
-= its layernorm + residual columns, which archsim times only with `norm_and_residual: true`; its LM head times
-nothing):
+archsim's roofline mode (milliseconds per decode-only iteration: the decode stages' operator time over their
+count) beside LLMSimulator's per-decode-iteration columns (helios fork, `llmsimulator_runs.csv`), grouped as
+`BREAKDOWN` in make_report.py (`norm_residual` = LLMSimulator's layernorm + residual columns, which archsim times
+only with `norm_and_residual: true`; LLMSimulator's LM head times nothing):
 {chr(10).join(parts)}
 """
 

@@ -395,7 +395,7 @@ def _split_run(cfg) -> dict:
 
 
 def llmsim_split(vs: pd.DataFrame, args) -> pd.DataFrame:
-    """The vs_llmsimulator rows that split experts (+PE, +PE+ET) re-run in roofline mode with LLMSimulator's split
+    """The vs_llmsimulator rows of MoE models that split experts (+PE, +PE+ET) re-run in roofline mode with LLMSimulator's split
     rule (coprocessing_split llmsimulator), under default and under sampled routing, beside archsim's own split
     under the same routing (run again here for the experts each rule put on each unit: counted once per distinct
     (stage, MoE layer, device) split)."""
@@ -404,7 +404,7 @@ def llmsim_split(vs: pd.DataFrame, args) -> pd.DataFrame:
             "max_batch": args.batch}
     memo: dict[tuple, dict] = {}
     rows = []
-    for r in vs[vs.system.isin(SPLIT_SYSTEMS)].itertuples():
+    for r in vs[vs.system.isin(SPLIT_SYSTEMS) & vs.model.isin(MOE)].itertuples():
         for cond, (over, _) in SPLIT_CONDITIONS.items():
             cfg = {"model": r.model, **base, **systems[ROOFLINE_OF[r.system]], **over}
             for rule, extra in (("archsim", {}), ("llmsimulator", LLMSIM_SPLIT)):
@@ -612,6 +612,7 @@ def main() -> None:
     if "per_node_tokens_per_s" not in links:
         links = per_node_layout(vs, links, args)
     split = part("vs_llmsimulator_split", lambda: llmsim_split(vs, args))
+    split = split[split.model.isin(MOE)].reset_index(drop=True)        # a dense model has no experts to split
     breakdown = part("llmsimulator_decode_breakdown", lambda: decode_breakdown(args))
     total = time.perf_counter() - t0
     for name, df in (("vs_llmsimulator", vs), ("vs_llmsimulator_causes", causes),
@@ -1200,7 +1201,7 @@ def split_rule_text(split: pd.DataFrame | None) -> str:
                  f"(experts on the xPU {share(r.archsim_split_experts_on_xpu, r.archsim_split_experts_on_low)} -> "
                  f"{share(r.llmsim_split_experts_on_xpu, r.llmsim_split_experts_on_low)}; {verdict(r)})"
                  for r in c.itertuples()]
-        routing = "sampled routing" if base else "archsim's default routing (uniform)"
+        routing = "sampled routing" if base else "archsim's default, uniform routing"
         parts.append(f"- `{cond}` ({routing}; {int(c.moved_toward_llmsim.sum())} of {len(c)} rows toward "
                      f"LLMSimulator by at least {MATERIAL:.2f}, {int(c.toggled_within_5pct.sum())} within "
                      f"{ROOFLINE_TARGET:.0%}): " + "; ".join(items) + ".")
@@ -1216,7 +1217,7 @@ on the xPU and max(1, t x 0.75 / Op/B) / (bandwidth multiple) on Logic-PIM, in u
 xPU's bandwidth (with archsim's Duplex device, Op/B {d.low_flops / d.low_bw:.2f} and bandwidth multiple
 {d.low_bw / d.xpu_bw:.2f}: an expert with fewer than {cross:.0f} tokens costs Logic-PIM less than the xPU's one
 weight read); the first move that does not lower it ends the walk. archsim offers it as `coprocessing_split: llmsimulator` (default `interference_aware`;
-`archsim/systems/duplex/compiler.py` llmsimulator_xpu_set). Every row that splits experts re-run in roofline mode
+`archsim/systems/duplex/compiler.py` llmsimulator_xpu_set). Every MoE row that splits experts re-run in roofline mode
 with it, beside archsim's own split under the same routing (ratio to LLMSimulator archsim's split -> LLMSimulator's
 rule; the share of the experts each put on the xPU, counted once per distinct stage, MoE layer and device):
 {body}

@@ -7,17 +7,12 @@ from typing import Any, Literal
 
 from archsim import schema
 from archsim.dram.controller import ControllerConfig
+from archsim.dram.trace_kinds import SYNTHETIC_KINDS
 from archsim.errors import ConfigError
 from archsim.limits import MAX_CHANNELS, MAX_TRACE_REQUESTS
 from archsim.schema import opt
 
 DEFAULT_PRESET = "DDR4_3200AA_x8_8Gb"
-
-
-def _synthetic_kinds() -> tuple[str, ...]:
-    from archsim.dram.trace import SYNTHETIC_KINDS  # the trace module loads numpy: imported when asked
-
-    return SYNTHETIC_KINDS
 
 
 @dataclass
@@ -26,7 +21,7 @@ class SyntheticTrace:
     config (absent unless given): kind and requests are required at run time, span_bytes defaults to the
     device's capacity and seed to the run's seed."""
 
-    kind: str = opt(None, "access pattern (required)", choices=_synthetic_kinds, optional=True)
+    kind: str = opt(None, "access pattern (required)", choices=SYNTHETIC_KINDS, optional=True)
     requests: int = opt(None, "requests in the trace (required)", minimum=1, maximum=MAX_TRACE_REQUESTS,
                          optional=True)
     read_fraction: float = opt(0.8, "probability that a request is a read", minimum=0, maximum=1, optional=True)

@@ -46,7 +46,11 @@ class T3Config:
     # one: device 0 cycle-accurate, neighbours by ring symmetry; all: every device
     devices: str = opt("one", "one: device 0 simulated, its neighbours by ring symmetry; all: every device",
                        choices=("one", "all"))
-    preset: str = opt("t3_paper", "T3 hardware preset (archsim/presets/interconnect)")
+    preset: str = opt("t3_paper", "T3 hardware preset (archsim/presets/t3; `archsim presets show t3/NAME`)")
+    preset_overrides: dict[str, Any] = opt({}, "overrides of the T3 preset's values by key path, e.g. "
+                                           "{gpu: {l2_bytes: 4194304}} (`archsim presets show t3/NAME` lists them)",
+                                           optional=True,
+                                           overrides_of=("preset", "archsim.systems.t3.params:load_preset_values"))
     configs: list[str] | str = opt(["sequential", "t3", "t3-mca"], "configurations simulated (ideal is derived "
                                    "from sequential)", choices=lambda: tuple(VARIANT_CONFIGS))
     tracker_entries: int = opt(256, "tracker entries (tile-update counters) at the memory controller", minimum=1)
@@ -72,7 +76,8 @@ DEFAULTS: dict[str, Any] = schema.defaults(T3Config)
 
 
 def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], T3Params | None]:
-    """The resolved config, and the preset it loaded on the way when a memory mapping was given (else None)."""
+    """The resolved config, and the preset it loaded on the way when a memory mapping or preset overrides were
+    given (else None): a bad value is rejected with the config, not when the simulation starts."""
     schema.check(T3Config, config, "t3")   # unknown keys, types, allowed values, ranges
     out = {**DEFAULTS, **config}
     cfgs = out["configs"]
@@ -82,7 +87,7 @@ def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], T3Params | None]:
         raise ConfigError("configs", f"must be a non-empty list of {', '.join(VARIANT_CONFIGS)}, got {out['configs']!r}")
     out["configs"] = list(cfgs)
     # a bad mapping is rejected with the config, not when the simulation starts
-    return out, (load_params(out) if out["memory_mapping"] is not None else None)
+    return out, (load_params(out) if out["memory_mapping"] is not None or out.get("preset_overrides") else None)
 
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
@@ -133,17 +138,22 @@ PRESET_KEYS = {"driver.window_cycles": "window_cycles", "nmc.update": "nmc_updat
 
 
 def load_params(cfg: dict[str, Any]) -> T3Params:
-    """The T3 preset with the config's shared keys applied. A bad value the user set is reported at the key
-    they set (`memory_mapping: ...`), not at the preset file's line that it replaced."""
+    """The T3 preset with the config's preset_overrides and shared keys applied (a shared key wins). A bad value
+    the user set is reported at the key they set (`memory_mapping: ...`, `preset_overrides.gpu.l2_bytes`), not
+    at the preset file's line that it replaced."""
+    from archsim.config import flatten
     from archsim.systems.t3 import params as t3params
 
-    overrides = {path: cfg[key] for path, key in PRESET_KEYS.items() if cfg.get(key) is not None}
+    given = flatten(dict(cfg.get("preset_overrides") or {}))
+    shared = {path: cfg[key] for path, key in PRESET_KEYS.items() if cfg.get(key) is not None}
     try:
-        return t3params.load_params(cfg["preset"], overrides=overrides)
+        return t3params.load_params(cfg["preset"], overrides={**given, **shared})
     except ConfigError as exc:
-        if exc.key_path not in overrides:
-            raise
-        raise ConfigError(PRESET_KEYS[exc.key_path], exc.problem) from None
+        if exc.key_path in shared:
+            raise ConfigError(PRESET_KEYS[exc.key_path], exc.problem) from None
+        if exc.key_path in given:
+            raise ConfigError(f"preset_overrides.{exc.key_path}", exc.problem) from None
+        raise
 
 
 def run_sublayer(su: Setup) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -1,4 +1,4 @@
-"""The NeuPIMs system and its baselines (archsim.systems.neupims.system): small decode iterations, every layer simulated.
+"""The NeuPIMs system and its baselines (archsim.systems.neupims): small decode iterations, every layer simulated.
 
 These run one or two layers of small models at small batch. That the committed report (reports/neupims/)
 re-simulates from this code is tests/test_neupims_report.py (one row by default, every row marked slow).

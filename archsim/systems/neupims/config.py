@@ -177,7 +177,7 @@ class Setup:
     everything below `run`; `resolved` is the same config as the dict the manifest records."""
 
     system: str
-    variant: Any                           # the system's class (archsim.systems.neupims.system): what it does
+    variant: Any                           # the system's class (archsim.systems.neupims: NeuPims or a baseline): what it does
     model: ModelSpec
     tp: int
     batch: int

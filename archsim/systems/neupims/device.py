@@ -22,7 +22,7 @@ class Device:
     """One TP shard's hardware: DRAM spec, NPU, and the model slice it holds."""
 
     system: str
-    variant: Any                         # the system's class (archsim.systems.neupims.system): what it does
+    variant: Any                         # the system's class (archsim.systems.neupims: NeuPims or a baseline): what it does
     model: ModelSpec
     tp: int
     layers: int

@@ -122,8 +122,10 @@ def toggles(causes: pd.DataFrame) -> pd.DataFrame:
     split = pd.read_csv(REPORT / "vs_llmsimulator_split.csv")
     links = pd.read_csv(REPORT / "vs_llmsimulator_links.csv")
     lay = links.rename(columns={"per_node_over_llmsim": "toggled_over_llmsim"}).assign(condition="layout per_node")
+    lay_s = links.rename(columns={"per_node_sampled_over_llmsim": "toggled_over_llmsim"}).assign(
+        condition="layout per_node, routing sampled")
     cols = ["model", "system", "fork", "condition", "roofline_over_llmsim", "toggled_over_llmsim"]
-    return pd.concat([causes[cols], split[cols], lay[cols]], ignore_index=True)
+    return pd.concat([causes[cols], split[cols], lay[cols], lay_s[cols]], ignore_index=True)
 
 
 def test_every_toggle_row_is_re_run_with_each_condition(vs, causes):
@@ -296,7 +298,7 @@ def test_the_multi_node_rows_sentence_is_the_tables(readme, vs, causes):
                   r"There", readme, re.S)
     assert m
     allt = toggles(causes)
-    allt = allt[allt.condition != "layout per_node"]
+    allt = allt[~allt.condition.str.startswith("layout per_node")]
     labels = []
     for r in vs[~vs.roofline_within_5pct].itertuples():
         rows = allt[(allt.model == r.model) & (allt.system == r.system) & (allt.fork == r.fork)]
@@ -326,6 +328,17 @@ def test_the_multi_node_rows_sentence_is_the_tables(readme, vs, causes):
                   r"within 5%", section)
     assert m and [int(x) for x in m.groups()] == [int(links.per_node_moved_toward_llmsim.sum()), len(links),
                                                   int(links.per_node_within_5pct.sum())]
+    # the layout with LLMSimulator's sampled routing as well
+    for r in links.itertuples():
+        assert bool(r.per_node_sampled_moved_toward_llmsim) == (
+            abs(r.roofline_over_llmsim - 1) - abs(r.per_node_sampled_over_llmsim - 1) >= 0.01)
+        want = (f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f} -> {r.per_node_sampled_over_llmsim:.3f} "
+                f"({_verdict(r.roofline_over_llmsim, r.per_node_sampled_over_llmsim)})")
+        assert want in section.split("With sampled routing as well")[1], want
+    m = re.search(r"Together they move (\d+) of (\d+) rows toward LLMSimulator by at least 0\.01, (\d+) of them within "
+                  r"5%", section)
+    assert m and [int(x) for x in m.groups()] == [int(links.per_node_sampled_moved_toward_llmsim.sum()), len(links),
+                                                  int(links.per_node_sampled_within_5pct.sum())]
 
 
 def test_the_split_rule_sentences_are_the_split_table(readme, vs):

@@ -311,7 +311,7 @@ LLMSIM_CONDITIONS = {"memory_cap unlimited": {"memory_cap": "unlimited"}, "routi
                      "norm_and_residual timed": {"mapping_overrides": {"norm_and_residual": True}},
                      "LM head untimed": {"mapping_overrides": {"time_lm_head": False}}}
 # the conditions that apply several differences together
-COMBINED = ("both", "all three", "routing sampled, split llmsimulator")
+COMBINED = ("both", "all three", "routing sampled, split llmsimulator", "layout per_node, routing sampled")
 
 
 def with_overrides(cfg: dict, over: dict) -> dict:
@@ -428,28 +428,36 @@ def llmsim_split(vs: pd.DataFrame, args) -> pd.DataFrame:
 PER_NODE = {"non_expert_parallel": "per_node"}     # LLMSimulator's two-node layout (mappings/duplex.yaml)
 
 
+# LLMSimulator's layout alone, and with the routing LLMSimulator runs with (column prefix -> extra keys)
+PER_NODE_RUNS = {"per_node": {}, "per_node_sampled": {"routing": "sampled"}}
+
+
 def per_node_layout(vs: pd.DataFrame, links: pd.DataFrame, args) -> pd.DataFrame:
     """vs_llmsimulator_links.csv with LLMSimulator's layout as a toggle: every row on more than one node re-run in
     roofline mode with the mapping's non_expert_parallel per_node (non-expert layers tensor-parallel inside a
-    node, the nodes data-parallel, the experts over every device)."""
+    node, the nodes data-parallel, the experts over every device), alone and with sampled routing; only the
+    columns missing from `links` run."""
     systems = dict(SYSTEMS)
     base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
             "max_batch": args.batch}
-    memo: dict[tuple, float] = {}
     out = links.copy()
-    got = []
-    for r in links.itertuples():
-        if (r.model, r.system) not in memo:
-            cfg = with_overrides({"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)]},
-                                 {"mapping_overrides": PER_NODE})
-            memo[r.model, r.system] = run(cfg).stats["throughput_tokens_per_s"]
-            print(r.model, r.system, "per_node", f"{memo[r.model, r.system]:.0f} tok/s", file=sys.stderr)
-        got.append(memo[r.model, r.system])
-    out["per_node_tokens_per_s"] = got
-    out["per_node_over_llmsim"] = out.per_node_tokens_per_s / out.llmsim_tokens_per_s
-    out["per_node_moved_toward_llmsim"] = ((out.roofline_over_llmsim - 1).abs()
-                                           - (out.per_node_over_llmsim - 1).abs() >= MATERIAL)
-    out["per_node_within_5pct"] = (out.per_node_over_llmsim - 1).abs() <= ROOFLINE_TARGET
+    for prefix, extra in PER_NODE_RUNS.items():
+        if f"{prefix}_tokens_per_s" in out:
+            continue
+        memo: dict[tuple, float] = {}
+        got = []
+        for r in links.itertuples():
+            if (r.model, r.system) not in memo:
+                cfg = with_overrides({"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)]},
+                                     {"mapping_overrides": PER_NODE, **extra})
+                memo[r.model, r.system] = run(cfg).stats["throughput_tokens_per_s"]
+                print(r.model, r.system, prefix, f"{memo[r.model, r.system]:.0f} tok/s", file=sys.stderr)
+            got.append(memo[r.model, r.system])
+        out[f"{prefix}_tokens_per_s"] = got
+        out[f"{prefix}_over_llmsim"] = out[f"{prefix}_tokens_per_s"] / out.llmsim_tokens_per_s
+        out[f"{prefix}_moved_toward_llmsim"] = ((out.roofline_over_llmsim - 1).abs()
+                                                - (out[f"{prefix}_over_llmsim"] - 1).abs() >= MATERIAL)
+        out[f"{prefix}_within_5pct"] = (out[f"{prefix}_over_llmsim"] - 1).abs() <= ROOFLINE_TARGET
     return out
 
 
@@ -460,11 +468,12 @@ def extra_toggles(split: pd.DataFrame | None, links: pd.DataFrame | None) -> pd.
     if split is not None and len(split):
         parts.append(split[["model", "system", "fork", "condition", "roofline_over_llmsim", "toggled_over_llmsim",
                             "toggled_within_5pct"]])
-    if links is not None and len(links) and "per_node_over_llmsim" in links:
-        lay = links[["model", "system", "fork", "roofline_over_llmsim", "per_node_over_llmsim",
-                     "per_node_within_5pct"]].rename(columns={"per_node_over_llmsim": "toggled_over_llmsim",
-                                                              "per_node_within_5pct": "toggled_within_5pct"})
-        parts.append(lay.assign(condition="layout per_node"))
+    for prefix, cond in (("per_node", "layout per_node"), ("per_node_sampled", "layout per_node, routing sampled")):
+        if links is not None and len(links) and f"{prefix}_over_llmsim" in links:
+            lay = links[["model", "system", "fork", "roofline_over_llmsim", f"{prefix}_over_llmsim",
+                         f"{prefix}_within_5pct"]].rename(columns={f"{prefix}_over_llmsim": "toggled_over_llmsim",
+                                                                   f"{prefix}_within_5pct": "toggled_within_5pct"})
+            parts.append(lay.assign(condition=cond))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
@@ -609,8 +618,7 @@ def main() -> None:
     done = pd.read_csv(out / "vs_llmsimulator_causes.csv") if "vs_llmsimulator_causes" in args.reuse else None
     causes = llmsim_causes(vs, args, done)
     links = part("vs_llmsimulator_links", lambda: multi_node_links(vs, args))
-    if "per_node_tokens_per_s" not in links:
-        links = per_node_layout(vs, links, args)
+    links = per_node_layout(vs, links, args)
     split = part("vs_llmsimulator_split", lambda: llmsim_split(vs, args))
     split = split[split.model.isin(MOE)].reset_index(drop=True)        # a dense model has no experts to split
     breakdown = part("llmsimulator_decode_breakdown", lambda: decode_breakdown(args))
@@ -987,7 +995,8 @@ def causes_text(vs: pd.DataFrame, causes: pd.DataFrame, extra: pd.DataFrame | No
     k = cause_classes(vs, pd.concat([causes, extra], ignore_index=True) if extra is not None else causes)
     also = (" Each row outside the target is classed by these conditions and by the toggles of the next two "
             "sections (`split llmsimulator` and `routing sampled, split llmsimulator`: LLMSimulator's expert "
-            "split rule; `layout per_node`: its two-node layout)." if extra is not None and len(extra) else "")
+            "split rule; `layout per_node` and `layout per_node, routing sampled`: its two-node layout)."
+            if extra is not None and len(extra) else "")
 
     def listing(items: list[str]) -> str:
         return "; ".join(items) or "none"
@@ -1087,7 +1096,7 @@ def links_text(vs: pd.DataFrame, causes: pd.DataFrame, links: pd.DataFrame | Non
         return ""
     per_node = devices_per_node()
     no_layout = causes if extra is None or not len(extra) else pd.concat(
-        [causes, extra[extra.condition != "layout per_node"]], ignore_index=True)
+        [causes, extra[~extra.condition.str.startswith("layout per_node")]], ignore_index=True)
     unexplained = [re.match(r"(.+) \((helios|hbf)\) [\d.]+$", x).groups()
                    for x in cause_classes(vs, no_layout)["unexplained"]]
     multi = {(f"{r.model} {r.system}", r.fork) for r in links.itertuples()}
@@ -1110,6 +1119,14 @@ def links_text(vs: pd.DataFrame, causes: pd.DataFrame, links: pd.DataFrame | Non
         lay = [f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f} -> {r.per_node_over_llmsim:.3f} "
                f"({verdict(r.roofline_over_llmsim, r.per_node_over_llmsim)})" for r in links.itertuples()]
         toward = int(links.per_node_moved_toward_llmsim.sum())
+        sampled = ""
+        if "per_node_sampled_over_llmsim" in links:
+            both = [f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f} -> {r.per_node_sampled_over_llmsim:.3f} "
+                    f"({verdict(r.roofline_over_llmsim, r.per_node_sampled_over_llmsim)})" for r in links.itertuples()]
+            sampled = (f"With sampled routing as well (LLMSimulator's routing; `per_node_sampled_*` columns): "
+                       f"{'; '.join(both)}. Together they move {int(links.per_node_sampled_moved_toward_llmsim.sum())} "
+                       f"of {len(links)} rows toward LLMSimulator by at least {MATERIAL:.2f}, "
+                       f"{int(links.per_node_sampled_within_5pct.sum())} of them within {ROOFLINE_TARGET:.0%}.\n")
         layout = f"""
 LLMSimulator's layout as a toggle (the mapping policy's `non_expert_parallel: per_node`, default `all_devices`):
 attention, the MoE gate, dense FFNs and the LM head tensor-parallel over the {per_node} devices of a node, the
@@ -1119,7 +1136,7 @@ each way (as LLMSimulator times its MoE scatter in decode, `src/module/communica
 fork). Every row on more than one node re-run in roofline mode with it (`per_node_*` columns), ratio to
 LLMSimulator before -> after: {"; ".join(lay)}. It moves {toward} of {len(links)} rows toward LLMSimulator by at
 least {MATERIAL:.2f} of the ratio, {int(links.per_node_within_5pct.sum())} of them within {ROOFLINE_TARGET:.0%}.
-"""
+{sampled}"""
     return f"""
 ### The rows on more than one node (`vs_llmsimulator_links.csv`)
 

@@ -372,9 +372,8 @@ class Compiler:
         self.aware = split == "interference_aware"
         self.split_rule = split
         # distinct (stage, layer) splits interference_aware costed, those the interference moved off the lookup
-        # table's choice, and attention
-        # overlaps run one after the other because overlapping would have been slower; the experts each
-        # expert split put on each unit (counted once per distinct (stage, MoE layer, device))
+        # table's choice, attention overlaps run one after the other because overlapping would have been slower,
+        # and the experts each expert split put on each unit (counted once per distinct (stage, MoE layer, device))
         self.decisions = {"expert_split_changed": 0, "expert_splits": 0, "attention_serialized": 0,
                           "split_experts_on_xpu": 0, "split_experts_on_low": 0}
         # every distinct expert split: stage kind, tokens, device, expert ids on the xPU and on the low unit

@@ -17,7 +17,10 @@
 * `mca`: T3-MCA's threshold x gate on T-NLG FC-2, TP 8 -> experiments_mca.csv, fig_mca.png;
 * `nmc`: the NMC update's cost (adder latency nALU, and the RD + adder + WR form) against the 500B-class
   T3-MCA geomean, every 500B-class row -> experiments_nmc.csv, fig_nmc_cost.png;
-* `hash`: the unhashed address layout on GPT-3 OP, TP 32 -> experiments_hash.csv.
+* `hash`: the unhashed address layout on GPT-3 OP, TP 32 -> experiments_hash.csv;
+* `jitter`: T3 on Mega-GPT-2's rows (TP 8 and 16) on the exact driver with every enqueue delayed by a seeded
+  0..J cycles (J = 1, 4): how far a row moves under perturbations of a cycle, beside the windowed loop's gaps
+  -> experiments_jitter.csv.
 
     .venv/bin/python reports/t3/experiments.py [--part window,tokens,...] [--tokens N] [-o DIR]
 
@@ -257,8 +260,46 @@ def part_hash(out: Path, tokens: int) -> None:
                       keys={"memory_mapping": UNHASHED}, tags={"mapping": "unhashed"})
 
 
+JITTER_CASES = [c for c in MR.CASES if c[0] == "mega-gpt2"]
+JITTER_MAX = (0, 1, 4)            # 0: the exact driver itself (checks the row against results.csv)
+JITTER_SEEDS = (0, 1, 2)
+
+
+def _jitter_run(model: str, tp: int, sub: str, tokens: int, jitter: int, seed: int) -> dict:
+    from archsim.systems.t3 import sim as t3
+    from archsim.systems.t3 import system as t3sys
+
+    su = t3sys.setup({"model": model, "tp": tp, "sublayer": sub, "tokens": tokens, "configs": ["t3"]})
+    params = t3sys.variant_params(su.params, su.variants[0])
+    run = t3.simulate_sublayer(params, su.shape, su.tp, "t3", devices=su.devices, ring=su.ring,
+                               enqueue_jitter=(jitter, seed) if jitter else None)
+    added = run.extra.get("enqueue_jitter", {}).get("cycles_added", 0)
+    return {"t3_us": run.sublayer_s * 1e6, "t3_rs_end_cycles": run.rs_end_cycles, "cycles_added": added}
+
+
+def part_jitter(out: Path, tokens: int) -> None:
+    csv = out / "experiments_jitter.csv"
+    old = MR._read(out, "experiments_jitter.csv")
+    rows = [] if old is None else old.to_dict("records")
+    have = {(r["model"], r["tp"], r["sublayer"], r["jitter_max_cycles"], r["seed"]) for r in rows}
+    res = MR.distinct(pd.read_csv(out / "results.csv"))
+    for _, r in res[[(m, tp) in JITTER_CASES for m, tp in zip(res["model"], res["tp"], strict=True)]].iterrows():
+        for jit in JITTER_MAX:
+            for seed in JITTER_SEEDS[:1] if jit == 0 else JITTER_SEEDS:
+                if (r["model"], r["tp"], r["sublayer"], jit, seed) in have:
+                    continue
+                got = _jitter_run(r["model"], int(r["tp"]), r["sublayer"], tokens, jit, seed)
+                rows.append({"model": r["model"], "tp": r["tp"], "sublayer": r["sublayer"], "tokens": tokens,
+                             "jitter_max_cycles": jit, "seed": seed, **got,
+                             "speedup_t3": r["sequential_us"] / got["t3_us"],
+                             "speedup_t3_exact": r["speedup_t3"]})
+                print(rows[-1], flush=True)
+                pd.DataFrame(rows).to_csv(csv, index=False)
+
+
 PARTS = {"window": part_window, "tokens": part_tokens, "bidir": part_bidir, "causes": part_causes, "l2": part_l2,
-         "l2_wave": part_l2_wave, "devices": part_devices, "mca": part_mca, "nmc": part_nmc, "hash": part_hash}
+         "l2_wave": part_l2_wave, "devices": part_devices, "mca": part_mca, "nmc": part_nmc, "hash": part_hash,
+         "jitter": part_jitter}
 
 
 def figures(out: Path) -> list[Path]:

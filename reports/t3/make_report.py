@@ -248,6 +248,9 @@ def claims(out: Path) -> dict[str, Any]:
             (piv[(k, win)] - exact[k].reindex(piv.index)).abs().max()
             for k in ("speedup_t3", "speedup_t3_mca") for win in (16, 64)) * 100)
         c["window_rows"] = len(piv)
+        jit = _read(out, "experiments_jitter.csv")
+        if jit is not None:
+            c["jitter"] = jitter_claims(jit, piv, exact)
     bi = _read(out, "results_bidir.csv")
     if bi is not None and len(bi) == len(df):
         c["bidir_comm_share_min"], c["bidir_comm_share_max"] = bi["comm_fraction"].min(), bi["comm_fraction"].max()
@@ -422,6 +425,43 @@ def _speedups(r) -> str:
     return " | ".join(_pct(r[k] - 1) for k in ("speedup_t3", "speedup_t3_mca", "mca_over_t3"))
 
 
+def jitter_claims(jit: pd.DataFrame, win_piv: pd.DataFrame, exact: pd.DataFrame) -> dict[str, Any]:
+    """experiments_jitter.csv against the windowed rows: T3's speed-up moves (points) under a seeded 0..J-cycle
+    lateness of every enqueue on the exact driver, and the windowed loop's moves on the same rows."""
+    keys = ["model", "tp", "sublayer"]
+    moved = (jit["speedup_t3"] - jit["speedup_t3_exact"]).abs() * 100
+    rows = jit[keys].drop_duplicates()
+    idx = pd.MultiIndex.from_frame(rows)
+    win = win_piv[("speedup_t3", 16)].reindex(idx), win_piv[("speedup_t3", 64)].reindex(idx)
+    return {"rows": len(rows), "seeds": int(jit.loc[jit["jitter_max_cycles"] > 0, "seed"].nunique()),
+            "max_points": {int(j): float(moved[jit["jitter_max_cycles"] == j].max())
+                           for j in sorted(jit["jitter_max_cycles"].unique()) if j > 0},
+            "window_gap_points": float((win[0] - win[1]).abs().max() * 100),
+            "window_to_exact_points": float(max((w - exact["speedup_t3"].reindex(idx)).abs().max()
+                                                for w in win) * 100)}
+
+
+def jitter_lines(c: dict[str, Any]) -> list[str]:
+    """Why the windowed loop does not converge: the rows' own sensitivity to a cycle (experiments_jitter.csv)."""
+    j = c.get("jitter")
+    if not j:
+        return []
+    moves = ", ".join(f"by up to {v:.2f} points with J = {k}" for k, v in j["max_points"].items())
+    one = j["max_points"].get(1, float("nan"))
+    verdict = ("a lateness of at most one cycle already moves a row by more than issue 34's 0.5-point bound: no "
+               "driver that acts on a completion even one cycle off the exact cycle can hold windows 16 and 64 "
+               "within it: the gap is within the rows' resolution under timing perturbations of one cycle, and "
+               "the strict xfail stays." if one > 0.5 else
+               "a lateness of one cycle moves a row by less than issue 34's 0.5-point bound, so the windowed "
+               "loop's larger gaps are not explained by the rows' sensitivity alone.")
+    return [f"Why: `experiments.py --part jitter` (experiments_jitter.csv) runs T3 on the {j['rows']} Mega-GPT-2 rows "
+            f"on the exact driver with every enqueue entering a seeded 0..J cycles after the cycle its agent asked "
+            f"for ({j['seeds']} seeds; `enqueue_jitter` of archsim/systems/t3/sim.py). T3's speed-up moves {moves}; "
+            f"on the same rows the windowed loop moves it by up to {j['window_to_exact_points']:.2f} points from "
+            f"the exact driver and windows 16 and 64 differ by up to {j['window_gap_points']:.2f} points. So "
+            + verdict, ""]
+
+
 def window_section(out: Path, c: dict[str, Any]) -> list[str]:
     w = _read(out, "window.csv")
     if w is None:
@@ -448,7 +488,7 @@ def window_section(out: Path, c: dict[str, Any]) -> list[str]:
               + ("the windowed loop converges within the bound." if c["window_max_gap_points"] <= 0.5 else
                  "the windowed loop does not converge within the bound, so the report's rows use the exact driver "
                  "(whose answer does not depend on a window)."), ""]
-    return lines
+    return lines + jitter_lines(c)
 
 
 def bidir_section(out: Path, c: dict[str, Any]) -> list[str]:

@@ -186,8 +186,14 @@ def _check_run(config: str, moe_order: str, devices: str, tp: int, shape: Sublay
 class _Sim:
     def __init__(self, params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
                  functional: bool = False, log: bool = False, seed: int = 0, window_cycles: int | None = None,
-                 ring: RingConfig | None = None, moe_order: str = "expert"):
+                 ring: RingConfig | None = None, moe_order: str = "expert",
+                 enqueue_jitter: tuple[int, int] | None = None):
         _check_run(config, moe_order, devices, tp, shape)
+        # (J, seed): every enqueue enters 0..J cycles after the cycle the agent asked for (seeded uniform draws);
+        # a probe of how far a row moves under perturbations as small as a cycle (reports/t3: the driver)
+        self.jitter = enqueue_jitter
+        self.jitter_rng = np.random.default_rng(enqueue_jitter[1]) if enqueue_jitter else None
+        self.jitter_cycles = 0
         self.moe_order = moe_order
         self.p = params
         self.n = tp
@@ -396,6 +402,10 @@ class _Sim:
             self.nmc_updates += n
         port = self.pc[dev] if source == "compute" else self.pm[dev]
         unit = self.units[dev]
+        if self.jitter and self.jitter[0] > 0:
+            late = int(self.jitter_rng.integers(0, self.jitter[0] + 1))
+            self.jitter_cycles += late
+            t = int(t) + late
         if self.W:
             ids = ms.enqueue_requests(port, ch, bank, row, col, kind, max(int(t), ms.clock), -1)
             unit.wait_requests(ids, cb)
@@ -776,10 +786,12 @@ class _Sim:
 def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: str, devices: str = "all",
                       functional: bool = False, log: bool = False, seed: int = 0,
                       window_cycles: int | None = None, ring: RingConfig | None = None,
-                      moe_order: str = "expert") -> SublayerRun:
+                      moe_order: str = "expert", enqueue_jitter: tuple[int, int] | None = None) -> SublayerRun:
     """Simulate one sliced sublayer (GEMM + reduce-scatter; all-gather in closed form) in one configuration
-    (`ring`: the ring of `params.ring_name` for `tp` devices, if the caller loaded it already)."""
-    sim = _Sim(params, shape, tp, config, devices, functional, log, seed, window_cycles, ring, moe_order)
+    (`ring`: the ring of `params.ring_name` for `tp` devices, if the caller loaded it already; `enqueue_jitter`:
+    (J, seed), every enqueue delayed by a seeded 0..J cycles, a sensitivity probe, None in every report row)."""
+    sim = _Sim(params, shape, tp, config, devices, functional, log, seed, window_cycles, ring, moe_order,
+               enqueue_jitter)
     sim.run()
     shape = sim.shape
     n_sim = len(sim.sim)
@@ -818,6 +830,9 @@ def simulate_sublayer(params: T3Params, shape: SublayerShape, tp: int, config: s
             int(th.min()), float(th.mean()), int(th.max())
         run.extra["thresholds"] = len(th)
     run.extra["padded_from_h"] = sim.padded_from
+    if enqueue_jitter:
+        run.extra["enqueue_jitter"] = {"max_cycles": enqueue_jitter[0], "seed": enqueue_jitter[1],
+                                       "cycles_added": sim.jitter_cycles}
     run.extra["threshold_trajectory"] = [int(x) for x in sim.thresholds]
     run.extra["compute_stall_cycles"] = max(sim.stall.values(), default=0)
     l2s = [sim.l2[d] for d in sim.sim]

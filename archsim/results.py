@@ -54,6 +54,21 @@ class _Table:
         obj.__dict__[self.slot] = value
 
 
+
+# the simulator's own timings: seconds it spent, and rates over them (not results of the simulation); a
+# comparison of two runs' results leaves them out (tests/test_determinism.py, benchmarks/config_equivalence.py)
+TIMING_KEYS = ("wall_s", "sim_wall_s", "sim_kernel_s", "sim_compile_s", "kernel_wall_s", "cycles_per_s")
+
+
+def without_timings(value: Any) -> Any:
+    """A result's JSON data (or any part of it) without the simulator's own timings, at any depth."""
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items()
+                if not (k in TIMING_KEYS or k.endswith(("_wall_s", "_compile_s")))}
+    if isinstance(value, list):
+        return [without_timings(v) for v in value]
+    return value
+
 @dataclass
 class Result:
     """Outcome of one simulation.

@@ -650,14 +650,15 @@ def _read_extends(path: Path, find: typing.Callable[[str], Path] | None, seen: t
 
 
 def load_preset(cls: type, label: str, directory: Path, name_or_path: str | Path,
-                overrides: typing.Mapping[str, Any] | None = None) -> tuple[Any, Path]:
+                overrides: typing.Mapping[str, Any] | None = None, blame: str = "--set") -> tuple[Any, Path]:
     """A shipped preset of one kind (`directory`/<name>.yaml, `label` naming the kind in errors: "NPU") or a
-    user's file, built into `cls` (`load`; `extends:` names a shipped preset of the same kind). Returns the
-    preset and its file."""
+    user's file, built into `cls` (`load`; `extends:` names a shipped preset of the same kind; an error in an
+    override names `blame`). Returns the preset and its file."""
     from archsim import paths
 
     path = paths.preset_file(label, directory, name_or_path)
-    return load(cls, path, overrides, find=lambda name: paths.preset_file(label, directory, name)), path
+    return load(cls, path, overrides, find=lambda name: paths.preset_file(label, directory, name),
+                label=blame), path
 
 
 def validate(obj: Any) -> None:

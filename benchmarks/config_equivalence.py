@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-# the simulator's own timings (seconds it spent and rates over them), anywhere in a result: differ run to run
+# the simulator's own timings (seconds it spent and rates over them), anywhere in a result: differ run to run.
+# A copy of archsim.results.without_timings on purpose: this script runs against older checkouts too.
 DROPPED = ("sim_wall_s", "sim_kernel_s", "wall_s", "sim_compile_s", "kernel_wall_s", "cycles_per_s")
 
 

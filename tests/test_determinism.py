@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from archsim import registry
+from archsim.results import without_timings
 
 # one small run per registered system
 SMALL: dict[str, dict] = {
@@ -29,19 +30,6 @@ SMALL: dict[str, dict] = {
     "gpu_only": {"model": "gpt3-small", "layers": 1, "batch": 2, "samples": 1},
     "gpu_roofline": {"model": "gpt3-small", "layers": 1, "batch": 2, "samples": 1},
 }
-
-# the simulator's own timings: seconds it spent, and rates over them (not results of the simulation)
-TIMING_KEYS = ("wall_s", "sim_wall_s", "sim_kernel_s", "sim_compile_s", "kernel_wall_s", "cycles_per_s")
-
-
-def _without_timings(value):
-    if isinstance(value, dict):
-        return {k: _without_timings(v) for k, v in value.items()
-                if not (k in TIMING_KEYS or k.endswith(("_wall_s", "_compile_s")))}
-    if isinstance(value, list):
-        return [_without_timings(v) for v in value]
-    return value
-
 
 def test_every_system_has_a_small_run_here():
     # archsim's own systems (a test module may register a toy system in the same worker: sweep_fixtures)
@@ -68,6 +56,6 @@ def test_the_same_run_twice_gives_the_same_json(system, tmp_path, monkeypatch):
     monkeypatch.setenv("CI", "true")
     assert main(["run", "--config", str(config), "--quiet", "--json", str(tmp_path / "run1.json")]) == 0
     _run(system, config, tmp_path / "run2.json", tmp_path)
-    texts = [json.dumps(_without_timings(json.loads((tmp_path / f"run{i}.json").read_text())), sort_keys=True)
+    texts = [json.dumps(without_timings(json.loads((tmp_path / f"run{i}.json").read_text())), sort_keys=True)
              for i in (1, 2)]
     assert texts[0] == texts[1], f"{system}: two runs of one command differ beyond their timings"

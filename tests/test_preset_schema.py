@@ -85,3 +85,24 @@ def test_a_list_of_a_tuple_field_is_held_as_a_tuple():
 def test_keys_report_the_file_path_of_a_field_held_flat():
     paths = [k.path for k in schema.keys(NpuConfig)]
     assert "systolic.height" in paths and "memory.dma" in paths and "vector.lanes" in paths
+
+
+def test_set_reaches_every_npu_and_asic_preset_value_by_its_key_path():
+    """`--set npu_overrides.<path>` (NeuPIMs) and `asic_overrides.<path>` (PIM-GPT): the settable keys are the
+    presets' own key paths (overrides_of), each checked against the preset's schema and blamed on the config key."""
+    from archsim.keypaths import config_leaves
+    from archsim.systems.neupims.config import setup as neupims_setup
+    from archsim.systems.pimgpt.system import setup as pimgpt_setup
+
+    npu_keys = {k for k in config_leaves({"system": "neupims"}) if k.startswith("npu_overrides.")}
+    assert {"npu_overrides.systolic.height", "npu_overrides.memory.dma", "npu_overrides.vector.lanes"} <= npu_keys
+    assert neupims_setup({"system": "neupims", "npu_overrides": {"systolic": {"height": 64}}}).npu.height == 64
+    with pytest.raises(ConfigError, match=r"^npu_overrides: systolic\.height: must be an integer >= 1, got 0"):
+        neupims_setup({"system": "neupims", "npu_overrides": {"systolic": {"height": 0}}})
+    asic_keys = {k for k in config_leaves({"system": "pimgpt"}) if k.startswith("asic_overrides.")}
+    assert {"asic_overrides.lanes", "asic_overrides.algorithms.exp_taylor_degree",
+            "asic_overrides.energy.at_reference_node.fp32_add_pj"} <= asic_keys
+    su = pimgpt_setup({"system": "pimgpt", "asic_overrides": {"lanes": 64}, "asic_clock_hz": 5e8})
+    assert (su.asic.config.lanes, su.asic.config.clock_hz) == (64, 5e8)
+    with pytest.raises(ConfigError, match=r"^asic_overrides: lanez: unknown key"):
+        pimgpt_setup({"system": "pimgpt", "asic_overrides": {"lanez": 64}})

@@ -428,12 +428,18 @@ class AsicConfig:
         schema.validate(self)
 
     @classmethod
-    def load(cls, name_or_path: str | Path = "pimgpt_asic", **overrides: Any) -> AsicConfig:
-        """Read a preset (see archsim/presets/asic/) or a user YAML; keyword overrides (key paths with `.` as
-        `__`: algorithms__exp_taylor_degree) win."""
-        over = {key.replace("__", "."): value for key, value in overrides.items()}
-        config, path = schema.load_preset(cls, "ASIC", PRESET_DIR, name_or_path, over)
+    def load(cls, name_or_path: str | Path = "pimgpt_asic", preset_overrides: dict[str, Any] | None = None,
+             blame: str = "--set", **overrides: Any) -> AsicConfig:
+        """Read a preset (see archsim/presets/asic/) or a user YAML; `preset_overrides` (by key path, an error
+        names `blame`) and keyword overrides (key paths with `.` as `__`: algorithms__exp_taylor_degree) win."""
+        over = {**(preset_overrides or {}), **{key.replace("__", "."): value for key, value in overrides.items()}}
+        config, path = schema.load_preset(cls, "ASIC", PRESET_DIR, name_or_path, over, blame=blame)
         return replace(config, name=config.name or path.stem, source=config.source or str(path))
+
+
+def load_asic(name_or_path: str | Path) -> AsicConfig:
+    """An ASIC preset (`AsicConfig.load`): what a config's `asic_overrides` override (archsim.keypaths)."""
+    return AsicConfig.load(name_or_path)
 
 
 @dataclass(frozen=True)

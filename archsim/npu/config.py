@@ -106,14 +106,16 @@ class NpuConfig:
 SystolicArray = NpuConfig
 
 
-def load_npu_config(name_or_path: str | Path = "neupims_npu", **overrides: Any) -> NpuConfig:
-    """Read an NPU preset by name (archsim/presets/npu/) or a user YAML; keyword overrides (NpuConfig's field
-    names) win. Every bad value raises a one-line ConfigError naming the file, the key path (with its line) and
-    what is allowed, so a typo in a sweep fails before any simulation starts."""
+def load_npu_config(name_or_path: str | Path = "neupims_npu", preset_overrides: dict[str, Any] | None = None,
+                    label: str = "--set", **overrides: Any) -> NpuConfig:
+    """Read an NPU preset by name (archsim/presets/npu/) or a user YAML; `preset_overrides` (by the file's key
+    paths, {"systolic": {"height": 64}} or {"systolic.height": 64}; an error names `label`) and keyword overrides
+    (NpuConfig's field names) win. Every bad value raises a one-line ConfigError naming the file, the key path
+    (with its line) and what is allowed, so a typo in a sweep fails before any simulation starts."""
     by_name = {f.name: schema.file_name(f) for f in fields(NpuConfig)}
     unknown = sorted(set(overrides) - set(by_name))
     if unknown:
         raise ConfigError(unknown[0], f"not an NpuConfig field; fields: {', '.join(by_name)}")
-    config, path = schema.load_preset(NpuConfig, "NPU", PRESET_DIR, name_or_path,
-                                      {by_name[k]: v for k, v in overrides.items()})
+    over = {**(preset_overrides or {}), **{by_name[k]: v for k, v in overrides.items()}}
+    config, path = schema.load_preset(NpuConfig, "NPU", PRESET_DIR, name_or_path, over, blame=label)
     return config if "name" in overrides or config.name != "npu" else replace(config, name=path.stem)

@@ -490,12 +490,15 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
     md += ["- " + c.say(
         "**What the NPU keeps beside PIM: three rules of NeuPIMs' code (stages B to E).** (1) Its PIM program runs "
         "its operations one after another: NeuPIMSAttend starts only once NeuPIMSLogitSoftmax's tiles are done on "
-        "every channel (src/scheduler/Scheduler.cc:648-729, src/StageProgram.cc:241-259), where archsim started each "
-        "head's attend once that head's softmax was done on its own channel. (2) Its controller reserves no bank for "
+        "every channel (src/scheduler/Scheduler.cc:648-729, src/StageProgram.cc:139-148, 182-200), where archsim "
+        "started each head's attend once that head's softmax was done on its own channel. (2) Its controller reserves no bank for "
         "PIM: while the PIM queue waits (for tFAW, tRP, or a refresh its next GEMV may not cross: "
         "NS/neupims_command_queue.cc:55-71, 104-116, 289-326) the NPU's commands go to any bank timing allows, "
         "skipping only the row a GEMV has reserved and the bank being GWRITE-d (:341-352), where archsim's controller "
-        "kept the NPU from opening the banks of a PIM open waiting to issue (docs/channel-engine.md, reservations). "
+        "kept the NPU from opening the banks of a PIM open waiting to issue (docs/channel-engine.md, reservations); "
+        "the code's one limit on the NPU beside a waiting PIM command is channel-wide and not modelled in archsim: "
+        "a budget of refresh slack set when a GEMV or GWRITE is admitted (:248-262), which each NPU precharge or "
+        "activate spends (tRP, tRCDWR) and below 10 cycles of which no NPU command issues (:57-69, 367-398). "
         "(3) It issues one command a cycle per channel, row or column, PIM or not (NS/neupims_controller.cc:62-83), "
         "where archsim's HBM2 has separate row and column command buses, so the NPU read on beside a row set's 8 "
         "G_ACTs and 32 PIM precharges. With archsim's first two rules a channel holding only a few short requests "
@@ -559,6 +562,29 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         "found the earlier explanation's sign wrong). "
         "Their stage A (the QKV GEMM of 32 tokens, pure weight streaming) is "
         f"{c.num(Fact(V, 'diff_pct', {'case': 'uni32-off', 'stage': 'A'}), '{:.1f}')} % off.")]
+    pim_st = {"case": on_cases + off_cases, "stage": ["B", "C", "D", "E"]}      # the model cases' PIM stages
+    uni = {n: {"case": f"uni{n}-off", "stage": "B"} for n in (32, 128, 512, 1024)}
+
+    def uni_att(side: str) -> str:
+        return ", ".join(c.num(Fact(V, f"{side}_attend_cycles", uni[n]), "{:,.0f}") for n in (32, 128, 512, 1024))
+    lo_max, at_min = Fact(V, "logits_diff_pct", pim_st, "max"), Fact(V, "attend_diff_pct", pim_st, "min")
+    md += ["- " + c.say(
+        "**The PIM stages by operation** (`vs_code.csv`'s logits and attend columns: the code's NeuPIMSLogitSoftmax "
+        "and NeuPIMSAttend operations, archsim's stage split at the attend's release). Over the model cases' PIM "
+        "stages (B, and C to E with interleaving) archsim's logits and softmaxes are from "
+        f"{c.num(Fact(V, 'logits_diff_pct', pim_st, 'min'), '{:+.1f}')} % to {c.num(lo_max, '{:+.1f}')} % off the "
+        f"code's and its attend from {c.num(at_min, '{:+.1f}')} % to "
+        f"{c.num(Fact(V, 'attend_diff_pct', pim_st, 'max'), '{:+.1f}')} %: the first "
+        + c.cmp(lo_max, "<", Fact.zero(), ("faster in every stage", "not faster in every stage")) + ", the second "
+        + c.cmp(at_min, ">", Fact.zero(), ("slower in every stage", "not slower in every stage")) + ", so the "
+        "agreement of stage B (the attention, which sets that stage's length) is two gaps of opposite sign, not an "
+        "agreement of each operation. The code's attend takes "
+        f"{uni_att('code')} cycles at 32, 128, 512 and 1024 tokens (one GWRITE and four V tiles per head and 512-token "
+        f"chunk: NeuPIMSAttend.cc:82, 152-200, 281), archsim's {uni_att('archsim')}: uni32's stage B is "
+        f"{c.num(Fact(V, 'attend_diff_pct', uni[32]), '{:+.1f}')} % in its attend and "
+        f"{c.num(Fact(V, 'logits_diff_pct', uni[32]), '{:+.1f}')} % in its logits, uni512's "
+        f"{c.num(Fact(V, 'attend_diff_pct', uni[512]), '{:+.1f}')} % and "
+        f"{c.num(Fact(V, 'logits_diff_pct', uni[512]), '{:+.1f}')} %. The causes of both gaps are not found.")]
     md += ["- " + c.say(
         "**The NPU+PIM baseline's attention stage** (the `npu+pim` branch): the code's stage B takes "
         f"{c.num(Fact(V, 'code_cycles', {'case': 'npupim-baseline_gpt3-7B_tp4_bs512_clb0', 'stage': 'B'}, over=Fact(V, 'code_cycles', {'case': 'gpt3-7B_tp4_bs512_clb0_sbi-off', 'stage': 'B'})), '{:.2f}')}x "

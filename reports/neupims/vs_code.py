@@ -15,7 +15,9 @@ Columns: case, stage, code_cycles, archsim_cycles, diff_pct (archsim / code - 1)
 (the code's `pim_cycles`: per channel, cycles with PIM commands queued, mean over channels; archsim: per PIM
 unit, the stage's start to its last attention GEMV, mean over units) and the memory-bandwidth utilisation as the
 code defines it (`mem_bw_util`: read, write and READRES bursts x 2 cycles / channels / stage cycles; a PIM GEMV
-counts one burst).
+counts one burst). Stages with PIM attention split in two where both simulators do: the logits and softmaxes
+(the code's NeuPIMSLogitSoftmax operation; archsim: the stage's start to the attend's release) and the attend (the
+code's NeuPIMSAttend; archsim: the release to its last attend GEMV's end), with logits_diff_pct and attend_diff_pct.
 """
 from __future__ import annotations
 
@@ -100,6 +102,19 @@ def code_mem_bw_util(stage: pd.Series, channels: int) -> float:
     return 100.0 * bursts * 2 / channels / max(stage["cycles"], 1)
 
 
+def attend_split(code_row: pd.Series, ours: pd.Series) -> dict:
+    """A PIM stage's logits-and-softmax and attend parts, each simulator's: the code's from its PIM program's
+    per-operation cycles (NeuPIMSLogitSoftmax, then NeuPIMSAttend), archsim's split at the attend's release
+    (`attend_start: all_logits`); empty where either side has no such split."""
+    ops = dict(x.split("=") for x in code_row["pim_ops"].split(";")) if isinstance(code_row.get("pim_ops"), str) else {}
+    release = int(ours.get("attend_release_cycle", -1)) if pd.notna(ours.get("attend_release_cycle", -1)) else -1
+    if "NeuPIMSLogitSoftmax" not in ops or "NeuPIMSAttend" not in ops or release < 0:
+        return {}
+    return {"code_logits_cycles": int(ops["NeuPIMSLogitSoftmax"]), "archsim_logits_cycles": release,
+            "code_attend_cycles": int(ops["NeuPIMSAttend"]),
+            "archsim_attend_cycles": int(ours["pim_end_cycle"] - ours["start_cycle"]) - release}
+
+
 def rows_of(case: str, res, code: pd.DataFrame) -> list[dict]:
     st = res.tables["stages"]
     st = st[st["sample"] == 0].reset_index(drop=True)
@@ -111,7 +126,8 @@ def rows_of(case: str, res, code: pd.DataFrame) -> list[dict]:
                     "archsim_cycles": int(ours["cycles"]),
                     "code_pim_cycles": int(r["pim_cycles"]), "archsim_pim_cycles": round(float(ours["pim_unit_cycles"])),
                     "code_mem_bw_util_pct": round(float(r["mem_bw_util_pct"]), 2) if pd.notna(r["mem_bw_util_pct"]) else float("nan"),
-                    "archsim_mem_bw_util_pct": round(code_mem_bw_util(ours, channels), 2)})
+                    "archsim_mem_bw_util_pct": round(code_mem_bw_util(ours, channels), 2),
+                    **attend_split(r, ours)})
     blk = {"case": case, "stage": "block"}
     for k in ("code_cycles", "archsim_cycles", "code_pim_cycles", "archsim_pim_cycles"):
         blk[k] = sum(o[k] for o in out)
@@ -171,6 +187,8 @@ def build(out: Path, jobs: int = 1) -> pd.DataFrame:
     df["pim_diff_pct"] = (100 * (df["archsim_pim_cycles"] / df["code_pim_cycles"].where(df["code_pim_cycles"] > 0) - 1)).round(1)
     limit = df["stage"].map(lambda s: TOLERANCE["block" if s == "block" else "stage"])
     df["within_tolerance"] = (df["diff_pct"].abs() <= 100 * limit)
+    for part in ("logits", "attend"):       # the PIM stage's two operations, archsim / code - 1
+        df[f"{part}_diff_pct"] = (100 * (df[f"archsim_{part}_cycles"] / df[f"code_{part}_cycles"] - 1)).round(1)
     df.to_csv(out / "vs_code.csv", index=False)
     return df
 

@@ -73,6 +73,10 @@ class NeuPimsConfig:
     preset: str | None = opt(None, "DRAM preset; null: NeuPIMs_HBM2_Dual (neupims), NeuPIMs_HBM2_Single "
                              "(npu_pim, npu_only)")
     npu: str = opt("neupims_npu", "NPU preset (archsim/presets/npu)")
+    npu_overrides: dict[str, Any] = opt({}, "overrides of the NPU preset's values by their key paths, e.g. "
+                                        "{systolic: {height: 256}} (keys npu_overrides.<section>.<key>; "
+                                        "`archsim presets show npu/NAME` lists them)", optional=True,
+                                        overrides_of=("npu", "archsim.npu.config:load_npu_config"))
     npu_attention: str = opt("pipelined", "npu_only attention on the arrays: pipelined (every head's and "
                              "request's q.K^T and s.V through one instruction pipeline per array, softmax on "
                              "the vector unit alongside), per_gemm (each a separate GEMM from an empty "
@@ -252,7 +256,7 @@ def setup(config: dict[str, Any]) -> Setup:
     link = cfg["link_bytes_per_s"]
     return Setup(system=cfg["system"], model=model, tp=cfg["tp"], batch=cfg["batch"], dataset=cfg["dataset"],
                  mode=mode, policy=dataclasses.replace(policy, kv_layout=cfg["kv_layout"]), sub_batch=cfg["sub_batch"], channel_assignment=cfg["channel_assignment"],
-                 preset=cfg["preset"], npu=load_npu_config(cfg["npu"]), npu_attention=cfg["npu_attention"],
+                 preset=cfg["preset"], npu=load_npu_config(cfg["npu"], cfg.get("npu_overrides"), label="npu_overrides"), npu_attention=cfg["npu_attention"],
                  layers=cfg["layers"] or model.n_layers, refresh=cfg["refresh"],
                  link_bytes_per_s=None if link is None else float(link), link_latency_s=float(cfg["link_latency_s"]),
                  gpu=cfg["gpu"], gpu_host_overhead_s=cfg.get("gpu_host_overhead_s"),

@@ -85,6 +85,10 @@ class PimGptConfig:
                                             "{weights: {layout: row_aligned}} (keys mapping_overrides.<section>.<key>)",
                                             overrides_of=("mapping", "archsim.systems.pimgpt.compiler:load_policy"))
     asic: str = opt("pimgpt_asic", "ASIC preset (archsim/presets/asic)")
+    asic_overrides: dict[str, Any] = opt({}, "overrides of the ASIC preset's values by their key paths, e.g. "
+                                         "{lanes: 64} or {energy: {target_node_nm: 7}} (`archsim presets show "
+                                         "asic/NAME` lists them)", optional=True,
+                                         overrides_of=("asic", "archsim.host.asic:load_asic"))
     baselines: list[str] | Literal[False] = opt(["t4", "xeon-gold-6154"], "baseline devices to compare with "
                                                 "([] or false: none)")
     engine: Literal["numba"] = opt("numba", "simulation engine (the numba channel engine, the only one)")
@@ -200,7 +204,7 @@ def setup(config: dict[str, Any]) -> Setup:
     if "pim" not in spec.raw:
         raise UserError(f"DRAM preset {spec.name} has no `pim` section (use a PIM preset, e.g. GDDR6_AiM_16Gbps)")
     clock = {} if cfg["asic_clock_hz"] is None else {"clock_hz": float(cfg["asic_clock_hz"])}
-    asic = AsicModel(AsicConfig.load(cfg["asic"], **clock))
+    asic = AsicModel(AsicConfig.load(cfg["asic"], cfg.get("asic_overrides"), "asic_overrides", **clock))
     schedule = schema.variant(SCHEDULES, cfg.get("schedule", "serial"), cfg, "schedule", PimGptConfig)
     return Setup(model=model, tokens=cfg["tokens"], context_start=cfg.get("context_start", 0),
                  batch=cfg.get("batch", 1), spec=spec, policy=pol, asic=asic, baselines=baselines,

@@ -164,16 +164,7 @@ def _run_speedups(runs: list[Source]) -> FigureOut:
                 rows.append({"run": str(run), "baseline": col.removeprefix("speedup_vs_"), "speedup": float(value)})
     data = pd.DataFrame(rows).iloc[:MAX_BARS]
     pivot = data.pivot_table(index="run", columns="baseline", values="speedup", aggfunc="first", sort=False)
-    fig = Figure(figsize=(_label_width([str(g) for g in pivot.index]), _bar_height(len(data))), layout="constrained")
-    ax = fig.add_subplot()
-    n_var = max(1, len(pivot.columns))
-    height = 0.8 / n_var
-    y = np.arange(len(pivot.index))
-    colors = palette(n_var)
-    for i, base in enumerate(pivot.columns):
-        ax.barh(y + (i - (n_var - 1) / 2) * height, pivot[base].to_numpy(dtype=float), height, label=str(base),
-                color=colors[i])
-    ax.set_yticks(y, [str(g) for g in pivot.index])
+    fig, ax = _grouped_barh(pivot, len(data))
     ax.invert_yaxis()
     _speedup_axis(ax, pivot.to_numpy(dtype=float), "speedup (x)")
     ax.set_title("speedup against each run's baselines", fontsize=10)
@@ -199,6 +190,22 @@ def _speedup_axis(ax: Axes, values: np.ndarray, label: str) -> None:
         ax.set_xlim(left=0, right=max(1.0, float(vals.max()) if len(vals) else 1.0) * 1.08)
         ax.set_xlabel(label)
     ax.axvline(1.0, color="k", lw=0.8, ls="--")
+
+
+def _grouped_barh(pivot: pd.DataFrame, n_bars: int) -> tuple[Figure, Any]:
+    """Horizontal grouped bars: one group per row of `pivot`, one coloured bar per column (point labels are
+    long and read best along the y axis)."""
+    fig = Figure(figsize=(_label_width([str(g) for g in pivot.index]), _bar_height(n_bars)), layout="constrained")
+    ax = fig.add_subplot()
+    n_var = max(1, len(pivot.columns))
+    height = 0.8 / n_var
+    y = np.arange(len(pivot.index))
+    colors = palette(n_var)
+    for i, col in enumerate(pivot.columns):
+        ax.barh(y + (i - (n_var - 1) / 2) * height, pivot[col].to_numpy(dtype=float), height, label=str(col),
+                color=colors[i])
+    ax.set_yticks(y, [str(g) for g in pivot.index])
+    return fig, ax
 
 
 def speedup_figures(sources: list[Source]) -> tuple[list[FigureOut], list[str]]:
@@ -239,17 +246,7 @@ def _speedup_figure(src: Source, name: str, spec: dict[str, Any]) -> FigureOut:
     if len(data) > MAX_BARS:
         data = data.iloc[:MAX_BARS]
     pivot = data.pivot_table(index="group", columns="variant", values=name, aggfunc="first", sort=False)
-    fig = Figure(figsize=(_label_width([str(g) for g in pivot.index]), _bar_height(len(data))),
-                 layout="constrained")
-    ax = fig.add_subplot()
-    n_var = max(1, len(pivot.columns))
-    height = 0.8 / n_var
-    y = np.arange(len(pivot.index))
-    colors = palette(n_var)
-    for i, variant in enumerate(pivot.columns):
-        ax.barh(y + (i - (n_var - 1) / 2) * height, pivot[variant].to_numpy(dtype=float), height,
-                label=str(variant), color=colors[i])
-    ax.set_yticks(y, [str(g) for g in pivot.index])
+    fig, ax = _grouped_barh(pivot, len(data))
     ax.invert_yaxis()
     _speedup_axis(ax, pivot.to_numpy(dtype=float), f"{axis_label(name)} (x; dashed line: 1 = baseline)")
     base_text = ", ".join(f"{k}={format_value(v)}" for k, v in spec["baseline"].items())

@@ -24,11 +24,14 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from archsim import api, registry  # noqa: E402
+from archsim import api  # noqa: E402
 from archsim.errors import UserError  # noqa: E402
 from archsim.report.palette import color_of  # noqa: E402
-from archsim.results import atomic_write_text, config_hash, load_result  # noqa: E402
+from archsim.results import atomic_write_text, load_result  # noqa: E402
 from archsim.workload.spec import load_model  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_cache  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODELS = ["gpt3-7b", "gpt3-13b", "gpt3-30b"]
@@ -109,10 +112,8 @@ def config(system: str, extra: dict, model: str, dataset: str, batch: int, layer
 def _run(job: tuple[dict, Path]) -> Path:
     """Run (or reuse) one point; a batch the devices cannot hold is recorded as such (`.nofit` file)."""
     cfg, runs = job
-    path = runs / f"{cfg['system']}-{config_hash(cfg)}.json"
+    path = run_cache.run_path(runs, cfg)        # keyed on the config's content: an edited input re-runs
     nofit = path.with_suffix(".nofit")
-    if path.exists() and load_result(path).manifest["config"] != registry.resolve_config(cfg):
-        path.unlink()       # the system's defaults changed since: the stored run is stale
     if not path.exists() and not nofit.exists():
         try:
             api.run(cfg, seed=0).write_json(path)
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     if "serving" in frames:
         frames["serving"].to_csv(out / "serving.csv", index=False)
     example_cfg = config("neupims", {}, "gpt3-7b", "sharegpt", 256, layers)
-    example = load_result(runs / f"neupims-{config_hash(example_cfg)}.json")
+    example = load_result(run_cache.run_path(runs, example_cfg))
     timeline(example, out, layers)
     ladder_figure(frames["ladder"], out)
     vs = pd.read_csv(out / "vs_code.csv") if (out / "vs_code.csv").exists() else None

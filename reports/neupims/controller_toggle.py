@@ -1,7 +1,8 @@
 """NewtonSim's controller for the NPU's stream, as a toggle: the stages where the NPU works alone (A: LayerNorm and
 QKV GEMM, E: projection and FFN) of vs_code.py's cases without sub-batch interleaving, with archsim's controller and
-with the controller NeuPIMs' code runs (mapping policy `npu_controller: bank_queues`, with and without its staggered
-refresh, `refresh_stagger: true`); writes reports/neupims/controller_toggle.csv.
+with the controller NeuPIMs' code runs (mapping policy `npu_controller: bank_queues`: the engine's DRAMsim3
+controller, whose convention brings NewtonSim's staggered refresh too; `refresh_stagger: true` says so explicitly);
+writes reports/neupims/controller_toggle.csv.
 
 Why: in NeuPIMs' code the NPU's QKV GEMM of 32 tokens has read its last weight on channel 0 at cycle 26,244 of its
 31,466-cycle stage (its channel-0 command log; the code's own mem_io_A_ch_*.tsv show no traffic on any channel
@@ -21,8 +22,8 @@ Run:  .venv/bin/python reports/neupims/controller_toggle.py [-o DIR]
 Columns: case, stage, code_cycles; per arm archsim_cycles_<arm>, diff_pct_<arm>, abs_err_<arm>; moved_toward_code
 (True: the stage is closer to the code with the code's controller and refresh, arm code_controller, than with
 archsim's, arm archsim_controller). Arms: archsim_controller (mapping neupims_code, attention on the NPU),
-bank_queues (and npu_controller: bank_queues), code_controller (and refresh_stagger: true). The arms use copies of
-the mapping written under DIR/runs.
+code_controller (and npu_controller: bank_queues, refresh_stagger: true). The arms use copies of the mapping
+written under DIR/runs.
 """
 from __future__ import annotations
 
@@ -43,8 +44,7 @@ from archsim import paths  # noqa: E402
 from archsim.results import load_result  # noqa: E402
 
 # arm -> lines added to mapping neupims_code (after `attention: npu`)
-ARMS = {"archsim_controller": [], "bank_queues": ["npu_controller: bank_queues"],
-        "code_controller": ["npu_controller: bank_queues", "refresh_stagger: true"]}
+ARMS = {"archsim_controller": [], "code_controller": ["npu_controller: bank_queues", "refresh_stagger: true"]}
 STAGES = ("A", "E")
 CASES = [c for c in vs_code.CASES if c.endswith("-off") and not c.startswith(("npupim-", "npuonly-"))]
 

@@ -40,7 +40,7 @@ ATTEND_STARTS = ("head", "all_logits")
 # round robin, a queue's first ready command, a precharge only for its first entry; HBM2_8Gb_x128_dualpim.ini:58-61,
 # NS/neupims_controller.cc:300-405, NS/neupims_command_queue.cc:75-90, 119-150, 336-360): the engine's controller
 # convention `dramsim3` with 128-entry bank queues. The engine's bank queues take no PIM stream, so only with
-# `attention: npu` (issue 33)
+# `attention: npu` (issue 33). The convention also staggers the ranks' refreshes (as refresh_stagger: true)
 NPU_CONTROLLERS = ("frfcfs", "bank_queues")
 BANK_QUEUE_ENTRIES = 128          # NewtonSim's cmd_queue_size (HBM2_8Gb_x128_dualpim.ini:60)
 TRANSACTION_QUEUE_ENTRIES = 32    # its trans_queue_size (HBM2_8Gb_x128_dualpim.ini:61)

@@ -1,0 +1,93 @@
+"""What NeuPIMs' simulator did on channel 0 of the uni32 case, from its channel-0 log: writes code_trace.csv.
+
+Run:  .venv/bin/python reports/neupims/code_trace.py LOG [-o DIR]
+
+LOG is channel 0's transaction and command log of a run of the uni32 case (vs_code.py's CASES) by a copy of the
+code's build whose NeuPIMSController writes one line per transaction it accepts (`CLK T ADDR READ|WRITE`) and per
+command it issues (`CLK C TYPE RANK BANKGROUP BANK ROW COLUMN`, TYPE the number of NewtonSim's CommandType:
+0 READ, 5 PRECHARGE, 7 REFRESH, 10 GWRITE, 11 G_ACT, 16 P_HEADER, 17 COMPS_READRES; common.h:50-74). The logging
+changes no timing: that run's stages (its _summary.tsv beside LOG) take the cycles code_results.csv holds for uni32
+(checked here). The stage boundaries are code_results.csv's.
+
+Rows (metric, value):
+  a_cycles, a_last_read_cycle        stage A's length, and the cycle of its last READ on channel 0
+  a_reads                            READs on channel 0 in stage A
+  a_first1000_served_cycle           the cycle by which the first 1,000 read requests, in the order channel 0
+                                     accepted them, have all been served (a read merged with a queued read of its
+                                     address, or answered from the write buffer, counts as served then)
+  a_served_by_then                   READs channel 0 had issued by that cycle
+  b_cycles, b_refreshes              stage B's length and the rank refreshes channel 0 issued in it
+  b_gact_during_refresh              G_ACTs issued in stage B while the other rank was within tRFC of its REFRESH
+  b_gact                             all G_ACTs of stage B
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+CASE = "uni32-off"
+READ, REFRESH, G_ACT = 0, 7, 11
+TRFC = 260                      # HBM2_8Gb_x128_dualpim.ini:27
+FIRST = 1000
+# NewtonSim's address mapping rorabgbachco (HBM2_8Gb_x128_dualpim.ini:56) above the 64-B burst: column 4 bits,
+# channel 5, bank 2, bank group 2, rank 1, then the row
+SHIFT = {"bank": 15, "bankgroup": 17, "rank": 19, "row": 20}
+
+
+def _address(rank: int, bg: int, bank: int, row: int, col: int) -> int:
+    return (row << SHIFT["row"]) | (rank << SHIFT["rank"]) | (bg << SHIFT["bankgroup"]) | (bank << SHIFT["bank"]) | (col << 6)
+
+
+def parse(log: Path) -> tuple[list[tuple[int, int]], list[tuple[int, int, list[int]]]]:
+    trans, cmds = [], []
+    for line in log.read_text().splitlines():
+        p = line.split()
+        if len(p) >= 4 and p[1] == "T" and p[3] == "READ":
+            trans.append((int(p[0]), int(p[2])))
+        elif len(p) == 8 and p[1] == "C":
+            cmds.append((int(p[0]), int(p[2]), [int(x, 0) for x in p[3:]]))
+    return trans, cmds
+
+
+def measure(log: Path, code: pd.DataFrame) -> pd.DataFrame:
+    stages = code[code["case"] == CASE].set_index("stage")["code_cycles"]
+    summary = pd.read_csv(log.parent / "_summary.tsv", sep="\t", index_col=0)["total_cycles"]
+    for stage in ("A", "B", "E"):      # the logging copy ran the very stages code_results.csv holds
+        if int(summary[stage]) != int(stages[stage]):
+            raise SystemExit(f"{log.parent}/_summary.tsv: stage {stage} {summary[stage]} cycles, code_results.csv "
+                             f"{stages[stage]}: not the same run")
+    a_end, b_end = int(stages["A"]), int(stages["A"] + stages["B"])
+    trans, cmds = parse(log)
+    reads = [(t, _address(*f[:3], f[3], f[4])) for t, kind, f in cmds if kind == READ and t < a_end]
+    served: dict[int, int] = {}
+    for t, addr in reads:
+        served.setdefault(addr, t)
+    order = list(dict.fromkeys(addr for t, addr in trans if t < a_end))     # first arrival of each address
+    first = order[:FIRST]
+    done = max(served.get(a, 0) for a in first)
+    refreshes = [(t, f[0]) for t, kind, f in cmds if kind == REFRESH and a_end <= t < b_end]
+    gacts = [(t, f[0]) for t, kind, f in cmds if kind == G_ACT and a_end <= t < b_end]
+    during = sum(1 for t, rank in gacts if any(r != rank and 0 <= t - tr < TRFC for tr, r in refreshes))
+    rows = {"a_cycles": a_end, "a_last_read_cycle": reads[-1][0], "a_reads": len(reads),
+            "a_first1000_served_cycle": done, "a_served_by_then": sum(1 for t, _ in reads if t <= done),
+            "b_cycles": b_end - a_end, "b_refreshes": len(refreshes), "b_gact_during_refresh": during,
+            "b_gact": len(gacts)}
+    return pd.DataFrame({"case": CASE, "metric": list(rows), "value": list(rows.values())})
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("log", type=Path)
+    ap.add_argument("-o", "--out", type=Path, default=HERE, help="output folder (default: the report's own)")
+    args = ap.parse_args(argv)
+    df = measure(args.log, pd.read_csv(HERE / "code_results.csv"))
+    df.to_csv(args.out / "code_trace.csv", index=False)
+    print(df.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -12,6 +12,7 @@ changes no timing: that run's stages (its _summary.tsv beside LOG) take the cycl
 Rows (metric, value):
   a_cycles, a_last_read_cycle        stage A's length, and the cycle of its last READ on channel 0
   a_reads                            READs on channel 0 in stage A
+  a_first_requests                   how many requests the next row follows (1,000)
   a_first1000_served_cycle           the cycle by which the first 1,000 read requests, in the order channel 0
                                      accepted them, have all been served (a read merged with a queued read of its
                                      address, or answered from the write buffer, counts as served then)
@@ -30,9 +31,9 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 CASE = "uni32-off"
 READ, REFRESH, G_ACT = 0, 7, 11
-TRFC = 260                      # HBM2_8Gb_x128_dualpim.ini:27
+TRFC = 260                      # HBM2_8Gb_x128_dualpim.ini:21
 FIRST = 1000
-# NewtonSim's address mapping rorabgbachco (HBM2_8Gb_x128_dualpim.ini:56) above the 64-B burst: column 4 bits,
+# NewtonSim's address mapping rorabgbachco (HBM2_8Gb_x128_dualpim.ini:57) above the 64-B burst: column 4 bits,
 # channel 5, bank 2, bank group 2, rank 1, then the row
 SHIFT = {"bank": 15, "bankgroup": 17, "rank": 19, "row": 20}
 
@@ -71,7 +72,7 @@ def measure(log: Path, code: pd.DataFrame) -> pd.DataFrame:
     refreshes = [(t, f[0]) for t, kind, f in cmds if kind == REFRESH and a_end <= t < b_end]
     gacts = [(t, f[0]) for t, kind, f in cmds if kind == G_ACT and a_end <= t < b_end]
     during = sum(1 for t, rank in gacts if any(r != rank and 0 <= t - tr < TRFC for tr, r in refreshes))
-    rows = {"a_cycles": a_end, "a_last_read_cycle": reads[-1][0], "a_reads": len(reads),
+    rows = {"a_first_requests": FIRST, "a_cycles": a_end, "a_last_read_cycle": reads[-1][0], "a_reads": len(reads),
             "a_first1000_served_cycle": done, "a_served_by_then": sum(1 for t, _ in reads if t <= done),
             "b_cycles": b_end - a_end, "b_refreshes": len(refreshes), "b_gact_during_refresh": during,
             "b_gact": len(gacts)}

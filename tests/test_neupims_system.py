@@ -1,4 +1,4 @@
-"""The NeuPIMs system and its baselines (archsim.systems.neupims.system): small decode iterations, every layer simulated.
+"""The NeuPIMs system and its baselines (archsim.systems.neupims): small decode iterations, every layer simulated.
 
 These run one or two layers of small models at small batch. That the committed report (reports/neupims/)
 re-simulates from this code is tests/test_neupims_report.py (one row by default, every row marked slow).
@@ -304,16 +304,20 @@ def test_config_resolves_once_into_a_typed_frozen_setup_with_a_sub_config_per_mo
 
 def test_a_run_loads_the_model_policy_and_npu_once(monkeypatch):
     """Before the typed setup a run loaded the model three times and the NPU config twice."""
+    import archsim.npu.config as npu_config
+    import archsim.workload.spec as workload_spec
     from archsim.systems.neupims import config as N  # where the run's config is resolved and loaded
 
     calls = {"load_model": 0, "load_npu_config": 0, "_policy": 0}
+    # the config module imports the model and NPU loaders when it resolves (it stays light for --help)
+    owners = {"load_model": workload_spec, "load_npu_config": npu_config, "_policy": N}
     for name in calls:
-        real = getattr(N, name)
+        real = getattr(owners[name], name)
 
         def counted(*a, _real=real, _name=name, **k):
             calls[_name] += 1
             return _real(*a, **k)
-        monkeypatch.setattr(N, name, counted)
+        monkeypatch.setattr(owners[name], name, counted)
     api.run({"system": "neupims", **SMALL, "refresh": False, "mode": "serving", "requests": 2, "batch": 2})
     assert calls == {"load_model": 1, "load_npu_config": 1, "_policy": 1}, calls
 

@@ -144,3 +144,18 @@ def test_t3_setup_loads_preset_model_and_ring_once(monkeypatch):
     # the ring a caller loaded is the one simulated; one for another device count is refused
     with pytest.raises(ConfigError, match="tp: the ring given has 4 devices"):
         simulate_sublayer(su.params, su.shape, 8, "sequential", devices="one", ring=su.ring)
+
+
+def test_t3_preset_overrides_reach_any_preset_value_and_are_blamed_where_set():
+    """`preset_overrides.<key path>` sets any value of the T3 preset (the keys `archsim presets show t3/NAME`
+    lists), checked with the config; a shared key (window_cycles, ...) still wins over the preset."""
+    from archsim import keypaths
+
+    default = load_params("t3_paper").gpu.l2_bytes
+    su = t3s.setup({"system": "t3", "preset_overrides": {"gpu": {"l2_bytes": default // 2}}, "window_cycles": 16})
+    assert su.params.gpu.l2_bytes == default // 2 and su.params.window_cycles == 16
+    leaves = keypaths.config_leaves({"system": "t3"})
+    assert leaves["preset_overrides.gpu.l2_bytes"] == default
+    with pytest.raises(ConfigError) as err:
+        keypaths.apply_overrides({"system": "t3"}, [("preset_overrides.gpu.l2_bytes", -5, "--set x", None)])
+    assert err.value.key_path == "preset_overrides.gpu.l2_bytes" and ">= 1" in str(err.value)

@@ -150,7 +150,7 @@ def test_features_a_design_does_not_model_are_refused_never_stood_in(tmp_path, m
     assert not math.isnan(got[("duplex", "llama3-8b")].config["devices"])
     from archsim import registry
 
-    monkeypatch.setitem(registry._FEATURES, "t3_decode", frozenset({"gqa", "gated_ffn"}))
+    monkeypatch.setattr(registry.get("t3_decode"), "features", frozenset({"gqa", "gated_ffn"}))
     dense_only = {(p.intent.system, p.intent.model): p for p in plan_study(study, tmp_path)}
     assert dense_only[("t3", "mixtral-8x7b")].config is None
     assert "mixture-of-experts FFN (8 experts, 2 per token): not modelled by T3" in \

@@ -41,9 +41,9 @@ from archsim.pim.logic_pim import (
     devices as device_preset,
 )
 from archsim.schema import REQUIRED, opt
+from archsim.systems.duplex.config import DEVICE_KINDS
 from archsim.workload.spec import ModelSpec
 
-DEVICE_KINDS = ("gpu", "2xgpu", "duplex", "bank_pim", "bankgroup_pim")
 UNITS = ("xpu", "low")
 STAGE_KINDS = ("decode", "mixed")
 LAYER_KINDS = ("qkv", "attention_prefill", "attention_decode", "out_proj", "moe", "dense_ffn", "lm_head")

@@ -5,24 +5,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from archsim import paths, schema
+from archsim import paths, registry, schema
 from archsim.config import load_yaml
 from archsim.errors import ConfigError
 from archsim.limits import MAX_BATCH, MAX_QUEUE
-from archsim.npu.config import NpuConfig, load_npu_config
 from archsim.schema import opt
-from archsim.systems.neupims.compiler import PIM_PRECHARGE
-from archsim.workload import serving
-from archsim.workload.spec import ModelSpec, load_model
 
-SYSTEMS = ("neupims", "npu_pim", "npu_only", "gpu_only", "gpu_roofline")
-GPU_SYSTEMS = ("gpu_only", "gpu_roofline")
-# the mapping policy each system uses when none is given: npu_pim is the paper's naive NPU+PIM
-MAPPING_DEFAULT = {"npu_pim": "npu_pim"}
+if TYPE_CHECKING:     # the model, NPU and workload modules are imported when a config is resolved, not declared
+    from archsim.npu.config import NpuConfig
+    from archsim.workload.spec import ModelSpec
+
 NPU_ATTENTION = ("pipelined", "per_gemm", "fused_mha")
-DEVICE_PRESET = {"neupims": "NeuPIMs_HBM2_Dual", "npu_pim": "NeuPIMs_HBM2_Single", "npu_only": "NeuPIMs_HBM2_Single"}
+# how a PIM GEMV's rows are closed (archsim.systems.neupims.compiler): one precharge for the unit, or bank by bank
+PIM_PRECHARGE = ("unit", "per_bank")
 # Devices per model as NeuPIMs configures them (TP x PP: 7B 4x1, 13B 4x1, 30B 4x2, 175B 8x4). archsim has no
 # pipeline parallelism, so a model's PP stages become more TP: the same devices, the same weight bytes per device.
 TP_DEFAULT = {"gpt3-7b": 4, "gpt3-13b": 4, "gpt3-30b": 8, "gpt3-175b": 32}
@@ -121,7 +118,7 @@ class Policy:
     kv_base_row: int | str    # first row of every bank that holds KV caches (weights below it); "half": the
                               # middle row (NeuPIMs' split of its 32768-row banks at 16384, on any device)
     kv_layout: str = "head_rows"    # head_rows | token_rows (archsim.systems.neupims.compiler)
-    pim_precharge: str = "unit"     # unit | per_bank (archsim.systems.neupims.compiler.PIM_PRECHARGE)
+    pim_precharge: str = "unit"     # PIM_PRECHARGE
     # entries of the NPU's read and of its write queue per channel: the window the controller schedules from
     # (FR-FCFS over the queue). 32: the engine controller's default (DRAMsim3's and NewtonSim's 32-entry
     # transaction queue); NeuPIMs' simulator schedules from 128-entry command queues per bank (mapping neupims_code)
@@ -201,6 +198,7 @@ class Setup:
     everything below `run`; `resolved` is the same config as the dict the manifest records."""
 
     system: str
+    variant: Any                           # the system's class (archsim.systems.neupims: NeuPims or a baseline): what it does
     model: ModelSpec
     tp: int
     batch: int
@@ -223,16 +221,28 @@ class Setup:
 
     @property
     def gpu_system(self) -> bool:
-        return self.system in GPU_SYSTEMS
+        return self.variant.gpu_model is not None
+
+
+def variant_of(name: str) -> Any:
+    """The registered class of NeuPIMs system `name` (one of NeuPims's variants)."""
+    variant = registry.get(name)
+    if not hasattr(variant, "pim_arbitration"):
+        raise ConfigError("system", f"{name} is not NeuPIMs or one of its baselines")
+    return variant
 
 
 def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]:
     """The resolved config, with the model and policy it loaded on the way (so `setup` loads neither again)."""
+    from archsim.workload import serving
+    from archsim.workload.spec import load_model
+
     name = config.get("system", "neupims")
+    variant = variant_of(name)
     schema.check(NeuPimsConfig, config, name)   # unknown keys, types, allowed values, ranges
     out = {**DEFAULTS, **config, "system": name}
     if out["mapping"] is None:
-        out["mapping"] = MAPPING_DEFAULT.get(name, "neupims")
+        out["mapping"] = variant.mapping_default
     model = load_model(out["model"])
     if out["tp"] is None:
         out["tp"] = TP_DEFAULT.get(model.name, 1)
@@ -244,16 +254,16 @@ def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]
     for key in ("sub_batch", "channel_assignment", "kv_layout"):
         if out[key] is None:
             out[key] = getattr(policy, key)
-    if name in GPU_SYSTEMS and model.n_experts > 1:
+    if variant.gpu_model is not None and model.n_experts > 1:
         raise ConfigError("model", f"{model.name} is a mixture-of-experts model: not modelled by the GPU baseline "
                           f"{name} (issue 37); systems that model it: neupims, npu_pim, npu_only")
     if out["kv_layout"] == "token_rows" and model.n_kv_heads < model.n_heads:
         raise ConfigError("kv_layout", f"token_rows with grouped-query attention ({model.name}: {model.n_kv_heads} "
                           "KV heads) is not modelled (issue 37); allowed for GQA models: head_rows")
-    if name in ("npu_only", *GPU_SYSTEMS):
+    if not variant.interleaves:
         out["sub_batch"] = False          # nothing runs beside the NPU's attention to interleave with
-    if out["preset"] is None and name not in GPU_SYSTEMS:
-        out["preset"] = DEVICE_PRESET[name]
+    if out["preset"] is None:
+        out["preset"] = variant.device_preset
     known = [*serving.DATASETS, *serving.SNAPSHOT_SETS]
     if not _is_trace(out["dataset"]) and out["dataset"] not in known:
         raise ConfigError("dataset", f"unknown dataset {out['dataset']!r}; known: {', '.join(sorted(known))} or a "
@@ -271,11 +281,13 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
 
 def setup(config: dict[str, Any]) -> Setup:
     """`config` resolved and typed: what `run` passes down."""
+    from archsim.npu.config import load_npu_config
+
     cfg, model, policy = _resolve(config)
     mode_cls = MODE_CONFIGS[cfg["mode"]]
     mode = mode_cls(**{f.name: cfg[f.name] for f in dataclasses.fields(mode_cls)})
     link = cfg["link_bytes_per_s"]
-    return Setup(system=cfg["system"], model=model, tp=cfg["tp"], batch=cfg["batch"], dataset=cfg["dataset"],
+    return Setup(system=cfg["system"], variant=variant_of(cfg["system"]), model=model, tp=cfg["tp"], batch=cfg["batch"], dataset=cfg["dataset"],
                  mode=mode, policy=dataclasses.replace(policy, kv_layout=cfg["kv_layout"]), sub_batch=cfg["sub_batch"], channel_assignment=cfg["channel_assignment"],
                  preset=cfg["preset"], npu=load_npu_config(cfg["npu"], cfg.get("npu_overrides"), label="npu_overrides"), npu_attention=cfg["npu_attention"],
                  layers=cfg["layers"] or model.n_layers, refresh=cfg["refresh"],

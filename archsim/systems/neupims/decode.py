@@ -181,14 +181,14 @@ class DecodeSimulator:
         self.log = log
         self.stream_flags: dict[int, list[tuple[int, int]]] = {}
         spec = dev.spec
-        self.attention_on_pim = dev.system in ("neupims", "npu_pim") and dev.policy.attention == "pim"
+        self.attention_on_pim = dev.variant.pim_arbitration is not None and dev.policy.attention == "pim"
         # one PIM stream source per PIM unit of a channel (an HBM channel has two pseudo-channels, each a unit)
         self.units = dev.pim_units // spec.channels if self.attention_on_pim else 1
         self.unit_banks = spec.banks_per_channel // self.units
         pim_sources = ["pim"] if self.units == 1 else [f"pim{u}" for u in range(self.units)]
         if self.attention_on_pim:
             sources = [{"name": n, "kind": "stream"} for n in pim_sources] + [{"name": "npu", "kind": "rw"}]
-            arbitration = "priority" if dev.system == "neupims" else "blocked"
+            arbitration = dev.variant.pim_arbitration
         else:
             sources = [{"name": "npu", "kind": "rw"}]
             arbitration = "frfcfs"

@@ -11,6 +11,8 @@ changes no timing: that run's stages (its _summary.tsv beside LOG) take the cycl
 
 Rows (metric, value):
   a_cycles, a_last_read_cycle        stage A's length, and the cycle of its last READ on channel 0
+  a_last_traffic_interval_end        the end of the last 1000-cycle interval in which any of the 32 channels read
+                                     or wrote in stage A (the run's own mem_io_A_ch_*.tsv beside LOG)
   a_reads                            READs on channel 0 in stage A
   a_first_requests                   how many requests the next row follows (1,000)
   a_first1000_served_cycle           the cycle by which the first 1,000 read requests, in the order channel 0
@@ -53,6 +55,18 @@ def parse(log: Path) -> tuple[list[tuple[int, int]], list[tuple[int, int, list[i
     return trans, cmds
 
 
+def _last_traffic(run_dir: Path) -> int:
+    """The end of the last interval in which any channel moved data in stage A, from the code's own per-channel
+    statistics (mem_io_A_ch_*.tsv: bytes read and written per 1000-cycle interval, src/Dram.cc:128-141, 183-188)."""
+    last = 0
+    for path in sorted(run_dir.glob("mem_io_A_ch_*.tsv")):
+        io = pd.read_csv(path, sep="\t")
+        busy = io[(io["MemoryReads"] > 0) | (io["MemoryWrites"] > 0)]
+        if len(busy):
+            last = max(last, int(busy["StartCycle"].max()) + int(io["StartCycle"].diff().dropna().iloc[0]))
+    return last
+
+
 def measure(log: Path, code: pd.DataFrame) -> pd.DataFrame:
     stages = code[code["case"] == CASE].set_index("stage")["code_cycles"]
     summary = pd.read_csv(log.parent / "_summary.tsv", sep="\t", index_col=0)["total_cycles"]
@@ -72,7 +86,8 @@ def measure(log: Path, code: pd.DataFrame) -> pd.DataFrame:
     refreshes = [(t, f[0]) for t, kind, f in cmds if kind == REFRESH and a_end <= t < b_end]
     gacts = [(t, f[0]) for t, kind, f in cmds if kind == G_ACT and a_end <= t < b_end]
     during = sum(1 for t, rank in gacts if any(r != rank and 0 <= t - tr < TRFC for tr, r in refreshes))
-    rows = {"a_first_requests": FIRST, "a_cycles": a_end, "a_last_read_cycle": reads[-1][0], "a_reads": len(reads),
+    rows = {"a_first_requests": FIRST, "a_cycles": a_end, "a_last_read_cycle": reads[-1][0],
+            "a_last_traffic_interval_end": _last_traffic(log.parent), "a_reads": len(reads),
             "a_first1000_served_cycle": done, "a_served_by_then": sum(1 for t, _ in reads if t <= done),
             "b_cycles": b_end - a_end, "b_refreshes": len(refreshes), "b_gact_during_refresh": during,
             "b_gact": len(gacts)}

@@ -41,3 +41,12 @@ def test_reads_refreshes_and_gacts(tmp_path, monkeypatch):
 def test_another_run_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="not the same run"):
         code_trace.measure(_write(tmp_path, ["1 T 0 READ"], a=99), CODE)
+
+
+def test_attend_tiles(tmp_path):
+    code = CODE.assign(case="uni512-off", pim_ops=["", "NeuPIMSLogitSoftmax=20;NeuPIMSAttend=30", ""])
+    lines = ["105 C 17 -1 -1 -1 1 1",       # a logits GEMV, before the attend
+             "121 C 17 -1 -1 -1 2 1", "126 C 14 0 0 0 -1 -1", "127 C 14 0 0 1 -1 -1",
+             "141 C 17 -1 -1 -1 3 1", "146 C 14 0 0 0 -1 -1"]
+    got = code_trace.measure_attend(_write(tmp_path, lines), code).set_index("metric")["value"]
+    assert (got["attend_gemvs"], got["attend_gemv_to_pim_precharge"], got["attend_gemv_period"]) == (2, 5, 20)

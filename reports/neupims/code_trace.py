@@ -1,11 +1,12 @@
 """What NeuPIMs' simulator did on channel 0 of the uni32 case, from its channel-0 log: writes code_trace.csv.
 
-Run:  .venv/bin/python reports/neupims/code_trace.py LOG [-o DIR]
+Run:  .venv/bin/python reports/neupims/code_trace.py LOG ATTEND_LOG [-o DIR]
 
 LOG is channel 0's transaction and command log of a run of the uni32 case (vs_code.py's CASES) by a copy of the
 code's build whose NeuPIMSController writes one line per transaction it accepts (`CLK T ADDR READ|WRITE`) and per
 command it issues (`CLK C TYPE RANK BANKGROUP BANK ROW COLUMN`, TYPE the number of NewtonSim's CommandType:
-0 READ, 5 PRECHARGE, 7 REFRESH, 10 GWRITE, 11 G_ACT, 16 P_HEADER, 17 COMPS_READRES; common.h:50-74). The logging
+0 READ, 5 PRECHARGE, 7 REFRESH, 10 GWRITE, 11 G_ACT, 14 PIM_PRECHARGE, 16 P_HEADER, 17 COMPS_READRES;
+common.h:50-74). The logging
 changes no timing: that run's stages (its _summary.tsv beside LOG) take the cycles code_results.csv holds for uni32
 (checked here). The stage boundaries are code_results.csv's.
 
@@ -22,6 +23,10 @@ Rows (metric, value):
   b_cycles, b_refreshes              stage B's length and the rank refreshes channel 0 issued in it
   b_gact_during_refresh              G_ACTs issued in stage B while the other rank was within tRFC of its REFRESH
   b_gact                             all G_ACTs of stage B
+ATTEND_LOG, the same log of the uni512 case (its attend GEMVs have 32 COMPs each), gives (case uni512-off):
+  attend_gemvs                       the COMPS_READRES of its NeuPIMSAttend (the last part of stage B)
+  attend_gemv_to_pim_precharge       median cycles from a tile's COMPS_READRES to its first PIM_PRECHARGE
+  attend_gemv_period                 median cycles from one tile's COMPS_READRES to the next
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 CASE = "uni32-off"
-READ, REFRESH, G_ACT = 0, 7, 11
+READ, REFRESH, G_ACT, PIM_PRECHARGE, COMPS_READRES = 0, 7, 11, 14, 17
 TRFC = 260                      # HBM2_8Gb_x128_dualpim.ini:21
 FIRST = 1000
 # NewtonSim's address mapping rorabgbachco (HBM2_8Gb_x128_dualpim.ini:57) above the 64-B burst: column 4 bits,
@@ -67,13 +72,18 @@ def _last_traffic(run_dir: Path) -> int:
     return last
 
 
-def measure(log: Path, code: pd.DataFrame) -> pd.DataFrame:
-    stages = code[code["case"] == CASE].set_index("stage")["code_cycles"]
+def _same_run(log: Path, stages: pd.Series) -> None:
+    """The logging copy ran the very stages code_results.csv holds (its _summary.tsv beside the log)."""
     summary = pd.read_csv(log.parent / "_summary.tsv", sep="\t", index_col=0)["total_cycles"]
-    for stage in ("A", "B", "E"):      # the logging copy ran the very stages code_results.csv holds
+    for stage in ("A", "B", "E"):
         if int(summary[stage]) != int(stages[stage]):
             raise SystemExit(f"{log.parent}/_summary.tsv: stage {stage} {summary[stage]} cycles, code_results.csv "
                              f"{stages[stage]}: not the same run")
+
+
+def measure(log: Path, code: pd.DataFrame) -> pd.DataFrame:
+    stages = code[code["case"] == CASE].set_index("stage")["code_cycles"]
+    _same_run(log, stages)
     a_end, b_end = int(stages["A"]), int(stages["A"] + stages["B"])
     trans, cmds = parse(log)
     reads = [(t, _address(*f[:3], f[3], f[4])) for t, kind, f in cmds if kind == READ and t < a_end]
@@ -94,12 +104,34 @@ def measure(log: Path, code: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"case": CASE, "metric": list(rows), "value": list(rows.values())})
 
 
+def measure_attend(log: Path, code: pd.DataFrame, case: str = "uni512-off") -> pd.DataFrame:
+    """The attend (s.V) tiles of a PIM stage B: per tile one COMPS_READRES (the fused GEMV); the gap from it to the
+    tile's first PIM_PRECHARGE and from one tile's GEMV to the next, medians over the attend's tiles (the last
+    NeuPIMSAttend part of stage B: after the last GWRITE of the logits, its tiles are the GEMVs with a GWRITE every
+    four)."""
+    stages = code[code["case"] == case].set_index("stage")
+    _same_run(log, stages["code_cycles"])
+    a_end = int(stages.loc["A", "code_cycles"])
+    b_end = a_end + int(stages.loc["B", "code_cycles"])
+    attend_from = b_end - int(str(stages.loc["B", "pim_ops"]).split("NeuPIMSAttend=")[1].split(";")[0])
+    _, cmds = parse(log)
+    gemv = [t for t, kind, _ in cmds if kind == COMPS_READRES and attend_from <= t < b_end]
+    pre = [t for t, kind, _ in cmds if kind == PIM_PRECHARGE and attend_from <= t < b_end]
+    to_pre = [min((p for p in pre if p > g), default=g) - g for g in gemv]
+    period = [b - a for a, b in zip(gemv, gemv[1:], strict=False)]
+    rows = {"attend_gemvs": len(gemv), "attend_gemv_to_pim_precharge": int(pd.Series(to_pre).median()),
+            "attend_gemv_period": int(pd.Series(period).median())}
+    return pd.DataFrame({"case": case, "metric": list(rows), "value": list(rows.values())})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("log", type=Path)
+    ap.add_argument("log", type=Path, help="channel-0 log of the uni32 case")
+    ap.add_argument("attend_log", type=Path, help="channel-0 log of the uni512 case")
     ap.add_argument("-o", "--out", type=Path, default=HERE, help="output folder (default: the report's own)")
     args = ap.parse_args(argv)
-    df = measure(args.log, pd.read_csv(HERE / "code_results.csv"))
+    code = pd.read_csv(HERE / "code_results.csv")
+    df = pd.concat([measure(args.log, code), measure_attend(args.attend_log, code)], ignore_index=True)
     df.to_csv(args.out / "code_trace.csv", index=False)
     print(df.to_string(index=False))
     return 0

@@ -499,7 +499,7 @@ def _refresh_by_operation(c, pim_st: dict) -> str:
         "refresh, its distance from the code summed "
         + c.cmp(Fact(RT, 'abs_err_attend_staggered', pim_st, 'sum'), ">", Fact(RT, 'abs_err_attend_together', pim_st, 'sum'),
                 ("growing with the code's refresh", "not growing with the code's refresh"))
-        + ". It is the code's PIM precharge: in its uni512 run (`code_trace.csv`) an attend tile's rows start closing "
+        + ". The difference found there is the code's PIM precharge: in its uni512 run (`code_trace.csv`) an attend tile's rows start closing "
         f"{c.num(Fact(TR, 'value', {'metric': 'attend_gemv_to_pim_precharge'}), '{:.0f}')} cycles after its fused GEMV "
         "(COMPS_READRES) issues, as a PIM_PRECHARGE waits only tRTP after it (NS/timing.cc:429-441), and only the next "
         "GEMV waits for its COMPs, 2 (max(k, 6) + 1) cycles (NS/channel_state.cc:484-505): a tile's rows close, and the "

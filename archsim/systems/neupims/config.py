@@ -31,6 +31,16 @@ REQUEST_QUEUE_DEFAULT = 32      # archsim.dram.controller's read_queue / write_q
 # logits GEMV and softmax (NeuPIMs' code: NeuPIMSAttend is the PIM program's next operation, which starts only when
 # NeuPIMSLogitSoftmax's tiles are done on all channels, docs/presets.md "Mapping neupims_code")
 ATTEND_STARTS = ("head", "all_logits")
+# how the controller schedules the NPU's reads and writes: `frfcfs`, archsim's controller (FR-FCFS over the read and
+# write queues of `request_queue` entries); `bank_queues`, NewtonSim's as NeuPIMs' code runs it, DRAMsim3's two
+# levels (a 32-entry transaction queue and write buffer in front of a 128-entry command queue per bank, banks served
+# round robin, a queue's first ready command, a precharge only for its first entry; HBM2_8Gb_x128_dualpim.ini:58-61,
+# NS/neupims_controller.cc:300-405, NS/neupims_command_queue.cc:75-90, 119-150, 336-360): the engine's controller
+# convention `dramsim3` with 128-entry bank queues. The engine's bank queues take no PIM stream, so only with
+# `attention: npu` (issue 33). The convention also staggers the ranks' refreshes (as refresh_stagger: true)
+NPU_CONTROLLERS = ("frfcfs", "bank_queues")
+BANK_QUEUE_ENTRIES = 128          # NewtonSim's cmd_queue_size (HBM2_8Gb_x128_dualpim.ini:60)
+TRANSACTION_QUEUE_ENTRIES = 32    # its trans_queue_size (HBM2_8Gb_x128_dualpim.ini:61)
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
                "channel_assignment": ("gmlbp", "round_robin")}
 # model features simulated (archsim.summary.FEATURES): GQA (K/V per KV head), the gated FFN with RMSNorm, and a
@@ -118,6 +128,11 @@ class Policy:
     # targets (archsim's controller: controller.stream_reserve); false as NewtonSim's NeuPIMs controller, which
     # reserves no bank for PIM and skips only the PIM row (mapping neupims_code)
     pim_reserves_banks: bool = True
+    # the ranks of a channel refresh in turn, one every nREFI / ranks (NewtonSim's RANK_LEVEL_STAGGERED default,
+    # refresh.cc:13-28; controller.refresh_stagger); false: every rank's all-bank refresh falls due at the same
+    # nREFI (archsim's controller). Mapping neupims_code: true
+    refresh_stagger: bool = False
+    npu_controller: str = "frfcfs"  # frfcfs | bank_queues (NPU_CONTROLLERS)
 
 
 def _policy(name: str) -> Policy:
@@ -148,8 +163,14 @@ def _policy(name: str) -> Policy:
     reserve = doc.data.get("pim_reserves_banks", True)
     if not isinstance(reserve, bool):
         raise doc.error("pim_reserves_banks", f"must be true or false, got {reserve!r}")
+    stagger = doc.data.get("refresh_stagger", False)
+    if not isinstance(stagger, bool):
+        raise doc.error("refresh_stagger", f"must be true or false, got {stagger!r}")
+    controller = doc.data.get("npu_controller", "frfcfs")
+    if controller not in NPU_CONTROLLERS:
+        raise doc.error("npu_controller", f"must be one of {', '.join(NPU_CONTROLLERS)}, got {controller!r}")
     return Policy(kv_base_row=row, kv_layout=layout, pim_precharge=pre, request_queue=queue, attend_start=attend,
-                  pim_reserves_banks=reserve, **out)
+                  pim_reserves_banks=reserve, refresh_stagger=stagger, npu_controller=controller, **out)
 
 
 @dataclass(frozen=True)

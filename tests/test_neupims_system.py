@@ -294,7 +294,8 @@ def test_config_resolves_once_into_a_typed_frozen_setup_with_a_sub_config_per_mo
     su = setup({"system": "neupims", "model": "gpt3-7b", "mode": "serving", "requests": 7, "max_iterations": 3})
     assert su.mode == ServingMode(requests=7, max_iterations=3), su.mode
     assert setup({"system": "neupims", "samples": 2}).mode == IterationMode(samples=2)
-    assert su.policy == Policy(attention="pim", sub_batch=True, channel_assignment="gmlbp", kv_base_row="half")
+    assert su.policy == Policy(attention="pim", sub_batch=True, channel_assignment="gmlbp", kv_base_row="half",
+                               name="neupims")
     assert (su.tp, su.layers, su.model.name, su.npu.arrays) == (4, 32, "gpt3-7b", 8), su
     assert su.resolved == resolve({"system": "neupims", "model": "gpt3-7b", "mode": "serving", "requests": 7,
                                      "max_iterations": 3})

@@ -159,3 +159,21 @@ def test_t3_preset_overrides_reach_any_preset_value_and_are_blamed_where_set():
     with pytest.raises(ConfigError) as err:
         keypaths.apply_overrides({"system": "t3"}, [("preset_overrides.gpu.l2_bytes", -5, "--set x", None)])
     assert err.value.key_path == "preset_overrides.gpu.l2_bytes" and ">= 1" in str(err.value)
+
+
+def test_duplex_devices_overrides_reach_the_device_and_are_blamed_where_set():
+    """`devices_overrides.<key path>` sets any value of the Duplex devices preset (`archsim presets show
+    duplex/devices`); the run's device is built from it; a bad value names the key it was set at."""
+    from archsim import keypaths
+
+    base = {"system": "duplex", "device": "gpu"}
+    su = dx.setup({**base, "devices_overrides": {"xpu": {"hbm_bandwidth_bytes_per_s": 6.704e12}}})
+    default = dx.setup(base)
+    assert su.devices_preset.xpu.hbm_bandwidth_bytes_per_s == 2 * default.devices_preset.xpu.hbm_bandwidth_bytes_per_s
+    fast, slow = (dx_compiler.make_device("gpu", "roofline", preset=s.devices_preset) for s in (su, default))
+    assert fast.xpu_bw == pytest.approx(2 * slow.xpu_bw)
+    assert keypaths.config_leaves(base)["devices_overrides.logic_pim.gemm_modules"] == \
+        default.devices_preset.logic_pim.gemm_modules
+    with pytest.raises(ConfigError) as err:
+        keypaths.apply_overrides(base, [("devices_overrides.xpu.peak_flops", -1.0, "--set x", None)])
+    assert err.value.key_path == "devices_overrides.xpu.peak_flops" and "> 0" in str(err.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -220,16 +221,20 @@ def test_neupims_at_its_paper_configuration_is_its_report_row():
     """The report's grid (reports/neupims/throughput.csv): GPT3-7B on the paper's device (32 HBM2 channels with
     dual row buffers), TP 4, ShareGPT batches, two layers simulated. The study's point at the paper's memory with
     the paper's dataset resolves to the very config of the report's row, so the committed run (named by its
-    config's hash) is that point's run, and its throughput is the row's."""
+    config's content, reports/neupims/run_cache.py) is that point's run, and its throughput is the row's."""
     from archsim import registry
-    from archsim.results import config_hash, load_result
+    from archsim.results import load_result
 
     got = registry.resolve_config(dict(_paper_point("neupims", "gpt3-7b", 256, 4, 0, 1, dataset="sharegpt",
                                                     layers=2)))
     want = registry.resolve_config({"system": "neupims", "model": "gpt3-7b", "dataset": "sharegpt", "batch": 256,
                                     "layers": 2})
     assert got == want
-    run = ROOT / "reports" / "neupims" / "runs" / f"neupims-{config_hash({'system': 'neupims', 'model': 'gpt3-7b', 'dataset': 'sharegpt', 'batch': 256, 'layers': 2})}.json"
+    sys.path.insert(0, str(ROOT / "reports" / "neupims"))
+    import run_cache  # the report names a run by its config's content
+
+    run = run_cache.run_path(ROOT / "reports" / "neupims" / "runs", {"system": "neupims", "model": "gpt3-7b",
+                                                                     "dataset": "sharegpt", "batch": 256, "layers": 2})
     assert load_result(run).manifest["config"] == got
     rows = pd.read_csv(ROOT / "reports" / "neupims" / "throughput.csv")
     row = rows[(rows.system == "NeuPIMs") & (rows.model == "gpt3-7b") & (rows.dataset == "sharegpt")

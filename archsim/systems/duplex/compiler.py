@@ -29,7 +29,7 @@ from archsim.errors import ConfigError
 from archsim.paths import resolve
 from archsim.pim.logic_pim import (
     SPACES,
-    LogicPimConfig,
+    DuplexDevices,
     LogicPimTimer,
     Segment,
     bundle_bandwidth_bytes_per_s,
@@ -216,17 +216,19 @@ def llmsimulator_xpu_set(tokens: list[int], xpu_ridge: float, low_bw_x: float, l
 
 
 def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | None = None,
-                memory: str | None = None, stacks: int | None = None, command_path: str | None = None) -> Device:
+                memory: str | None = None, stacks: int | None = None, command_path: str | None = None,
+                preset: DuplexDevices | None = None) -> Device:
     """A device of `kind` (DEVICE_KINDS; 2xgpu is a GPU, the system doubles the count) from the presets.
     `memory` / `stacks`: another DRAM preset (one stack) or stack count than the devices preset's; the xPU's
     bandwidth and memory are then the stacks' (peak x the preset's bandwidth efficiency, capacity), so every
     unit of the device sees the same memory. `command_path`: Logic-PIM's command path (the memory standard's
-    extension option logic_pim.command_path; None: the extension's default)."""
+    extension option logic_pim.command_path; None: the extension's default). `preset`: the devices preset (a
+    run's `device_preset` with its `devices_overrides`; None: archsim/presets/duplex/devices.yaml)."""
     if kind not in DEVICE_KINDS:
         raise ConfigError("device", f"unknown device {kind!r}; allowed: {', '.join(DEVICE_KINDS)}")
     if pim_timing not in ("engine", "roofline"):
         raise ConfigError("pim_timing", f"must be engine or roofline, got {pim_timing!r}")
-    pre = device_preset()
+    pre = preset or device_preset()
     spec = load_spec(memory or pre.dram)
     if command_path is not None and kind == "duplex":
         spec = with_command_path(spec, command_path)
@@ -252,7 +254,7 @@ def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | No
     p = getattr(pre.processors, low)
     dev.low = low
     if low == "logic_pim":
-        cfg = LogicPimConfig.load()
+        cfg = pre.logic_pim
         dev.low_bw = bundle_bandwidth_bytes_per_s(spec) * stacks
         dev.low_flops = cfg.flops_per_s * stacks
         dev.low_pj_per_bit = e["RDBD"] / (8 * spec.access_bytes * 8)

@@ -91,6 +91,13 @@ class DuplexConfig:
                              minimum=1)
     # the memory of a device (optional: absent from the resolved config unless given, so configs without it
     # keep their hash); given, the xPU's bandwidth and capacity are those of the stacks
+    device_preset: str = opt("devices", "Duplex devices preset (archsim/presets/duplex/NAME.yaml or a path): the "
+                             "xPU, links, low-Op/B processors and Logic-PIM (`archsim presets show duplex/NAME`)",
+                             optional=True)
+    devices_overrides: dict[str, Any] = opt({}, "overrides of the devices preset's values by key path, e.g. "
+                                            "{xpu: {peak_flops: 2.0e15}} or {logic_pim: {gemm_modules: 8}}",
+                                            optional=True,
+                                            overrides_of=("device_preset", "archsim.pim.logic_pim:load_devices"))
     preset: str = opt("HBM3_Duplex", "DRAM preset of one stack (archsim presets list); default: the devices "
                       "preset's (archsim/presets/duplex/devices.yaml)", optional=True)
     stacks: int = opt(5, "HBM stacks per device; default: the devices preset's", minimum=1, optional=True)
@@ -101,7 +108,24 @@ DEFAULTS: dict[str, Any] = {"system": "duplex", **schema.defaults(DuplexConfig)}
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
     schema.check(DuplexConfig, config, "duplex")   # unknown keys, types, allowed values, ranges
-    return {**DEFAULTS, **config}
+    out = {**DEFAULTS, **config}
+    if "device_preset" in out or out.get("devices_overrides"):
+        devices_preset(out)       # a bad value is rejected with the config, not when the run starts
+    return out
+
+
+def devices_preset(cfg: dict[str, Any]) -> Any:
+    """The devices preset the config names, with its overrides (a bad value reported at the key it was set)."""
+    from archsim.config import flatten
+    from archsim.pim.logic_pim import load_devices
+
+    given = flatten(dict(cfg.get("devices_overrides") or {}))
+    try:
+        return load_devices(cfg.get("device_preset", "devices"), given or None)
+    except ConfigError as exc:
+        if exc.key_path not in given:
+            raise
+        raise ConfigError(f"devices_overrides.{exc.key_path}", exc.problem) from None
 
 
 # first-class config key -> mapping policy key

@@ -13,7 +13,7 @@ import dataclasses
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -33,12 +33,16 @@ from archsim.systems.duplex.config import (
     DEFAULTS,
     SPLITS,
     DuplexConfig,
+    devices_preset,
     policy_overrides,
     resolve,
 )
 from archsim.systems.duplex.serving import DuplexBatcher, make_requests, serving_metrics
 from archsim.workload.serving import Batch
 from archsim.workload.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from archsim.pim.logic_pim import DuplexDevices
 
 
 # ---- the run's config, typed ----------------------------------------------------------------------------------
@@ -124,6 +128,7 @@ class Setup:
     serving: Serving
     memory: str | None                     # a stack's DRAM preset; None: the devices preset's
     stacks: int | None                     # stacks per device; None: the devices preset's
+    devices_preset: DuplexDevices          # the xPU, links, processors and Logic-PIM, with devices_overrides
     resolved: dict[str, Any] = field(compare=False, repr=False)
 
     @property
@@ -155,7 +160,7 @@ def setup(config: dict[str, Any]) -> Setup:
                  routing=schema.variant(ROUTING_CONFIGS, cfg["routing"], cfg, "routing"),
                  memory_cap=cfg.get("memory_cap", "enforce"), dispatch=cfg.get("dispatch", "layer"),
                  serving=Serving(**{f.name: cfg[f.name] for f in dataclasses.fields(Serving)}),
-                 memory=cfg.get("preset"), stacks=cfg.get("stacks"), resolved=cfg)
+                 memory=cfg.get("preset"), stacks=cfg.get("stacks"), devices_preset=devices_preset(cfg), resolved=cfg)
 
 
 # A model the paper does not list (a user's config.json) gets the fewest devices, a power of two, whose memory
@@ -191,7 +196,7 @@ class DuplexRun:
         self.su = su = config if isinstance(config, Setup) else setup(config)
         self.model = su.model
         self.device = make_device(su.device, su.pim_timing, timer=timer, memory=su.memory, stacks=su.stacks,
-                                  command_path=su.command_path)
+                                  command_path=su.command_path, preset=su.devices_preset)
         self.D, self.devices_source = n_devices(su, self.device.memory_bytes)
         self.policy = su.policy
         self.compiler = Compiler(self.model, self.device, self.D, self.policy, su.routing.name, su.zipf_s,

@@ -1035,6 +1035,8 @@ Of the {int((~vs.roofline_within_5pct).sum())} rows outside the target by defaul
 - not moved toward LLMSimulator by that much by any condition (cause not found): {listing(k["unexplained"])}.
 
 Rows outside the target with no cause found: {len(k["unexplained"])} of {int((~vs.roofline_within_5pct).sum())}.
+Rows a condition moves toward LLMSimulator only partly (still outside the target, their gap not fully explained):
+{len(k["toward"])} of {int((~vs.roofline_within_5pct).sum())}; brought within the target: {len(k["explained"])} of {int((~vs.roofline_within_5pct).sum())}.
 
 A condition that moves a row away from LLMSimulator by at least {MATERIAL:.2f} of the ratio (so it cannot be that
 row's cause, and another difference must offset it): {listing([f"{r.model} {r.system} ({r.fork}) {r.condition} {r.roofline_over_llmsim:.3f} -> "

@@ -118,11 +118,18 @@ def test_per_node_layout_keeps_the_non_expert_all_reduce_inside_a_node():
     ar_all = next(o for o in alld.stage(st)[1] if o.name == "allreduce_attention")
     assert ar_per.seconds == pytest.approx(per.link_time(ar_per.bytes, "allreduce", group=8))   # NVLink
     assert ar_per.bytes == ar_all.bytes / 2 and ar_per.seconds < ar_all.seconds
-    # only the tokens bound for the other node's experts cross InfiniBand: half of each device's share
-    a2a = next(o for o in per.stage(st)[1] if o.name == "moe_all_to_all")
+    # only the tokens bound for the other node's experts cross InfiniBand: half of each device's share, one
+    # direction's bytes (a transfer sends and receives at once: LLMSimulator's communication.cpp:261)
+    ops = per.stage(st)[1]
+    a2a = next(o for o in ops if o.name == "moe_all_to_all")
     m = load_model("grok-1")
-    assert a2a.bytes == pytest.approx(2 * 16 * m.experts_per_token * m.d_model * m.dtype_bytes / 8 * 8 / 16)
+    assert a2a.bytes == pytest.approx(16 * m.experts_per_token * m.d_model * m.dtype_bytes / 8 * 8 / 16)
     assert a2a.seconds == pytest.approx(per.link_time(a2a.bytes, "send", group=16))
+    # then the gathered outputs are all-reduced over the node (LLMSimulator's moe_all_reduce_for_gather)
+    gather = next(o for o in ops if o.name == "moe_allreduce_gather")
+    assert gather.bytes == pytest.approx(16 * m.d_model * m.dtype_bytes)
+    assert gather.seconds == pytest.approx(per.link_time(gather.bytes, "allreduce", group=8))
+    assert not any(o.name == "moe_allreduce_gather" for o in alld.stage(st)[1])
 
 
 def test_per_node_layout_changes_nothing_on_one_node():

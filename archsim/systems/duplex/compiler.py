@@ -875,11 +875,16 @@ class Compiler:
         if self.ne_dp > 1:
             # non_expert_parallel per_node: a node's tensor-parallel group holds all of its tokens, so each device
             # sends 1/ne_tp of them, and only those bound for another node's experts ((D - ne_tp) / D) cross
-            # InfiniBand, one transfer each way (as LLMSimulator times MoEScatter in decode,
-            # src/module/communication.cpp:117-189 of the helios fork)
-            cross = 2 * gT * m.experts_per_token * m.d_model * B / g_tp * (D - g_tp) / D
+            # InfiniBand; a transfer sends and receives at once and takes the longer of the two (as LLMSimulator
+            # times MoEScatter in decode, src/module/communication.cpp:117-189, 261 of the helios fork), so its
+            # bytes are one direction's
+            cross = gT * m.experts_per_token * m.d_model * B / g_tp * (D - g_tp) / D
             comm.append(self._link("moe_all_to_all", cross, "alltoall", group=D, pattern="send"))
             comm.append(comm[-1])
+            if g_tp > 1:
+                # the gathered outputs all-reduced over the node's tensor-parallel group (LLMSimulator's
+                # moe_all_reduce_for_gather, src/module/expert.cpp:110-112, 194)
+                comm.append(self._link("moe_allreduce_gather", gT * m.d_model * B, "allreduce", group=g_tp))
         elif ep > 1 or not self.pol.expert_tensor_parallel:
             comm.append(self._link("moe_all_to_all", 2 * T * m.experts_per_token * m.d_model * B / D, "alltoall"))
             comm.append(comm[-1])

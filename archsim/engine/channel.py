@@ -1803,6 +1803,7 @@ def _stream_run(S, T, CF, ch, s, clk, limit):
         if t >= limit:
             break
         _issue_pick(S, T, CF, ch, s, 0, t)
+        S.run_cmds[ch] += 1
         cur = t
         if dual:
             _stream_cand(S, T, CF, ch, m, s, t, o)
@@ -1812,6 +1813,7 @@ def _stream_run(S, T, CF, ch, s, clk, limit):
                 o[6] = o[2]
                 o[7] = o[3]
                 _issue_pick(S, T, CF, ch, s, 4, t)
+                S.run_cmds[ch] += 1
                 break
     return cur
 

@@ -149,8 +149,18 @@ CF_RFM_THRESH = _slot("RFM_THRESH", "rfm_threshold: activates of one bank that m
                       lambda d: d.ctrl.rfm_threshold)
 CF_RESERVE = _slot("RESERVE", "stream_reserve: a stream's waiting open reserves its banks from rw sources' opens",
                    lambda d: d.ctrl.stream_reserve)
+# exact multi-command steps (`_stream_run`) in new MemorySystems: on; `set_runs(False)` turns them off (same results,
+# one command per step: tests and benchmarks/bench_runs.py compare the two)
+_RUNS = [True]
+
+
+def set_runs(on: bool) -> None:
+    """Exact multi-command steps on (default) or off in the MemorySystems made from now on."""
+    _RUNS[0] = bool(on)
+
+
 CF_RUNS = _slot("RUNS", "exact multi-command steps: a stream's run of column commands issues in one step (1; 0 one "
-                "command per step, same results: tests compare the two)", lambda d: 1)
+                "command per step, same results: tests compare the two)", lambda d: _RUNS[0])
 CF_TAGGED = _slot("TAGGED", "a tagged request or stream command has been enqueued (MemorySystem sets it): another "
                   "channel's completion could then stop advance() inside a run, so runs need one channel",
                   lambda d: 0)
@@ -1819,6 +1829,28 @@ def _stream_run(S, T, CF, ch, s, clk, limit):
 
 
 @_inl
+def _wake_after_issue(S, T, CF, ch, win_c, win_r, row_free, clk, run_limit):
+    """The next wake of a channel whose step issued at clk: the next cycle, or, when the step's one command was a
+    stream's column command and a run may follow (`_run_may_start`), the cycle after the run's last command."""
+    if win_c < 0 or win_r >= 0 or not row_free:
+        return clk + 1
+    limit = _run_may_start(S, T, CF, ch, win_c, clk, run_limit)
+    if limit <= clk + 1:
+        return clk + 1
+    return _stream_run(S, T, CF, ch, win_c, clk, limit) + 1
+
+
+@_inl
+def _run_limit(S, CF, clk, until):
+    """The first cycle runs (exact multi-command steps) stepped at clk may not reach: the bound, the next intake
+    and pending completion, the timeout and stall checks; with more than one channel, none once a tagged item was
+    enqueued (a completion of another channel could stop advance() inside a run). clk: no runs."""
+    if CF[CF_RUNS] == 0 or (CF[CF_CH] > 1 and CF[CF_TAGGED] != 0):
+        return clk
+    return min(until, S.st_next[0], S.min_pending[0], CF[CF_MAX_CYCLES] + 1, clk + STALL_CYCLES)
+
+
+@_inl
 def _step(S, T, CF, ch, clk, cand, run_limit):
     """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle. run_limit: the first
     cycle a run of stream commands after this step's may not reach (clk or less: no run; `_stream_run`)."""
@@ -1885,12 +1917,7 @@ def _step(S, T, CF, ch, clk, cand, run_limit):
     if track:
         nxt = _step_starvation(S, CF, ch, clk, win_c, win_r, nxt)
     if issued:
-        nxt = clk + 1
-        # the step's one command was a stream's column command: its next ones may follow in one step
-        if win_c >= 0 and win_r < 0 and row_free:
-            limit = _run_may_start(S, T, CF, ch, win_c, clk, run_limit)
-            if limit > clk + 1:
-                nxt = _stream_run(S, T, CF, ch, win_c, clk, limit) + 1
+        nxt = _wake_after_issue(S, T, CF, ch, win_c, win_r, row_free, clk, run_limit)
     return nxt
 
 
@@ -1955,12 +1982,7 @@ def advance(S, T, CF, until):
             p_next = _offer(S, T, CF, clk)
         if S.st_next[0] <= clk:
             S.st_next[0] = _intake(S, T, CF, clk)
-        # runs (exact multi-command steps) stay before the bound, the next intake and pending completion, the
-        # timeout and stall checks; with more than one channel only while no tagged item was ever enqueued (a
-        # completion of another channel could stop advance() inside a run)
-        run_limit = clk
-        if CF[CF_RUNS] != 0 and (nch == 1 or CF[CF_TAGGED] == 0):
-            run_limit = min(until, S.st_next[0], S.min_pending[0], CF[CF_MAX_CYCLES] + 1, clk + STALL_CYCLES)
+        run_limit = _run_limit(S, CF, clk, until)
         for ch in range(nch):
             if S.wake[ch] <= clk:
                 S.wake[ch] = _step(S, T, CF, ch, clk, cand, run_limit)

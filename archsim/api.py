@@ -13,7 +13,7 @@ def run(config: dict[str, Any], seed: int = 0) -> Result:
 
     if "system" not in config:
         raise ConfigError("system", f"missing; known systems: {', '.join(registry.names())}")
-    return registry.get(config["system"])(config, seed)
+    return registry.run(config, seed)
 
 
 def run_trace(trace: Any, preset: str = "DDR4_3200AA_x8_8Gb", **kwargs: Any) -> Result:

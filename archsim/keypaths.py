@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from archsim.registry import _SCHEMAS, names, resolve_config
+from archsim.registry import names, resolve_config, schema_of
 
 
 class Leaves(dict):
@@ -32,7 +32,7 @@ def config_leaves(config: dict[str, Any]) -> dict[str, Any]:
     resolved = resolve_config(copy.deepcopy(config))
     leaves = Leaves(flatten(resolved))
     leaves.system = resolved["system"]
-    cls = _SCHEMAS.get(resolved["system"])
+    cls = schema_of(resolved["system"])
     if cls is not None:
         _schema_leaves(cls, resolved, leaves)
     return leaves
@@ -78,7 +78,7 @@ def _preset_leaves(key: Any, resolved: dict[str, Any]) -> dict[str, Any]:
     from archsim import schema
 
     ref, loader = key.overrides_of
-    name = _get(resolved, ref) or schema.lookup(_SCHEMAS[resolved["system"]], ref).default
+    name = _get(resolved, ref) or schema.lookup(schema_of(resolved["system"]), ref).default
     module, _, fn = loader.partition(":")
     preset = getattr(importlib.import_module(module), fn)(name)   # the system's layer names its loader
     if isinstance(preset, dict):            # the preset's key paths already (a DRAM preset's, with derived forms)
@@ -175,7 +175,7 @@ def value_problem(key: str, value: Any, leaves: dict[str, Any], where: str | Non
     if not schema.finite(value):
         return f"must be a finite number, got {value!r}"
     system = getattr(leaves, "system", "")
-    cls = _SCHEMAS.get(system) if system else None
+    cls = schema_of(system) if system else None
     spec = None
     if cls is not None:
         spec = schema.lookup(cls, key)
@@ -186,7 +186,7 @@ def value_problem(key: str, value: Any, leaves: dict[str, Any], where: str | Non
 
 def coerce_value(key: str, value: Any, system: str) -> Any:
     """A command-line value made the schema's type where YAML read it otherwise (archsim.schema.Key.coerce)."""
-    cls = _SCHEMAS.get(system)
+    cls = schema_of(system)
     if cls is None:
         return value
     from archsim import schema
@@ -227,15 +227,22 @@ def apply_overrides(config: dict[str, Any], overrides: list[Override]) -> dict[s
                 raise ConfigError(key, f"is {out.get('system')!r} here; choose the system with --system "
                                   f"(known: {', '.join(names())})", source=source, line=line)
             continue
-        try:
-            leaves = config_leaves(out)
-        except ConfigError as exc:  # the config so far is invalid (e.g. an earlier override's value)
-            raise _where_set(exc, overrides[:i]) or ConfigError(exc.key_path, exc.problem, source=exc.source or source,
-                                                               line=exc.line) from None
-        problem = key_problem(key, leaves, where=f"the keys of system {out['system']}")
-        if problem is None:
-            value = coerce_value(key, value, out["system"])
-            problem = value_problem(key, value, leaves)
+        spec = _schema_value(key, out["system"])
+        if spec is not None:
+            # a value of the system's own schema is checked against it alone, before the config is resolved:
+            # a bad value is reported without loading the models and presets (a fraction of a second)
+            value = spec.coerce(value)
+            problem = value_problem(key, value, _SystemOnly(out["system"]))
+        else:
+            try:
+                leaves = config_leaves(out)
+            except ConfigError as exc:  # the config so far is invalid (e.g. an earlier override's value)
+                raise _where_set(exc, overrides[:i]) or ConfigError(exc.key_path, exc.problem,
+                                                                   source=exc.source or source, line=exc.line) from None
+            problem = key_problem(key, leaves, where=f"the keys of system {out['system']}")
+            if problem is None:
+                value = coerce_value(key, value, out["system"])
+                problem = value_problem(key, value, leaves)
         if problem is not None:
             raise ConfigError(key, problem, source=source, line=line)
         set_key(out, key, copy.deepcopy(value))
@@ -244,6 +251,26 @@ def apply_overrides(config: dict[str, Any], overrides: list[Override]) -> dict[s
     except ConfigError as exc:
         raise _where_set(exc, overrides) or exc from None
     return out
+
+
+class _SystemOnly(dict):
+    """The leaves value_problem reads when a key's schema decides alone: only the system's name."""
+
+    def __init__(self, system: str):
+        super().__init__()
+        self.system = system
+
+
+def _schema_value(key: str, system: str) -> Any:
+    """The schema Key of `key` when the system's schema declares it as a value (not a section or a preset's
+    leaf), else None."""
+    from archsim import schema
+
+    cls = schema_of(system)
+    spec = schema.lookup(cls, key) if cls is not None else None
+    if spec is None or schema.section_of(spec.type) is not None or spec.overrides_of is not None:
+        return None
+    return spec
 
 
 def _where_set(exc: Any, overrides: list[Override]) -> Any:

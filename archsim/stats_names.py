@@ -1,10 +1,11 @@
 """A system's stats names, read from the code that builds its stats (so the declaration cannot drift from it).
 
-A system registers `stats=from_code((fn, "stats"), ...)` (archsim.registry): the names are the string keys
+A system declares `stats = from_code((fn, "stats"), ...)` (archsim.registry.System): the names are the string keys
 that `fn` puts into its variable `stats`: keys of a dict literal assigned to it, `stats["name"] = ...`,
 `stats.update(name=...)` and `stats.update({...})`. An f-string key (`f"speedup_{c}"`) becomes a pattern
 (`speedup_*`). A bare function (no variable name) contributes the keys of the dict literal it returns. The
-source is parsed once, on first use (a sweep's metric check), not when the system is imported.
+source is parsed once, on first use (a sweep's metric check), not when the system is imported; `fn` may be
+named as "module:qualified.name", so a light declaration need not import the simulator.
 tests/test_stats_names.py runs every system small and checks that the names cover what it returns.
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-Source = Callable[..., Any] | tuple[Callable[..., Any], str] | tuple[str, ...]
+Fn = Callable[..., Any] | str          # a function, or its "module:qualified.name"
+Source = Fn | tuple[Fn, str] | tuple[str, ...]
 
 
 def _key(node: ast.AST | None) -> str | None:
@@ -54,6 +56,19 @@ def _assigned(node: ast.AST, var: str) -> list[str]:
     return []
 
 
+def _function(fn: Fn) -> Callable[..., Any]:
+    """`fn`, or the function "module:qualified.name" names."""
+    if not isinstance(fn, str):
+        return fn
+    import importlib
+
+    module, _, qualname = fn.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 def names_in(fn: Callable[..., Any], var: str | None) -> list[str]:
     """The stats names `fn` writes into its variable `var` (or, var None, the keys of the dicts it returns)."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
@@ -67,7 +82,7 @@ def names_in(fn: Callable[..., Any], var: str | None) -> list[str]:
     return out
 
 
-class from_code:     # noqa: N801 (used like a function in register(..., stats=from_code(...)))
+class from_code:     # noqa: N801 (used like a function: stats = from_code(...))
     """The stats names of a system as the union over its stats-building functions (parsed once, lazily)."""
 
     def __init__(self, *sources: Source):
@@ -78,10 +93,11 @@ class from_code:     # noqa: N801 (used like a function in register(..., stats=f
         if self._names is None:
             found: list[str] = []
             for src in self.sources:
-                if isinstance(src, tuple) and all(isinstance(s, str) for s in src):
+                if isinstance(src, tuple) and all(isinstance(s, str) and ":" not in s for s in src):
                     found += src       # names declared as data (e.g. archsim.metrics.NAMES, the common schema)
                     continue
-                fn, var = src if isinstance(src, tuple) else (src, None)
+                ref, var = src if isinstance(src, tuple) else (src, None)
+                fn = _function(ref)
                 names = names_in(fn, var)
                 if not names:
                     raise RuntimeError(f"{fn.__qualname__}: no stats names found for {var!r} (archsim.stats_names)")

@@ -18,6 +18,7 @@ Anything else: integers with thousands separators, other numbers with 4 signific
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from archsim.units import fmt_bandwidth, fmt_energy, fmt_si, fmt_time
@@ -200,3 +201,41 @@ def model_notes(config: dict[str, Any], modelled: frozenset[str] | None) -> list
             notes.append(f"{model.name} has {'; '.join(missing)}: not modelled by system {config.get('system')}, "
                          "which simulates the model without it (the figures are not this model's)")
     return notes
+
+
+def print_table(rows: list[tuple[str, Any]], out: Any = None) -> None:
+    out = out or sys.stdout
+    width = max((len(k) for k, _ in rows), default=0)
+    for key, value in rows:
+        out.write(f"  {key:<{width}}  {value}\n")
+
+
+def print_generic(system: str, stats: dict[str, Any], df: Any = None, max_rows: int = 30,
+                  tables: dict[str, Any] | None = None) -> None:
+    """A summary of any system: each stat with the unit its name declares (archsim.summary), the per-stage
+    table when the result has one, the result table when short, and the notes about the model."""
+    print(f"{system}")
+    print_table(summary_rows(stats))
+    stages = stage_rows((tables or {}).get("stages"))
+    if stages:
+        print("  per stage (all layers, all samples):")
+        print("\n".join(stages))
+    if df is not None and len(df):
+        if len(df) > max_rows:
+            print(f"  ({len(df)} result rows: --csv FILE writes them)")
+        else:
+            import pandas as pd
+
+            # every cell with the unit its column's name declares (archsim.summary), as the stats above
+            cells = df.copy().astype(object)
+            for col in df.columns:
+                cells[col] = [v if isinstance(v, str) or (v is None) else format_value(str(col), v)
+                              for v in df[col].tolist()]
+            # a few rows of many columns (one per configuration, say) read better turned on their side
+            turned = len(df.columns) > 8 and len(df) <= 8
+            table = cells.set_index(df.columns[0]).T if turned else cells
+            if turned:
+                table.index = [label(str(c)) for c in table.index]
+            with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 100):
+                text = table.to_string(index=turned, na_rep="-")
+            print("\n".join("  " + line for line in text.splitlines()))

@@ -9,7 +9,12 @@ loaded machine; wall time is what a user waits on an idle one. uv gets a new emp
 every package is downloaded as on a fresh machine; pip's own cache (for a commit that installs with pip) is used
 as it is.
 
-Run: .venv/bin/python benchmarks/bench_coldstart.py [--ref COMMIT] [--repeat N] [--keep DIR] [--json out.json]
+`--first-runs` (issue 38 item 3): after `make demo`, wait for the set-up's background warm-up of the other
+systems' kernels (its lock, .venv/warm-rest.lock), then run each system once, small, as a user's first run of it,
+and report the seconds it spent compiling or loading channel kernels (its `sim_compile_s`), its wall and CPU time.
+
+Run: .venv/bin/python benchmarks/bench_coldstart.py [--ref COMMIT] [--repeat N] [--keep DIR] [--first-runs]
+                                                    [--json out.json]
 """
 from __future__ import annotations
 
@@ -51,7 +56,39 @@ def _phase(cmd: list[str], cwd: Path, env: dict) -> dict:
     return {"wall_s": wall, "cpu_s": _children_cpu() - cpu0, "stderr": proc.stderr}
 
 
-def cold_start(ref: str, work: Path) -> dict:
+# a small first run of every system: `archsim run` arguments
+FIRST_RUNS: dict[str, list[str]] = {
+    "pimgpt": ["--system", "pimgpt", "--model", "gpt2-small", "--tokens", "2"],
+    "dram-trace": ["--system", "dram-trace", "--set", "trace.kind=random", "--set", "trace.requests=1000"],
+    "neupims": ["--system", "neupims", "--set", "model=gpt3-small", "--set", "layers=1", "--batch", "2"],
+    "npu_pim": ["--system", "npu_pim", "--set", "model=gpt3-small", "--set", "layers=1", "--batch", "2"],
+    "npu_only": ["--system", "npu_only", "--set", "model=gpt3-small", "--set", "layers=1", "--batch", "2"],
+    "gpu_only": ["--system", "gpu_only", "--set", "model=gpt3-small", "--set", "layers=1", "--batch", "2"],
+    "duplex": ["--system", "duplex", "--set", "requests=2", "--set", "input_len=64", "--set", "output_len=2",
+               "--set", "max_batch=2"],
+    "t3": ["--system", "t3", "--set", "model=mega-gpt2", "--set", "sublayer=op_fwd", "--set", "tp=16",
+           "--set", "tokens=256"],
+    "gemm": ["--system", "gemm", "--set", "m=8", "--set", "k=16", "--set", "n=8", "--set", "memory=dram"],
+}
+
+
+def first_runs(clone: Path, env: dict) -> dict:
+    """Each system's first run after the set-up's warm-ups: {system: {compile_s, wall_s, cpu_s}}."""
+    py = str(clone / ".venv" / "bin" / "python")
+    waited = _phase([py, "-m", "archsim.warm", "--wait", "--lock", ".venv/warm-rest.lock"], clone, env)
+    out: dict = {"_warm_rest_wait_s": waited["wall_s"]}
+    for name, args in FIRST_RUNS.items():
+        result = clone / f"first-{name}.json"
+        ph = _phase([str(clone / ".venv" / "bin" / "archsim"), "run", *args, "--quiet", "--json", str(result)],
+                    clone, env)
+        stats = json.loads(result.read_text())["stats"]
+        out[name] = {"compile_s": stats.get("sim_compile_s", 0.0), "wall_s": ph["wall_s"], "cpu_s": ph["cpu_s"]}
+        print(f"  first run of {name}: {out[name]['compile_s']:.1f} s compiling or loading kernels, "
+              f"{ph['wall_s']:.1f} s wall, {ph['cpu_s']:.1f} s CPU", flush=True)
+    return out
+
+
+def cold_start(ref: str, work: Path, with_first_runs: bool = False) -> dict:
     clone = work / "clone"
     subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(REPO), str(clone)], check=True)
     subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", ref], check=True)
@@ -73,6 +110,8 @@ def cold_start(ref: str, work: Path) -> dict:
     if warm_log.exists():
         out["warm_log"] = warm_log.read_text().strip().splitlines()[-1:]
     out["compile_notice_in_demo"] = "compiling the channel kernel" in demo["stderr"]
+    if with_first_runs:
+        out["first_runs"] = first_runs(clone, env)
     return out
 
 
@@ -82,6 +121,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--keep", default=None, help="work in this directory (kept) instead of a temporary one")
     ap.add_argument("--json", dest="json_out", default=None)
+    ap.add_argument("--first-runs", action="store_true",
+                    help="then each system's first run after the background warm-up (issue 38 item 3)")
     a = ap.parse_args(argv)
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -90,7 +131,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     runs = []
     for i in range(a.repeat):
         with tempfile.TemporaryDirectory(prefix="coldstart-", dir=a.keep) as tmp:
-            r = cold_start(a.ref, Path(tmp))
+            r = cold_start(a.ref, Path(tmp), a.first_runs)
         runs.append(r)
         print(f"run {i + 1} ({r['commit']}): make setup {r['setup_wall_s']:.1f} s wall / {r['setup_cpu_s']:.1f} s CPU, "
               f"make demo {r['demo_wall_s']:.1f} s wall / {r['demo_cpu_s']:.1f} s CPU; total {r['total_wall_s']:.1f} s "

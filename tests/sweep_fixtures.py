@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from archsim.config import deep_merge
-from archsim.registry import register
+from archsim.registry import System, register
 from archsim.results import Result, config_hash, make_manifest
 
 DEFAULTS: dict[str, Any] = {
@@ -54,7 +54,18 @@ def _burn(cpu_seconds: float) -> None:
             x += i * i
 
 
-@register("toy-roofline", resolve=resolve)
+@register
+class ToyRoofline(System):
+    """A GEMV and its epilogue on a roofline (a toy for sweep and report tests)."""
+
+    name = "toy-roofline"
+    resolve = staticmethod(resolve)
+
+    @classmethod
+    def run(cls, config: dict[str, Any], seed: int = 0) -> Result:
+        return run_toy(config, seed)
+
+
 def run_toy(config: dict[str, Any], seed: int) -> Result:
     cfg = resolve(config)
     g, hw = cfg["gemv"], cfg["hw"]

@@ -10,6 +10,7 @@ import pytest
 from archsim import schema
 from archsim.errors import ConfigError
 from archsim.systems.dram_trace import system as trace_sys
+from archsim.systems.pimgpt import config as pimgpt_config
 from archsim.systems.pimgpt import system as pimgpt
 
 SMALL = {"system": "pimgpt", "model": "gpt2-small", "tokens": 2}
@@ -28,7 +29,7 @@ def test_pimgpt_setup_is_frozen_and_typed():
     assert su.spec.channels == 8, f"channels {su.spec.channels}"
     assert su.asic.config.clock_hz == 5e8, su.asic.config.clock_hz
     assert [b.name for b in su.baselines] == ["t4"], su.baselines
-    assert su.resolved == pimgpt.resolve({**SMALL, "baselines": ["t4"], "channels": 8, "asic_clock_hz": 5e8})
+    assert su.resolved == pimgpt_config.resolve({**SMALL, "baselines": ["t4"], "channels": 8, "asic_clock_hz": 5e8})
 
 
 def test_pimgpt_schedule_sub_config_carries_only_its_knobs():
@@ -56,10 +57,12 @@ def test_pimgpt_run_resolves_once_and_loads_each_file_once(monkeypatch):
     """A run with a timeline (a second simulator) and a baseline: one Setup, each file loaded once."""
     import archsim.host.asic as asic
     import archsim.host.baselines as baselines
+    import archsim.systems.pimgpt.compiler as compiler
     import archsim.workload as workload
 
     counts: dict[str, int] = {}
-    for module, name in ((pimgpt, "setup"), (pimgpt, "load_spec"), (pimgpt, "load_policy"),
+    # the config module imports the policy loader when it resolves (it stays light for --help and errors)
+    for module, name in ((pimgpt, "setup"), (pimgpt, "load_spec"), (compiler, "load_policy"),
                          (workload, "load_model")):
         _count(monkeypatch, module, name, counts)
     # the ASIC preset holds its energy table too: one file, read once (EnergyTable.of derives from it)

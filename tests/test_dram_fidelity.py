@@ -422,7 +422,7 @@ def test_default_controller_on_a_convention_preset_gets_a_note():
 
 
 def test_trace_summary_prints_the_note(capsys):
-    from archsim.commands.trace import print_trace_summary
+    from archsim.systems.dram_trace.summary import print_trace_summary
 
     s = run_trace("synthetic:random:200", preset="GDDR7_28Gbps_16Gb").stats
     print_trace_summary(s, "synthetic:random:200")

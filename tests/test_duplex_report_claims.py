@@ -101,7 +101,7 @@ def causes() -> pd.DataFrame:
 
 
 def _section(readme: str) -> str:
-    m = re.search(r"### Gap causes: LLMSimulator's run conditions as toggles(.*?)(\n## |\Z)", readme, re.S)
+    m = re.search(r"### Gap causes: LLMSimulator's run conditions as toggles(.*?)(\n### |\n## |\Z)", readme, re.S)
     assert m, "the gap-causes section is missing"
     return m.group(1)
 
@@ -116,8 +116,21 @@ def _items(text: str, head: str) -> list[str]:
 ITEM = re.compile(r"([\w.-]+) (.+?) \((helios|hbf)\) ([\d.]+) -> ([\d.]+) \((.+?)\)$")
 
 
+def toggles(causes: pd.DataFrame) -> pd.DataFrame:
+    """Every toggle the gap rows are classed by: the causes table's conditions, LLMSimulator's split rule
+    (vs_llmsimulator_split.csv) and its two-node layout (the per_node columns of vs_llmsimulator_links.csv)."""
+    split = pd.read_csv(REPORT / "vs_llmsimulator_split.csv")
+    links = pd.read_csv(REPORT / "vs_llmsimulator_links.csv")
+    lay = links.rename(columns={"per_node_over_llmsim": "toggled_over_llmsim"}).assign(condition="layout per_node")
+    lay_s = links.rename(columns={"per_node_sampled_over_llmsim": "toggled_over_llmsim"}).assign(
+        condition="layout per_node, routing sampled")
+    cols = ["model", "system", "fork", "condition", "roofline_over_llmsim", "toggled_over_llmsim"]
+    return pd.concat([causes[cols], split[cols], lay[cols], lay_s[cols]], ignore_index=True)
+
+
 def test_every_toggle_row_is_re_run_with_each_condition(vs, causes):
-    conditions = {"memory_cap unlimited", "routing sampled", "both", "dispatch per_expert", "all three"}
+    conditions = {"memory_cap unlimited", "routing sampled", "both", "dispatch per_expert", "all three",
+                  "norm_and_residual timed", "LM head untimed"}
     assert len(causes) == len(conditions) * len(vs)
     assert set(causes.condition) == conditions
     base = causes.merge(vs, on=["model", "system", "fork"], suffixes=("", "_vs"))
@@ -146,24 +159,29 @@ def test_each_class_of_the_gap_rows_holds_in_the_table(readme, vs, causes):
              "unexplained": _items(text, "not moved toward LLMSimulator by that much by any condition (cause not "
                                          "found):")}
     seen = []
+    allt = toggles(causes)
     for cls in ("explained", "toward"):
         for item in lists[cls]:
             model, system, fork, before, after, cond = ITEM.match(item).groups()
-            row = causes[(causes.model == model) & (causes.system == system) & (causes.fork == fork)
-                         & (causes.condition == cond)].iloc[0]
+            row = allt[(allt.model == model) & (allt.system == system) & (allt.fork == fork)
+                       & (allt.condition == cond)].iloc[0]
             assert float(before) == pytest.approx(row.roofline_over_llmsim, abs=5e-4)
             assert float(after) == pytest.approx(row.toggled_over_llmsim, abs=5e-4)
             assert abs(row.toggled_over_llmsim - 1) <= abs(row.roofline_over_llmsim - 1) - 0.01
             assert (abs(row.toggled_over_llmsim - 1) <= 0.05) == (cls == "explained")
             seen.append((model, system, fork))
+    allt = toggles(causes)
     for item in lists["unexplained"]:
         model, system, fork = re.match(r"([\w.-]+) (.+?) \((helios|hbf)\) [\d.]+$", item).groups()
-        rows = causes[(causes.model == model) & (causes.system == system) & (causes.fork == fork)]
+        rows = allt[(allt.model == model) & (allt.system == system) & (allt.fork == fork)]
         closed = (rows.roofline_over_llmsim - 1).abs() - (rows.toggled_over_llmsim - 1).abs()
         assert (closed < 0.01).all()
         seen.append((model, system, fork))
     outside = vs[~vs.roofline_within_5pct]
     assert sorted(seen) == sorted(zip(outside.model, outside.system, outside.fork, strict=True))
+    # the count of rows with no cause found is the list's
+    m = re.search(r"Rows outside the target with no cause found: (\d+) of (\d+)\.", text)
+    assert m and [int(x) for x in m.groups()] == [len(lists["unexplained"]), len(outside)]
 
 
 def test_conditions_that_move_a_row_away_are_all_named(readme, causes):
@@ -180,7 +198,7 @@ def test_conditions_that_move_a_row_away_are_all_named(readme, causes):
     assert len(named) == len(away)
     for item in named:
         model, system, fork, cond, before, after = re.match(
-            r"([\w.-]+) (.+?) \((helios|hbf)\) (memory_cap unlimited|routing sampled|dispatch per_expert) ([\d.]+) -> ([\d.]+)$",
+            r"([\w.-]+) (.+?) \((helios|hbf)\) (memory_cap unlimited|routing sampled|dispatch per_expert|norm_and_residual timed|LM head untimed) ([\d.]+) -> ([\d.]+)$",
             item).groups()
         row = away[(away.model == model) & (away.system == system) & (away.fork == fork) & (away.condition == cond)]
         assert len(row) == 1 and float(after) == pytest.approx(row.iloc[0].toggled_over_llmsim, abs=5e-4)
@@ -258,73 +276,133 @@ def test_the_default_dispatch_is_described_as_the_mapping_policy_sets_it(readme)
     assert "at the mean count (`dispatch: layer`)" not in text
 
 
+def _verdict(before: float, after: float) -> str:
+    if abs(before - 1) - abs(after - 1) >= 0.01:
+        return ("toward LLMSimulator" + (", past it" if (before - 1) * (after - 1) < 0 else "")
+                + (", within 5 %" if abs(after - 1) <= 0.05 else ""))
+    if abs(after - 1) - abs(before - 1) >= 0.01:
+        return "away from LLMSimulator"
+    return "not toward LLMSimulator by 0.01"
+
+
 def test_the_multi_node_rows_sentence_is_the_tables(readme, vs, causes):
-    """Issue 34's review: of the rows with no cause found, the ones on more than one node are counted and named as
-    the causes table classes them, and each row's ratio with every link NVLink, and whether that moves it toward
-    LLMSimulator by at least 0.01 (and within 5 %), is vs_llmsimulator_links.csv's."""
+    """Issue 34's review: of the rows the run conditions and the split rule leave with no cause found, the ones on
+    more than one node are counted and named, and each row's ratio with every link NVLink (a proxy) and with
+    LLMSimulator's layout (the per_node toggle), and where each moves the row, are vs_llmsimulator_links.csv's."""
     links = pd.read_csv(REPORT / "vs_llmsimulator_links.csv")
     per_node = 8      # archsim/presets/duplex/devices.yaml links.devices_per_node
     assert sorted(zip(links.model, links.system, links.fork, strict=True)) == sorted(
         zip(*(vs[vs.devices > per_node][c] for c in ("model", "system", "fork")), strict=True))
-    m = re.search(r"### The rows on more than one node.*?\n\n(\d+) of the (\d+) rows with no cause found above run on "
-                  r"more than (\d+) devices, so\s+on more than one node: (.*?)\. There", readme, re.S)
+    m = re.search(r"### The rows on more than one node.*?\n\n(\d+) of the (\d+) rows the run conditions and the split "
+                  r"rule leave with no cause found run on more than (\d+) devices, so\s+on more than one node: (.*?)\. "
+                  r"There", readme, re.S)
     assert m
-    text = _section(readme)
-    unexplained = _items(text, "not moved toward LLMSimulator by that much by any condition (cause not found):")
-    labels = [re.match(r"(.+ \((?:helios|hbf)\)) [\d.]+$", x).group(1) for x in unexplained]
+    allt = toggles(causes)
+    allt = allt[~allt.condition.str.startswith("layout per_node")]
+    labels = []
+    for r in vs[~vs.roofline_within_5pct].itertuples():
+        rows = allt[(allt.model == r.model) & (allt.system == r.system) & (allt.fork == r.fork)]
+        if ((rows.roofline_over_llmsim - 1).abs() - (rows.toggled_over_llmsim - 1).abs() < 0.01).all():
+            labels.append(f"{r.model} {r.system} ({r.fork})")
     multi = {f"{r.model} {r.system} ({r.fork})" for r in links.itertuples()}
-    named = [x.strip() for x in " ".join(m.group(4).split()).split(";")]
+    named = [x.strip() for x in " ".join(m.group(4).split()).split(";") if x.strip() != "none"]
     assert named == [x for x in labels if x in multi]
     assert [int(x) for x in m.groups()[:3]] == [len(named), len(labels), per_node]
-    body = " ".join(readme[m.end():].split("\n\n")[0].split())
+    section = " ".join(readme[m.end():].split("\n### ")[0].split())
     for r in links.itertuples():
-        toward = abs(r.roofline_over_llmsim - 1) - abs(r.nvlink_over_llmsim - 1) >= 0.01
-        assert bool(r.moved_toward_llmsim) == toward
-        past = (r.roofline_over_llmsim - 1) * (r.nvlink_over_llmsim - 1) < 0
-        verdict = ("toward LLMSimulator" + (", past it" if past else "")
-                   + (", within 5 %" if abs(r.nvlink_over_llmsim - 1) <= 0.05 else "")
-                   if toward else "not toward LLMSimulator by 0.01")
+        assert bool(r.moved_toward_llmsim) == (abs(r.roofline_over_llmsim - 1) - abs(r.nvlink_over_llmsim - 1) >= 0.01)
         want = (f"{r.model} {r.system} ({r.fork}, {r.devices} devices) {r.roofline_over_llmsim:.3f} -> "
-                f"{r.nvlink_over_llmsim:.3f} ({verdict})")
-        assert want in body, want
+                f"{r.nvlink_over_llmsim:.3f} ({_verdict(r.roofline_over_llmsim, r.nvlink_over_llmsim)})")
+        assert want in section, want
         assert r.roofline_over_llmsim == pytest.approx(
             vs[(vs.model == r.model) & (vs.system == r.system) & (vs.fork == r.fork)].roofline_over_llmsim.iloc[0])
         assert r.nvlink_over_llmsim == pytest.approx(r.nvlink_tokens_per_s / r.llmsim_tokens_per_s)
+        # LLMSimulator's layout as a toggle
+        assert r.per_node_over_llmsim == pytest.approx(r.per_node_tokens_per_s / r.llmsim_tokens_per_s)
+        assert bool(r.per_node_moved_toward_llmsim) == (
+            abs(r.roofline_over_llmsim - 1) - abs(r.per_node_over_llmsim - 1) >= 0.01)
+        want = (f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f} -> {r.per_node_over_llmsim:.3f} "
+                f"({_verdict(r.roofline_over_llmsim, r.per_node_over_llmsim)})")
+        assert want in section, want
+    m = re.search(r"It moves (\d+) of (\d+) rows toward LLMSimulator by at least 0\.01 of the ratio, (\d+) of them "
+                  r"within 5%", section)
+    assert m and [int(x) for x in m.groups()] == [int(links.per_node_moved_toward_llmsim.sum()), len(links),
+                                                  int(links.per_node_within_5pct.sum())]
+    # the layout with LLMSimulator's sampled routing as well
+    for r in links.itertuples():
+        assert bool(r.per_node_sampled_moved_toward_llmsim) == (
+            abs(r.roofline_over_llmsim - 1) - abs(r.per_node_sampled_over_llmsim - 1) >= 0.01)
+        want = (f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f} -> {r.per_node_sampled_over_llmsim:.3f} "
+                f"({_verdict(r.roofline_over_llmsim, r.per_node_sampled_over_llmsim)})")
+        assert want in section.split("With sampled routing as well")[1], want
+    m = re.search(r"Together they move (\d+) of (\d+) rows toward LLMSimulator by at least 0\.01, (\d+) of them within "
+                  r"5%", section)
+    assert m and [int(x) for x in m.groups()] == [int(links.per_node_sampled_moved_toward_llmsim.sum()), len(links),
+                                                  int(links.per_node_sampled_within_5pct.sum())]
 
 
-def test_the_llmsimulator_layout_toggle_sentence_is_the_tables(readme, vs):
-    """LLMSimulator run with archsim's layout (llmsimulator_toggles.csv, run_llmsim.py --ne-tp): the sentence gives
-    its throughput beside the default run's and archsim's roofline ratio to each, as the two tables hold them."""
-    toggles = pd.read_csv(REPORT / "llmsimulator_toggles.csv")
-    text = " ".join(readme.split())
-    assert len(toggles)
-    names = {"gpu": "GPU", "2xgpu": "2xGPU", "duplex": "Duplex", "duplex-pe": "Duplex+PE",
-             "duplex-pe-et": "Duplex+PE+ET", "bank-pim": "Bank-PIM", "bankgroup-pim": "BankGroup-PIM"}
-    for r in toggles.itertuples():
-        d = vs[(vs.model == r.model) & (vs.system == names[r.system]) & (vs.fork == r.source)].iloc[0]
-        m = re.search(re.escape(f"{r.model} {names[r.system]} ({r.source}, non-expert tensor parallelism over "
-                                f"{r.ne_tp} devices) ") + r"(\d+) -> (\d+) tok/s, archsim's roofline mode over it "
-                      r"([\d.]+) -> (\d\.\d+)", text)
-        assert m, r
-        a, b, q0, q1 = (float(x) for x in m.groups())
-        assert a == pytest.approx(d.llmsim_tokens_per_s, abs=0.5) and b == pytest.approx(r.tokens_per_s, abs=0.5)
-        assert q0 == pytest.approx(d.roofline_over_llmsim, abs=5e-4)
-        assert q1 == pytest.approx(d.archsim_roofline_tokens_per_s / r.tokens_per_s, abs=5e-4)
-        assert r.devices == d.devices and r.ne_tp == r.devices       # archsim's layout: every device
+def test_the_split_rule_sentences_are_the_split_table(readme, vs):
+    """LLMSimulator's split rule as a toggle (vs_llmsimulator_split.csv): every row that splits experts, under
+    both routings; each item's ratios, expert shares and direction, and each condition's counts, are the table's."""
+    split = pd.read_csv(REPORT / "vs_llmsimulator_split.csv")
+    want_rows = vs[vs.system.isin(["Duplex+PE", "Duplex+PE+ET"]) & vs.model.isin(MOE)]
+    assert len(split) == 2 * len(want_rows)
+    text = " ".join(readme.split("### The co-processing split rule")[1].split("\n### ")[0].split())
+
+    def share(x, low):
+        return f"{x / (x + low):.1%}" if x + low else "no split"
+
+    for cond in ("split llmsimulator", "routing sampled, split llmsimulator"):
+        c = split[split.condition == cond]
+        m = re.search(re.escape(f"- `{cond}` (") + r"[^;]+; (\d+) of (\d+) rows toward LLMSimulator by at least "
+                      r"0\.01, (\d+) within 5%\)", text)
+        assert m, cond
+        assert [int(x) for x in m.groups()] == [int(c.moved_toward_llmsim.sum()), len(c),
+                                                int(c.toggled_within_5pct.sum())]
+        for r in c.itertuples():
+            before, after = r.archsim_split_over_llmsim, r.toggled_over_llmsim
+            assert bool(r.moved_toward_llmsim) == (abs(before - 1) - abs(after - 1) >= 0.01)
+            verdict = ("toward LLMSimulator" + (", within 5 %" if abs(after - 1) <= 0.05 else "")
+                       if r.moved_toward_llmsim else
+                       "away from LLMSimulator" if abs(after - 1) - abs(before - 1) >= 0.01 else
+                       "not toward LLMSimulator by 0.01")
+            item = (f"{r.model} {r.system} ({r.fork}) {before:.3f} -> {after:.3f} (experts on the xPU "
+                    f"{share(r.archsim_split_experts_on_xpu, r.archsim_split_experts_on_low)} -> "
+                    f"{share(r.llmsim_split_experts_on_xpu, r.llmsim_split_experts_on_low)}; {verdict})")
+            assert item in text, item
+            assert after == pytest.approx(r.toggled_tokens_per_s / r.llmsim_tokens_per_s)
+            assert before == pytest.approx(r.archsim_split_tokens_per_s / r.llmsim_tokens_per_s)
+    # archsim's split under default routing is the vs_llmsimulator row's roofline run
+    c = split[split.condition == "split llmsimulator"]
+    assert (c.archsim_split_over_llmsim - c.roofline_over_llmsim).abs().max() < 1e-9
 
 
-def test_prefill_attention_demand_is_the_operator_tables(readme):
-    """Issue 34's review: the prose said 'Op/B ~340, at the H100's ridge point' for every model, typed. The Op/B
-    is Mixtral's prefill attention in operators_mixtral.csv, the ridge the xPU preset's, the demand their ratio."""
-    from archsim.systems.duplex.compiler import make_device
-
-    ops = pd.read_csv(REPORT / "operators_mixtral.csv")
-    pre = ops[(ops.op == "attention_prefill") & (ops.unit == "xpu")]
-    opb = pre.flops.sum() / pre.bytes.sum()
-    dev = make_device("gpu", "roofline")
-    ridge = dev.xpu_flops / dev.xpu_bw
-    m = re.search(r"Prefill attention \(Mixtral's Op/B (\d+), `operators_mixtral.csv`, against the xPU's ridge point "
-                  r"of (\d+): it asks for (\d+)% of the xPU's bandwidth\)", " ".join(readme.split()))
-    assert m
-    assert [int(x) for x in m.groups()] == [round(opb), round(ridge), round(100 * min(1.0, ridge / opb))]
-    assert "Op/B ~340" not in readme
+def test_the_decode_breakdown_sentences_are_the_tables(readme, vs, causes):
+    """Issue 34 (Llama-3 2xGPU 1.060): a decode iteration part by part in both simulators; LLMSimulator's parts
+    add up to its decode iteration, and every figure and the largest difference the prose names are the table's."""
+    bd = pd.read_csv(REPORT / "llmsimulator_decode_breakdown.csv")
+    runs = pd.read_csv(REPORT / "llmsimulator_runs.csv")
+    text = " ".join(readme.split("### A decode iteration, part by part")[1].split("\n### ")[0].split("\n## ")[0].split())
+    ratio = causes.set_index(["model", "system", "fork", "condition"]).toggled_over_llmsim
+    names = {"GPU": "gpu", "2xGPU": "2xgpu", "Duplex": "duplex"}
+    assert {("llama3-70b", "2xGPU")} <= set(zip(bd.model, bd.system, strict=True))
+    for (model, system), g in bd.groupby(["model", "system"], sort=False):
+        ref = runs[(runs.model == model) & (runs.system == names[system]) & (runs.source == "helios")
+                   & (runs.batch == 64) & (runs.input_len == 1024)].iloc[-1]
+        assert g.llmsim_ms_per_decode_iter.sum() == pytest.approx(ref.mean_decode_iter_ms, rel=1e-3)
+        head = (f"- {model} {system} (archsim keys: {g.archsim_keys.iloc[0]}): archsim "
+                f"{g.archsim_ms_per_decode_iter.sum():.3f} ms, LLMSimulator {g.llmsim_ms_per_decode_iter.sum():.3f} ms "
+                "per decode iteration")
+        assert head in text, head
+        shown = g[(g.archsim_ms_per_decode_iter > 0) | (g.llmsim_ms_per_decode_iter > 0)]
+        for r in shown.itertuples():
+            assert f"{r.part} {r.archsim_ms_per_decode_iter:.3f} / {r.llmsim_ms_per_decode_iter:.3f}" in text
+        d = shown.llmsim_ms_per_decode_iter - shown.archsim_ms_per_decode_iter
+        big = shown.loc[d.abs().idxmax()]
+        assert f"the largest difference: {big.part} ({d.loc[d.abs().idxmax()]:+.3f} ms" in text
+        if g.archsim_keys.iloc[0] == "default":
+            v = vs[(vs.model == model) & (vs.system == system) & (vs.fork == "helios")].iloc[0]
+            want = (f"Ratio to LLMSimulator {v.roofline_over_llmsim:.3f}; with `norm_and_residual timed` "
+                    f"{ratio[model, system, 'helios', 'norm_and_residual timed']:.3f}, with `LM head untimed` "
+                    f"{ratio[model, system, 'helios', 'LM head untimed']:.3f}.")
+            assert want in text, want

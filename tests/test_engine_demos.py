@@ -284,3 +284,34 @@ def test_windowed_loop_rejects_tasks_on_memory_and_waits_need_a_window():
         other.wait_requests(np.arange(2), lambda t: None)
     with pytest.raises(ValueError, match="window must be"):
         EventLoop(window=0)
+
+
+def _two_waits_one_cycle(window):
+    """Two sources each read one burst at cycle 0, on channels 1 and 0 (that order): both are done on the same
+    cycle. In which order are the two waits called?"""
+    spec = load_spec("HBM2_2Gbps_PC", overrides={"org.channels": 2})
+    ms = MemorySystem(spec, sources=[{"name": "a", "kind": "rw"}, {"name": "b", "kind": "rw"}])
+    ports = ms.add_port("a"), ms.add_port("b")
+    loop = EventLoop(window=window)
+    unit = loop.add(MemoryUnit("mem", ms, ticks="cycles"))
+    seen = []
+    for name, port, ch in (("first", ports[0], 1), ("second", ports[1], 0)):
+        def done(t, name=name):
+            seen.append((name, t))
+        if window is None:
+            ms.enqueue_requests(port, ch, ch * spec.banks_per_channel, 5, 0, 0, 0, unit.group(1, done))
+        else:
+            unit.wait_requests(ms.enqueue_requests(port, ch, ch * spec.banks_per_channel, 5, 0, 0, 0, -1), done)
+    loop.run()
+    return seen
+
+
+@pytest.mark.parametrize("window", [1, 16])
+def test_windowed_loop_calls_same_cycle_waits_in_the_exact_loops_order(window):
+    """Waits done on one cycle are called as the exact loop drains them (the kernel's completion order: the
+    cycle's channels ascending), not in the order they began: an agent's reaction to two same-cycle
+    completions (T3: two tiles' DMA reads) enters the memory in the exact driver's order."""
+    exact = _two_waits_one_cycle(None)
+    assert exact[0][1] == exact[1][1]                    # the case: one done cycle
+    assert [n for n, _ in exact] == ["second", "first"]  # channel 0's completion is recorded first
+    assert _two_waits_one_cycle(window) == exact

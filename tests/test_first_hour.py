@@ -127,7 +127,7 @@ def _pimgpt_result(tags: list[str], tokens: int = 64, context_start: int = 0):
 
 @pytest.mark.parametrize("tags", [["t4", "t4_graphs", "xeon_gold_6154"], ["t4_graphs"], ["a100_40gb", "t4"]])
 def test_every_requested_baseline_is_printed_from_the_data(tags, capsys):
-    from archsim.commands.run import print_pimgpt
+    from archsim.systems.pimgpt.summary import print_pimgpt
 
     print_pimgpt(_pimgpt_result(tags, tokens=64, context_start=100))
     out = capsys.readouterr().out
@@ -138,7 +138,7 @@ def test_every_requested_baseline_is_printed_from_the_data(tags, capsys):
 
 
 def test_a_run_without_baselines_has_no_speed_up_note(capsys):
-    from archsim.commands.run import print_pimgpt
+    from archsim.systems.pimgpt.summary import print_pimgpt
 
     print_pimgpt(_pimgpt_result([]))
     out = capsys.readouterr().out
@@ -162,7 +162,7 @@ def _trace_stats(bandwidth_gbps: float, offered_gbps: float = 32.0, peak_gbps: f
     (10.9, 40.96, 25.6, None),                     # DDR4: one request per cycle offers more than the peak
 ])
 def test_the_trace_summary_says_when_the_front_end_bounds_it(bandwidth, offered, peak, expect, capsys):
-    from archsim.commands.trace import print_trace_summary
+    from archsim.systems.dram_trace.summary import print_trace_summary
 
     print_trace_summary(_trace_stats(bandwidth, offered, peak), "synthetic:stream:1000")
     rows = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("front end")]

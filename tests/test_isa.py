@@ -346,7 +346,7 @@ def test_toy_spec_is_valid() -> None:
             r"must be an integer 0\.\.255, got a string",
         ),
         ({"word_bits": 30}, "word_bits", r"must be a multiple of 8"),
-        ({"wordbits": 32}, "wordbits", r"unknown key; allowed: description, fields, instructions"),
+        ({"wordbits": 32}, "wordbits", r"unknown key; allowed keys: isa, version, description, word_bits"),
         ({"fields__a__bits": 0}, "fields.a.bits", r"must be an integer 1\.\.32, got 0"),
         ({"fields__a__values": {"x": 300}}, "fields.a.values.x", r"must be an integer 0\.\.255, got 300"),
         ({"fields__a__default": -1}, "fields.a.default", r"must be an integer 0\.\.255"),
@@ -360,7 +360,7 @@ def test_toy_spec_is_valid() -> None:
         (
             {"instructions__HALT__speed": 3},
             "instructions.HALT.speed",
-            r"unknown key; allowed: aliases, description",
+            r"unknown key; allowed keys: opcode, unit, fields, description, aliases",
         ),
         ({"units": {}}, "units", r"at least one executing unit"),
     ],
@@ -375,7 +375,7 @@ def test_malformed_spec_errors_name_key_and_allowed(edits: dict, key: str, patte
 def test_missing_required_key() -> None:
     data = _spec()
     del data["instructions"]
-    with pytest.raises(ConfigError, match=r"toy\.yaml: instructions: required key is missing"):
+    with pytest.raises(ConfigError, match=r"toy\.yaml: instructions: missing \(every instruction by mnemonic\)"):
         Isa.from_dict(data, source="toy.yaml")
 
 

@@ -1,4 +1,4 @@
-"""The NeuPIMs system and its baselines (archsim.systems.neupims.system): small decode iterations, every layer simulated.
+"""The NeuPIMs system and its baselines (archsim.systems.neupims): small decode iterations, every layer simulated.
 
 These run one or two layers of small models at small batch. That the committed report (reports/neupims/)
 re-simulates from this code is tests/test_neupims_report.py (one row by default, every row marked slow).
@@ -294,7 +294,8 @@ def test_config_resolves_once_into_a_typed_frozen_setup_with_a_sub_config_per_mo
     su = setup({"system": "neupims", "model": "gpt3-7b", "mode": "serving", "requests": 7, "max_iterations": 3})
     assert su.mode == ServingMode(requests=7, max_iterations=3), su.mode
     assert setup({"system": "neupims", "samples": 2}).mode == IterationMode(samples=2)
-    assert su.policy == Policy(attention="pim", sub_batch=True, channel_assignment="gmlbp", kv_base_row="half")
+    assert su.policy == Policy(attention="pim", sub_batch=True, channel_assignment="gmlbp", kv_base_row="half",
+                               name="neupims")
     assert (su.tp, su.layers, su.model.name, su.npu.arrays) == (4, 32, "gpt3-7b", 8), su
     assert su.resolved == resolve({"system": "neupims", "model": "gpt3-7b", "mode": "serving", "requests": 7,
                                      "max_iterations": 3})
@@ -304,16 +305,20 @@ def test_config_resolves_once_into_a_typed_frozen_setup_with_a_sub_config_per_mo
 
 def test_a_run_loads_the_model_policy_and_npu_once(monkeypatch):
     """Before the typed setup a run loaded the model three times and the NPU config twice."""
+    import archsim.npu.config as npu_config
+    import archsim.workload.spec as workload_spec
     from archsim.systems.neupims import config as N  # where the run's config is resolved and loaded
 
     calls = {"load_model": 0, "load_npu_config": 0, "_policy": 0}
+    # the config module imports the model and NPU loaders when it resolves (it stays light for --help)
+    owners = {"load_model": workload_spec, "load_npu_config": npu_config, "_policy": N}
     for name in calls:
-        real = getattr(N, name)
+        real = getattr(owners[name], name)
 
         def counted(*a, _real=real, _name=name, **k):
             calls[_name] += 1
             return _real(*a, **k)
-        monkeypatch.setattr(N, name, counted)
+        monkeypatch.setattr(owners[name], name, counted)
     api.run({"system": "neupims", **SMALL, "refresh": False, "mode": "serving", "requests": 2, "batch": 2})
     assert calls == {"load_model": 1, "load_npu_config": 1, "_policy": 1}, calls
 
@@ -437,3 +442,55 @@ def test_the_codes_standard_issues_one_command_a_cycle():
     assert code.timing == hbm2.timing and code.command_names == hbm2.command_names
     assert vs_code.config("gpt3-7B_tp4_bs256_genclb0_sbi-on")["dram"] == {"standard": "neupims_code"}
     assert "dram" not in vs_code.config("npupim-baseline_gpt3-7B_tp4_bs512_clb0")
+
+
+def test_refresh_stagger_and_npu_controller_are_mapping_policies(tmp_path):
+    """Mapping policies `refresh_stagger` (the ranks of a channel refresh in turn, NewtonSim's RANK_LEVEL_STAGGERED)
+    and `npu_controller` (`bank_queues`: NewtonSim's two-level queues for the NPU, the engine's dramsim3 convention
+    with 128-entry bank queues) are off in every shipped mapping, so no other run changes; a value outside their
+    choices is refused naming the key, and bank queues beside PIM attention are not built (issue 33)."""
+    for mapping in ("neupims", "npu_pim", "neupims_code"):
+        pol = setup({"system": "neupims", **SMALL, "mapping": mapping}).policy
+        assert (pol.refresh_stagger, pol.npu_controller) == (False, "frfcfs"), mapping
+    base = _mapping_file("neupims_code").read_text()
+    for key, value in (("refresh_stagger", "often"), ("npu_controller", "fifo")):
+        bad = tmp_path / f"bad_{key}.yaml"
+        bad.write_text(base + f"\n{key}: {value}\n")
+        with pytest.raises(ConfigError, match=key):
+            setup({"system": "neupims", **SMALL, "mapping": str(bad)})
+    code = tmp_path / "code_controller.yaml"
+    code.write_text(base.replace("\nattention: pim\n", "\nattention: npu\n")
+                    + "\nnpu_controller: bank_queues\nrefresh_stagger: true\n")
+    cfg = setup({"system": "neupims", **SMALL, "mapping": str(code)})
+    ctrl = DecodeSimulator(build_device(cfg), refresh=True).ms.ctrl
+    assert (ctrl.bank_command_queue, ctrl.read_queue, ctrl.write_queue, ctrl.refresh_stagger) == (128, 32, 32, True)
+    default = DecodeSimulator(build_device(setup({"system": "neupims", **SMALL})), refresh=True).ms.ctrl
+    assert (default.bank_command_queue, default.refresh_stagger) == (0, False)
+    beside_pim = tmp_path / "beside_pim.yaml"
+    beside_pim.write_text(base + "\nnpu_controller: bank_queues\n")
+    with pytest.raises(NotImplementedError, match="issue 33"):
+        DecodeSimulator(build_device(setup({"system": "neupims", **SMALL, "mapping": str(beside_pim)})))
+
+
+def test_bank_queues_serve_the_npus_stream_out_of_order():
+    """With NewtonSim's bank queues the NPU's QKV GEMM (stage A, no PIM) is served bank by bank, round robin, and a
+    read of an address already queued is merged with it (DRAMsim3's pending reads); archsim's FR-FCFS serves the
+    oldest row hit first and reads every request. Both command logs pass the checker; the stage's length differs."""
+    import tempfile
+    from pathlib import Path
+
+    base = _mapping_file("neupims_code").read_text().replace("\nattention: pim\n", "\nattention: npu\n")
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for arm, extra in (("frfcfs", ""), ("bank_queues", "\nnpu_controller: bank_queues\n")):
+            path = Path(tmp) / f"{arm}.yaml"
+            path.write_text(base + extra)
+            cfg, dev, sim = _sim("neupims", mapping=str(path), batch=32)
+            qkv, _ = sim.layer_ops(0, 32)
+            st = sim.run_stage("A", 0, qkv, None, 0)
+            log = sim.ms.command_log()
+            out[arm] = (st, log[(log["command"] == "RD") & (log["cycle"] < st.end)])
+            assert check_log(dev.spec, log) == []
+    (a, rd_a), (b, rd_b) = out["frfcfs"], out["bank_queues"]
+    assert 0 < len(rd_b) <= len(rd_a)
+    assert a.end != b.end

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from archsim.commands.run import print_generic
+from archsim.summary import print_generic
 
 
 def test_numbers_are_short_and_a_wide_few_row_table_is_turned_on_its_side(capsys):

@@ -144,3 +144,36 @@ def test_t3_setup_loads_preset_model_and_ring_once(monkeypatch):
     # the ring a caller loaded is the one simulated; one for another device count is refused
     with pytest.raises(ConfigError, match="tp: the ring given has 4 devices"):
         simulate_sublayer(su.params, su.shape, 8, "sequential", devices="one", ring=su.ring)
+
+
+def test_t3_preset_overrides_reach_any_preset_value_and_are_blamed_where_set():
+    """`preset_overrides.<key path>` sets any value of the T3 preset (the keys `archsim presets show t3/NAME`
+    lists), checked with the config; a shared key (window_cycles, ...) still wins over the preset."""
+    from archsim import keypaths
+
+    default = load_params("t3_paper").gpu.l2_bytes
+    su = t3s.setup({"system": "t3", "preset_overrides": {"gpu": {"l2_bytes": default // 2}}, "window_cycles": 16})
+    assert su.params.gpu.l2_bytes == default // 2 and su.params.window_cycles == 16
+    leaves = keypaths.config_leaves({"system": "t3"})
+    assert leaves["preset_overrides.gpu.l2_bytes"] == default
+    with pytest.raises(ConfigError) as err:
+        keypaths.apply_overrides({"system": "t3"}, [("preset_overrides.gpu.l2_bytes", -5, "--set x", None)])
+    assert err.value.key_path == "preset_overrides.gpu.l2_bytes" and ">= 1" in str(err.value)
+
+
+def test_duplex_devices_overrides_reach_the_device_and_are_blamed_where_set():
+    """`devices_overrides.<key path>` sets any value of the Duplex devices preset (`archsim presets show
+    duplex/devices`); the run's device is built from it; a bad value names the key it was set at."""
+    from archsim import keypaths
+
+    base = {"system": "duplex", "device": "gpu"}
+    su = dx.setup({**base, "devices_overrides": {"xpu": {"hbm_bandwidth_bytes_per_s": 6.704e12}}})
+    default = dx.setup(base)
+    assert su.devices_preset.xpu.hbm_bandwidth_bytes_per_s == 2 * default.devices_preset.xpu.hbm_bandwidth_bytes_per_s
+    fast, slow = (dx_compiler.make_device("gpu", "roofline", preset=s.devices_preset) for s in (su, default))
+    assert fast.xpu_bw == pytest.approx(2 * slow.xpu_bw)
+    assert keypaths.config_leaves(base)["devices_overrides.logic_pim.gemm_modules"] == \
+        default.devices_preset.logic_pim.gemm_modules
+    with pytest.raises(ConfigError) as err:
+        keypaths.apply_overrides(base, [("devices_overrides.xpu.peak_flops", -1.0, "--set x", None)])
+    assert err.value.key_path == "devices_overrides.xpu.peak_flops" and "> 0" in str(err.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -149,7 +150,7 @@ def test_features_a_design_does_not_model_are_refused_never_stood_in(tmp_path, m
     assert not math.isnan(got[("duplex", "llama3-8b")].config["devices"])
     from archsim import registry
 
-    monkeypatch.setitem(registry._FEATURES, "t3_decode", frozenset({"gqa", "gated_ffn"}))
+    monkeypatch.setattr(registry.get("t3_decode"), "features", frozenset({"gqa", "gated_ffn"}))
     dense_only = {(p.intent.system, p.intent.model): p for p in plan_study(study, tmp_path)}
     assert dense_only[("t3", "mixtral-8x7b")].config is None
     assert "mixture-of-experts FFN (8 experts, 2 per token): not modelled by T3" in \
@@ -220,16 +221,20 @@ def test_neupims_at_its_paper_configuration_is_its_report_row():
     """The report's grid (reports/neupims/throughput.csv): GPT3-7B on the paper's device (32 HBM2 channels with
     dual row buffers), TP 4, ShareGPT batches, two layers simulated. The study's point at the paper's memory with
     the paper's dataset resolves to the very config of the report's row, so the committed run (named by its
-    config's hash) is that point's run, and its throughput is the row's."""
+    config's content, reports/neupims/run_cache.py) is that point's run, and its throughput is the row's."""
     from archsim import registry
-    from archsim.results import config_hash, load_result
+    from archsim.results import load_result
 
     got = registry.resolve_config(dict(_paper_point("neupims", "gpt3-7b", 256, 4, 0, 1, dataset="sharegpt",
                                                     layers=2)))
     want = registry.resolve_config({"system": "neupims", "model": "gpt3-7b", "dataset": "sharegpt", "batch": 256,
                                     "layers": 2})
     assert got == want
-    run = ROOT / "reports" / "neupims" / "runs" / f"neupims-{config_hash({'system': 'neupims', 'model': 'gpt3-7b', 'dataset': 'sharegpt', 'batch': 256, 'layers': 2})}.json"
+    sys.path.insert(0, str(ROOT / "reports" / "neupims"))
+    import run_cache  # the report names a run by its config's content
+
+    run = run_cache.run_path(ROOT / "reports" / "neupims" / "runs", {"system": "neupims", "model": "gpt3-7b",
+                                                                     "dataset": "sharegpt", "batch": 256, "layers": 2})
     assert load_result(run).manifest["config"] == got
     rows = pd.read_csv(ROOT / "reports" / "neupims" / "throughput.csv")
     row = rows[(rows.system == "NeuPIMs") & (rows.model == "gpt3-7b") & (rows.dataset == "sharegpt")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from archsim.commands.run import modelled_features, print_generic
-from archsim.summary import format_value, label, model_notes, stage_rows, summary_rows
+from archsim.commands.run import modelled_features
+from archsim.summary import format_value, label, model_notes, print_generic, stage_rows, summary_rows
 
 
 @pytest.mark.parametrize("key, value, text", [
@@ -84,12 +84,15 @@ def test_unmodelled_features_are_stated():
         assert model_notes({"system": "pimgpt", "model": model}, modelled_features("pimgpt")) == [], model
 
 
-@pytest.mark.parametrize("system, words", [("duplex", "Duplex (MICRO'24)"), ("t3", "tensor-parallel sublayer"),
-                                           ("neupims", "NeuPIMs and its baselines"), ("dram-trace", "Trace-driven")])
+@pytest.mark.parametrize("system, words", [("duplex", "Duplex: serving on xPU"),
+                                           ("t3", "tensor-parallel sublayer"),
+                                           ("neupims", "its baselines are the variants npu_pim"),
+                                           ("npu_only", "attention on the NPU"),
+                                           ("dram-trace", "A memory trace")])
 def test_run_help_describes_the_chosen_system(system, words, capsys):
     from archsim.cli import main
 
     assert main(["run", "--system", system, "--help"]) == 0
     out = capsys.readouterr().out
     assert words in " ".join(out.split()) and f"examples (system {system})" in out, out[:2000]
-    assert "PIM-GPT end to end" not in out
+    assert "PIM-GPT: decode" not in out      # the chosen system's description (its class), not the default's

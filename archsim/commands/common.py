@@ -123,24 +123,36 @@ def quiet(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "quiet", False)) or os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def print_table(rows: list[tuple[str, Any]], out: Any = None) -> None:
-    out = out or sys.stdout
-    width = max((len(k) for k, _ in rows), default=0)
-    for key, value in rows:
-        out.write(f"  {key:<{width}}  {value}\n")
 
 
 # ---- system configs: the options every subcommand that builds a system config shares ----------------------
-DEFAULT_SYSTEM = "pimgpt"
+def default_system() -> str:
+    """The system a subcommand runs when none is named: the one registered with `default = True`."""
+    from archsim import registry
 
-# Flags that are not a schema key: (dest, flag, key path, value to set or None for the flag's value, choices,
-# systems, help). Like the generated flags, each is `--set KEY=VALUE` under a friendlier name.
-EXTRA_FLAGS: list[tuple[str, str, str, Any, list[str] | None, tuple[str, ...], str]] = [
-    ("layout", "--layout", "mapping_overrides.weights.layout", None, ["packed", "row_aligned"], ("pimgpt",),
-     "[pimgpt] weight layout (key mapping_overrides.weights.layout; default: the policy's)"),
-    ("no_baselines", "--no-baselines", "baselines", [], None, ("pimgpt",),
-     "[pimgpt] skip the T4 / Xeon comparison (key baselines=[])"),
-]
+    return registry.default_system()
+
+
+def _registered() -> list[str]:
+    from archsim import registry
+
+    return registry.names()
+
+
+def extra_flags(only: tuple[str, ...] | None = None) -> dict[str, tuple[str, str, Any, list[str] | None, str,
+                                                                       tuple[str, ...]]]:
+    """The systems' own flags that are not a schema key (archsim.registry.System.flags), each `--set KEY=VALUE`
+    under a friendlier name: dest -> (flag, key path, value to set or None for the flag's value, choices, help,
+    the systems that take it)."""
+    from archsim import registry
+
+    out: dict[str, Any] = {}
+    for name in only or registry.names():
+        for dest, flag, key, value, choices, text in registry.get(name).flags:
+            owners = out[dest][5] if dest in out else ()
+            out[dest] = (flag, key, value, choices, f"[{', '.join((*owners, name))}] {text}", (*owners, name))
+    return out
+
 
 CONFIG_EPILOG = """\
 How the config is built (later steps win):
@@ -152,7 +164,7 @@ How the config is built (later steps win):
   4. --set KEY=VALUE. A flag and a --set (or two --set) that give one key different values are refused.
 Every key path and value is checked against the system's typed config (archsim.schema; the keys a sweep
 may vary); a misspelt key is an error naming the nearest valid keys, a bad value one naming the type or
-the allowed values. Flags marked [pimgpt] are an error with another system.
+the allowed values. A flag marked [SYSTEM] is an error with another system.
 """
 
 
@@ -185,7 +197,10 @@ class SystemConfigParser(argparse.ArgumentParser):
         if "_config_flags" not in self.__dict__:
             self.__dict__["_config_flags"] = []   # guards against re-entry while the flags are added
             self.__dict__["_config_flags"] = _add_schema_flags(self)
-            describe_system(self, DEFAULT_SYSTEM)
+            system = self.only[0] if self.only and len(self.only) == 1 else default_system()
+            self._system_action.help = (f"registered system: {', '.join(self.only or _registered())} (default: "
+                                        f"the --config / --from-json file's system, else {system})")
+            describe_system(self, system)
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         self._ensure_flags()
@@ -211,10 +226,8 @@ def add_system_config_parser(sub: argparse._SubParsersAction, name: str, epilog:
     p.only = only
     p.add_argument("-h", "--help", action="store_true",
                    help="show this help (with --system X: the keys of system X) and exit")
-    names = ", ".join(only) if only else "dram-trace, pimgpt, neupims, duplex, t3, ..."
-    p.add_argument("--system", default=None,
-                   help=f"registered system: {names} (default: the --config / --from-json file's system, else "
-                   f"{DEFAULT_SYSTEM})")
+    # its help names the systems when the flags are added (that imports the systems' declarations)
+    p._system_action = p.add_argument("--system", default=None, help="registered system")
     p.add_argument("--config", dest="override_file", metavar="FILE",
                    help="YAML config: a whole config (e.g. a --json manifest's config) or some keys to override")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -266,7 +279,7 @@ def _add_schema_flags(parser: argparse.ArgumentParser) -> list[tuple[argparse.Ac
         metavar = None if choices else key.upper()
         out.append((group.add_argument(flag, dest=dest, default=None, choices=choices, metavar=metavar), key, None))
     extra = []
-    for dest, flag, _key, value, choices, only, text in EXTRA_FLAGS:
+    for dest, (flag, _key, value, choices, text, only) in extra_flags(parser.only).items():  # type: ignore[attr-defined]
         if value is None:
             action = group.add_argument(flag, dest=f"cfgx__{dest}", choices=choices, default=None, help=text)
         else:
@@ -328,7 +341,7 @@ def system_config(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     if args.from_json:
         base, seed = _from_json(args.from_json)
     file_system, file_items = config_file_overrides(args.override_file) if args.override_file else (None, [])
-    system = args.system or (base or {}).get("system") or file_system or DEFAULT_SYSTEM
+    system = args.system or (base or {}).get("system") or file_system or default_system()
     registry.get(system)  # unknown -> the known systems, nearest first
     only = args.system_parser.only
     if only is not None and system not in only:
@@ -385,7 +398,7 @@ def flag_overrides(args: argparse.Namespace, system: str) -> list[tuple[str, Any
             _not_an_option(flag, tuple(owners), system)
         value = given if isinstance(given, bool) else parse_scalar(given)
         items.append((key, value, f"{flag} {given}" if not isinstance(given, bool) else flag, None))
-    for dest, flag, key, value, _, only, _ in EXTRA_FLAGS:
+    for dest, (flag, key, value, _, _, only) in extra_flags(args.system_parser.only).items():
         given = getattr(args, f"cfgx__{dest}", None)
         if given is None or given is False:
             continue
@@ -426,7 +439,7 @@ def help_system(args: argparse.Namespace) -> str:
         system = config_file_overrides(args.override_file)[0]
     if system is None and args.from_json:
         system = _from_json(args.from_json)[0]["system"]
-    system = system or DEFAULT_SYSTEM
+    system = system or default_system()
     registry.get(system)
     return system
 

@@ -27,12 +27,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from archsim.errors import UserError
 
 if TYPE_CHECKING:   # annotations only: dram/spec imports this module (parse_mapping, DEFAULT_MAPPING)
+    import numpy as np
+
     from archsim.dram.spec import DramSpec
+# numpy is imported by the functions that use it: parsing a mapping (a config check) does not load it
 
 TOKENS = {"ro": "row", "co": "column", "ch": "channel", "pc": "pseudochannel", "ra": "rank",
           "bg": "bankgroup", "ba": "bank"}
@@ -186,6 +187,8 @@ def address_moves(spec: DramSpec, mapping: str) -> list[tuple[int, int]]:
 
 def _move_bits(addr: np.ndarray, moves: list[tuple[int, int]], inverse: bool = False) -> np.ndarray:
     """Apply address_moves (inverse=True: canonical -> the mapping's address)."""
+    import numpy as np
+
     if inverse:
         moves = [(mask << d if d > 0 else mask >> -d, -d) for mask, d in moves]
     moved = 0
@@ -262,6 +265,8 @@ def hash_masks(spec: DramSpec, mapping: str = DEFAULT_MAPPING) -> dict[int, int]
 
 def _parity(x: np.ndarray) -> np.ndarray:
     """Parity (0/1) of each uint64."""
+    import numpy as np
+
     x = x.copy()
     for s in (32, 16, 8, 4, 2, 1):
         x ^= x >> np.uint64(s)
@@ -270,6 +275,8 @@ def _parity(x: np.ndarray) -> np.ndarray:
 
 def _apply_hash(addr: np.ndarray, masks: dict[int, int]) -> np.ndarray:
     """XOR every hashed bit with the parity of its sources (its own inverse: sources are never hashed)."""
+    import numpy as np
+
     out = addr.copy()
     for bit, mask in masks.items():
         out ^= _parity(addr & np.uint64(mask)) << np.uint64(bit)
@@ -287,6 +294,8 @@ class Decoder:
     batches of addresses, e.g. an NPU's DMA tile by tile)."""
 
     def __init__(self, spec: DramSpec, mapping: str = DEFAULT_MAPPING):
+        import numpy as np
+
         layout = field_layout(spec, mapping)
         if any(s + b > 64 for s, b in layout.values()):
             raise UserError(f"mapping {mapping!r}: {spec.name}'s address fields need more than 64 address bits")
@@ -307,6 +316,8 @@ class Decoder:
 
     def __call__(self, addr: np.ndarray) -> dict[str, np.ndarray]:
         # numba: imported when first used
+        import numpy as np
+
         from archsim.dram.fast_mapping import decode_hashed_into, decode_into
 
         a = np.asarray(addr, dtype=np.uint64)
@@ -327,6 +338,8 @@ class Decoder:
 def encode(spec: DramSpec, channel: int, pseudochannel: int, rank: int, bankgroup: int, bank: int, row: int,
            column: int, mapping: str = DEFAULT_MAPPING) -> int:
     """Inverse of decode for one address (used by tests and compilers to place data)."""
+    import numpy as np
+
     sizes = {"channel": spec.counts[0], "pseudochannel": spec.counts[1], "rank": spec.counts[2],
              "bankgroup": spec.counts[3], "bank": spec.counts[4], "row": spec.rows, "column": spec.columns}
     values = {"channel": channel, "pseudochannel": pseudochannel, "rank": rank, "bankgroup": bankgroup,
@@ -350,6 +363,8 @@ def encode_many(spec: DramSpec, vec: np.ndarray, mapping: str = DEFAULT_MAPPING)
     """Vectorised encode: an (n x 7) integer array of (channel, pseudochannel, rank, bankgroup, bank, row,
     column) per request -> n byte addresses (uint64). Raises ValueError for a value out of its range
     (callers with user input check first and name the file)."""
+    import numpy as np
+
     vec = np.asarray(vec)
     if vec.ndim != 2 or vec.shape[1] != len(VECTOR_LEVELS):
         raise ValueError(f"encode_many: expected an (n x {len(VECTOR_LEVELS)}) array, got shape {vec.shape}")
@@ -373,6 +388,8 @@ def encode_many(spec: DramSpec, vec: np.ndarray, mapping: str = DEFAULT_MAPPING)
 def decode_fields(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAPPING) -> dict[str, np.ndarray]:
     """Vectorised decode into every level: channel, pseudochannel, rank, bankgroup, bank (within its
     group), row and column, each an int64 array (the inverse of encode_many)."""
+    import numpy as np
+
     sizes = _sizes(spec)
     a = np.asarray(addr, dtype=np.uint64)
     masks = hash_masks(spec, mapping)
@@ -394,6 +411,8 @@ def constant_fields(spec: DramSpec, addr: np.ndarray, mapping: str = DEFAULT_MAP
     """Address fields (channel, pseudochannel, rank, bankgroup, bank) that have more than one value in the
     device but the same value in every address of `addr`: the trace never spreads over them under this
     mapping (e.g. a trace that uses one channel of two). Empty for an empty `addr`."""
+    import numpy as np
+
     addr = np.asarray(addr, dtype=np.uint64)
     if len(addr) == 0:
         return []

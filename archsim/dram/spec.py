@@ -14,6 +14,7 @@ import numpy as np
 from archsim import expr
 from archsim.config import Doc, deep_merge, load_yaml, parse_override, require_choice, require_int, set_path
 from archsim.dram.effects import EFFECTS, Effect
+from archsim.dram.extensions import EXTENSION_DIR, extension_options  # noqa: F401  (extension_options: re-exported)
 from archsim.errors import ConfigError, UserError, unknown_name
 from archsim.limits import (
     MAX_BANKS,
@@ -241,7 +242,6 @@ def _merge_standard(base: dict[str, Any], data: dict[str, Any], replace: tuple[s
     return merged
 
 
-EXTENSION_DIR = STANDARD_DIR / "extensions"
 
 
 def _includes(data: dict[str, Any], src: str) -> list[tuple[str, dict[str, str]]]:
@@ -324,13 +324,6 @@ def _apply_options(name: str, data: dict[str, Any], chosen: dict[str, str], src:
             commands[cmd].update(fields)
         picked[f"{name}.{opt_name}"] = value
     return {**data, "commands": commands, "_options": picked}
-
-
-def extension_options(name: str) -> dict[str, dict[str, Any]]:
-    """The `options:` of extension NAME: {option: {"default", "help", "values"}} (for config help and docs)."""
-    data = load_yaml(EXTENSION_DIR / f"{name}.yaml").data
-    return {k: {"default": v.get("default"), "help": v.get("help", ""), "values": list(v.get("values") or {})}
-            for k, v in (data.get("options") or {}).items()}
 
 
 def load_preset_dict(name_or_path: str | Path, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], Doc]:

@@ -68,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+from archsim.dram.trace_kinds import SYNTHETIC_KINDS
 from archsim.errors import UserError
 from archsim.output import write_bytes
 
@@ -77,7 +78,6 @@ __all__ = ["Trace", "read_trace", "synthetic_trace", "write_trace", "to_addresse
 
 FORMATS = ("ramulator", "dramsim3", "ramulator-vec", "simpleo3")  # formats read_trace reads
 WRITE_FORMATS = ("ramulator", "dramsim3")  # formats write_trace writes
-SYNTHETIC_KINDS = ("random", "stream", "mixed", "conflict")
 
 _RAM_FORMS = (
     "'LD <addr>', 'ST <addr>' or '<bubbles> LD|ST <addr>' (Ramulator 2 trace; <addr> hex 0x... "

@@ -30,7 +30,8 @@ Two ways to synchronise the memories with the rest (the loop's `window`):
 * exact (`window=None`, default): memories stop at each completion group at exactly its cycle (above);
 * windowed (`window=W` ticks): every memory advances W ticks at a time (or to the next timed event, if
   sooner); the request waits whose requests all have a done cycle by then are called in the order of their
-  done times, each with its exact done time, and the timed events up to the window's end follow. (The engine
+  done times (ties as the exact loop drains them: the channel of each wait's last request), each with its exact
+  done time, and the timed events up to the window's end follow. (The engine
   knows a request's done cycle when its column command issues, so a done time can lie up to a burst's
   latency past the window: such a wait is called at its done time, in order with the timed events.) Work a
   completion causes in the same memory can enter it up to W-1 ticks late. The waited ids are checked per
@@ -169,7 +170,7 @@ class MemoryUnit(Unit):
         self._free_tags: list[int] = []
         self._next_tag = 0
         self.loop: EventLoop | None = None
-        # request waits: wait id -> [requests left, latest done cycle, callback]; the wait id of every request
+        # request waits: wait id -> [requests left, latest order key (collect), callback]; the wait id of every request
         self._waits: dict[int, list] = {}
         self._owner = np.zeros(1 << 16, np.int64)
         self._next_wait = 0
@@ -216,7 +217,8 @@ class MemoryUnit(Unit):
             pend.add(ids if src[0] == src[-1] == s and (src == s).all() else ids[src == s])
 
     def collect(self) -> list[tuple[int, Callable[[int], None]]]:
-        """The request waits whose last request is done, as (done cycle, callback), in the order they began."""
+        """The request waits whose last request is done, as (done cycle, callback), in the exact loop's order:
+        by done cycle, then by the channel of the wait's last request (below)."""
         fin_ids, fin_done = [], []
         for pending in self._pending.values():
             if pending.size == 0:
@@ -231,13 +233,18 @@ class MemoryUnit(Unit):
                 fin_done.append(done[fin])
         if not fin_ids:
             return []
-        wids = self._owner[np.concatenate(fin_ids)]
-        dts = np.concatenate(fin_done)
+        ids = np.concatenate(fin_ids)
+        wids = self._owner[ids]
+        # a request's order key: its done cycle, then its channel - the order the kernel records completions
+        # of one latency in (a cycle's channels ascending), which is the exact loop's drain() order; waits done
+        # on the same cycle are called in it, so the windowed loop's schedule tends to the exact one as W -> 1
+        nch = self.ms.spec.channels
+        keys = np.concatenate(fin_done) * nch + self.ms.S.r_ch[ids]
         out = []
         uniq, inv = np.unique(wids, return_inverse=True)
         cnt = np.bincount(inv)
         latest = np.full(len(uniq), -1, np.int64)
-        np.maximum.at(latest, inv, dts)
+        np.maximum.at(latest, inv, keys)
         for wid, c, m in zip(uniq.tolist(), cnt.tolist(), latest.tolist(), strict=True):
             wait = self._waits[wid]
             wait[0] -= c
@@ -245,7 +252,8 @@ class MemoryUnit(Unit):
             if wait[0] == 0:
                 del self._waits[wid]
                 out.append((wait[1], wait[2]))
-        return out
+        out.sort(key=lambda x: x[0])
+        return [(key // nch, cb) for key, cb in out]
 
     def begin(self, loop: EventLoop, task: Task, t: int) -> None:
         if loop.window:

@@ -30,15 +30,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from archsim import schema
 from archsim.errors import UserError, unknown_name
 from archsim.schema import REQUIRED, opt
 from archsim.workload.graph import ATTENTION_KINDS, MATMUL_KINDS, Op
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "asic"
 
@@ -624,6 +626,9 @@ class AsicModel:
 
     def graph_breakdown(self, graph: list[Op]) -> pd.DataFrame:
         """One row per op: ASIC work and ASIC<->PIM traffic (PIM compute time itself is not modelled here)."""
+
+        import pandas as pd
+
         df = pd.DataFrame([self.breakdown(op) for op in graph])
         df["layer"] = df["layer"].astype("Int64")
         return df

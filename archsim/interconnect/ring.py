@@ -17,13 +17,14 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal
 
 from archsim import schema
 from archsim.errors import ConfigError
 from archsim.schema import REQUIRED, opt
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets" / "interconnect"
 COLLECTIVES = ["reduce_scatter", "all_gather", "all_reduce"]
@@ -117,6 +118,8 @@ def simulate_collective(cfg: RingConfig, kind: str, inputs: list[np.ndarray]) ->
     task that waits for the chunk it forwards. `inputs[d]` is device d's buffer (1-D; RS/AR: the partial
     sums, AG: only chunk d is used). Values are combined in numpy as they arrive, so the result is the
     collective's, in the ring's order of additions."""
+    import numpy as np
+
     from archsim.engine.loop import EventLoop, Link, Task
     from archsim.errors import unknown_name
 

@@ -17,17 +17,15 @@ from typing import Any
 
 import yaml
 
+from archsim import schema
 from archsim.errors import ConfigError, UserError, unknown_name
+from archsim.schema import REQUIRED, opt
 
 _FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _MNEMONIC = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _ISA_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # `opcode` is the slot name used in the header and by split_fields, so no field may take it.
 _RESERVED_FIELD_NAMES = {"opcode"}
-_TOP_KEYS = {"isa", "version", "description", "word_bits", "opcode", "units", "fields", "instructions"}
-_TOP_REQUIRED = {"isa", "word_bits", "opcode", "units", "fields", "instructions"}
-_FIELD_KEYS = {"lsb", "bits", "description", "values", "default"}
-_INSTR_KEYS = {"opcode", "unit", "fields", "description", "aliases"}
 MAX_WORD_BITS = 1024
 
 FieldValue = int | str
@@ -378,6 +376,47 @@ def _type_name(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
+# The file's shape, read by archsim.schema.build (types, unknown and missing keys, at their key path and line);
+# the rules across keys (bit slots inside the word and clear of the opcode, unique opcodes and names, names of
+# the right form) are checked in _build on the built values.
+@dataclass(frozen=True)
+class OpcodeSlotFile:
+    lsb: int = opt(REQUIRED, "the opcode's lowest bit")
+    bits: int = opt(REQUIRED, "the opcode's width in bits")
+
+
+@dataclass(frozen=True)
+class FieldFile:
+    lsb: int = opt(REQUIRED, "the field's lowest bit")
+    bits: int = opt(REQUIRED, "the field's width in bits")
+    description: str | None = opt("", "what the field holds")
+    values: dict[str, Any] = opt({}, "symbolic names accepted for the field's values")
+    default: Any = opt(None, "the value when an instruction omits the field")
+
+
+@dataclass(frozen=True)
+class InstrFile:
+    opcode: Any = opt(REQUIRED, "the instruction's opcode")
+    unit: str = opt(REQUIRED, "the unit that executes it")
+    fields: Any = opt([], "the fields it carries (a list of field names)")
+    description: Any = opt("", "what it does (a non-empty string)")
+    aliases: Any = opt([], "other mnemonics for it")
+
+
+@dataclass(frozen=True)
+class IsaFile:
+    """An ISA spec file (isa/*.yaml)."""
+
+    isa: Any = opt(REQUIRED, "the ISA's name")
+    version: Any = opt(1, "the spec's version")
+    description: str | None = opt("", "what the ISA is for")
+    word_bits: Any = opt(REQUIRED, "bits per instruction word (a multiple of 8)")
+    opcode: OpcodeSlotFile = opt(REQUIRED, "the opcode's bit slot")
+    units: dict[str, Any] = opt(REQUIRED, "the executing units and what each does")
+    fields: dict[str, FieldFile] = opt(REQUIRED, "every field's bit slot, shared by fields that never meet")
+    instructions: dict[str, InstrFile] = opt(REQUIRED, "every instruction by mnemonic")
+
+
 def _need_int(value: Any, key: str, source: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(key, f"must be an integer {lo}..{hi}, got {_type_name(value)} {value!r}", source)
@@ -394,49 +433,32 @@ def _need_str(value: Any, key: str, source: str, pattern: re.Pattern | None = No
     return value
 
 
-def _need_map(
-    value: Any, key: str, source: str, allowed: set[str] | None = None, required: set[str] | None = None
-) -> dict:
-    if not isinstance(value, dict):
-        raise ConfigError(key, f"must be a mapping, got {_type_name(value)}", source)
-    if allowed is not None:
-        for k in value:
-            if k not in allowed:
-                raise ConfigError(
-                    f"{key}.{k}" if key else str(k),
-                    f"unknown key; allowed: {', '.join(sorted(allowed))}",
-                    source,
-                )
-    for k in sorted(required or ()):
-        if k not in value:
-            raise ConfigError(f"{key}.{k}" if key else k, "required key is missing", source)
-    return value
-
-
 def _build(data: Any, source: str) -> Isa:
-    top = _need_map(data, "", source, _TOP_KEYS, _TOP_REQUIRED) if isinstance(data, dict) else None
-    if top is None:
+    if not isinstance(data, dict):
         raise ConfigError("(top)", f"an ISA spec must be a mapping, got {_type_name(data)}", source)
-    name = _need_str(top["isa"], "isa", source, _ISA_NAME, "ISA name")
-    description = str(top.get("description", "") or "")
-    version = _need_int(top.get("version", 1), "version", source, 1, 10**6)
-    word_bits = _need_int(top["word_bits"], "word_bits", source, 8, MAX_WORD_BITS)
+
+    def where(path: str, problem: str) -> ConfigError:
+        return ConfigError(path, problem, source)
+
+    top = schema.build(IsaFile, data, where)
+    name = _need_str(top.isa, "isa", source, _ISA_NAME, "ISA name")
+    description = str(top.description or "")
+    version = _need_int(top.version, "version", source, 1, 10**6)
+    word_bits = _need_int(top.word_bits, "word_bits", source, 8, MAX_WORD_BITS)
     if word_bits % 8:
         raise ConfigError(
             "word_bits", f"must be a multiple of 8 (whole bytes in hex files), got {word_bits}", source
         )
-    opcode_field = _opcode_field(top["opcode"], word_bits, source)
-    units = _units(top["units"], source)
-    fields = {fname: _field(fname, fdef, word_bits, opcode_field, source)
-              for fname, fdef in _need_map(top["fields"], "fields", source).items()}
-    instructions = _instructions(top["instructions"], opcode_field, units, fields, source)
+    opcode_field = _opcode_field(top.opcode, word_bits, source)
+    units = _units(top.units, source)
+    fields = {fname: _field(fname, fdef, word_bits, opcode_field, source) for fname, fdef in top.fields.items()}
+    instructions = _instructions(top.instructions, opcode_field, units, fields, source)
     return Isa(name, description, word_bits, opcode_field, units, fields, instructions, source, version)
 
 
-def _opcode_field(raw: Any, word_bits: int, source: str) -> Field:
-    op = _need_map(raw, "opcode", source, {"lsb", "bits"}, {"lsb", "bits"})
-    op_bits = _need_int(op["bits"], "opcode.bits", source, 1, 16)
-    op_lsb = _need_int(op["lsb"], "opcode.lsb", source, 0, word_bits - 1)
+def _opcode_field(op: OpcodeSlotFile, word_bits: int, source: str) -> Field:
+    op_bits = _need_int(op.bits, "opcode.bits", source, 1, 16)
+    op_lsb = _need_int(op.lsb, "opcode.lsb", source, 0, word_bits - 1)
     if op_lsb + op_bits > word_bits:
         raise ConfigError(
             "opcode", f"bits {op_lsb}..{op_lsb + op_bits - 1} overflow the {word_bits}-bit word", source
@@ -444,8 +466,7 @@ def _opcode_field(raw: Any, word_bits: int, source: str) -> Field:
     return Field("opcode", op_lsb, op_bits, "opcode")
 
 
-def _units(raw: Any, source: str) -> dict[str, str]:
-    units_raw = _need_map(raw, "units", source)
+def _units(units_raw: dict[str, Any], source: str) -> dict[str, str]:
     if not units_raw:
         raise ConfigError("units", "must name at least one executing unit", source)
     units: dict[str, str] = {}
@@ -455,16 +476,15 @@ def _units(raw: Any, source: str) -> dict[str, str]:
     return units
 
 
-def _field(fname: Any, fdef: Any, word_bits: int, opcode_field: Field, source: str) -> Field:
+def _field(fname: Any, fdef: FieldFile, word_bits: int, opcode_field: Field, source: str) -> Field:
     """One entry of `fields`: its bits inside the word and clear of the opcode, its named values, default."""
     key = f"fields.{fname}"
     _need_str(fname, key, source, _FIELD_NAME, "field name")
     if fname in _RESERVED_FIELD_NAMES:
         raise ConfigError(key, f"{fname!r} is reserved; pick another field name", source)
-    fdef = _need_map(fdef, key, source, _FIELD_KEYS, {"lsb", "bits"})
-    bits = _need_int(fdef["bits"], f"{key}.bits", source, 1, word_bits)
-    lsb = _need_int(fdef["lsb"], f"{key}.lsb", source, 0, word_bits - 1)
-    f = Field(fname, lsb, bits, str(fdef.get("description", "") or ""))
+    bits = _need_int(fdef.bits, f"{key}.bits", source, 1, word_bits)
+    lsb = _need_int(fdef.lsb, f"{key}.lsb", source, 0, word_bits - 1)
+    f = Field(fname, lsb, bits, str(fdef.description or ""))
     if f.msb >= word_bits:
         raise ConfigError(
             key,
@@ -477,23 +497,18 @@ def _field(fname: Any, fdef: Any, word_bits: int, opcode_field: Field, source: s
             key, f"bits {f.lsb}..{f.msb} overlap the opcode bits {opcode_field.lsb}..{opcode_field.msb}", source
         )
     values: dict[str, int] = {}
-    if "values" in fdef:
-        vmap = _need_map(fdef["values"], f"{key}.values", source)
-        for vname, v in vmap.items():
-            _need_str(vname, f"{key}.values.{vname}", source, _FIELD_NAME, "value name")
-            values[vname] = _need_int(v, f"{key}.values.{vname}", source, 0, f.max)
-        dup = _first_duplicate(values.values())
-        if dup is not None:
-            raise ConfigError(f"{key}.values", f"value {dup} has two names", source)
-    default = None
-    if "default" in fdef:
-        default = _need_int(fdef["default"], f"{key}.default", source, 0, f.max)
+    for vname, v in fdef.values.items():
+        _need_str(vname, f"{key}.values.{vname}", source, _FIELD_NAME, "value name")
+        values[vname] = _need_int(v, f"{key}.values.{vname}", source, 0, f.max)
+    dup = _first_duplicate(values.values())
+    if dup is not None:
+        raise ConfigError(f"{key}.values", f"value {dup} has two names", source)
+    default = None if fdef.default is None else _need_int(fdef.default, f"{key}.default", source, 0, f.max)
     return Field(fname, lsb, bits, f.description, values, default)
 
 
-def _instructions(raw: Any, opcode_field: Field, units: dict[str, str], fields: dict[str, Field],
-                  source: str) -> list[InstrSpec]:
-    instr_raw = _need_map(raw, "instructions", source)
+def _instructions(instr_raw: dict[str, InstrFile], opcode_field: Field, units: dict[str, str],
+                  fields: dict[str, Field], source: str) -> list[InstrSpec]:
     if not instr_raw:
         raise ConfigError("instructions", "must define at least one instruction", source)
     instructions: list[InstrSpec] = []
@@ -502,8 +517,7 @@ def _instructions(raw: Any, opcode_field: Field, units: dict[str, str], fields: 
     for mnemonic, idef in instr_raw.items():
         key = f"instructions.{mnemonic}"
         _need_str(mnemonic, key, source, _MNEMONIC, "mnemonic")
-        idef = _need_map(idef, key, source, _INSTR_KEYS, {"opcode", "unit"})
-        opcode = _need_int(idef["opcode"], f"{key}.opcode", source, 0, opcode_field.max)
+        opcode = _need_int(idef.opcode, f"{key}.opcode", source, 0, opcode_field.max)
         if opcode in by_opcode:
             raise ConfigError(
                 f"{key}.opcode",
@@ -511,13 +525,12 @@ def _instructions(raw: Any, opcode_field: Field, units: dict[str, str], fields: 
                 source,
             )
         by_opcode[opcode] = mnemonic
-        unit = idef["unit"]
-        if unit not in units:
-            raise ConfigError(f"{key}.unit", f"unknown unit {unit!r}; allowed: {', '.join(units)}", source)
-        aliases = _aliases(mnemonic, idef.get("aliases", []) or [], by_key, key, source)
-        ifields, used = _instruction_fields(idef.get("fields", []) or [], opcode_field, fields, key, source)
-        desc = _need_str(idef.get("description", ""), f"{key}.description", source)
-        instructions.append(InstrSpec(mnemonic, opcode, unit, tuple(ifields), desc, aliases, used))
+        if idef.unit not in units:
+            raise ConfigError(f"{key}.unit", f"unknown unit {idef.unit!r}; allowed: {', '.join(units)}", source)
+        aliases = _aliases(mnemonic, idef.aliases or [], by_key, key, source)
+        ifields, used = _instruction_fields(idef.fields or [], opcode_field, fields, key, source)
+        desc = _need_str(idef.description, f"{key}.description", source)
+        instructions.append(InstrSpec(mnemonic, opcode, idef.unit, tuple(ifields), desc, aliases, used))
     return instructions
 
 

@@ -40,12 +40,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from archsim.errors import ConfigError
 from archsim.npu.config import NpuConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 # ---- array instructions ---------------------------------------------------------------------------------
@@ -403,6 +406,8 @@ class GemmSchedule:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per tile: block origin and extents, instructions, cycles and DMA bytes."""
+        import pandas as pd
+
         return pd.DataFrame([{
             "tile": t.index, "m0": t.m0, "k0": t.k0, "n0": t.n0, "m": t.m, "k": t.k, "n": t.n,
             "output": t.output_index, "instrs": len(t.instrs), "latency_cycles": t.latency_cycles,
@@ -520,6 +525,8 @@ class Timeline:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per tile with its load, compute and store times and its stall."""
+        import pandas as pd
+
         return pd.DataFrame([{"tile": i, **vars(t)} for i, t in enumerate(self.tiles)])
 
     @property

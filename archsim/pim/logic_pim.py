@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -150,6 +150,15 @@ class DuplexDevices:
 def devices(path: str | None = None) -> DuplexDevices:
     """The Duplex devices preset (archsim/presets/duplex/devices.yaml)."""
     return schema.load(DuplexDevices, Path(path) if path else PRESET)
+
+
+def load_devices(name_or_path: str | Path = PRESET.stem, overrides: dict[str, Any] | None = None) -> DuplexDevices:
+    """A Duplex devices preset by name (archsim/presets/duplex/) or path, with `overrides` by key path (a run's
+    `devices_overrides`: {"xpu": {"peak_flops": 2e15}} or {"xpu.peak_flops": 2e15}; an error names that key)."""
+    if not overrides and name_or_path == PRESET.stem:
+        return devices()
+    return schema.load_preset(DuplexDevices, "Duplex devices", PRESET.parent, name_or_path, overrides,
+                              blame="devices_overrides")[0]
 
 
 def pim_area_mm2(processor: str, spec: DramSpec | None = None) -> float:

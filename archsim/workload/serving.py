@@ -20,13 +20,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from archsim import progress
 from archsim.errors import UserError
 from archsim.workload.spec import ModelSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_SEQ_TOKENS = 2048
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
@@ -135,6 +138,8 @@ MAX_HISTOGRAM_TOKENS = 1 << 20    # longer than any model's context (the longest
 def load_length_histograms(path: str | Path) -> tuple[HistogramDist, HistogramDist]:
     """(prompt, output) histograms from a CSV with columns tokens, prompt_requests, output_requests."""
     import io
+
+    import pandas as pd
 
     from archsim.config import read_text
 
@@ -356,6 +361,8 @@ class _Running(dict):
     `running_context_counts` from the same token counts as <name>_lengths.csv by build_lengths.py)."""
 
     def __missing__(self, name: str) -> HistogramDist:
+        import pandas as pd
+
         from archsim import paths
 
         if name not in _Datasets.NAMES:
@@ -512,6 +519,8 @@ class ServingResult:
         return total / self.makespan_s if self.makespan_s > 0 else 0.0
 
     def iterations_df(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame([{
             "index": it.index, "start_s": it.start_s, "duration_s": it.duration_s, "batch_size": it.batch.size,
             "prefill_tokens": it.batch.prefill_tokens, "decode_tokens": it.batch.decode_tokens,
@@ -520,6 +529,8 @@ class ServingResult:
         } for it in self.iterations])
 
     def requests_df(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame([{
             "id": r.request.id, "arrival_s": r.request.arrival_s, "prompt_tokens": r.request.prompt_tokens,
             "output_tokens": r.request.output_tokens, "admit_s": r.admit_s, "first_token_s": r.first_token_s,

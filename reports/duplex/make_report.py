@@ -304,8 +304,22 @@ def vs_llmsimulator(df: pd.DataFrame, args, path: Path = OUT / "llmsimulator_run
 LLMSIM_CONDITIONS = {"memory_cap unlimited": {"memory_cap": "unlimited"}, "routing sampled": {"routing": "sampled"},
                      "both": {"memory_cap": "unlimited", "routing": "sampled"},
                      "dispatch per_expert": {"dispatch": "per_expert"},
-                     "all three": {"memory_cap": "unlimited", "routing": "sampled", "dispatch": "per_expert"}}
-COMBINED = ("both", "all three")      # the conditions that apply several differences together
+                     "all three": {"memory_cap": "unlimited", "routing": "sampled", "dispatch": "per_expert"},
+                     # what LLMSimulator times that archsim does not, and the other way round (issue 34, Llama-3
+                     # 2xGPU): each layer's norms and residual adds (layernorm.cpp:38-44, residual.cpp:34-35 of
+                     # the helios fork), and the LM head (LmHead::forward, lm_head.cpp:26-34, times nothing)
+                     "norm_and_residual timed": {"mapping_overrides": {"norm_and_residual": True}},
+                     "LM head untimed": {"mapping_overrides": {"time_lm_head": False}}}
+# the conditions that apply several differences together
+COMBINED = ("both", "all three", "routing sampled, split llmsimulator", "layout per_node, routing sampled")
+
+
+def with_overrides(cfg: dict, over: dict) -> dict:
+    """`cfg` with the keys of `over`, its mapping_overrides merged into cfg's (a system's +PE keeps its own)."""
+    out = {**cfg, **over}
+    if "mapping_overrides" in over:
+        out["mapping_overrides"] = {**cfg.get("mapping_overrides", {}), **over["mapping_overrides"]}
+    return out
 
 
 def llmsim_causes(vs: pd.DataFrame, args, done: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -323,7 +337,7 @@ def llmsim_causes(vs: pd.DataFrame, args, done: pd.DataFrame | None = None) -> p
         for cond, over in LLMSIM_CONDITIONS.items():
             key = (r.model, r.system, cond)
             if key not in memo:
-                cfg = {"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)], **over}
+                cfg = with_overrides({"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)]}, over)
                 memo[key] = run(cfg).stats["throughput_tokens_per_s"]
                 print(r.model, r.system, cond, f"{memo[key]:.0f} tok/s", file=sys.stderr)
             toggled = memo[key] / r.llmsim_tokens_per_s
@@ -363,6 +377,152 @@ def multi_node_links(vs: pd.DataFrame, args) -> pd.DataFrame:
                      "nvlink_tokens_per_s": memo[r.model, r.system], "nvlink_over_llmsim": toggled,
                      "moved_toward_llmsim": abs(r.roofline_over_llmsim - 1) - abs(toggled - 1) >= MATERIAL,
                      "nvlink_within_5pct": abs(toggled - 1) <= ROOFLINE_TARGET})
+    return pd.DataFrame(rows)
+
+
+SPLIT_SYSTEMS = ("Duplex+PE", "Duplex+PE+ET")     # the variants that split experts (expert co-processing)
+LLMSIM_SPLIT = {"coprocessing_split": "llmsimulator"}
+# LLMSimulator's split rule under archsim's default routing, and under the routing LLMSimulator runs with; each
+# beside archsim's own split under the same routing (the causes table's default / routing-sampled rows)
+SPLIT_CONDITIONS = {"split llmsimulator": ({}, None),
+                    "routing sampled, split llmsimulator": ({"routing": "sampled"}, "routing sampled")}
+
+
+def _split_run(cfg) -> dict:
+    s = run(cfg).stats
+    return {"tokens_per_s": s["throughput_tokens_per_s"], "on_xpu": s["coprocessing_split_experts_on_xpu"],
+            "on_low": s["coprocessing_split_experts_on_low"]}
+
+
+def llmsim_split(vs: pd.DataFrame, args) -> pd.DataFrame:
+    """The vs_llmsimulator rows of MoE models that split experts (+PE, +PE+ET) re-run in roofline mode with LLMSimulator's split
+    rule (coprocessing_split llmsimulator), under default and under sampled routing, beside archsim's own split
+    under the same routing (run again here for the experts each rule put on each unit: counted once per distinct
+    (stage, MoE layer, device) split)."""
+    systems = dict(SYSTEMS)
+    base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
+            "max_batch": args.batch}
+    memo: dict[tuple, dict] = {}
+    rows = []
+    for r in vs[vs.system.isin(SPLIT_SYSTEMS) & vs.model.isin(MOE)].itertuples():
+        for cond, (over, _) in SPLIT_CONDITIONS.items():
+            cfg = {"model": r.model, **base, **systems[ROOFLINE_OF[r.system]], **over}
+            for rule, extra in (("archsim", {}), ("llmsimulator", LLMSIM_SPLIT)):
+                if (r.model, r.system, cond, rule) not in memo:
+                    memo[r.model, r.system, cond, rule] = _split_run({**cfg, **extra})
+                    print(r.model, r.system, cond, rule, f"{memo[r.model, r.system, cond, rule]['tokens_per_s']:.0f}"
+                          " tok/s", file=sys.stderr)
+            a, b = memo[r.model, r.system, cond, "archsim"], memo[r.model, r.system, cond, "llmsimulator"]
+            before, after = a["tokens_per_s"] / r.llmsim_tokens_per_s, b["tokens_per_s"] / r.llmsim_tokens_per_s
+            rows.append({"model": r.model, "system": r.system, "fork": r.fork, "condition": cond,
+                         "llmsim_tokens_per_s": r.llmsim_tokens_per_s, "roofline_over_llmsim": r.roofline_over_llmsim,
+                         "archsim_split_tokens_per_s": a["tokens_per_s"], "archsim_split_over_llmsim": before,
+                         "archsim_split_experts_on_xpu": a["on_xpu"], "archsim_split_experts_on_low": a["on_low"],
+                         "toggled_tokens_per_s": b["tokens_per_s"], "toggled_over_llmsim": after,
+                         "llmsim_split_experts_on_xpu": b["on_xpu"], "llmsim_split_experts_on_low": b["on_low"],
+                         "moved_toward_llmsim": abs(before - 1) - abs(after - 1) >= MATERIAL,
+                         "toggled_within_5pct": abs(after - 1) <= ROOFLINE_TARGET})
+    return pd.DataFrame(rows)
+
+
+PER_NODE = {"non_expert_parallel": "per_node"}     # LLMSimulator's two-node layout (mappings/duplex.yaml)
+
+
+# LLMSimulator's layout alone, and with the routing LLMSimulator runs with (column prefix -> extra keys)
+PER_NODE_RUNS = {"per_node": {}, "per_node_sampled": {"routing": "sampled"}}
+
+
+def per_node_layout(vs: pd.DataFrame, links: pd.DataFrame, args) -> pd.DataFrame:
+    """vs_llmsimulator_links.csv with LLMSimulator's layout as a toggle: every row on more than one node re-run in
+    roofline mode with the mapping's non_expert_parallel per_node (non-expert layers tensor-parallel inside a
+    node, the nodes data-parallel, the experts over every device), alone and with sampled routing; only the
+    columns missing from `links` run."""
+    systems = dict(SYSTEMS)
+    base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
+            "max_batch": args.batch}
+    out = links.copy()
+    for prefix, extra in PER_NODE_RUNS.items():
+        if f"{prefix}_tokens_per_s" in out:
+            continue
+        memo: dict[tuple, float] = {}
+        got = []
+        for r in links.itertuples():
+            if (r.model, r.system) not in memo:
+                cfg = with_overrides({"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)]},
+                                     {"mapping_overrides": PER_NODE, **extra})
+                memo[r.model, r.system] = run(cfg).stats["throughput_tokens_per_s"]
+                print(r.model, r.system, prefix, f"{memo[r.model, r.system]:.0f} tok/s", file=sys.stderr)
+            got.append(memo[r.model, r.system])
+        out[f"{prefix}_tokens_per_s"] = got
+        out[f"{prefix}_over_llmsim"] = out[f"{prefix}_tokens_per_s"] / out.llmsim_tokens_per_s
+        out[f"{prefix}_moved_toward_llmsim"] = ((out.roofline_over_llmsim - 1).abs()
+                                                - (out[f"{prefix}_over_llmsim"] - 1).abs() >= MATERIAL)
+        out[f"{prefix}_within_5pct"] = (out[f"{prefix}_over_llmsim"] - 1).abs() <= ROOFLINE_TARGET
+    return out
+
+
+def extra_toggles(split: pd.DataFrame | None, links: pd.DataFrame | None) -> pd.DataFrame:
+    """The split-rule and layout toggles in the causes table's shape (model, system, fork, condition,
+    roofline_over_llmsim, toggled_over_llmsim, toggled_within_5pct), for classing the gap rows with them."""
+    parts = []
+    if split is not None and len(split):
+        parts.append(split[["model", "system", "fork", "condition", "roofline_over_llmsim", "toggled_over_llmsim",
+                            "toggled_within_5pct"]])
+    for prefix, cond in (("per_node", "layout per_node"), ("per_node_sampled", "layout per_node, routing sampled")):
+        if links is not None and len(links) and f"{prefix}_over_llmsim" in links:
+            lay = links[["model", "system", "fork", "roofline_over_llmsim", f"{prefix}_over_llmsim",
+                         f"{prefix}_within_5pct"]].rename(columns={f"{prefix}_over_llmsim": "toggled_over_llmsim",
+                                                                   f"{prefix}_within_5pct": "toggled_within_5pct"})
+            parts.append(lay.assign(condition=cond))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+# one decode iteration's parts: archsim's operator kinds -> LLMSimulator's per-decode-iteration columns
+# (llmsimulator_runs.csv); the grouping is ours (e.g. archsim's MoE gate and stack all-reduce go with the experts)
+BREAKDOWN = {"qkv": (["qkv"], ["qkvgen"]),
+             "attention": (["attention_decode"], ["atten_sum", "atten_gen"]),
+             "out_proj": (["out_proj"], ["o_proj"]),
+             "dense_ffn": (["dense_ffn"], ["ffn"]),
+             "experts": (["moe_gate", "moe", "stack_allreduce"], ["expert_ffn"]),
+             "communication": (["allreduce", "alltoall"], ["communication"]),
+             "norm_residual": (["norm_residual"], ["layernorm", "residual"]),
+             "lm_head": (["lm_head"], [])}
+# issue 34: the Llama-3 2xGPU row and its one-node twin; Grok-1 Duplex, which LLMSimulator's layout moves past it
+BREAKDOWN_ROWS = (("llama3-70b", "GPU", {}), ("llama3-70b", "2xGPU", {}),
+                  ("grok-1", "Duplex", {"mapping_overrides": {"non_expert_parallel": "per_node"}}))
+
+
+def decode_breakdown(args, path: Path = OUT / "llmsimulator_runs.csv") -> pd.DataFrame:
+    """Per part of a decode iteration (BREAKDOWN), milliseconds per decode-only iteration of archsim's roofline
+    mode (the row's keys, and with norm_and_residual timed) beside LLMSimulator's per-decode-iteration columns
+    (helios fork), for BREAKDOWN_ROWS: where the decode time goes in each simulator."""
+    ref = pd.read_csv(path)
+    ref = ref[(ref.source == "helios") & (ref.input_len == args.input_len) & (ref.output_len == args.output_len)
+              & (ref.batch == args.batch)].drop_duplicates(["model", "system"], keep="last")
+    names = {v: k for k, v in LLMSIM_SYSTEMS.items()}
+    systems = dict(SYSTEMS)
+    base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
+            "max_batch": args.batch}
+    rows = []
+    for model, system, keys in BREAKDOWN_ROWS:
+        r = ref[(ref.model == model) & (ref.system == names[system])]
+        if not len(r):
+            continue
+        r = r.iloc[0]
+        cfg = with_overrides({"model": model, **base, **systems[ROOFLINE_OF.get(system, system)]}, keys)
+        per = {}
+        for label, over in (("default", {}), ("norm", {"mapping_overrides": {"norm_and_residual": True}})):
+            res = run(with_overrides(cfg, over))
+            d = res.df[res.df.stage == "decode"]
+            per[label] = d.groupby("op").seconds.sum() / res.stats["decode_stages"] * 1e3
+        for part, (ops, cols) in BREAKDOWN.items():
+            rows.append({"model": model, "system": system,
+                         "archsim_keys": ", ".join(f"{k}: {v}" for k, v in keys.get("mapping_overrides", {}).items())
+                         or "default", "part": part, "archsim_ops": "+".join(ops),
+                         "archsim_ms_per_decode_iter": float(sum(per["default"].get(o, 0.0) for o in ops)),
+                         "archsim_norm_residual_ms_per_decode_iter": float(sum(per["norm"].get(o, 0.0) for o in ops)),
+                         "llmsim_ms_per_decode_iter": float(sum(r[f"{c}_ms_per_decode_iter"] for c in cols)),
+                         "llmsim_columns": "+".join(cols) or "none (not timed)"})
     return pd.DataFrame(rows)
 
 
@@ -426,7 +586,9 @@ def main() -> None:
     ap.add_argument("--qps", type=float, nargs="+", default=[4, 8, 12, 16, 20, 24, 28])
     ap.add_argument("--reuse", nargs="*", default=[], choices=["comparison", "operators_mixtral", "edap", "load", "gaps",
                                                                "load_xpu_efficiency", "stream_efficiency",
-                                                               "vs_llmsimulator_causes", "vs_llmsimulator_links"],
+                                                               "vs_llmsimulator_causes", "vs_llmsimulator_links",
+                                                               "vs_llmsimulator_split",
+                                                               "llmsimulator_decode_breakdown"],
                     help="read these tables from the CSVs of an earlier run (in the output folder) instead of "
                          "running them again (vs_llmsimulator_causes: its rows are kept and only the missing ones "
                          "run, e.g. a condition added since)")
@@ -456,15 +618,20 @@ def main() -> None:
     done = pd.read_csv(out / "vs_llmsimulator_causes.csv") if "vs_llmsimulator_causes" in args.reuse else None
     causes = llmsim_causes(vs, args, done)
     links = part("vs_llmsimulator_links", lambda: multi_node_links(vs, args))
+    links = per_node_layout(vs, links, args)
+    split = part("vs_llmsimulator_split", lambda: llmsim_split(vs, args))
+    split = split[split.model.isin(MOE)].reset_index(drop=True)        # a dense model has no experts to split
+    breakdown = part("llmsimulator_decode_breakdown", lambda: decode_breakdown(args))
     total = time.perf_counter() - t0
     for name, df in (("vs_llmsimulator", vs), ("vs_llmsimulator_causes", causes),
-                     ("vs_llmsimulator_links", links), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
+                     ("vs_llmsimulator_links", links), ("vs_llmsimulator_split", split),
+                     ("llmsimulator_decode_breakdown", breakdown), ("comparison", main_df), ("interference", inter), ("operators_mixtral", ops), ("edap", edap),
                      ("load", load), ("gaps", gaps), ("load_xpu_efficiency", load_eff), ("stream_efficiency", stream)):
         df.to_csv(out / f"{name}.csv", index=False)
     roofline_plot(ops, out / "roofline.png")
     vs_gpu_plot(main_df, out / "vs_gpu.png", f"(L_in, L_out) = ({args.input_len}, {args.output_len}), batch {args.batch}")
     write_readme(args, main_df, inter, ops, edap, load, gaps, load_eff, stream, total, __version__, vs, causes,
-                 links)
+                 links, split, breakdown)
 
 
 def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
@@ -516,7 +683,7 @@ def vs_gpu_plot(df: pd.DataFrame, path: Path, setting: str) -> None:
 
 
 def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total, version, vs, causes,
-                 links=None):
+                 links=None, split=None, breakdown=None):
     dx = df[df.system == "Duplex"]
     pe = df[df.system == "Duplex+PE"]
     et = df[df.system == "Duplex+PE+ET"]
@@ -586,8 +753,11 @@ def write_readme(args, df, inter, ops, edap, load, gaps, load_eff, stream, total
     L.append("![Duplex vs GPU](vs_gpu.png)\n")
     L.append(command_path_text(df, inter, ops))
     L.append(split_text(df))
-    L.append(llmsim_text(vs, causes))
-    L.append(links_text(vs, causes, links))
+    extra = extra_toggles(split, links)
+    L.append(llmsim_text(vs, causes, extra))
+    L.append(split_rule_text(split))
+    L.append(links_text(vs, causes, links, extra))
+    L.append(breakdown_text(vs, causes, breakdown))
     L.append("## Gaps as experiments: runs that toggle a cause\n")
     L.append("Each column divides a run by the same run with one cause switched (throughput ratio; > 1: the first "
              "is faster). `engine / roofline`: Logic-PIM as bundle command streams on the channel engine vs its "
@@ -814,14 +984,19 @@ def moe_units(mapping: str = "duplex") -> str:
                                                    for st, units in pol.dispatch.items())
 
 
-def causes_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
-    """The gap causes, generated from vs_llmsimulator_causes.csv."""
+def causes_text(vs: pd.DataFrame, causes: pd.DataFrame, extra: pd.DataFrame | None = None) -> str:
+    """The gap causes, generated from vs_llmsimulator_causes.csv; the rows outside the target classed with
+    `extra` (extra_toggles: the split-rule and layout toggles of the next two sections) as well."""
     if not len(causes):
         return ""
     both = causes[causes.condition == "both"]
     three = causes[causes.condition == "all three"]
     away = causes[~causes.condition.isin(COMBINED) & moves_away(causes)]
-    k = cause_classes(vs, causes)
+    k = cause_classes(vs, pd.concat([causes, extra], ignore_index=True) if extra is not None else causes)
+    also = (" Each row outside the target is classed by these conditions and by the toggles of the next two "
+            "sections (`split llmsimulator` and `routing sampled, split llmsimulator`: LLMSimulator's expert "
+            "split rule; `layout per_node` and `layout per_node, routing sampled`: its two-node layout)."
+            if extra is not None and len(extra) else "")
 
     def listing(items: list[str]) -> str:
         return "; ".join(items) or "none"
@@ -829,8 +1004,9 @@ def causes_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
     return f"""
 ### Gap causes: LLMSimulator's run conditions as toggles (`vs_llmsimulator_causes.csv`)
 
-Three differences between how LLMSimulator runs and archsim's defaults; each is a key of the `duplex` system, and
-every row above is re-run in roofline mode with each, with the first two (`both`) and with all three:
+Three differences between how LLMSimulator runs and archsim's defaults, and two in what each times; each is a
+key of the `duplex` system (the last two keys of the mapping policy), and every row above is re-run in roofline
+mode with each, with the first two (`both`) and with the first three (`all three`):
 - `memory_cap: unlimited`: the driver runs LLMSimulator with `exit_out_of_memory` and `mem_cap_limit` false
   (`run_llmsim.py` build_config), so it keeps the full batch even where the KV cache exceeds the devices' memory;
   archsim by default admits a request only while the memory beside the weights holds its final KV cache.
@@ -843,14 +1019,22 @@ every row above is re-run in roofline mode with each, with the first two (`both`
   its own token count favours; archsim by default runs a MoE layer's experts on one unit (`dispatch: layer`),
   the one its mapping policy gives the stage's MoE layers
   ({moe_units()}).
+- `norm_and_residual timed` (mapping key `norm_and_residual: true`): LLMSimulator times each decoder layer's two
+  norms and two residual adds as xPU rooflines over the whole activations on every device, not split by tensor
+  parallelism (`src/module/layernorm.cpp:38-44`, `src/module/residual.cpp:34-35`, called from
+  `src/module/decoder.cpp:80-86` of the helios fork); archsim by default does not time them.
+- `LM head untimed` (mapping key `time_lm_head: false`): LLMSimulator's LM head times nothing
+  (`LmHead::forward`, `src/module/lm_head.cpp:26-34`); archsim by default times it on the xPU.
 
 With both conditions, archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on
 {int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())});
-with all three on {int(three.toggled_within_5pct.sum())} of {len(three)}.
+with all three on {int(three.toggled_within_5pct.sum())} of {len(three)}.{also}
 Of the {int((~vs.roofline_within_5pct).sum())} rows outside the target by default:
 - brought within it by a condition (ratio before -> after, the condition): {listing(k["explained"])};
 - moved toward LLMSimulator by at least {MATERIAL:.2f} of the ratio but not within the target: {listing(k["toward"])};
 - not moved toward LLMSimulator by that much by any condition (cause not found): {listing(k["unexplained"])}.
+
+Rows outside the target with no cause found: {len(k["unexplained"])} of {int((~vs.roofline_within_5pct).sum())}.
 
 A condition that moves a row away from LLMSimulator by at least {MATERIAL:.2f} of the ratio (so it cannot be that
 row's cause, and another difference must offset it): {listing([f"{r.model} {r.system} ({r.fork}) {r.condition} {r.roofline_over_llmsim:.3f} -> "
@@ -903,36 +1087,158 @@ def per_expert_text(causes: pd.DataFrame) -> str:
             f"what it does): {'; '.join(items) or 'no such row'}.")
 
 
-def links_text(vs: pd.DataFrame, causes: pd.DataFrame, links: pd.DataFrame | None) -> str:
-    """The rows on more than one node (vs_llmsimulator_links.csv): how many of the rows with no cause found
-    they are, and each row's ratio to LLMSimulator with every link NVLink."""
+def links_text(vs: pd.DataFrame, causes: pd.DataFrame, links: pd.DataFrame | None,
+               extra: pd.DataFrame | None = None) -> str:
+    """The rows on more than one node (vs_llmsimulator_links.csv): how many of the rows the run conditions and
+    the split rule leave with no cause found they are, each row's ratio to LLMSimulator with every link NVLink
+    (a proxy), and with LLMSimulator's layout (non_expert_parallel per_node, the toggle)."""
     if links is None or not len(links) or not len(causes):
         return ""
     per_node = devices_per_node()
-    unexplained = [re.match(r"(.+) \((helios|hbf)\) [\d.]+$", x).groups() for x in cause_classes(vs, causes)["unexplained"]]
+    no_layout = causes if extra is None or not len(extra) else pd.concat(
+        [causes, extra[~extra.condition.str.startswith("layout per_node")]], ignore_index=True)
+    unexplained = [re.match(r"(.+) \((helios|hbf)\) [\d.]+$", x).groups()
+                   for x in cause_classes(vs, no_layout)["unexplained"]]
     multi = {(f"{r.model} {r.system}", r.fork) for r in links.itertuples()}
     shared = [f"{label} ({fork})" for label, fork in unexplained if (label, fork) in multi]
 
-    def verdict(r) -> str:
-        if r.moved_toward_llmsim:
-            past = (r.roofline_over_llmsim - 1) * (r.nvlink_over_llmsim - 1) < 0      # crossed LLMSimulator's value
+    def verdict(before: float, after: float) -> str:
+        if abs(before - 1) - abs(after - 1) >= MATERIAL:
+            past = (before - 1) * (after - 1) < 0      # crossed LLMSimulator's value
             return ("toward LLMSimulator" + (", past it" if past else "")
-                    + (", within 5 %" if r.nvlink_within_5pct else ""))
+                    + (", within 5 %" if abs(after - 1) <= ROOFLINE_TARGET else ""))
+        if abs(after - 1) - abs(before - 1) >= MATERIAL:
+            return "away from LLMSimulator"
         return "not toward LLMSimulator by 0.01"
 
     items = [f"{r.model} {r.system} ({r.fork}, {r.devices} devices) {r.roofline_over_llmsim:.3f} -> "
-             f"{r.nvlink_over_llmsim:.3f} ({verdict(r)})" for r in links.itertuples()]
+             f"{r.nvlink_over_llmsim:.3f} ({verdict(r.roofline_over_llmsim, r.nvlink_over_llmsim)})"
+             for r in links.itertuples()]
+    layout = ""
+    if "per_node_over_llmsim" in links:
+        lay = [f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f} -> {r.per_node_over_llmsim:.3f} "
+               f"({verdict(r.roofline_over_llmsim, r.per_node_over_llmsim)})" for r in links.itertuples()]
+        toward = int(links.per_node_moved_toward_llmsim.sum())
+        sampled = ""
+        if "per_node_sampled_over_llmsim" in links:
+            both = [f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f} -> {r.per_node_sampled_over_llmsim:.3f} "
+                    f"({verdict(r.roofline_over_llmsim, r.per_node_sampled_over_llmsim)})" for r in links.itertuples()]
+            sampled = (f"With sampled routing as well (LLMSimulator's routing; `per_node_sampled_*` columns): "
+                       f"{'; '.join(both)}. Together they move {int(links.per_node_sampled_moved_toward_llmsim.sum())} "
+                       f"of {len(links)} rows toward LLMSimulator by at least {MATERIAL:.2f}, "
+                       f"{int(links.per_node_sampled_within_5pct.sum())} of them within {ROOFLINE_TARGET:.0%}.\n")
+        layout = f"""
+LLMSimulator's layout as a toggle (the mapping policy's `non_expert_parallel: per_node`, default `all_devices`):
+attention, the MoE gate, dense FFNs and the LM head tensor-parallel over the {per_node} devices of a node, the
+nodes data-parallel (each runs every n-th sequence; the slowest, the first, times the stage), the experts still
+over every device, and only the tokens bound for another node's experts crossing InfiniBand, in one transfer
+each way (as LLMSimulator times its MoE scatter in decode, `src/module/communication.cpp:117-189` of the helios
+fork). Every row on more than one node re-run in roofline mode with it (`per_node_*` columns), ratio to
+LLMSimulator before -> after: {"; ".join(lay)}. It moves {toward} of {len(links)} rows toward LLMSimulator by at
+least {MATERIAL:.2f} of the ratio, {int(links.per_node_within_5pct.sum())} of them within {ROOFLINE_TARGET:.0%}.
+{sampled}"""
     return f"""
 ### The rows on more than one node (`vs_llmsimulator_links.csv`)
 
-{len(shared)} of the {len(unexplained)} rows with no cause found above run on more than {per_node} devices, so
+{len(shared)} of the {len(unexplained)} rows the run conditions and the split rule leave with no cause found run on more than {per_node} devices, so
 on more than one node: {"; ".join(shared) or "none"}. There the two simulators lay the devices out differently:
 LLMSimulator, as `run_llmsim.py` runs it, keeps the non-expert layers' tensor parallelism inside a node
-(`none_expert_tensor_degree` = devices per node, the nodes data-parallel), while archsim splits every layer over
-all the devices, so its all-reduces cross InfiniBand (`Compiler.link_time`). Every row on more than one node
-re-run in roofline mode with every device on NVLink (a proxy: it takes the all-reduce off InfiniBand and leaves
-archsim's layout as it is), ratio to LLMSimulator before -> after: {"; ".join(items)}.
-{layout_toggle_text(vs)}"""
+(`none_expert_tensor_degree` = devices per node, the nodes data-parallel), while archsim by default splits every
+layer over all the devices, so its all-reduces cross InfiniBand (`Compiler.link_time`). Every row on more than one
+node re-run in roofline mode with every device on NVLink (a proxy: it takes the all-reduce off InfiniBand and
+leaves archsim's layout as it is), ratio to LLMSimulator before -> after: {"; ".join(items)}.
+{layout}{layout_toggle_text(vs)}"""
+
+
+def breakdown_text(vs: pd.DataFrame, causes: pd.DataFrame, bd: pd.DataFrame | None) -> str:
+    """A decode iteration, part by part, in both simulators (llmsimulator_decode_breakdown.csv), and what the
+    norm/residual and LM-head toggles of the causes table do to those rows."""
+    if bd is None or not len(bd):
+        return ""
+    c = causes.set_index(["model", "system", "fork", "condition"]).toggled_over_llmsim
+    parts = []
+    for (model, system), g in bd.groupby(["model", "system"], sort=False):
+        a, ref = g.archsim_ms_per_decode_iter, g.llmsim_ms_per_decode_iter
+        keys = g.archsim_keys.iloc[0]
+        shown = g[(g.archsim_ms_per_decode_iter > 0) | (g.llmsim_ms_per_decode_iter > 0)]
+        ops = "; ".join(f"{r.part} {r.archsim_ms_per_decode_iter:.3f} / {r.llmsim_ms_per_decode_iter:.3f}"
+                        for r in shown.itertuples())
+        same = [r.part for r in shown.itertuples()
+                if abs(r.archsim_ms_per_decode_iter - r.llmsim_ms_per_decode_iter) <= 1e-3]
+        gap = shown.assign(d=shown.llmsim_ms_per_decode_iter - shown.archsim_ms_per_decode_iter)
+        big = gap.loc[gap.d.abs().idxmax()]
+        moves = ""
+        v = vs[(vs.model == model) & (vs.system == system) & (vs.fork == "helios")]
+        if len(v) and keys == "default":
+            r0 = v.iloc[0]
+            moves = (f" Ratio to LLMSimulator {r0.roofline_over_llmsim:.3f}; with `norm_and_residual timed` "
+                     f"{c[model, system, 'helios', 'norm_and_residual timed']:.3f}, with `LM head untimed` "
+                     f"{c[model, system, 'helios', 'LM head untimed']:.3f}.")
+        parts.append(f"- {model} {system} (archsim keys: {keys}): archsim {a.sum():.3f} ms, LLMSimulator "
+                     f"{ref.sum():.3f} ms per decode iteration; per part, archsim / LLMSimulator ms: {ops}. Equal "
+                     f"within 0.001 ms: {', '.join(same) or 'none'}; the largest difference: {big.part} "
+                     f"({big.d:+.3f} ms, LLMSimulator minus archsim).{moves}")
+    return f"""
+### A decode iteration, part by part (`llmsimulator_decode_breakdown.csv`)
+
+archsim's roofline mode (milliseconds per decode-only iteration: the decode stages' operator time over their
+count) beside LLMSimulator's per-decode-iteration columns (helios fork, `llmsimulator_runs.csv`), grouped as
+`BREAKDOWN` in make_report.py (`norm_residual` = LLMSimulator's layernorm + residual columns, which archsim times
+only with `norm_and_residual: true`; LLMSimulator's LM head times nothing):
+{chr(10).join(parts)}
+"""
+
+
+def split_rule_text(split: pd.DataFrame | None) -> str:
+    """LLMSimulator's expert split rule as a toggle (vs_llmsimulator_split.csv): per row and routing, archsim's
+    split beside LLMSimulator's, the experts each put on the xPU, and whether the rule moves the row toward
+    LLMSimulator."""
+    if split is None or not len(split):
+        return ""
+
+    def share(x, low) -> str:
+        return f"{x / (x + low):.1%}" if x + low else "no split"
+
+    def verdict(r) -> str:
+        if r.moved_toward_llmsim:
+            return "toward LLMSimulator" + (", within 5 %" if r.toggled_within_5pct else "")
+        if abs(r.toggled_over_llmsim - 1) - abs(r.archsim_split_over_llmsim - 1) >= MATERIAL:
+            return "away from LLMSimulator"
+        return "not toward LLMSimulator by 0.01"
+
+    from archsim.systems.duplex.compiler import LLMSIM_BANDWIDTH_FACTOR, make_device
+
+    d = make_device("duplex", pim_timing="roofline")
+    # tokens at which an expert's Logic-PIM cost reaches the xPU's floor of one weight read
+    cross = (d.low_bw / d.xpu_bw) * (d.low_flops / d.low_bw) / LLMSIM_BANDWIDTH_FACTOR
+    parts = []
+    for cond, (_, base) in SPLIT_CONDITIONS.items():
+        c = split[split.condition == cond]
+        items = [f"{r.model} {r.system} ({r.fork}) {r.archsim_split_over_llmsim:.3f} -> {r.toggled_over_llmsim:.3f} "
+                 f"(experts on the xPU {share(r.archsim_split_experts_on_xpu, r.archsim_split_experts_on_low)} -> "
+                 f"{share(r.llmsim_split_experts_on_xpu, r.llmsim_split_experts_on_low)}; {verdict(r)})"
+                 for r in c.itertuples()]
+        routing = "sampled routing" if base else "archsim's default, uniform routing"
+        parts.append(f"- `{cond}` ({routing}; {int(c.moved_toward_llmsim.sum())} of {len(c)} rows toward "
+                     f"LLMSimulator by at least {MATERIAL:.2f}, {int(c.toggled_within_5pct.sum())} within "
+                     f"{ROOFLINE_TARGET:.0%}): " + "; ".join(items) + ".")
+    body = "\n".join(parts)
+    return f"""
+### The co-processing split rule (`vs_llmsimulator_split.csv`)
+
+LLMSimulator splits a device's experts between the xPU and Logic-PIM by its own rule (`getIdxHigh` /
+`getIdxHighOptimal`, `src/module/route.cpp:34-127` of the helios fork, called per MoE layer from `Route::forward`,
+`route.cpp:235-244`): with at most 4 experts per device, experts, else 4 groups of consecutive local experts, move
+to the xPU most tokens first while that lowers the larger of two sums, an expert costing max(1, t x 0.75 / ridge)
+on the xPU and max(1, t x 0.75 / Op/B) / (bandwidth multiple) on Logic-PIM, in units of one weight read at the
+xPU's bandwidth (with archsim's Duplex device, Op/B {d.low_flops / d.low_bw:.2f} and bandwidth multiple
+{d.low_bw / d.xpu_bw:.2f}: an expert with fewer than {cross:.0f} tokens costs Logic-PIM less than the xPU's one
+weight read); the first move that does not lower it ends the walk. archsim offers it as `coprocessing_split: llmsimulator` (default `interference_aware`;
+`archsim/systems/duplex/compiler.py` llmsimulator_xpu_set). Every MoE row that splits experts re-run in roofline mode
+with it, beside archsim's own split under the same routing (ratio to LLMSimulator archsim's split -> LLMSimulator's
+rule; the share of the experts each put on the xPU, counted once per distinct stage, MoE layer and device):
+{body}
+"""
 
 
 def layout_toggle_text(vs: pd.DataFrame, path: Path = OUT / "llmsimulator_toggles.csv") -> str:
@@ -968,7 +1274,7 @@ The other way round, LLMSimulator run with archsim's layout (`run_llmsim.py --ne
 """
 
 
-def llmsim_text(vs: pd.DataFrame, causes: pd.DataFrame) -> str:
+def llmsim_text(vs: pd.DataFrame, causes: pd.DataFrame, extra: pd.DataFrame | None = None) -> str:
     """The authors' simulator beside archsim (vs_llmsimulator.csv) and the gap causes (causes_text)."""
     if not len(vs):
         return "## Beside the authors' simulator (LLMSimulator)\n\nNo LLMSimulator runs at this setting.\n"
@@ -996,7 +1302,7 @@ from the paper's Table I and the code's energy table (not the authors'): those r
 archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on {len(within)} of {len(vs)} rows; outside it:
 {"; ".join(f"{r.model} {r.system} ({r.fork}) {r.roofline_over_llmsim:.3f}" for r in out.itertuples()) or "none"}.
 Models without LLMSimulator runs at this setting: {", ".join(missing) or "none"}.
-{causes_text(vs, causes)}"""
+{causes_text(vs, causes, extra)}"""
 
 
 

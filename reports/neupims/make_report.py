@@ -24,11 +24,14 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from archsim import api, registry  # noqa: E402
+from archsim import api  # noqa: E402
 from archsim.errors import UserError  # noqa: E402
 from archsim.report.palette import color_of  # noqa: E402
-from archsim.results import atomic_write_text, config_hash, load_result  # noqa: E402
+from archsim.results import atomic_write_text, load_result  # noqa: E402
 from archsim.workload.spec import load_model  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_cache  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODELS = ["gpt3-7b", "gpt3-13b", "gpt3-30b"]
@@ -109,10 +112,8 @@ def config(system: str, extra: dict, model: str, dataset: str, batch: int, layer
 def _run(job: tuple[dict, Path]) -> Path:
     """Run (or reuse) one point; a batch the devices cannot hold is recorded as such (`.nofit` file)."""
     cfg, runs = job
-    path = runs / f"{cfg['system']}-{config_hash(cfg)}.json"
+    path = run_cache.run_path(runs, cfg)        # keyed on the config's content: an edited input re-runs
     nofit = path.with_suffix(".nofit")
-    if path.exists() and load_result(path).manifest["config"] != registry.resolve_config(cfg):
-        path.unlink()       # the system's defaults changed since: the stored run is stale
     if not path.exists() and not nofit.exists():
         try:
             api.run(cfg, seed=0).write_json(path)
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     if "serving" in frames:
         frames["serving"].to_csv(out / "serving.csv", index=False)
     example_cfg = config("neupims", {}, "gpt3-7b", "sharegpt", 256, layers)
-    example = load_result(runs / f"neupims-{config_hash(example_cfg)}.json")
+    example = load_result(run_cache.run_path(runs, example_cfg))
     timeline(example, out, layers)
     ladder_figure(frames["ladder"], out)
     vs = pd.read_csv(out / "vs_code.csv") if (out / "vs_code.csv").exists() else None
@@ -380,7 +381,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`). Runs: `runs/*.json`. Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -403,6 +404,109 @@ def vs_code_tolerance() -> dict[str, float]:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.TOLERANCE
+
+
+def _uni_section(c, V: str) -> list[str]:
+    """The uni cases' stages A and B: the traced causes (code_trace.csv), with the toggles that take them."""
+    from reports.claims import Fact
+
+    CT, RT, TR = "controller_toggle.csv", "refresh_toggle.csv", "code_trace.csv"
+
+    def tr(metric: str) -> Fact:
+        return Fact(TR, "value", {"metric": metric})
+    uni_a = {"case": "uni32-off", "stage": "A"}
+    a_rows = {"stage": "A"}
+    md = ["- " + c.say(
+        "**Weight streaming alone (stage A of the uni cases: the QKV GEMM of 32 tokens).** archsim's stage A is "
+        f"{c.num(Fact(V, 'diff_pct', uni_a), '{:+.1f}')} % off. A channel-0 log of the code's uni32 run (`code_trace.py`: "
+        "every transaction the controller accepts and every command it issues; the run's stages take the same cycles "
+        f"as without the log) shows its last stage-A read at cycle {c.num(tr('a_last_read_cycle'), '{:,.0f}')} of "
+        f"{c.num(tr('a_cycles'), '{:,.0f}')}, and the run's own per-channel statistics (mem_io_A_ch_*.tsv) show no "
+        f"channel reading or writing after cycle {c.num(tr('a_last_traffic_interval_end'), '{:,.0f}')}: the rest of the "
+        "stage is the array working through instructions whose operands came late. NewtonSim serves the NPU from a 128-entry command queue per bank, banks round robin, a "
+        "queue's first ready command, and lets only a queue's first entry precharge (NS/neupims_command_queue.cc:75-90, "
+        "119-150, 336-360): a posted write at a queue's head waits for its turnaround while other banks' reads keep the "
+        "data bus busy, and its bank serves no read of another row meanwhile, so the sequential weight stream is served "
+        f"out of order: the first {c.num(tr('a_first_requests'), '{:,.0f}')} requests channel 0 accepted were all "
+        "served only by cycle "
+        f"{c.num(tr('a_first1000_served_cycle'), '{:,.0f}')}, when it had issued {c.num(tr('a_served_by_then'), '{:,.0f}')} "
+        "reads. archsim's FR-FCFS over one 4096-entry queue serves the oldest row hit first. The mapping policy "
+        "`npu_controller: bank_queues` takes NewtonSim's queues (the engine's DRAMsim3 controller with 128-entry bank "
+        "queues, posted writes, merged reads and the ranks' refreshes in turn, docs/presets.md); the engine's bank queues "
+        "take no PIM stream, so the toggle (`controller_toggle.py`, `controller_toggle.csv`) runs the cases without "
+        "interleaving with attention on the NPU and compares the stages where the NPU works alone: uni32's stage A "
+        f"{c.num(Fact(CT, 'diff_pct_archsim_controller', uni_a), '{:+.1f}')} % with archsim's controller, "
+        f"{c.num(Fact(CT, 'diff_pct_code_controller', uni_a), '{:+.1f}')} % with the code's; "
+        f"{c.num(Fact(CT, 'moved_toward_code', a_rows, 'sum'), '{:.0f}')} of "
+        f"{c.num(Fact(CT, 'moved_toward_code', a_rows, 'count'), '{:.0f}')} A rows and "
+        f"{c.num(Fact(CT, 'moved_toward_code', {'stage': 'E'}, 'sum'), '{:.0f}')} of "
+        f"{c.num(Fact(CT, 'moved_toward_code', {'stage': 'E'}, 'count'), '{:.0f}')} E rows move closer to the code, their "
+        "distance from it, summed without sign, "
+        + c.cmp(Fact(CT, 'abs_err_code_controller', {}, 'sum'), "<", Fact(CT, 'abs_err_archsim_controller', {}, 'sum'),
+                ("shrinking", "not shrinking"))
+        + f" from {c.num(Fact(CT, 'abs_err_archsim_controller', {}, 'sum', over=Fact(CT, 'code_cycles', {}, 'sum'), scale=100), '{:.1f}')} % "
+        f"to {c.num(Fact(CT, 'abs_err_code_controller', {}, 'sum', over=Fact(CT, 'code_cycles', {}, 'sum'), scale=100), '{:.1f}')} % "
+        "of the code's cycles. What is left of uni32's stage A is the array's wait for the late operands; the "
+        "mapping neupims_code keeps archsim's controller, as the bank queues cannot run beside PIM.")]
+    uni_b = {n: {"case": f"uni{n}-off", "stage": "B"} for n in (32, 128)}
+    md += ["- " + c.say(
+        "**Attention of very short requests (uni32, uni128: one request of 32 or 128 tokens per channel).** archsim's "
+        f"stage B is {c.num(Fact(V, 'diff_pct', uni_b[32]), '{:+.1f}')} % (uni32) and "
+        f"{c.num(Fact(V, 'diff_pct', uni_b[128]), '{:+.1f}')} % (uni128) off, with the same PIM command counts in both "
+        "simulators, so the gap is time, and it is refresh: NewtonSim refreshes the two ranks of a channel in turn, one "
+        "every tREFI / 2 = 1950 cycles (its default RANK_LEVEL_STAGGERED, NS/configuration.cc:284, NS/refresh.cc:13-28), "
+        "and a GEMV, which needs every bank, waits for each: channel 0 of the code's uni32 run refreshes "
+        f"{c.num(tr('b_refreshes'), '{:.0f}')} times in its "
+        f"{c.num(tr('b_cycles'), '{:,.0f}')}-cycle stage B, where archsim refreshes both ranks at once every tREFI. "
+        "The mapping policy `refresh_stagger: true` takes the code's refresh (`refresh_toggle.py`, "
+        f"`refresh_toggle.csv`): uni32's stage B {c.num(Fact(RT, 'diff_pct_together', uni_b[32]), '{:+.1f}')} % -> "
+        f"{c.num(Fact(RT, 'diff_pct_staggered', uni_b[32]), '{:+.1f}')} %, uni128's "
+        f"{c.num(Fact(RT, 'diff_pct_together', uni_b[128]), '{:+.1f}')} % -> "
+        f"{c.num(Fact(RT, 'diff_pct_staggered', uni_b[128]), '{:+.1f}')} %. The mapping neupims_code does not take it: "
+        "over every stage of the NeuPIMs cases it moves "
+        f"{c.num(Fact(RT, 'moved_toward_code', {'stage': ['A', 'B', 'C', 'D', 'E', 'F']}, 'sum'), '{:.0f}')} of "
+        f"{c.num(Fact(RT, 'moved_toward_code', {'stage': ['A', 'B', 'C', 'D', 'E', 'F']}, 'count'), '{:.0f}')} rows "
+        "closer to the code. Where the NPU streams alone archsim streams on through one rank's refresh and gets faster "
+        "still, while the code's stages there are long for the reason of the item above; where PIM works the code "
+        "hides part of each refresh: a GEMV "
+        "admitted right after a rank's REFRESH issues the other rank's G_ACTs during its tRFC, as a channel command's "
+        "next G_ACT is the first bank whose command is ready (NS/channel_state.cc:154-186; "
+        f"{c.num(tr('b_gact_during_refresh'), '{:.0f}')} of the {c.num(tr('b_gact'), '{:.0f}')} G_ACTs of the "
+        "uni32 run's stage B), where archsim's PIM stream issues its G_ACTs in their compiled order and a refreshing "
+        "rank holds the other's. Issuing a stream's G_ACTs in ready order is a change of the channel kernel, not made "
+        "here (issue 33).")]
+    return md
+
+
+def _refresh_by_operation(c, pim_st: dict) -> str:
+    """The PIM operations' gaps with the code's refresh (refresh_toggle.csv)."""
+    from reports.claims import Fact
+
+    RT, TR = "refresh_toggle.csv", "code_trace.csv"
+    return (
+        "With the code's staggered refresh (`refresh_toggle.csv`) archsim's logits over the same stages are from "
+        f"{c.num(Fact(RT, 'diff_pct_logits_staggered', pim_st, 'min'), '{:+.1f}')} % to "
+        f"{c.num(Fact(RT, 'diff_pct_logits_staggered', pim_st, 'max'), '{:+.1f}')} % off "
+        f"({c.num(Fact(RT, 'moved_logits_toward_code', pim_st, 'sum'), '{:.0f}')} of "
+        f"{c.num(Fact(RT, 'moved_logits_toward_code', pim_st, 'count'), '{:.0f}')} closer to the code, their distance "
+        "from it summed "
+        + c.cmp(Fact(RT, 'abs_err_logits_staggered', pim_st, 'sum'), "<", Fact(RT, 'abs_err_logits_together', pim_st, 'sum'),
+                ("smaller: part of the logits' gap is the refreshes they wait for", "not smaller"))
+        + ") and its attend from "
+        f"{c.num(Fact(RT, 'diff_pct_attend_staggered', pim_st, 'min'), '{:+.1f}')} % to "
+        f"{c.num(Fact(RT, 'diff_pct_attend_staggered', pim_st, 'max'), '{:+.1f}')} % "
+        f"({c.num(Fact(RT, 'moved_attend_toward_code', pim_st, 'sum'), '{:.0f}')} closer): the attend's gap is not "
+        "refresh, its distance from the code summed "
+        + c.cmp(Fact(RT, 'abs_err_attend_staggered', pim_st, 'sum'), ">", Fact(RT, 'abs_err_attend_together', pim_st, 'sum'),
+                ("growing with the code's refresh", "not growing with the code's refresh"))
+        + ". The difference found there is the code's PIM precharge: in its uni512 run (`code_trace.csv`) an attend tile's rows start closing "
+        f"{c.num(Fact(TR, 'value', {'metric': 'attend_gemv_to_pim_precharge'}), '{:.0f}')} cycles after its fused GEMV "
+        "(COMPS_READRES) issues, as a PIM_PRECHARGE waits only tRTP after it (NS/timing.cc:429-441), and only the next "
+        "GEMV waits for its COMPs, 2 (max(k, 6) + 1) cycles (NS/channel_state.cc:484-505): a tile's rows close, and the "
+        "next tile's row set opens, while its 32 COMPs still read them, one tile every "
+        f"{c.num(Fact(TR, 'value', {'metric': 'attend_gemv_period'}), '{:.0f}')} cycles. archsim closes a tile's rows "
+        "after its last COMP, as a COMP reads the open row: archsim is right about the hardware, and the code's attend "
+        "is faster than its COMPs allow.")
 
 
 def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
@@ -498,7 +602,9 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         "kept the NPU from opening the banks of a PIM open waiting to issue (docs/channel-engine.md, reservations); "
         "the code's one limit on the NPU beside a waiting PIM command is channel-wide and not modelled in archsim: "
         "a budget of refresh slack set when a GEMV or GWRITE is admitted (:248-262), which each NPU precharge or "
-        "activate spends (tRP, tRCDWR) and below 10 cycles of which no NPU command issues (:57-69, 367-398). "
+        "activate spends (tRP, tRCDWR) and below 10 cycles of which no NPU command issues (:57-69, 367-398); "
+        "it applies only while PIM commands are queued (:367), so not where the NPU works alone (stage A, E without "
+        "interleaving, F). "
         "(3) It issues one command a cycle per channel, row or column, PIM or not (NS/neupims_controller.cc:62-83), "
         "where archsim's HBM2 has separate row and column command buses, so the NPU read on beside a row set's 8 "
         "G_ACTs and 32 PIM precharges. With archsim's first two rules a channel holding only a few short requests "
@@ -549,19 +655,7 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         f"{c.num(ffn_over_f('C', 'code_cycles'), '{:+.0f}')} % in stage C. The C, D and E rows of the interleaving "
         f"cases are from {c.num(Fact(V, 'diff_pct', cde, 'min'), '{:+.1f}')} % to "
         f"{c.num(Fact(V, 'diff_pct', cde, 'max'), '{:+.1f}')} % off the code.")]
-    u_fact = Fact(V, "diff_pct", {"case": "uni32-off", "stage": "B"})
-    md += ["- " + c.say(
-        "**Attention of very short requests (uni32, uni128: one request of 32 or 128 tokens per channel).** archsim's "
-        f"stage B is {c.num(u_fact, '{:.1f}')} % (uni32) and "
-        f"{c.num(Fact(V, 'diff_pct', {'case': 'uni128-off', 'stage': 'B'}), '{:.1f}')} % (uni128) off, with the same "
-        "PIM command counts in both simulators (channel 0: G_ACT, COMP, READRES and row sets equal), so the gap is "
-        "time per row set. Its cause is not found: NewtonSim lets a PIM precharge follow a COMPS_READRES after "
-        "tRTP (timing.cc:429-441) and makes the next GEMV wait 2 (max(k, 6) + 1) cycles (channel_state.cc:484-505), "
-        "which closes rows no later than archsim (which waits for the last COMP) and so predicts archsim slower, where "
-        "it is " + c.cmp(u_fact, "<", Fact.zero(), ("faster", "slower")) + "; nor does the six-COMP minimum explain it, as uni128's GEMVs have eight (the review of this report "
-        "found the earlier explanation's sign wrong). "
-        "Their stage A (the QKV GEMM of 32 tokens, pure weight streaming) is "
-        f"{c.num(Fact(V, 'diff_pct', {'case': 'uni32-off', 'stage': 'A'}), '{:.1f}')} % off.")]
+    md += _uni_section(c, V)
     pim_st = {"case": on_cases + off_cases, "stage": ["B", "C", "D", "E"]}      # the model cases' PIM stages
     uni = {n: {"case": f"uni{n}-off", "stage": "B"} for n in (32, 128, 512, 1024)}
 
@@ -584,7 +678,7 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         f"{c.num(Fact(V, 'attend_diff_pct', uni[32]), '{:+.1f}')} % in its attend and "
         f"{c.num(Fact(V, 'logits_diff_pct', uni[32]), '{:+.1f}')} % in its logits, uni512's "
         f"{c.num(Fact(V, 'attend_diff_pct', uni[512]), '{:+.1f}')} % and "
-        f"{c.num(Fact(V, 'logits_diff_pct', uni[512]), '{:+.1f}')} %. The causes of both gaps are not found.")]
+        f"{c.num(Fact(V, 'logits_diff_pct', uni[512]), '{:+.1f}')} %. " + _refresh_by_operation(c, pim_st))]
     md += ["- " + c.say(
         "**The NPU+PIM baseline's attention stage** (the `npu+pim` branch): the code's stage B takes "
         f"{c.num(Fact(V, 'code_cycles', {'case': 'npupim-baseline_gpt3-7B_tp4_bs512_clb0', 'stage': 'B'}, over=Fact(V, 'code_cycles', {'case': 'gpt3-7B_tp4_bs512_clb0_sbi-off', 'stage': 'B'})), '{:.2f}')}x "

@@ -9,7 +9,7 @@ command of each case is in CASES). archsim runs the same configuration by name: 
 same batch snapshot (dataset = the trace file), one
 decoder block: with sub-batch interleaving two layers are simulated, so that stages C and D carry the next
 layer's QKV as the code's single block does; without it one layer (stages A, B, E). Runs are cached under
-DIR/runs like make_report.py's.
+DIR/runs like make_report.py's, named by their config's content (run_cache.py).
 
 Columns: case, stage, code_cycles, archsim_cycles, diff_pct (archsim / code - 1), then the PIM-busy cycles
 (the code's `pim_cycles`: per channel, cycles with PIM commands queued, mean over channels; archsim: per PIM
@@ -31,9 +31,12 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from archsim import api, registry  # noqa: E402
-from archsim.results import config_hash, load_result  # noqa: E402
+import run_cache  # noqa: E402
+
+from archsim import api  # noqa: E402
+from archsim.results import load_result  # noqa: E402
 from archsim.workload import serving  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -85,11 +88,10 @@ def config(case: str) -> dict:
 
 def _run(job: tuple[dict, Path]) -> Path:
     cfg, runs = job
-    path = runs / f"{cfg['system']}-{config_hash(cfg)}.json"
+    path = run_cache.run_path(runs, cfg)        # keyed on the config's content: an edited mapping re-runs
     old = load_result(path) if path.exists() else None
-    if old is not None and (old.manifest["config"] != registry.resolve_config(cfg)
-                            or (not cfg["system"].startswith("gpu") and "npu_ops" not in old.tables)):
-        path.unlink()       # the system's defaults changed since, or the run predates its npu_ops table: re-run
+    if old is not None and not cfg["system"].startswith("gpu") and "npu_ops" not in old.tables:
+        path.unlink()       # the run predates its npu_ops table: re-run
     if not path.exists():
         api.run(cfg, seed=0).write_json(path)
     return path

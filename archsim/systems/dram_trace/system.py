@@ -1,6 +1,7 @@
 """Trace-driven DRAM runs: trace -> address mapping -> event-driven controllers -> stats, energy, log.
 
-Registered as system `dram-trace` (see archsim.systems), and exposed as archsim.run_trace().
+The simulation of system `dram-trace` (declared in archsim.systems.dram_trace), also exposed as
+archsim.run_trace().
 """
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from archsim import energy as energy_mod
-from archsim import schema
 from archsim.config import parse_override
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.controller import ControllerConfig
@@ -23,11 +23,8 @@ from archsim.dram.spec import DramSpec, check_capacity, load_spec
 from archsim.dram.trace import SYNTHETIC_KINDS
 from archsim.engine.memory import MemorySystem
 from archsim.errors import ConfigError, UserError
-from archsim.limits import MAX_CHANNELS, MAX_TRACE_REQUESTS
-from archsim.registry import register
 from archsim.results import Result, make_manifest
-from archsim.schema import opt
-from archsim.stats_names import from_code
+from archsim.systems.dram_trace.config import DEFAULT_PRESET, SYNTHETIC_KEYS, resolve, with_mapping
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where used: a plain trace run never needs it (slow to import)
@@ -105,7 +102,6 @@ class Phases:
 # VM, memory a process touches for the first time costs ~3 ms per MB: a whole-trace pool cost more than the
 # simulation; docs/performance.md).
 STREAM_CHUNK = 1 << 15
-DEFAULT_PRESET = "DDR4_3200AA_x8_8Gb"
 
 
 def simulate_trace(spec: DramSpec, ctrl: ControllerConfig, addr: np.ndarray, is_write: np.ndarray,
@@ -512,78 +508,6 @@ def _result(spec: DramSpec, ctrl: ControllerConfig, tr: Any, raw: dict[str, Any]
 
 
 
-@dataclass
-class SyntheticTrace:
-    """A synthetic trace given as a mapping (archsim.dram.trace.synthetic_trace); every key is optional in the
-    config (absent unless given): kind and requests are required at run time, span_bytes defaults to the
-    device's capacity and seed to the run's seed."""
-
-    kind: str = opt(None, "access pattern (required)", choices=SYNTHETIC_KINDS, optional=True)
-    requests: int = opt(None, "requests in the trace (required)", minimum=1, maximum=MAX_TRACE_REQUESTS,
-                         optional=True)
-    read_fraction: float = opt(0.8, "probability that a request is a read", minimum=0, maximum=1, optional=True)
-    span_bytes: int | None = opt(None, "addresses in [start, start + span_bytes); null: the device's capacity",
-                                 minimum=1, optional=True)
-    seed: int | None = opt(None, "generator seed; null: the run's seed", minimum=0, optional=True)
-    start: int = opt(0, "first address", minimum=0, optional=True)
-
-
-@dataclass
-class DramTraceConfig:
-    """Config of system `dram-trace` (one source of truth: resolve, the CLI flags and help derive from it).
-    Optional keys are absent from the resolved config unless given, so configs that do not use them keep
-    their hash."""
-
-    preset: str = opt(DEFAULT_PRESET, "DRAM preset (archsim presets list)", optional=True)
-    channels: int | None = opt(None, "channels; null: the preset's", minimum=1, maximum=MAX_CHANNELS, optional=True)
-    # no --mapping flag: on the command line --mapping is a mapping policy (pimgpt, ...), an address mapping
-    # is --address-mapping (archsim trace)
-    mapping: str | None = opt(None, "address mapping, MSB..LSB, e.g. RoBaRaCoCh; null: controller.mapping, "
-                              "else the preset's", optional=True, flag=False)
-    controller: ControllerConfig | None = opt(ControllerConfig, "memory-controller policy")
-    dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCD: 20}} (keys "
-                               "dram.<section>.<key>, the preset's values)", optional=True,
-                               overrides_of=("preset", "archsim.dram.spec:preset_leaves"))
-    trace: str | SyntheticTrace = opt(None, "the trace (required): a trace file path, or a synthetic trace "
-                                      "{kind, requests, ...}", optional=True)
-    engine: Literal["numba"] = opt("numba", "simulation engine (the numba channel engine, the only one)")
-
-
-def resolve(config: dict[str, Any]) -> dict[str, Any]:
-    """Fill the controller's defaults, so sweeps can vary any controller.* key without naming it in `base`."""
-    schema.check(DramTraceConfig, config, "dram-trace")   # unknown keys, types, allowed values, ranges
-    out = dict(config)
-    out["controller"] = {**ControllerConfig().to_dict(), **(config.get("controller") or {})}
-    out.setdefault("engine", "numba")
-    # the controller's values (and the top-level mapping) are checked with the config, before a run, and a bad
-    # one is reported at the key the user set (archsim.keypaths.apply_overrides adds where it was set)
-    ControllerConfig.from_dict(out["controller"], source=None)
-    if out.get("mapping") is not None:
-        with_mapping(out["controller"], out["mapping"])
-    return out
-
-
-def with_mapping(controller: dict[str, Any], mapping: str) -> ControllerConfig:
-    """The controller with the address mapping given as the top-level key `mapping` (errors name that key)."""
-    try:
-        return ControllerConfig.from_dict({**controller, "mapping": mapping}, source=None)
-    except ConfigError as exc:
-        if exc.key_path != "controller.mapping":
-            raise
-        raise ConfigError("mapping", exc.problem) from None
-
-
-# keys of a synthetic trace given as a mapping -> their defaults (None: required, or chosen at run time)
-SYNTHETIC_KEYS = {k.path: k.default for k in schema.keys(SyntheticTrace)}
-
-
-EXAMPLES = """\
-  archsim run --system dram-trace --set trace.kind=random --set trace.requests=2000 --preset HBM2_2Gbps_PC
-  archsim run --system dram-trace --set trace=my.trace --set controller.row_policy=closed"""
-
-
-@register("dram-trace", resolve=resolve, schema=DramTraceConfig, examples=EXAMPLES,
-          stats=from_code((_result, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     """System entry: the config (DramTraceConfig's keys) resolved once into a `Setup`, then simulated."""
     phases = Phases()

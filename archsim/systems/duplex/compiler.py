@@ -29,7 +29,7 @@ from archsim.errors import ConfigError
 from archsim.paths import resolve
 from archsim.pim.logic_pim import (
     SPACES,
-    LogicPimConfig,
+    DuplexDevices,
     LogicPimTimer,
     Segment,
     bundle_bandwidth_bytes_per_s,
@@ -41,9 +41,9 @@ from archsim.pim.logic_pim import (
     devices as device_preset,
 )
 from archsim.schema import REQUIRED, opt
+from archsim.systems.duplex.config import DEVICE_KINDS
 from archsim.workload.spec import ModelSpec
 
-DEVICE_KINDS = ("gpu", "2xgpu", "duplex", "bank_pim", "bankgroup_pim")
 UNITS = ("xpu", "low")
 STAGE_KINDS = ("decode", "mixed")
 LAYER_KINDS = ("qkv", "attention_prefill", "attention_decode", "out_proj", "moe", "dense_ffn", "lm_head")
@@ -54,6 +54,7 @@ BYTES_PER_ROW = 8192                                         # one bundle row of
 
 # ---- policy ----------------------------------------------------------------------------------------------
 EXPERT_PLACEMENTS = ("per_device", "global_modulo")
+NON_EXPERT_PARALLEL = ("all_devices", "per_node")
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,18 @@ class Policy:
     attention_coprocessing: bool = opt(REQUIRED, "decode attention beside prefill attention (both units at once)")
     expert_coprocessing: bool = opt(REQUIRED, "split experts between the xPU and the low unit")
     expert_tensor_parallel: bool = opt(REQUIRED, "experts sliced over the devices (else whole experts per device)")
+    non_expert_parallel: str = opt("all_devices", "how attention, dense FFNs, the MoE gate and the LM head lay out "
+                                   "over the devices: all_devices = tensor-parallel over every device (their "
+                                   "all-reduces cross InfiniBand beyond one node); per_node = tensor-parallel "
+                                   "inside a node, the nodes data-parallel (each takes every n-th sequence), the "
+                                   "experts still over every device and only the tokens bound for another node's "
+                                   "experts crossing InfiniBand (LLMSimulator's layout as its driver runs it)",
+                                   choices=NON_EXPERT_PARALLEL)
+    norm_and_residual: bool = opt(False, "time each layer's two norms and two residual adds on the xPU (rooflines "
+                                  "over the whole activations on every device, as LLMSimulator times them); false: "
+                                  "not timed")
+    time_lm_head: bool = opt(True, "time the LM head on the xPU; false: no time (LLMSimulator's LM head times "
+                             "nothing)")
     layout: LayoutPolicy = opt(LayoutPolicy, "the layout of tensors over bundle spaces")
     name: str = opt("", "the policy's name")
 
@@ -154,21 +167,68 @@ def with_command_path(spec: DramSpec, command_path: str) -> DramSpec:
     return load_spec(deep_merge(spec.raw, {"extension_options": {"logic_pim": {"command_path": command_path}}}))
 
 
-SPLIT_RULES = ("interference_aware", "lookup_table")
+SPLIT_RULES = ("interference_aware", "lookup_table", "llmsimulator")
+# coprocessing_split llmsimulator: the rule LLMSimulator (the Duplex authors' simulator) splits a device's experts
+# by (getIdxHigh / getIdxHighOptimal, src/module/route.cpp:34-127 of the helios fork, called per MoE layer from
+# Route::forward, route.cpp:235-244, when parallel_execution is on). Its two constants: both units' times are
+# scaled by a bandwidth factor of 0.75 (route.cpp:38-39 for the xPU, 45 and 57 for Logic-PIM), and above 4
+# local experts the experts move in 4 groups of consecutive local experts (route.cpp:81-103).
+LLMSIM_BANDWIDTH_FACTOR = 0.75
+LLMSIM_SPLIT_GROUPS = 4
+
+
+def llmsimulator_xpu_set(tokens: list[int], xpu_ridge: float, low_bw_x: float, low_op_b: float) -> list[int]:
+    """Local positions of the experts LLMSimulator's co-processing rule runs on the xPU, the rest going to the
+    low unit. Times are in units of one expert's weight read at the xPU's bandwidth: an expert with t tokens
+    takes max(1, t x 0.75 / ridge) on the xPU and max(1, t x 0.75 / low Op/B) / (low bandwidth multiple) on
+    the low unit (route.cpp:38-57; zero-token experts included, as the rule counts them). Starting from all
+    on the low unit, the experts (up to 4) or 4 groups of consecutive experts (more than 4) move to the xPU in
+    order of most tokens first, while that lowers max(xPU sum, low sum); the first move that does not stops
+    the search (a greedy walk, not a search over all splits). More than 4 experts not a multiple of 4: the
+    helios fork aborts (route.cpp:85), the HBF fork moves them one by one; archsim does as the HBF fork."""
+    f = LLMSIM_BANDWIDTH_FACTOR
+
+    def on_xpu(t: int) -> float:
+        return max(1.0, t * f / xpu_ridge)
+
+    def on_low(t: int) -> float:
+        return max(1.0, t * f / low_op_b) / low_bw_x
+
+    n = len(tokens)
+    if n <= LLMSIM_SPLIT_GROUPS or n % LLMSIM_SPLIT_GROUPS:
+        units = [[i] for i in range(n)]
+    else:
+        size = n // LLMSIM_SPLIT_GROUPS
+        units = [list(range(g, g + size)) for g in range(0, n, size)]
+    # most tokens first; ties keep their order (the reference sorts at most 16 entries, which its library
+    # sorts by insertion, keeping ties in order)
+    units.sort(key=lambda u: -sum(tokens[i] for i in u))
+    high, low = 0.0, sum(on_low(t) for t in tokens)
+    best, chosen = max(high, low), []
+    for u in units:
+        high += sum(on_xpu(tokens[i]) for i in u)
+        low -= sum(on_low(tokens[i]) for i in u)
+        if max(high, low) >= best:
+            break
+        chosen += u
+        best = max(high, low)
+    return chosen
 
 
 def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | None = None,
-                memory: str | None = None, stacks: int | None = None, command_path: str | None = None) -> Device:
+                memory: str | None = None, stacks: int | None = None, command_path: str | None = None,
+                preset: DuplexDevices | None = None) -> Device:
     """A device of `kind` (DEVICE_KINDS; 2xgpu is a GPU, the system doubles the count) from the presets.
     `memory` / `stacks`: another DRAM preset (one stack) or stack count than the devices preset's; the xPU's
     bandwidth and memory are then the stacks' (peak x the preset's bandwidth efficiency, capacity), so every
     unit of the device sees the same memory. `command_path`: Logic-PIM's command path (the memory standard's
-    extension option logic_pim.command_path; None: the extension's default)."""
+    extension option logic_pim.command_path; None: the extension's default). `preset`: the devices preset (a
+    run's `device_preset` with its `devices_overrides`; None: archsim/presets/duplex/devices.yaml)."""
     if kind not in DEVICE_KINDS:
         raise ConfigError("device", f"unknown device {kind!r}; allowed: {', '.join(DEVICE_KINDS)}")
     if pim_timing not in ("engine", "roofline"):
         raise ConfigError("pim_timing", f"must be engine or roofline, got {pim_timing!r}")
-    pre = device_preset()
+    pre = preset or device_preset()
     spec = load_spec(memory or pre.dram)
     if command_path is not None and kind == "duplex":
         spec = with_command_path(spec, command_path)
@@ -194,7 +254,7 @@ def make_device(kind: str, pim_timing: str = "engine", timer: LogicPimTimer | No
     p = getattr(pre.processors, low)
     dev.low = low
     if low == "logic_pim":
-        cfg = LogicPimConfig.load()
+        cfg = pre.logic_pim
         dev.low_bw = bundle_bandwidth_bytes_per_s(spec) * stacks
         dev.low_flops = cfg.flops_per_s * stacks
         dev.low_pj_per_bit = e["RDBD"] / (8 * spec.access_bytes * 8)
@@ -312,12 +372,24 @@ class Compiler:
         self.per_expert = dispatch == "per_expert"
         # interference_aware: co-processing costed with the slow-downs it will pay (never slower than no split)
         self.aware = split == "interference_aware"
-        # distinct (stage, layer) splits the interference moved off the lookup table's choice, and attention
-        # overlaps run one after the other because overlapping would have been slower
-        self.decisions = {"expert_split_changed": 0, "expert_splits": 0, "attention_serialized": 0}
+        self.split_rule = split
+        # distinct (stage, layer) splits interference_aware costed, those the interference moved off the lookup
+        # table's choice, attention overlaps run one after the other because overlapping would have been slower,
+        # and the experts each expert split put on each unit (counted once per distinct (stage, MoE layer, device))
+        self.decisions = {"expert_split_changed": 0, "expert_splits": 0, "attention_serialized": 0,
+                          "split_experts_on_xpu": 0, "split_experts_on_low": 0}
+        # every distinct expert split: stage kind, tokens, device, expert ids on the xPU and on the low unit
+        self.split_log: list[dict] = []
         # dispatch per_expert: experts placed on each unit, counted once per distinct (stage, MoE layer, device)
         self.expert_units = {"xpu": 0, "low": 0}
         self.m, self.dev, self.D, self.pol = model, device, n_devices, policy
+        # the non-expert layers' tensor-parallel degree and their data-parallel replicas (one per node, per_node)
+        per_node = int(device.links["devices_per_node"])
+        self.ne_tp = min(n_devices, per_node) if policy.non_expert_parallel == "per_node" else n_devices
+        if n_devices % self.ne_tp:
+            raise ConfigError("non_expert_parallel", f"per_node needs a device count that is a multiple of the "
+                              f"{per_node} devices per node, got {n_devices}")
+        self.ne_dp = n_devices // self.ne_tp
         # co-processing interference from channel-engine runs (needs the engine timer of Logic-PIM)
         self.interference = interference == "engine" and device.timer is not None
         self.pairs: list[dict] = []          # co-processed operator pairs of the last stage (see coprocess)
@@ -483,21 +555,43 @@ class Compiler:
         self.expert_units["low"] += len(on_l)
         return on_x, on_l
 
-    def _split_device(self, experts: list[tuple[int, int]], T: int) -> tuple[float, list[Op], list[dict]]:
-        """One device's experts under co-processing: the lookup table's split (split_experts), or with
-        interference_aware the fastest of the splits it ranges over (the first k spaces' experts on the low unit,
-        k = 0 .. all, which includes no split either way) costed as they will run, interference included."""
-        on_x, on_l = self.split_experts(experts)
-        table = self._device_experts(on_x, on_l, T)
-        if not self.aware:
-            return table
-        best = table
-        for cand_x, cand_l in self.split_candidates(experts):
-            r = self._device_experts(cand_x, cand_l, T)
-            if r[0] < best[0] - 1e-15:
-                best = r
-        self.decisions["expert_splits"] += 1
-        self.decisions["expert_split_changed"] += best is not table
+    def llmsimulator_split(self, local: list[tuple[int, int]]) -> tuple[list, list]:
+        """coprocessing_split llmsimulator: (on the xPU, on the low unit) of a device's local experts (zero-token
+        ones included, in local order) by LLMSimulator's rule (llmsimulator_xpu_set) with this device's xPU
+        ridge, low-unit bandwidth multiple and Op/B; zero-token experts then run nowhere."""
+        d = self.dev
+        high = set(llmsimulator_xpu_set([t for _, t in local], d.xpu_flops / d.xpu_bw, d.low_bw / d.xpu_bw,
+                                        d.low_flops / d.low_bw))
+        on_x = [et for i, et in enumerate(local) if i in high and et[1] > 0]
+        on_l = [et for i, et in enumerate(local) if i not in high and et[1] > 0]
+        return on_x, on_l
+
+    def _split_device(self, local: list[tuple[int, int]], T: int, stage: str = "", device: int = 0,
+                      ) -> tuple[float, list[Op], list[dict]]:
+        """One device's experts under co-processing (`local`: its experts in local order, zero-token ones
+        included): the lookup table's split (split_experts), LLMSimulator's rule (llmsimulator_split), or with
+        interference_aware the fastest of the splits the table ranges over (the first k spaces' experts on the
+        low unit, k = 0 .. all, which includes no split either way) costed as they will run, interference
+        included. Records the split chosen in `decisions` and `split_log`."""
+        experts = [(e, t) for e, t in local if t > 0]
+        if self.split_rule == "llmsimulator":
+            on_x, on_l = self.llmsimulator_split(local)
+            chosen = (on_x, on_l)
+            best = self._device_experts(on_x, on_l, T)
+        else:
+            chosen = self.split_experts(experts)
+            best = table = self._device_experts(*chosen, T)
+            if self.aware:
+                for cand in self.split_candidates(experts):
+                    r = self._device_experts(*cand, T)
+                    if r[0] < best[0] - 1e-15:
+                        best, chosen = r, cand
+                self.decisions["expert_splits"] += 1
+                self.decisions["expert_split_changed"] += best is not table
+        self.decisions["split_experts_on_xpu"] += len(chosen[0])
+        self.decisions["split_experts_on_low"] += len(chosen[1])
+        self.split_log.append({"stage": stage, "tokens": T, "device": device,
+                               "xpu": [e for e, _ in chosen[0]], "low": [e for e, _ in chosen[1]]})
         return best
 
     def _device_experts(self, on_x: list[tuple[int, int]], on_l: list[tuple[int, int]], T: int,
@@ -546,8 +640,8 @@ class Compiler:
 
     # -- communication ----------------------------------------------------------------------------------
     def link_time(self, nbytes: float, kind: str = "allreduce", group: int | None = None) -> float:
-        """Ring all-reduce (2 (D-1)/D of the bytes per device, 2 (D-1) latency hops) or all-to-all ((D-1)/D,
-        D-1 hops) among `group` devices (default all), over NVLink inside a node, InfiniBand when the group
+        """Ring all-reduce (2 (D-1)/D of the bytes per device, 2 (D-1) latency hops), all-to-all ((D-1)/D,
+        D-1 hops) or send (all of the bytes, one hop) among `group` devices (default all), over NVLink inside a node, InfiniBand when the group
         spans nodes."""
         D = self.D if group is None else group
         if D <= 1 or nbytes <= 0:
@@ -557,6 +651,8 @@ class Compiler:
         bw, lat = float(link["bandwidth_bytes_per_s"]), float(link["latency_s"])
         if kind == "allreduce":
             return 2 * (D - 1) / D * nbytes / bw + 2 * (D - 1) * lat
+        if kind == "send":            # one device's bytes in one transfer
+            return nbytes / bw + lat
         return (D - 1) / D * nbytes / bw + (D - 1) * lat
 
     # -- co-processing ----------------------------------------------------------------------------------
@@ -594,23 +690,31 @@ class Compiler:
             total, ops, self.pairs = self.stage_memo[key]
             return total, ops
         self.pairs = []
-        m, D, B = self.m, self.D, self.B
+        m, D, B = self.m, self.ne_tp, self.B
         ops: list[Op] = []
         total = 0.0
         moe_layers = m.n_moe_layers
         dense_layers = m.n_layers - moe_layers
+        # the non-expert layers run on one tensor-parallel group's sequences (all of them unless per_node: the
+        # first node's share, the largest)
+        node = self.node_share(st)
         # attention block -----------------------------------------------------------------------------
         n_pairs = len(self.pairs)
-        att_ops, att_t = self._attention_block(st)
+        att_ops, att_t = self._attention_block(node)
         for o in att_ops:
             o.count = m.n_layers
         for p in self.pairs[n_pairs:]:
             p["count"] = m.n_layers
         ops += att_ops
         total += att_t * m.n_layers
+        if self.pol.norm_and_residual:
+            nr = self._norm_residual(node.tokens)
+            nr.count = m.n_layers
+            ops.append(nr)
+            total += nr.seconds * m.n_layers
         # FFN blocks -----------------------------------------------------------------------------------
         if dense_layers:
-            f_ops, f_t = self._dense_block(st)
+            f_ops, f_t = self._dense_block(node)
             for o in f_ops:
                 o.count = dense_layers
             ops += f_ops
@@ -630,14 +734,38 @@ class Compiler:
                 ops += f_ops
                 total += f_t * cnt
         # LM head for every sequence ------------------------------------------------------------------
-        n = st.sequences
+        n = node.sequences
         f = 2.0 * n * m.d_model * m.vocab / D
         b = (m.d_model * m.vocab + n * (m.d_model + m.vocab / D)) * B / D
         head = self._xop("lm_head", "lm_head", f, b, n)
+        if not self.pol.time_lm_head:
+            head.seconds = head.roofline_s = head.energy_pj = 0.0
         ops.append(head)
         total += head.seconds
         self.stage_memo[key] = (total, ops, self.pairs)
         return total, ops
+
+    def _norm_residual(self, T: int) -> Op:
+        """One layer's two norms (4 FLOPs per element; read the activations and the weight vector, write the
+        activations) and two residual adds (1 FLOP per element; read two, write one), over the whole T x d_model
+        activations on every device (not split by tensor parallelism), as LLMSimulator times them
+        (src/module/layernorm.cpp:38-44, src/module/residual.cpp:34-35, two of each per decoder layer,
+        src/module/decoder.cpp:80-86 of the helios fork)."""
+        d, B = self.m.d_model, self.B
+        flops = 2 * 4.0 * T * d + 2 * 1.0 * T * d
+        nbytes = (2 * (2.0 * T * d + d) + 2 * 3.0 * T * d) * B
+        # two memory-bound ops each of norm and residual: their times add (each a roofline of its own)
+        op = self._xop("norm_residual", "norm_residual", flops, nbytes, T)
+        op.seconds = op.roofline_s = (2 * self.xpu_time(4.0 * T * d, (2.0 * T * d + d) * B)
+                                      + 2 * self.xpu_time(1.0 * T * d, 3.0 * T * d * B))
+        return op
+
+    def node_share(self, st: Stage) -> Stage:
+        """The sequences of `st` the first non-expert tensor-parallel group runs (every ne_dp-th, from the first):
+        the whole stage unless non_expert_parallel is per_node on more than one node."""
+        if self.ne_dp == 1:
+            return st
+        return Stage(st.prefill[::self.ne_dp], st.decode[::self.ne_dp])
 
     def _decode_key(self, st: Stage) -> tuple:
         """Decode contexts enter the timing only through their sum (KV bytes and FLOPs are linear in it) and
@@ -659,13 +787,14 @@ class Compiler:
         op.energy_pj = self.energy(op, counts)
         return op
 
-    def _link(self, name: str, nbytes: float, kind: str, group: int | None = None) -> Op:
+    def _link(self, name: str, nbytes: float, kind: str, group: int | None = None, pattern: str | None = None) -> Op:
+        """A link operator of `kind` (allreduce / alltoall), timed by link_time's `pattern` (default: the kind)."""
         op = Op(name, kind, 0.0, nbytes, "link")
-        op.seconds = op.roofline_s = self.link_time(nbytes, "allreduce" if kind == "allreduce" else "alltoall", group)
+        op.seconds = op.roofline_s = self.link_time(nbytes, pattern or ("allreduce" if kind == "allreduce" else "alltoall"), group)
         return op
 
     def _attention_block(self, st: Stage) -> tuple[list[Op], float]:
-        m, D, B = self.m, self.D, self.B
+        m, D, B = self.m, self.ne_tp, self.B
         T = st.tokens
         qkv_w = m.d_model * (m.q_dim + 2 * m.kv_dim)
         qkv = self._xop("qkv", "qkv", 2.0 * T * qkv_w / D, (qkv_w / D + T * (m.d_model + (m.q_dim + 2 * m.kv_dim) / D)) * B, T)
@@ -692,7 +821,7 @@ class Compiler:
         out = self._xop("out_proj", "out_proj", 2.0 * T * m.q_dim * m.d_model / D,
                         (m.q_dim * m.d_model / D + T * (m.q_dim / D + m.d_model)) * B, T)
         ops.append(out)
-        ar = self._link("allreduce_attention", T * m.d_model * B, "allreduce")
+        ar = self._link("allreduce_attention", T * m.d_model * B, "allreduce", group=D)
         ops.append(ar)
         # timing: qkv, then prefill || decode attention (co-processing) or one after the other
         xs = pre.seconds if pre else 0.0
@@ -714,7 +843,7 @@ class Compiler:
         return ops, qkv.seconds + mid + out.seconds + ar.seconds
 
     def _dense_block(self, st: Stage) -> tuple[list[Op], float]:
-        m, D, B = self.m, self.D, self.B
+        m, D, B = self.m, self.ne_tp, self.B
         T = st.tokens
         w = m.expert_params / D
         f = 2.0 * T * w
@@ -728,20 +857,30 @@ class Compiler:
         segs = [Segment(sp, (rows // len(es) + (1 if i < rows % len(es) else 0)) * passes, math.ceil(T / passes))
                 for i, sp in enumerate(es)]
         op = self._lop("dense_ffn", "dense_ffn", f, b, unit, segs, T)
-        ar = self._link("allreduce_ffn", T * m.d_model * B, "allreduce")
+        ar = self._link("allreduce_ffn", T * m.d_model * B, "allreduce", group=D)
         return [op, ar], op.seconds + ar.seconds
 
     def _moe_block(self, st: Stage, layer: int) -> tuple[list[Op], float]:
         m, D, B = self.m, self.D, self.B
         T = st.tokens
         counts = routing_counts(m, T, self.routing, self.zipf_s, layer, self.seed)
-        gate = self._xop("moe_gate", "moe_gate", 2.0 * T * m.d_model * m.n_experts / D,
-                         (m.d_model * m.n_experts / D + T * m.d_model) * B, T)
+        # the gate runs with the other non-expert layers: on one tensor-parallel group's tokens
+        gT, g_tp = self.node_share(st).tokens, self.ne_tp
+        gate = self._xop("moe_gate", "moe_gate", 2.0 * gT * m.d_model * m.n_experts / g_tp,
+                         (m.d_model * m.n_experts / g_tp + gT * m.d_model) * B, gT)
         tp, ep = self.expert_groups()
         # tokens to their experts and back (all-to-all over the expert-parallel groups); with experts split
         # over a node (ET) the slices' partial outputs are all-reduced over the node instead
         comm = []
-        if ep > 1 or not self.pol.expert_tensor_parallel:
+        if self.ne_dp > 1:
+            # non_expert_parallel per_node: a node's tensor-parallel group holds all of its tokens, so each device
+            # sends 1/ne_tp of them, and only those bound for another node's experts ((D - ne_tp) / D) cross
+            # InfiniBand, one transfer each way (as LLMSimulator times MoEScatter in decode,
+            # src/module/communication.cpp:117-189 of the helios fork)
+            cross = 2 * gT * m.experts_per_token * m.d_model * B / g_tp * (D - g_tp) / D
+            comm.append(self._link("moe_all_to_all", cross, "alltoall", group=D, pattern="send"))
+            comm.append(comm[-1])
+        elif ep > 1 or not self.pol.expert_tensor_parallel:
             comm.append(self._link("moe_all_to_all", 2 * T * m.experts_per_token * m.d_model * B / D, "alltoall"))
             comm.append(comm[-1])
         if self.pol.expert_tensor_parallel and tp > 1:
@@ -751,10 +890,10 @@ class Compiler:
         worst, worst_ops, worst_pairs = -1.0, [], []
         f_probe, b_probe = self.expert_ops(max(1, int(counts.mean())))
         unit = self.unit_for(st.kind, "moe", f_probe / b_probe)
-        for experts in per_dev:
-            experts = [(e, t) for e, t in experts if t > 0]
+        for device, local in enumerate(per_dev):
+            experts = [(e, t) for e, t in local if t > 0]
             if self.dev.low is not None and self.pol.expert_coprocessing:
-                t_dev, ops, pairs = self._split_device(experts, T)
+                t_dev, ops, pairs = self._split_device(local, T, st.kind, device)
             elif self.per_expert and self.dev.low is not None:
                 t_dev, ops, pairs = self._device_experts(*self.fastest_units(experts), T)
             else:

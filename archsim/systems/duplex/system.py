@@ -5,7 +5,7 @@ Each iteration (stage) of archsim.workload.serving.ContinuousBatcher is compiled
 into operators dispatched by the mapping policy (mappings/duplex.yaml), timed (xPU: roofline; Logic-PIM:
 bundle command streams on the channel engine, or its roofline with `pim_timing: roofline`; Bank-PIM and
 BankGroup-PIM: rooflines; links: ring all-reduce / all-to-all) and costed (DRAM bits per path, activates,
-MACs). Registered as system `duplex`.
+MACs). The simulation of system `duplex` (declared in archsim.systems.duplex; its config in config.py).
 """
 from __future__ import annotations
 
@@ -13,21 +13,15 @@ import dataclasses
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from archsim import metrics, schema
-from archsim.dram.spec import extension_options
-from archsim.errors import ConfigError, UserError
-from archsim.limits import MAX_BATCH
-from archsim.registry import register
+from archsim import schema
+from archsim.errors import UserError
 from archsim.results import Result, make_manifest
-from archsim.schema import opt
-from archsim.stats_names import from_code
 from archsim.systems.duplex.compiler import (
-    DEVICE_KINDS,
     Compiler,
     Policy,
     Stage,
@@ -35,117 +29,20 @@ from archsim.systems.duplex.compiler import (
     make_device,
     paper_devices,
 )
+from archsim.systems.duplex.config import (
+    DEFAULTS,
+    SPLITS,
+    DuplexConfig,
+    devices_preset,
+    policy_overrides,
+    resolve,
+)
 from archsim.systems.duplex.serving import DuplexBatcher, make_requests, serving_metrics
 from archsim.workload.serving import Batch
 from archsim.workload.spec import ModelSpec
 
-# model features simulated (archsim.summary.FEATURES): MoE experts, GQA decode attention (Op/B = query group
-# size), gated FFNs (three matrices); the compiler sizes every operator from them
-MODEL_FEATURES = frozenset({"moe", "gqa", "gated_ffn"})
-
-
-SPLITS = ("interference_aware", "lookup_table")          # coprocessing_split: the default first
-# the command-path choice lives with Logic-PIM's commands (the standard extension); the config key exposes it
-_COMMAND_PATH = extension_options("logic_pim")["command_path"]
-
-
-@dataclass
-class DuplexConfig:
-    """Config of system `duplex` (one source of truth: DEFAULTS, resolve, the CLI flags and help derive from it)."""
-
-    model: str = opt("mixtral-8x7b", "model name (workloads/models) or a model file")
-    device: str = opt("duplex", "device kind: Duplex (xPU + Logic-PIM) or a baseline", choices=DEVICE_KINDS)
-    devices: int | None = opt(None, "devices (2xgpu: twice as many GPUs); null: the paper's count for the model, "
-                              "else the fewest (a power of two) whose memory the weights fill at most half",
-                              minimum=1)
-    mapping: str = opt("duplex", "mapping policy file: mappings/*.yaml or a path")
-    mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
-                                            "{dispatch: {decode: {qkv: xpu}}}",
-                                            overrides_of=("mapping", "archsim.systems.duplex.compiler:load_policy"))
-    # the mapping policy's switches as first-class keys (absent unless given: the mapping file decides)
-    expert_coprocessing: bool = opt(False, "expert co-processing (Duplex+PE): split each device's experts between "
-                                    "the xPU and Logic-PIM by a token-count lookup table; default: the mapping's",
-                                    optional=True)
-    expert_tensor_parallel: bool = opt(False, "expert tensor parallelism (Duplex+PE+ET): every expert split over "
-                                       "a node's devices; default: the mapping's", optional=True)
-    attention_coprocessing: bool = opt(True, "prefill attention on the xPU beside decode attention on Logic-PIM; "
-                                       "default: the mapping's", optional=True)
-    dispatch_rule: str = opt("table", "dispatch: the mapping's per (stage, layer) table, or opb (Op/B at most "
-                             "opb_threshold to the low unit); default: the mapping's", choices=("table", "opb"),
-                             optional=True)
-    opb_threshold: float = opt(16.0, "Op/B threshold of dispatch_rule opb; default: the mapping's", above=0,
-                               optional=True)
-    pim_timing: str = opt("engine", "Logic-PIM timing: bundle command streams on the channel engine, or its "
-                          "roofline", choices=("engine", "roofline"))
-    command_path: str = opt(_COMMAND_PATH["default"], "Logic-PIM (extension option logic_pim.command_path of the "
-                            "memory's standard): " + _COMMAND_PATH["help"] + "; default: the extension's",
-                            choices=tuple(_COMMAND_PATH["values"]), optional=True)
-    coprocessing_split: str = opt("interference_aware", "how co-processing picks its split: interference_aware "
-                                  "= expert splits and attention overlap costed with the slow-downs they will pay "
-                                  "(never slower than no split); lookup_table = the paper's tables of "
-                                  "interference-free times", choices=SPLITS,
-                                  optional=True)
-    interference: str = opt("engine", "co-processing interference (xPU beside Logic-PIM on one stack): slow-downs "
-                            "measured on the channel engine per operator pair (needs pim_timing engine), or none",
-                            choices=("engine", "none"), optional=True)
-    requests: int = opt(64, "requests served", minimum=1, maximum=MAX_BATCH)
-    input_len: int = opt(1024, "mean input (prompt) length in tokens", minimum=1)
-    output_len: int = opt(1024, "mean output length in tokens", minimum=1)
-    length_std: float = opt(0.0, "standard deviation of the lengths, as a fraction of the mean", minimum=0, below=1)
-    qps: float | None = opt(None, "Poisson arrival rate in requests/s; null: closed loop (all arrive at 0)", above=0)
-    max_batch: int = opt(64, "most requests in flight", minimum=1, maximum=MAX_BATCH)
-    max_prefill_tokens: int | None = opt(8192, "most prompt tokens prefilled per iteration; null: no limit",
-                                         minimum=1)
-    routing: str = opt("uniform", "MoE expert routing of the tokens: uniform (expected counts, equal "
-                       "probabilities), zipf (expected counts, skewed popularity) or sampled (every layer's routing "
-                       "drawn at random, k distinct experts per token, as LLMSimulator routes; seeded by the run's "
-                       "seed)", choices=("uniform", "zipf", "sampled"))
-    zipf_s: float = opt(1.0, "Zipf exponent of the expert popularity (routing: zipf)", minimum=0)
-    memory_cap: str = opt("enforce", "enforce: the batcher admits a request only while the devices' memory "
-                          "beside the weights holds every admitted request's final KV cache; unlimited: no memory check "
-                          "(LLMSimulator as reports/duplex/run_llmsim.py runs it: mem_cap_limit false)",
-                          choices=("enforce", "unlimited"), optional=True)
-    dispatch: str = opt("layer", "which unit runs a MoE layer's experts: layer (one unit for the whole layer, the "
-                        "mapping policy's unit for the stage's MoE layers; with dispatch_rule opb, by the Op/B at "
-                        "the mean tokens per expert) or per_expert (every expert on the "
-                        "unit that runs it faster with its own token count, xPU or low unit by the lookup table's "
-                        "times, as LLMSimulator picks the fastest unit per expert). Under expert_coprocessing the "
-                        "split already places every expert on a unit: per_expert changes nothing there",
-                        choices=("layer", "per_expert"), optional=True)
-    data_parallel: int = opt(1, "replicas of the whole `devices` group, each serving every k-th request",
-                             minimum=1)
-    # the memory of a device (optional: absent from the resolved config unless given, so configs without it
-    # keep their hash); given, the xPU's bandwidth and capacity are those of the stacks
-    preset: str = opt("HBM3_Duplex", "DRAM preset of one stack (archsim presets list); default: the devices "
-                      "preset's (archsim/presets/duplex/devices.yaml)", optional=True)
-    stacks: int = opt(5, "HBM stacks per device; default: the devices preset's", minimum=1, optional=True)
-
-
-DEFAULTS: dict[str, Any] = {"system": "duplex", **schema.defaults(DuplexConfig)}
-
-
-def resolve(config: dict[str, Any]) -> dict[str, Any]:
-    schema.check(DuplexConfig, config, "duplex")   # unknown keys, types, allowed values, ranges
-    return {**DEFAULTS, **config}
-
-
-# first-class config key -> mapping policy key
-POLICY_KEYS = {"expert_coprocessing": "expert_coprocessing", "expert_tensor_parallel": "expert_tensor_parallel",
-               "attention_coprocessing": "attention_coprocessing", "dispatch_rule": "rule",
-               "opb_threshold": "opb_threshold"}
-
-
-def policy_overrides(cfg: dict[str, Any]) -> dict[str, Any]:
-    """mapping_overrides plus the first-class policy keys given in `cfg`; a key given both ways with different
-    values is an error naming both paths."""
-    over = dict(cfg.get("mapping_overrides") or {})
-    for key, pkey in POLICY_KEYS.items():
-        if key not in cfg:
-            continue
-        if pkey in over and over[pkey] != cfg[key]:
-            raise ConfigError(key, f"{cfg[key]!r} contradicts mapping_overrides.{pkey} = {over[pkey]!r}; give one")
-        over[pkey] = cfg[key]
-    return over
+if TYPE_CHECKING:
+    from archsim.pim.logic_pim import DuplexDevices
 
 
 # ---- the run's config, typed ----------------------------------------------------------------------------------
@@ -224,13 +121,14 @@ class Setup:
     devices: int | None                                    # per replica; None: the paper's count or the weights'
     policy: Policy                                         # the mapping file with the overrides applied
     interference: str                                      # co-processing interference asked for: engine | none
-    coprocessing_split: str                                # interference_aware | lookup_table
+    coprocessing_split: str                                # interference_aware | lookup_table | llmsimulator
     routing: UniformRouting | ZipfRouting | SampledRouting
     memory_cap: str                        # enforce | unlimited (the batcher's KV-cache memory check)
     dispatch: str                          # layer | per_expert (the MoE experts' unit choice)
     serving: Serving
     memory: str | None                     # a stack's DRAM preset; None: the devices preset's
     stacks: int | None                     # stacks per device; None: the devices preset's
+    devices_preset: DuplexDevices          # the xPU, links, processors and Logic-PIM, with devices_overrides
     resolved: dict[str, Any] = field(compare=False, repr=False)
 
     @property
@@ -262,7 +160,7 @@ def setup(config: dict[str, Any]) -> Setup:
                  routing=schema.variant(ROUTING_CONFIGS, cfg["routing"], cfg, "routing"),
                  memory_cap=cfg.get("memory_cap", "enforce"), dispatch=cfg.get("dispatch", "layer"),
                  serving=Serving(**{f.name: cfg[f.name] for f in dataclasses.fields(Serving)}),
-                 memory=cfg.get("preset"), stacks=cfg.get("stacks"), resolved=cfg)
+                 memory=cfg.get("preset"), stacks=cfg.get("stacks"), devices_preset=devices_preset(cfg), resolved=cfg)
 
 
 # A model the paper does not list (a user's config.json) gets the fewest devices, a power of two, whose memory
@@ -298,7 +196,7 @@ class DuplexRun:
         self.su = su = config if isinstance(config, Setup) else setup(config)
         self.model = su.model
         self.device = make_device(su.device, su.pim_timing, timer=timer, memory=su.memory, stacks=su.stacks,
-                                  command_path=su.command_path)
+                                  command_path=su.command_path, preset=su.devices_preset)
         self.D, self.devices_source = n_devices(su, self.device.memory_bytes)
         self.policy = su.policy
         self.compiler = Compiler(self.model, self.device, self.D, self.policy, su.routing.name, su.zipf_s,
@@ -463,12 +361,5 @@ class DuplexRun:
                                            "seconds", "xpu_slowdown", "low_slowdown", "added_fraction"])
 
 
-EXAMPLES = """\
-  archsim run --system duplex --set requests=16 --set output_len=64
-  archsim run --system duplex --set device=gpu --set requests=16 --set output_len=64   # a baseline device"""
-
-
-@register("duplex", resolve=resolve, schema=DuplexConfig, examples=EXAMPLES, features=MODEL_FEATURES,
-          stats=from_code((DuplexRun.run, "stats"), serving_metrics, metrics.NAMES))
 def run(config: dict[str, Any], seed: int = 0) -> Result:
     return DuplexRun(config, seed).run()

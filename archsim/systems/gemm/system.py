@@ -20,10 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from archsim import schema
 from archsim.limits import MAX_CHANNELS
-from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
-from archsim.stats_names import from_code
 
 if TYPE_CHECKING:
     from archsim.dram.spec import DramSpec
@@ -206,8 +204,6 @@ def run_gemm(su: GemmSetup) -> tuple[dict[str, Any], Any]:
     return stats, timeline.to_frame()
 
 
-@register("gemm", resolve=resolve, schema=GemmConfig, stats=from_code((run_gemm, "stats")),
-          examples="  archsim run --system gemm --set m=64 --set k=300 --set n=256 --set memory=dram")
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     su = setup(config)
     stats, frame = run_gemm(su)

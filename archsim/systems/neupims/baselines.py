@@ -34,7 +34,7 @@ def gpu_iteration_s(su: Setup, contexts: list[int]) -> tuple[float, dict]:
     ffn_in = [(E, F // tp)] * (2 if model.gated_ffn else 1)
     gemms = [max(2 * b * k * n / flops_s, (k * n + b * (k + n)) * eb / bw)
              for k, n in ((E, (Q + 2 * KV) // tp), (Q // tp, E), *ffn_in, (F // tp, E))]
-    if su.system == "gpu_roofline":
+    if su.variant.gpu_model == "roofline":
         kv_bytes = sum(contexts) * 2 * KV // tp * eb
         attn = max(4 * sum(contexts) * Q // tp / flops_s, kv_bytes / bw)
         per_layer = sum(gemms) + attn + ar

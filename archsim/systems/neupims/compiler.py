@@ -35,11 +35,11 @@ import numpy as np
 from archsim.dram import latency
 from archsim.dram.spec import DramSpec
 from archsim.engine.channel import SEG_END, SEG_START
+from archsim.systems.neupims.config import PIM_PRECHARGE
 
 COMP_ELEMS = 16          # multipliers per bank (one COMP consumes 16 elements of the row per bank)
 # how a row set's PIM rows are closed: one all-bank PIM_PRE (unit), or one PIM_PREb per bank as NeuPIMs'
 # simulator issues them (per_bank; the mapping policy's `pim_precharge`)
-PIM_PRECHARGE = ("unit", "per_bank")
 
 
 @dataclass

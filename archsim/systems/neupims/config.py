@@ -5,24 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from archsim import paths, schema
-from archsim.config import load_yaml
+from archsim import paths, registry, schema
 from archsim.errors import ConfigError
 from archsim.limits import MAX_BATCH, MAX_QUEUE
-from archsim.npu.config import NpuConfig, load_npu_config
-from archsim.schema import opt
-from archsim.systems.neupims.compiler import PIM_PRECHARGE
-from archsim.workload import serving
-from archsim.workload.spec import ModelSpec, load_model
+from archsim.schema import REQUIRED, opt
 
-SYSTEMS = ("neupims", "npu_pim", "npu_only", "gpu_only", "gpu_roofline")
-GPU_SYSTEMS = ("gpu_only", "gpu_roofline")
-# the mapping policy each system uses when none is given: npu_pim is the paper's naive NPU+PIM
-MAPPING_DEFAULT = {"npu_pim": "npu_pim"}
+if TYPE_CHECKING:     # the model, NPU and workload modules are imported when a config is resolved, not declared
+    from archsim.npu.config import NpuConfig
+    from archsim.workload.spec import ModelSpec
+
 NPU_ATTENTION = ("pipelined", "per_gemm", "fused_mha")
-DEVICE_PRESET = {"neupims": "NeuPIMs_HBM2_Dual", "npu_pim": "NeuPIMs_HBM2_Single", "npu_only": "NeuPIMs_HBM2_Single"}
+# how a PIM GEMV's rows are closed (archsim.systems.neupims.compiler): one precharge for the unit, or bank by bank
+PIM_PRECHARGE = ("unit", "per_bank")
 # Devices per model as NeuPIMs configures them (TP x PP: 7B 4x1, 13B 4x1, 30B 4x2, 175B 8x4). archsim has no
 # pipeline parallelism, so a model's PP stages become more TP: the same devices, the same weight bytes per device.
 TP_DEFAULT = {"gpt3-7b": 4, "gpt3-13b": 4, "gpt3-30b": 8, "gpt3-175b": 32}
@@ -34,6 +30,16 @@ REQUEST_QUEUE_DEFAULT = 32      # archsim.dram.controller's read_queue / write_q
 # logits GEMV and softmax (NeuPIMs' code: NeuPIMSAttend is the PIM program's next operation, which starts only when
 # NeuPIMSLogitSoftmax's tiles are done on all channels, docs/presets.md "Mapping neupims_code")
 ATTEND_STARTS = ("head", "all_logits")
+# how the controller schedules the NPU's reads and writes: `frfcfs`, archsim's controller (FR-FCFS over the read and
+# write queues of `request_queue` entries); `bank_queues`, NewtonSim's as NeuPIMs' code runs it, DRAMsim3's two
+# levels (a 32-entry transaction queue and write buffer in front of a 128-entry command queue per bank, banks served
+# round robin, a queue's first ready command, a precharge only for its first entry; HBM2_8Gb_x128_dualpim.ini:58-61,
+# NS/neupims_controller.cc:300-405, NS/neupims_command_queue.cc:75-90, 119-150, 336-360): the engine's controller
+# convention `dramsim3` with 128-entry bank queues. The engine's bank queues take no PIM stream, so only with
+# `attention: npu` (issue 33). The convention also staggers the ranks' refreshes (as refresh_stagger: true)
+NPU_CONTROLLERS = ("frfcfs", "bank_queues")
+BANK_QUEUE_ENTRIES = 128          # NewtonSim's cmd_queue_size (HBM2_8Gb_x128_dualpim.ini:60)
+TRANSACTION_QUEUE_ENTRIES = 32    # its trans_queue_size (HBM2_8Gb_x128_dualpim.ini:61)
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
                "channel_assignment": ("gmlbp", "round_robin")}
 # model features simulated (archsim.summary.FEATURES): GQA (K/V per KV head), the gated FFN with RMSNorm, and a
@@ -103,56 +109,40 @@ DEFAULTS: dict[str, Any] = schema.defaults(NeuPimsConfig)
 # ---- configuration -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Policy:
-    """A mapping policy (mappings/*.yaml), read once per run."""
+    """A NeuPIMs mapping policy (mappings/*.yaml), read once per run by `schema.load` (errors name the file, the
+    key path and its line)."""
 
-    attention: str            # pim | npu
-    sub_batch: bool
-    channel_assignment: str   # gmlbp | round_robin
-    kv_base_row: int | str    # first row of every bank that holds KV caches (weights below it); "half": the
-                              # middle row (NeuPIMs' split of its 32768-row banks at 16384, on any device)
-    kv_layout: str = "head_rows"    # head_rows | token_rows (archsim.systems.neupims.compiler)
-    pim_precharge: str = "unit"     # unit | per_bank (archsim.systems.neupims.compiler.PIM_PRECHARGE)
-    # entries of the NPU's read and of its write queue per channel: the window the controller schedules from
-    # (FR-FCFS over the queue). 32: the engine controller's default (DRAMsim3's and NewtonSim's 32-entry
-    # transaction queue); NeuPIMs' simulator schedules from 128-entry command queues per bank (mapping neupims_code)
-    request_queue: int = REQUEST_QUEUE_DEFAULT
-    attend_start: str = "head"      # head | all_logits (ATTEND_STARTS)
-    # a PIM open waiting to issue (tFAW, tRP, a refresh its GEMV waits for) keeps the NPU from opening the banks it
-    # targets (archsim's controller: controller.stream_reserve); false as NewtonSim's NeuPIMs controller, which
-    # reserves no bank for PIM and skips only the PIM row (mapping neupims_code)
-    pim_reserves_banks: bool = True
+    attention: str = opt(REQUIRED, "where decode attention runs", choices=POLICY_KEYS["attention"])
+    sub_batch: bool = opt(REQUIRED, "sub-batch interleaving (two sub-batches through stages A..F)")
+    channel_assignment: str = opt(REQUIRED, "which channel holds each request's KV cache",
+                                  choices=POLICY_KEYS["channel_assignment"])
+    kv_base_row: int | str = opt("half", "first row of every bank that holds KV caches (weights below it); half: "
+                                 "the middle row (NeuPIMs' split of its 32768-row banks at 16384, on any device)",
+                                 choices=("half",), minimum=0)
+    kv_layout: str = opt("head_rows", "K/V rows: per head, or a key's dims across heads (compiler)",
+                         choices=KV_LAYOUTS)
+    pim_precharge: str = opt("unit", "how a PIM GEMV's rows close: one precharge for the unit, or bank by bank",
+                             choices=PIM_PRECHARGE)
+    # 32: the engine controller's default (DRAMsim3's and NewtonSim's 32-entry transaction queue); NeuPIMs'
+    # simulator schedules from 128-entry command queues per bank (mapping neupims_code)
+    request_queue: int = opt(REQUEST_QUEUE_DEFAULT, "entries of the NPU's read and of its write queue per channel: "
+                             "the window the controller schedules from (FR-FCFS over the queue)", minimum=1,
+                             maximum=MAX_QUEUE)
+    attend_start: str = opt("head", "when a channel starts a head's attend GEMVs (ATTEND_STARTS)",
+                            choices=ATTEND_STARTS)
+    # false as NewtonSim's NeuPIMs controller, which reserves no bank for PIM and skips only the PIM row
+    pim_reserves_banks: bool = opt(True, "a PIM open waiting to issue (tFAW, tRP, a refresh its GEMV waits for) "
+                                   "keeps the NPU from opening the banks it targets (controller.stream_reserve)")
+    # NewtonSim's RANK_LEVEL_STAGGERED default, refresh.cc:13-28 (mapping neupims_code: true)
+    refresh_stagger: bool = opt(False, "the ranks of a channel refresh in turn, one every nREFI / ranks "
+                                "(controller.refresh_stagger); false: every rank's all-bank refresh at the same nREFI")
+    npu_controller: str = opt("frfcfs", "the NPU's memory controller: FR-FCFS queues, or NewtonSim's command queue "
+                              "per bank (bank_queues)", choices=NPU_CONTROLLERS)
+    name: str = opt("", "the policy's name (default: its file's)")
 
 
 def _policy(name: str) -> Policy:
-    path = paths.resolve("mappings", name)
-    doc = load_yaml(path)
-    out = {}
-    for key, allowed in POLICY_KEYS.items():
-        if key not in doc.data:
-            raise doc.error(key, f"missing; allowed: {', '.join(map(str, allowed))}")
-        if doc.data[key] not in allowed:
-            raise doc.error(key, f"must be one of {', '.join(map(str, allowed))}, got {doc.data[key]!r}")
-        out[key] = doc.data[key]
-    row = doc.data.get("kv_base_row", "half")
-    if row != "half" and (isinstance(row, bool) or not isinstance(row, int) or row < 0):
-        raise doc.error("kv_base_row", f"must be an integer >= 0 or half, got {row!r}")
-    layout = doc.data.get("kv_layout", "head_rows")
-    if layout not in KV_LAYOUTS:
-        raise doc.error("kv_layout", f"must be one of {', '.join(KV_LAYOUTS)}, got {layout!r}")
-    pre = doc.data.get("pim_precharge", "unit")
-    if pre not in PIM_PRECHARGE:
-        raise doc.error("pim_precharge", f"must be one of {', '.join(PIM_PRECHARGE)}, got {pre!r}")
-    queue = doc.data.get("request_queue", REQUEST_QUEUE_DEFAULT)
-    if isinstance(queue, bool) or not isinstance(queue, int) or not 1 <= queue <= MAX_QUEUE:
-        raise doc.error("request_queue", f"must be an integer from 1 to {MAX_QUEUE}, got {queue!r}")
-    attend = doc.data.get("attend_start", "head")
-    if attend not in ATTEND_STARTS:
-        raise doc.error("attend_start", f"must be one of {', '.join(ATTEND_STARTS)}, got {attend!r}")
-    reserve = doc.data.get("pim_reserves_banks", True)
-    if not isinstance(reserve, bool):
-        raise doc.error("pim_reserves_banks", f"must be true or false, got {reserve!r}")
-    return Policy(kv_base_row=row, kv_layout=layout, pim_precharge=pre, request_queue=queue, attend_start=attend,
-                  pim_reserves_banks=reserve, **out)
+    return schema.load(Policy, paths.resolve("mappings", name))
 
 
 @dataclass(frozen=True)
@@ -180,6 +170,7 @@ class Setup:
     everything below `run`; `resolved` is the same config as the dict the manifest records."""
 
     system: str
+    variant: Any                           # the system's class (archsim.systems.neupims: NeuPims or a baseline): what it does
     model: ModelSpec
     tp: int
     batch: int
@@ -202,16 +193,28 @@ class Setup:
 
     @property
     def gpu_system(self) -> bool:
-        return self.system in GPU_SYSTEMS
+        return self.variant.gpu_model is not None
+
+
+def variant_of(name: str) -> Any:
+    """The registered class of NeuPIMs system `name` (one of NeuPims's variants)."""
+    variant = registry.get(name)
+    if not hasattr(variant, "pim_arbitration"):
+        raise ConfigError("system", f"{name} is not NeuPIMs or one of its baselines")
+    return variant
 
 
 def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]:
     """The resolved config, with the model and policy it loaded on the way (so `setup` loads neither again)."""
+    from archsim.workload import serving
+    from archsim.workload.spec import load_model
+
     name = config.get("system", "neupims")
+    variant = variant_of(name)
     schema.check(NeuPimsConfig, config, name)   # unknown keys, types, allowed values, ranges
     out = {**DEFAULTS, **config, "system": name}
     if out["mapping"] is None:
-        out["mapping"] = MAPPING_DEFAULT.get(name, "neupims")
+        out["mapping"] = variant.mapping_default
     model = load_model(out["model"])
     if out["tp"] is None:
         out["tp"] = TP_DEFAULT.get(model.name, 1)
@@ -223,16 +226,16 @@ def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]
     for key in ("sub_batch", "channel_assignment", "kv_layout"):
         if out[key] is None:
             out[key] = getattr(policy, key)
-    if name in GPU_SYSTEMS and model.n_experts > 1:
+    if variant.gpu_model is not None and model.n_experts > 1:
         raise ConfigError("model", f"{model.name} is a mixture-of-experts model: not modelled by the GPU baseline "
                           f"{name} (issue 37); systems that model it: neupims, npu_pim, npu_only")
     if out["kv_layout"] == "token_rows" and model.n_kv_heads < model.n_heads:
         raise ConfigError("kv_layout", f"token_rows with grouped-query attention ({model.name}: {model.n_kv_heads} "
                           "KV heads) is not modelled (issue 37); allowed for GQA models: head_rows")
-    if name in ("npu_only", *GPU_SYSTEMS):
+    if not variant.interleaves:
         out["sub_batch"] = False          # nothing runs beside the NPU's attention to interleave with
-    if out["preset"] is None and name not in GPU_SYSTEMS:
-        out["preset"] = DEVICE_PRESET[name]
+    if out["preset"] is None:
+        out["preset"] = variant.device_preset
     known = [*serving.DATASETS, *serving.SNAPSHOT_SETS]
     if not _is_trace(out["dataset"]) and out["dataset"] not in known:
         raise ConfigError("dataset", f"unknown dataset {out['dataset']!r}; known: {', '.join(sorted(known))} or a "
@@ -250,11 +253,13 @@ def resolve(config: dict[str, Any]) -> dict[str, Any]:
 
 def setup(config: dict[str, Any]) -> Setup:
     """`config` resolved and typed: what `run` passes down."""
+    from archsim.npu.config import load_npu_config
+
     cfg, model, policy = _resolve(config)
     mode_cls = MODE_CONFIGS[cfg["mode"]]
     mode = mode_cls(**{f.name: cfg[f.name] for f in dataclasses.fields(mode_cls)})
     link = cfg["link_bytes_per_s"]
-    return Setup(system=cfg["system"], model=model, tp=cfg["tp"], batch=cfg["batch"], dataset=cfg["dataset"],
+    return Setup(system=cfg["system"], variant=variant_of(cfg["system"]), model=model, tp=cfg["tp"], batch=cfg["batch"], dataset=cfg["dataset"],
                  mode=mode, policy=dataclasses.replace(policy, kv_layout=cfg["kv_layout"]), sub_batch=cfg["sub_batch"], channel_assignment=cfg["channel_assignment"],
                  preset=cfg["preset"], npu=load_npu_config(cfg["npu"], cfg.get("npu_overrides"), label="npu_overrides"), npu_attention=cfg["npu_attention"],
                  layers=cfg["layers"] or model.n_layers, refresh=cfg["refresh"],

@@ -20,6 +20,7 @@ from archsim.npu.systolic import ArrayInstr, ArrayPipeline, _tile_instrs, schedu
 from archsim.npu.vector import vector_op_cycles, vector_row_cycles
 from archsim.systems.duplex.compiler import routing_counts
 from archsim.systems.neupims.compiler import AttentionCompiler, Stream
+from archsim.systems.neupims.config import BANK_QUEUE_ENTRIES, TRANSACTION_QUEUE_ENTRIES
 from archsim.systems.neupims.device import Device, allreduce_s
 from archsim.workload import serving
 
@@ -172,6 +173,22 @@ class _ChannelPlan:
     seg_heads: list[tuple[int, ...]]    # the heads (attend / softmax indices) each logits segment completes
 
 
+def _controller(dev: Device, refresh: bool, attention_on_pim: bool) -> dict:
+    """The memory controller's config from the mapping policy."""
+    # the NPU's read and write queues: the window FR-FCFS schedules from (mapping policy `request_queue`)
+    ctrl = {"refresh": "allbank" if refresh else "none", "read_queue": dev.policy.request_queue,
+            "write_queue": dev.policy.request_queue, "stream_reserve": dev.policy.pim_reserves_banks}
+    if dev.policy.refresh_stagger and refresh:
+        ctrl["refresh_stagger"] = True      # the ranks refresh in turn (mapping policy refresh_stagger)
+    if dev.policy.npu_controller == "bank_queues":
+        if attention_on_pim:
+            raise NotImplementedError("mapping policy npu_controller: bank_queues with PIM attention (issue 33): "
+                                      "the engine's bank command queues take no PIM stream source")
+        ctrl.update(convention="dramsim3", bank_command_queue=BANK_QUEUE_ENTRIES,
+                    read_queue=TRANSACTION_QUEUE_ENTRIES, write_queue=TRANSACTION_QUEUE_ENTRIES)
+    return ctrl
+
+
 class DecodeSimulator:
     """Simulates decode iterations of one device, stage by stage, on one long-lived channel engine."""
 
@@ -180,20 +197,18 @@ class DecodeSimulator:
         self.log = log
         self.stream_flags: dict[int, list[tuple[int, int]]] = {}
         spec = dev.spec
-        self.attention_on_pim = dev.system in ("neupims", "npu_pim") and dev.policy.attention == "pim"
+        self.attention_on_pim = dev.variant.pim_arbitration is not None and dev.policy.attention == "pim"
         # one PIM stream source per PIM unit of a channel (an HBM channel has two pseudo-channels, each a unit)
         self.units = dev.pim_units // spec.channels if self.attention_on_pim else 1
         self.unit_banks = spec.banks_per_channel // self.units
         pim_sources = ["pim"] if self.units == 1 else [f"pim{u}" for u in range(self.units)]
         if self.attention_on_pim:
             sources = [{"name": n, "kind": "stream"} for n in pim_sources] + [{"name": "npu", "kind": "rw"}]
-            arbitration = "priority" if dev.system == "neupims" else "blocked"
+            arbitration = dev.variant.pim_arbitration
         else:
             sources = [{"name": "npu", "kind": "rw"}]
             arbitration = "frfcfs"
-        # the NPU's read and write queues: the window FR-FCFS schedules from (mapping policy `request_queue`)
-        ctrl = {"refresh": "allbank" if refresh else "none", "read_queue": dev.policy.request_queue,
-                "write_queue": dev.policy.request_queue, "stream_reserve": dev.policy.pim_reserves_banks}
+        ctrl = _controller(dev, refresh, self.attention_on_pim)
         # a PIM GEMV that would cross a refresh waits for it (NeuPIMs' PIM_HEADER admission)
         self.ms = MemorySystem(spec, ctrl, sources=sources, arbitration=arbitration, log=log,
                                stream_refresh="wait" if self.attention_on_pim else "split", requests=1 << 16,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from archsim.dram.spec import DramSpec, load_spec
 from archsim.errors import ConfigError, UserError
@@ -21,6 +22,7 @@ class Device:
     """One TP shard's hardware: DRAM spec, NPU, and the model slice it holds."""
 
     system: str
+    variant: Any                         # the system's class (archsim.systems.neupims: NeuPims or a baseline): what it does
     model: ModelSpec
     tp: int
     layers: int
@@ -78,14 +80,14 @@ def build_device(su: Setup) -> Device:
     spec = None
     if not su.gpu_system:
         spec = load_spec(su.preset, dict(su.dram))
-        if su.system != "npu_only" and "COMP" not in spec.command_names:
+        if su.variant.pim_arbitration is not None and "COMP" not in spec.command_names:
             raise ConfigError("preset", f"{spec.name} has no PIM commands; system {su.system} needs a NeuPIMs device")
         per_device = su.model.weight_bytes / su.tp
         if per_device >= spec.capacity_bytes:
             raise UserError(f"{su.model.name}: its weights take {per_device / 1e9:.1f} GB per device at tp {su.tp}, "
                             f"more than the {spec.capacity_bytes / 1e9:.1f} GB of {spec.name}; raise tp (NeuPIMs "
                             "also splits GPT3-175B over 4 pipeline stages, which archsim does not model)")
-    return Device(su.system, su.model, su.tp, su.layers, spec, su.npu, su.policy, su.link_bytes_per_s,
+    return Device(su.system, su.variant, su.model, su.tp, su.layers, spec, su.npu, su.policy, su.link_bytes_per_s,
                   su.link_latency_s, su.npu_attention)
 
 

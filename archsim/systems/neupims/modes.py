@@ -198,7 +198,7 @@ def _common(su: Setup, dev: Device, df: pd.DataFrame, dram_j: dict[str, float]) 
         E * m.n_experts + (m.experts_per_token - 1) * ffn)
     macs = float(df["batch"].sum()) * per_token * dev.layers     # every device's GEMMs, all samples
     macs += float(df["batch"].sum()) * moe_extra
-    if su.system == "npu_only":
+    if su.variant.pim_arbitration is None:
         macs += float((df["batch"] * df["mean_context"]).sum()) * 2 * Q * dev.layers   # q.K^T and s.V on the NPU
     pim = dram_j.get(PIM_COMPONENT, 0.0)
     static = dram_j.get("background", 0.0)

@@ -31,7 +31,7 @@ Simulation speed (all exact: results equal a full simulation cycle for cycle, te
     so floating-point sums are bit-identical); when a layer ends in the state it started from, the
     following layers of the same structure are replayed at once.
 
-Registered as system `pimgpt` (archsim.systems).
+The simulation of system `pimgpt` (declared in archsim.systems.pimgpt; its config in config.py).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -49,97 +49,23 @@ from archsim.config import flatten
 from archsim.dram import latency
 from archsim.dram.spec import DramSpec, load_spec
 from archsim.engine.reuse import StreamChannels
-from archsim.errors import ConfigError, UserError
-from archsim.limits import MAX_CHANNELS
-from archsim.registry import register
+from archsim.errors import UserError
 from archsim.results import Result, make_manifest
-from archsim.schema import opt
-from archsim.stats_names import from_code
-from archsim.systems.pimgpt.compiler import ModelLayout, Policy, layout_model, load_policy
+from archsim.systems.pimgpt.compiler import ModelLayout, Policy, layout_model
+from archsim.systems.pimgpt.config import (
+    SCHEDULES,
+    OverlapSchedule,
+    PimGptConfig,
+    SerialSchedule,
+    _resolve,
+)
 from archsim.workload.spec import ModelSpec
 
 if TYPE_CHECKING:
     from archsim.host.asic import AsicModel
     from archsim.host.baselines import Baseline
 
-# model features simulated (archsim.summary.FEATURES): GQA (K/V per KV head) and the gated FFN, with RMSNorm and
-# RoPE on the ASIC, and the mixture-of-experts FFN (every expert placed, the router GEMV, the token's
-# experts_per_token experts run; issue 37)
-MODEL_FEATURES: frozenset[str] = frozenset({"gqa", "gated_ffn", "moe"})
-
-
-@dataclass
-class PimGptConfig:
-    """Config of system `pimgpt` (one source of truth: DEFAULTS, resolve, the CLI flags and help derive from it)."""
-
-    model: str = opt("gpt2-xl", "model name (workloads/models) or a model YAML / HF config.json")
-    tokens: int = opt(1024, "tokens to decode, token by token; the context grows 1..tokens", minimum=1)
-    channels: int | None = opt(None, "PIM channels; null: the preset's", minimum=1, power_of_two=True,
-                                maximum=MAX_CHANNELS)
-    # 1e15 Hz stands for an ASIC that takes no time (README: "a run per cause"); below 1 MHz no ASIC is plausible
-    asic_clock_hz: float | None = opt(None, "ASIC clock in Hz; null: the ASIC preset's (1 GHz)", minimum=1e6,
-                                      maximum=1e15)
-    preset: str = opt("GDDR6_AiM_16Gbps", "DRAM preset with a `pim` section (archsim presets list)")
-    mapping: str = opt("pimgpt", "mapping policy file: mappings/*.yaml or a path")
-    mapping_overrides: dict[str, Any] = opt({}, "overrides of the mapping policy's keys, e.g. "
-                                            "{weights: {layout: row_aligned}} (keys mapping_overrides.<section>.<key>)",
-                                            overrides_of=("mapping", "archsim.systems.pimgpt.compiler:load_policy"))
-    asic: str = opt("pimgpt_asic", "ASIC preset (archsim/presets/asic)")
-    asic_overrides: dict[str, Any] = opt({}, "overrides of the ASIC preset's values by their key paths, e.g. "
-                                         "{lanes: 64} or {energy: {target_node_nm: 7}} (`archsim presets show "
-                                         "asic/NAME` lists them)", optional=True,
-                                         overrides_of=("asic", "archsim.host.asic:load_asic"))
-    baselines: list[str] | Literal[False] = opt(["t4", "xeon-gold-6154"], "baseline devices to compare with "
-                                                "([] or false: none)")
-    engine: Literal["numba"] = opt("numba", "simulation engine (the numba channel engine, the only one)")
-    memo: bool = opt(True, "reuse identical steps (exact: equal to a full simulation); false simulates every op")
-    refresh: bool = opt(False, "simulate DRAM refresh (interrupts PIM streams; turns the op memo off)")
-    timeline: bool = opt(False, "also record a per-unit timeline of the last decode step (one extra step, per-op path)")
-    # optional: absent from the resolved config unless given, so configs that do not use it keep their hash
-    dram: dict[str, Any] = opt(None, "overrides of the DRAM preset, e.g. {timing: {nRCDRD: 20}} (keys dram.<section>.<key>"
-                               ", the preset's values)", optional=True, overrides_of=("preset", "archsim.dram.spec:preset_leaves"))
-    schedule: str = opt("serial", "serial: the paper's engine (the next op starts when the ASIC and the PIM are idle);"
-                        " overlap: the token's op graph on the event loop, ASIC and PIM overlapping where the data "
-                        "allow (systems/pimgpt/overlap.py)", choices=lambda: tuple(SCHEDULES), optional=True)
-    omit_ops: list[str] = opt([], "op kinds left out of every decode step (an experiment: what they cost; e.g. "
-                              "[kv_append] or [attn_score, softmax, attn_context]); schedule: serial only",
-                              choices=lambda: _op_kinds(), optional=True)
-    context_start: int = opt(0, "context already in the KV cache when decoding starts (a prompt): the decode "
-                             "steps run at contexts context_start + 1 .. context_start + tokens", minimum=0,
-                             optional=True)
-    batch: int = opt(1, "requests decoded together at the same context. The global buffer holds one input "
-                     "vector, so every weight GEMV runs once per request: a batch's step is `batch` steps of "
-                     "one request (each op closes its rows, so they are equal); one is simulated", minimum=1,
-                     optional=True)
-
-
-def _op_kinds() -> tuple[str, ...]:
-    from archsim.workload.graph import OP_KINDS
-
-    return OP_KINDS
-
-
-DEFAULTS: dict[str, Any] = {"system": "pimgpt", **schema.defaults(PimGptConfig)}
 ENERGY_COMPONENTS = ("dram_array", "pim_mac", "global_buffer", "io", "asic", "background")
-
-
-# ---- the config resolved once ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SerialSchedule:
-    """schedule: serial, the paper's engine (key paths `memo`, `omit_ops`: they act on this schedule only)."""
-
-    memo: bool                      # reuse identical ops and layers (exact)
-    omit_ops: tuple[str, ...]       # op kinds left out of every decode step (an experiment)
-
-
-@dataclass(frozen=True)
-class OverlapSchedule:
-    """schedule: overlap, the op graph on the event loop (systems/pimgpt/overlap.py); no knobs of its own (the
-    event loop drives the channel engine directly, so there is no op memo to switch)."""
-
-
-# each schedule's own knobs: its sub-config, built from the top-level keys of the same names (key paths unchanged)
-SCHEDULES: dict[str, type] = {"serial": SerialSchedule, "overlap": OverlapSchedule}
 
 
 @dataclass(frozen=True)
@@ -168,26 +94,6 @@ class Setup:
         return self.schedule.omit_ops if isinstance(self.schedule, SerialSchedule) else ()
 
 
-def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], Policy, tuple[Baseline, ...]]:
-    """The resolved config, with the mapping policy and baselines it loaded on the way (so `setup` loads
-    neither again)."""
-    from archsim.host.baselines import Baseline
-
-    schema.check(PimGptConfig, config, "pimgpt")   # unknown keys, types, allowed values, ranges
-    if config.get("omit_ops") and config.get("schedule", "serial") != "serial":
-        raise UserError("omit_ops: works with schedule: serial only (the overlap task graph reads every op's "
-                        "inputs)")
-    out = {**DEFAULTS, **config}
-    pol = policy(out)     # the mapping policy and its overrides are checked with the config, before a run
-    # an unknown baseline too: before a run (and before a kernel compile)
-    baselines = tuple(Baseline.load(name) for name in out["baselines"] or [])
-    return out, pol, baselines
-
-
-def resolve(config: dict[str, Any]) -> dict[str, Any]:
-    return _resolve(config)[0]
-
-
 def setup(config: dict[str, Any]) -> Setup:
     """`config` resolved and typed: what `run_config` passes down. Raises the config's errors (a preset without
     a `pim` section included) before anything is simulated."""
@@ -210,19 +116,6 @@ def setup(config: dict[str, Any]) -> Setup:
                  batch=cfg.get("batch", 1), spec=spec, policy=pol, asic=asic, baselines=baselines,
                  engine=cfg["engine"], refresh=bool(cfg["refresh"]), timeline=bool(cfg["timeline"]),
                  schedule=schedule, resolved=cfg)
-
-
-def policy(cfg: dict[str, Any]) -> Policy:
-    """The mapping policy with cfg's mapping_overrides. A bad value the user set in mapping_overrides is
-    reported at that key (`mapping_overrides.weights.layout`), not at the policy file line it replaced."""
-    overrides = flatten(dict(cfg["mapping_overrides"] or {}))
-    try:
-        return load_policy(cfg["mapping"], cfg["mapping_overrides"])
-    except ConfigError as exc:
-        key = exc.key_path.removeprefix("mapping.")
-        if key not in overrides:
-            raise
-        raise ConfigError(f"mapping_overrides.{key}", exc.problem) from None
 
 
 class PimGptSimulator:
@@ -794,7 +687,6 @@ class PimGptSimulator:
         each weight GEMV once per request), energy per token split into the schema's parts: the activates,
         ordinary reads and writes and the DRAM interface are `dram`; the MACs' column reads, the MACs and the
         global buffer `pim`; the ASIC `compute`; the background `static`."""
-        from archsim import metrics
 
         e = self.spec.raw["pim"]["energy"]
         c = {nm: int(counts[i]) for i, nm in enumerate(self.spec.command_names)}
@@ -855,16 +747,8 @@ class PimGptSimulator:
         return total * 1e-12
 
 
-EXAMPLES = """\
-  archsim run --model gpt2-small --tokens 16
-  archsim run --system pimgpt --set dram.timing.nRCDRD=20 --tokens 4
-  archsim run --model gpt2-small --tokens 4 --json run.json && archsim run --from-json run.json"""
-
-
-@register("pimgpt", resolve=resolve, schema=PimGptConfig, examples=EXAMPLES, features=MODEL_FEATURES,
-          stats=from_code((PimGptSimulator.result, "stats"), (PimGptSimulator.baselines, "out"), metrics.NAMES))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
-    """System entry: the config (PimGptConfig's keys) resolved once into a `Setup`, then simulated."""
+    """The config (PimGptConfig's keys) resolved once into a `Setup`, then simulated."""
     return PimGptSimulator(setup(config)).run(seed=seed)
 
 

@@ -33,10 +33,8 @@ from typing import Any
 from archsim import metrics, schema
 from archsim.errors import ConfigError
 from archsim.limits import MAX_BATCH, MAX_CHANNELS
-from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
-from archsim.stats_names import from_code
 
 MODEL_FEATURES = frozenset({"gqa", "gated_ffn", "moe"})   # archsim.summary.FEATURES: all size or shape its ops
 FUSED = ("op_fwd", "fc2_fwd")                  # the sublayers T3 fuses with their reduce-scatter at decode
@@ -105,7 +103,8 @@ def decode_step(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     """Simulate the fused sublayers and add the roofline parts: (stats, one row per part of a layer; a MoE
     model's rows say which kind of layer, `layer`, they belong to)."""
     from archsim.systems.t3.params import load_t3_ring
-    from archsim.systems.t3.system import VARIANT_CONFIGS, variant_params
+    from archsim.systems.t3.system import variant_params
+    from archsim.systems.t3.variants import VARIANT_CONFIGS
     from archsim.workload.spec import load_model
 
     model = load_model(cfg["model"])
@@ -236,10 +235,7 @@ def _layer(cfg: dict[str, Any], model: Any, params: Any, ring: Any, kind: str,
     return rows, dram_pj
 
 
-@register("t3_decode", resolve=resolve, schema=T3DecodeConfig, features=MODEL_FEATURES,
-          examples="  archsim run --system t3_decode --set model=gpt3-7b --set tp=4 --set batch=64 --set context=1024",
-          stats=from_code((decode_step, "stats"), metrics.NAMES))
-def run(config: dict[str, Any], seed: int = 0) -> Result:
+def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     cfg = resolve(config)
     stats, rows = decode_step(cfg)
     return Result(stats=stats, df=rows, manifest=make_manifest("t3_decode", cfg, seed=seed))

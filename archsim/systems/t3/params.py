@@ -190,6 +190,11 @@ def load_t3_ring(params: T3Params, tp: int) -> RingConfig:
     return dataclasses.replace(load_ring(params.ring_name, tp), directions=params.ring_directions)
 
 
+def load_preset_values(name_or_path: str | Path = "t3_paper") -> T3Preset:
+    """A T3 preset's values as its file gives them (the key paths `preset_overrides` of system t3 may set)."""
+    return schema.load_preset(T3Preset, "T3", PRESET_DIR, name_or_path)[0]
+
+
 def load_params(name_or_path: str | Path = "t3_paper", overrides: dict[str, Any] | None = None) -> T3Params:
     """A T3 preset by name or path; `overrides` = {dotted key: value} applied to the file's values."""
     preset, path = schema.load_preset(T3Preset, "T3", PRESET_DIR, name_or_path, overrides)

@@ -61,7 +61,6 @@ import numpy as np
 from archsim.config import require_int
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.effects import Effect
-from archsim.dram.latency import closed_row_read
 from archsim.dram.spec import DramSpec
 from archsim.engine.channel import CF_THRESH, KIND_READ, KIND_RMW, KIND_WRITE
 from archsim.engine.loop import EventLoop, MemoryUnit
@@ -69,7 +68,7 @@ from archsim.engine.memory import MemorySystem
 from archsim.errors import ConfigError, UserError
 from archsim.interconnect.ring import RingConfig, chunk_bounds, collective_s
 from archsim.systems.t3.l2 import L2Cache
-from archsim.systems.t3.params import MCA_GATES, T3Params, load_t3_ring, update_action, update_energy_pj
+from archsim.systems.t3.params import T3Params, load_t3_ring, update_action, update_energy_pj
 from archsim.systems.t3.shapes import (
     COL_UNIT,
     SublayerShape,
@@ -81,8 +80,9 @@ from archsim.systems.t3.shapes import (
     stage_of,
 )
 from archsim.systems.t3.tracker import Tracker
+from archsim.systems.t3.variants import VARIANT_CONFIGS, mca_threshold  # noqa: F401  (mca_threshold: re-exported)
 
-CONFIGS = ["sequential", "t3", "t3-mca"]          # simulated; "ideal" is derived from the sequential run
+CONFIGS = list(VARIANT_CONFIGS)          # simulated; "ideal" is derived from the sequential run
 # a MoE sublayer's GEMM order: `expert`: the active experts' GEMMs one after another, each in the staggered chunk
 # order (a chunk is released when the last expert's tiles of it are in); `chunk`: every expert's tiles of a
 # chunk before the next chunk (the chunks complete in ring order as a dense GEMM's do)
@@ -102,22 +102,6 @@ def dram_energy(run: SublayerRun, params: T3Params) -> dict[str, float]:
         if comp is not None and action in per:
             out[comp] = out.get(comp, 0.0) + per[action] * n
     return out
-
-
-def mca_threshold(params: T3Params, accesses: int, cycles: int) -> int:
-    """T3-MCA's occupancy threshold from a memory intensity (the paper: estimated from the kernel's memory
-    intensity, first at its first stage): the compute source's Little's-law queue entries per channel,
-    accesses / channels / cycles x the closed-row read latency (the constraint rows: ACT -> RD plus RD's
-    completion), rounded up, at least 1 and at most the compute queues' capacity. Above it the compute source
-    is queued beyond what its own rate needs, and communication waits. An integer `mca.threshold` fixes it."""
-    if params.mca_threshold not in ("auto", "dynamic"):
-        return int(params.mca_threshold)
-    from archsim.dram.controller import ControllerConfig
-
-    ctrl = ControllerConfig.from_dict(params.controller)
-    per_ch_rate = accesses / params.spec.channels / max(cycles, 1)
-    entries = math.ceil(per_ch_rate * closed_row_read(params.spec) - 1e-9)
-    return int(min(ctrl.read_queue + ctrl.write_queue, max(1, entries)))
 
 
 @dataclass
@@ -147,7 +131,7 @@ class SublayerRun:
 
     @property
     def rs_cycles(self) -> int:
-        return self.rs_end_cycles - (self.gemm_cycles if self.config == "sequential" else 0)
+        return self.rs_end_cycles - (0 if VARIANT_CONFIGS[self.config].fused else self.gemm_cycles)
 
     @property
     def sublayer_s(self) -> float:
@@ -200,6 +184,7 @@ class _Sim:
         self.shape = shape
         self.padded_from: int | None = None
         self.config = config
+        self.variant = VARIANT_CONFIGS[config]      # what the configuration does (archsim.systems.t3.variants)
         self.ring = ring or load_t3_ring(params, tp)     # a caller's ring: loaded once for several runs
         if self.ring.devices != tp:
             raise ConfigError("tp", f"the ring given has {self.ring.devices} devices, the sublayer {tp}")
@@ -290,19 +275,18 @@ class _Sim:
         `thresholds` records it per K step of the first simulated device."""
         self.threshold = None
         first_acc, first_cyc = self._first_wave_estimate()
-        self.dynamic = self.config == "t3-mca" and self.p.mca_threshold == "dynamic"
-        if self.config == "t3-mca":
-            self.threshold = mca_threshold(self.p, first_acc, first_cyc)
+        self.dynamic = self.variant.retunes(self.p)
+        self.threshold = self.variant.threshold(self.p, first_acc, first_cyc)
         self.thresholds: list[int] = [self.threshold] if self.threshold is not None else []
 
     def _add_memory(self, dev: int, log: bool) -> None:
         """Device `dev`'s memory on the event loop: a compute and a comm source, arbitrated by MCA's gate
         under t3-mca (FR-FCFS otherwise), and a port for each."""
-        params, mca = self.p, self.config == "t3-mca"
+        params = self.p
+        arbitration, starvation_cap = self.variant.arbitration(params)
         ms = MemorySystem(self.spec, params.controller, sources=[{"name": "compute", "kind": "rw"},
                                                                  {"name": "comm", "kind": "rw"}],
-                          arbitration=MCA_GATES[params.mca_gate] if mca else "frfcfs",
-                          threshold=self.threshold or 0, starvation_cap=params.starvation_cap_cycles if mca else 0,
+                          arbitration=arbitration, threshold=self.threshold or 0, starvation_cap=starvation_cap,
                           alu_latency=params.alu_latency_cycles, log=log, requests=1 << 16, rmw=self.nmc_mode)
         self.mems[dev] = ms
         self.units[dev] = self.loop.add(MemoryUnit(f"memory {dev}", ms, ticks="cycles"))
@@ -520,7 +504,7 @@ class _Sim:
         l2 = self.new_l2()
         n = 0
         for i, (w, k0, kw) in enumerate(steps):
-            if self.config == "sequential" and i >= 2:
+            if not self.variant.fused and i >= 2:
                 w2, k2, kw2 = steps[i - 2]
                 if k2 + kw2 >= self.shape.k:
                     for t in waves[w2]:
@@ -586,7 +570,7 @@ class _Sim:
             st["stores_left"] -= 1
             if st["stores_left"] == 0:
                 self.gemm_done[dev] = max(t, st["comp_end"])
-                if self.config == "sequential":
+                if not self.variant.fused:
                     self.start_rs(dev, self.gemm_done[dev])
 
         issue_reads(0, 0)
@@ -611,7 +595,7 @@ class _Sim:
 
     def store(self, dev: int, tile: Tile, t: int, done: Callable[[int], None]) -> None:
         nacc = len(self.tile_requests("C", tile)[0])
-        if self.config == "sequential":
+        if not self.variant.fused:
             if (tile.chunk, tile.index) in self.accumulates:
                 self.accumulate(dev, tile, t, done)
                 return
@@ -769,13 +753,13 @@ class _Sim:
 
         t0 = time.perf_counter()
         self.waiting: dict[int, list] = {}
-        if self.config != "sequential":
+        if self.variant.fused:
             self.program_trackers()
         for dev in self.sim:
             self.start_gemm(dev)
         self.loop.run()
         self.wall_s = time.perf_counter() - t0
-        if self.config != "sequential":
+        if self.variant.fused:
             for dev in self.sim:
                 tr = self.trackers[dev]
                 if tr.pending or len(tr.fired) != len(tr.expected):

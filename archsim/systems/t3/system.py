@@ -10,15 +10,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from archsim import schema
 from archsim.errors import ConfigError
 from archsim.limits import MAX_BATCH
-from archsim.registry import register
 from archsim.results import Result, make_manifest
 from archsim.schema import opt
-from archsim.stats_names import from_code
+from archsim.systems.t3.variants import VARIANT_CONFIGS, Variant
 
 if TYPE_CHECKING:       # the model module is imported when a run needs it (the CLI's help does not)
     from archsim.interconnect.ring import RingConfig
@@ -29,11 +28,11 @@ if TYPE_CHECKING:       # the model module is imported when a run needs it (the 
 MODEL_FEATURES: frozenset[str] = frozenset()  # model features simulated (archsim.summary.FEATURES): dense MHA sublayers only
 
 
-def _t3(name: str) -> Any:
-    """A list of the model's (imported when it is needed: the CLI's help does not import the model)."""
-    from archsim.systems.t3 import shapes, sim
+def _sublayers() -> list[str]:
+    """The sublayers (imported when asked: the CLI's help does not import the model)."""
+    from archsim.systems.t3.shapes import SUBLAYERS
 
-    return getattr(sim, name, None) or getattr(shapes, name)
+    return SUBLAYERS
 
 
 @dataclass
@@ -41,15 +40,19 @@ class T3Config:
     """Config of system `t3` (one source of truth: DEFAULTS, resolve, the CLI flags and help derive from it)."""
 
     model: str = opt("t-nlg", "model name (workloads/models) or a model file")
-    sublayer: str = opt("fc2_fwd", "the tensor-parallel sublayer simulated", choices=lambda: _t3("SUBLAYERS"))
+    sublayer: str = opt("fc2_fwd", "the tensor-parallel sublayer simulated", choices=_sublayers)
     tp: int = opt(8, "tensor-parallel devices (the T3 evaluation's range)", minimum=2, maximum=64)
     tokens: int = opt(1024, "tokens in the batch (GEMM M)", minimum=1, maximum=MAX_BATCH)
     # one: device 0 cycle-accurate, neighbours by ring symmetry; all: every device
     devices: str = opt("one", "one: device 0 simulated, its neighbours by ring symmetry; all: every device",
                        choices=("one", "all"))
-    preset: str = opt("t3_paper", "T3 hardware preset (archsim/presets/interconnect)")
+    preset: str = opt("t3_paper", "T3 hardware preset (archsim/presets/t3; `archsim presets show t3/NAME`)")
+    preset_overrides: dict[str, Any] = opt({}, "overrides of the T3 preset's values by key path, e.g. "
+                                           "{gpu: {l2_bytes: 4194304}} (`archsim presets show t3/NAME` lists them)",
+                                           optional=True,
+                                           overrides_of=("preset", "archsim.systems.t3.params:load_preset_values"))
     configs: list[str] | str = opt(["sequential", "t3", "t3-mca"], "configurations simulated (ideal is derived "
-                                   "from sequential)", choices=lambda: _t3("CONFIGS"))
+                                   "from sequential)", choices=lambda: tuple(VARIANT_CONFIGS))
     tracker_entries: int = opt(256, "tracker entries (tile-update counters) at the memory controller", minimum=1)
     mca_threshold: int | str = opt("dynamic", "MCA: occupancy threshold, the Little's-law queue entries of the GEMM's "
                                    "memory intensity; dynamic: first from the first stage, then re-estimated per K "
@@ -73,56 +76,22 @@ DEFAULTS: dict[str, Any] = schema.defaults(T3Config)
 
 
 def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], T3Params | None]:
-    """The resolved config, and the preset it loaded on the way when a memory mapping was given (else None)."""
+    """The resolved config, and the preset it loaded on the way when a memory mapping or preset overrides were
+    given (else None): a bad value is rejected with the config, not when the simulation starts."""
     schema.check(T3Config, config, "t3")   # unknown keys, types, allowed values, ranges
     out = {**DEFAULTS, **config}
     cfgs = out["configs"]
     if isinstance(cfgs, str):
         cfgs = [cfgs]
     if not cfgs:
-        raise ConfigError("configs", f"must be a non-empty list of {', '.join(_t3('CONFIGS'))}, got {out['configs']!r}")
+        raise ConfigError("configs", f"must be a non-empty list of {', '.join(VARIANT_CONFIGS)}, got {out['configs']!r}")
     out["configs"] = list(cfgs)
     # a bad mapping is rejected with the config, not when the simulation starts
-    return out, (load_params(out) if out["memory_mapping"] is not None else None)
+    return out, (load_params(out) if out["memory_mapping"] is not None or out.get("preset_overrides") else None)
 
 
 def resolve(config: dict[str, Any]) -> dict[str, Any]:
     return _resolve(config)[0]
-
-
-# ---- the configurations' own knobs ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Sequential:
-    """configs entry `sequential`: the GEMM, then an NCCL-like ring reduce-scatter; no knobs of its own."""
-
-    name: ClassVar[str] = "sequential"
-
-
-@dataclass(frozen=True)
-class Fused:
-    """configs entry `t3`: the GEMM's stores fused with the reduce-scatter by the tracker (key path
-    `tracker_entries`)."""
-
-    name: ClassVar[str] = "t3"
-    tracker_entries: int
-
-
-@dataclass(frozen=True)
-class FusedMca:
-    """configs entry `t3-mca`: T3 with the memory controller's arbitration (key paths `tracker_entries`,
-    `mca_threshold`, `starvation_cap_cycles`, `mca_gate`)."""
-
-    name: ClassVar[str] = "t3-mca"
-    tracker_entries: int
-    mca_threshold: int | str
-    starvation_cap_cycles: int
-    mca_gate: str
-
-
-# each configuration's sub-config, built from the top-level keys of the same names (key paths unchanged); its
-# fields are T3Params fields, set on the preset for that configuration's run only
-VARIANT_CONFIGS: dict[str, type] = {"sequential": Sequential, "t3": Fused, "t3-mca": FusedMca}
-Variant = Sequential | Fused | FusedMca
 
 
 def variant_params(params: T3Params, variant: Variant) -> T3Params:
@@ -169,17 +138,22 @@ PRESET_KEYS = {"driver.window_cycles": "window_cycles", "nmc.update": "nmc_updat
 
 
 def load_params(cfg: dict[str, Any]) -> T3Params:
-    """The T3 preset with the config's shared keys applied. A bad value the user set is reported at the key
-    they set (`memory_mapping: ...`), not at the preset file's line that it replaced."""
+    """The T3 preset with the config's preset_overrides and shared keys applied (a shared key wins). A bad value
+    the user set is reported at the key they set (`memory_mapping: ...`, `preset_overrides.gpu.l2_bytes`), not
+    at the preset file's line that it replaced."""
+    from archsim.config import flatten
     from archsim.systems.t3 import params as t3params
 
-    overrides = {path: cfg[key] for path, key in PRESET_KEYS.items() if cfg.get(key) is not None}
+    given = flatten(dict(cfg.get("preset_overrides") or {}))
+    shared = {path: cfg[key] for path, key in PRESET_KEYS.items() if cfg.get(key) is not None}
     try:
-        return t3params.load_params(cfg["preset"], overrides=overrides)
+        return t3params.load_params(cfg["preset"], overrides={**given, **shared})
     except ConfigError as exc:
-        if exc.key_path not in overrides:
-            raise
-        raise ConfigError(PRESET_KEYS[exc.key_path], exc.problem) from None
+        if exc.key_path in shared:
+            raise ConfigError(PRESET_KEYS[exc.key_path], exc.problem) from None
+        if exc.key_path in given:
+            raise ConfigError(f"preset_overrides.{exc.key_path}", exc.problem) from None
+        raise
 
 
 def run_sublayer(su: Setup) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -296,8 +270,6 @@ EXAMPLES = """\
   archsim run --system t3 --set model=t-nlg --set sublayer=fc2_fwd --set tp=8 --set tokens=1024"""
 
 
-@register("t3", resolve=resolve, schema=T3Config, examples=EXAMPLES, features=MODEL_FEATURES,
-          stats=from_code((run_sublayer, "stats"), (_against_sequential, "stats"), (_per_config, "stats")))
 def run_config(config: dict[str, Any], seed: int = 0) -> Result:
     su = setup(config)
     stats, rows = run_sublayer(su)

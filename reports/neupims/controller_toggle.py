@@ -1,0 +1,98 @@
+"""NewtonSim's controller for the NPU's stream, as a toggle: the stages where the NPU works alone (A: LayerNorm and
+QKV GEMM, E: projection and FFN) of vs_code.py's cases without sub-batch interleaving, with archsim's controller and
+with the controller NeuPIMs' code runs (mapping policy `npu_controller: bank_queues`: the engine's DRAMsim3
+controller, whose convention brings NewtonSim's staggered refresh too; `refresh_stagger: true` says so explicitly);
+writes reports/neupims/controller_toggle.csv.
+
+Why: in NeuPIMs' code the NPU's QKV GEMM of 32 tokens has read its last weight on channel 0 at cycle 26,244 of its
+31,466-cycle stage (its channel-0 command log; the code's own mem_io_A_ch_*.tsv show no traffic on any channel
+after that); the rest is the array working through instructions whose operands came late. NewtonSim's per-bank
+command queues (128 entries) serve the banks round robin, a queue's first ready command, and let only a queue's
+first entry precharge (NS/neupims_command_queue.cc:119-150, 336-360): a posted write at a queue's head waits while
+reads of other banks keep the data bus busy, and its bank serves no read of another row meanwhile, so the
+sequential weight stream is served far out of order (the first 1,000 requests of channel 0, in arrival order, all
+served only by cycle 9,344, when 4,300 had been served in all) and the array, which runs its instructions in order,
+waits for the late ones. archsim's FR-FCFS over one 4096-entry queue serves the oldest row hit first.
+
+The engine's bank command queues take no PIM stream, so these runs put attention on the NPU (`attention: npu`;
+stages A and E have no PIM work in either simulator); stage B is left out.
+
+Run:  .venv/bin/python reports/neupims/controller_toggle.py [-o DIR]
+
+Columns: case, stage, code_cycles; per arm archsim_cycles_<arm>, diff_pct_<arm>, abs_err_<arm>; moved_toward_code
+(True: the stage is closer to the code with the code's controller and refresh, arm code_controller, than with
+archsim's, arm archsim_controller). Arms: archsim_controller (mapping neupims_code, attention on the NPU),
+code_controller (and npu_controller: bank_queues, refresh_stagger: true). The arms use copies of the mapping
+written under DIR/runs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import vs_code  # noqa: E402
+
+from archsim import paths  # noqa: E402
+from archsim.results import load_result  # noqa: E402
+
+# arm -> lines added to mapping neupims_code (after `attention: npu`)
+ARMS = {"archsim_controller": [], "code_controller": ["npu_controller: bank_queues", "refresh_stagger: true"]}
+STAGES = ("A", "E")
+CASES = [c for c in vs_code.CASES if c.endswith("-off") and not c.startswith(("npupim-", "npuonly-"))]
+
+
+def _mapping(runs: Path, arm: str) -> str:
+    text = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
+    assert "\nattention: pim\n" in text, "mapping neupims_code no longer sets attention: pim"
+    text = text.replace("\nattention: pim\n", "\nattention: npu\n").rstrip("\n") + "\n"
+    path = runs / f"neupims_code_npu_attention_{arm}.yaml"
+    path.write_text(text + "".join(f"{line}\n" for line in ARMS[arm]))
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def build(out: Path) -> pd.DataFrame:
+    code = pd.read_csv(vs_code.HERE / "code_results.csv")
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for case in CASES:
+        cyc = {}
+        for arm in ARMS:
+            cfg = {**vs_code.config(case), "mapping": _mapping(runs, arm)}
+            st = load_result(vs_code._run((cfg, runs))).tables["stages"]
+            st = st[st["sample"] == 0]
+            cyc[arm] = dict(zip(st["stage"], st["cycles"], strict=True))
+        ref = code[code["case"] == case].set_index("stage")["code_cycles"]
+        for s in STAGES:
+            rows.append({"case": case, "stage": s, "code_cycles": int(ref[s]),
+                         **{f"archsim_cycles_{arm}": int(cyc[arm][s]) for arm in ARMS}})
+    df = pd.DataFrame(rows)
+    for arm in ARMS:
+        df[f"diff_pct_{arm}"] = (100 * (df[f"archsim_cycles_{arm}"] / df["code_cycles"] - 1)).round(1)
+        df[f"abs_err_{arm}"] = (df[f"archsim_cycles_{arm}"] - df["code_cycles"]).abs()
+    df["moved_toward_code"] = df["abs_err_code_controller"] < df["abs_err_archsim_controller"]
+    df.to_csv(out / "controller_toggle.csv", index=False)
+    return df
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-o", "--out", type=Path, default=vs_code.HERE, help="output folder (default: the report's own)")
+    args = ap.parse_args(argv)
+    os.chdir(ROOT)
+    df = build(args.out.resolve())
+    print(df[["case", "stage", "code_cycles", *(f"archsim_cycles_{a}" for a in ARMS), "moved_toward_code"]]
+          .to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""NeuPIMs' code's refresh as a toggle: vs_code.py's NeuPIMs cases with the ranks of a channel refreshing together
+(mapping neupims_code as it is: archsim's controller, every rank's all-bank refresh due at the same nREFI) and in
+turn (the mapping policy `refresh_stagger: true`: one rank every nREFI / ranks, NewtonSim's RANK_LEVEL_STAGGERED
+default, NS/configuration.cc:284, NS/refresh.cc:13-28); writes reports/neupims/refresh_toggle.csv.
+
+Run:  .venv/bin/python reports/neupims/refresh_toggle.py [-o DIR]
+
+Columns: case, stage, code_cycles, archsim_cycles_together, archsim_cycles_staggered (vs_code.csv's runs, cached in
+DIR/runs), their distances from the code (abs_err_*), diff_pct_*, moved_toward_code (True: the stage is closer to
+the code with the staggered refresh); for the PIM stages the logits and attend parts the same way (code_attend_cycles,
+archsim_attend_cycles_*, ...). The `staggered` arm uses a copy of the mapping with refresh_stagger added, written
+under DIR/runs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import vs_code  # noqa: E402
+
+from archsim import paths  # noqa: E402
+from archsim.results import load_result  # noqa: E402
+
+ARMS = ("together", "staggered")
+# the NeuPIMs cases (the baselines run other systems)
+CASES = [c for c in vs_code.CASES if not c.startswith(("npupim-", "npuonly-"))]
+
+
+def _staggered_mapping(runs: Path) -> str:
+    text = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
+    assert "\nrefresh_stagger:" not in text, "mapping neupims_code sets refresh_stagger itself"
+    path = runs / "neupims_code_refresh_staggered.yaml"
+    path.write_text(text.rstrip("\n") + "\nrefresh_stagger: true\n")
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def build(out: Path) -> pd.DataFrame:
+    code = pd.read_csv(vs_code.HERE / "code_results.csv")
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    staggered = _staggered_mapping(runs)
+    rows = []
+    for case in CASES:
+        arms = {}
+        for arm in ARMS:
+            cfg = vs_code.config(case)
+            if arm == "staggered":
+                cfg["mapping"] = staggered
+            res = load_result(vs_code._run((cfg, runs)))
+            arms[arm] = {r["stage"]: r for r in vs_code.rows_of(case, res, code[code["case"] == case])}
+        for stage, ref in arms["staggered"].items():
+            row = {"case": case, "stage": stage, "code_cycles": ref["code_cycles"]}
+            for part in ("", "logits_", "attend_"):
+                if f"code_{part}cycles" not in ref or pd.isna(ref.get(f"code_{part}cycles")):
+                    continue
+                row[f"code_{part}cycles"] = ref[f"code_{part}cycles"]
+                for arm in ARMS:
+                    row[f"archsim_{part}cycles_{arm}"] = arms[arm][stage][f"archsim_{part}cycles"]
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    for part in ("", "logits_", "attend_"):
+        if f"code_{part}cycles" not in df:
+            continue
+        for arm in ARMS:
+            df[f"abs_err_{part}{arm}"] = (df[f"archsim_{part}cycles_{arm}"] - df[f"code_{part}cycles"]).abs()
+            df[f"diff_pct_{part}{arm}"] = (100 * (df[f"archsim_{part}cycles_{arm}"] / df[f"code_{part}cycles"] - 1)).round(1)
+        moved = df[f"abs_err_{part}staggered"] < df[f"abs_err_{part}together"]
+        df[f"moved_{part}toward_code"] = moved.where(df[f"code_{part}cycles"].notna())
+    df.to_csv(out / "refresh_toggle.csv", index=False)
+    return df
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-o", "--out", type=Path, default=vs_code.HERE, help="output folder (default: the report's own)")
+    args = ap.parse_args(argv)
+    os.chdir(ROOT)
+    df = build(args.out.resolve())
+    print(df[["case", "stage", "code_cycles", "archsim_cycles_together", "archsim_cycles_staggered",
+              "moved_toward_code"]].to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -102,3 +102,25 @@ def test_runs_happen():
     run start would pass the comparison trivially)."""
     on = [_run(p, seed, True)["runs"] for p in PRESETS for seed in range(3)]
     assert sum(on) > 0 and sum(x > 0 for x in on) >= 2, on
+
+
+@pytest.mark.parametrize("runs", [False, True])
+def test_run_stops_at_the_steps_own_completion(runs):
+    """A tagged command that starts a run puts its completion in the ring: advance() stops at its done cycle
+    with nothing issued at or after it, runs on or off (a driver may enqueue work there)."""
+    channel.set_runs(runs)
+    try:
+        spec = load_spec("GDDR6_AiM_16Gbps", overrides={"org.channels": 1})
+        ms = MemorySystem(spec, {"refresh": "none"}, sources=[{"name": "pim", "kind": "stream"}], log=True)
+    finally:
+        channel.set_runs(True)
+    c = {n: spec.cmd(n) for n in ("ACTAB", "MACAB", "PREAB")}
+    cmd = [c["ACTAB"]] + [c["MACAB"]] * 40 + [c["PREAB"]]
+    tag = np.full(len(cmd), -1)
+    tag[1] = 5
+    ms.enqueue_stream("pim", 0, cmd, 0, row=3, tag=tag)
+    assert ms.advance() == channel.ST_COMPLETION
+    stop = int(ms.S.clock[0])
+    n = int(ms.S.n_log[0])
+    assert n > 2 and int(ms.S.log_clk[:n].max()) < stop
+    assert stop == int(ms.S.log_clk[1]) + int(ms.tables.cmd_lat[c["MACAB"]])

@@ -1765,6 +1765,8 @@ def _run_may_start(S, T, CF, ch, s, clk, limit):
     for s2 in range(_cf(S.variant, CF, CF_NSRC)):
         if s2 != s and _has_work(S, CF, ch, s2):
             return np.int64(-1)
+    # (the step's own command may have put a completion in the ring since run_limit was taken)
+    limit = min(limit, S.min_pending[0])
     if CF[CF_REFRESH] != REFRESH_NONE:
         for node in range(T.ref_nodes):
             limit = min(limit, S.ref_due[ch * T.ref_nodes + node])

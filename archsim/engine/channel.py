@@ -149,6 +149,21 @@ CF_RFM_THRESH = _slot("RFM_THRESH", "rfm_threshold: activates of one bank that m
                       lambda d: d.ctrl.rfm_threshold)
 CF_RESERVE = _slot("RESERVE", "stream_reserve: a stream's waiting open reserves its banks from rw sources' opens",
                    lambda d: d.ctrl.stream_reserve)
+# exact multi-command steps (`_stream_run`) in new MemorySystems: on; `set_runs(False)` turns them off (same results,
+# one command per step: tests and benchmarks/bench_runs.py compare the two)
+_RUNS = [True]
+
+
+def set_runs(on: bool) -> None:
+    """Exact multi-command steps on (default) or off in the MemorySystems made from now on."""
+    _RUNS[0] = bool(on)
+
+
+CF_RUNS = _slot("RUNS", "exact multi-command steps: a stream's run of column commands issues in one step (1; 0 one "
+                "command per step, same results: tests compare the two)", lambda d: _RUNS[0])
+CF_TAGGED = _slot("TAGGED", "a tagged request or stream command has been enqueued (MemorySystem sets it): another "
+                  "channel's completion could then stop advance() inside a run, so runs need one channel",
+                  lambda d: 0)
 N_CF = len(CF_SLOTS)
 CF_INDEX = {s.name: i for i, s in enumerate(CF_SLOTS)}
 if any(globals().get("CF_" + s.name) != i for i, s in enumerate(CF_SLOTS)):
@@ -375,7 +390,7 @@ def _issue(S, T, CF, ch, c, bl, row, col, src, clk):
     r = T.rep[c, bl]
     logged_row = _issue_bank_state(S, T, CF, ch, c, r, row, src, clk)
     # --- observers
-    _observe(S, CF, ch, c, gb0 + r, logged_row, col, src, clk)
+    _observe(S, CF, B, ch, c, gb0 + r, logged_row, col, src, clk)
     return eff
 
 
@@ -500,18 +515,38 @@ def _count_row_hit(S, T, ch, k0, k1):
 
 
 @_helper
-def _observe(S, CF, ch, c, gbank, row, col, src, clk):
-    """Observers of every issued command: per-command counters and the command log."""
+def _observe(S, CF, B, ch, c, gbank, row, col, src, clk):
+    """Observers of every issued command: per-command counters and the command log. The log is in (cycle,
+    channel) order, each channel's commands in issue order; a run (`_stream_run`) logs a channel's commands
+    ahead of the cycle the other channels are at, so an entry goes in before the entries of later cycles (and
+    of higher channels in its cycle): without runs it is always the last, one comparison."""
     S.cmd_count[ch, c] += 1
     if CF[CF_LOG] != 0:
         n = S.n_log[0]
-        S.log_clk[n] = clk
-        S.log_cmd[n] = c
-        S.log_bank[n] = gbank
-        S.log_row[n] = row if row >= -1 else -1
-        S.log_col[n] = col
-        S.log_src[n] = src
+        j = n
+        while j > 0 and (S.log_clk[j - 1] > clk or (S.log_clk[j - 1] == clk and S.log_bank[j - 1] // B > ch)):
+            S.log_clk[j] = S.log_clk[j - 1]
+            S.log_cmd[j] = S.log_cmd[j - 1]
+            S.log_bank[j] = S.log_bank[j - 1]
+            S.log_row[j] = S.log_row[j - 1]
+            S.log_col[j] = S.log_col[j - 1]
+            S.log_src[j] = S.log_src[j - 1]
+            j -= 1
+        S.log_clk[j] = clk
+        S.log_cmd[j] = c
+        S.log_bank[j] = gbank
+        S.log_row[j] = row if row >= -1 else -1
+        S.log_col[j] = col
+        S.log_src[j] = src
         S.n_log[0] = n + 1
+
+
+@_helper
+def _progressed(S, clk):
+    """Something issued or entered at clk: the last such cycle (progress[1], the stall check's) is the latest
+    one, also when a run issued a channel's commands ahead of the cycle the other channels are at."""
+    if clk > S.progress[1]:
+        S.progress[1] = clk
 
 
 @_helper
@@ -680,7 +715,7 @@ def _offer(S, T, CF, clk):
                     and _cq_accept(S, T, CF, ch, ri, w, clk)):
                 S.p_head[p] += 1            # answered from (merged into) a waiting write or read: queued nowhere
                 offered += 1
-                S.progress[1] = clk
+                _progressed(S, clk)
                 continue
             b = S.r_bank[ri]
             q = k * 2 + w
@@ -730,7 +765,7 @@ def _offer(S, T, CF, clk):
                         S.wake[ch] = t
             S.p_head[p] += 1
             offered += 1
-            S.progress[1] = clk
+            _progressed(S, clk)
         if S.p_head[p] < S.p_tail[p] and S.p_block[p] < 0:
             nx = max(clk + 1, S.r_arrive[S.p_buf[p, S.p_head[p]]])
             S.p_next[p] = nx
@@ -1309,7 +1344,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
     bl = o[slot + 1]
     ri = o[slot + 2]
     if _is_rw(S, ch, s):
-        S.progress[1] = clk
+        _progressed(S, clk)
         k = S.src_idx[ch, s]
         b = ch * B + bl
         col = _request_command(S.r_class, S.r_col, T.role, T.cmd_bus, c, ri)
@@ -1331,7 +1366,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
     sl = ch * _cf(S.variant, CF, CF_NST) + m
     h = S.s_head[sl]
     H = S.s_cmd[sl, h]
-    S.progress[1] = clk
+    _progressed(S, clk)
     done = clk + T.cmd_lat[c]
     if done > S.s_maxdone[sl]:
         S.s_maxdone[sl] = done
@@ -1449,7 +1484,7 @@ def _cq_issue(S, T, CF, ch, c, bl, pos, clk):
     b = ch * T.banks + bl
     ri = S.cq_req[b, pos]
     S.cq_rr[ch] = bl
-    S.progress[1] = clk
+    _progressed(S, clk)
     col = _request_command(S.r_class, S.r_col, T.role, T.cmd_bus, c, ri)
     _issue(S, T, CF, ch, c, bl, S.r_row[ri], col, _rw_src(S, ch, 0), clk)
     if T.cmd_bus[c] != 1:
@@ -1717,8 +1752,110 @@ def _step_starvation(S, CF, ch, clk, win_c, win_r, nxt):
 
 
 @_inl
-def _step(S, T, CF, ch, clk, cand):
-    """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle."""
+def _run_may_start(S, T, CF, ch, s, clk, limit):
+    """A run (`_stream_run`) of stream source s of channel ch may follow its command issued at clk: runs are on
+    (limit > clk + 1), arbitration picks s whenever it alone has a ready candidate (not a threshold gate), no
+    refresh or RFM of the channel is pending, and no other source of the channel has work. Returns the first
+    cycle the run may not reach (no refresh falls due before it), or -1."""
+    arb = _cf(S.variant, CF, CF_ARB)
+    if limit <= clk + 1 or arb >= ARB_THRESHOLD or S.ch_ref_pending[ch] != 0 or _is_rw(S, ch, s):
+        return np.int64(-1)
+    if arb == ARB_BLOCKED and S.active[ch] != s:
+        return np.int64(-1)
+    for s2 in range(_cf(S.variant, CF, CF_NSRC)):
+        if s2 != s and _has_work(S, CF, ch, s2):
+            return np.int64(-1)
+    # (the step's own command may have put a completion in the ring since run_limit was taken)
+    limit = min(limit, S.min_pending[0])
+    if CF[CF_REFRESH] != REFRESH_NONE:
+        for node in range(T.ref_nodes):
+            limit = min(limit, S.ref_due[ch * T.ref_nodes + node])
+    for p in range(S.p_head.shape[0]):       # a blocked port could be unblocked by another channel at any cycle
+        if S.p_block[p] >= 0:
+            return np.int64(-1)
+        limit = min(limit, S.p_next[p])
+    return limit
+
+
+@_call
+def _stream_run(S, T, CF, ch, s, clk, limit):
+    """Exact multi-command step: stream source s of channel ch issued a column command at clk and is the only
+    source of the channel with work (`_run_may_start`); its next commands are column commands on rows its target
+    holds open, each issued at its earliest cycle, as the per-cycle steps would: nothing else of the channel can
+    issue before `limit` (no refresh falls due, no intake or port offer, no completion stops advance()), and a
+    column command moves no row. Issues them at their cycles now, up to the first command that is not such a
+    column command, is tagged (its completion would go into the ring ahead of other channels' earlier ones),
+    is a segment start under refresh admission (time-dependent), would reach `limit`, or is the stream's last
+    (an item stays outstanding, so advance() cannot see nothing left before the run's last cycle). On a dual
+    command bus the row bus takes the stream's next candidate at the same cycle when it is ready, as a step
+    does, and the run ends there. Returns the cycle of the last command issued (clk: none)."""
+    m = S.src_idx[ch, s]
+    sl = ch * _cf(S.variant, CF, CF_NST) + m
+    o = S.cand[s]
+    cur = clk
+    dual = CF[CF_DUAL_BUS] != 0
+    wait_ref = CF[CF_STREAM_REF] == 1 and CF[CF_REFRESH] != REFRESH_NONE
+    while True:
+        h = S.s_head[sl]
+        # (dual bus: the next command may issue on the row bus with it, so two items must be left)
+        if h >= S.s_in[sl] or h + (2 if dual else 1) >= S.s_tail[sl] or S.s_tag[sl, h] >= 0:
+            break
+        H = S.s_cmd[sl, h]
+        eff = T.cmd_effect[H]
+        if T.cmd_bus[H] != 1 or not (eff == E_READ or eff == E_WRITE or eff == E_COMPUTE or eff == E_UPDATE):
+            break
+        if wait_ref and (S.s_flags[sl, h] & SEG_START) != 0:
+            break
+        if CF[CF_LOG] != 0 and S.n_log[0] + 3 * CF[CF_CH] + 2 > S.log_clk.shape[0]:
+            break
+        _stream_cand(S, T, CF, ch, m, s, cur + 1, o)
+        if o[0] != H:
+            break                  # no candidate, or a restore or close first
+        t = max(o[8], cur + 1)
+        if t >= limit:
+            break
+        _issue_pick(S, T, CF, ch, s, 0, t)
+        S.run_cmds[ch] += 1
+        cur = t
+        if dual:
+            _stream_cand(S, T, CF, ch, m, s, t, o)
+            if o[0] >= 0 and T.cmd_bus[o[0]] == 0 and o[8] <= t:
+                o[4] = o[0]
+                o[5] = o[1]
+                o[6] = o[2]
+                o[7] = o[3]
+                _issue_pick(S, T, CF, ch, s, 4, t)
+                S.run_cmds[ch] += 1
+                break
+    return cur
+
+
+@_inl
+def _wake_after_issue(S, T, CF, ch, win_c, win_r, row_free, clk, run_limit):
+    """The next wake of a channel whose step issued at clk: the next cycle, or, when the step's one command was a
+    stream's column command and a run may follow (`_run_may_start`), the cycle after the run's last command."""
+    if win_c < 0 or win_r >= 0 or not row_free:
+        return clk + 1
+    limit = _run_may_start(S, T, CF, ch, win_c, clk, run_limit)
+    if limit <= clk + 1:
+        return clk + 1
+    return _stream_run(S, T, CF, ch, win_c, clk, limit) + 1
+
+
+@_inl
+def _run_limit(S, CF, clk, until):
+    """The first cycle runs (exact multi-command steps) stepped at clk may not reach: the bound, the next intake
+    and pending completion, the timeout and stall checks; with more than one channel, none once a tagged item was
+    enqueued (a completion of another channel could stop advance() inside a run). clk: no runs."""
+    if CF[CF_RUNS] == 0 or (CF[CF_CH] > 1 and CF[CF_TAGGED] != 0):
+        return clk
+    return min(until, S.st_next[0], S.min_pending[0], CF[CF_MAX_CYCLES] + 1, clk + STALL_CYCLES)
+
+
+@_inl
+def _step(S, T, CF, ch, clk, cand, run_limit):
+    """One scheduling step of channel ch at cycle clk. Returns the channel's next wake cycle. run_limit: the first
+    cycle a run of stream commands after this step's may not reach (clk or less: no run; `_stream_run`)."""
     nsrc = _cf(S.variant, CF, CF_NSRC)
     dual = CF[CF_DUAL_BUS] != 0
     # ---- refresh
@@ -1782,7 +1919,7 @@ def _step(S, T, CF, ch, clk, cand):
     if track:
         nxt = _step_starvation(S, CF, ch, clk, win_c, win_r, nxt)
     if issued:
-        nxt = clk + 1
+        nxt = _wake_after_issue(S, T, CF, ch, win_c, win_r, row_free, clk, run_limit)
     return nxt
 
 
@@ -1801,7 +1938,7 @@ def _intake(S, T, CF, clk):
             S.s_seq[sl, i] = S.seq[ch]
             S.seq[ch] += 1
             S.s_in[sl] = i + 1
-            S.progress[1] = clk
+            _progressed(S, clk)
             if i == S.s_head[sl]:
                 _stream_head_changed(S, T, CF, ch, sl - ch * nst, np.int64(1))
             S.wake[ch] = clk
@@ -1847,9 +1984,10 @@ def advance(S, T, CF, until):
             p_next = _offer(S, T, CF, clk)
         if S.st_next[0] <= clk:
             S.st_next[0] = _intake(S, T, CF, clk)
+        run_limit = _run_limit(S, CF, clk, until)
         for ch in range(nch):
             if S.wake[ch] <= clk:
-                S.wake[ch] = _step(S, T, CF, ch, clk, cand)
+                S.wake[ch] = _step(S, T, CF, ch, clk, cand, run_limit)
         for p in range(S.p_head.shape[0]):       # a served request may have unblocked a port
             if S.p_next[p] < p_next:
                 p_next = S.p_next[p]
@@ -1889,7 +2027,7 @@ def advance_shard(S, T, CF, lo, hi, until, c_clk):
         for ch in range(lo, hi):
             if S.wake[ch] <= clk:
                 n0 = S.n_comp[0]
-                S.wake[ch] = _step(S, T, CF, ch, clk, cand)
+                S.wake[ch] = _step(S, T, CF, ch, clk, cand, clk)      # (no runs: regions bound the shards)
                 for i in range(n0, S.n_comp[0]):
                     c_clk[i] = clk
                 last = clk

@@ -20,6 +20,7 @@ from archsim.engine.channel import (
     CF_CMDQ,
     CF_MAX_CYCLES,
     CF_SLOTS,
+    CF_TAGGED,
     CF_THRESH,
     INF,
     KERNEL_VARIANTS,
@@ -370,6 +371,8 @@ class MemorySystem:
                 self._grow(p_buf=pb)
                 S = self.S
             tail = S.p_tail[port]
+        if not self.cf[CF_TAGGED]:
+            self._note_tags(tag)
         if self._coord is not None:
             self._coord.note_tags(tag)
         S.p_buf[port, tail:tail + n] = np.arange(a, b, dtype=np.int64)
@@ -452,6 +455,12 @@ class MemorySystem:
         if self._coord is not None:
             self._coord.note_stream(cmd, np.broadcast_to(np.asarray(tag, dtype=np.int64), (n,)))
 
+    def _note_tags(self, tag: Any) -> None:
+        """Items with these tags were enqueued: once one is tagged, the kernel's runs keep to devices of one
+        channel (CF_TAGGED: another channel's completion could stop advance() inside a run)."""
+        if np.any(np.asarray(tag) >= 0):
+            self.cf[CF_TAGGED] = 1
+
     def _append_stream(self, sl: int, cmd: np.ndarray, rep_bank: np.ndarray, row: Any, column: Any, flags: Any,
                        est: Any, tag: Any, at: Any) -> None:
         """Append commands to stream slot `sl`, arguments already checked (enqueue_stream, or a driver that
@@ -497,6 +506,8 @@ class MemorySystem:
         S.s_flags[sl, t:t + n] = flags
         S.s_est[sl, t:t + n] = est
         S.s_tag[sl, t:t + n] = tag
+        if not self.cf[CF_TAGGED]:
+            self._note_tags(tag)
         S.s_seq[sl, t:t + n] = -1
         S.s_at[sl, t:t + n] = at
         S.s_tail[sl] = t + n

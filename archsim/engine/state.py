@@ -224,6 +224,8 @@ FIELDS: tuple[Field, ...] = (
       SHARD),
     F("cand", I64, ("sources", "cand_width"), 0, "scratch", "the step's candidate per source", SHARD),
     F("s_maxdone", I64, SL, 0, "observer", "the stream's latest done cycle"),
+    F("run_cmds", I64, ("ch",), 0, "observer", "commands issued by runs (exact multi-command steps) after their "
+      "first", COUNT),
     F("r_pin", I64, ("pool",), 0, "request", "pinned (holds its bank's row for its column command)", fresh=0),
     F("s_at", I64, SC, 0, "stream", "entry cycle"),
     F("s_in", I64, SL, 0, "stream", "first command not yet entered"),

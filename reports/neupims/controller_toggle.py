@@ -41,7 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vs_code  # noqa: E402
 
 from archsim import paths  # noqa: E402
-from archsim.results import load_result  # noqa: E402
 
 # arm -> lines added to mapping neupims_code (after `attention: npu`)
 ARMS = {"archsim_controller": [], "code_controller": ["npu_controller: bank_queues", "refresh_stagger: true"]}
@@ -66,18 +65,12 @@ def build(out: Path) -> pd.DataFrame:
     for case in CASES:
         cyc = {}
         for arm in ARMS:
-            cfg = {**vs_code.config(case), "mapping": _mapping(runs, arm)}
-            st = load_result(vs_code._run((cfg, runs))).tables["stages"]
-            st = st[st["sample"] == 0]
-            cyc[arm] = dict(zip(st["stage"], st["cycles"], strict=True))
+            cyc[arm] = vs_code.stage_cycles({**vs_code.config(case), "mapping": _mapping(runs, arm)}, runs)
         ref = code[code["case"] == case].set_index("stage")["code_cycles"]
         for s in STAGES:
             rows.append({"case": case, "stage": s, "code_cycles": int(ref[s]),
                          **{f"archsim_cycles_{arm}": int(cyc[arm][s]) for arm in ARMS}})
-    df = pd.DataFrame(rows)
-    for arm in ARMS:
-        df[f"diff_pct_{arm}"] = (100 * (df[f"archsim_cycles_{arm}"] / df["code_cycles"] - 1)).round(1)
-        df[f"abs_err_{arm}"] = (df[f"archsim_cycles_{arm}"] - df["code_cycles"]).abs()
+    df = vs_code.toggle_frame(rows, ARMS)
     df["moved_toward_code"] = df["abs_err_code_controller"] < df["abs_err_archsim_controller"]
     df.to_csv(out / "controller_toggle.csv", index=False)
     return df

@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vs_code  # noqa: E402
 
 from archsim import paths  # noqa: E402
-from archsim.results import load_result  # noqa: E402
 
 DEPTHS = (32, 4096)
 STAGES = ("C", "D", "E", "F")
@@ -46,9 +45,7 @@ def build(out: Path) -> pd.DataFrame:
             cfg = vs_code.config(case)
             if depth != 4096:
                 cfg["mapping"] = str(shallow.relative_to(ROOT)) if shallow.is_relative_to(ROOT) else str(shallow)
-            st = load_result(vs_code._run((cfg, runs))).tables["stages"]
-            st = st[st["sample"] == 0]
-            cyc[depth] = dict(zip(st["stage"], st["cycles"], strict=True))
+            cyc[depth] = vs_code.stage_cycles(cfg, runs)
         ref = code[code["case"] == case].set_index("stage")["code_cycles"]
         for s in STAGES:
             rows.append({"case": case, "stage": s, "code_cycles": int(ref[s]),

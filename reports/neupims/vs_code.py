@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -95,6 +96,23 @@ def _run(job: tuple[dict, Path]) -> Path:
     if not path.exists():
         api.run(cfg, seed=0).write_json(path)
     return path
+
+
+def stage_cycles(cfg: dict, runs: Path) -> dict[str, int]:
+    """{stage: cycles} of sample 0 of the run of `cfg` (cached in `runs`): what the toggle tables compare."""
+    st = load_result(_run((cfg, runs))).tables["stages"]
+    st = st[st["sample"] == 0]
+    return dict(zip(st["stage"], st["cycles"], strict=True))
+
+
+def toggle_frame(rows: list[dict], arms: Iterable[str]) -> pd.DataFrame:
+    """A toggle table: per arm its difference from the code in % and in cycles (a signed sum over stages would
+    let one stage's excess cancel another's shortfall; the absolute errors do not)."""
+    df = pd.DataFrame(rows)
+    for arm in arms:
+        df[f"diff_pct_{arm}"] = (100 * (df[f"archsim_cycles_{arm}"] / df["code_cycles"] - 1)).round(1)
+        df[f"abs_err_{arm}"] = (df[f"archsim_cycles_{arm}"] - df["code_cycles"]).abs()
+    return df
 
 
 def code_mem_bw_util(stage: pd.Series, channels: int) -> float:

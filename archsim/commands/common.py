@@ -123,8 +123,6 @@ def quiet(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "quiet", False)) or os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-
-
 # ---- system configs: the options every subcommand that builds a system config shares ----------------------
 def default_system() -> str:
     """The system a subcommand runs when none is named: the one registered with `default = True`."""

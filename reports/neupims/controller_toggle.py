@@ -27,8 +27,6 @@ written under DIR/runs.
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -58,9 +56,7 @@ def _mapping(runs: Path, arm: str) -> str:
 
 
 def build(out: Path) -> pd.DataFrame:
-    code = pd.read_csv(vs_code.HERE / "code_results.csv")
-    runs = out / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
+    code, runs = vs_code.toggle_inputs(out)
     rows = []
     for case in CASES:
         cyc = {}
@@ -77,14 +73,8 @@ def build(out: Path) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-o", "--out", type=Path, default=vs_code.HERE, help="output folder (default: the report's own)")
-    args = ap.parse_args(argv)
-    os.chdir(ROOT)
-    df = build(args.out.resolve())
-    print(df[["case", "stage", "code_cycles", *(f"archsim_cycles_{a}" for a in ARMS), "moved_toward_code"]]
-          .to_string(index=False))
-    return 0
+    columns = ["case", "stage", "code_cycles", *(f"archsim_cycles_{a}" for a in ARMS), "moved_toward_code"]
+    return vs_code.toggle_main(__doc__, build, argv, columns)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,6 @@ request_queue changed, written under DIR/runs.
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -31,9 +29,7 @@ STAGES = ("C", "D", "E", "F")
 
 
 def build(out: Path) -> pd.DataFrame:
-    code = pd.read_csv(vs_code.HERE / "code_results.csv")
-    runs = out / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
+    code, runs = vs_code.toggle_inputs(out)
     base = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
     assert "\nrequest_queue: 4096\n" in base, "mapping neupims_code no longer sets request_queue: 4096"
     shallow = runs / "neupims_code_request_queue_32.yaml"
@@ -61,12 +57,7 @@ def build(out: Path) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-o", "--out", type=Path, default=vs_code.HERE, help="output folder (default: the report's own)")
-    args = ap.parse_args(argv)
-    os.chdir(ROOT)
-    print(build(args.out.resolve()).to_string(index=False))
-    return 0
+    return vs_code.toggle_main(__doc__, build, argv)
 
 
 if __name__ == "__main__":

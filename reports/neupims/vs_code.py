@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -103,6 +103,26 @@ def stage_cycles(cfg: dict, runs: Path) -> dict[str, int]:
     st = load_result(_run((cfg, runs))).tables["stages"]
     st = st[st["sample"] == 0]
     return dict(zip(st["stage"], st["cycles"], strict=True))
+
+
+def toggle_inputs(out: Path) -> tuple[pd.DataFrame, Path]:
+    """(the code's stage cycles, the folder a toggle's runs and derived mappings go to) for output folder `out`."""
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    return pd.read_csv(HERE / "code_results.csv"), runs
+
+
+def toggle_main(doc: str, build: Callable[[Path], pd.DataFrame], argv: list[str] | None,
+                columns: list[str] | None = None) -> int:
+    """A toggle script's command line: `-o DIR` (default: the report's own folder), the table built there and
+    printed (its `columns`, default all)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("-o", "--out", type=Path, default=HERE, help="output folder (default: the report's own)")
+    args = ap.parse_args(argv)
+    os.chdir(ROOT)
+    df = build(args.out.resolve())
+    print((df if columns is None else df[columns]).to_string(index=False))
+    return 0
 
 
 def toggle_frame(rows: list[dict], arms: Iterable[str]) -> pd.DataFrame:

@@ -32,7 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import vs_code  # noqa: E402
 
-from archsim import paths  # noqa: E402
 from archsim.results import load_result  # noqa: E402
 
 CODE_LINES = {"attend_start": "attend_start: all_logits", "pim_reserves_banks": "pim_reserves_banks: false"}
@@ -57,14 +56,7 @@ def _mapping(runs: Path, keys: tuple[str, ...]) -> str | None:
     """The mapping file with `keys` at archsim's defaults (None: neupims_code itself)."""
     if not keys:
         return None
-    text = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
-    for key in keys:
-        line = f"\n{CODE_LINES[key]}\n"
-        assert line in text, f"mapping neupims_code no longer sets {CODE_LINES[key]}"
-        text = text.replace(line, f"\n{DEFAULT_LINES[key]}\n")
-    path = runs / FILES[keys]
-    path.write_text(text)
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    return vs_code.derived_mapping(runs, FILES[keys], {CODE_LINES[k]: DEFAULT_LINES[k] for k in keys})
 
 
 def build(out: Path) -> pd.DataFrame:

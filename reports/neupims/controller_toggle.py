@@ -38,8 +38,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import vs_code  # noqa: E402
 
-from archsim import paths  # noqa: E402
-
 # arm -> lines added to mapping neupims_code (after `attention: npu`)
 ARMS = {"archsim_controller": [], "code_controller": ["npu_controller: bank_queues", "refresh_stagger: true"]}
 STAGES = ("A", "E")
@@ -47,12 +45,8 @@ CASES = [c for c in vs_code.CASES if c.endswith("-off") and not c.startswith(("n
 
 
 def _mapping(runs: Path, arm: str) -> str:
-    text = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
-    assert "\nattention: pim\n" in text, "mapping neupims_code no longer sets attention: pim"
-    text = text.replace("\nattention: pim\n", "\nattention: npu\n").rstrip("\n") + "\n"
-    path = runs / f"neupims_code_npu_attention_{arm}.yaml"
-    path.write_text(text + "".join(f"{line}\n" for line in ARMS[arm]))
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    return vs_code.derived_mapping(runs, f"neupims_code_npu_attention_{arm}.yaml",
+                                   {"attention: pim": "attention: npu"}, tuple(ARMS[arm]))
 
 
 def build(out: Path) -> pd.DataFrame:

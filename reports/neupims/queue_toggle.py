@@ -22,25 +22,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import vs_code  # noqa: E402
 
-from archsim import paths  # noqa: E402
-
 DEPTHS = (32, 4096)
 STAGES = ("C", "D", "E", "F")
 
 
 def build(out: Path) -> pd.DataFrame:
     code, runs = vs_code.toggle_inputs(out)
-    base = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
-    assert "\nrequest_queue: 4096\n" in base, "mapping neupims_code no longer sets request_queue: 4096"
-    shallow = runs / "neupims_code_request_queue_32.yaml"
-    shallow.write_text(base.replace("\nrequest_queue: 4096\n", "\nrequest_queue: 32\n"))
+    shallow = vs_code.derived_mapping(runs, "neupims_code_request_queue_32.yaml",
+                                      {"request_queue: 4096": "request_queue: 32"})
     rows = []
     for case in (c for c in vs_code.CASES if c.endswith("sbi-on")):
         cyc = {}
         for depth in DEPTHS:
             cfg = vs_code.config(case)
             if depth != 4096:
-                cfg["mapping"] = str(shallow.relative_to(ROOT)) if shallow.is_relative_to(ROOT) else str(shallow)
+                cfg["mapping"] = shallow
             cyc[depth] = vs_code.stage_cycles(cfg, runs)
         ref = code[code["case"] == case].set_index("stage")["code_cycles"]
         for s in STAGES:

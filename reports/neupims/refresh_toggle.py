@@ -35,9 +35,7 @@ CASES = [c for c in vs_code.CASES if not c.startswith(("npupim-", "npuonly-"))]
 def _staggered_mapping(runs: Path) -> str:
     text = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
     assert "\nrefresh_stagger:" not in text, "mapping neupims_code sets refresh_stagger itself"
-    path = runs / "neupims_code_refresh_staggered.yaml"
-    path.write_text(text.rstrip("\n") + "\nrefresh_stagger: true\n")
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    return vs_code.derived_mapping(runs, "neupims_code_refresh_staggered.yaml", append=("refresh_stagger: true",))
 
 
 def build(out: Path) -> pd.DataFrame:

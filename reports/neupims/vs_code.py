@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run_cache  # noqa: E402
 
-from archsim import api  # noqa: E402
+from archsim import api, paths  # noqa: E402
 from archsim.results import load_result  # noqa: E402
 from archsim.workload import serving  # noqa: E402
 
@@ -110,6 +110,21 @@ def toggle_inputs(out: Path) -> tuple[pd.DataFrame, Path]:
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     return pd.read_csv(HERE / "code_results.csv"), runs
+
+
+def derived_mapping(runs: Path, filename: str, replace: dict[str, str] | None = None,
+                    append: tuple[str, ...] = ()) -> str:
+    """Mapping neupims_code with whole lines replaced ({line: new line}, each must be there) and lines appended,
+    written to `runs`/`filename` (a toggle's arm); its path as a config names it."""
+    text = paths.resolve("mappings", CONFIG["mapping"]).read_text()
+    for line, new in (replace or {}).items():
+        assert f"\n{line}\n" in text, f"mapping neupims_code no longer sets {line}"
+        text = text.replace(f"\n{line}\n", f"\n{new}\n")
+    if append:
+        text = text.rstrip("\n") + "\n" + "".join(f"{line}\n" for line in append)
+    path = runs / filename
+    path.write_text(text)
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def toggle_main(doc: str, build: Callable[[Path], pd.DataFrame], argv: list[str] | None,
@@ -212,9 +227,9 @@ def build(out: Path, jobs: int = 1) -> pd.DataFrame:
     runs.mkdir(parents=True, exist_ok=True)
     cases = list(CASES)
     with ProcessPoolExecutor(jobs) as ex:
-        paths = list(ex.map(_run, [(config(c), runs) for c in cases]))
+        results = list(ex.map(_run, [(config(c), runs) for c in cases]))
     rows, op_rows = [], []
-    for case, path in zip(cases, paths, strict=True):
+    for case, path in zip(cases, results, strict=True):
         res = load_result(path)
         rows += rows_of(case, res, code[code["case"] == case])
         op_rows += op_rows_of(case, res, code[code["case"] == case])

@@ -167,14 +167,16 @@ def type_problem(value: Any, base_value: Any, where: str = "the base config") ->
     return f"value {value!r} is {got}, but {where} has {want} here ({base_value!r}); expected {want}{hint}"
 
 
-def value_problem(key: str, value: Any, leaves: dict[str, Any], where: str | None = None) -> str | None:
+def value_problem(key: str, value: Any, leaves: dict[str, Any], where: str | None = None,
+                  system: str | None = None) -> str | None:
     """Why `value` cannot be set at `key` (None if it can): the system's schema decides where it describes the
-    key (type, allowed values, range), else the type of the current value (type_problem)."""
+    key (type, allowed values, range), else the type of the current value (type_problem). `system`: the system
+    whose schema decides (default: the one `leaves` are of)."""
     from archsim import schema
 
     if not schema.finite(value):
         return f"must be a finite number, got {value!r}"
-    system = getattr(leaves, "system", "")
+    system = system or getattr(leaves, "system", "")
     cls = schema_of(system) if system else None
     spec = None
     if cls is not None:
@@ -232,7 +234,7 @@ def apply_overrides(config: dict[str, Any], overrides: list[Override]) -> dict[s
             # a value of the system's own schema is checked against it alone, before the config is resolved:
             # a bad value is reported without loading the models and presets (a fraction of a second)
             value = spec.coerce(value)
-            problem = value_problem(key, value, _SystemOnly(out["system"]))
+            problem = value_problem(key, value, {}, system=out["system"])
         else:
             try:
                 leaves = config_leaves(out)
@@ -251,14 +253,6 @@ def apply_overrides(config: dict[str, Any], overrides: list[Override]) -> dict[s
     except ConfigError as exc:
         raise _where_set(exc, overrides) or exc from None
     return out
-
-
-class _SystemOnly(dict):
-    """The leaves value_problem reads when a key's schema decides alone: only the system's name."""
-
-    def __init__(self, system: str):
-        super().__init__()
-        self.system = system
 
 
 def _schema_value(key: str, system: str) -> Any:

@@ -1193,12 +1193,15 @@ def node_allreduce_text(links: pd.DataFrame, verdict) -> str:
     and routing, before -> after it; the rows it changes are the ones with expert tensor parallelism."""
     if "per_node_sampled_node_ar_over_llmsim" not in links:
         return ""
-    items, changed = [], []
+    items, changed, et_only = [], [], True
     for r in links.itertuples():
         before, after = r.per_node_sampled_over_llmsim, r.per_node_sampled_node_ar_over_llmsim
-        if abs(after - before) > 1e-9:
+        moved = r.per_node_sampled_node_ar_tokens_per_s != r.per_node_sampled_tokens_per_s
+        et_only &= moved == r.system.endswith("+ET")
+        if moved:
             changed.append(f"{r.model} {r.system} ({r.fork})")
-        items.append(f"{r.model} {r.system} ({r.fork}) {before:.3f} -> {after:.3f} ({verdict(before, after)})")
+        items.append(f"{r.model} {r.system} ({r.fork}) {before:.3f} -> {after:.3f} "
+                     f"({verdict(before, after) if moved else 'unchanged'})")
     return f"""
 Expert tensor parallelism's all-reduce (Duplex+PE+ET): a node's expert slices each hold a partial output for
 every token routed to the node's experts, from every node, and archsim all-reduces them over the slices' group
@@ -1208,11 +1211,11 @@ the size of the MoE layer's input (`AllReduce::forward`, `src/module/communicati
 in), which is the node's own tensor-parallel group's tokens; `expert_allreduce: node_tokens` takes that size.
 Every row on more than one node re-run with it beside LLMSimulator's layout and routing
 (`per_node_sampled_node_ar_*` columns), ratio to LLMSimulator under `layout per_node, routing sampled` -> with
-it as well: {"; ".join(items)}. It changes {len(changed)} of {len(links)} rows ({", ".join(changed) or "none"}:
-the others have no expert tensor parallelism); on one node the two sizes are equal, so no other row of the report
-changes. Together with LLMSimulator's layout and routing it moves
-{int(links.per_node_sampled_node_ar_moved_toward_llmsim.sum())} of {len(links)} rows toward LLMSimulator by at
-least {MATERIAL:.2f}, {int(links.per_node_sampled_node_ar_within_5pct.sum())} of them within {ROOFLINE_TARGET:.0%}.
+it as well: {"; ".join(items)}.
+It changes {len(changed)} of {len(links)} rows ({", ".join(changed) or "none"}{
+    ": the rows with expert tensor parallelism" if et_only else ""}); on one node the two sizes are equal, so no
+other row of the report changes. With LLMSimulator's layout and routing it moves {int(links.per_node_sampled_node_ar_moved_toward_llmsim.sum())} of {len(links)} rows
+toward LLMSimulator by at least {MATERIAL:.2f}, {int(links.per_node_sampled_node_ar_within_5pct.sum())} of them within {ROOFLINE_TARGET:.0%}.
 """
 
 

@@ -132,11 +132,21 @@ def toggles(causes: pd.DataFrame) -> pd.DataFrame:
 
 def test_every_toggle_row_is_re_run_with_each_condition(vs, causes):
     conditions = {"memory_cap unlimited", "routing sampled", "both", "dispatch per_expert", "all three",
-                  "norm_and_residual timed", "LM head untimed"}
+                  "norm_and_residual timed", "LM head untimed", "allreduce node_tokens"}
     assert len(causes) == len(conditions) * len(vs)
     assert set(causes.condition) == conditions
     base = causes.merge(vs, on=["model", "system", "fork"], suffixes=("", "_vs"))
     assert (base.roofline_over_llmsim - base.roofline_over_llmsim_vs).abs().max() < 1e-9
+
+
+def test_the_et_all_reduce_size_alone_changes_the_rows_stated(readme, causes):
+    """`allreduce node_tokens` alone (archsim's default layout): the count of rows whose throughput it changes at
+    all is the causes table's (none on one node, nor under all_devices)."""
+    c = causes[causes.condition == "allreduce node_tokens"]
+    changed = int((c.toggled_over_llmsim != c.roofline_over_llmsim).sum())
+    text = " ".join(_section(readme).split())
+    assert f"alone it changes {changed} of {len(c)} rows (throughput not bit-identical" in text
+    assert changed == 0     # the two sizes differ only under non_expert_parallel per_node on more than one node
 
 
 def test_rows_within_target_under_both_conditions_as_stated(readme, vs, causes):

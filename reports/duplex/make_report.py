@@ -295,6 +295,8 @@ def vs_llmsimulator(df: pd.DataFrame, args, path: Path = OUT / "llmsimulator_run
     return out
 
 
+# LLMSimulator's size of expert tensor parallelism's all-reduce: the node's own tokens (mappings/duplex.yaml)
+NODE_AR = {"expert_allreduce": "node_tokens"}
 # LLMSimulator's run conditions that archsim's defaults do not share, each a toggle of a duplex config key
 # (docs/duplex-llmsimulator.md): no memory check (the driver runs it with mem_cap_limit false) and routing drawn at
 # random per token and layer (Scheduler::getRandomExpert); "both" applies the two together. A third difference
@@ -309,7 +311,11 @@ LLMSIM_CONDITIONS = {"memory_cap unlimited": {"memory_cap": "unlimited"}, "routi
                      # 2xGPU): each layer's norms and residual adds (layernorm.cpp:38-44, residual.cpp:34-35 of
                      # the helios fork), and the LM head (LmHead::forward, lm_head.cpp:26-34, times nothing)
                      "norm_and_residual timed": {"mapping_overrides": {"norm_and_residual": True}},
-                     "LM head untimed": {"mapping_overrides": {"time_lm_head": False}}}
+                     "LM head untimed": {"mapping_overrides": {"time_lm_head": False}},
+                     # how LLMSimulator sizes expert tensor parallelism's all-reduce (the node's own tokens,
+                     # expert.cpp:185): equal to archsim's except under the two-node layout, so alone it shows which
+                     # rows it can touch at all
+                     "allreduce node_tokens": {"mapping_overrides": NODE_AR}}
 # the conditions that apply several differences together
 COMBINED = ("both", "all three", "routing sampled, split llmsimulator", "layout per_node, routing sampled",
             "layout per_node, routing sampled, allreduce node_tokens")
@@ -427,8 +433,6 @@ def llmsim_split(vs: pd.DataFrame, args) -> pd.DataFrame:
 
 
 PER_NODE = {"non_expert_parallel": "per_node"}     # LLMSimulator's two-node layout (mappings/duplex.yaml)
-# LLMSimulator's size of expert tensor parallelism's all-reduce: the node's own tokens (mappings/duplex.yaml)
-NODE_AR = {"expert_allreduce": "node_tokens"}
 
 
 # LLMSimulator's layout alone, with the routing LLMSimulator runs with, and with both and its size of the ET
@@ -1038,9 +1042,9 @@ def causes_text(vs: pd.DataFrame, causes: pd.DataFrame, extra: pd.DataFrame | No
     return f"""
 ### Gap causes: LLMSimulator's run conditions as toggles (`vs_llmsimulator_causes.csv`)
 
-Three differences between how LLMSimulator runs and archsim's defaults, and two in what each times; each is a
-key of the `duplex` system (the last two keys of the mapping policy), and every row above is re-run in roofline
-mode with each, with the first two (`both`) and with the first three (`all three`):
+Three differences between how LLMSimulator runs and archsim's defaults, two in what each times and one in how it
+sizes an all-reduce; each is a key of the `duplex` system (the last three keys of the mapping policy), and every
+row above is re-run in roofline mode with each, with the first two (`both`) and with the first three (`all three`):
 - `memory_cap: unlimited`: the driver runs LLMSimulator with `exit_out_of_memory` and `mem_cap_limit` false
   (`run_llmsim.py` build_config), so it keeps the full batch even where the KV cache exceeds the devices' memory;
   archsim by default admits a request only while the memory beside the weights holds its final KV cache.
@@ -1059,6 +1063,11 @@ mode with each, with the first two (`both`) and with the first three (`all three
   `src/module/decoder.cpp:80-86` of the helios fork); archsim by default does not time them.
 - `LM head untimed` (mapping key `time_lm_head: false`): LLMSimulator's LM head times nothing
   (`LmHead::forward`, `src/module/lm_head.cpp:26-34`); archsim by default times it on the xPU.
+- `allreduce node_tokens` (mapping key `expert_allreduce: node_tokens`): LLMSimulator sizes expert tensor
+  parallelism's all-reduce by the node's own tokens, archsim by every token of the stage (see "The rows on more than
+  one node"); the two differ only under the two-node layout, and alone it changes {node_ar_changed(causes)} of
+  {int((causes.condition == "allreduce node_tokens").sum())} rows (throughput not bit-identical to the row's
+  default run).
 
 With both conditions, archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on
 {int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())});
@@ -1078,6 +1087,12 @@ row's cause, and another difference must offset it): {listing([f"{r.model} {r.sy
 
 {per_expert_text(causes)}
 {draws_text(causes)}"""
+
+
+def node_ar_changed(causes: pd.DataFrame) -> int:
+    """Rows whose throughput `allreduce node_tokens` alone changes at all (not bit-identical to the default run)."""
+    c = causes[causes.condition == "allreduce node_tokens"]
+    return int((c.toggled_over_llmsim != c.roofline_over_llmsim).sum())
 
 
 def draws_text(causes: pd.DataFrame, path: Path = OUT / "sampled_draws.csv") -> str:

@@ -406,6 +406,18 @@ def vs_code_tolerance() -> dict[str, float]:
     return mod.TOLERANCE
 
 
+def _summed_distance(c, csv: str, rows: dict, words: tuple[str, str]) -> str:
+    """'<shrinking|growing> from X % to Y %': a toggle table's rows' distance from the code, summed without sign,
+    with archsim's controller and with the code's, in % of the code's cycles."""
+    from reports.claims import Fact
+
+    def pct(arm: str) -> Fact:
+        return Fact(csv, f"abs_err_{arm}_controller", rows, "sum", over=Fact(csv, "code_cycles", rows, "sum"), scale=100)
+    word = c.cmp(Fact(csv, "abs_err_code_controller", rows, "sum"), "<",
+                 Fact(csv, "abs_err_archsim_controller", rows, "sum"), words)
+    return f"{word} from {c.num(pct('archsim'), '{:.1f}')} % to {c.num(pct('code'), '{:.1f}')} %"
+
+
 def _uni_section(c, V: str) -> list[str]:
     """The uni cases' stages A and B: the traced causes (code_trace.csv), with the toggles that take them."""
     from reports.claims import Fact
@@ -438,24 +450,26 @@ def _uni_section(c, V: str) -> list[str]:
         f"{c.num(Fact(CT, 'diff_pct_archsim_controller', uni_a), '{:+.1f}')} % with archsim's controller, "
         f"{c.num(Fact(CT, 'diff_pct_code_controller', uni_a), '{:+.1f}')} % with the code's; "
         f"{c.num(Fact(CT, 'moved_toward_code', a_rows, 'sum'), '{:.0f}')} of "
-        f"{c.num(Fact(CT, 'moved_toward_code', a_rows, 'count'), '{:.0f}')} A rows and "
+        f"{c.num(Fact(CT, 'moved_toward_code', a_rows, 'count'), '{:.0f}')} A rows (the four uni cases' stage A is "
+        "one and the same run, the QKV GEMM of 32 tokens) and "
         f"{c.num(Fact(CT, 'moved_toward_code', {'stage': 'E'}, 'sum'), '{:.0f}')} of "
         f"{c.num(Fact(CT, 'moved_toward_code', {'stage': 'E'}, 'count'), '{:.0f}')} E rows move closer to the code, their "
         "distance from it, summed without sign, "
-        + c.cmp(Fact(CT, 'abs_err_code_controller', {}, 'sum'), "<", Fact(CT, 'abs_err_archsim_controller', {}, 'sum'),
-                ("shrinking", "not shrinking"))
-        + f" from {c.num(Fact(CT, 'abs_err_archsim_controller', {}, 'sum', over=Fact(CT, 'code_cycles', {}, 'sum'), scale=100), '{:.1f}')} % "
-        f"to {c.num(Fact(CT, 'abs_err_code_controller', {}, 'sum', over=Fact(CT, 'code_cycles', {}, 'sum'), scale=100), '{:.1f}')} % "
-        "of the code's cycles. What is left of uni32's stage A is the array's wait for the late operands; the "
-        "mapping neupims_code keeps archsim's controller, as the bank queues cannot run beside PIM.")]
+        + _summed_distance(c, CT, {}, ("shrinking", "not shrinking"))
+        + " of the code's cycles; by stage, A's " + _summed_distance(c, CT, a_rows, ("shrinking", "growing"))
+        + ", E's " + _summed_distance(c, CT, {"stage": "E"}, ("shrinking", "growing"))
+        + ". The rest of uni32's stage A gap is not traced here; the mapping neupims_code keeps archsim's controller, as the bank queues cannot run beside PIM.")]
     uni_b = {n: {"case": f"uni{n}-off", "stage": "B"} for n in (32, 128)}
+    npu_alone = {"stage": ["A", "F"]}
     md += ["- " + c.say(
         "**Attention of very short requests (uni32, uni128: one request of 32 or 128 tokens per channel).** archsim's "
         f"stage B is {c.num(Fact(V, 'diff_pct', uni_b[32]), '{:+.1f}')} % (uni32) and "
         f"{c.num(Fact(V, 'diff_pct', uni_b[128]), '{:+.1f}')} % (uni128) off, with the same PIM command counts in both "
         "simulators, so the gap is time, and it is refresh: NewtonSim refreshes the two ranks of a channel in turn, one "
-        "every tREFI / 2 = 1950 cycles (its default RANK_LEVEL_STAGGERED, NS/configuration.cc:284, NS/refresh.cc:13-28), "
-        "and a GEMV, which needs every bank, waits for each: channel 0 of the code's uni32 run refreshes "
+        "every tREFI / ranks cycles (its default RANK_LEVEL_STAGGERED, NS/configuration.cc:284, NS/refresh.cc:13-28; "
+        f"channel 0 of the code's uni32 run: a REFRESH every {c.num(tr('refresh_median_gap'), '{:,.0f}')} cycles, "
+        "median, the ranks taking turns), "
+        "and a GEMV, which needs every bank, waits for each: that channel refreshes "
         f"{c.num(tr('b_refreshes'), '{:.0f}')} times in its "
         f"{c.num(tr('b_cycles'), '{:,.0f}')}-cycle stage B, where archsim refreshes both ranks at once every tREFI. "
         "The mapping policy `refresh_stagger: true` takes the code's refresh (`refresh_toggle.py`, "
@@ -466,8 +480,16 @@ def _uni_section(c, V: str) -> list[str]:
         "over every stage of the NeuPIMs cases it moves "
         f"{c.num(Fact(RT, 'moved_toward_code', {'stage': ['A', 'B', 'C', 'D', 'E', 'F']}, 'sum'), '{:.0f}')} of "
         f"{c.num(Fact(RT, 'moved_toward_code', {'stage': ['A', 'B', 'C', 'D', 'E', 'F']}, 'count'), '{:.0f}')} rows "
-        "closer to the code. Where the NPU streams alone archsim streams on through one rank's refresh and gets faster "
-        "still, while the code's stages there are long for the reason of the item above; where PIM works the code "
+        "closer to the code. Where the NPU works alone (stages A and F) archsim streams on through one rank's refresh "
+        "and "
+        + c.cmp(Fact(RT, 'archsim_cycles_staggered', npu_alone, 'sum'), "<",
+                Fact(RT, 'archsim_cycles_together', npu_alone, 'sum'), ("gets faster", "does not get faster"))
+        + " with it ("
+        + f"{c.num(Fact(RT, 'archsim_cycles_staggered', npu_alone, 'sum', over=Fact(RT, 'archsim_cycles_together', npu_alone, 'sum'), scale=100, offset=-100), '{:+.1f}')} % "
+        "in those rows' cycles summed), their distance from the code summed "
+        + c.cmp(Fact(RT, 'abs_err_staggered', npu_alone, 'sum'), ">", Fact(RT, 'abs_err_together', npu_alone, 'sum'),
+                ("growing", "not growing"))
+        + ", as the code's stages there are long for the reason of the item above; where PIM works the code "
         "hides part of each refresh: a GEMV "
         "admitted right after a rank's REFRESH issues the other rank's G_ACTs during its tRFC, as a channel command's "
         "next G_ACT is the first bank whose command is ready (NS/channel_state.cc:154-186; "
@@ -682,8 +704,8 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
     md += ["- " + c.say(
         "**The NPU+PIM baseline's attention stage** (the `npu+pim` branch): the code's stage B takes "
         f"{c.num(Fact(V, 'code_cycles', {'case': 'npupim-baseline_gpt3-7B_tp4_bs512_clb0', 'stage': 'B'}, over=Fact(V, 'code_cycles', {'case': 'gpt3-7B_tp4_bs512_clb0_sbi-off', 'stage': 'B'})), '{:.2f}')}x "
-        "as long as NeuPIMs' own stage B on the same batch, with the same PIM command counts in NewtonSim's statistics "
-        "(COMP, READRES, G_ACT, GWRITE equal in both runs' dramsim3.json). The time comes from that branch's issue "
+        "as long as NeuPIMs' own stage B on the same batch, with the same PIM work in NewtonSim's statistics "
+        "(COMP, READRES and GWRITE equal in both runs' dramsim3.json, G_ACT all but equal). The time comes from that branch's issue "
         "path: the Newton device splits each GEMV into separate COMP and READRES instructions "
         "(NeuPIMSLogitSoftmax.cc:231-252, NeuPIMSAttend.cc:204-225), the core hands one PIM instruction a cycle to "
         "memory (`[npu+pim] NeuPIMSystolicWS.cc:150-178`: one request pushed and popped per cycle) and the controller "

@@ -381,7 +381,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -406,6 +406,13 @@ def vs_code_tolerance() -> dict[str, float]:
     return mod.TOLERANCE
 
 
+def _code_count(command: str, case: str, over=None):
+    """NewtonSim's count of `command` in the code's run of `case` (code_commands.csv)."""
+    from reports.claims import Fact
+
+    return Fact("code_commands.csv", "code_count", {"case": case, "command": command}, over=over)
+
+
 def _summed_distance(c, csv: str, rows: dict, words: tuple[str, str]) -> str:
     """'<shrinking|growing> from X % to Y %': a toggle table's rows' distance from the code, summed without sign,
     with archsim's controller and with the code's, in % of the code's cycles."""
@@ -422,7 +429,7 @@ def _uni_section(c, V: str) -> list[str]:
     """The uni cases' stages A and B: the traced causes (code_trace.csv), with the toggles that take them."""
     from reports.claims import Fact
 
-    CT, RT, TR = "controller_toggle.csv", "refresh_toggle.csv", "code_trace.csv"
+    CT, RT, TR, CC = "controller_toggle.csv", "refresh_toggle.csv", "code_trace.csv", "code_commands.csv"
 
     def tr(metric: str) -> Fact:
         return Fact(TR, "value", {"metric": metric})
@@ -464,8 +471,11 @@ def _uni_section(c, V: str) -> list[str]:
     md += ["- " + c.say(
         "**Attention of very short requests (uni32, uni128: one request of 32 or 128 tokens per channel).** archsim's "
         f"stage B is {c.num(Fact(V, 'diff_pct', uni_b[32]), '{:+.1f}')} % (uni32) and "
-        f"{c.num(Fact(V, 'diff_pct', uni_b[128]), '{:+.1f}')} % (uni128) off, with the same PIM command counts in both "
-        "simulators, so the gap is time, and it is refresh: NewtonSim refreshes the two ranks of a channel in turn, one "
+        f"{c.num(Fact(V, 'diff_pct', uni_b[128]), '{:+.1f}')} % (uni128) off, "
+        + c.cmp(Fact(CC, "abs_diff", {"case": ["uni32-off", "uni128-off"]}, "max"), "<=", Fact.zero(),
+                ("with the same PIM command counts in both simulators (`code_commands.csv`), so the gap is time",
+                 "with other PIM command counts than the code's (`code_commands.csv`)"))
+        + ", and it is refresh: NewtonSim refreshes the two ranks of a channel in turn, one "
         "every tREFI / ranks cycles (its default RANK_LEVEL_STAGGERED, NS/configuration.cc:284, NS/refresh.cc:13-28; "
         f"channel 0 of the code's uni32 run: a REFRESH every {c.num(tr('refresh_median_gap'), '{:,.0f}')} cycles, "
         "median, the ranks "
@@ -702,11 +712,14 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         f"{c.num(Fact(V, 'logits_diff_pct', uni[32]), '{:+.1f}')} % in its logits, uni512's "
         f"{c.num(Fact(V, 'attend_diff_pct', uni[512]), '{:+.1f}')} % and "
         f"{c.num(Fact(V, 'logits_diff_pct', uni[512]), '{:+.1f}')} %. " + _refresh_by_operation(c, pim_st))]
+    npupim, neupims = "npupim-baseline_gpt3-7B_tp4_bs512_clb0", "gpt3-7B_tp4_bs512_clb0_sbi-off"
     md += ["- " + c.say(
         "**The NPU+PIM baseline's attention stage** (the `npu+pim` branch): the code's stage B takes "
         f"{c.num(Fact(V, 'code_cycles', {'case': 'npupim-baseline_gpt3-7B_tp4_bs512_clb0', 'stage': 'B'}, over=Fact(V, 'code_cycles', {'case': 'gpt3-7B_tp4_bs512_clb0_sbi-off', 'stage': 'B'})), '{:.2f}')}x "
         "as long as NeuPIMs' own stage B on the same batch, with the same PIM work in NewtonSim's statistics "
-        "(COMP, READRES and GWRITE equal in both runs' dramsim3.json, G_ACT all but equal). The time comes from that branch's issue "
+        "(`code_commands.csv`: its COMP, READRES, GWRITE and G_ACT counts "
+        + ", ".join(f"{c.num(_code_count(cmd, npupim, over=_code_count(cmd, neupims)), '{:.4f}')}x" for cmd in ("COMP", "READRES", "GWRITE", "G_ACT"))
+        + " NeuPIMs' own). The time comes from that branch's issue "
         "path: the Newton device splits each GEMV into separate COMP and READRES instructions "
         "(NeuPIMSLogitSoftmax.cc:231-252, NeuPIMSAttend.cc:204-225), the core hands one PIM instruction a cycle to "
         "memory (`[npu+pim] NeuPIMSystolicWS.cc:150-178`: one request pushed and popped per cycle) and the controller "

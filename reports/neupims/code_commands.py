@@ -11,6 +11,9 @@ The committed table: the uni cases' runs (traces workloads/datasets/neupims_trac
 case's NeuPIMs (SBI off) and npu+pim runs, e.g. `code_commands.py /tmp/np33/coderuns/uni{32,128,512,1024}-off
 /work/ext/neupims/runs/{gpt3-7B_tp4_bs512_clb0_sbi-off,npupim-baseline_gpt3-7B_tp4_bs512_clb0}`.
 
+The npu+pim branch's NewtonSim closes a GEMV's rows with ordinary PRECHARGEs (its num_pre_cmds, 1,155,258 against
+NeuPIMs' 201,832 + 947,488 PIM_PRECHARGEs in the batch-512 case), so its PIM_PRECHARGE count is 0.
+
 Columns: case, command (COMP, READRES, G_ACT, GWRITE, PIM_PRECHARGE), code_count, archsim_count,
 abs_diff (|archsim - code|).
 """

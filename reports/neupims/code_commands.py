@@ -8,7 +8,7 @@ the whole run (NS/simple_stats.cc). archsim's counts are the same case's run (vs
 in the report's runs/), summed over its stages. Both are totals over the device's channels.
 
 The committed table: the uni cases' runs (traces workloads/datasets/neupims_traces/micro) and the batch-512
-case's NeuPIMs (SBI off) and npu+pim runs, e.g. `code_commands.py /tmp/np33/coderuns/uni{32,128,512,1024}-off
+case's NeuPIMs (SBI off) and npu+pim runs, e.g. `code_commands.py /work/ext/neupims/runs/uni{32,128,512,1024}-off
 /work/ext/neupims/runs/{gpt3-7B_tp4_bs512_clb0_sbi-off,npupim-baseline_gpt3-7B_tp4_bs512_clb0}`.
 
 The npu+pim branch's NewtonSim closes a GEMV's rows with ordinary PRECHARGEs (its num_pre_cmds, 1,155,258 against

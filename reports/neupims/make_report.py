@@ -58,6 +58,8 @@ CODE_POINT = ("gpt3-7b", "sharegpt")
 CODE_ROWS = {
     "NeuPIMs, the code's NPU": ("neupims", {"npu": "neupims_code", "mapping": "neupims_code", "sub_batch": "paper"}),
     "NPU+PIM, the code's NPU": ("npu_pim", {"npu": "neupims_code", "mapping": "npu_pim_code"}),
+    # the npu+pim branch's core handing memory one PIM instruction a cycle, channel after channel (issue_toggle.py)
+    "NPU+PIM, the code's NPU and PIM issue path": ("npu_pim", {"npu": "neupims_code", "mapping": "npu_pim_code_issue"}),
     "NPU-only, the code's NPU and FusedMHA": ("npu_only", {"npu": "neupims_code_npu_only", "npu_attention": "fused_mha"}),
     # the npu+pim branch asserts sub-batch mode (Simulator.cc:43) but baseline_exp serialises it: this row is
     # that assert's reading, not what the code runs

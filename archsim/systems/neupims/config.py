@@ -43,10 +43,10 @@ NPU_CONTROLLERS = ("frfcfs", "bank_queues")
 # PIM instruction (GWRITE, PIM_HEADER, COMP, READRES) per NPU cycle for the whole device ([npu+pim]
 # src/NeuPIMSystolicWS.cc:150-178, one `if` where the NeuPIMs tree has `while`), request after request, the batch
 # consolidated channel after channel ([npu+pim] src/scheduler/Scheduler.cc:252-264), so a channel's instructions come
-# in one run while the others wait their turn; the logits of the whole batch are one PIM tile (NeuPIMSLogitSoftmax.cc:
-# 63-73), then the attend's (NeuPIMSAttend.cc:53-63). A row set's G_ACTs enter with its PIM_HEADER, a GWRITE's ACT and PRE with the GWRITE, the
-# PIM precharges with the READRES (the controller makes them). Needs `attend_start: all_logits` (the attend tile is
-# issued after the logits tile)
+# in one run while the others wait their turn; the logits of the whole batch are one PIM tile
+# (NeuPIMSLogitSoftmax.cc:64-74), then the attend's (NeuPIMSAttend.cc:54-64). A row set's G_ACTs enter with its
+# PIM_HEADER, a GWRITE's ACT and PRE with the GWRITE, the PIM precharges with the READRES (the controller makes them).
+# Needs `attend_start: all_logits` (the attend tile is issued after the logits tile)
 PIM_ISSUES = ("bus", "per_cycle")
 BANK_QUEUE_ENTRIES = 128          # NewtonSim's cmd_queue_size (HBM2_8Gb_x128_dualpim.ini:60)
 TRANSACTION_QUEUE_ENTRIES = 32    # its trans_queue_size (HBM2_8Gb_x128_dualpim.ini:61)

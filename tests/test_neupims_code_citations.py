@@ -45,6 +45,8 @@ RULE_FILES = ["reports/neupims/README.md", "reports/neupims/make_report.py", "re
               "docs/presets.md", "mappings/neupims_code.yaml", "archsim/presets/dram/standards/neupims_code.yaml",
               "reports/neupims/vs_code.py"]
 NS = SRC / "extern" / "NewtonSim" / "src"
+# a citation of a baseline branch's file (`[npu+pim] Scheduler.cc:252-264`): the test reads the main tree's sources
+BRANCH = re.compile(r"\[npu[+-](?:pim|only)\] [\w/]*$")
 
 
 def _cited(rel_src: str, pattern: str, needs: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -58,6 +60,8 @@ def _cited(rel_src: str, pattern: str, needs: tuple[str, ...]) -> list[tuple[str
             if not any(n in line for n in needs):
                 continue
             for m in cite.finditer(line):
+                if BRANCH.search(line[:m.start()]):
+                    continue        # a file of another branch (`[npu+pim] Scheduler.cc`), not of this tree
                 spans = [(int(m.group(i)), int(m.group(i + 1))) for i in (1, 3) if m.group(i)]
                 out.append((rel, "\n".join("\n".join(lines[a - 1:b]) for a, b in spans)))
     return out

@@ -97,3 +97,32 @@ def test_per_cycle_changes_only_when_the_attentions_commands_enter(tmp_path):
     assert per.pim_last_entry == per.attend_start + max(int(order.attend[ch][-1]) for ch in plans)
     assert per.end - per.start > bus.end - bus.start
     assert per.end - per.start >= math.ceil((n_logits + n_attend) * ratio)
+
+
+def test_code_channels_reads_when_each_channel_last_returned_results(tmp_path):
+    """reports/neupims/code_channels.py: per channel, the end of the last log interval with READRES data inside each
+    PIM operation (from the operation's start), on a made-up run of two operations and 32 channels; and the committed
+    table again from the code's run where it is on this machine."""
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "reports" / "neupims"))
+    import code_channels
+
+    (tmp_path / "PIM_stage_B.tsv").write_text(
+        "OpName\tStartCycle\tEndCycle\t\nlayer0.attn.NeuPIMSAttend\t5000\t9000\t\n"
+        "layer0.attn.NeuPIMSLogitSoftmax\t1000\t5000\t\n")
+    for ch in range(code_channels.CHANNELS):
+        reads = {1000: 4, 2000: 4 if ch else 0, 3000: 4 if ch > 1 else 0, 4000: 0, 5000: 0, 6000: 2, 8000: 2 if ch else 0}
+        (tmp_path / f"mem_io_B_ch_{ch}.tsv").write_text("StartCycle\tChannelID\tPIMReads\t\n" + "".join(
+            f"{t}\t{ch}\t{n}\t\n" for t, n in sorted(reads.items())))
+    df = code_channels.build(tmp_path).set_index("channel")
+    assert df.loc[0, "logits_end"] == 1000 and df.loc[1, "logits_end"] == 2000 and df.loc[5, "logits_end"] == 3000
+    assert df.loc[0, "attend_end"] == 2000 and df.loc[1, "attend_end"] == 4000
+    assert df.loc[5, "logits_busy_intervals"] == 3 and df.loc[0, "attend_busy_intervals"] == 1
+    run = Path("/work/ext/neupims/runs/npupim-baseline_gpt3-7B_tp4_bs512_clb0")
+    if run.exists():
+        committed = pd.read_csv(root / "reports" / "neupims" / "code_channels.csv")
+        pd.testing.assert_frame_equal(code_channels.build(run), committed)

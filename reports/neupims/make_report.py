@@ -396,7 +396,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -728,7 +728,7 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         f"{c.num(Fact(V, 'attend_diff_pct', uni[512]), '{:+.1f}')} % and "
         f"{c.num(Fact(V, 'logits_diff_pct', uni[512]), '{:+.1f}')} %. " + _refresh_by_operation(c, pim_st))]
     npupim, neupims = "npupim-baseline_gpt3-7B_tp4_bs512_clb0", "gpt3-7B_tp4_bs512_clb0_sbi-off"
-    T = "issue_toggle.csv"
+    T, CH = "issue_toggle.csv", "code_channels.csv"
     md += ["- " + c.say(
         "**The NPU+PIM baseline's attention stage** (the `npu+pim` branch): the code's stage B takes "
         f"{c.num(Fact(V, 'code_cycles', {'case': 'npupim-baseline_gpt3-7B_tp4_bs512_clb0', 'stage': 'B'}, over=Fact(V, 'code_cycles', {'case': 'gpt3-7B_tp4_bs512_clb0_sbi-off', 'stage': 'B'})), '{:.2f}')}x "
@@ -741,7 +741,16 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         "cycle for the whole device (`[npu+pim] NeuPIMSystolicWS.cc:150-178`: one request pushed and popped per "
         "cycle), each operation's instructions for the whole batch are one PIM tile, and `baseline_exp` consolidates "
         "the batch channel after channel ([npu+pim] Scheduler.cc:252-264): a channel's GEMVs arrive in one run while "
-        "the other channels wait their turn. archsim takes that path with the mapping policy `pim_issue: per_cycle` (`issue_toggle.py`, "
+        "the other channels wait their turn. In the code's run the channels finish in turn (`code_channels.py`, "
+        "from its per-channel READRES traffic): channel 0's logits end "
+        f"{c.num(Fact(CH, 'logits_end', {'channel': 0}), '{:,.0f}')} cycles into the operation, channel 31's "
+        f"{c.num(Fact(CH, 'logits_end', {'channel': 31}), '{:,.0f}')}, "
+        + c.cmp(Fact(CH, 'logits_end', {'channel': 31}), ">=", Fact(CH, 'logits_end', {}, 'max'), ("the last", "not the last"))
+        + f", and its attend {c.num(Fact(CH, 'attend_end', {'channel': 0}), '{:,.0f}')} and "
+        f"{c.num(Fact(CH, 'attend_end', {'channel': 31}), '{:,.0f}')}, while each channel returned results in only "
+        f"{c.num(Fact(CH, 'logits_busy_intervals', {}, 'min'), '{:.0f}')} to "
+        f"{c.num(Fact(CH, 'logits_busy_intervals', {}, 'max'), '{:.0f}')} of the logits' "
+        f"{c.num(Fact(CH, 'interval', {'channel': 0}), '{:,.0f}')}-cycle log intervals. archsim takes that path with the mapping policy `pim_issue: per_cycle` (`issue_toggle.py`, "
         f"{c.num(Fact(T, 'pim_instructions', {'stage': 'B'}), '{:,.0f}')} PIM instructions handed over in stage B): "
         f"stage B goes from {c.num(Fact(T, 'diff_pct_bus', {'stage': 'B'}), '{:+.1f}')} % to "
         f"{c.num(Fact(T, 'diff_pct_per_cycle', {'stage': 'B'}), '{:+.1f}')} % off the code's, "

@@ -127,3 +127,25 @@ def test_code_channels_reads_when_each_channel_last_returned_results(tmp_path):
     if run.exists():
         committed = pd.read_csv(root / "reports" / "neupims" / "code_channels.csv")
         pd.testing.assert_frame_equal(code_channels.build(run), committed)
+
+
+def test_pim_units_table_records_when_each_channel_finished(tmp_path):
+    """The result's `pim_units` table (reports/neupims/issue_channels.py reads it): per PIM unit of stage B, its last
+    logits GEMV and its last GEMV from the stage's start; under per_cycle channel 0, issued first, ends its logits
+    before channel 1, and with the barrier every attend ends after the release."""
+    from archsim import api
+    from archsim.systems.neupims.modes import _pim_units_frame
+
+    _dev, _sim, per, _log = _stage(_mapping(tmp_path, "per", "attend_start: all_logits", "pim_issue: per_cycle"))
+    units = _pim_units_frame([per]).set_index("unit")
+    assert list(units.index) == [0, 1] and (units["stage"] == "B").all()
+    for u in (0, 1):
+        assert units.loc[u, "logits_end_cycle"] == per.pim_unit_logits_end[u] - per.start > 0
+        assert units.loc[u, "end_cycle"] == per.pim_unit_end[u] - per.start
+    assert units.loc[0, "logits_end_cycle"] < units.loc[1, "logits_end_cycle"]
+    assert (units["end_cycle"] > per.attend_start - per.start).all()
+    res = api.run({"system": "npu_pim", **SMALL, "mapping": _mapping(tmp_path, "run", "attend_start: all_logits",
+                                                                     "pim_issue: per_cycle")}, seed=0)
+    table = res.tables["pim_units"]
+    assert "B" in set(table["stage"])
+    assert (table["end_cycle"] >= table["logits_end_cycle"]).all()

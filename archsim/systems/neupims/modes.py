@@ -145,6 +145,7 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
         stage_frames.append(sf)
         if s == 0:
             ops = _ops_frame(sim.stages)
+            units = _pim_units_frame(sim.stages)
         e = _energy_j(dev, sf, end)
         for k, v in e.items():
             energy_parts[k] = energy_parts.get(k, 0.0) + v * dev.tp
@@ -170,7 +171,18 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
     res.tables["stages"] = stages
     res.tables["timeline"] = _timeline(stages[stages["sample"] == 0], dev)
     res.tables["npu_ops"] = ops
+    res.tables["pim_units"] = units
     return res
+
+
+def _pim_units_frame(stages: list[StageStats]) -> pd.DataFrame:
+    """Sample 0's PIM units, stage by stage: when each finished its last logits GEMV and its last attention GEMV,
+    in DRAM cycles from the stage's start (how the channels finish in turn under `pim_issue: per_cycle`;
+    reports/neupims/issue_channels.py holds them beside the code's per-channel ends)."""
+    rows = [{"stage": s.name, "layer": s.layer, "unit": u,
+             "logits_end_cycle": s.pim_unit_logits_end.get(u, s.start) - s.start, "end_cycle": e - s.start}
+            for s in stages for u, e in sorted(s.pim_unit_end.items())]
+    return pd.DataFrame(rows, columns=["stage", "layer", "unit", "logits_end_cycle", "end_cycle"])
 
 
 def _ops_frame(stages: list[StageStats]) -> pd.DataFrame:

@@ -93,3 +93,31 @@ def test_a_changed_table_breaks_its_claims(tmp_path):
     ("see NeuPIMSAttend.cc:171-174", True), ("one request per channel", False)])
 def test_what_counts_as_a_statement(line, flagged):
     assert _states_something(line) == flagged
+
+
+def test_neupims_issue_channels_table_and_its_conclusion():
+    """issue_channels.csv's code columns are code_channels.csv's, its differences and spreads follow from its ends;
+    the paragraph places the rest in each channel's own execution only while the spread agrees better than channel
+    0's own end, on both operations (a made-up table where the logits' spread is off says otherwise)."""
+    import shutil
+    import tempfile
+
+    mr = _module("neupims")
+    folder = ROOT / "reports" / "neupims"
+    df = pd.read_csv(folder / "issue_channels.csv")
+    code = pd.read_csv(folder / "code_channels.csv")
+    assert list(df["channel"]) == list(code["channel"]) == list(range(32))
+    for part in ("logits", "attend"):
+        assert (df[f"code_{part}_end"] == code[f"{part}_end"]).all()
+        assert (df[f"diff_{part}"] == df[f"archsim_{part}_end"] - df[f"code_{part}_end"]).all()
+        for side in ("code", "archsim"):
+            assert (df[f"{side}_{part}_after_ch0"] == df[f"{side}_{part}_end"] - df.loc[0, f"{side}_{part}_end"]).all()
+    assert "each channel's own PIM execution" in mr._issue_channels(Claims(folder))
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        shutil.copy(folder / "code_channels.csv", tmp)
+        off = df.copy()
+        off.loc[31, "archsim_logits_after_ch0"] = int(off.loc[31, "code_logits_after_ch0"] * 1.3)   # +30 % spread
+        off.to_csv(tmp / "issue_channels.csv", index=False)
+        text = mr._issue_channels(Claims(tmp))
+        assert "does not agree better" in text and "own PIM execution" not in text

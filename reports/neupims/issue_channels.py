@@ -8,7 +8,9 @@ the first channel's own end (it waits for no other channel) is its PIM execution
 Run:  .venv/bin/python reports/neupims/issue_channels.py [-o DIR]
 
 Columns: channel, code_logits_end, archsim_logits_end (cycles from the logits' start), diff_logits (archsim - code),
-code_attend_end, archsim_attend_end (cycles from the attend's release), diff_attend.
+code_attend_end, archsim_attend_end (cycles from the attend's release), diff_attend, and for each end its distance
+after channel 0's (*_after_ch0: the spread the channel-after-channel issue makes). The code's ends are those of
+1,000-cycle log intervals.
 """
 from __future__ import annotations
 
@@ -48,6 +50,9 @@ def build(out: Path) -> pd.DataFrame:
     df["code_attend_end"] = code["attend_end"]
     df["archsim_attend_end"] = units["end_cycle"].astype(int) - release
     df["diff_attend"] = df["archsim_attend_end"] - df["code_attend_end"]
+    for side in ("code", "archsim"):
+        for part in ("logits", "attend"):
+            df[f"{side}_{part}_after_ch0"] = df[f"{side}_{part}_end"] - df.loc[0, f"{side}_{part}_end"]
     df = df.rename_axis("channel").reset_index()
     df.to_csv(out / "issue_channels.csv", index=False)
     return df

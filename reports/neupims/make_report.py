@@ -591,7 +591,8 @@ def _issue_channels(c) -> str:
                   ("every channel's logits end before the code's", "not every channel's logits end before the code's"))
     where = ("so what is left sits in each channel's own PIM execution, not in the issue path's spread; its cause "
              "is not traced (candidates not modelled: the controller's PIM mode, entered and left per tile of GEMVs, "
-             "NS/newton_command_queue.cc:54-93, 453-468)" if closer else
+             "NS/newton_command_queue.cc:54-93, 453-468; each request's softmax results written out, MOVOUT, among "
+             "the logits' PIM commands, [npu+pim] NeuPIMSLogitSoftmax.cc:270-290)" if closer else
              "so the issue path's spread does not agree better than the first channel's own end")
     return ("Channel by channel (`issue_channels.py`, archsim's per-channel ends beside `code_channels.csv`), "
             f"{every}; channel 0, issued first and waiting for no other channel, ends {parts[0]}; it ends {parts[1]}: "

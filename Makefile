@@ -109,7 +109,7 @@ bench: setup
 	$(BIN)/python benchmarks/run_all.py
 
 lint: setup $(TEST_STAMP)
-	$(BIN)/ruff check archsim tests benchmarks
+	$(BIN)/ruff check archsim tests benchmarks reports
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache demo-out

@@ -58,7 +58,6 @@ def table(cases: dict[str, tuple[dict[str, int], dict[str, int]]]) -> pd.DataFra
 def main(argv: list[str] | None = None) -> int:
     import os
 
-    import run_cache
     import vs_code
 
     from archsim.results import load_result

@@ -1429,24 +1429,40 @@ def _cq_queue_cmd(S, T, CF, ch, bl, clk):
     (command, position), or (-1, earliest cycle of one of them). A request to the open row gives its column
     command, one to a closed bank an ACT; a PRE only for the queue's first request, and only if no queued
     request hits the open row or the row has served row_hit_cap column commands; a write waits behind a read
-    of its address."""
+    of its address. Each kind of command has one earliest cycle for the bank: computed once per call."""
     b = ch * T.banks + bl
     orow = S.open_row[b, 0]
+    if orow == -1 and S.cq_n[b] > 0:
+        # a closed bank: every request of its queue gives the same ACT, so the first one decides
+        c = T.role[R_ACT]
+        t = _earliest(S, T, ch, c, bl)
+        if t <= clk:
+            return c, np.int64(0)
+        return np.int64(-1), t
     cap = CF[CF_HIT_CAP]
     tmin = INF
+    t_rd = np.int64(-1)
+    t_wr = np.int64(-1)
     for pos in range(S.cq_n[b]):
         ri = S.cq_req[b, pos]
         if orow == S.r_row[ri]:
-            c = T.role[R_WR] if S.r_kind[ri] == KIND_WRITE else T.role[R_RD]
-            if S.r_kind[ri] == KIND_WRITE and _cq_read_before(S, b, pos, ri):
-                continue
-        elif orow == -1:
-            c = T.role[R_ACT]
+            if S.r_kind[ri] == KIND_WRITE:
+                if _cq_read_before(S, b, pos, ri):
+                    continue
+                c = T.role[R_WR]
+                if t_wr < 0:
+                    t_wr = _earliest(S, T, ch, c, bl)
+                t = t_wr
+            else:
+                c = T.role[R_RD]
+                if t_rd < 0:
+                    t_rd = _earliest(S, T, ch, c, bl)
+                t = t_rd
         else:
             if pos > 0 or (not (cap > 0 and S.row_hits[b] >= cap) and _cq_hit_queued(S, b, orow)):
                 continue
             c = T.role[R_PRE]
-        t = _earliest(S, T, ch, c, bl)
+            t = _earliest(S, T, ch, c, bl)
         if t <= clk:
             return c, np.int64(pos)
         tmin = min(tmin, t)
@@ -1470,9 +1486,16 @@ def _cq_pick(S, T, CF, ch, clk):
             continue
         if ref_check and _ref_blocked(S, T, CF, ch, T.role[R_ACT], bl):
             continue
+        # (the queue's earliest cycle found before, unchanged since but for timing cells that only rise: a
+        # lower bound, so a queue it puts after clk has no ready command)
+        t = S.cq_t[ch * B + bl]
+        if t > clk:
+            tmin = min(tmin, t)
+            continue
         c, x = _cq_queue_cmd(S, T, CF, ch, bl, clk)
         if c >= 0:
             return c, np.int64(bl), x, tmin
+        S.cq_t[ch * B + bl] = x
         tmin = min(tmin, x)
     return np.int64(-1), np.int64(-1), np.int64(-1), tmin
 
@@ -1487,6 +1510,10 @@ def _cq_issue(S, T, CF, ch, c, bl, pos, clk):
     _progressed(S, clk)
     col = _request_command(S.r_class, S.r_col, T.role, T.cmd_bus, c, ri)
     _issue(S, T, CF, ch, c, bl, S.r_row[ri], col, _rw_src(S, ch, 0), clk)
+    # the queues of the banks it changed (rows, row hits, this queue) no longer have their earliest cycle found
+    r = T.rep[c, bl]
+    for k in range(T.tgt_off[c * T.banks + r], T.tgt_off[c * T.banks + r + 1]):
+        S.cq_t[ch * T.banks + T.tgt_banks[k]] = 0
     if T.cmd_bus[c] != 1:
         return
     for j in range(pos, S.cq_n[b] - 1):
@@ -1551,6 +1578,7 @@ def _cq_move(S, T, CF, ch, clk):
         S.act_n[qi] -= 1
     S.cq_req[b, S.cq_n[b]] = ri
     S.cq_n[b] += 1
+    S.cq_t[b] = 0
     _free_entry(S, qi, clk)
     return True
 
@@ -1657,6 +1685,10 @@ def _refresh_step(S, T, CF, ch, clk):
             if t <= clk and not issued:
                 eff = _issue(S, T, CF, ch, c, bl, none, none, none, clk)
                 issued = True
+                if _cf(S.variant, CF, CF_CMDQ) > 0:
+                    # (bank_command_queue: a refresh command may close rows the bank queues' commands depend on)
+                    for x in range(ch * T.banks, (ch + 1) * T.banks):
+                        S.cq_t[x] = 0
                 if eff == E_REFRESH and c == T.role[R_RFMAB]:
                     S.ref_pending[g] &= ~REF_RFM
                     if S.ref_pending[g] == 0:

@@ -260,12 +260,13 @@ def _returns_inf(S, *args):
     return INF
 
 
-def _rw_part(empty):
+def _rw_part(empty, inline=False):
     """Decorator (instead of `_call`) of a helper only rw sources and ports use. The kernel calls it through an
     overload that numba resolves per state type at typing time: for a variant without rw sources ("stream") to
     `empty` (one of the `_returns_*`, of the helper's return type), so numba never types or compiles the helper
     for it; for every other variant to the helper itself, compiled as `_call` compiles it (same options, same
-    on-disk cache entries). The returned function's `impl` is the helper's own dispatcher (archsim.warm)."""
+    on-disk cache entries), or with inline=True inlined into its caller at numba's IR level as `_inl` does. The
+    returned function's `impl` is the helper's own dispatcher (archsim.warm)."""
     def wrap(py_func):
         impl = _call(py_func)
 
@@ -276,7 +277,8 @@ def _rw_part(empty):
             return empty if VARIANT_CF[_variant_of_type(S), CF_NRW] == 0 else py_func
 
         typed.__signature__ = inspect.signature(py_func)     # numba checks the implementations' parameters
-        overload(gate, jit_options={"cache": True, "no_cpython_wrapper": True, "_nrt": False})(typed)
+        overload(gate, inline="always" if inline else "never",
+                 jit_options={"cache": True, "no_cpython_wrapper": True, "_nrt": False})(typed)
         gate.impl = impl
         gate.__name__ = gate.__qualname__ = py_func.__name__
         gate.__doc__ = py_func.__doc__
@@ -1388,6 +1390,8 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
 # bank_command_queue (DRAMsim3's two-level queues, docs/channel-engine.md 3.6): one rw source whose read and
 # write queues are a transaction queue and a write buffer in front of a command queue per bank. Each step
 # issues the first ready command of the bank queues visited round robin, then moves at most one transaction.
+# Its step and the helpers it calls once or more per step are inlined at numba's IR level (`_inl`): as
+# out-of-line calls each one passed the whole state (~1,000 machine words) at every call.
 @_helper
 def _cq_hit_queued(S, b, orow):
     """Some request in bank b's command queue is to the open row orow."""
@@ -1423,7 +1427,7 @@ def _cq_find(S, b, q, kind, ri):
     return np.int64(-1)
 
 
-@_call
+@_inl
 def _cq_queue_cmd(S, T, CF, ch, bl, clk):
     """The first command of local bank bl's command queue whose timing is met at clk, in queue order:
     (command, position), or (-1, earliest cycle of one of them). A request to the open row gives its column
@@ -1469,7 +1473,7 @@ def _cq_queue_cmd(S, T, CF, ch, bl, clk):
     return np.int64(-1), tmin
 
 
-@_call
+@_inl
 def _cq_pick(S, T, CF, ch, clk):
     """The command the bank queues offer at clk: visited round robin from the one after cq_rr (queues of
     banks whose refresh is pending skipped), the first ready command of the first queue that has one.
@@ -1500,7 +1504,7 @@ def _cq_pick(S, T, CF, ch, clk):
     return np.int64(-1), np.int64(-1), np.int64(-1), tmin
 
 
-@_call
+@_inl
 def _cq_issue(S, T, CF, ch, c, bl, pos, clk):
     """Issue command c for the request at position pos of local bank bl's command queue. A column command
     serves the request (it leaves the queue); a posted write was acknowledged when it was accepted."""
@@ -1531,7 +1535,7 @@ def _cq_issue(S, T, CF, ch, c, bl, pos, clk):
         ri = S.r_follow[ri]
 
 
-@_call
+@_inl
 def _cq_move(S, T, CF, ch, clk):
     """Move at most one transaction into its bank's command queue: the oldest of the read queue, or of the
     write queue while draining, whose bank's queue has room. Draining starts when the write queue is full, or
@@ -1583,7 +1587,7 @@ def _cq_move(S, T, CF, ch, clk):
     return True
 
 
-@_call
+@_inl
 def _cq_accept(S, T, CF, ch, ri, w, clk):
     """posted_writes / merge_reads, at a request's acceptance. Posted: a request to the address of a waiting
     write (in the write queue or a command queue) is done at the next cycle and queued nowhere (returns True):
@@ -1619,7 +1623,7 @@ def _cq_accept(S, T, CF, ch, ri, w, clk):
     return False
 
 
-@_rw_part(_returns_inf)
+@_rw_part(_returns_inf, inline=True)
 def _cq_step(S, T, CF, ch, clk, ref_issued, nxt):
     """The bank_command_queue step after refresh (3.6): a single command bus takes the bank queues' command
     unless a refresh command issued; a dual bus (DRAMsim3's hbm_dual_cmd) asks the queues a second time after

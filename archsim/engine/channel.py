@@ -195,8 +195,11 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 # (the dtype of `State.variant` names the variant), so numba compiles that source once more for it, with the
 # controller fields the variant fixes as constants (VARIANT_CF; -1 = read from CF). LLVM then drops the code the
 # other device sets need, which leaves a smaller function with far fewer values spilled to the stack:
-#   lean       one FR-FCFS rw source, one row buffer (every trace run, NPU-only GEMMs): a fifth of the general
-#              kernel's size, ~15-20 % less kernel time on trace runs;
+#   lean       one FR-FCFS rw source, one row buffer (every trace run, NPU-only GEMMs), under any controller
+#              convention (the active buffer, DRAMsim3's queues and rules are runtime fields: fixing them saved
+#              no measurable time on default runs, and the conventions' runs took 1.6-2x the kernel time in
+#              the general kernel): a fraction of the general kernel's size, ~15-20 % less kernel time on trace
+#              runs;
 #   pim_dual   one PIM stream and one rw source under priority arbitration on banks with two row buffers
 #              (NeuPIMs): ~10-12 % less kernel time per layer;
 #   stream     stream sources only (so no ports either: ports feed rw sources): PIM-GPT, Duplex's Logic-PIM
@@ -207,8 +210,7 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 # scheduler and with the general kernel (MemorySystem(kernel="general") forces that one).
 _VARIANT_FIXED = {     # variant -> {controller slot name: the value it fixes}
     "general": {},
-    "lean": {"NSRC": 1, "NRW": 1, "NST": 0, "NBUF": 1, "ARB": ARB_FRFCFS, "STARVE": 0, "ACTIVE_BUF": 0, "HIT_CAP": 0,
-             "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
+    "lean": {"NSRC": 1, "NRW": 1, "NST": 0, "NBUF": 1, "ARB": ARB_FRFCFS, "STARVE": 0},
     "pim_dual": {"NSRC": 2, "NRW": 1, "NST": 1, "NBUF": 2, "ARB": ARB_PRIORITY, "STARVE": 0, "ACTIVE_BUF": 0,
                  "HIT_CAP": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
     "stream": {"NRW": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
@@ -1392,7 +1394,7 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
 # issues the first ready command of the bank queues visited round robin, then moves at most one transaction.
 # Its step and the helpers it calls once or more per step are inlined at numba's IR level (`_inl`): as
 # out-of-line calls each one passed the whole state (~1,000 machine words) at every call.
-@_helper
+@_inl
 def _cq_hit_queued(S, b, orow):
     """Some request in bank b's command queue is to the open row orow."""
     for pos in range(S.cq_n[b]):
@@ -1401,7 +1403,7 @@ def _cq_hit_queued(S, b, orow):
     return False
 
 
-@_helper
+@_inl
 def _cq_read_before(S, b, pos, ri):
     """A read of write ri's address is ahead of it (before position pos) in bank b's command queue."""
     for j in range(pos):
@@ -1411,7 +1413,7 @@ def _cq_read_before(S, b, pos, ri):
     return False
 
 
-@_helper
+@_inl
 def _cq_find(S, b, q, kind, ri):
     """A request of `kind` to ri's address (bank b, row, column) waiting in bank b's transaction list q or in its
     command queue (not yet issued): the oldest in the list, else the first in the queue; -1 none."""

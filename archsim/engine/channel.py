@@ -267,7 +267,8 @@ def _rw_part(empty, inline=False):
     overload that numba resolves per state type at typing time: for a variant without rw sources ("stream") to
     `empty` (one of the `_returns_*`, of the helper's return type), so numba never types or compiles the helper
     for it; for every other variant to the helper itself, compiled as `_call` compiles it (same options, same
-    on-disk cache entries), or with inline=True inlined into its caller at numba's IR level as `_inl` does. The
+    on-disk cache entries), or with inline=True inlined into its caller at numba's IR level as `_inl` does (then
+    `empty` names the helper's parameters: the IR inliner takes no *args). The
     returned function's `impl` is the helper's own dispatcher (archsim.warm)."""
     def wrap(py_func):
         impl = _call(py_func)
@@ -1625,7 +1626,12 @@ def _cq_accept(S, T, CF, ch, ri, w, clk):
     return False
 
 
-@_rw_part(_returns_inf, inline=True)
+def _cq_step_skipped(S, T, CF, ch, clk, ref_issued, nxt):
+    """`_cq_step` in a variant without rw sources (never reached; numba's IR inliner takes no *args)."""
+    return INF
+
+
+@_rw_part(_cq_step_skipped, inline=True)
 def _cq_step(S, T, CF, ch, clk, ref_issued, nxt):
     """The bank_command_queue step after refresh (3.6): a single command bus takes the bank queues' command
     unless a refresh command issued; a dual bus (DRAMsim3's hbm_dual_cmd) asks the queues a second time after

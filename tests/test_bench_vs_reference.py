@@ -9,7 +9,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_vs_reference as bench  # noqa: E402
-
 import run_cases  # noqa: E402  (reports/dram_fidelity, put on the path by the benchmark)
 
 

@@ -173,3 +173,47 @@ def test_the_lm_head_can_be_left_untimed():
     head_off = next(o for o in ops_off if o.kind == "lm_head")
     assert head_on.seconds > 0 and head_off.seconds == 0 and head_off.energy_pj == 0
     assert t_on - t_off == pytest.approx(head_on.seconds)
+
+
+def test_expert_allreduce_node_tokens_sizes_the_et_all_reduce_by_the_nodes_own_tokens():
+    """Grok-1 +PE+ET on 2 nodes of 8 under per_node: the expert slices' all-reduce covers every token of the stage
+    by default and the node's own (half of them) with node_tokens, as LLMSimulator sizes moe_all_reduce_for_e_tp
+    (by the MoE layer's input, src/module/expert.cpp:185 of the helios fork); both over the node's 8 devices on
+    NVLink, and the stage is faster by exactly the difference of the two all-reduces, once per MoE layer."""
+    m = load_model("grok-1")
+    st = Stage((), (900,) * 32)
+    runs = {}
+    for size in ("all_tokens", "node_tokens"):
+        c = _compiler("grok-1", 16, split="interference_aware", expert_tensor_parallel=True,
+                      non_expert_parallel="per_node", expert_allreduce=size)
+        t, ops = c.stage(st)
+        ar = next(o for o in ops if o.name == "moe_allreduce")
+        assert ar.seconds == pytest.approx(c.link_time(ar.bytes, "allreduce", group=8))      # inside a node
+        runs[size] = (t, ar)
+    (t_all, ar_all), (t_node, ar_node) = runs["all_tokens"], runs["node_tokens"]
+    assert ar_all.bytes == pytest.approx(32 * m.d_model * m.dtype_bytes)
+    assert ar_node.bytes == pytest.approx(16 * m.d_model * m.dtype_bytes)
+    assert t_all - t_node == pytest.approx(m.n_moe_layers * (ar_all.seconds - ar_node.seconds))
+    assert t_node < t_all
+
+
+@pytest.mark.parametrize("pol", [{"expert_tensor_parallel": True},
+                                 {"expert_tensor_parallel": True, "non_expert_parallel": "per_node"},
+                                 {"expert_tensor_parallel": False, "non_expert_parallel": "per_node"}])
+def test_expert_allreduce_changes_nothing_on_one_node_or_without_et(pol):
+    """On one node the node's tokens are the stage's (a one-node +PE+ET, e.g. Mixtral, keeps its times bit for bit);
+    without expert tensor parallelism there is no such all-reduce (Grok-1 on two nodes)."""
+    stages = (Stage((), (700,) * 64), Stage((1024, 512), (700,) * 40))
+    for model, n in (("mixtral-8x7b", 4), ("grok-1", 16)):
+        if n > 8 and pol["expert_tensor_parallel"]:
+            continue
+        for st in stages:
+            a = _compiler(model, n, split="interference_aware", **pol).stage(st)[0]
+            b = _compiler(model, n, split="interference_aware", expert_allreduce="node_tokens", **pol).stage(st)[0]
+            assert a == b
+
+
+def test_expert_allreduce_takes_two_sizes_and_names_them_in_errors():
+    assert load_policy("duplex").expert_allreduce == "all_tokens"
+    with pytest.raises(ConfigError, match="expert_allreduce"):
+        load_policy("duplex", {"expert_allreduce": "half"})

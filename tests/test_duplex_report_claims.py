@@ -124,17 +124,29 @@ def toggles(causes: pd.DataFrame) -> pd.DataFrame:
     lay = links.rename(columns={"per_node_over_llmsim": "toggled_over_llmsim"}).assign(condition="layout per_node")
     lay_s = links.rename(columns={"per_node_sampled_over_llmsim": "toggled_over_llmsim"}).assign(
         condition="layout per_node, routing sampled")
+    lay_ar = links.rename(columns={"per_node_sampled_node_ar_over_llmsim": "toggled_over_llmsim"}).assign(
+        condition="layout per_node, routing sampled, allreduce node_tokens")
     cols = ["model", "system", "fork", "condition", "roofline_over_llmsim", "toggled_over_llmsim"]
-    return pd.concat([causes[cols], split[cols], lay[cols], lay_s[cols]], ignore_index=True)
+    return pd.concat([causes[cols], split[cols], lay[cols], lay_s[cols], lay_ar[cols]], ignore_index=True)
 
 
 def test_every_toggle_row_is_re_run_with_each_condition(vs, causes):
     conditions = {"memory_cap unlimited", "routing sampled", "both", "dispatch per_expert", "all three",
-                  "norm_and_residual timed", "LM head untimed"}
+                  "norm_and_residual timed", "LM head untimed", "allreduce node_tokens"}
     assert len(causes) == len(conditions) * len(vs)
     assert set(causes.condition) == conditions
     base = causes.merge(vs, on=["model", "system", "fork"], suffixes=("", "_vs"))
     assert (base.roofline_over_llmsim - base.roofline_over_llmsim_vs).abs().max() < 1e-9
+
+
+def test_the_et_all_reduce_size_alone_changes_the_rows_stated(readme, causes):
+    """`allreduce node_tokens` alone (archsim's default layout): the count of rows whose throughput it changes at
+    all is the causes table's (none on one node, nor under all_devices)."""
+    c = causes[causes.condition == "allreduce node_tokens"]
+    changed = int((c.toggled_over_llmsim != c.roofline_over_llmsim).sum())
+    text = " ".join(_section(readme).split())
+    assert f"alone it changes {changed} of {len(c)} rows (throughput not bit-identical" in text
+    assert changed == 0     # the two sizes differ only under non_expert_parallel per_node on more than one node
 
 
 def test_rows_within_target_under_both_conditions_as_stated(readme, vs, causes):
@@ -346,6 +358,37 @@ def test_the_multi_node_rows_sentence_is_the_tables(readme, vs, causes):
                                                   int(links.per_node_sampled_within_5pct.sum())]
 
 
+def test_the_et_all_reduce_size_sentence_is_the_links_table(readme):
+    """LLMSimulator's size of the expert tensor-parallel all-reduce (expert_allreduce node_tokens) beside its layout
+    and routing: each row's ratio before -> after and direction, the rows it changes, and the counts are
+    vs_llmsimulator_links.csv's; it changes only rows with expert tensor parallelism, and with equal keys
+    otherwise a row's throughput is bit-identical."""
+    links = pd.read_csv(REPORT / "vs_llmsimulator_links.csv")
+    section = " ".join(readme.split("Expert tensor parallelism's all-reduce (Duplex+PE+ET)")[1].split("\n### ")[0]
+                       .split())
+    changed = []
+    for r in links.itertuples():
+        before, after = r.per_node_sampled_over_llmsim, r.per_node_sampled_node_ar_over_llmsim
+        assert after == pytest.approx(r.per_node_sampled_node_ar_tokens_per_s / r.llmsim_tokens_per_s)
+        if r.per_node_sampled_node_ar_tokens_per_s != r.per_node_sampled_tokens_per_s:
+            changed.append(f"{r.model} {r.system} ({r.fork})")
+        assert bool(r.per_node_sampled_node_ar_moved_toward_llmsim) == (
+            abs(r.roofline_over_llmsim - 1) - abs(after - 1) >= 0.01)
+        moved = r.per_node_sampled_node_ar_tokens_per_s != r.per_node_sampled_tokens_per_s
+        want = (f"{r.model} {r.system} ({r.fork}) {before:.3f} -> {after:.3f} "
+                f"({_verdict(before, after) if moved else 'unchanged'})")
+        assert want in section, want
+    m = re.search(r"It changes (\d+) of (\d+) rows \((.*?)(: the rows with expert tensor parallelism)?\); on one",
+                  section)
+    assert m and [int(m.group(1)), int(m.group(2))] == [len(changed), len(links)]
+    assert m.group(3) == (", ".join(changed) or "none")
+    assert bool(m.group(4)) == (set(changed) == {f"{r.model} {r.system} ({r.fork})" for r in links.itertuples()
+                                                 if r.system.endswith("+ET")})
+    m = re.search(r"moves (\d+) of (\d+) rows toward LLMSimulator by at least 0\.01, (\d+) of them within 5%", section)
+    assert m and [int(x) for x in m.groups()] == [int(links.per_node_sampled_node_ar_moved_toward_llmsim.sum()),
+                                                  len(links), int(links.per_node_sampled_node_ar_within_5pct.sum())]
+
+
 def test_the_split_rule_sentences_are_the_split_table(readme, vs):
     """LLMSimulator's split rule as a toggle (vs_llmsimulator_split.csv): every row that splits experts, under
     both routings; each item's ratios, expert shares and direction, and each condition's counts, are the table's."""
@@ -389,9 +432,9 @@ def test_the_decode_breakdown_sentences_are_the_tables(readme, vs, causes):
     runs = pd.read_csv(REPORT / "llmsimulator_runs.csv")
     text = " ".join(readme.split("### A decode iteration, part by part")[1].split("\n### ")[0].split("\n## ")[0].split())
     ratio = causes.set_index(["model", "system", "fork", "condition"]).toggled_over_llmsim
-    names = {"GPU": "gpu", "2xGPU": "2xgpu", "Duplex": "duplex"}
+    names = {"GPU": "gpu", "2xGPU": "2xgpu", "Duplex": "duplex", "Duplex+PE+ET": "duplex-pe-et"}
     assert {("llama3-70b", "2xGPU")} <= set(zip(bd.model, bd.system, strict=True))
-    for (model, system), g in bd.groupby(["model", "system"], sort=False):
+    for (model, system, _), g in bd.groupby(["model", "system", "archsim_keys"], sort=False):
         ref = runs[(runs.model == model) & (runs.system == names[system]) & (runs.source == "helios")
                    & (runs.batch == 64) & (runs.input_len == 1024)].iloc[-1]
         assert g.llmsim_ms_per_decode_iter.sum() == pytest.approx(ref.mean_decode_iter_ms, rel=1e-3)

@@ -45,6 +45,8 @@ RULE_FILES = ["reports/neupims/README.md", "reports/neupims/make_report.py", "re
               "docs/presets.md", "mappings/neupims_code.yaml", "archsim/presets/dram/standards/neupims_code.yaml",
               "reports/neupims/vs_code.py"]
 NS = SRC / "extern" / "NewtonSim" / "src"
+# a citation of a baseline branch's file (`[npu+pim] Scheduler.cc:252-264`): the test reads the main tree's sources
+BRANCH = re.compile(r"\[npu[+-](?:pim|only)\] [\w/]*$")
 
 
 def _cited(rel_src: str, pattern: str, needs: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -58,6 +60,8 @@ def _cited(rel_src: str, pattern: str, needs: tuple[str, ...]) -> list[tuple[str
             if not any(n in line for n in needs):
                 continue
             for m in cite.finditer(line):
+                if BRANCH.search(line[:m.start()]):
+                    continue        # a file of another branch (`[npu+pim] Scheduler.cc`), not of this tree
                 spans = [(int(m.group(i)), int(m.group(i + 1))) for i in (1, 3) if m.group(i)]
                 out.append((rel, "\n".join("\n".join(lines[a - 1:b]) for a, b in spans)))
     return out
@@ -94,3 +98,63 @@ def test_one_command_a_cycle_and_no_bank_reserved_citations():
     assert "reserved_row_for_pim_ == cmd_it->Row()" in cited and "gwrite_target_" in cited
     for rel in ("reports/neupims/README.md", "reports/neupims/make_report.py", "mappings/neupims_code.yaml"):
         assert "reserves no bank" in (ROOT / rel).read_text() and ":341-352)" in (ROOT / rel).read_text(), rel
+
+
+NPUPIM = Path(os.environ.get("NEUPIMS_NPUPIM_SRC", str(SRC.parent / "src-npupim")))   # the npu+pim branch's tree
+OPS = Path("src") / "operations"
+NS_REL = Path("extern") / "NewtonSim" / "src"
+# the uni cases' and the NPU+PIM baseline's explanations (reports/neupims/README.md): each citation as the report
+# prints it, the tree and file it points into, and what those lines must hold for the sentence to be true
+EXPLANATION_CITATIONS = [
+    # 128-entry command queues per bank served round robin, a queue's first ready command, only a queue's first
+    # entry may precharge
+    ("NS/neupims_command_queue.cc:75-90, 119-150, 336-360", SRC, NS_REL / "neupims_command_queue.cc",
+     ("GetNextQueue()", "GetFirstReadyInQueue(queue, refresh_slack)",
+      "prev_itr->Bank() == cmd.Bank()", "ArbitratePrecharge(cmd_it, queue)")),
+    # refresh: RANK_LEVEL_STAGGERED by default, one rank every tREFI / ranks
+    ("NS/configuration.cc:284", SRC, NS_REL / "configuration.cc", ('"RANK_LEVEL_STAGGERED"',)),
+    ("NS/refresh.cc:13-28", SRC, NS_REL / "refresh.cc", ("refresh_interval_ = config_.tREFI / config_.ranks",)),
+    # a channel command's next G_ACT: the first bank whose command is ready
+    ("NS/channel_state.cc:154-186", SRC, NS_REL / "channel_state.cc",
+     ("CommandType::G_ACT", "GetReadyCommand(cmd, clk)", "num_ready == num_total_banks")),
+    # a PIM_PRECHARGE waits tRTP after a COMPS_READRES; the next GEMV waits 2 (max(k, 6) + 1)
+    ("NS/timing.cc:429-441", SRC, NS_REL / "timing.cc",
+     ("same_rank[static_cast<int>(CommandType::COMPS_READRES)]", "{CommandType::PIM_PRECHARGE, read_to_precharge}")),
+    ("NS/channel_state.cc:484-505", SRC, NS_REL / "channel_state.cc",
+     ("std::max(cmd.num_comps, 6)", "comps_readres_delay = comp_to_comp * (num_comps + 1)")),
+    # the attend: a GWRITE and dk / banks V tiles per head and page-sized chunk
+    ("NeuPIMSAttend.cc:82, 152-200, 281", SRC, OPS / "NeuPIMSAttend.cc",
+     ("chunks = ceil((double)seq_len / _page_size)", "Opcode::PIM_GWRITE", "Opcode::PIM_HEADER",
+      "_tiles_per_chunk = ceil((double)_dk / _banks_per_channel)")),
+    # the npu+pim branch: COMP and READRES as separate instructions, one PIM instruction a cycle, PIM mode per tile
+    ("NeuPIMSLogitSoftmax.cc:231-252", NPUPIM, OPS / "NeuPIMSLogitSoftmax.cc",
+     ("DramType::NEWTON", "Opcode::PIM_COMP", "Opcode::PIM_READRES")),
+    ("NeuPIMSAttend.cc:204-225", NPUPIM, OPS / "NeuPIMSAttend.cc",
+     ("DramType::NEWTON", "Opcode::PIM_COMP", "Opcode::PIM_READRES")),
+    ("NeuPIMSystolicWS.cc:150-178", NPUPIM, Path("src") / "NeuPIMSystolicWS.cc",
+     ("if (!_ld_inst_queue_for_pim.empty())", "push_memory_request(mem_request);", "_ld_inst_queue_for_pim.pop();")),
+    ("NS/newton_command_queue.cc:54-93, 453-468", NPUPIM, NS_REL / "newton_command_queue.cc",
+     ("QueueEmpty() || is_pim_mode_", "if (cmd.IsLastPIMCmd())", "is_pim_mode_ = false;")),
+]
+
+
+def _lines(path: Path, spans: str) -> str:
+    """The text of `spans` ("a-b, c, d-e") of `path`."""
+    lines = path.read_text().splitlines()
+    out = []
+    for span in spans.split(", "):
+        a, _, b = span.partition("-")
+        out += lines[int(a) - 1:int(b or a)]
+    return "\n".join(out)
+
+
+@pytest.mark.skipif(not (TIMING.exists() and NPUPIM.exists()), reason="NeuPIMs' simulator sources are not on this machine")
+@pytest.mark.parametrize(("citation", "tree", "rel", "needs"), EXPLANATION_CITATIONS, ids=[c[0] for c in EXPLANATION_CITATIONS])
+def test_the_explanations_cite_lines_that_do_what_the_report_says(citation, tree, rel, needs):
+    assert citation in (ROOT / "reports" / "neupims" / "README.md").read_text()
+    cited = _lines(tree / rel, citation.split(":", 1)[1])
+    for need in needs:
+        assert need in cited, (citation, need)
+    if rel.name == "NeuPIMSystolicWS.cc":       # one instruction a cycle there; the NeuPIMs tree drains the queue
+        main = (SRC / rel).read_text()
+        assert "while (!_ld_inst_queue_for_pim.empty())" in main and "while" not in cited

@@ -36,6 +36,17 @@ def test_reads_refreshes_and_gacts(tmp_path, monkeypatch):
     assert got["a_last_read_cycle"] == 40 and got["a_reads"] == 3
     assert got["a_first1000_served_cycle"] == 40 and got["a_served_by_then"] == 3
     assert (got["b_refreshes"], got["b_gact"], got["b_gact_during_refresh"]) == (1, 2, 1)
+    assert (got["refresh_median_gap"], got["refresh_rank_alternates"]) == (0, 1)     # one refresh: no gap
+
+
+def test_refresh_gaps_and_ranks(tmp_path):
+    """The median gap between channel 0's REFRESHes over the whole log, and whether the ranks take turns."""
+    refs = ["50 C 7 0 -1 -1 -1 -1", "100 C 7 1 -1 -1 -1 -1", "151 C 7 0 -1 -1 -1 -1", "199 C 7 1 -1 -1 -1 -1"]
+    got = code_trace.measure(_write(tmp_path, ["1 T 0 READ", "2 C 0 0 0 0 0 0", *refs]), CODE).set_index("metric")
+    assert (got.loc["refresh_median_gap", "value"], got.loc["refresh_rank_alternates", "value"]) == (50, 1)
+    refs[1] = "100 C 7 0 -1 -1 -1 -1"       # rank 0 twice in a row
+    got = code_trace.measure(_write(tmp_path, ["1 T 0 READ", "2 C 0 0 0 0 0 0", *refs]), CODE).set_index("metric")
+    assert got.loc["refresh_rank_alternates", "value"] == 0
 
 
 def test_another_run_is_refused(tmp_path):

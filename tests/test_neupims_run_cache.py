@@ -1,6 +1,7 @@
 """The NeuPIMs report's run cache is keyed on the content of a run's inputs, not on their names
 (reports/neupims/run_cache.py): an edited mapping gets a new key (its stale run is not reused), a comment does
-not, a preset's `extends` is followed, and every committed run is named by the key of the inputs it was made from."""
+not, a preset's `extends` is followed, a controller convention's file is an input of the runs that use one, every
+committed run is named by the key of the inputs it was made from, and today's simulator still makes one of them."""
 from __future__ import annotations
 
 import json
@@ -14,7 +15,8 @@ sys.path.insert(0, str(ROOT / "reports" / "neupims"))
 
 import run_cache  # noqa: E402
 
-from archsim.results import config_hash  # noqa: E402
+from archsim import api  # noqa: E402
+from archsim.results import config_hash, load_result  # noqa: E402
 
 RUNS = ROOT / "reports" / "neupims" / "runs"
 CFG = {"system": "neupims", "npu": "neupims_code", "model": "gpt3-7b", "tp": 4, "batch": 32, "sub_batch": False,
@@ -72,3 +74,41 @@ def test_every_committed_run_is_named_by_its_inputs(monkeypatch: pytest.MonkeyPa
         if path.name != f"{cfg['system']}-{key}.json":
             stale.append(path.name)
     assert not stale, f"runs made from other inputs than today's: {stale}"
+
+
+def test_an_edited_controller_convention_gets_a_new_key(mapping_copy: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`npu_controller: bank_queues` runs the NPU on the engine's `dramsim3` convention, whose controller keys
+    (posted writes, merged reads, the row-hit cap, ...) are in controller_conventions.yaml: editing them must re-run
+    those runs (posted_writes false moves uni32's stage A on that controller), and leave the runs of
+    archsim's own controller alone."""
+    monkeypatch.chdir(ROOT)
+    conventions = tmp_path / "controller_conventions.yaml"
+    text = run_cache.CONVENTIONS_FILE.read_text()
+    conventions.write_text(text)
+    monkeypatch.setattr(run_cache, "CONVENTIONS_FILE", conventions)
+    plain = {**CFG, "mapping": str(mapping_copy)}
+    queues_mapping = tmp_path / "bank_queues.yaml"
+    queues_mapping.write_text(mapping_copy.read_text().replace("\nattention: pim\n", "\nattention: npu\n")
+                              + "npu_controller: bank_queues\n")
+    queues = {**CFG, "mapping": str(queues_mapping)}
+    before = run_cache.run_key(queues), run_cache.run_key(plain)
+    assert "\n    posted_writes: true\n" in text
+    conventions.write_text(text.replace("\n    posted_writes: true\n", "\n    posted_writes: false\n", 1))
+    after = run_cache.run_key(queues), run_cache.run_key(plain)
+    assert after[0] != before[0]
+    assert after[1] == before[1]
+
+
+def test_a_committed_run_is_what_todays_simulator_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code is not in the key: a change of the simulator that moves a committed run's cycles must be caught. The
+    smallest comparison run (uni32-off of vs_code.py, one layer, 32 tokens per channel) re-made here."""
+    import vs_code
+
+    monkeypatch.chdir(ROOT)
+    cfg = vs_code.config("uni32-off")
+    committed = load_result(run_cache.run_path(RUNS, cfg)).tables["stages"]
+    fresh = api.run(cfg, seed=0).tables["stages"]
+    cols = ["sample", "stage", "cycles", "n_ACT", "n_RD", "n_WR", "n_G_ACT", "n_COMP", "n_READRES"]
+    assert fresh[cols].to_dict("records") == committed[cols].to_dict("records"), \
+        "the simulator no longer makes this committed run: re-run the NeuPIMs report's scripts (run_cache.py)"

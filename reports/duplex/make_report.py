@@ -295,6 +295,8 @@ def vs_llmsimulator(df: pd.DataFrame, args, path: Path = OUT / "llmsimulator_run
     return out
 
 
+# LLMSimulator's size of expert tensor parallelism's all-reduce: the node's own tokens (mappings/duplex.yaml)
+NODE_AR = {"expert_allreduce": "node_tokens"}
 # LLMSimulator's run conditions that archsim's defaults do not share, each a toggle of a duplex config key
 # (docs/duplex-llmsimulator.md): no memory check (the driver runs it with mem_cap_limit false) and routing drawn at
 # random per token and layer (Scheduler::getRandomExpert); "both" applies the two together. A third difference
@@ -309,9 +311,14 @@ LLMSIM_CONDITIONS = {"memory_cap unlimited": {"memory_cap": "unlimited"}, "routi
                      # 2xGPU): each layer's norms and residual adds (layernorm.cpp:38-44, residual.cpp:34-35 of
                      # the helios fork), and the LM head (LmHead::forward, lm_head.cpp:26-34, times nothing)
                      "norm_and_residual timed": {"mapping_overrides": {"norm_and_residual": True}},
-                     "LM head untimed": {"mapping_overrides": {"time_lm_head": False}}}
+                     "LM head untimed": {"mapping_overrides": {"time_lm_head": False}},
+                     # how LLMSimulator sizes expert tensor parallelism's all-reduce (the node's own tokens,
+                     # expert.cpp:185): equal to archsim's except under the two-node layout, so alone it shows which
+                     # rows it can touch at all
+                     "allreduce node_tokens": {"mapping_overrides": NODE_AR}}
 # the conditions that apply several differences together
-COMBINED = ("both", "all three", "routing sampled, split llmsimulator", "layout per_node, routing sampled")
+COMBINED = ("both", "all three", "routing sampled, split llmsimulator", "layout per_node, routing sampled",
+            "layout per_node, routing sampled, allreduce node_tokens")
 
 
 def with_overrides(cfg: dict, over: dict) -> dict:
@@ -428,15 +435,19 @@ def llmsim_split(vs: pd.DataFrame, args) -> pd.DataFrame:
 PER_NODE = {"non_expert_parallel": "per_node"}     # LLMSimulator's two-node layout (mappings/duplex.yaml)
 
 
-# LLMSimulator's layout alone, and with the routing LLMSimulator runs with (column prefix -> extra keys)
-PER_NODE_RUNS = {"per_node": {}, "per_node_sampled": {"routing": "sampled"}}
+# LLMSimulator's layout alone, with the routing LLMSimulator runs with, and with both and its size of the ET
+# all-reduce as well (column prefix -> extra keys; condition name in the gap classes)
+PER_NODE_RUNS = {"per_node": {}, "per_node_sampled": {"routing": "sampled"},
+                 "per_node_sampled_node_ar": {"routing": "sampled", "mapping_overrides": NODE_AR}}
+PER_NODE_CONDITIONS = {"per_node": "layout per_node", "per_node_sampled": "layout per_node, routing sampled",
+                       "per_node_sampled_node_ar": "layout per_node, routing sampled, allreduce node_tokens"}
 
 
 def per_node_layout(vs: pd.DataFrame, links: pd.DataFrame, args) -> pd.DataFrame:
     """vs_llmsimulator_links.csv with LLMSimulator's layout as a toggle: every row on more than one node re-run in
     roofline mode with the mapping's non_expert_parallel per_node (non-expert layers tensor-parallel inside a
-    node, the nodes data-parallel, the experts over every device), alone and with sampled routing; only the
-    columns missing from `links` run."""
+    node, the nodes data-parallel, the experts over every device), alone, with sampled routing, and with both
+    and expert_allreduce node_tokens (PER_NODE_RUNS); only the columns missing from `links` run."""
     systems = dict(SYSTEMS)
     base = {"requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
             "max_batch": args.batch}
@@ -449,7 +460,7 @@ def per_node_layout(vs: pd.DataFrame, links: pd.DataFrame, args) -> pd.DataFrame
         for r in links.itertuples():
             if (r.model, r.system) not in memo:
                 cfg = with_overrides({"model": r.model, **base, **systems[ROOFLINE_OF.get(r.system, r.system)]},
-                                     {"mapping_overrides": PER_NODE, **extra})
+                                     {**extra, "mapping_overrides": {**PER_NODE, **extra.get("mapping_overrides", {})}})
                 memo[r.model, r.system] = run(cfg).stats["throughput_tokens_per_s"]
                 print(r.model, r.system, prefix, f"{memo[r.model, r.system]:.0f} tok/s", file=sys.stderr)
             got.append(memo[r.model, r.system])
@@ -468,7 +479,7 @@ def extra_toggles(split: pd.DataFrame | None, links: pd.DataFrame | None) -> pd.
     if split is not None and len(split):
         parts.append(split[["model", "system", "fork", "condition", "roofline_over_llmsim", "toggled_over_llmsim",
                             "toggled_within_5pct"]])
-    for prefix, cond in (("per_node", "layout per_node"), ("per_node_sampled", "layout per_node, routing sampled")):
+    for prefix, cond in PER_NODE_CONDITIONS.items():
         if links is not None and len(links) and f"{prefix}_over_llmsim" in links:
             lay = links[["model", "system", "fork", "roofline_over_llmsim", f"{prefix}_over_llmsim",
                          f"{prefix}_within_5pct"]].rename(columns={f"{prefix}_over_llmsim": "toggled_over_llmsim",
@@ -484,12 +495,38 @@ BREAKDOWN = {"qkv": (["qkv"], ["qkvgen"]),
              "out_proj": (["out_proj"], ["o_proj"]),
              "dense_ffn": (["dense_ffn"], ["ffn"]),
              "experts": (["moe_gate", "moe", "stack_allreduce"], ["expert_ffn"]),
-             "communication": (["allreduce", "alltoall"], ["communication"]),
+             # LLMSimulator's communication column holds only all-reduces on the rows below: Llama-3 has no
+             # experts, and its MoE scatter and gather count no tokens for Grok-1 (8 experts over 16 devices:
+             # num_routed_expert / total_num_device is 0 in integer arithmetic, communication.cpp:140-141 and
+             # 202-203 of the helios fork), so archsim's MoE all-to-all has no counterpart there
+             "all_reduce": (["allreduce"], ["communication"]),
+             "moe_all_to_all": (["alltoall"], []),
              "norm_residual": (["norm_residual"], ["layernorm", "residual"]),
              "lm_head": (["lm_head"], [])}
-# issue 34: the Llama-3 2xGPU row and its one-node twin; Grok-1 Duplex, which LLMSimulator's layout moves past it
+# issue 34: the Llama-3 2xGPU row and its one-node twin; Grok-1 Duplex, which LLMSimulator's layout moves past it;
+# Grok-1 Duplex+PE+ET under LLMSimulator's layout and routing, without and with its size of the ET all-reduce
 BREAKDOWN_ROWS = (("llama3-70b", "GPU", {}), ("llama3-70b", "2xGPU", {}),
-                  ("grok-1", "Duplex", {"mapping_overrides": {"non_expert_parallel": "per_node"}}))
+                  ("grok-1", "Duplex", {"mapping_overrides": {"non_expert_parallel": "per_node"}}),
+                  ("grok-1", "Duplex+PE+ET", {"routing": "sampled", "mapping_overrides": PER_NODE}),
+                  ("grok-1", "Duplex+PE+ET", {"routing": "sampled", "mapping_overrides": {**PER_NODE, **NODE_AR}}))
+
+
+def breakdown_keys(keys: dict) -> str:
+    """A breakdown row's archsim keys as one string: the run's keys, then its mapping keys; `default` if none."""
+    flat = {**{k: v for k, v in keys.items() if k != "mapping_overrides"}, **keys.get("mapping_overrides", {})}
+    return ", ".join(f"{k}: {v}" for k, v in flat.items()) or "default"
+
+
+def decode_parts_ms(res, coprocessing: bool) -> dict[str, float]:
+    """Milliseconds per decode-only iteration of each BREAKDOWN part in a run. Under expert co-processing the
+    xPU's and the low unit's experts overlap, so their operator times do not add: the experts part is then the
+    decode step less every other part."""
+    d = res.df[res.df.stage == "decode"]
+    per_op = d.groupby("op").seconds.sum() / res.stats["decode_stages"] * 1e3
+    parts = {part: float(sum(per_op.get(o, 0.0) for o in ops)) for part, (ops, _) in BREAKDOWN.items()}
+    if coprocessing:
+        parts["experts"] = res.stats["decode_step_s"] * 1e3 - sum(v for k, v in parts.items() if k != "experts")
+    return parts
 
 
 def decode_breakdown(args, path: Path = OUT / "llmsimulator_runs.csv") -> pd.DataFrame:
@@ -510,17 +547,16 @@ def decode_breakdown(args, path: Path = OUT / "llmsimulator_runs.csv") -> pd.Dat
             continue
         r = r.iloc[0]
         cfg = with_overrides({"model": model, **base, **systems[ROOFLINE_OF.get(system, system)]}, keys)
+        coprocessing = bool(cfg.get("mapping_overrides", {}).get("expert_coprocessing"))
         per = {}
         for label, over in (("default", {}), ("norm", {"mapping_overrides": {"norm_and_residual": True}})):
-            res = run(with_overrides(cfg, over))
-            d = res.df[res.df.stage == "decode"]
-            per[label] = d.groupby("op").seconds.sum() / res.stats["decode_stages"] * 1e3
+            per[label] = decode_parts_ms(run(with_overrides(cfg, over)), coprocessing)
         for part, (ops, cols) in BREAKDOWN.items():
-            rows.append({"model": model, "system": system,
-                         "archsim_keys": ", ".join(f"{k}: {v}" for k, v in keys.get("mapping_overrides", {}).items())
-                         or "default", "part": part, "archsim_ops": "+".join(ops),
-                         "archsim_ms_per_decode_iter": float(sum(per["default"].get(o, 0.0) for o in ops)),
-                         "archsim_norm_residual_ms_per_decode_iter": float(sum(per["norm"].get(o, 0.0) for o in ops)),
+            rows.append({"model": model, "system": system, "archsim_keys": breakdown_keys(keys), "part": part,
+                         "archsim_ops": "+".join(ops) if part != "experts" or not coprocessing else
+                         "decode step less the other parts (experts co-processed)",
+                         "archsim_ms_per_decode_iter": per["default"][part],
+                         "archsim_norm_residual_ms_per_decode_iter": per["norm"][part],
                          "llmsim_ms_per_decode_iter": float(sum(r[f"{c}_ms_per_decode_iter"] for c in cols)),
                          "llmsim_columns": "+".join(cols) or "none (not timed)"})
     return pd.DataFrame(rows)
@@ -995,7 +1031,9 @@ def causes_text(vs: pd.DataFrame, causes: pd.DataFrame, extra: pd.DataFrame | No
     k = cause_classes(vs, pd.concat([causes, extra], ignore_index=True) if extra is not None else causes)
     also = (" Each row outside the target is classed by these conditions and by the toggles of the next two "
             "sections (`split llmsimulator` and `routing sampled, split llmsimulator`: LLMSimulator's expert "
-            "split rule; `layout per_node` and `layout per_node, routing sampled`: its two-node layout)."
+            "split rule; `layout per_node` and `layout per_node, routing sampled`: its two-node layout; "
+            "`layout per_node, routing sampled, allreduce node_tokens`: with its size of the expert "
+            "tensor-parallel all-reduce as well)."
             if extra is not None and len(extra) else "")
 
     def listing(items: list[str]) -> str:
@@ -1004,9 +1042,9 @@ def causes_text(vs: pd.DataFrame, causes: pd.DataFrame, extra: pd.DataFrame | No
     return f"""
 ### Gap causes: LLMSimulator's run conditions as toggles (`vs_llmsimulator_causes.csv`)
 
-Three differences between how LLMSimulator runs and archsim's defaults, and two in what each times; each is a
-key of the `duplex` system (the last two keys of the mapping policy), and every row above is re-run in roofline
-mode with each, with the first two (`both`) and with the first three (`all three`):
+Three differences between how LLMSimulator runs and archsim's defaults, two in what each times and one in how it
+sizes an all-reduce; each is a key of the `duplex` system (the last three keys of the mapping policy), and every
+row above is re-run in roofline mode with each, with the first two (`both`) and with the first three (`all three`):
 - `memory_cap: unlimited`: the driver runs LLMSimulator with `exit_out_of_memory` and `mem_cap_limit` false
   (`run_llmsim.py` build_config), so it keeps the full batch even where the KV cache exceeds the devices' memory;
   archsim by default admits a request only while the memory beside the weights holds its final KV cache.
@@ -1025,6 +1063,11 @@ mode with each, with the first two (`both`) and with the first three (`all three
   `src/module/decoder.cpp:80-86` of the helios fork); archsim by default does not time them.
 - `LM head untimed` (mapping key `time_lm_head: false`): LLMSimulator's LM head times nothing
   (`LmHead::forward`, `src/module/lm_head.cpp:26-34`); archsim by default times it on the xPU.
+- `allreduce node_tokens` (mapping key `expert_allreduce: node_tokens`): LLMSimulator sizes expert tensor
+  parallelism's all-reduce by the node's own tokens, archsim by every token of the stage (see "The rows on more than
+  one node"); the two differ only under the two-node layout, and alone it changes {node_ar_changed(causes)} of
+  {int((causes.condition == "allreduce node_tokens").sum())} rows (throughput not bit-identical to the row's
+  default run).
 
 With both conditions, archsim's roofline mode is within {ROOFLINE_TARGET:.0%} of LLMSimulator on
 {int(both.toggled_within_5pct.sum())} of {len(both)} rows (default conditions: {int(vs.roofline_within_5pct.sum())});
@@ -1044,6 +1087,12 @@ row's cause, and another difference must offset it): {listing([f"{r.model} {r.sy
 
 {per_expert_text(causes)}
 {draws_text(causes)}"""
+
+
+def node_ar_changed(causes: pd.DataFrame) -> int:
+    """Rows whose throughput `allreduce node_tokens` alone changes at all (not bit-identical to the default run)."""
+    c = causes[causes.condition == "allreduce node_tokens"]
+    return int((c.toggled_over_llmsim != c.roofline_over_llmsim).sum())
 
 
 def draws_text(causes: pd.DataFrame, path: Path = OUT / "sampled_draws.csv") -> str:
@@ -1129,6 +1178,7 @@ def links_text(vs: pd.DataFrame, causes: pd.DataFrame, links: pd.DataFrame | Non
                        f"{'; '.join(both)}. Together they move {int(links.per_node_sampled_moved_toward_llmsim.sum())} "
                        f"of {len(links)} rows toward LLMSimulator by at least {MATERIAL:.2f}, "
                        f"{int(links.per_node_sampled_within_5pct.sum())} of them within {ROOFLINE_TARGET:.0%}.\n")
+        sampled += node_allreduce_text(links, verdict)
         layout = f"""
 LLMSimulator's layout as a toggle (the mapping policy's `non_expert_parallel: per_node`, default `all_devices`):
 attention, the MoE gate, dense FFNs and the LM head tensor-parallel over the {per_node} devices of a node, the
@@ -1152,6 +1202,38 @@ leaves archsim's layout as it is), ratio to LLMSimulator before -> after: {"; ".
 {layout}{layout_toggle_text(vs)}"""
 
 
+def node_allreduce_text(links: pd.DataFrame, verdict) -> str:
+    """LLMSimulator's size of the expert tensor-parallel all-reduce as a toggle (mapping key expert_allreduce
+    node_tokens, the per_node_sampled_node_ar columns): each row on more than one node under LLMSimulator's layout
+    and routing, before -> after it; the rows it changes are the ones with expert tensor parallelism."""
+    if "per_node_sampled_node_ar_over_llmsim" not in links:
+        return ""
+    items, changed, et_only = [], [], True
+    for r in links.itertuples():
+        before, after = r.per_node_sampled_over_llmsim, r.per_node_sampled_node_ar_over_llmsim
+        moved = r.per_node_sampled_node_ar_tokens_per_s != r.per_node_sampled_tokens_per_s
+        et_only &= moved == r.system.endswith("+ET")
+        if moved:
+            changed.append(f"{r.model} {r.system} ({r.fork})")
+        items.append(f"{r.model} {r.system} ({r.fork}) {before:.3f} -> {after:.3f} "
+                     f"({verdict(before, after) if moved else 'unchanged'})")
+    return f"""
+Expert tensor parallelism's all-reduce (Duplex+PE+ET): a node's expert slices each hold a partial output for
+every token routed to the node's experts, from every node, and archsim all-reduces them over the slices' group
+for all the stage's tokens (`expert_allreduce: all_tokens`, default). LLMSimulator all-reduces them over the
+same group (`moe_all_reduce_for_e_tp`, `src/module/expert.cpp:103-105`, called at `:185` of the helios fork) with
+the size of the MoE layer's input (`AllReduce::forward`, `src/module/communication.cpp:18-37`: the tensor passed
+in), which is the node's own tensor-parallel group's tokens; `expert_allreduce: node_tokens` takes that size.
+Every row on more than one node re-run with it beside LLMSimulator's layout and routing
+(`per_node_sampled_node_ar_*` columns), ratio to LLMSimulator under `layout per_node, routing sampled` -> with
+it as well: {"; ".join(items)}.
+It changes {len(changed)} of {len(links)} rows ({", ".join(changed) or "none"}{
+    ": the rows with expert tensor parallelism" if et_only else ""}); on one node the two sizes are equal, so no
+other row of the report changes. With LLMSimulator's layout and routing it moves {int(links.per_node_sampled_node_ar_moved_toward_llmsim.sum())} of {len(links)} rows
+toward LLMSimulator by at least {MATERIAL:.2f}, {int(links.per_node_sampled_node_ar_within_5pct.sum())} of them within {ROOFLINE_TARGET:.0%}.
+"""
+
+
 def breakdown_text(vs: pd.DataFrame, causes: pd.DataFrame, bd: pd.DataFrame | None) -> str:
     """A decode iteration, part by part, in both simulators (llmsimulator_decode_breakdown.csv), and what the
     norm/residual and LM-head toggles of the causes table do to those rows."""
@@ -1159,7 +1241,7 @@ def breakdown_text(vs: pd.DataFrame, causes: pd.DataFrame, bd: pd.DataFrame | No
         return ""
     c = causes.set_index(["model", "system", "fork", "condition"]).toggled_over_llmsim
     parts = []
-    for (model, system), g in bd.groupby(["model", "system"], sort=False):
+    for (model, system, _), g in bd.groupby(["model", "system", "archsim_keys"], sort=False):
         a, ref = g.archsim_ms_per_decode_iter, g.llmsim_ms_per_decode_iter
         keys = g.archsim_keys.iloc[0]
         shown = g[(g.archsim_ms_per_decode_iter > 0) | (g.llmsim_ms_per_decode_iter > 0)]
@@ -1186,7 +1268,12 @@ def breakdown_text(vs: pd.DataFrame, causes: pd.DataFrame, bd: pd.DataFrame | No
 archsim's roofline mode (milliseconds per decode-only iteration: the decode stages' operator time over their
 count) beside LLMSimulator's per-decode-iteration columns (helios fork, `llmsimulator_runs.csv`), grouped as
 `BREAKDOWN` in make_report.py (`norm_residual` = LLMSimulator's layernorm + residual columns, which archsim times
-only with `norm_and_residual: true`; LLMSimulator's LM head times nothing):
+only with `norm_and_residual: true`; LLMSimulator's LM head times nothing; `moe_all_to_all` = archsim's MoE scatter
+and gather, which LLMSimulator times as nothing for Grok-1: its `MoEScatter` and `MoEGather` compute a device's
+experts as `num_routed_expert / total_num_device * e_tp_dg` in integer arithmetic, 0 with 8 experts on 16 devices,
+`src/module/communication.cpp:140-141, 202-203, 325-326, 394-395` of the helios fork, so its `communication`
+column is the all-reduces alone; with experts co-processed, xPU and Logic-PIM experts overlap and the `experts`
+part is archsim's decode step less its other parts):
 {chr(10).join(parts)}
 """
 

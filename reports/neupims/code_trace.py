@@ -23,6 +23,9 @@ Rows (metric, value):
   b_cycles, b_refreshes              stage B's length and the rank refreshes channel 0 issued in it
   b_gact_during_refresh              G_ACTs issued in stage B while the other rank was within tRFC of its REFRESH
   b_gact                             all G_ACTs of stage B
+  refresh_median_gap                 median cycles from one REFRESH of channel 0 to the next, over the whole run
+                                     (0 with fewer than two)
+  refresh_rank_alternates            1 if every REFRESH is of another rank than the one before it, else 0
 ATTEND_LOG, the same log of the uni512 case (its attend GEMVs have 32 COMPs each), gives (case uni512-off):
   attend_gemvs                       the COMPS_READRES of its NeuPIMSAttend (the last part of stage B)
   attend_gemv_to_pim_precharge       median cycles from a tile's COMPS_READRES to its first PIM_PRECHARGE
@@ -96,11 +99,15 @@ def measure(log: Path, code: pd.DataFrame) -> pd.DataFrame:
     refreshes = [(t, f[0]) for t, kind, f in cmds if kind == REFRESH and a_end <= t < b_end]
     gacts = [(t, f[0]) for t, kind, f in cmds if kind == G_ACT and a_end <= t < b_end]
     during = sum(1 for t, rank in gacts if any(r != rank and 0 <= t - tr < TRFC for tr, r in refreshes))
+    every_refresh = [(t, f[0]) for t, kind, f in cmds if kind == REFRESH]
+    pairs = list(zip(every_refresh, every_refresh[1:], strict=False))
     rows = {"a_first_requests": FIRST, "a_cycles": a_end, "a_last_read_cycle": reads[-1][0],
             "a_last_traffic_interval_end": _last_traffic(log.parent), "a_reads": len(reads),
             "a_first1000_served_cycle": done, "a_served_by_then": sum(1 for t, _ in reads if t <= done),
             "b_cycles": b_end - a_end, "b_refreshes": len(refreshes), "b_gact_during_refresh": during,
-            "b_gact": len(gacts)}
+            "b_gact": len(gacts),
+            "refresh_median_gap": int(pd.Series([b[0] - a[0] for a, b in pairs], dtype=float).median()) if pairs else 0,
+            "refresh_rank_alternates": int(all(a[1] != b[1] for a, b in pairs))}
     return pd.DataFrame({"case": CASE, "metric": list(rows), "value": list(rows.values())})
 
 

@@ -4,14 +4,14 @@ with the controller NeuPIMs' code runs (mapping policy `npu_controller: bank_que
 controller, whose convention brings NewtonSim's staggered refresh too; `refresh_stagger: true` says so explicitly);
 writes reports/neupims/controller_toggle.csv.
 
-Why: in NeuPIMs' code the NPU's QKV GEMM of 32 tokens has read its last weight on channel 0 at cycle 26,244 of its
-31,466-cycle stage (its channel-0 command log; the code's own mem_io_A_ch_*.tsv show no traffic on any channel
-after that); the rest is the array working through instructions whose operands came late. NewtonSim's per-bank
+Why: in NeuPIMs' code the NPU's QKV GEMM of 32 tokens has read its last weight on channel 0 well before its stage
+ends (code_trace.csv: a_last_read_cycle of a_cycles, from its channel-0 command log; the code's own
+mem_io_A_ch_*.tsv show no traffic on any channel after a_last_traffic_interval_end); the rest is the array working through instructions whose operands came late. NewtonSim's per-bank
 command queues (128 entries) serve the banks round robin, a queue's first ready command, and let only a queue's
 first entry precharge (NS/neupims_command_queue.cc:119-150, 336-360): a posted write at a queue's head waits while
 reads of other banks keep the data bus busy, and its bank serves no read of another row meanwhile, so the
 sequential weight stream is served far out of order (the first 1,000 requests of channel 0, in arrival order, all
-served only by cycle 9,344, when 4,300 had been served in all) and the array, which runs its instructions in order,
+served only by a_first1000_served_cycle, when a_served_by_then reads had issued) and the array, which runs its instructions in order,
 waits for the late ones. archsim's FR-FCFS over one 4096-entry queue serves the oldest row hit first.
 
 The engine's bank command queues take no PIM stream, so these runs put attention on the NPU (`attention: npu`;

@@ -9,7 +9,13 @@ trace gives its runs a new key and they are re-run, where a key on the names reu
 
 A value is looked up as a path, then as a shipped file of its key's kind (`mapping` in mappings/, `npu`, `preset`,
 `standard` and `gpu` under archsim/presets/, `model` in workloads/models, a named `dataset`'s histograms or snapshot
-folder in workloads/datasets; in a YAML file `extends` beside it, `include`'s keys in standards/extensions). Code changes are not in the key: the runs are re-made when the simulator changes (make_report.py).
+folder in workloads/datasets; in a YAML file `extends` beside it, `include`'s keys in standards/extensions). A
+controller convention (`convention`, or a NeuPIMs mapping's `npu_controller`, which picks one) names
+archsim/presets/controller_conventions.yaml, whose entry fills that controller's keys.
+
+Code changes are not in the key, and nothing re-makes a run when the simulator changes: after such a change re-run
+the scripts into a fresh folder (`-o DIR`) and compare the tables, then replace runs/ (tests/test_neupims_run_cache.py
+re-runs one committed run to catch a change that moves it).
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from typing import Any
 import yaml
 
 from archsim import paths, registry
+from archsim.dram.controller import CONVENTIONS_FILE
 from archsim.results import config_hash
 
 SUFFIXES = (".yaml", ".yml", ".json", ".csv", ".jsonl")
@@ -45,6 +52,8 @@ def _in(folder: Path, name: str, prefix: bool = False) -> list[Path]:
 
 def _files_of(key: str, name: str, parent: Path | None) -> list[Path]:
     """The files the value `name` of config key `key` names (a path, else the shipped files of its kind)."""
+    if key in CONVENTION_KEYS:      # a convention's controller keys come from the one conventions file
+        return [CONVENTIONS_FILE]
     as_path = Path(name).expanduser()
     if len(name) < 256 and as_path.is_file():
         return [as_path]
@@ -76,7 +85,8 @@ def _named(value: Any, key: str = ""):
         yield key, value
 
 
-NAMING_KEYS = ("mapping", "model", "npu", "preset", "gpu", "standard", "dataset", "extends")
+CONVENTION_KEYS = ("convention", "npu_controller")
+NAMING_KEYS = ("mapping", "model", "npu", "preset", "gpu", "standard", "dataset", "extends", *CONVENTION_KEYS)
 
 
 def content_digest(suffix: str, data: bytes) -> str:

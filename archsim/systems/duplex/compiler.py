@@ -55,6 +55,7 @@ BYTES_PER_ROW = 8192                                         # one bundle row of
 # ---- policy ----------------------------------------------------------------------------------------------
 EXPERT_PLACEMENTS = ("per_device", "global_modulo")
 NON_EXPERT_PARALLEL = ("all_devices", "per_node")
+EXPERT_ALLREDUCE = ("all_tokens", "node_tokens")
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,12 @@ class Policy:
                                   "not timed")
     time_lm_head: bool = opt(True, "time the LM head on the xPU; false: no time (LLMSimulator's LM head times "
                              "nothing)")
+    expert_allreduce: str = opt("all_tokens", "expert_tensor_parallel: the tokens whose partial outputs the expert "
+                                "slices all-reduce over their group: all_tokens = every token of the stage (a "
+                                "node's slices hold partial outputs for tokens from every node); node_tokens = the "
+                                "node's own tensor-parallel group's tokens (LLMSimulator sizes it by the MoE "
+                                "layer's input). The two differ only with non_expert_parallel per_node on more "
+                                "than one node", choices=EXPERT_ALLREDUCE)
     layout: LayoutPolicy = opt(LayoutPolicy, "the layout of tensors over bundle spaces")
     name: str = opt("", "the policy's name")
 
@@ -889,7 +896,11 @@ class Compiler:
             comm.append(self._link("moe_all_to_all", 2 * T * m.experts_per_token * m.d_model * B / D, "alltoall"))
             comm.append(comm[-1])
         if self.pol.expert_tensor_parallel and tp > 1:
-            comm.append(self._link("moe_allreduce", T * m.d_model * B, "allreduce", group=tp))
+            # the slices' partial outputs: of every token the stage routes here (all_tokens), or sized by the node's
+            # own tokens as LLMSimulator sizes moe_all_reduce_for_e_tp, by the MoE layer's input
+            # (src/module/expert.cpp:103-105, 185; AllReduce::forward, src/module/communication.cpp:18-37)
+            ar_tokens = gT if self.pol.expert_allreduce == "node_tokens" else T
+            comm.append(self._link("moe_allreduce", ar_tokens * m.d_model * B, "allreduce", group=tp))
         # experts per device: expert e on expert-parallel group e mod groups
         per_dev = [[(e, int(counts[e])) for e in ids] for ids in self.expert_devices()]
         worst, worst_ops, worst_pairs = -1.0, [], []

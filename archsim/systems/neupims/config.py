@@ -38,6 +38,16 @@ ATTEND_STARTS = ("head", "all_logits")
 # convention `dramsim3` with 128-entry bank queues. The engine's bank queues take no PIM stream, so only with
 # `attention: npu` (issue 33). The convention also staggers the ranks' refreshes (as refresh_stagger: true)
 NPU_CONTROLLERS = ("frfcfs", "bank_queues")
+# how the attention's PIM commands reach the memory controller: `bus`, as fast as the channel's command bus takes
+# them (each channel's stream from the stage's start); `per_cycle`, as the npu+pim branch's core hands them over: one
+# PIM instruction (GWRITE, PIM_HEADER, COMP, READRES) per NPU cycle for the whole device ([npu+pim]
+# src/NeuPIMSystolicWS.cc:150-178, one `if` where the NeuPIMs tree has `while`), request after request, the batch
+# consolidated channel after channel ([npu+pim] src/scheduler/Scheduler.cc:252-264), so a channel's instructions come
+# in one run while the others wait their turn; the logits of the whole batch are one PIM tile
+# (NeuPIMSLogitSoftmax.cc:64-74), then the attend's (NeuPIMSAttend.cc:54-64). A row set's G_ACTs enter with its
+# PIM_HEADER, a GWRITE's ACT and PRE with the GWRITE, the PIM precharges with the READRES (the controller makes them).
+# Needs `attend_start: all_logits` (the attend tile is issued after the logits tile)
+PIM_ISSUES = ("bus", "per_cycle")
 BANK_QUEUE_ENTRIES = 128          # NewtonSim's cmd_queue_size (HBM2_8Gb_x128_dualpim.ini:60)
 TRANSACTION_QUEUE_ENTRIES = 32    # its trans_queue_size (HBM2_8Gb_x128_dualpim.ini:61)
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
@@ -138,6 +148,9 @@ class Policy:
                                 "(controller.refresh_stagger); false: every rank's all-bank refresh at the same nREFI")
     npu_controller: str = opt("frfcfs", "the NPU's memory controller: FR-FCFS queues, or NewtonSim's command queue "
                               "per bank (bank_queues)", choices=NPU_CONTROLLERS)
+    pim_issue: str = opt("bus", "how the attention's PIM commands enter the controller: at the command bus's own "
+                         "rate, or one PIM instruction per NPU cycle for the whole device, request after request, "
+                         "channel after channel (per_cycle: the npu+pim branch's core, PIM_ISSUES)", choices=PIM_ISSUES)
     name: str = opt("", "the policy's name (default: its file's)")
 
 
@@ -226,6 +239,10 @@ def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]
     for key in ("sub_batch", "channel_assignment", "kv_layout"):
         if out[key] is None:
             out[key] = getattr(policy, key)
+    if policy.pim_issue == "per_cycle" and policy.attend_start != "all_logits":
+        raise ConfigError("pim_issue", "per_cycle hands the attend's PIM instructions over after the logits tile, so "
+                          f"it needs attend_start: all_logits, got {policy.attend_start}",
+                          source=str(paths.resolve("mappings", out["mapping"])))
     if variant.gpu_model is not None and model.n_experts > 1:
         raise ConfigError("model", f"{model.name} is a mixture-of-experts model: not modelled by the GPU baseline "
                           f"{name} (issue 37); systems that model it: neupims, npu_pim, npu_only")

@@ -12,6 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from archsim.dram import mapping as mapping_mod
+from archsim.engine.channel import SEG_START
 from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.engine.memory import EngineError, MemorySystem
 from archsim.errors import UserError
@@ -53,6 +54,10 @@ class StageStats:
     # logits segment's softmax end); -1 when each head's attend starts by itself (`head`) or no PIM ran
     attend_start: int = -1
     pim_unit_logits_end: dict[int, int] = field(default_factory=dict)   # each PIM unit's last logits GEMV done
+    # mapping policy `pim_issue: per_cycle`: the PIM instructions the NPU core handed over, one per NPU cycle (0: the
+    # commands entered at the bus's rate), and the DRAM cycle the last of them entered its stream
+    pim_instructions: int = 0
+    pim_last_entry: int = -1
 
 
 @dataclass
@@ -62,6 +67,20 @@ class _AttendBarrier:
     segments_left: int
     ready: int                      # the latest softmax end so far (DRAM cycles)
     held: list[tuple] = field(default_factory=list)
+    # pim_issue per_cycle: per channel, each attend command's entry cycle after the release (_IssueOrder.attend)
+    entry: dict[int, np.ndarray] | None = None
+
+
+@dataclass(frozen=True)
+class _IssueOrder:
+    """Mapping policy `pim_issue: per_cycle`: per channel, the DRAM cycle (from its operation's start) each logits and
+    attend command enters its stream, as the npu+pim branch's core hands the device's PIM instructions over one per
+    NPU cycle, request after request, channel after channel; and the instructions of each operation."""
+
+    logits: dict[int, np.ndarray]
+    attend: dict[int, np.ndarray]
+    logits_instructions: int
+    attend_instructions: int
 
 
 def _schedule(dev: Device, m: int, k: int, n: int):
@@ -171,6 +190,7 @@ class _ChannelPlan:
     attend: _Part             # per head
     softmax: list[int]        # each head's softmax, DRAM cycles
     seg_heads: list[tuple[int, ...]]    # the heads (attend / softmax indices) each logits segment completes
+    lg_parts: list[int]                 # logits segments of each request, in order (its attend has `heads` parts)
 
 
 def _controller(dev: Device, refresh: bool, attention_on_pim: bool) -> dict:
@@ -497,10 +517,11 @@ class DecodeSimulator:
         plan = self._plans.get(key)
         if plan is None:
             comp = self.compiler
-            lg, lg_base, at, at_base, seg_heads = [], [], [], [], []
+            lg, lg_base, at, at_base, seg_heads, lg_parts = [], [], [], [], [], []
             row = self.kv_row0
             for L in contexts:
                 first = len(at)
+                lg_parts.append(len(lg))
                 if self.dev.policy.kv_layout == "token_rows":
                     lgs, groups, ats, rows = _token_rows_streams(comp, L, self.heads)
                     lg += lgs
@@ -531,8 +552,9 @@ class DecodeSimulator:
                     seg_heads.append((first + h,))
                     row += rows_per_head
             softmax = [self._softmax_cycles(L) for L in contexts for _h in range(self.heads)]
+            lg_parts = np.diff([*lg_parts, len(lg)]).tolist()
             plan = self._plans[key] = _ChannelPlan(self._part(ch, lg, lg_base), self._part(ch, at, at_base), softmax,
-                                                   seg_heads)
+                                                   seg_heads, lg_parts)
         return plan
 
     def _part(self, unit: int, streams: list[tuple[np.ndarray, ...]], base: list[int]) -> _Part:
@@ -573,6 +595,11 @@ class DecodeSimulator:
         barrier = None
         if self.dev.policy.attend_start == "all_logits":
             barrier = _AttendBarrier(sum(len(p.seg_heads) for p in plans.values()), start)
+        issue = None
+        if self.dev.policy.pim_issue == "per_cycle":      # (config: only with the barrier)
+            issue = self._issue_order(requests, plans)
+            barrier.entry = issue.attend
+            stats.pim_instructions += issue.logits_instructions + issue.attend_instructions
         for ch, plan in plans.items():
             done = functools.partial(self._pim_done, stats, ch)
             lg, at = plan.logits, plan.attend
@@ -584,7 +611,50 @@ class DecodeSimulator:
                       functools.partial(self._softmax_then_attend, ch, at, at_rows, heads, plan.softmax, stats, done,
                                         barrier))
                 for g, heads in enumerate(plan.seg_heads)], dtype=np.int64), np.diff(lg.start))
-            self._append(ch, lg.cmd, lg.bank, self._layer_rows(lg, layer), lg.flags, lg.est, tags, start)
+            entry = start if issue is None else start + issue.logits[ch]
+            if issue is not None:
+                stats.pim_last_entry = max(stats.pim_last_entry, int(entry[-1]))
+            self._append(ch, lg.cmd, lg.bank, self._layer_rows(lg, layer), lg.flags, lg.est, tags, entry)
+
+    def _instruction_marks(self, part: _Part) -> np.ndarray:
+        """1 for a command that stands for one PIM instruction of NeuPIMs' core (GWRITE, PIM_HEADER, COMP, READRES:
+        NeuPIMSLogitSoftmax.cc:185-252, NeuPIMSAttend.cc:152-225), else 0: a GWRITE's ACT for the GWRITE (its
+        GWRITE and PRE come with it), a row set's first G_ACT for its PIM_HEADER (the other G_ACTs and the PIM
+        precharges are the controller's own)."""
+        c = self.compiler.c
+        return ((part.cmd == c["ACT"]) | (part.cmd == c["COMP"]) | (part.cmd == c["READRES"])
+                | ((part.flags & SEG_START) != 0)).astype(np.int64)
+
+    def _issue_order(self, requests: list[tuple[int, int]], plans: dict[int, _ChannelPlan]) -> _IssueOrder:
+        """Mapping policy `pim_issue: per_cycle`: every command's place in the device's one sequence of PIM
+        instructions, one per NPU cycle (a command that is no instruction enters with the one it belongs to): the
+        logits of every request, channel after channel, then (after the barrier) the attend in the same order."""
+        per_req: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        for ch, plan in plans.items():
+            per_req[ch] = []
+            for part, parts_of_req in ((plan.logits, plan.lg_parts), (plan.attend, [self.heads] * len(plan.lg_parts))):
+                marks = np.concatenate([[0], np.cumsum(self._instruction_marks(part))])
+                bounds = part.start[np.concatenate([[0], np.cumsum(parts_of_req)])]
+                first, end = bounds[:-1], bounds[1:]
+                req_of_cmd = np.repeat(np.arange(len(first)), end - first)
+                # a command's instruction index within its request (those before its first instruction: 0)
+                within = np.maximum(marks[1:] - marks[first][req_of_cmd] - 1, 0)
+                per_req[ch].append((marks[end] - marks[first], req_of_cmd, within))
+        base = {ch: [np.zeros(len(plans[ch].lg_parts), dtype=np.int64) for _ in range(2)] for ch in plans}
+        totals = [0, 0]
+        seen: dict[int, int] = {}
+        # the batch as the code consolidates it: channel after channel, each channel's requests in the batch's order
+        # ([npu+pim] src/scheduler/Scheduler.cc:252-264); each request's instructions after the previous request's
+        for _L, ch in sorted(requests, key=lambda req: req[1]):
+            k = seen.get(ch, 0)
+            seen[ch] = k + 1
+            for op in (0, 1):
+                base[ch][op][k] = totals[op]
+                totals[op] += int(per_req[ch][op][0][k])
+        to_dram = self.dev.dram_hz / self.dev.npu.clock_hz
+        entry = [{ch: np.ceil((base[ch][op][req] + within) * to_dram - 1e-9).astype(np.int64)
+                  for ch, parts in per_req.items() for _n, req, within in [parts[op]]} for op in (0, 1)]
+        return _IssueOrder(entry[0], entry[1], totals[0], totals[1])
 
     def _softmax_then_attend(self, ch: int, at: _Part, rows: np.ndarray, heads: tuple[int, ...], softmax: list[int],
                              stats: StageStats, done, barrier: _AttendBarrier | None, logits_done: int) -> None:
@@ -608,23 +678,33 @@ class DecodeSimulator:
         barrier.segments_left -= 1
         if barrier.segments_left == 0:
             stats.attend_start = barrier.ready
-            for attend in barrier.held:
-                self._append_attend(*attend, barrier.ready)
+            held = barrier.held
+            if barrier.entry is not None:       # pim_issue per_cycle: a channel's heads in its entry cycles' order
+                held = sorted(held, key=lambda attend: (attend[0], attend[3]))
+                stats.pim_last_entry = max(stats.pim_last_entry, barrier.ready + max(
+                    int(e[-1]) for e in barrier.entry.values()))
+            for attend in held:
+                entry = None if barrier.entry is None else barrier.entry[attend[0]]
+                self._append_attend(*attend, barrier.ready, entry)
 
-    def _append_attend(self, ch: int, at: _Part, rows: np.ndarray, j: int, done, when: int) -> None:
-        """Head j's attend GEMVs (its part of `at`) onto channel ch's stream from cycle `when`."""
+    def _append_attend(self, ch: int, at: _Part, rows: np.ndarray, j: int, done, when: int,
+                       entry: np.ndarray | None = None) -> None:
+        """Head j's attend GEMVs (its part of `at`) onto channel ch's stream from cycle `when` (pim_issue
+        per_cycle: each command at `when` + its `entry`)."""
         a, b = int(at.start[j]), int(at.start[j + 1])
         tag = self.memory.group(b - a, done)
+        when = when if entry is None else when + entry[a:b]
         self._append(ch, at.cmd[a:b], at.bank[a:b], rows[a:b], at.flags[a:b], at.est[a:b], tag, when)
 
-    def _append(self, unit: int, cmd, bank, row, flags, est, tag, at: int) -> None:
+    def _append(self, unit: int, cmd, bank, row, flags, est, tag, at) -> None:
         """`MemorySystem.enqueue_stream` to PIM unit `unit`'s stream (its channel's stream source of that
         unit) of commands checked once when their plan was built (bank: the engine's representative bank;
-        archsim.engine.reuse drives the engine the same way)."""
+        archsim.engine.reuse drives the engine the same way). `at`: the cycle they enter, or one per command."""
         ms = self.ms
         ch, u = divmod(unit, self.units)
-        ms._append_stream(ch * ms.n_st + self._unit_slot[u], cmd, bank, row, -1, flags, est, tag,
-                          max(int(ms.S.clock[0]), int(at)))
+        now = int(ms.S.clock[0])
+        at = max(now, int(at)) if np.ndim(at) == 0 else np.maximum(at, now)
+        ms._append_stream(ch * ms.n_st + self._unit_slot[u], cmd, bank, row, -1, flags, est, tag, at)
         if self.log:     # per unit, (command, segment flags) of the stream in enqueue order (tests read them)
             self.stream_flags.setdefault(unit, []).extend(zip(cmd.tolist(), flags.tolist(), strict=True))
 

@@ -86,6 +86,10 @@ def _stage_frame(stages: list[StageStats], dev: Device) -> pd.DataFrame:
             # attend_start all_logits: when the attend GEMVs were released, from the stage's start (-1: per head)
             "attend_release_cycle": s.attend_start - s.start if s.attend_start >= 0 else -1,
             "link_cycles": s.link_busy, **{f"n_{k}": v for k, v in s.commands.items()},
+            # mapping policy pim_issue per_cycle: the PIM instructions the core handed over, one per NPU cycle, and
+            # when the last of them entered (from the stage's start); absent otherwise
+            **({"pim_instructions": s.pim_instructions, "pim_last_entry_cycle": s.pim_last_entry - s.start}
+               if s.pim_instructions else {}),
         })
     return pd.DataFrame(rows).fillna(0)
 

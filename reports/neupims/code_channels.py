@@ -1,0 +1,59 @@
+"""When each channel finished its PIM work in NeuPIMs' npu+pim run, from its per-channel traffic logs: writes
+code_channels.csv.
+
+Run:  .venv/bin/python reports/neupims/code_channels.py LOG_DIR [-o DIR]
+
+LOG_DIR is the log folder of the npu+pim branch's run of the case npupim-baseline_gpt3-7B_tp4_bs512_clb0
+(vs_code.py's CASES; e.g. /work/ext/neupims/runs/npupim-baseline_gpt3-7B_tp4_bs512_clb0). Its PIM_stage_B.tsv gives
+the two PIM operations' start and end (NeuPIMSLogitSoftmax, then NeuPIMSAttend); its mem_io_B_ch_<c>.tsv the READRES
+traffic of channel c per interval of the log (PIMReads, Interconnect.cc:26-41). The branch hands memory one PIM
+instruction a cycle for the whole device, the batch consolidated channel after channel ([npu+pim]
+src/NeuPIMSystolicWS.cc:150-178, src/scheduler/Scheduler.cc:252-264); these rows show when each channel's GEMVs
+were done.
+
+Columns: channel, logits_end and attend_end (cycles from the operation's start to the end of the last interval in
+which the channel returned READRES data during it), logits_busy_intervals and attend_busy_intervals (intervals with
+READRES data), interval (cycles per log interval).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+CHANNELS = 32
+
+
+def build(log_dir: Path) -> pd.DataFrame:
+    ops = pd.read_csv(log_dir / "PIM_stage_B.tsv", sep="\t", index_col=False)
+    ops["name"] = ops["OpName"].str.rsplit(".", n=1).str[-1]
+    span = {r["name"]: (int(r["StartCycle"]), int(r["EndCycle"])) for _, r in ops.iterrows()}
+    rows = []
+    for ch in range(CHANNELS):
+        io = pd.read_csv(log_dir / f"mem_io_B_ch_{ch}.tsv", sep="\t", index_col=False)
+        interval = int(io["StartCycle"].diff().dropna().mode().iloc[0])
+        row = {"channel": ch, "interval": interval}
+        for op, name in (("logits", "NeuPIMSLogitSoftmax"), ("attend", "NeuPIMSAttend")):
+            start, end = span[name]
+            busy = io[(io["StartCycle"] + interval > start) & (io["StartCycle"] < end) & (io["PIMReads"] > 0)]
+            row[f"{op}_end"] = int(busy["StartCycle"].max()) + interval - start
+            row[f"{op}_busy_intervals"] = len(busy)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("log_dir", type=Path, help="the npu+pim run's log folder")
+    ap.add_argument("-o", "--out", type=Path, default=HERE, help="output folder (default: the report's own)")
+    args = ap.parse_args(argv)
+    df = build(args.log_dir)
+    df.to_csv(args.out / "code_channels.csv", index=False)
+    print(df.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

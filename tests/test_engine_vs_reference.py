@@ -184,7 +184,8 @@ def _dual_variant() -> int:
 def variant_case(kernel: str, seed: int) -> dict:
     """A random case the `kernel` variant runs. lean: one rw source, FR-FCFS, a standard with one row buffer
     (reads, writes, rmw; every refresh mode). pim_dual: one stream and one rw source on a dual-row-buffer
-    standard under priority arbitration. Neither has a starvation cap or active-buffer pins. stream: one stream
+    standard under priority arbitration. Neither has a starvation cap; lean has active-buffer pins in half its
+    cases, pim_dual none. stream: one stream
     and no rw source (so no port), any standard, arbitration, cap and refresh mode. (Two of the generator's random
     streams in one channel contend for the same rows until max_cycles, in the general kernel as well.)"""
     rng = np.random.default_rng(seed)
@@ -203,7 +204,8 @@ def variant_case(kernel: str, seed: int) -> dict:
             draw += 1_000_000
         case["arbitration"] = "priority"
     case["starvation_cap"] = 0
-    case["controller"]["active_buffer"] = False
+    # (lean: the active buffer is a runtime field, on in half the cases)
+    case["controller"]["active_buffer"] = kernel == "lean" and bool(rng.random() < 0.5)
     return case
 
 
@@ -228,8 +230,12 @@ def test_kernel_variant_is_chosen_only_where_it_applies(fast_engine):
     with pytest.raises(ConfigError, match="ports feed rw sources"):      # (so a stream-only set has no port)
         fast_engine(spec, sources=streams).add_port("pim0")
     two = [{"name": "a", "kind": "rw"}, {"name": "b", "kind": "stream"}]
-    for kw in ({"sources": two}, {"arbitration": "priority"}, {"starvation_cap": 10}, {"active_buffer": True}):
+    for kw in ({"sources": two}, {"arbitration": "priority"}, {"starvation_cap": 10}):
         assert fast_engine(spec, **kw).kernel == "general", kw
+    # the reference simulators' conventions on one row buffer: lean (their keys are runtime fields there)
+    for kw in ({"active_buffer": True}, {"controller": {"convention": "dramsim3"}},
+               {"controller": {"convention": "ramulator2"}}):
+        assert fast_engine(spec, **kw).kernel == "lean", kw
     assert fast_engine(dual).kernel == "general"                                  # two buffers, one source
     assert fast_engine(dual, sources=pim_npu, arbitration="blocked").kernel == "general"
     with pytest.raises(ConfigError, match="allowed: auto, general$"):

@@ -195,8 +195,11 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 # (the dtype of `State.variant` names the variant), so numba compiles that source once more for it, with the
 # controller fields the variant fixes as constants (VARIANT_CF; -1 = read from CF). LLVM then drops the code the
 # other device sets need, which leaves a smaller function with far fewer values spilled to the stack:
-#   lean       one FR-FCFS rw source, one row buffer (every trace run, NPU-only GEMMs): a fifth of the general
-#              kernel's size, ~15-20 % less kernel time on trace runs;
+#   lean       one FR-FCFS rw source, one row buffer (every trace run, NPU-only GEMMs), under any controller
+#              convention (the active buffer, DRAMsim3's queues and rules are runtime fields: fixing them saved
+#              no measurable time on default runs, and the conventions' runs took 1.6-2x the kernel time in
+#              the general kernel): a fraction of the general kernel's size, ~15-20 % less kernel time on trace
+#              runs;
 #   pim_dual   one PIM stream and one rw source under priority arbitration on banks with two row buffers
 #              (NeuPIMs): ~10-12 % less kernel time per layer;
 #   stream     stream sources only (so no ports either: ports feed rw sources): PIM-GPT, Duplex's Logic-PIM
@@ -207,8 +210,7 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 # scheduler and with the general kernel (MemorySystem(kernel="general") forces that one).
 _VARIANT_FIXED = {     # variant -> {controller slot name: the value it fixes}
     "general": {},
-    "lean": {"NSRC": 1, "NRW": 1, "NST": 0, "NBUF": 1, "ARB": ARB_FRFCFS, "STARVE": 0, "ACTIVE_BUF": 0, "HIT_CAP": 0,
-             "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
+    "lean": {"NSRC": 1, "NRW": 1, "NST": 0, "NBUF": 1, "ARB": ARB_FRFCFS, "STARVE": 0},
     "pim_dual": {"NSRC": 2, "NRW": 1, "NST": 1, "NBUF": 2, "ARB": ARB_PRIORITY, "STARVE": 0, "ACTIVE_BUF": 0,
                  "HIT_CAP": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
     "stream": {"NRW": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
@@ -260,12 +262,14 @@ def _returns_inf(S, *args):
     return INF
 
 
-def _rw_part(empty):
+def _rw_part(empty, inline=False):
     """Decorator (instead of `_call`) of a helper only rw sources and ports use. The kernel calls it through an
     overload that numba resolves per state type at typing time: for a variant without rw sources ("stream") to
     `empty` (one of the `_returns_*`, of the helper's return type), so numba never types or compiles the helper
     for it; for every other variant to the helper itself, compiled as `_call` compiles it (same options, same
-    on-disk cache entries). The returned function's `impl` is the helper's own dispatcher (archsim.warm)."""
+    on-disk cache entries), or with inline=True inlined into its caller at numba's IR level as `_inl` does (then
+    `empty` names the helper's parameters: the IR inliner takes no *args). The
+    returned function's `impl` is the helper's own dispatcher (archsim.warm)."""
     def wrap(py_func):
         impl = _call(py_func)
 
@@ -276,7 +280,8 @@ def _rw_part(empty):
             return empty if VARIANT_CF[_variant_of_type(S), CF_NRW] == 0 else py_func
 
         typed.__signature__ = inspect.signature(py_func)     # numba checks the implementations' parameters
-        overload(gate, jit_options={"cache": True, "no_cpython_wrapper": True, "_nrt": False})(typed)
+        overload(gate, inline="always" if inline else "never",
+                 jit_options={"cache": True, "no_cpython_wrapper": True, "_nrt": False})(typed)
         gate.impl = impl
         gate.__name__ = gate.__qualname__ = py_func.__name__
         gate.__doc__ = py_func.__doc__
@@ -1388,7 +1393,9 @@ def _issue_pick(S, T, CF, ch, s, slot, clk):
 # bank_command_queue (DRAMsim3's two-level queues, docs/channel-engine.md 3.6): one rw source whose read and
 # write queues are a transaction queue and a write buffer in front of a command queue per bank. Each step
 # issues the first ready command of the bank queues visited round robin, then moves at most one transaction.
-@_helper
+# Its step and the helpers it calls once or more per step are inlined at numba's IR level (`_inl`): as
+# out-of-line calls each one passed the whole state (~1,000 machine words) at every call.
+@_inl
 def _cq_hit_queued(S, b, orow):
     """Some request in bank b's command queue is to the open row orow."""
     for pos in range(S.cq_n[b]):
@@ -1397,7 +1404,7 @@ def _cq_hit_queued(S, b, orow):
     return False
 
 
-@_helper
+@_inl
 def _cq_read_before(S, b, pos, ri):
     """A read of write ri's address is ahead of it (before position pos) in bank b's command queue."""
     for j in range(pos):
@@ -1407,7 +1414,7 @@ def _cq_read_before(S, b, pos, ri):
     return False
 
 
-@_helper
+@_inl
 def _cq_find(S, b, q, kind, ri):
     """A request of `kind` to ri's address (bank b, row, column) waiting in bank b's transaction list q or in its
     command queue (not yet issued): the oldest in the list, else the first in the queue; -1 none."""
@@ -1423,37 +1430,53 @@ def _cq_find(S, b, q, kind, ri):
     return np.int64(-1)
 
 
-@_call
+@_inl
 def _cq_queue_cmd(S, T, CF, ch, bl, clk):
     """The first command of local bank bl's command queue whose timing is met at clk, in queue order:
     (command, position), or (-1, earliest cycle of one of them). A request to the open row gives its column
     command, one to a closed bank an ACT; a PRE only for the queue's first request, and only if no queued
     request hits the open row or the row has served row_hit_cap column commands; a write waits behind a read
-    of its address."""
+    of its address. Each kind of command has one earliest cycle for the bank: computed once per call."""
     b = ch * T.banks + bl
     orow = S.open_row[b, 0]
+    if orow == -1 and S.cq_n[b] > 0:
+        # a closed bank: every request of its queue gives the same ACT, so the first one decides
+        c = T.role[R_ACT]
+        t = _earliest(S, T, ch, c, bl)
+        if t <= clk:
+            return c, np.int64(0)
+        return np.int64(-1), t
     cap = CF[CF_HIT_CAP]
     tmin = INF
+    t_rd = np.int64(-1)
+    t_wr = np.int64(-1)
     for pos in range(S.cq_n[b]):
         ri = S.cq_req[b, pos]
         if orow == S.r_row[ri]:
-            c = T.role[R_WR] if S.r_kind[ri] == KIND_WRITE else T.role[R_RD]
-            if S.r_kind[ri] == KIND_WRITE and _cq_read_before(S, b, pos, ri):
-                continue
-        elif orow == -1:
-            c = T.role[R_ACT]
+            if S.r_kind[ri] == KIND_WRITE:
+                if _cq_read_before(S, b, pos, ri):
+                    continue
+                c = T.role[R_WR]
+                if t_wr < 0:
+                    t_wr = _earliest(S, T, ch, c, bl)
+                t = t_wr
+            else:
+                c = T.role[R_RD]
+                if t_rd < 0:
+                    t_rd = _earliest(S, T, ch, c, bl)
+                t = t_rd
         else:
             if pos > 0 or (not (cap > 0 and S.row_hits[b] >= cap) and _cq_hit_queued(S, b, orow)):
                 continue
             c = T.role[R_PRE]
-        t = _earliest(S, T, ch, c, bl)
+            t = _earliest(S, T, ch, c, bl)
         if t <= clk:
             return c, np.int64(pos)
         tmin = min(tmin, t)
     return np.int64(-1), tmin
 
 
-@_call
+@_inl
 def _cq_pick(S, T, CF, ch, clk):
     """The command the bank queues offer at clk: visited round robin from the one after cq_rr (queues of
     banks whose refresh is pending skipped), the first ready command of the first queue that has one.
@@ -1470,14 +1493,21 @@ def _cq_pick(S, T, CF, ch, clk):
             continue
         if ref_check and _ref_blocked(S, T, CF, ch, T.role[R_ACT], bl):
             continue
+        # (the queue's earliest cycle found before, unchanged since but for timing cells that only rise: a
+        # lower bound, so a queue it puts after clk has no ready command)
+        t = S.cq_t[ch * B + bl]
+        if t > clk:
+            tmin = min(tmin, t)
+            continue
         c, x = _cq_queue_cmd(S, T, CF, ch, bl, clk)
         if c >= 0:
             return c, np.int64(bl), x, tmin
+        S.cq_t[ch * B + bl] = x
         tmin = min(tmin, x)
     return np.int64(-1), np.int64(-1), np.int64(-1), tmin
 
 
-@_call
+@_inl
 def _cq_issue(S, T, CF, ch, c, bl, pos, clk):
     """Issue command c for the request at position pos of local bank bl's command queue. A column command
     serves the request (it leaves the queue); a posted write was acknowledged when it was accepted."""
@@ -1487,6 +1517,10 @@ def _cq_issue(S, T, CF, ch, c, bl, pos, clk):
     _progressed(S, clk)
     col = _request_command(S.r_class, S.r_col, T.role, T.cmd_bus, c, ri)
     _issue(S, T, CF, ch, c, bl, S.r_row[ri], col, _rw_src(S, ch, 0), clk)
+    # the queues of the banks it changed (rows, row hits, this queue) no longer have their earliest cycle found
+    r = T.rep[c, bl]
+    for k in range(T.tgt_off[c * T.banks + r], T.tgt_off[c * T.banks + r + 1]):
+        S.cq_t[ch * T.banks + T.tgt_banks[k]] = 0
     if T.cmd_bus[c] != 1:
         return
     for j in range(pos, S.cq_n[b] - 1):
@@ -1504,7 +1538,7 @@ def _cq_issue(S, T, CF, ch, c, bl, pos, clk):
         ri = S.r_follow[ri]
 
 
-@_call
+@_inl
 def _cq_move(S, T, CF, ch, clk):
     """Move at most one transaction into its bank's command queue: the oldest of the read queue, or of the
     write queue while draining, whose bank's queue has room. Draining starts when the write queue is full, or
@@ -1551,11 +1585,12 @@ def _cq_move(S, T, CF, ch, clk):
         S.act_n[qi] -= 1
     S.cq_req[b, S.cq_n[b]] = ri
     S.cq_n[b] += 1
+    S.cq_t[b] = 0
     _free_entry(S, qi, clk)
     return True
 
 
-@_call
+@_inl
 def _cq_accept(S, T, CF, ch, ri, w, clk):
     """posted_writes / merge_reads, at a request's acceptance. Posted: a request to the address of a waiting
     write (in the write queue or a command queue) is done at the next cycle and queued nowhere (returns True):
@@ -1591,7 +1626,12 @@ def _cq_accept(S, T, CF, ch, ri, w, clk):
     return False
 
 
-@_rw_part(_returns_inf)
+def _cq_step_skipped(S, T, CF, ch, clk, ref_issued, nxt):
+    """`_cq_step` in a variant without rw sources (never reached; numba's IR inliner takes no *args)."""
+    return INF
+
+
+@_rw_part(_cq_step_skipped, inline=True)
 def _cq_step(S, T, CF, ch, clk, ref_issued, nxt):
     """The bank_command_queue step after refresh (3.6): a single command bus takes the bank queues' command
     unless a refresh command issued; a dual bus (DRAMsim3's hbm_dual_cmd) asks the queues a second time after
@@ -1657,6 +1697,10 @@ def _refresh_step(S, T, CF, ch, clk):
             if t <= clk and not issued:
                 eff = _issue(S, T, CF, ch, c, bl, none, none, none, clk)
                 issued = True
+                if _cf(S.variant, CF, CF_CMDQ) > 0:
+                    # (bank_command_queue: a refresh command may close rows the bank queues' commands depend on)
+                    for x in range(ch * T.banks, (ch + 1) * T.banks):
+                        S.cq_t[x] = 0
                 if eff == E_REFRESH and c == T.role[R_RFMAB]:
                     S.ref_pending[g] &= ~REF_RFM
                     if S.ref_pending[g] == 0:

@@ -249,6 +249,8 @@ FIELDS: tuple[Field, ...] = (
     F("cq_n", I64, B_, 0, "queue", "entries of the bank's command queue"),
     F("cq_rr", I64, ("ch",), 0, "queue", "local bank whose command queue issued last (round robin)"),
     F("cq_drain", I64, ("ch",), 0, "queue", "writes left to move in the current write drain"),
+    F("cq_t", I64, B_, 0, "cache", "bank_command_queue: a lower bound of the earliest cycle a command of the bank's "
+      "queue may issue (timing cells only rise; 0 unknown, INF none; its queue, row or hits changing resets it)"),
     F("r_follow", I64, ("pool",), -1, "request", "the next read merged into this one (done with it; -1 none)",
       fresh=-1),
     F("variant", VARIANT, (0,), 0, "variant", "its dtype names the kernel variant", FIXED),

@@ -31,7 +31,6 @@ from archsim.results import load_result  # noqa: E402
 
 ARMS = ("bus", "per_cycle")
 CASE = "npupim-baseline_gpt3-7B_tp4_bs512_clb0"
-PARTS = ("", "logits_", "attend_")
 
 
 def per_cycle_mapping(runs: Path) -> str:
@@ -56,7 +55,7 @@ def build(out: Path) -> pd.DataFrame:
     rows = []
     for stage, ref in arms["per_cycle"].items():
         row = {"case": CASE, "stage": stage, "code_cycles": ref["code_cycles"]}
-        for part in PARTS:
+        for part in vs_code.PARTS:
             if pd.isna(ref.get(f"code_{part}cycles")):
                 continue
             row[f"code_{part}cycles"] = ref[f"code_{part}cycles"]
@@ -64,13 +63,7 @@ def build(out: Path) -> pd.DataFrame:
                 row[f"archsim_{part}cycles_{arm}"] = arms[arm][stage][f"archsim_{part}cycles"]
         row["pim_instructions"] = instructions if stage == "B" else 0
         rows.append(row)
-    df = pd.DataFrame(rows)
-    for part in PARTS:
-        for arm in ARMS:
-            df[f"abs_err_{part}{arm}"] = (df[f"archsim_{part}cycles_{arm}"] - df[f"code_{part}cycles"]).abs()
-            df[f"diff_pct_{part}{arm}"] = (100 * (df[f"archsim_{part}cycles_{arm}"] / df[f"code_{part}cycles"] - 1)).round(1)
-        moved = df[f"abs_err_{part}per_cycle"] < df[f"abs_err_{part}bus"]
-        df[f"moved_{part}toward_code"] = moved.where(df[f"code_{part}cycles"].notna())
+    df = vs_code.part_errors(pd.DataFrame(rows), ARMS)
     df.to_csv(out / "issue_toggle.csv", index=False)
     return df
 

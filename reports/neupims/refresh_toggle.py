@@ -52,22 +52,14 @@ def build(out: Path) -> pd.DataFrame:
             arms[arm] = {r["stage"]: r for r in vs_code.rows_of(case, res, code[code["case"] == case])}
         for stage, ref in arms["staggered"].items():
             row = {"case": case, "stage": stage, "code_cycles": ref["code_cycles"]}
-            for part in ("", "logits_", "attend_"):
+            for part in vs_code.PARTS:
                 if f"code_{part}cycles" not in ref or pd.isna(ref.get(f"code_{part}cycles")):
                     continue
                 row[f"code_{part}cycles"] = ref[f"code_{part}cycles"]
                 for arm in ARMS:
                     row[f"archsim_{part}cycles_{arm}"] = arms[arm][stage][f"archsim_{part}cycles"]
             rows.append(row)
-    df = pd.DataFrame(rows)
-    for part in ("", "logits_", "attend_"):
-        if f"code_{part}cycles" not in df:
-            continue
-        for arm in ARMS:
-            df[f"abs_err_{part}{arm}"] = (df[f"archsim_{part}cycles_{arm}"] - df[f"code_{part}cycles"]).abs()
-            df[f"diff_pct_{part}{arm}"] = (100 * (df[f"archsim_{part}cycles_{arm}"] / df[f"code_{part}cycles"] - 1)).round(1)
-        moved = df[f"abs_err_{part}staggered"] < df[f"abs_err_{part}together"]
-        df[f"moved_{part}toward_code"] = moved.where(df[f"code_{part}cycles"].notna())
+    df = vs_code.part_errors(pd.DataFrame(rows), ARMS)
     df.to_csv(out / "refresh_toggle.csv", index=False)
     return df
 

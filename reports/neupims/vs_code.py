@@ -150,6 +150,24 @@ def toggle_frame(rows: list[dict], arms: Iterable[str]) -> pd.DataFrame:
     return df
 
 
+PARTS = ("", "logits_", "attend_")     # a PIM stage whole, and its logits and attend parts (attend_split)
+
+
+def part_errors(df: pd.DataFrame, arms: tuple[str, str]) -> pd.DataFrame:
+    """A toggle table's error columns for the stage and each PIM part the code reports: per arm the difference
+    from the code in % and in cycles, and whether the second arm is closer to the code than the first."""
+    base, toggled = arms
+    for part in PARTS:
+        if f"code_{part}cycles" not in df:
+            continue
+        for arm in arms:
+            df[f"abs_err_{part}{arm}"] = (df[f"archsim_{part}cycles_{arm}"] - df[f"code_{part}cycles"]).abs()
+            df[f"diff_pct_{part}{arm}"] = (100 * (df[f"archsim_{part}cycles_{arm}"] / df[f"code_{part}cycles"] - 1)).round(1)
+        moved = df[f"abs_err_{part}{toggled}"] < df[f"abs_err_{part}{base}"]
+        df[f"moved_{part}toward_code"] = moved.where(df[f"code_{part}cycles"].notna())
+    return df
+
+
 def code_mem_bw_util(stage: pd.Series, channels: int) -> float:
     """NeuPIMs' mem_bw_util of a stage (Dram.cc:197-224, 264-272): reads, writes and READRES responses x the
     burst's 2 cycles / channels / stage cycles, in %."""

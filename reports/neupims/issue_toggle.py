@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import vs_code  # noqa: E402
 
-from archsim import paths  # noqa: E402
 from archsim.results import load_result  # noqa: E402
 
 ARMS = ("bus", "per_cycle")
@@ -35,9 +34,7 @@ CASE = "npupim-baseline_gpt3-7B_tp4_bs512_clb0"
 
 def per_cycle_mapping(runs: Path) -> str:
     """Mapping neupims_code with `pim_issue: per_cycle` (its attend_start is all_logits, which per_cycle needs)."""
-    text = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
-    assert "\npim_issue:" not in text, "mapping neupims_code sets pim_issue itself"
-    return vs_code.derived_mapping(runs, "neupims_code_pim_issue_per_cycle.yaml", append=("pim_issue: per_cycle",))
+    return vs_code.with_key(runs, "neupims_code_pim_issue_per_cycle.yaml", "pim_issue", "per_cycle")
 
 
 def build(out: Path) -> pd.DataFrame:

@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import vs_code  # noqa: E402
 
-from archsim import paths  # noqa: E402
 from archsim.results import load_result  # noqa: E402
 
 ARMS = ("together", "staggered")
@@ -33,9 +32,7 @@ CASES = [c for c in vs_code.CASES if not c.startswith(("npupim-", "npuonly-"))]
 
 
 def _staggered_mapping(runs: Path) -> str:
-    text = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text()
-    assert "\nrefresh_stagger:" not in text, "mapping neupims_code sets refresh_stagger itself"
-    return vs_code.derived_mapping(runs, "neupims_code_refresh_staggered.yaml", append=("refresh_stagger: true",))
+    return vs_code.with_key(runs, "neupims_code_refresh_staggered.yaml", "refresh_stagger", "true")
 
 
 def build(out: Path) -> pd.DataFrame:

@@ -127,6 +127,13 @@ def derived_mapping(runs: Path, filename: str, replace: dict[str, str] | None = 
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def with_key(runs: Path, filename: str, key: str, value: str) -> str:
+    """Mapping neupims_code with `key: value` appended (derived_mapping); the mapping must not set the key."""
+    text = paths.resolve("mappings", CONFIG["mapping"]).read_text()
+    assert f"\n{key}:" not in text, f"mapping {CONFIG['mapping']} sets {key} itself"
+    return derived_mapping(runs, filename, append=(f"{key}: {value}",))
+
+
 def toggle_main(doc: str, build: Callable[[Path], pd.DataFrame], argv: list[str] | None,
                 columns: list[str] | None = None) -> int:
     """A toggle script's command line: `-o DIR` (default: the report's own folder), the table built there and

@@ -33,11 +33,7 @@ def build(out: Path) -> pd.DataFrame:
     _code, runs = vs_code.toggle_inputs(out)
     cfg = vs_code.config(issue_toggle.CASE)
     cfg["mapping"] = issue_toggle.per_cycle_mapping(runs)
-    path = vs_code._run((cfg, runs))
-    res = load_result(path)
-    if "pim_units" not in res.tables:       # a run made before the table existed: re-run it
-        path.unlink()
-        res = load_result(vs_code._run((cfg, runs)))
+    res = load_result(vs_code._run((cfg, runs)))
     units = res.tables["pim_units"]
     units = units[(units["stage"] == "B") & (units["layer"] == 0)].set_index("unit")
     st = res.tables["stages"]

@@ -18,7 +18,7 @@ mapping with `pim_issue: per_cycle`, issue_toggle.py) and, for context, at the c
 NeuPIMs' own stage formula (make_report.whole_block_cycles), as code_ratios.csv does.
 
 Columns: dataset, batch, trace, status, code_neupims_cycles, code_npu_pim_cycles, code_ratio (NPU+PIM / NeuPIMs
-iteration cycles = NeuPIMs' speed-up), code_neupims_wall_s, code_npu_pim_wall_s (the code's run wall times, on a
+iteration cycles = NeuPIMs' speed-up), code_vs_paper_pct (the code's ratio / the paper's 1.6x - 1, in %), code_neupims_wall_s, code_npu_pim_wall_s (the code's run wall times, on a
 shared machine), archsim_neupims_cycles, archsim_npu_pim_issue_cycles, archsim_npu_pim_bus_cycles,
 archsim_ratio_issue, archsim_ratio_bus, diff_pct_issue and diff_pct_bus (archsim's ratio / the code's - 1, in %);
 then a "geomean" row over the points the code ran.
@@ -54,6 +54,7 @@ POINTS = {
     **{("alpaca", b): (f"{GEN}/alpaca-bs{b}-ms7B-tp4-pp1-clb-0.csv", f"gpt3-7B_tp4_alpaca_bs{b}_genclb0_sbi-on",
                        f"npupim-baseline_gpt3-7B_tp4_alpaca_bs{b}_genclb0") for b in (64, 256, 512)},
 }
+PAPER = make_report.PAPER["vs NPU+PIM"]      # the paper's NeuPIMs / NPU+PIM (paper.csv)
 ARMS = ("issue", "bus")     # archsim's NPU+PIM: the code's PIM issue path (per_cycle), the command bus's rate
 
 
@@ -82,7 +83,9 @@ def point_row(dataset: str, batch: int, code: pd.DataFrame, runs: Path, layers: 
               "issue": archsim_iteration({**base, "mapping": issue_toggle.per_cycle_mapping(runs)}, runs, layers)}
     row = {"dataset": dataset, "batch": batch, "trace": trace, "status": "ran" if ran else "not run",
            "code_neupims_cycles": code_neupims, "code_npu_pim_cycles": code_npupim,
-           "code_ratio": code_npupim / code_neupims, "code_neupims_wall_s": wall_neupims,
+           "code_ratio": code_npupim / code_neupims,
+           "code_vs_paper_pct": round(100 * (code_npupim / code_neupims / PAPER - 1), 1),
+           "code_neupims_wall_s": wall_neupims,
            "code_npu_pim_wall_s": wall_npupim, "archsim_neupims_cycles": neupims}
     for arm in ARMS:
         row[f"archsim_npu_pim_{arm}_cycles"] = npupim[arm]
@@ -99,6 +102,7 @@ def geomean_row(df: pd.DataFrame) -> dict:
     row = {"dataset": "geomean", "trace": f"{len(ran)} points the code ran", "status": "ran" if len(ran) else "not run"}
     for col in ("code_ratio", "archsim_ratio_issue", "archsim_ratio_bus"):
         row[col] = make_report._geo(ran[col])
+    row["code_vs_paper_pct"] = round(100 * (row["code_ratio"] / PAPER - 1), 1)
     for arm in ARMS:
         row[f"diff_pct_{arm}"] = round(100 * (row[f"archsim_ratio_{arm}"] / row["code_ratio"] - 1), 1)
     return row

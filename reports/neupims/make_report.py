@@ -406,6 +406,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
     md += _vs_code_section(c, vs)
+    md += _code_grid_section(c)
     md += _headline_section(c, frames)
     md += _code_rows_section(c, frames)
     md += _ablation_section(c, frames)
@@ -828,6 +829,82 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
     return md
 
 
+GRID = "code_grid.csv"       # code_grid.py: the released code's own NeuPIMs / NPU+PIM over the headline's 7B points
+GRID_POINTS = {"dataset": DATASETS, "status": "ran"}     # the rows of the points the code ran (not the geomean row)
+
+
+def _code_grid_section(c) -> list[str]:
+    """The released code's NeuPIMs / NPU+PIM at each of the headline's GPT3-7B points, archsim's beside it."""
+    from reports.claims import Fact
+
+    if not (c.folder / GRID).exists():
+        return []
+    df = pd.read_csv(c.folder / GRID)
+    md = ["## NeuPIMs / NPU+PIM as the released code itself gives it, over the headline's GPT3-7B points", "",
+          "`code_grid.py` (`code_grid.csv`): NeuPIMs' released simulator (sub-batch interleaving on) and its "
+          "`npu+pim` branch on the same batch snapshot at each GPT3-7B point of the headline, one decoder block each, "
+          "the whole model by the code's stage formula; the snapshots are the code's own (its repository's `clb-0` at "
+          "ShareGPT's largest batch, the others made by its generator with a fixed seed). archsim runs each point as in "
+          "the first section: NeuPIMs with the code's NPU, mapping and command bus; NPU+PIM with the code's PIM issue "
+          "path (`pim_issue: per_cycle`) and, for context, with its commands at the bus's rate. A point the code was "
+          "not run at is marked so. The code's wall times are from a shared machine.", "",
+          "| dataset | batch | code: NeuPIMs cycles | code: NPU+PIM cycles | code: NeuPIMs / NPU+PIM | archsim, the code's "
+          "issue path | archsim / code | archsim, the bus's rate | code wall time, NeuPIMs / NPU+PIM (s) |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in df.iterrows():
+        ran = r["status"] == "ran"
+        batch = "-" if pd.isna(r["batch"]) else f"{int(r['batch'])}"
+        cycles = (f"{_fmt(r['code_neupims_cycles'])} | {_fmt(r['code_npu_pim_cycles'])}" if ran else "not run | not run")
+        wall = (f"{_fmt(r['code_neupims_wall_s'])} / {_fmt(r['code_npu_pim_wall_s'])}"
+                if ran and r["dataset"] in DATASETS else "-")
+        code = f"{r['code_ratio']:.2f}x" if ran else "not run"
+        diff = f"{r['diff_pct_issue']:+.1f} %" if ran else "-"
+        md.append(f"| {r['dataset']} | {batch} | {cycles} | {code} | {r['archsim_ratio_issue']:.2f}x | {diff} | "
+                  f"{r['archsim_ratio_bus']:.2f}x | {wall} |")
+    paper = Fact("paper.csv", "paper", {"claim": "vs NPU+PIM"})
+    geo = {col: Fact(GRID, col, {"dataset": "geomean"}) for col in
+           ("code_ratio", "archsim_ratio_issue", "archsim_ratio_bus", "diff_pct_issue", "code_vs_paper_pct")}
+    if (df["status"] == "ran").sum() == 0 or df.loc[df["dataset"] == "geomean", "status"].iloc[0] != "ran":
+        return md + [""]
+    md += ["", c.say(
+        f"Over the {c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'count'), '{:.0f}')} points the code ran, its own "
+        f"NeuPIMs / NPU+PIM is {c.num(geo['code_ratio'])}x on the geomean, {c.num(geo['code_vs_paper_pct'], '{:+.0f}')} % "
+        f"from the paper's {c.num(paper, '{:.1f}')}x, and from {c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'min'))}x to "
+        f"{c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'max'))}x per point ("
+        f"{c.num(Fact(GRID, 'code_vs_paper_pct', GRID_POINTS, 'min'), '{:+.0f}')} % to "
+        f"{c.num(Fact(GRID, 'code_vs_paper_pct', GRID_POINTS, 'max'), '{:+.0f}')} % from the paper's): the paper's is "
+        + c.cmp(paper, "<", geo["code_ratio"], ("below", "not below")) + " the code's geomean, "
+        + c.cmp(paper, ">", Fact(GRID, "code_ratio", GRID_POINTS, "min"), ("above", "not above")) + " its lowest point and "
+        + c.cmp(paper, "<", Fact(GRID, "code_ratio", GRID_POINTS, "max"), ("below", "not below")) + " its highest."),
+           "", c.say(
+        "archsim in the code's configuration, its NPU+PIM with the code's issue path, gives "
+        f"{c.num(geo['archsim_ratio_issue'])}x on the geomean over the same points, "
+        f"{c.num(geo['diff_pct_issue'], '{:+.1f}')} % from the code's, and per point from "
+        f"{c.num(Fact(GRID, 'diff_pct_issue', GRID_POINTS, 'min'), '{:+.1f}')} % to "
+        f"{c.num(Fact(GRID, 'diff_pct_issue', GRID_POINTS, 'max'), '{:+.1f}')} % off the code's ratio; with the NPU+PIM's "
+        f"commands at the bus's rate it gives {c.num(geo['archsim_ratio_bus'])}x on the geomean."), ""]
+    return md
+
+
+def _code_grid_headline(c) -> list[str]:
+    """The headline's NPU+PIM paragraph's sentence on what the released code itself gives over the same points."""
+    from reports.claims import Fact
+
+    if not (c.folder / GRID).exists():
+        return []
+    df = pd.read_csv(c.folder / GRID)
+    if df.loc[df["dataset"] == "geomean", "status"].iloc[0] != "ran":
+        return []
+    paper, geo = Fact("paper.csv", "paper", {"claim": "vs NPU+PIM"}), Fact(GRID, "code_ratio", {"dataset": "geomean"})
+    return [c.say(
+        "The released code itself (its NeuPIMs and its `npu+pim` branch, `code_grid.csv`) gives NeuPIMs / NPU+PIM "
+        f"{c.num(geo)}x on the geomean over {c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'count'), '{:.0f}')} of the "
+        f"headline's GPT3-7B points, from {c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'min'))}x to "
+        f"{c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'max'))}x per point: the paper's "
+        f"{c.num(paper, '{:.1f}')}x is " + c.cmp(paper, "<", geo, ("below", "not below")) + " the code's own geomean, "
+        f"which is {c.num(Fact(GRID, 'code_vs_paper_pct', {'dataset': 'geomean'}), '{:+.0f}')} % from the paper's."), ""]
+
+
 def _headline_section(c, frames: dict[str, pd.DataFrame]) -> list[str]:
     from reports.claims import Fact
 
@@ -906,7 +983,7 @@ def _headline_section(c, frames: dict[str, pd.DataFrame]) -> list[str]:
         + " the first reading's geomean and "
         + c.cmp(Fact(P, "paper", {"claim": "vs NPU+PIM"}), ">", geo[ISSUE_BASE], ("above", "below"))
         + " the second's."),
-           "",
+           "", *_code_grid_headline(c),
            c.say(
         "With the code's NPU and definitions (the next section), the paper's "
         f"{c.num(Fact(P, 'paper', {'claim': 'vs NPU+PIM'}), '{:.1f}')}x against two readings of its NPU+PIM, the "

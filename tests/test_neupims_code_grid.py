@@ -60,6 +60,15 @@ def test_the_code_columns_follow_from_its_measured_rows(grid):
         assert r["code_ratio"] == pytest.approx(npupim / neupims, rel=1e-12)
         assert r["code_neupims_wall_s"] == cases[0]["wall_s"].iloc[0]
         assert r["diff_pct_issue"] == pytest.approx(100 * (r["archsim_ratio_issue"] / r["code_ratio"] - 1), abs=0.051)
+        if r["batch"] >= make_report.SBI_MIN_BATCH:       # the paper's NeuPIMs is the sub-batched one
+            assert r["code_ratio_paper_sbi"] == r["code_ratio"]
+            continue
+        off = code[(code["case"] == neupims_case.replace("_sbi-on", "_sbi-off")) & (code["stage"] != "block")]
+        if off.empty:
+            assert r["paper_sbi_status"] == "not run" and np.isnan(r["code_ratio_paper_sbi"])
+        else:
+            assert set(off["stage"]) == set("ABE")
+            assert r["code_ratio_paper_sbi"] == pytest.approx(npupim / make_report.whole_block_cycles(off, "code_cycles", LAYERS))
 
 
 def test_the_archsim_columns_follow_from_the_committed_runs(grid, monkeypatch):
@@ -77,6 +86,10 @@ def test_the_archsim_columns_follow_from_the_committed_runs(grid, monkeypatch):
             assert path.exists(), f"{r['dataset']} {r['batch']}: no committed run for {col}"
             st = load_result(path).tables["stages"].query("sample == 0")
             assert r[col] == make_report.whole_block_cycles(st, "cycles", LAYERS)
+        if r["batch"] < make_report.SBI_MIN_BATCH:         # the paper's NeuPIMs: no sub-batches, one layer
+            off = vs_code.case_config(neupims_case.replace("_sbi-on", "_sbi-off"), code_grid.MODEL, code_grid.TP, trace, False)
+            st = load_result(run_cache.run_path(runs, off)).tables["stages"].query("sample == 0")
+            assert r["archsim_neupims_paper_sbi_cycles"] == make_report.whole_block_cycles(st, "cycles", LAYERS)
         for arm in code_grid.ARMS:
             assert r[f"archsim_ratio_{arm}"] == pytest.approx(r[f"archsim_npu_pim_{arm}_cycles"] / r["archsim_neupims_cycles"])
 
@@ -100,10 +113,14 @@ def test_the_section_marks_a_point_not_run_and_its_claims_hold(tmp_path):
              "code_ratio": 3.0, "code_neupims_wall_s": 10.0, "code_npu_pim_wall_s": 5.0, "archsim_ratio_issue": 2.7,
              "archsim_ratio_bus": 1.0, "diff_pct_issue": -10.0, "code_vs_paper_pct": 87.5},
             {"dataset": "alpaca", "batch": 512, "status": "not run", "archsim_ratio_issue": 2.0, "archsim_ratio_bus": 1.0}]
+    for r, (code, ours) in zip(rows, [(1.5, 1.4), (2.5, 2.0), (float("nan"), 2.0)], strict=True):
+        r.update({"paper_sbi_status": "ran" if code == code else "not run", "code_ratio_paper_sbi": code,
+                  "archsim_ratio_issue_paper_sbi": ours})
     df = pd.DataFrame(rows)
     geo = {"dataset": "geomean", "status": "ran", "code_ratio": 6 ** 0.5, "archsim_ratio_issue": (2.2 * 2.7) ** 0.5,
            "archsim_ratio_bus": 1.0, "diff_pct_issue": round(100 * ((2.2 * 2.7) ** 0.5 / 6 ** 0.5 - 1), 1),
-           "code_vs_paper_pct": round(100 * (6 ** 0.5 / 1.6 - 1), 1)}
+           "code_vs_paper_pct": round(100 * (6 ** 0.5 / 1.6 - 1), 1), "paper_sbi_status": "ran",
+           "code_ratio_paper_sbi": (1.5 * 2.5) ** 0.5, "archsim_ratio_issue_paper_sbi": (1.4 * 2.0) ** 0.5}
     pd.concat([df, pd.DataFrame([geo])]).to_csv(tmp_path / "code_grid.csv", index=False)
     pd.DataFrame([{"claim": "vs NPU+PIM", "paper": 1.6}]).to_csv(tmp_path / "paper.csv", index=False)
     c = Claims(tmp_path)
@@ -116,3 +133,5 @@ def test_the_section_marks_a_point_not_run_and_its_claims_hold(tmp_path):
     assert "Over the 2 points the code ran" in text
     assert "from 2.00x to 3.00x per point" in text
     assert "the paper's is below the code's geomean, not above its lowest point and below its highest" in text
+    assert "| alpaca | 512 | not run | not run | not run | 2.00x | - | 1.00x | not run / 2.00x | - |" in text
+    assert "at the smaller batches the code's NeuPIMs / NPU+PIM is at most 2.50x" in text

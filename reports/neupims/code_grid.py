@@ -21,7 +21,11 @@ Columns: dataset, batch, trace, status, code_neupims_cycles, code_npu_pim_cycles
 iteration cycles = NeuPIMs' speed-up), code_vs_paper_pct (the code's ratio / the paper's 1.6x - 1, in %), code_neupims_wall_s, code_npu_pim_wall_s (the code's run wall times, on a
 shared machine), archsim_neupims_cycles, archsim_npu_pim_issue_cycles, archsim_npu_pim_bus_cycles,
 archsim_ratio_issue, archsim_ratio_bus, diff_pct_issue and diff_pct_bus (archsim's ratio / the code's - 1, in %);
-then a "geomean" row over the points the code ran.
+paper_sbi_status, code_neupims_paper_sbi_cycles, code_ratio_paper_sbi, archsim_neupims_paper_sbi_cycles,
+archsim_ratio_issue_paper_sbi, diff_pct_issue_paper_sbi: the same with NeuPIMs as the paper runs it, sub-batch
+interleaving only from batch 256 on (below it both simulators' NeuPIMs without it, one layer; the code's
+`..._sbi-off` case); then a "geomean" row over the points the code ran (for the paper_sbi columns: the points
+whose paper_sbi_status is "ran").
 """
 from __future__ import annotations
 
@@ -93,11 +97,30 @@ def point_row(dataset: str, batch: int, code: pd.DataFrame, runs: Path, layers: 
         row[f"archsim_ratio_{arm}"] = npupim[arm] / neupims
     for arm in ARMS:
         row[f"diff_pct_{arm}"] = round(100 * (row[f"archsim_ratio_{arm}"] / row["code_ratio"] - 1), 1)
-    return row
+    return {**row, **paper_sbi(neupims_case, trace, batch, row, code, runs, layers)}
+
+
+def paper_sbi(neupims_case: str, trace: str, batch: int, row: dict, code: pd.DataFrame, runs: Path,
+              layers: int) -> dict:
+    """The same ratios with NeuPIMs as the paper runs it: sub-batch interleaving only from batch
+    make_report.SBI_MIN_BATCH on, below it the code's and archsim's NeuPIMs without it (the `_sbi-off` case)."""
+    if batch >= make_report.SBI_MIN_BATCH:
+        code_neupims, neupims = row["code_neupims_cycles"], row["archsim_neupims_cycles"]
+    else:
+        off = neupims_case.replace("_sbi-on", "_sbi-off")
+        code_neupims = code_iteration(code, off, layers)[0]
+        neupims = archsim_iteration(vs_code.case_config(off, MODEL, TP, trace, False), runs, layers)
+    ratio = row["code_npu_pim_cycles"] / code_neupims
+    out = {"paper_sbi_status": "ran" if np.isfinite(ratio) else "not run", "code_neupims_paper_sbi_cycles": code_neupims,
+           "code_ratio_paper_sbi": ratio, "archsim_neupims_paper_sbi_cycles": neupims}
+    out["archsim_ratio_issue_paper_sbi"] = row["archsim_npu_pim_issue_cycles"] / neupims
+    out["diff_pct_issue_paper_sbi"] = round(100 * (out["archsim_ratio_issue_paper_sbi"] / ratio - 1), 1)
+    return out
 
 
 def geomean_row(df: pd.DataFrame) -> dict:
-    """Geometric means of the ratios over the points the code ran (archsim's over the same points)."""
+    """Geometric means of the ratios over the points the code ran (archsim's over the same points; for the paper_sbi
+    columns the points with paper_sbi_status "ran")."""
     ran = df[df["status"] == "ran"]
     row = {"dataset": "geomean", "trace": f"{len(ran)} points the code ran", "status": "ran" if len(ran) else "not run"}
     for col in ("code_ratio", "archsim_ratio_issue", "archsim_ratio_bus"):
@@ -105,7 +128,30 @@ def geomean_row(df: pd.DataFrame) -> dict:
     row["code_vs_paper_pct"] = round(100 * (row["code_ratio"] / PAPER - 1), 1)
     for arm in ARMS:
         row[f"diff_pct_{arm}"] = round(100 * (row[f"archsim_ratio_{arm}"] / row["code_ratio"] - 1), 1)
+    ran_paper = df[df["paper_sbi_status"] == "ran"]
+    row["paper_sbi_status"] = "ran" if len(ran_paper) else "not run"
+    for col in ("code_ratio_paper_sbi", "archsim_ratio_issue_paper_sbi"):
+        row[col] = make_report._geo(ran_paper[col])
+    row["diff_pct_issue_paper_sbi"] = round(100 * (row["archsim_ratio_issue_paper_sbi"] / row["code_ratio_paper_sbi"] - 1), 1)
     return row
+
+
+def paper_sbi(neupims_case: str, trace: str, batch: int, row: dict, code: pd.DataFrame, runs: Path,
+              layers: int) -> dict:
+    """The same ratios with NeuPIMs as the paper runs it: sub-batch interleaving only from batch
+    make_report.SBI_MIN_BATCH on, below it the code's and archsim's NeuPIMs without it (the `_sbi-off` case)."""
+    if batch >= make_report.SBI_MIN_BATCH:
+        code_neupims, neupims = row["code_neupims_cycles"], row["archsim_neupims_cycles"]
+    else:
+        off = neupims_case.replace("_sbi-on", "_sbi-off")
+        code_neupims = code_iteration(code, off, layers)[0]
+        neupims = archsim_iteration(vs_code.case_config(off, MODEL, TP, trace, False), runs, layers)
+    ratio = row["code_npu_pim_cycles"] / code_neupims
+    out = {"paper_sbi_status": "ran" if np.isfinite(ratio) else "not run", "code_neupims_paper_sbi_cycles": code_neupims,
+           "code_ratio_paper_sbi": ratio, "archsim_neupims_paper_sbi_cycles": neupims}
+    out["archsim_ratio_issue_paper_sbi"] = row["archsim_npu_pim_issue_cycles"] / neupims
+    out["diff_pct_issue_paper_sbi"] = round(100 * (out["archsim_ratio_issue_paper_sbi"] / ratio - 1), 1)
+    return out
 
 
 def build(out: Path) -> pd.DataFrame:

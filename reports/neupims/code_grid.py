@@ -136,24 +136,6 @@ def geomean_row(df: pd.DataFrame) -> dict:
     return row
 
 
-def paper_sbi(neupims_case: str, trace: str, batch: int, row: dict, code: pd.DataFrame, runs: Path,
-              layers: int) -> dict:
-    """The same ratios with NeuPIMs as the paper runs it: sub-batch interleaving only from batch
-    make_report.SBI_MIN_BATCH on, below it the code's and archsim's NeuPIMs without it (the `_sbi-off` case)."""
-    if batch >= make_report.SBI_MIN_BATCH:
-        code_neupims, neupims = row["code_neupims_cycles"], row["archsim_neupims_cycles"]
-    else:
-        off = neupims_case.replace("_sbi-on", "_sbi-off")
-        code_neupims = code_iteration(code, off, layers)[0]
-        neupims = archsim_iteration(vs_code.case_config(off, MODEL, TP, trace, False), runs, layers)
-    ratio = row["code_npu_pim_cycles"] / code_neupims
-    out = {"paper_sbi_status": "ran" if np.isfinite(ratio) else "not run", "code_neupims_paper_sbi_cycles": code_neupims,
-           "code_ratio_paper_sbi": ratio, "archsim_neupims_paper_sbi_cycles": neupims}
-    out["archsim_ratio_issue_paper_sbi"] = row["archsim_npu_pim_issue_cycles"] / neupims
-    out["diff_pct_issue_paper_sbi"] = round(100 * (out["archsim_ratio_issue_paper_sbi"] / ratio - 1), 1)
-    return out
-
-
 def build(out: Path) -> pd.DataFrame:
     code, runs = vs_code.toggle_inputs(out)
     layers = load_model(MODEL).n_layers

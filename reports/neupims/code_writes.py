@@ -14,8 +14,9 @@ that work; these rows show how much of each channel's write traffic fell there.
 Columns, for each operation (logits, attend): {op}_pim_first / {op}_pim_last (start of the first and last log
 interval, from the operation's start, in which the channel returned READRES data), {op}_write_bytes (bytes written
 to the channel during the operation), {op}_write_bytes_in_pim (of them, in the intervals from its first to its last
-READRES interval), {op}_write_intervals_in_pim (those intervals with writes), {op}_pim_intervals (intervals in that
-span); interval (cycles per log interval).
+READRES interval), {op}_write_intervals_in_pim (those intervals with writes), {op}_first_write_in_pim (the first of
+them, from the operation's start; -1: none), {op}_pim_intervals (intervals in that span); interval (cycles per log
+interval).
 """
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ def build(log_dir: Path) -> pd.DataFrame:
             row[f"{op}_write_bytes"] = int(during["MemoryWrites"].sum())
             row[f"{op}_write_bytes_in_pim"] = int(inside["MemoryWrites"].sum())
             row[f"{op}_write_intervals_in_pim"] = int((inside["MemoryWrites"] > 0).sum())
+            writes = inside[inside["MemoryWrites"] > 0]
+            row[f"{op}_first_write_in_pim"] = int(writes["StartCycle"].min()) - start if len(writes) else -1
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -401,7 +401,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -589,15 +589,75 @@ def _issue_channels(c) -> str:
             f"{c.num(Fact(IC, f'code_{part}_after_ch0', {'channel': 31}), '{:,.0f}')} ({c.num(spread, '{:+.1f}')} %)")
     every = c.cmp(Fact(IC, "diff_logits", {}, "max"), "<", Fact.zero(),
                   ("every channel's logits end before the code's", "not every channel's logits end before the code's"))
-    where = ("so what is left sits in each channel's own PIM execution, not in the issue path's spread; its cause "
-             "is not traced (candidates not modelled: the controller's PIM mode, entered and left per tile of GEMVs, "
-             "NS/newton_command_queue.cc:54-93, 453-468; each request's softmax results written out, MOVOUT, among "
-             "the logits' PIM commands, [npu+pim] NeuPIMSLogitSoftmax.cc:270-290)" if closer else
+    where = ("so what is left sits in each channel's own PIM execution, not in the issue path's spread" if closer else
              "so the issue path's spread does not agree better than the first channel's own end")
     return ("Channel by channel (`issue_channels.py`, archsim's per-channel ends beside `code_channels.csv`), "
             f"{every}; channel 0, issued first and waiting for no other channel, ends {parts[0]}; it ends {parts[1]}: "
             f"{where}. The code's ends are those of "
-            f"{c.num(Fact('code_channels.csv', 'interval', {'channel': 0}), '{:,.0f}')}-cycle log intervals.")
+            f"{c.num(Fact('code_channels.csv', 'interval', {'channel': 0}), '{:,.0f}')}-cycle log intervals."
+            + (" " + _npupim_channel0(c) if closer else ""))
+
+
+def _npupim_channel0(c) -> str:
+    """What channel 0's own PIM execution in the code's NPU+PIM run is (and is not) held back by: the softmax
+    results' writes (code_writes.csv, from the code's traffic logs) and the staggered refresh
+    (npupim_refresh_toggle.csv; refresh_toggle.csv for NeuPIMs' own cases)."""
+    from reports.claims import Fact
+    W, R, RT = "code_writes.csv", "npupim_refresh_toggle.csv", "refresh_toggle.csv"
+    ch0 = {"channel": 0}
+    b, blk = {"stage": "B"}, {"stage": "block"}
+    models = {"stage": "B", "case": [f"{m}_{s}" for m in ("gpt3-7B_tp4_bs512_clb0", "gpt3-7B_tp4_bs256_genclb0",
+                                                          "gpt3-13B_tp8_bs256_genclb0") for s in ("sbi-on", "sbi-off")]}
+
+    def moved(err: str, where: dict, words=("toward the code", "away from the code")) -> str:
+        return c.cmp(Fact(R, f"{err}_staggered", where), "<", Fact(R, f"{err}_together", where), words)
+
+    def change(col: str, where: dict) -> str:
+        return (f"{c.num(Fact(R, f'{col}_together', where), '{:+.1f}')} % to "
+                f"{c.num(Fact(R, f'{col}_staggered', where), '{:+.1f}')} %")
+
+    in_pim = Fact(W, "logits_write_bytes_in_pim", ch0)
+    writes = (
+        "The softmax results' writes do not hold channel 0 back: each request's MOVOUT of them follows its logits "
+        "GEMVs in the same tile ([npu+pim] NeuPIMSLogitSoftmax.cc:270-290), the core queues its writes behind the "
+        "channel's PIM instructions ([npu+pim] NeuPIMSystolicWS.cc:216-243, Core.cc:230-246) and the Newton "
+        "controller takes no read or write while its PIM queue holds a command (NS/newton_command_queue.cc:151-165); "
+        "in the code's run (`code_writes.py`, from its per-channel traffic logs) "
+        f"{c.num(in_pim, '{:,.0f}')} of the {c.num(Fact(W, 'logits_write_bytes', ch0), '{:,.0f}')} bytes written to "
+        f"channel 0 during the logits fell inside its own PIM work, in "
+        f"{c.num(Fact(W, 'logits_write_intervals_in_pim', ch0), '{:.0f}')} of its "
+        f"{c.num(Fact(W, 'logits_pim_intervals', ch0), '{:.0f}')} log intervals, the first at "
+        f"{c.num(Fact(W, 'logits_first_write_in_pim', ch0), '{:,.0f}')} cycles, where its last READRES interval "
+        f"starts at {c.num(Fact(W, 'logits_pim_last', ch0), '{:,.0f}')} "
+        f"({c.num(Fact(W, 'logits_write_bytes_in_pim', {}, 'sum', over=Fact(W, 'logits_write_bytes', {}, 'sum'), scale=100), '{:.0f}')} % "
+        "of the logits' writes over all channels fell inside the channel's own PIM work).")
+    refresh = (
+        " Part of it is the refresh: the branch's device config sets no refresh policy "
+        "([npu+pim] extern/NewtonSim/configs/HBM2_8Gb_x128_singlepim.ini), so NewtonSim's default staggers the ranks' "
+        "refreshes (one rank every tREFI / ranks, NS/configuration.cc:284, NS/refresh.cc:13-37), and the Newton "
+        "controller admits a GEMV only if its estimated latency fits before the next refresh "
+        "(NS/newton_command_queue.cc:320-346, NS/channel_state.cc:271-329). With archsim's `refresh_stagger: true` "
+        "on the per_cycle case (`npupim_refresh_toggle.py`) channel 0's logits end goes from "
+        f"{change('diff_pct_ch0_logits', b)} off the code's, {moved('abs_err_ch0_logits', b)}, its attend end from "
+        f"{change('diff_pct_ch0_attend', b)}, {moved('abs_err_ch0_attend', b)}, stage B from {change('diff_pct', b)} "
+        f"(its logits {change('diff_pct_logits', b)}, its attend {change('diff_pct_attend', b)}), "
+        f"{moved('abs_err', b)}, and the block from {change('diff_pct', blk)}, {moved('abs_err', blk)}; stage A goes "
+        f"from {change('diff_pct', {'stage': 'A'})} and stage E from {change('diff_pct', {'stage': 'E'})}, "
+        + c.cmp(Fact(R, "abs_err_staggered", {"stage": ["A", "E"]}, "sum"), "<",
+                Fact(R, "abs_err_together", {"stage": ["A", "E"]}, "sum"), ("toward the code", "away from it"))
+        + ". On NeuPIMs' own cases the same key takes stage B from "
+        f"{c.num(Fact(RT, 'diff_pct_together', models, 'min'), '{:+.1f}')} .. "
+        f"{c.num(Fact(RT, 'diff_pct_together', models, 'max'), '{:+.1f}')} % to "
+        f"{c.num(Fact(RT, 'diff_pct_staggered', models, 'min'), '{:+.1f}')} .. "
+        f"{c.num(Fact(RT, 'diff_pct_staggered', models, 'max'), '{:+.1f}')} % (`refresh_toggle.csv`), "
+        + c.cmp(Fact(RT, "abs_err_staggered", models, "sum"), "<", Fact(RT, "abs_err_together", models, "sum"),
+                ("toward the code", "away from the code"))
+        + ": archsim's PIM stream issues a row set's G_ACTs in compiled order where the code issues the other "
+        "rank's during a rank's tRFC (NS/channel_state.cc:154-186, docs/presets.md), so the key is not adopted in the code's mappings, and the "
+        "headline compares NeuPIMs and NPU+PIM under one refresh rule. The rest of channel 0's gap under the "
+        f"staggered refresh, {c.num(Fact(R, 'diff_pct_ch0_logits_staggered', b), '{:+.1f}')} % in its logits, is "
+        "not traced.")
+    return writes + refresh
 
 def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
     from reports.claims import Fact

@@ -6,9 +6,9 @@ Run:  .venv/bin/python reports/neupims/code_writes.py LOG_DIR [-o DIR]
 LOG_DIR is the log folder of the npu+pim branch's run of the case npupim-baseline_gpt3-7B_tp4_bs512_clb0 (as for
 code_channels.py). The logits operation writes each request's softmax results out (a MOVOUT per head after its
 GEMVs, [npu+pim] src/operations/NeuPIMSLogitSoftmax.cc:270-290), the attend its outputs; the core puts a MOVOUT's
-writes into the same per-channel request queue as the PIM instructions (src/NeuPIMSystolicWS.cc:216-243,
+writes into the same per-channel request queue as the PIM instructions (src/NeuPIMSystolicWS.cc:221-254,
 src/Core.cc:230-246), and the Newton controller takes no read or write while its PIM queue holds a command
-(extern/NewtonSim/src/newton_command_queue.cc:151-165). A write served inside a channel's own PIM work would stall
+(extern/NewtonSim/src/newton_command_queue.cc:153-165). A write served inside a channel's own PIM work would stall
 that work; these rows show how much of each channel's write traffic fell there.
 
 Columns, for each operation (logits, attend): {op}_pim_first / {op}_pim_last (start of the first and last log

@@ -620,8 +620,8 @@ def _npupim_channel0(c) -> str:
     writes = (
         "The softmax results' writes do not hold channel 0 back: each request's MOVOUT of them follows its logits "
         "GEMVs in the same tile ([npu+pim] NeuPIMSLogitSoftmax.cc:270-290), the core queues its writes behind the "
-        "channel's PIM instructions ([npu+pim] NeuPIMSystolicWS.cc:216-243, Core.cc:230-246) and the Newton "
-        "controller takes no read or write while its PIM queue holds a command (NS/newton_command_queue.cc:151-165); "
+        "channel's PIM instructions ([npu+pim] NeuPIMSystolicWS.cc:221-254, Core.cc:230-246) and the Newton "
+        "controller takes no read or write while its PIM queue holds a command (NS/newton_command_queue.cc:153-165); "
         "in the code's run (`code_writes.py`, from its per-channel traffic logs) "
         f"{c.num(in_pim, '{:,.0f}')} of the {c.num(Fact(W, 'logits_write_bytes', ch0), '{:,.0f}')} bytes written to "
         f"channel 0 during the logits fell inside its own PIM work, in "
@@ -630,13 +630,17 @@ def _npupim_channel0(c) -> str:
         f"{c.num(Fact(W, 'logits_first_write_in_pim', ch0), '{:,.0f}')} cycles, where its last READRES interval "
         f"starts at {c.num(Fact(W, 'logits_pim_last', ch0), '{:,.0f}')} "
         f"({c.num(Fact(W, 'logits_write_bytes_in_pim', {}, 'sum', over=Fact(W, 'logits_write_bytes', {}, 'sum'), scale=100), '{:.0f}')} % "
-        "of the logits' writes over all channels fell inside the channel's own PIM work).")
+        "of the logits' writes over all channels fell inside the channel's own PIM work). Nor does the PIM mode by "
+        "itself: the Newton controller enters it at a GEMV's PIM_HEADER and leaves it with the GEMV's last command "
+        "(NS/newton_command_queue.cc:332-346, 464-468), with no latency of its own; it keeps reads and writes out, "
+        "which channel 0 did not have during its PIM work, and the code's G_ACTs, one row set per PIM_HEADER, are "
+        "as many as NeuPIMs' own (`code_commands.csv`, above).")
     refresh = (
         " Part of it is the refresh: the branch's device config sets no refresh policy "
         "([npu+pim] extern/NewtonSim/configs/HBM2_8Gb_x128_singlepim.ini), so NewtonSim's default staggers the ranks' "
         "refreshes (one rank every tREFI / ranks, NS/configuration.cc:284, NS/refresh.cc:13-37), and the Newton "
         "controller admits a GEMV only if its estimated latency fits before the next refresh "
-        "(NS/newton_command_queue.cc:320-346, NS/channel_state.cc:271-329). With archsim's `refresh_stagger: true` "
+        "(NS/newton_command_queue.cc:332-346, NS/channel_state.cc:271-329). With archsim's `refresh_stagger: true` "
         "on the per_cycle case (`npupim_refresh_toggle.py`) channel 0's logits end goes from "
         f"{change('diff_pct_ch0_logits', b)} off the code's, {moved('abs_err_ch0_logits', b)}, its attend end from "
         f"{change('diff_pct_ch0_attend', b)}, {moved('abs_err_ch0_attend', b)}, stage B from {change('diff_pct', b)} "

@@ -6,7 +6,7 @@ is) or in turn (`refresh_stagger: true` added); writes reports/neupims/npupim_re
 The branch's device config sets no refresh policy ([npu+pim] extern/NewtonSim/configs/HBM2_8Gb_x128_singlepim.ini),
 so NewtonSim's default RANK_LEVEL_STAGGERED holds (NS/configuration.cc:284, NS/refresh.cc:13-37): one rank's refresh
 every tREFI / ranks, and its Newton controller admits a GEMV (PIM_HEADER) only if its estimated latency fits before
-the next one (NS/newton_command_queue.cc:54-67, 320-346; NS/channel_state.cc:271-329). A GEMV needs every bank of
+the next one (NS/newton_command_queue.cc:54-67, 332-346; NS/channel_state.cc:271-329). A GEMV needs every bank of
 the channel, so each rank's refresh stops the channel's PIM work.
 
 Run:  .venv/bin/python reports/neupims/npupim_refresh_toggle.py [-o DIR]

@@ -9,6 +9,14 @@ every tREFI / ranks, and its Newton controller admits a GEMV (PIM_HEADER) only i
 the next one (NS/newton_command_queue.cc:54-67, 332-346; NS/channel_state.cc:271-329). A GEMV needs every bank of
 the channel, so each rank's refresh stops the channel's PIM work.
 
+Beside them the same case without refresh on both sides: archsim with `refresh: false`, the code with its device
+config's tREFI past the run's end (code_norefresh.csv, the driver's rows of that run:
+`benchmarks/neupims_code/run_neupims.py --sim-dir SRC_NPUPIM --case npupim-baseline_gpt3-7B_tp4_bs512_clb0_norefresh
+--model-config SRC_NPUPIM/configs/model_configs/gpt3-7B.json --trace share-gpt2-bs512-ms7B-tp4-clb-0.csv
+--sys-config SRC_NPUPIM/configs/system_configs/npupim.json --mem-config SRC_NPUPIM/configs/memory_configs/newton.json
+--newton-set tREFI=100000000 --log-dir LOG --out code_norefresh.csv`), so that each simulator's refresh cost (its
+cycles with refresh minus without) can be set side by side.
+
 Run:  .venv/bin/python reports/neupims/npupim_refresh_toggle.py [-o DIR]
 
 Columns: case, stage (A, B, E and the block), code_cycles, archsim_cycles_together, archsim_cycles_staggered (runs
@@ -17,7 +25,11 @@ refresh is closer to the code); for stage B its logits and attend parts the same
 on the B row, channel 0's own ends (it is issued first and waits for no other channel: its PIM execution alone):
 code_ch0_logits_end / archsim_ch0_logits_end_* (cycles from the logits' start; the code's from code_channels.csv,
 the end of a 1,000-cycle log interval), code_ch0_attend_end / archsim_ch0_attend_end_* (from the attend's release),
-abs_err_ch0_*, diff_pct_ch0_*, moved_ch0_*_toward_code.
+abs_err_ch0_*, diff_pct_ch0_*, moved_ch0_*_toward_code. Without refresh (stage rows, and the B row's parts):
+code_{part}cycles_norefresh, archsim_{part}cycles_none, diff_pct_{part}none (archsim / code - 1 without refresh, in
+%), code_{part}refresh_cost (the code's cycles with refresh minus without), archsim_{part}refresh_cost_together /
+_staggered (archsim's, each arm minus `none`), refresh_cost_{part}closer (True: the staggered arm's refresh cost is
+closer to the code's than the together arm's).
 """
 from __future__ import annotations
 
@@ -71,6 +83,12 @@ def build(out: Path) -> pd.DataFrame:
         res = load_result(vs_code._run((cfg, runs)))
         arms[arm] = {r["stage"]: r for r in vs_code.rows_of(CASE, res, code[code["case"] == CASE])}
         ch0[arm] = channel0_ends(res)
+    # without refresh on both sides: archsim `refresh: false` (the together arm's mapping), the code's norefresh run
+    cfg = vs_code.config(CASE)
+    cfg["mapping"], cfg["refresh"] = mapping(runs, "together"), False
+    norefresh = pd.read_csv(HERE / "code_norefresh.csv")
+    none = {r["stage"]: r for r in vs_code.rows_of(CASE, load_result(vs_code._run((cfg, runs))),
+                                                   norefresh[norefresh["stage"] != "block"])}
     code_ch0 = pd.read_csv(HERE / "code_channels.csv").set_index("channel").loc[0]
     rows = []
     for stage, ref in arms["together"].items():
@@ -81,6 +99,11 @@ def build(out: Path) -> pd.DataFrame:
             row[f"code_{part}cycles"] = ref[f"code_{part}cycles"]
             for arm in ARMS:
                 row[f"archsim_{part}cycles_{arm}"] = arms[arm][stage][f"archsim_{part}cycles"]
+        for part in vs_code.PARTS:
+            if pd.isna(ref.get(f"code_{part}cycles")):
+                continue
+            row[f"code_{part}cycles_norefresh"] = none[stage][f"code_{part}cycles"]
+            row[f"archsim_{part}cycles_none"] = none[stage][f"archsim_{part}cycles"]
         if stage == "B":
             for part in ("logits", "attend"):
                 row[f"code_ch0_{part}_end"] = int(code_ch0[f"{part}_end"])
@@ -95,6 +118,15 @@ def build(out: Path) -> pd.DataFrame:
             df[f"diff_pct_ch0_{part}_{arm}"] = (100 * (df[f"archsim_ch0_{part}_end_{arm}"] / code_end - 1)).round(1)
         moved = df[f"abs_err_ch0_{part}_staggered"] < df[f"abs_err_ch0_{part}_together"]
         df[f"moved_ch0_{part}_toward_code"] = moved.where(code_end.notna())
+    for part in vs_code.PARTS:
+        if f"code_{part}cycles_norefresh" not in df:
+            continue
+        df[f"diff_pct_{part}none"] = (100 * (df[f"archsim_{part}cycles_none"] / df[f"code_{part}cycles_norefresh"] - 1)).round(1)
+        df[f"code_{part}refresh_cost"] = df[f"code_{part}cycles"] - df[f"code_{part}cycles_norefresh"]
+        for arm in ARMS:
+            df[f"archsim_{part}refresh_cost_{arm}"] = df[f"archsim_{part}cycles_{arm}"] - df[f"archsim_{part}cycles_none"]
+        off = {arm: (df[f"archsim_{part}refresh_cost_{arm}"] - df[f"code_{part}refresh_cost"]).abs() for arm in ARMS}
+        df[f"refresh_cost_{part}closer"] = (off["staggered"] < off["together"]).where(df[f"code_{part}cycles"].notna())
     df.to_csv(out / "npupim_refresh_toggle.csv", index=False)
     return df
 

@@ -96,3 +96,85 @@ def test_channel0_paragraph_words_its_directions_from_the_rows(tmp_path):
     off.to_csv(tmp_path / "npupim_refresh_toggle.csv", index=False)
     text = mr._npupim_channel0(Claims(tmp_path))
     assert text.split("channel 0's logits end goes from")[1].split(",")[1].strip() == "away from the code"
+
+
+def test_npupim_refresh_toggle_without_refresh_columns_follow_from_the_runs():
+    """The no-refresh columns: the code's are code_norefresh.csv's (the code's run with its refresh pushed past the
+    run's end), each refresh cost is a side's cycles with refresh minus without, and `closer` compares the arms'
+    distances from the code's cost."""
+    df = pd.read_csv(FOLDER / "npupim_refresh_toggle.csv").set_index("stage")
+    norefresh = pd.read_csv(FOLDER / "code_norefresh.csv").set_index("stage")
+    assert (df["code_cycles_norefresh"] == norefresh.loc[df.index, "code_cycles"]).all()
+    ops = dict(x.split("=") for x in norefresh.loc["B", "pim_ops"].split(";"))
+    assert df.loc["B", "code_logits_cycles_norefresh"] == int(ops["NeuPIMSLogitSoftmax"])
+    assert df.loc["B", "code_attend_cycles_norefresh"] == int(ops["NeuPIMSAttend"])
+    for part in ("", "logits_", "attend_"):
+        rows = ["B"] if part else list(df.index)
+        sub = df.loc[rows]
+        assert (sub[f"code_{part}refresh_cost"] == sub[f"code_{part}cycles"] - sub[f"code_{part}cycles_norefresh"]).all()
+        for arm in ("together", "staggered"):
+            cost = sub[f"archsim_{part}cycles_{arm}"] - sub[f"archsim_{part}cycles_none"]
+            assert (sub[f"archsim_{part}refresh_cost_{arm}"] == cost).all()
+            assert (sub[f"refresh_cost_{part}off_{arm}"] == (cost - sub[f"code_{part}refresh_cost"]).abs()).all()
+        assert (sub[f"refresh_cost_{part}closer"].astype(bool)
+                == (sub[f"refresh_cost_{part}off_staggered"] < sub[f"refresh_cost_{part}off_together"])).all()
+
+
+def test_refresh_stagger_is_on_only_in_the_npu_pim_branchs_mapping():
+    """refresh_stagger: the code's NPU+PIM with its issue path (npu_pim_code_issue) takes it, whose refresh cost it
+    matches (npupim_refresh_toggle.csv); every other shipped NeuPIMs mapping keeps the default."""
+    from archsim import paths
+    from archsim.systems.neupims.config import setup
+
+    small = {"model": "gpt3-small", "layers": 1, "batch": 8}
+    names = [n for n in paths.shipped_names("mappings") if n.startswith(("neupims", "npu_pim"))]
+    assert "npu_pim_code_issue" in names and len(names) > 4
+    for name in names:
+        policy = setup({"system": "npu_pim", **small, "mapping": name}).policy
+        assert policy.refresh_stagger == (name == "npu_pim_code_issue"), name
+
+
+def test_driver_replaces_newton_config_lines_in_a_copy(tmp_path):
+    """run_neupims.py --newton-set: the memory config and its NewtonSim device config copied into the log folder,
+    the named line replaced, the checkout untouched; a key the device config does not set is a usage error (exit 2)."""
+    import json
+
+    import pytest
+    sys.path.insert(0, str(ROOT / "benchmarks" / "neupims_code"))
+    import run_neupims
+
+    sim = tmp_path / "sim"
+    (sim / "src").mkdir(parents=True)
+    (sim / "configs").mkdir()
+    ini = sim / "configs" / "dev.ini"
+    ini.write_text("[timing]\ntCK = 1\ntREFI = 3900\ntREFIb = 128\n")
+    mem = sim / "configs" / "mem.json"
+    mem.write_text(json.dumps({"dram_type": "newton", "pim_config_path": "../configs/dev.ini"}))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    out = run_neupims.newton_config_with(str(sim), str(mem), ["tREFI=100000000"], str(logs))
+    copied = json.loads(Path(out).read_text())
+    assert Path(copied["pim_config_path"]).parent == logs
+    text = Path(copied["pim_config_path"]).read_text()
+    assert "tREFI = 100000000\n" in text and "tREFIb = 128" in text and "tCK = 1" in text
+    assert "tREFI = 3900" in ini.read_text()
+    with pytest.raises(SystemExit) as exc:
+        run_neupims.newton_config_with(str(sim), str(mem), ["tNOPE=1"], str(logs))
+    assert exc.value.code == 2
+
+
+def test_paragraph_words_the_refresh_cost_comparison_from_the_rows(tmp_path):
+    """'the staggered rule the closer' only while the staggered arm's refresh cost is nearer the code's; a made-up
+    table where it is not says the together rule is."""
+    mr = _make_report()
+    df = pd.read_csv(FOLDER / "npupim_refresh_toggle.csv")
+    text = mr._npupim_channel0(Claims(FOLDER))
+    b = df["stage"] == "B"
+    closer = bool(df.loc[b, "refresh_cost_off_staggered"].iloc[0] < df.loc[b, "refresh_cost_off_together"].iloc[0])
+    assert ("the staggered rule the closer" in text) == closer
+    for name in ("code_writes.csv", "refresh_toggle.csv"):
+        shutil.copy(FOLDER / name, tmp_path)
+    off = df.copy()
+    off.loc[b, "refresh_cost_off_staggered"] = off.loc[b, "refresh_cost_off_together"] + 1
+    off.to_csv(tmp_path / "npupim_refresh_toggle.csv", index=False)
+    assert "the together rule the closer" in mr._npupim_channel0(Claims(tmp_path))

@@ -635,13 +635,31 @@ def _npupim_channel0(c) -> str:
         "(NS/newton_command_queue.cc:332-346, 464-468), with no latency of its own; it keeps reads and writes out, "
         "which channel 0 did not have during its PIM work, and the code's G_ACTs, one row set per PIM_HEADER, are "
         "as many as NeuPIMs' own (`code_commands.csv`, above).")
+    none_closer = c.cmp(Fact(R, "abs_err_none", b), "<", Fact(R, "abs_err_together", b),
+                        ("closer than with refresh", "no closer than with refresh"))
+
+    def cost(col: str) -> str:
+        return c.num(Fact(R, col, b), '{:,.0f}')
+
     refresh = (
-        " Part of it is the refresh: the branch's device config sets no refresh policy "
-        "([npu+pim] extern/NewtonSim/configs/HBM2_8Gb_x128_singlepim.ini), so NewtonSim's default staggers the ranks' "
-        "refreshes (one rank every tREFI / ranks, NS/configuration.cc:284, NS/refresh.cc:13-37), and the Newton "
-        "controller admits a GEMV only if its estimated latency fits before the next refresh "
-        "(NS/newton_command_queue.cc:332-346, NS/channel_state.cc:271-329). With archsim's `refresh_stagger: true` "
-        "on the per_cycle case (`npupim_refresh_toggle.py`) channel 0's logits end goes from "
+        " The refresh does: without refresh on both sides (archsim `refresh: false`; the code's device config with "
+        "tREFI past the run's end, `run_neupims.py --newton-set tREFI=100000000`, `code_norefresh.csv`) stage B is "
+        f"{c.num(Fact(R, 'diff_pct_none', b), '{:+.1f}')} % off the code's (its logits "
+        f"{c.num(Fact(R, 'diff_pct_logits_none', b), '{:+.1f}')} %, its attend "
+        f"{c.num(Fact(R, 'diff_pct_attend_none', b), '{:+.1f}')} %), {none_closer}. The branch's device config sets "
+        "no refresh policy ([npu+pim] extern/NewtonSim/configs/HBM2_8Gb_x128_singlepim.ini), so NewtonSim's default "
+        "staggers the ranks' refreshes (one rank every tREFI / ranks, NS/configuration.cc:284, NS/refresh.cc:13-37), "
+        "and the Newton controller admits a GEMV only if its estimated latency fits before the next refresh "
+        "(NS/newton_command_queue.cc:332-346, NS/channel_state.cc:271-329). The code's refresh costs its stage B "
+        f"{cost('code_refresh_cost')} cycles (logits {cost('code_logits_refresh_cost')}, attend "
+        f"{cost('code_attend_refresh_cost')}); archsim's {cost('archsim_refresh_cost_together')} with the ranks "
+        f"refreshing together (logits {cost('archsim_logits_refresh_cost_together')}, attend "
+        f"{cost('archsim_attend_refresh_cost_together')}) and {cost('archsim_refresh_cost_staggered')} with them in "
+        f"turn, `refresh_stagger: true` (logits {cost('archsim_logits_refresh_cost_staggered')}, attend "
+        f"{cost('archsim_attend_refresh_cost_staggered')}), "
+        + c.cmp(Fact(R, "refresh_cost_off_staggered", b), "<", Fact(R, "refresh_cost_off_together", b),
+                ("the staggered rule the closer", "the together rule the closer"))
+        + f" (`npupim_refresh_toggle.py`). With the staggered refresh channel 0's logits end goes from "
         f"{change('diff_pct_ch0_logits', b)} off the code's, {moved('abs_err_ch0_logits', b)}, its attend end from "
         f"{change('diff_pct_ch0_attend', b)}, {moved('abs_err_ch0_attend', b)}, stage B from {change('diff_pct', b)} "
         f"(its logits {change('diff_pct_logits', b)}, its attend {change('diff_pct_attend', b)}), "
@@ -649,18 +667,21 @@ def _npupim_channel0(c) -> str:
         f"from {change('diff_pct', {'stage': 'A'})} and stage E from {change('diff_pct', {'stage': 'E'})}, "
         + c.cmp(Fact(R, "abs_err_staggered", {"stage": ["A", "E"]}, "sum"), "<",
                 Fact(R, "abs_err_together", {"stage": ["A", "E"]}, "sum"), ("toward the code", "away from it"))
-        + ". On NeuPIMs' own cases the same key takes stage B from "
+        + f", as without refresh archsim's stage A is already {c.num(Fact(R, 'diff_pct_none', {'stage': 'A'}), '{:+.1f}')} % "
+        f"and its stage E {c.num(Fact(R, 'diff_pct_none', {'stage': 'E'}), '{:+.1f}')} % off the code's. The mapping "
+        "`npu_pim_code_issue` (the headline's row of the code's NPU+PIM with its issue path) takes "
+        "`refresh_stagger: true`. On NeuPIMs' own cases the same key takes stage B from "
         f"{c.num(Fact(RT, 'diff_pct_together', models, 'min'), '{:+.1f}')} .. "
         f"{c.num(Fact(RT, 'diff_pct_together', models, 'max'), '{:+.1f}')} % to "
         f"{c.num(Fact(RT, 'diff_pct_staggered', models, 'min'), '{:+.1f}')} .. "
         f"{c.num(Fact(RT, 'diff_pct_staggered', models, 'max'), '{:+.1f}')} % (`refresh_toggle.csv`), "
         + c.cmp(Fact(RT, "abs_err_staggered", models, "sum"), "<", Fact(RT, "abs_err_together", models, "sum"),
                 ("toward the code", "away from the code"))
-        + ": archsim's PIM stream issues a row set's G_ACTs in compiled order where the code issues the other "
-        "rank's during a rank's tRFC (NS/channel_state.cc:154-186, docs/presets.md), so the key is not adopted in the code's mappings, and the "
-        "headline compares NeuPIMs and NPU+PIM under one refresh rule. The rest of channel 0's gap under the "
-        f"staggered refresh, {c.num(Fact(R, 'diff_pct_ch0_logits_staggered', b), '{:+.1f}')} % in its logits, is "
-        "not traced.")
+        + " (the code's dual-buffer path issues the other rank's G_ACTs during a rank's tRFC, NS/channel_state.cc:"
+        "154-186, where archsim's PIM stream keeps its compiled order), so `neupims_code` keeps the default; why the "
+        "same staggered refresh costs the code's single-buffer path what archsim's staggered rule costs is not "
+        "traced. The rest of channel 0's gap under the staggered refresh, "
+        f"{c.num(Fact(R, 'diff_pct_ch0_logits_staggered', b), '{:+.1f}')} % in its logits, is not traced either.")
     return writes + refresh
 
 def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:

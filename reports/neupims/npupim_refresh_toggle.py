@@ -26,10 +26,11 @@ on the B row, channel 0's own ends (it is issued first and waits for no other ch
 code_ch0_logits_end / archsim_ch0_logits_end_* (cycles from the logits' start; the code's from code_channels.csv,
 the end of a 1,000-cycle log interval), code_ch0_attend_end / archsim_ch0_attend_end_* (from the attend's release),
 abs_err_ch0_*, diff_pct_ch0_*, moved_ch0_*_toward_code. Without refresh (stage rows, and the B row's parts):
-code_{part}cycles_norefresh, archsim_{part}cycles_none, diff_pct_{part}none (archsim / code - 1 without refresh, in
-%), code_{part}refresh_cost (the code's cycles with refresh minus without), archsim_{part}refresh_cost_together /
-_staggered (archsim's, each arm minus `none`), refresh_cost_{part}closer (True: the staggered arm's refresh cost is
-closer to the code's than the together arm's).
+code_{part}cycles_norefresh, archsim_{part}cycles_none, abs_err_{part}none and diff_pct_{part}none (archsim / code - 1
+without refresh, in %), code_{part}refresh_cost (the code's cycles with refresh minus without), archsim_{part}refresh_cost_together /
+_staggered (archsim's, each arm minus `none`), refresh_cost_{part}off_together / _staggered (their distance from the
+code's), refresh_cost_{part}closer (True: the staggered arm's refresh cost is closer to the code's than the together
+arm's).
 """
 from __future__ import annotations
 
@@ -121,12 +122,15 @@ def build(out: Path) -> pd.DataFrame:
     for part in vs_code.PARTS:
         if f"code_{part}cycles_norefresh" not in df:
             continue
+        df[f"abs_err_{part}none"] = (df[f"archsim_{part}cycles_none"] - df[f"code_{part}cycles_norefresh"]).abs()
         df[f"diff_pct_{part}none"] = (100 * (df[f"archsim_{part}cycles_none"] / df[f"code_{part}cycles_norefresh"] - 1)).round(1)
         df[f"code_{part}refresh_cost"] = df[f"code_{part}cycles"] - df[f"code_{part}cycles_norefresh"]
         for arm in ARMS:
             df[f"archsim_{part}refresh_cost_{arm}"] = df[f"archsim_{part}cycles_{arm}"] - df[f"archsim_{part}cycles_none"]
-        off = {arm: (df[f"archsim_{part}refresh_cost_{arm}"] - df[f"code_{part}refresh_cost"]).abs() for arm in ARMS}
-        df[f"refresh_cost_{part}closer"] = (off["staggered"] < off["together"]).where(df[f"code_{part}cycles"].notna())
+        for arm in ARMS:
+            df[f"refresh_cost_{part}off_{arm}"] = (df[f"archsim_{part}refresh_cost_{arm}"] - df[f"code_{part}refresh_cost"]).abs()
+        closer = df[f"refresh_cost_{part}off_staggered"] < df[f"refresh_cost_{part}off_together"]
+        df[f"refresh_cost_{part}closer"] = closer.where(df[f"code_{part}cycles"].notna())
     df.to_csv(out / "npupim_refresh_toggle.csv", index=False)
     return df
 

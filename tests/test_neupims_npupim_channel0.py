@@ -86,7 +86,7 @@ def test_channel0_paragraph_words_its_directions_from_the_rows(tmp_path):
     expected = "toward the code" if bool(df.loc[df["stage"] == "B", "moved_ch0_logits_toward_code"].iloc[0]) \
         else "away from the code"
     assert text.split("channel 0's logits end goes from")[1].split(",")[1].strip() == expected
-    for name in ("code_writes.csv", "refresh_toggle.csv"):
+    for name in ("code_writes.csv", "refresh_toggle.csv", "refresh_cost.csv"):
         shutil.copy(FOLDER / name, tmp_path)
     off = df.copy()
     b = off["stage"] == "B"
@@ -103,7 +103,8 @@ def test_npupim_refresh_toggle_without_refresh_columns_follow_from_the_runs():
     run's end), each refresh cost is a side's cycles with refresh minus without, and `closer` compares the arms'
     distances from the code's cost."""
     df = pd.read_csv(FOLDER / "npupim_refresh_toggle.csv").set_index("stage")
-    norefresh = pd.read_csv(FOLDER / "code_norefresh.csv").set_index("stage")
+    norefresh = pd.read_csv(FOLDER / "code_norefresh.csv")
+    norefresh = norefresh[norefresh["case"] == "npupim-baseline_gpt3-7B_tp4_bs512_clb0_norefresh"].set_index("stage")
     assert (df["code_cycles_norefresh"] == norefresh.loc[df.index, "code_cycles"]).all()
     ops = dict(x.split("=") for x in norefresh.loc["B", "pim_ops"].split(";"))
     assert df.loc["B", "code_logits_cycles_norefresh"] == int(ops["NeuPIMSLogitSoftmax"])
@@ -172,9 +173,55 @@ def test_paragraph_words_the_refresh_cost_comparison_from_the_rows(tmp_path):
     b = df["stage"] == "B"
     closer = bool(df.loc[b, "refresh_cost_off_staggered"].iloc[0] < df.loc[b, "refresh_cost_off_together"].iloc[0])
     assert ("the staggered rule the closer" in text) == closer
-    for name in ("code_writes.csv", "refresh_toggle.csv"):
+    for name in ("code_writes.csv", "refresh_toggle.csv", "refresh_cost.csv"):
         shutil.copy(FOLDER / name, tmp_path)
     off = df.copy()
     off.loc[b, "refresh_cost_off_staggered"] = off.loc[b, "refresh_cost_off_together"] + 1
     off.to_csv(tmp_path / "npupim_refresh_toggle.csv", index=False)
     assert "the together rule the closer" in mr._npupim_channel0(Claims(tmp_path))
+
+
+def test_refresh_cost_table_follows_from_its_runs_and_the_codes():
+    """refresh_cost.csv: the NPU+PIM case's rows are npupim_refresh_toggle.csv's (the same runs), the code's cycles
+    with refresh are vs_code's inputs (code_results.csv) and without it code_norefresh.csv's, and each cost and
+    distance follows from its cycles."""
+    df = pd.read_csv(FOLDER / "refresh_cost.csv")
+    code = pd.read_csv(FOLDER / "code_results.csv")
+    norefresh = pd.read_csv(FOLDER / "code_norefresh.csv")
+    assert set(df["case"]) >= {"npupim-baseline_gpt3-7B_tp4_bs512_clb0", "gpt3-7B_tp4_bs512_clb0_sbi-off"}
+    for _, r in df[df["part"] == "B"].iterrows():
+        assert r["code_cycles"] == code[(code["case"] == r["case"]) & (code["stage"] == "B")]["code_cycles"].iloc[0]
+        mine = norefresh[(norefresh["case"] == r["case"] + "_norefresh") & (norefresh["stage"] == "B")]
+        assert r["code_cycles_norefresh"] == mine["code_cycles"].iloc[0]
+    tog = pd.read_csv(FOLDER / "npupim_refresh_toggle.csv").set_index("stage").loc["B"]
+    npupim = df[df["case"] == "npupim-baseline_gpt3-7B_tp4_bs512_clb0"].set_index("part")
+    for part, key in (("B", ""), ("logits", "logits_"), ("attend", "attend_")):
+        assert npupim.loc[part, "archsim_cycles_none"] == tog[f"archsim_{key}cycles_none"]
+        assert npupim.loc[part, "archsim_cycles_staggered"] == tog[f"archsim_{key}cycles_staggered"]
+        assert npupim.loc[part, "code_refresh_cost"] == tog[f"code_{key}refresh_cost"]
+    assert (df["code_refresh_cost"] == df["code_cycles"] - df["code_cycles_norefresh"]).all()
+    for arm in ("together", "staggered"):
+        cost = df[f"archsim_cycles_{arm}"] - df["archsim_cycles_none"]
+        assert (df[f"archsim_refresh_cost_{arm}"] == cost).all()
+        assert (df[f"refresh_cost_off_{arm}"] == (cost - df["code_refresh_cost"]).abs()).all()
+    assert (df["staggered_closer"] == (df["refresh_cost_off_staggered"] < df["refresh_cost_off_together"])).all()
+
+
+def test_refresh_cost_sentence_words_its_directions_from_the_rows(tmp_path):
+    """'cheaper' only while archsim's default refresh costs NeuPIMs' stage B less than the code's does, 'slower'
+    only while archsim's attend without refresh is slower than the code's on every case; made-up rows flip both."""
+    mr = _make_report()
+    df = pd.read_csv(FOLDER / "refresh_cost.csv")
+    text = mr._refresh_cost(Claims(FOLDER))
+    neu = df[df["case"].str.endswith("sbi-off")]
+    b, att = neu[neu["part"] == "B"], neu[neu["part"] == "attend"]
+    cheaper = b["archsim_refresh_cost_together"].sum() < b["code_refresh_cost"].sum()
+    assert ("sets a refresh cheaper" in text) == cheaper
+    assert ("against an attend slower" in text) == bool(att["diff_pct_none"].min() > 0)
+    off = df.copy()
+    rows = off["case"].str.endswith("sbi-off")
+    off.loc[rows, "archsim_refresh_cost_together"] = off.loc[rows, "code_refresh_cost"] + 1
+    off.loc[rows, "diff_pct_none"] = -1.0
+    off.to_csv(tmp_path / "refresh_cost.csv", index=False)
+    text = mr._refresh_cost(Claims(tmp_path))
+    assert "sets a refresh dearer" in text and "against an attend not slower" in text

@@ -409,7 +409,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -685,12 +685,39 @@ def _npupim_channel0(c) -> str:
         f"{c.num(Fact(RT, 'diff_pct_staggered', models, 'max'), '{:+.1f}')} % (`refresh_toggle.csv`), "
         + c.cmp(Fact(RT, "abs_err_staggered", models, "sum"), "<", Fact(RT, "abs_err_together", models, "sum"),
                 ("toward the code", "away from the code"))
-        + " (the code's dual-buffer path issues the other rank's G_ACTs during a rank's tRFC, NS/channel_state.cc:"
-        "154-186, where archsim's PIM stream keeps its compiled order), so `neupims_code` keeps the default; why the "
-        "same staggered refresh costs the code's single-buffer path what archsim's staggered rule costs is not "
-        "traced. The rest of channel 0's gap under the staggered refresh, "
+        + ". " + _refresh_cost(c) + " The rest of channel 0's gap under the staggered refresh, "
         f"{c.num(Fact(R, 'diff_pct_ch0_logits_staggered', b), '{:+.1f}')} % in its logits, is not traced either.")
     return writes + refresh
+
+def _refresh_cost(c) -> str:
+    """What refresh costs the code's and archsim's stage B on NeuPIMs' own cases without sub-batch interleaving
+    (refresh_cost.csv: each side with refresh and without), and how archsim's stage B compares without it."""
+    from reports.claims import Fact
+    RC = "refresh_cost.csv"
+    neu = {"part": "B", "case": ["gpt3-7B_tp4_bs512_clb0_sbi-off", "gpt3-7B_tp4_bs256_genclb0_sbi-off",
+                                 "gpt3-13B_tp8_bs256_genclb0_sbi-off"]}
+    attend = {**neu, "part": "attend"}
+
+    def span(col: str, where: dict, fmt: str = "{:,.0f}") -> str:
+        return f"{c.num(Fact(RC, col, where, 'min'), fmt)} .. {c.num(Fact(RC, col, where, 'max'), fmt)}"
+
+    return (
+        "Measured the same way on NeuPIMs' own cases without sub-batch interleaving (`refresh_cost.py`: the code "
+        "with and without refresh, archsim in its three arms), the code's refresh costs their stage B "
+        f"{span('code_refresh_cost', neu)} cycles, archsim's {span('archsim_refresh_cost_together', neu)} with the "
+        f"ranks together and {span('archsim_refresh_cost_staggered', neu)} staggered, "
+        + c.cmp(Fact(RC, "refresh_cost_off_staggered", neu, "sum"), "<", Fact(RC, "refresh_cost_off_together", neu, "sum"),
+                ("the staggered rule the closer", "the together rule the closer"))
+        + " there too; but without refresh archsim's stage B is "
+        f"{span('diff_pct_none', neu, '{:+.1f}')} % off the code's (its attend {span('diff_pct_none', attend, '{:+.1f}')} %"
+        "), so its agreement with the code's stage B there under the default refresh sets a refresh "
+        + c.cmp(Fact(RC, "archsim_refresh_cost_together", neu, "sum"), "<", Fact(RC, "code_refresh_cost", neu, "sum"),
+                ("cheaper", "dearer"))
+        + " than the code's against an attend "
+        + c.cmp(Fact(RC, "diff_pct_none", attend, "min"), ">", Fact.zero(), ("slower", "not slower"))
+        + " than the code's (the attend's row closing, above). `neupims_code` keeps the default refresh: "
+        "taking the staggered rule there as well needs that attend gap settled first.")
+
 
 def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
     from reports.claims import Fact

@@ -88,8 +88,8 @@ def build(out: Path) -> pd.DataFrame:
     cfg = vs_code.config(CASE)
     cfg["mapping"], cfg["refresh"] = mapping(runs, "together"), False
     norefresh = pd.read_csv(HERE / "code_norefresh.csv")
-    none = {r["stage"]: r for r in vs_code.rows_of(CASE, load_result(vs_code._run((cfg, runs))),
-                                                   norefresh[norefresh["stage"] != "block"])}
+    norefresh = norefresh[(norefresh["case"] == f"{CASE}_norefresh") & (norefresh["stage"] != "block")]
+    none = {r["stage"]: r for r in vs_code.rows_of(CASE, load_result(vs_code._run((cfg, runs))), norefresh)}
     code_ch0 = pd.read_csv(HERE / "code_channels.csv").set_index("channel").loc[0]
     rows = []
     for stage, ref in arms["together"].items():

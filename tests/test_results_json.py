@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -74,14 +72,3 @@ def test_write_json_same_bytes_as_through_pandas(tmp_path):
     slow.write_json(tmp_path / "slow.json")
     assert (tmp_path / "fast.json").read_bytes() == (tmp_path / "slow.json").read_bytes()
     assert isinstance(fast.__dict__["_df"], list)        # the table was not made a DataFrame
-
-
-def test_trace_json_without_pandas(tmp_path):
-    """A whole `archsim trace --json` process never imports pandas (its import costs more CPU than a short
-    trace's simulation)."""
-    out = tmp_path / "r.json"
-    code = ("import sys; from archsim.cli import main; rc = main(['trace', 'synthetic:stream:300', '--quiet', "
-            f"'--json', {str(out)!r}]); print('pandas' in sys.modules); sys.exit(rc)")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert p.stdout.strip() == "False"
-    assert json.loads(out.read_text())["stats"]["requests"] == 300

@@ -686,7 +686,7 @@ def _npupim_channel0(c) -> str:
         + c.cmp(Fact(RT, "abs_err_staggered", models, "sum"), "<", Fact(RT, "abs_err_together", models, "sum"),
                 ("toward the code", "away from the code"))
         + ". " + _refresh_cost(c) + " The rest of channel 0's gap under the staggered refresh, "
-        f"{c.num(Fact(R, 'diff_pct_ch0_logits_staggered', b), '{:+.1f}')} % in its logits, is not traced either.")
+        f"{c.num(Fact(R, 'diff_pct_ch0_logits_staggered', b), '{:+.1f}')} % in its logits, is not traced.")
     return writes + refresh
 
 def _refresh_cost(c) -> str:

@@ -464,7 +464,9 @@ class MemorySystem:
         """Whether every request in pool slots [a, b) has been served (its last column command issued): the
         engine no longer reads those slots."""
         # (a posted write is acknowledged, r_done set, while it still waits to issue: PHASE_POSTED)
-        return bool(((self.S.r_done[a:b] >= 0) & (self.S.r_phase[a:b] != PHASE_POSTED)).all())
+        from archsim.engine.dma import all_served
+
+        return bool(all_served(self.S.r_done, self.S.r_phase, int(a), int(b), PHASE_POSTED))
 
     def enqueue_stream(self, source: str, channel: int, cmd, bank, row=-1, column=-1, flags=0, est=0, tag=-1,
                        at=None) -> None:

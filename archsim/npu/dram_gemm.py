@@ -154,7 +154,7 @@ class GemmAgent:
             # the tiles as strided blocks, expanded and decoded into the request pool by compiled code (issue 38):
             # the requests, slots and order of the request-by-request path below
             blocks = _descriptors(tiles, self.bases, self.schedule, self.layout).arrays()
-            n = int(count_requests(*blocks, self.spec.access_bytes))
+            n = int(count_requests(*blocks, int(self.spec.access_bytes)))
             if n == 0:
                 callback(self._to_dram(at_rel))
                 return

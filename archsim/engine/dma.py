@@ -63,15 +63,6 @@ def fill_requests(start, stride, rows, row_bytes, step, shift, mask, mult, xor, 
     return k
 
 
-@numba.njit(cache=True, nogil=True)
-def all_served(r_done, r_phase, a, b, posted):
-    """MemorySystem.served in one pass without temporaries (it is asked before every reuse of ring slots)."""
-    for i in range(a, b):
-        if r_done[i] < 0 or r_phase[i] == posted:
-            return False
-    return True
-
-
 class Descriptors:
     """The strided byte blocks of one DMA transfer (a tile's loads, or its stores), collected in order:
     `add(start, stride, rows, row_bytes)`, or `add_range(lo, hi)` for one contiguous range."""

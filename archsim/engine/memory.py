@@ -41,6 +41,7 @@ _LOWERED: dict[str, object] = {}
 _NO_XOR = np.zeros((5, 64), dtype=np.uint64)     # enqueue_ranges: the hash table of an unhashed mapping
 # the engine-owned pool fields and a fresh request's value in each (state.reset_pool's; enqueue_ranges writes them)
 _FRESH_FIELDS = tuple(f for f in state.POOL_FIELDS if state.BY_NAME[f].fresh is not None)
+_RING_TAG = state.RING_FIELDS.index("c_tag")
 _FRESH_VALUES = np.array([state.BY_NAME[f].fresh for f in _FRESH_FIELDS], dtype=np.int64)
 
 
@@ -464,7 +465,7 @@ class MemorySystem:
         """Whether every request in pool slots [a, b) has been served (its last column command issued): the
         engine no longer reads those slots."""
         # (a posted write is acknowledged, r_done set, while it still waits to issue: PHASE_POSTED)
-        from archsim.engine.dma import all_served
+        from archsim.engine.bookkeeping import all_served
 
         return bool(all_served(self.S.r_done, self.S.r_phase, int(a), int(b), PHASE_POSTED))
 
@@ -669,17 +670,14 @@ class MemorySystem:
             S.n_comp[0] = 0
             S.min_pending[0] = INF
             return [(int(S.c_tag[0]), d)]
-        done = S.c_done[:n]
-        now = done <= S.clock[0]
-        order = np.argsort(done[now], kind="stable")
-        out = list(zip(S.c_tag[:n][now][order].tolist(), done[now][order].tolist(), strict=True))
-        keep = ~now
-        k = int(keep.sum())
-        for f in state.RING_FIELDS:
-            a = getattr(S, f)
-            a[:k] = a[:n][keep]
+        from archsim.engine.bookkeeping import drain_ring
+
+        tags, done = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        m, k, earliest = drain_ring(S.c_done, tuple(getattr(S, f) for f in state.RING_FIELDS), n, S.clock[0], tags,
+                                    done, _RING_TAG, INF)
+        out = list(zip(tags[:m].tolist(), done[:m].tolist(), strict=True))
         S.n_comp[0] = k
-        S.min_pending[0] = S.c_done[:k].min() if k else INF
+        S.min_pending[0] = earliest
         if S.c_tag.shape[0] - k < 4096:
             self._grow_ring(2 * S.c_tag.shape[0])
         return out

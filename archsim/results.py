@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -69,6 +70,53 @@ def without_timings(value: Any) -> Any:
         return [without_timings(v) for v in value]
     return value
 
+def records_as_pandas_writes(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The rows `json.loads(pd.DataFrame(rows).to_json(orient="records"))` gives, without importing pandas
+    (which takes longer to import than a short trace run takes to simulate), for the plain tables runs make:
+    every row with the same keys in the same order, each column all int, all str, or numbers with a float
+    among them (pandas makes that column float64 and writes each value rounded to 10 decimals,
+    `pandas_json_float`). None for anything else (the caller then asks pandas)."""
+    if not rows:
+        return None
+    keys = list(rows[0])
+    if any(list(row) != keys for row in rows):
+        return None
+    columns = {}
+    for key in keys:
+        values = [row[key] for row in rows]
+        kinds = {type(v) for v in values}
+        if kinds == {int} and all(-(1 << 63) <= v < (1 << 63) for v in values):
+            columns[key] = values
+        elif kinds == {str}:
+            columns[key] = values
+        elif float in kinds and kinds <= {int, float} and all(
+                math.isfinite(v) if type(v) is float else abs(v) <= 1 << 53 for v in values):
+            columns[key] = [pandas_json_float(float(v)) for v in values]
+        else:
+            return None
+    return [{key: columns[key][i] for key in keys} for i in range(len(rows))]
+
+
+def pandas_json_float(value: float) -> float:
+    """A finite float as pandas' to_json (double_precision=10) writes it, read back: below 1e16 and not
+    below 1e-15 (in magnitude) the fraction rounded to 10 decimals (exactly half-way: up when the truncated
+    fraction is odd or 0, as pandas' bundled ultrajson rounds), otherwise 10 significant digits. tests/test_results_json.py holds it to pandas on many values."""
+    neg = value < 0
+    mag = -value if neg else value
+    if mag > 1e16 - 1 or (mag != 0 and mag < 1e-15):
+        return float(f"{value:.10g}")
+    whole = int(mag)
+    scaled = (mag - whole) * 1e10
+    frac = int(scaled)
+    rest = scaled - frac
+    if rest > 0.5 or (rest == 0.5 and (frac == 0 or frac & 1)):
+        frac += 1
+    if frac >= 10**10:
+        whole, frac = whole + 1, 0
+    out = float(f"{whole}.{frac:010d}")
+    return -out if neg else out
+
+
 @dataclass
 class Result:
     """Outcome of one simulation.
@@ -86,9 +134,11 @@ class Result:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # further tidy tables, e.g. "timeline"
 
     def to_json_dict(self) -> dict[str, Any]:
+        rows = self.__dict__.get("_df")
+        table = records_as_pandas_writes(rows) if isinstance(rows, list) else None
         out = {
             "stats": self.stats,
-            "table": json.loads(self.df.to_json(orient="records")),
+            "table": json.loads(self.df.to_json(orient="records")) if table is None else table,
             "manifest": self.manifest,
         }
         if self.tables:

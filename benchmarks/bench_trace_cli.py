@@ -132,11 +132,12 @@ def _write_traces_in_child(directory: Path, names: list[str], requests: int) -> 
 
 
 def _stats(cmd: list[str], env: dict | None, out: Path) -> dict:
-    """The run's stats (--json), without its wall time: what must not change between checkouts."""
+    """The run's stats (--json), without the simulator's own timings (wall_s, sim_compile_s, ...): what must
+    not change between checkouts."""
+    from archsim.results import without_timings
+
     _timed([*cmd, "--json", str(out)], env)
-    stats = json.loads(out.read_text())["stats"]
-    stats.pop("wall_s")
-    return stats
+    return without_timings(json.loads(out.read_text())["stats"])
 
 
 def run_case(name: str, path: Path, requests: int, repeat: int, breakdown: bool = True,

@@ -133,8 +133,24 @@ EXPLANATION_CITATIONS = [
      ("DramType::NEWTON", "Opcode::PIM_COMP", "Opcode::PIM_READRES")),
     ("NeuPIMSystolicWS.cc:150-178", NPUPIM, Path("src") / "NeuPIMSystolicWS.cc",
      ("if (!_ld_inst_queue_for_pim.empty())", "push_memory_request(mem_request);", "_ld_inst_queue_for_pim.pop();")),
-    ("NS/newton_command_queue.cc:54-93, 453-468", NPUPIM, NS_REL / "newton_command_queue.cc",
-     ("QueueEmpty() || is_pim_mode_", "if (cmd.IsLastPIMCmd())", "is_pim_mode_ = false;")),
+    # the PIM mode: entered at an admitted PIM_HEADER (if its estimate fits before the next refresh), left with the
+    # GEMV's last command; no read or write enters while the PIM queue holds a command
+    ("NS/newton_command_queue.cc:332-346, 464-468", NPUPIM, NS_REL / "newton_command_queue.cc",
+     ("CanMeetRefreshDeadline(cmd_it, refresh_slack)", "is_pim_mode_ = true;", "if (cmd.IsLastPIMCmd())",
+      "is_pim_mode_ = false;")),
+    ("NS/newton_command_queue.cc:153-165", NPUPIM, NS_REL / "newton_command_queue.cc",
+     ("bool NewtonCommandQueue::WillAcceptCommand", "if (pim_queue_.size() > 0)", "return false;")),
+    # the staggered refresh's slack and the GEMV estimate it is held to
+    ("NS/refresh.cc:13-37", NPUPIM, NS_REL / "refresh.cc",
+     ("refresh_interval_ = config_.tREFI / config_.ranks", "refresh_interval_ - (clk_ % refresh_interval_)")),
+    ("NS/channel_state.cc:271-329", NPUPIM, NS_REL / "channel_state.cc",
+     ("int ChannelState::EstimatePIMOperationLatency", "config_.tFAW * (num_gact / 2 - 1)")),
+    # the softmax results' MOVOUT after a request's logits GEMVs; its writes into the per-channel request queues
+    ("NeuPIMSLogitSoftmax.cc:270-290", NPUPIM, OPS / "NeuPIMSLogitSoftmax.cc", ("Opcode::SOFTMAX", "Opcode::MOVOUT")),
+    ("NeuPIMSystolicWS.cc:221-254", NPUPIM, Path("src") / "NeuPIMSystolicWS.cc",
+     ("void NeuPIMSystolicWS::pim_st_queue_cycle()", "Opcode::MOVOUT", "push_memory_request(access);")),
+    ("Core.cc:230-246", NPUPIM, Path("src") / "Core.cc",
+     ("void Core::push_memory_request", "_memory_request_queues[channel].push(request);")),
 ]
 
 

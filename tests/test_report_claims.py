@@ -33,7 +33,8 @@ def test_every_claim_holds_against_its_tables(report):
 
 def test_neupims_derived_tables_follow_from_the_primary_ones():
     """ratios.csv and energy.csv from throughput.csv, code_ratios.csv from vs_code.csv (NeuPIMs' stage formula; its
-    NPU+PIM with the code's issue path from issue_toggle.csv's per_cycle arm)."""
+    NPU+PIM with the code's issue path from issue_toggle.csv's per_cycle arm, and with the staggered refresh too from
+    npupim_refresh_toggle.csv's staggered arm)."""
     mr = _module("neupims")
     folder = ROOT / "reports" / "neupims"
     grid = pd.read_csv(folder / "throughput.csv")
@@ -49,6 +50,7 @@ def test_neupims_derived_tables_follow_from_the_primary_ones():
     vs = pd.read_csv(folder / "vs_code.csv")
     layers = 32
     issue = pd.read_csv(folder / "issue_toggle.csv")
+    stagger = pd.read_csv(folder / "npupim_refresh_toggle.csv")
     sources = set()
     for _, r in pd.read_csv(folder / "code_ratios.csv").iterrows():
         sources.add(r["source"])
@@ -58,9 +60,11 @@ def test_neupims_derived_tables_follow_from_the_primary_ones():
         base = mr.whole_block_cycles(vs[(vs["case"] == case) & (vs["stage"] != "block")], col, layers)
         if r["source"] == mr.ISSUE_SOURCE:
             base = mr.whole_block_cycles(issue[issue["stage"] != "block"], "archsim_cycles_per_cycle", layers)
+        if r["source"] == mr.ISSUE_STAGGER_SOURCE:      # the same with the staggered refresh (npu_pim_code_issue)
+            base = mr.whole_block_cycles(stagger[stagger["stage"] != "block"], "archsim_cycles_staggered", layers)
         ours = mr.whole_block_cycles(vs[(vs["case"] == "gpt3-7B_tp4_bs512_clb0_sbi-on") & (vs["stage"] != "block")], col, layers)
         assert r["ratio"] == pytest.approx(base / ours, rel=1e-12)
-    assert sources == {"code", "archsim", mr.ISSUE_SOURCE}
+    assert sources == {"code", "archsim", mr.ISSUE_SOURCE, mr.ISSUE_STAGGER_SOURCE}
 
 
 def test_pimgpt_derived_values_follow_from_its_tables():

@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_threads_option(p)
     add_set_option(p, config_help="YAML file of dram.* / controller.* overrides, e.g. {dram: {timing: {nRCD: 20}}} "
                    "(applied before --set)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, exit_when_done=True)   # (archsim.cli._exit_now)
 
 
 def _trace_arg(text: str):

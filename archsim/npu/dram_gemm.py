@@ -23,6 +23,7 @@ import numpy as np
 
 from archsim.dram import mapping as mapping_mod
 from archsim.dram.spec import DramSpec
+from archsim.engine.dma import Descriptors, count_requests
 from archsim.engine.loop import EventLoop, MemoryUnit
 from archsim.engine.memory import MemorySystem
 from archsim.npu.config import NpuConfig
@@ -83,6 +84,21 @@ def _requests(spec: DramSpec, tiles: tuple[DmaTile, ...], bases: dict[str, int],
     return np.concatenate(out) if out else np.zeros(0, dtype=np.uint64)
 
 
+def _descriptors(tiles: tuple[DmaTile, ...], bases: dict[str, int], schedule: GemmSchedule | None = None,
+                 layout: str = "row_major") -> Descriptors:
+    """The DMA tiles as strided byte blocks (archsim.engine.dma), the ranges `_requests` expands: a tile's rows,
+    or one range where they are contiguous (DmaTile.address_ranges) or the layout is blocked."""
+    out = Descriptors()
+    for d in tiles:
+        if layout == "blocked":
+            out.add_range(*_blocked_range(schedule, d, bases[d.tensor]))
+        elif d.row_bytes == d.stride_bytes or d.rows == 1:
+            out.add(bases[d.tensor] + d.offset_bytes, 0, 1, d.bytes)
+        else:
+            out.add(bases[d.tensor] + d.offset_bytes, d.stride_bytes, d.rows, d.row_bytes)
+    return out
+
+
 class GemmAgent:
     """One GEMM on one NPU array whose DMA goes through a shared `MemorySystem`, a `MemoryUnit` of an exact
     `EventLoop` counted in the memory's cycles (`ticks="cycles"`): each tile's loads (and each block's stores)
@@ -95,11 +111,14 @@ class GemmAgent:
     waiting for compute never holds back the next tile's loads. `start_npu` is the NPU cycle at which the
     GEMM may begin; `on_finish(agent)` is called when its last store is done (`end_npu` then holds the cycle).
     `layout`: how A, B and C lie in DRAM (row_major, or blocked: tile after tile, see `_blocked_range`).
+    `dma_ranges`: a tile's DMA is enqueued as strided blocks the engine expands (MemorySystem.enqueue_ranges);
+    False enqueues it request by request (the same requests: tests/test_engine_dma.py).
     """
 
     def __init__(self, memory: MemoryUnit, schedule: GemmSchedule, bases: dict[str, int], start_npu: int,
                  load_port: int, store_port: int, mapping: str | mapping_mod.Decoder, npu_hz: float,
-                 on_finish: Callable[[GemmAgent], None] | None = None, layout: str = "row_major"):
+                 on_finish: Callable[[GemmAgent], None] | None = None, layout: str = "row_major",
+                 dma_ranges: bool = True):
         self.memory, self.schedule, self.bases = memory, schedule, bases
         self.spec = memory.ms.spec
         # a Decoder (built once by a system running many GEMMs) or a mapping name
@@ -111,6 +130,7 @@ class GemmAgent:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
         self.layout = layout
+        self.dma_ranges = dma_ranges
         self.dbt = DoubleBufferTimeline(schedule)
         self.load_done: dict[int, int] = {}       # tile -> loads done (relative NPU cycles)
         self.store_done: dict[int, int] = {}      # output block -> stores done (relative NPU cycles)
@@ -128,18 +148,32 @@ class GemmAgent:
         return math.ceil(dram / self.ratio - 1e-9) - self.start_npu
 
     def _enqueue(self, tiles: tuple[DmaTile, ...], write: bool, at_rel: int, callback: Callable[[int], None]) -> None:
-        addr = _requests(self.spec, tiles, self.bases, self.schedule, self.layout)
-        if len(addr) == 0:
-            callback(self._to_dram(at_rel))
-            return
-        dec = self.decode(addr)
-        tag = self.memory.group(len(addr), callback)
-        self.memory.ms.enqueue_requests(self.store_port if write else self.load_port, dec["channel"], dec["bank"],
-                                        dec["row"], dec["column"], int(write), self._to_dram(at_rel), tag)
-        if write:
-            self.writes += len(addr)
+        ms = self.memory.ms
+        port = self.store_port if write else self.load_port
+        if self.dma_ranges and isinstance(ms, MemorySystem):
+            # the tiles as strided blocks, expanded and decoded into the request pool by compiled code (issue 38):
+            # the requests, slots and order of the request-by-request path below
+            blocks = _descriptors(tiles, self.bases, self.schedule, self.layout).arrays()
+            n = int(count_requests(*blocks, int(self.spec.access_bytes)))
+            if n == 0:
+                callback(self._to_dram(at_rel))
+                return
+            ms.enqueue_ranges(port, *blocks, self.decode, int(write), self._to_dram(at_rel),
+                              self.memory.group(n, callback))
         else:
-            self.reads += len(addr)
+            addr = _requests(self.spec, tiles, self.bases, self.schedule, self.layout)
+            n = len(addr)
+            if n == 0:
+                callback(self._to_dram(at_rel))
+                return
+            dec = self.decode(addr)
+            tag = self.memory.group(n, callback)
+            ms.enqueue_requests(port, dec["channel"], dec["bank"], dec["row"], dec["column"], int(write),
+                                self._to_dram(at_rel), tag)
+        if write:
+            self.writes += n
+        else:
+            self.reads += n
 
     def start(self) -> None:
         tiles = self.schedule.tiles
@@ -211,9 +245,10 @@ def default_bases(spec: DramSpec, dtype_bytes: int, m: int, k: int, n: int, at: 
 
 def simulate_gemm(cfg: NpuConfig, spec: DramSpec, m: int, k: int, n: int, controller: Any = None,
                   mapping: str | None = None, bases: dict[str, int] | None = None, log: bool = False,
-                  dma_width: int | None = None) -> DramGemm:
+                  dma_width: int | None = None, layout: str = "row_major", dma_ranges: bool = True) -> DramGemm:
     """C = A @ B on one NPU array with every DMA access simulated by the channel engine on `spec`.
-    `dma_width`: requests each DMA engine may offer per DRAM cycle (default one per channel)."""
+    `dma_width`: requests each DMA engine may offer per DRAM cycle (default one per channel). `layout`,
+    `dma_ranges`: GemmAgent's."""
     schedule = schedule_gemm(cfg, m, k, n)
     bases = bases or default_bases(spec, cfg.dtype_bytes, m, k, n)
     ms = MemorySystem(spec, controller, log=log, reuse_slots=True)     # every DMA request is in a completion group
@@ -221,7 +256,7 @@ def simulate_gemm(cfg: NpuConfig, spec: DramSpec, m: int, k: int, n: int, contro
     loop = EventLoop(name="NPU GEMM")
     memory = loop.add(MemoryUnit("DRAM", ms, ticks="cycles"))
     agent = GemmAgent(memory, schedule, bases, 0, ms.add_port(width=width), ms.add_port(width=width),
-                      mapping or spec.default_mapping, cfg.clock_hz)
+                      mapping or spec.default_mapping, cfg.clock_hz, layout=layout, dma_ranges=dma_ranges)
     agent.start()
     loop.run()
     a = spec.access_bytes

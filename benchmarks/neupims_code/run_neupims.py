@@ -143,6 +143,36 @@ def with_block_total(rows):
                     "sa_ops": "", "pim_ops": ""}]
 
 
+def newton_config_with(sim_dir, mem_cfg, settings, log_dir):
+    """A copy of memory config `mem_cfg` whose NewtonSim device config (its `pim_config_path`) has each `KEY = VALUE`
+    line of `settings` (["KEY=VALUE", ...]) replaced, both written into `log_dir` (the checkout is not touched);
+    returns the copied memory config's path. A key the device config does not set is a usage error.
+    E.g. `tREFI=100000000` puts the first refresh past the end of a run (no refresh)."""
+    with open(mem_cfg) as fh:
+        mem = json.load(fh)
+    if "pim_config_path" not in mem:
+        die(f"{mem_cfg}: no pim_config_path; --newton-set needs a NewtonSim memory config")
+    # the simulator resolves a relative pim_config_path from its src/ folder (src/Simulator.cc:23-26)
+    ini_path = os.path.normpath(os.path.join(sim_dir, "src", mem["pim_config_path"]))
+    with open(ini_path) as fh:
+        lines = fh.read().split("\n")
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        key, value = key.strip(), value.strip()
+        hits = [i for i, ln in enumerate(lines) if ln.split("=")[0].strip() == key and "=" in ln]
+        if not sep or len(hits) != 1:
+            die(f"--newton-set {setting}: {ini_path} must set {key!r} on exactly one line (KEY=VALUE)")
+        lines[hits[0]] = f"{key} = {value}"
+    new_ini = os.path.join(log_dir, "newton_config.ini")
+    with open(new_ini, "w") as fh:
+        fh.write("\n".join(lines))
+    mem["pim_config_path"] = new_ini
+    new_mem = os.path.join(log_dir, "mem_config.json")
+    with open(new_mem, "w") as fh:
+        json.dump(mem, fh, indent=4)
+    return new_mem
+
+
 def run_case(a):
     sim_dir = os.path.abspath(a.sim_dir)
     binary = os.path.join(sim_dir, BINARY_REL)
@@ -158,6 +188,8 @@ def run_case(a):
             die(f"{label} not found: {p}")
     log_dir = os.path.abspath(a.log_dir)
     os.makedirs(log_dir, exist_ok=True)
+    if a.newton_set:
+        mem_cfg = newton_config_with(sim_dir, mem_cfg, a.newton_set, log_dir)
     if a.sys_config:
         sys_cfg = a.sys_config
         if not os.path.isfile(sys_cfg):
@@ -225,6 +257,9 @@ def main(argv=None):
                    help="sub-batch interleaving: picks SIM_DIR/configs/system_configs/sub-batch-{on,off}.json; ignored when --sys-config is given (default: on)")
     p.add_argument("--sys-config", help="system config JSON to use instead of SIM_DIR/configs/system_configs/sub-batch-{on,off}.json")
     p.add_argument("--mem-config", help="memory config JSON (default: configs/memory_configs/neupims.json)")
+    p.add_argument("--newton-set", action="append", metavar="KEY=VALUE",
+                   help="replace one line of the memory config's NewtonSim device config, in a copy written to the log "
+                        "directory (repeatable; e.g. tREFI=100000000: no refresh)")
     p.add_argument("--core-config", help="core config JSON (default: configs/systolic_ws_128x128_dev.json)")
     p.add_argument("--log-dir", help="directory the simulator writes its logs into (created)")
     p.add_argument("--out", help="append the rows to this CSV file as well as printing them")

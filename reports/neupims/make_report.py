@@ -329,6 +329,8 @@ BASES = {"GPU-only, 33 us/kernel": "vs GPU-only (33 us)", "GPU-only, 10 us/kerne
 
 # code_ratios.csv's source of archsim's NPU+PIM with the npu+pim branch's PIM issue path (issue_toggle.csv)
 ISSUE_SOURCE = "archsim, pim_issue per_cycle"
+# ... and with the ranks' refreshes staggered as well, as mapping npu_pim_code_issue runs it (npupim_refresh_toggle.csv)
+ISSUE_STAGGER_SOURCE = "archsim, pim_issue per_cycle, refresh_stagger"
 ISSUE_BASE = BASES["NPU+PIM, the code's issue path"]      # ratios.csv's base of that reading in the headline grid
 # code.csv's rows the NPU+PIM comparisons read
 CODE_NEUPIMS, CODE_NPU_PIM = "NeuPIMs, the code's NPU", "NPU+PIM, the code's NPU"
@@ -379,6 +381,12 @@ def derived_tables(frames: dict[str, pd.DataFrame], vs: pd.DataFrame | None, out
         neupims = it["NeuPIMs"]                  # archsim's (the loop's last source)
         rows.append({"source": ISSUE_SOURCE, "base": "NPU+PIM", "ratio": base / neupims, "neupims_cycles": neupims,
                      "base_cycles": base})
+    if (out / "npupim_refresh_toggle.csv").exists():
+        tog = pd.read_csv(out / "npupim_refresh_toggle.csv")
+        base = whole_block_cycles(tog[tog["stage"] != "block"], "archsim_cycles_staggered", layers)
+        neupims = it["NeuPIMs"]
+        rows.append({"source": ISSUE_STAGGER_SOURCE, "base": "NPU+PIM", "ratio": base / neupims,
+                     "neupims_cycles": neupims, "base_cycles": base})
     pd.DataFrame(rows).to_csv(out / "code_ratios.csv", index=False)
 
 
@@ -401,7 +409,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -590,15 +598,127 @@ def _issue_channels(c) -> str:
             f"{c.num(Fact(IC, f'code_{part}_after_ch0', {'channel': 31}), '{:,.0f}')} ({c.num(spread, '{:+.1f}')} %)")
     every = c.cmp(Fact(IC, "diff_logits", {}, "max"), "<", Fact.zero(),
                   ("every channel's logits end before the code's", "not every channel's logits end before the code's"))
-    where = ("so what is left sits in each channel's own PIM execution, not in the issue path's spread; its cause "
-             "is not traced (candidates not modelled: the controller's PIM mode, entered and left per tile of GEMVs, "
-             "NS/newton_command_queue.cc:54-93, 453-468; each request's softmax results written out, MOVOUT, among "
-             "the logits' PIM commands, [npu+pim] NeuPIMSLogitSoftmax.cc:270-290)" if closer else
+    where = ("so what is left sits in each channel's own PIM execution, not in the issue path's spread" if closer else
              "so the issue path's spread does not agree better than the first channel's own end")
     return ("Channel by channel (`issue_channels.py`, archsim's per-channel ends beside `code_channels.csv`), "
             f"{every}; channel 0, issued first and waiting for no other channel, ends {parts[0]}; it ends {parts[1]}: "
             f"{where}. The code's ends are those of "
-            f"{c.num(Fact('code_channels.csv', 'interval', {'channel': 0}), '{:,.0f}')}-cycle log intervals.")
+            f"{c.num(Fact('code_channels.csv', 'interval', {'channel': 0}), '{:,.0f}')}-cycle log intervals."
+            + (" " + _npupim_channel0(c) if closer else ""))
+
+
+def _npupim_channel0(c) -> str:
+    """What channel 0's own PIM execution in the code's NPU+PIM run is (and is not) held back by: the softmax
+    results' writes (code_writes.csv, from the code's traffic logs) and the staggered refresh
+    (npupim_refresh_toggle.csv; refresh_toggle.csv for NeuPIMs' own cases)."""
+    from reports.claims import Fact
+    W, R, RT = "code_writes.csv", "npupim_refresh_toggle.csv", "refresh_toggle.csv"
+    ch0 = {"channel": 0}
+    b, blk = {"stage": "B"}, {"stage": "block"}
+    models = {"stage": "B", "case": [f"{m}_{s}" for m in ("gpt3-7B_tp4_bs512_clb0", "gpt3-7B_tp4_bs256_genclb0",
+                                                          "gpt3-13B_tp8_bs256_genclb0") for s in ("sbi-on", "sbi-off")]}
+
+    def moved(err: str, where: dict, words=("toward the code", "away from the code")) -> str:
+        return c.cmp(Fact(R, f"{err}_staggered", where), "<", Fact(R, f"{err}_together", where), words)
+
+    def change(col: str, where: dict) -> str:
+        return (f"{c.num(Fact(R, f'{col}_together', where), '{:+.1f}')} % to "
+                f"{c.num(Fact(R, f'{col}_staggered', where), '{:+.1f}')} %")
+
+    in_pim = Fact(W, "logits_write_bytes_in_pim", ch0)
+    writes = (
+        "The softmax results' writes do not hold channel 0 back: each request's MOVOUT of them follows its logits "
+        "GEMVs in the same tile ([npu+pim] NeuPIMSLogitSoftmax.cc:270-290), the core queues its writes behind the "
+        "channel's PIM instructions ([npu+pim] NeuPIMSystolicWS.cc:221-254, Core.cc:230-246) and the Newton "
+        "controller takes no read or write while its PIM queue holds a command (NS/newton_command_queue.cc:153-165); "
+        "in the code's run (`code_writes.py`, from its per-channel traffic logs) "
+        f"{c.num(in_pim, '{:,.0f}')} of the {c.num(Fact(W, 'logits_write_bytes', ch0), '{:,.0f}')} bytes written to "
+        f"channel 0 during the logits fell inside its own PIM work, in "
+        f"{c.num(Fact(W, 'logits_write_intervals_in_pim', ch0), '{:.0f}')} of its "
+        f"{c.num(Fact(W, 'logits_pim_intervals', ch0), '{:.0f}')} log intervals, the first at "
+        f"{c.num(Fact(W, 'logits_first_write_in_pim', ch0), '{:,.0f}')} cycles, where its last READRES interval "
+        f"starts at {c.num(Fact(W, 'logits_pim_last', ch0), '{:,.0f}')} "
+        f"({c.num(Fact(W, 'logits_write_bytes_in_pim', {}, 'sum', over=Fact(W, 'logits_write_bytes', {}, 'sum'), scale=100), '{:.0f}')} % "
+        "of the logits' writes over all channels fell inside the channel's own PIM work). Nor does the PIM mode by "
+        "itself: the Newton controller enters it at a GEMV's PIM_HEADER and leaves it with the GEMV's last command "
+        "(NS/newton_command_queue.cc:332-346, 464-468), with no latency of its own; it keeps reads and writes out, "
+        "which channel 0 did not have during its PIM work, and the code's G_ACTs, one row set per PIM_HEADER, are "
+        "as many as NeuPIMs' own (`code_commands.csv`, above).")
+    none_closer = c.cmp(Fact(R, "abs_err_none", b), "<", Fact(R, "abs_err_together", b),
+                        ("closer than with refresh", "no closer than with refresh"))
+
+    def cost(col: str) -> str:
+        return c.num(Fact(R, col, b), '{:,.0f}')
+
+    refresh = (
+        " The refresh does: without refresh on both sides (archsim `refresh: false`; the code's device config with "
+        "tREFI past the run's end, `run_neupims.py --newton-set tREFI=100000000`, `code_norefresh.csv`) stage B is "
+        f"{c.num(Fact(R, 'diff_pct_none', b), '{:+.1f}')} % off the code's (its logits "
+        f"{c.num(Fact(R, 'diff_pct_logits_none', b), '{:+.1f}')} %, its attend "
+        f"{c.num(Fact(R, 'diff_pct_attend_none', b), '{:+.1f}')} %), {none_closer}. The branch's device config sets "
+        "no refresh policy ([npu+pim] extern/NewtonSim/configs/HBM2_8Gb_x128_singlepim.ini), so NewtonSim's default "
+        "staggers the ranks' refreshes (one rank every tREFI / ranks, NS/configuration.cc:284, NS/refresh.cc:13-37), "
+        "and the Newton controller admits a GEMV only if its estimated latency fits before the next refresh "
+        "(NS/newton_command_queue.cc:332-346, NS/channel_state.cc:271-329). The code's refresh costs its stage B "
+        f"{cost('code_refresh_cost')} cycles (logits {cost('code_logits_refresh_cost')}, attend "
+        f"{cost('code_attend_refresh_cost')}); archsim's {cost('archsim_refresh_cost_together')} with the ranks "
+        f"refreshing together (logits {cost('archsim_logits_refresh_cost_together')}, attend "
+        f"{cost('archsim_attend_refresh_cost_together')}) and {cost('archsim_refresh_cost_staggered')} with them in "
+        f"turn, `refresh_stagger: true` (logits {cost('archsim_logits_refresh_cost_staggered')}, attend "
+        f"{cost('archsim_attend_refresh_cost_staggered')}), "
+        + c.cmp(Fact(R, "refresh_cost_off_staggered", b), "<", Fact(R, "refresh_cost_off_together", b),
+                ("the staggered rule the closer", "the together rule the closer"))
+        + f" (`npupim_refresh_toggle.py`). With the staggered refresh channel 0's logits end goes from "
+        f"{change('diff_pct_ch0_logits', b)} off the code's, {moved('abs_err_ch0_logits', b)}, its attend end from "
+        f"{change('diff_pct_ch0_attend', b)}, {moved('abs_err_ch0_attend', b)}, stage B from {change('diff_pct', b)} "
+        f"(its logits {change('diff_pct_logits', b)}, its attend {change('diff_pct_attend', b)}), "
+        f"{moved('abs_err', b)}, and the block from {change('diff_pct', blk)}, {moved('abs_err', blk)}; stage A goes "
+        f"from {change('diff_pct', {'stage': 'A'})} and stage E from {change('diff_pct', {'stage': 'E'})}, "
+        + c.cmp(Fact(R, "abs_err_staggered", {"stage": ["A", "E"]}, "sum"), "<",
+                Fact(R, "abs_err_together", {"stage": ["A", "E"]}, "sum"), ("toward the code", "away from it"))
+        + f", as without refresh archsim's stage A is already {c.num(Fact(R, 'diff_pct_none', {'stage': 'A'}), '{:+.1f}')} % "
+        f"and its stage E {c.num(Fact(R, 'diff_pct_none', {'stage': 'E'}), '{:+.1f}')} % off the code's. The mapping "
+        "`npu_pim_code_issue` (the headline's row of the code's NPU+PIM with its issue path) takes "
+        "`refresh_stagger: true`. On NeuPIMs' own cases the same key takes stage B from "
+        f"{c.num(Fact(RT, 'diff_pct_together', models, 'min'), '{:+.1f}')} .. "
+        f"{c.num(Fact(RT, 'diff_pct_together', models, 'max'), '{:+.1f}')} % to "
+        f"{c.num(Fact(RT, 'diff_pct_staggered', models, 'min'), '{:+.1f}')} .. "
+        f"{c.num(Fact(RT, 'diff_pct_staggered', models, 'max'), '{:+.1f}')} % (`refresh_toggle.csv`), "
+        + c.cmp(Fact(RT, "abs_err_staggered", models, "sum"), "<", Fact(RT, "abs_err_together", models, "sum"),
+                ("toward the code", "away from the code"))
+        + ". " + _refresh_cost(c) + " The rest of channel 0's gap under the staggered refresh, "
+        f"{c.num(Fact(R, 'diff_pct_ch0_logits_staggered', b), '{:+.1f}')} % in its logits, is not traced.")
+    return writes + refresh
+
+def _refresh_cost(c) -> str:
+    """What refresh costs the code's and archsim's stage B on NeuPIMs' own cases without sub-batch interleaving
+    (refresh_cost.csv: each side with refresh and without), and how archsim's stage B compares without it."""
+    from reports.claims import Fact
+    RC = "refresh_cost.csv"
+    neu = {"part": "B", "case": ["gpt3-7B_tp4_bs512_clb0_sbi-off", "gpt3-7B_tp4_bs256_genclb0_sbi-off",
+                                 "gpt3-13B_tp8_bs256_genclb0_sbi-off"]}
+    attend = {**neu, "part": "attend"}
+
+    def span(col: str, where: dict, fmt: str = "{:,.0f}") -> str:
+        return f"{c.num(Fact(RC, col, where, 'min'), fmt)} .. {c.num(Fact(RC, col, where, 'max'), fmt)}"
+
+    return (
+        "Measured the same way on NeuPIMs' own cases without sub-batch interleaving (`refresh_cost.py`: the code "
+        "with and without refresh, archsim in its three arms), the code's refresh costs their stage B "
+        f"{span('code_refresh_cost', neu)} cycles, archsim's {span('archsim_refresh_cost_together', neu)} with the "
+        f"ranks together and {span('archsim_refresh_cost_staggered', neu)} staggered, "
+        + c.cmp(Fact(RC, "refresh_cost_off_staggered", neu, "sum"), "<", Fact(RC, "refresh_cost_off_together", neu, "sum"),
+                ("the staggered rule the closer", "the together rule the closer"))
+        + " there too; but without refresh archsim's stage B is "
+        f"{span('diff_pct_none', neu, '{:+.1f}')} % off the code's (its attend {span('diff_pct_none', attend, '{:+.1f}')} %"
+        "), so its agreement with the code's stage B there under the default refresh sets a refresh "
+        + c.cmp(Fact(RC, "archsim_refresh_cost_together", neu, "sum"), "<", Fact(RC, "code_refresh_cost", neu, "sum"),
+                ("cheaper", "dearer"))
+        + " than the code's against an attend "
+        + c.cmp(Fact(RC, "diff_pct_none", attend, "min"), ">", Fact.zero(), ("slower", "not slower"))
+        + " than the code's (the attend's row closing, above). `neupims_code` keeps the default refresh: "
+        "taking the staggered rule there as well needs that attend gap settled first.")
+
 
 def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
     from reports.claims import Fact
@@ -817,7 +937,10 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         f"{c.num(Fact('code_ratios.csv', 'ratio', {'source': 'archsim', 'base': 'NPU-only'}), '{:.2f}')}x; its NPU+PIM "
         f"with the code's issue path, `pim_issue: per_cycle`: {c.num(Fact('code_ratios.csv', 'ratio', {'source': ISSUE_SOURCE, 'base': 'NPU+PIM'}), '{:.2f}')}x, "
         f"{c.num(Fact('code_ratios.csv', 'ratio', {'source': ISSUE_SOURCE, 'base': 'NPU+PIM'}, over=Fact('code_ratios.csv', 'ratio', {'source': 'code', 'base': 'NPU+PIM'}), scale=100, offset=-100), '{:+.1f}')} % "
-        "from the code's), against the paper's "
+        "from the code's; with the ranks' refreshes staggered as well, `refresh_stagger: true` as mapping "
+        f"`npu_pim_code_issue` has it: {c.num(Fact('code_ratios.csv', 'ratio', {'source': ISSUE_STAGGER_SOURCE, 'base': 'NPU+PIM'}), '{:.2f}')}x, "
+        f"{c.num(Fact('code_ratios.csv', 'ratio', {'source': ISSUE_STAGGER_SOURCE, 'base': 'NPU+PIM'}, over=Fact('code_ratios.csv', 'ratio', {'source': 'code', 'base': 'NPU+PIM'}), scale=100, offset=-100), '{:+.1f}')} %"
+        "), against the paper's "
         f"{c.num(Fact('paper.csv', 'paper', {'claim': 'vs NPU+PIM'}), '{:.1f}')}x and "
         f"{c.num(Fact('paper.csv', 'paper', {'claim': 'vs NPU-only'}), '{:.1f}')}x: the code's ratio over its NPU+PIM is "
         + c.cmp(Fact('code_ratios.csv', 'ratio', {'source': 'code', 'base': 'NPU+PIM'}), ">",

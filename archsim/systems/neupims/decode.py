@@ -601,15 +601,18 @@ class DecodeSimulator:
             barrier.entry = issue.attend
             stats.pim_instructions += issue.logits_instructions + issue.attend_instructions
         for ch, plan in plans.items():
-            done = functools.partial(self._pim_done, stats, ch)
             lg, at = plan.logits, plan.attend
             at_rows = self._layer_rows(at, layer)
-            # tags: one completion group per logits segment, whose end starts its heads' softmax
             group = self.memory.group
+            # one completion group for the unit's attend GEMVs (every head's): its end is the unit's PIM end, the
+            # latest of its heads' ends, with one stop of the engine instead of one per head
+            attend_cmds = sum(int(at.start[j + 1] - at.start[j]) for heads in plan.seg_heads for j in heads)
+            attend_tag = group(attend_cmds, functools.partial(self._pim_done, stats, ch))
+            # tags: one completion group per logits segment, whose end starts its heads' softmax
             tags = np.repeat(np.array([
                 group(int(lg.start[g + 1] - lg.start[g]),
-                      functools.partial(self._softmax_then_attend, ch, at, at_rows, heads, plan.softmax, stats, done,
-                                        barrier))
+                      functools.partial(self._softmax_then_attend, ch, at, at_rows, heads, plan.softmax, stats,
+                                        attend_tag, barrier))
                 for g, heads in enumerate(plan.seg_heads)], dtype=np.int64), np.diff(lg.start))
             entry = start if issue is None else start + issue.logits[ch]
             if issue is not None:
@@ -657,9 +660,11 @@ class DecodeSimulator:
         return _IssueOrder(entry[0], entry[1], totals[0], totals[1])
 
     def _softmax_then_attend(self, ch: int, at: _Part, rows: np.ndarray, heads: tuple[int, ...], softmax: list[int],
-                             stats: StageStats, done, barrier: _AttendBarrier | None, logits_done: int) -> None:
+                             stats: StageStats, attend_tag: int, barrier: _AttendBarrier | None,
+                             logits_done: int) -> None:
         """The logits of `heads` are done: each head's softmax on the next free vector pipeline, then its attend
-        GEMV appended to the channel's stream (with a barrier: held until the stage's last logits segment)."""
+        GEMV appended to the channel's stream in the unit's attend group `attend_tag` (with a barrier: held until
+        the stage's last logits segment)."""
         stats.pim_unit_logits_end[ch] = max(stats.pim_unit_logits_end.get(ch, 0), logits_done)
         for j in heads:
             d = softmax[j]
@@ -667,7 +672,7 @@ class DecodeSimulator:
             begin = max(free, logits_done)
             heapq.heappush(self.vector_free, begin + d)
             stats.vector_busy += d
-            attend = (ch, at, rows, j, done)
+            attend = (ch, at, rows, j, attend_tag)
             if barrier is None:
                 self._append_attend(*attend, begin + d)
             else:
@@ -687,12 +692,11 @@ class DecodeSimulator:
                 entry = None if barrier.entry is None else barrier.entry[attend[0]]
                 self._append_attend(*attend, barrier.ready, entry)
 
-    def _append_attend(self, ch: int, at: _Part, rows: np.ndarray, j: int, done, when: int,
+    def _append_attend(self, ch: int, at: _Part, rows: np.ndarray, j: int, tag: int, when: int,
                        entry: np.ndarray | None = None) -> None:
         """Head j's attend GEMVs (its part of `at`) onto channel ch's stream from cycle `when` (pim_issue
-        per_cycle: each command at `when` + its `entry`)."""
+        per_cycle: each command at `when` + its `entry`), tagged with the unit's attend group."""
         a, b = int(at.start[j]), int(at.start[j + 1])
-        tag = self.memory.group(b - a, done)
         when = when if entry is None else when + entry[a:b]
         self._append(ch, at.cmd[a:b], at.bank[a:b], rows[a:b], at.flags[a:b], at.est[a:b], tag, when)
 

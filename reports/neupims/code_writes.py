@@ -1,0 +1,71 @@
+"""Where the softmax results' writes land in NeuPIMs' npu+pim run, channel by channel, from its per-channel traffic
+logs: writes code_writes.csv.
+
+Run:  .venv/bin/python reports/neupims/code_writes.py LOG_DIR [-o DIR]
+
+LOG_DIR is the log folder of the npu+pim branch's run of the case npupim-baseline_gpt3-7B_tp4_bs512_clb0 (as for
+code_channels.py). The logits operation writes each request's softmax results out (a MOVOUT per head after its
+GEMVs, [npu+pim] src/operations/NeuPIMSLogitSoftmax.cc:270-290), the attend its outputs; the core puts a MOVOUT's
+writes into the same per-channel request queue as the PIM instructions (src/NeuPIMSystolicWS.cc:221-254,
+src/Core.cc:230-246), and the Newton controller takes no read or write while its PIM queue holds a command
+(extern/NewtonSim/src/newton_command_queue.cc:153-165). A write served inside a channel's own PIM work would stall
+that work; these rows show how much of each channel's write traffic fell there.
+
+Columns, for each operation (logits, attend): {op}_pim_first / {op}_pim_last (start of the first and last log
+interval, from the operation's start, in which the channel returned READRES data), {op}_write_bytes (bytes written
+to the channel during the operation), {op}_write_bytes_in_pim (of them, in the intervals from its first to its last
+READRES interval), {op}_write_intervals_in_pim (those intervals with writes), {op}_first_write_in_pim (the first of
+them, from the operation's start; -1: none), {op}_pim_intervals (intervals in that span); interval (cycles per log
+interval).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+CHANNELS = 32
+
+
+def build(log_dir: Path) -> pd.DataFrame:
+    ops = pd.read_csv(log_dir / "PIM_stage_B.tsv", sep="\t", index_col=False)
+    ops["name"] = ops["OpName"].str.rsplit(".", n=1).str[-1]
+    span = {r["name"]: (int(r["StartCycle"]), int(r["EndCycle"])) for _, r in ops.iterrows()}
+    rows = []
+    for ch in range(CHANNELS):
+        io = pd.read_csv(log_dir / f"mem_io_B_ch_{ch}.tsv", sep="\t", index_col=False)
+        interval = int(io["StartCycle"].diff().dropna().mode().iloc[0])
+        row = {"channel": ch, "interval": interval}
+        for op, name in (("logits", "NeuPIMSLogitSoftmax"), ("attend", "NeuPIMSAttend")):
+            start, end = span[name]
+            during = io[(io["StartCycle"] + interval > start) & (io["StartCycle"] < end)]
+            busy = during[during["PIMReads"] > 0]
+            first, last = int(busy["StartCycle"].min()), int(busy["StartCycle"].max())
+            inside = during[(during["StartCycle"] >= first) & (during["StartCycle"] <= last)]
+            row[f"{op}_pim_first"] = first - start
+            row[f"{op}_pim_last"] = last - start
+            row[f"{op}_pim_intervals"] = len(inside)
+            row[f"{op}_write_bytes"] = int(during["MemoryWrites"].sum())
+            row[f"{op}_write_bytes_in_pim"] = int(inside["MemoryWrites"].sum())
+            row[f"{op}_write_intervals_in_pim"] = int((inside["MemoryWrites"] > 0).sum())
+            writes = inside[inside["MemoryWrites"] > 0]
+            row[f"{op}_first_write_in_pim"] = int(writes["StartCycle"].min()) - start if len(writes) else -1
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("log_dir", type=Path, help="the npu+pim run's log folder")
+    ap.add_argument("-o", "--out", type=Path, default=HERE, help="output folder (default: the report's own)")
+    args = ap.parse_args(argv)
+    df = build(args.log_dir)
+    df.to_csv(args.out / "code_writes.csv", index=False)
+    print(df.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -79,7 +79,9 @@ def test_the_archsim_columns_follow_from_the_committed_runs(grid, monkeypatch):
         base = vs_code.case_config(npupim_case, code_grid.MODEL, code_grid.TP, trace, False)
         cfgs = {"archsim_neupims_cycles": vs_code.case_config(neupims_case, code_grid.MODEL, code_grid.TP, trace, True),
                 "archsim_npu_pim_bus_cycles": base,
-                "archsim_npu_pim_issue_cycles": {**base, "mapping": "reports/neupims/runs/neupims_code_pim_issue_per_cycle.yaml"}}
+                "archsim_npu_pim_issue_cycles": {**base, "mapping": "reports/neupims/runs/neupims_code_pim_issue_per_cycle.yaml"},
+                "archsim_npu_pim_stagger_cycles": {
+                    **base, "mapping": "reports/neupims/runs/neupims_code_pim_issue_per_cycle_refresh_stagger.yaml"}}
         assert cfgs["archsim_neupims_cycles"]["layers"] == 2 and base["system"] == "npu_pim"
         for col, cfg in cfgs.items():
             path = run_cache.run_path(runs, cfg)
@@ -97,7 +99,7 @@ def test_the_archsim_columns_follow_from_the_committed_runs(grid, monkeypatch):
 def test_the_geomean_row_is_over_the_points_the_code_ran(grid):
     ran = _points(grid)[_points(grid)["status"] == "ran"]
     geo = grid[grid["dataset"] == "geomean"].iloc[0]
-    for col in ("code_ratio", "archsim_ratio_issue", "archsim_ratio_bus"):
+    for col in ("code_ratio", *(f"archsim_ratio_{arm}" for arm in code_grid.ARMS)):
         assert geo[col] == pytest.approx(float(np.exp(np.log(ran[col]).mean())), rel=1e-12)
     assert geo["abs_code_vs_paper_pct"] == abs(geo["code_vs_paper_pct"])
     assert geo["code_vs_paper_pct"] == pytest.approx(100 * (geo["code_ratio"] / make_report.PAPER["vs NPU+PIM"] - 1),
@@ -109,16 +111,18 @@ def test_the_section_marks_a_point_not_run_and_its_claims_hold(tmp_path):
     the paper's 1.6x reads below both points."""
     rows = [{"dataset": "sharegpt", "batch": 64, "status": "ran", "code_neupims_cycles": 100.0, "code_npu_pim_cycles": 200.0,
              "code_ratio": 2.0, "code_neupims_wall_s": 10.0, "code_npu_pim_wall_s": 5.0, "archsim_ratio_issue": 2.2,
-             "archsim_ratio_bus": 1.0, "diff_pct_issue": 10.0, "code_vs_paper_pct": 25.0},
+             "archsim_ratio_stagger": 2.0, "diff_pct_stagger": 0.0, "archsim_ratio_bus": 1.0, "diff_pct_issue": 10.0, "code_vs_paper_pct": 25.0},
             {"dataset": "alpaca", "batch": 64, "status": "ran", "code_neupims_cycles": 100.0, "code_npu_pim_cycles": 300.0,
              "code_ratio": 3.0, "code_neupims_wall_s": 10.0, "code_npu_pim_wall_s": 5.0, "archsim_ratio_issue": 2.7,
-             "archsim_ratio_bus": 1.0, "diff_pct_issue": -10.0, "code_vs_paper_pct": 87.5},
-            {"dataset": "alpaca", "batch": 512, "status": "not run", "archsim_ratio_issue": 2.0, "archsim_ratio_bus": 1.0}]
+             "archsim_ratio_stagger": 3.0, "diff_pct_stagger": 0.0, "archsim_ratio_bus": 1.0, "diff_pct_issue": -10.0, "code_vs_paper_pct": 87.5},
+            {"dataset": "alpaca", "batch": 512, "status": "not run", "archsim_ratio_issue": 2.0, "archsim_ratio_stagger": 2.0,
+             "archsim_ratio_bus": 1.0}]
     for r, (code, ours) in zip(rows, [(1.5, 1.4), (2.5, 2.0), (float("nan"), 2.0)], strict=True):
         r.update({"paper_sbi_status": "ran" if code == code else "not run", "code_ratio_paper_sbi": code,
                   "archsim_ratio_issue_paper_sbi": ours})
     df = pd.DataFrame(rows)
     geo = {"dataset": "geomean", "status": "ran", "code_ratio": 6 ** 0.5, "archsim_ratio_issue": (2.2 * 2.7) ** 0.5,
+           "archsim_ratio_stagger": 6 ** 0.5, "diff_pct_stagger": 0.0,
            "archsim_ratio_bus": 1.0, "diff_pct_issue": round(100 * ((2.2 * 2.7) ** 0.5 / 6 ** 0.5 - 1), 1),
            "code_vs_paper_pct": round(100 * (6 ** 0.5 / 1.6 - 1), 1), "abs_code_vs_paper_pct": round(100 * (6 ** 0.5 / 1.6 - 1), 1),
            "paper_sbi_status": "ran",
@@ -135,5 +139,5 @@ def test_the_section_marks_a_point_not_run_and_its_claims_hold(tmp_path):
     assert "Over the 2 points the code ran" in text
     assert "from 2.00x to 3.00x per point" in text
     assert "the paper's is at or below the code's geomean, below its lowest point and at or below its highest, and the code's geomean is outside a band of 15 % around the paper's" in text
-    assert "| alpaca | 512 | not run | not run | not run | 2.00x | - | 1.00x | not run / 2.00x | - |" in text
+    assert "| alpaca | 512 | not run | not run | not run | 2.00x | - | 2.00x | - | 1.00x | not run / 2.00x | - |" in text
     assert "at the smaller batches the code's NeuPIMs / NPU+PIM is at most 2.50x" in text

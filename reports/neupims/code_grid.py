@@ -13,15 +13,17 @@ its generator, seed 0, trace index 0). A point whose code runs are not in code_r
 archsim runs each point exactly as vs_code.py and code_ratios.csv do (runs cached in DIR/runs by content,
 run_cache.py): NeuPIMs with NPU preset `neupims_code`, mapping `neupims_code` and DRAM standard `neupims_code`, two
 layers (stages A-F of one block); NPU+PIM (system npu_pim, one layer) with the npu+pim branch's PIM issue path (the
-mapping with `pim_issue: per_cycle`, issue_toggle.py) and, for context, at the command bus's own rate
+mapping with `pim_issue: per_cycle`, issue_toggle.py), with that path and the ranks' refreshes staggered as the
+code's device does (`refresh_stagger: true` as well: mapping npu_pim_code_issue's reading, npupim_refresh_toggle.py)
+and, for context, at the command bus's own rate
 (`pim_issue: bus`, the mapping as it is). Each side's block becomes a decode iteration of the model's 32 layers by
 NeuPIMs' own stage formula (make_report.whole_block_cycles), as code_ratios.csv does.
 
 Columns: dataset, batch, trace, status, code_neupims_cycles, code_npu_pim_cycles, code_ratio (NPU+PIM / NeuPIMs
 iteration cycles = NeuPIMs' speed-up), code_vs_paper_pct (the code's ratio / the paper's 1.6x - 1, in %; on the geomean row also abs_code_vs_paper_pct, its
 size), code_neupims_wall_s, code_npu_pim_wall_s (the code's run wall times, on a
-shared machine), archsim_neupims_cycles, archsim_npu_pim_issue_cycles, archsim_npu_pim_bus_cycles,
-archsim_ratio_issue, archsim_ratio_bus, diff_pct_issue and diff_pct_bus (archsim's ratio / the code's - 1, in %);
+shared machine), archsim_neupims_cycles, archsim_npu_pim_{issue,stagger,bus}_cycles, archsim_ratio_{issue,stagger,bus},
+diff_pct_{issue,stagger,bus} (archsim's ratio / the code's - 1, in %);
 paper_sbi_status, code_neupims_paper_sbi_cycles, code_ratio_paper_sbi, archsim_neupims_paper_sbi_cycles,
 archsim_ratio_issue_paper_sbi, diff_pct_issue_paper_sbi: the same with NeuPIMs as the paper runs it, sub-batch
 interleaving only from batch 256 on (below it both simulators' NeuPIMs without it, one layer; the code's
@@ -42,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import issue_toggle  # noqa: E402
 import make_report  # noqa: E402
+import npupim_refresh_toggle  # noqa: E402
 import vs_code  # noqa: E402
 
 from archsim.workload.spec import load_model  # noqa: E402
@@ -60,7 +63,9 @@ POINTS = {
                        f"npupim-baseline_gpt3-7B_tp4_alpaca_bs{b}_genclb0") for b in (64, 256, 512)},
 }
 PAPER = make_report.PAPER["vs NPU+PIM"]      # the paper's NeuPIMs / NPU+PIM (paper.csv)
-ARMS = ("issue", "bus")     # archsim's NPU+PIM: the code's PIM issue path (per_cycle), the command bus's rate
+# archsim's NPU+PIM: the code's PIM issue path (per_cycle); the same with the ranks' refreshes staggered as the code's
+# device does (npu_pim_code_issue's reading, npupim_refresh_toggle.py); at the command bus's rate
+ARMS = ("issue", "stagger", "bus")
 
 
 def code_iteration(code: pd.DataFrame, case: str, layers: int) -> tuple[float, float]:
@@ -85,7 +90,9 @@ def point_row(dataset: str, batch: int, code: pd.DataFrame, runs: Path, layers: 
     neupims = archsim_iteration(vs_code.case_config(neupims_case, MODEL, TP, trace, True), runs, layers)
     base = vs_code.case_config(npupim_case, MODEL, TP, trace, False)
     npupim = {"bus": archsim_iteration(base, runs, layers),
-              "issue": archsim_iteration({**base, "mapping": issue_toggle.per_cycle_mapping(runs)}, runs, layers)}
+              "issue": archsim_iteration({**base, "mapping": issue_toggle.per_cycle_mapping(runs)}, runs, layers),
+              "stagger": archsim_iteration({**base, "mapping": npupim_refresh_toggle.mapping(runs, "staggered")},
+                                           runs, layers)}
     row = {"dataset": dataset, "batch": batch, "trace": trace, "status": "ran" if ran else "not run",
            "code_neupims_cycles": code_neupims, "code_npu_pim_cycles": code_npupim,
            "code_ratio": code_npupim / code_neupims,
@@ -124,7 +131,7 @@ def geomean_row(df: pd.DataFrame) -> dict:
     columns the points with paper_sbi_status "ran")."""
     ran = df[df["status"] == "ran"]
     row = {"dataset": "geomean", "trace": f"{len(ran)} points the code ran", "status": "ran" if len(ran) else "not run"}
-    for col in ("code_ratio", "archsim_ratio_issue", "archsim_ratio_bus"):
+    for col in ("code_ratio", *(f"archsim_ratio_{arm}" for arm in ARMS)):
         row[col] = make_report._geo(ran[col])
     row["code_vs_paper_pct"] = round(100 * (row["code_ratio"] / PAPER - 1), 1)
     row["abs_code_vs_paper_pct"] = abs(row["code_vs_paper_pct"])
@@ -148,7 +155,7 @@ def build(out: Path) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    columns = ["dataset", "batch", "status", "code_ratio", "archsim_ratio_issue", "archsim_ratio_bus",
+    columns = ["dataset", "batch", "status", "code_ratio", "archsim_ratio_issue", "archsim_ratio_stagger", "archsim_ratio_bus",
                "diff_pct_issue", "diff_pct_bus"]
     return vs_code.toggle_main(__doc__, build, argv, columns)
 

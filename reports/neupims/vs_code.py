@@ -76,6 +76,12 @@ TOLERANCE = {"stage": 0.10, "block": 0.05}      # the issue's target: every stag
 
 def config(case: str) -> dict:
     model, tp, trace, sbi, _ = CASES[case]
+    return case_config(case, model, tp, trace, sbi)
+
+
+def case_config(case: str, model: str, tp: int, trace: str, sbi: bool) -> dict:
+    """archsim's config of a case of the code's: `model` at `tp` on the batch of `trace` (repo-relative), sub-batch
+    interleaving `sbi`; a case named after a baseline (BASELINE's prefixes) runs that baseline's system."""
     batch = len(serving.read_snapshot(ROOT / trace).seq_lens)
     extra = next((v for k, v in BASELINE.items() if case.startswith(k)), {})
     cfg = {**CONFIG, **extra, "model": model, "tp": tp, "dataset": trace, "batch": batch, "sub_batch": sbi,

@@ -409,7 +409,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's), `reports/neupims/code_grid.py` (`code_grid.csv`, the code's own NeuPIMs / NPU+PIM over the headline's GPT3-7B points beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's), `reports/neupims/code_grid.py` (`code_grid.csv`, the code's own NeuPIMs / NPU+PIM over the headline's points beside archsim's and the headline's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -988,8 +988,6 @@ def _code_grid_row(r) -> str:
 
 def _code_grid_section(c) -> list[str]:
     """The released code's NeuPIMs / NPU+PIM at each of the headline's points it could run, archsim's beside it."""
-    from reports.claims import Fact
-
     if not (c.folder / GRID).exists():
         return []
     df = pd.read_csv(c.folder / GRID)
@@ -1052,7 +1050,7 @@ def _code_grid_prose(c, df: pd.DataFrame) -> list[str]:
         + c.cmp(Fact(GRID, "abs_code_vs_paper_pct", GRID_GEO), "<=", band, ("inside", "outside"))
         + f" a band of {c.num(band, '{:.0f}')} % around the paper's."
         + (f" The generator aborts at {c.num(Fact(GRID, 'batch', {'status': GENERATOR_ABORTS_STATUS}, 'count'), '{:.0f}')} "
-           "points (" + ", ".join(f"{r['model']} {r['dataset']} batch {int(r['batch'])}" for _, r in aborted.iterrows())
+           "of the points (" + ", ".join(f"{r['model']} {r['dataset']} batch {int(r['batch'])}" for _, r in aborted.iterrows())
            + "): no snapshot, so no simulator's number there." if len(aborted) else "")), "", c.say(
         "archsim in the code's configuration, its NPU+PIM with the code's issue path, gives "
         f"{c.num(geo['archsim_ratio_issue'])}x on the geomean over the same points "

@@ -1,5 +1,6 @@
 """NeuPIMs / NPU+PIM as the released code itself gives it over the headline's points (GPT3-7B at TP4 and GPT3-30B at
-TP8, the headline's TPs; ShareGPT and Alpaca, batch 64, 256, 512), beside archsim's ratio in the code's configuration
+TP8, the headline's TPs; ShareGPT and Alpaca, batch 64, 256, 512; and GPT3-13B at TP8, the code's configuration: at
+the headline's TP4 the generator aborts), beside archsim's ratio in the code's configuration
 and the headline's own reading: writes reports/neupims/code_grid.csv.
 
 Run:  .venv/bin/python reports/neupims/code_grid.py [-o DIR]
@@ -28,8 +29,10 @@ Columns: model, tp (the code's run), headline_tp (the headline's, TP_DEFAULT), d
 iteration cycles = NeuPIMs' speed-up), code_vs_paper_pct (the code's ratio / the paper's 1.6x - 1, in %; on the geomean row also abs_code_vs_paper_pct, its
 size), code_neupims_wall_s, code_npu_pim_wall_s (the code's run wall times, on a
 shared machine), archsim_neupims_cycles, archsim_npu_pim_{issue,stagger,bus}_cycles, archsim_ratio_{issue,stagger,bus},
-diff_pct_{issue,stagger,bus} (archsim's ratio / the code's - 1, in %); headline_ratio_issue,
-headline_vs_code_pct (the headline's reading / the code's ratio - 1, in %);
+diff_pct_{issue,stagger,bus} (archsim's ratio / the code's - 1, in %); at_headline_tp (the code ran the point at
+the headline's TP), headline_ratio_issue (NaN where it did not: the headline has no reading there),
+headline_vs_code_pct (the headline's reading / the code's ratio - 1, in %; on a geomean row against
+code_ratio_at_headline_tp, the code's geomean over the same points);
 paper_sbi_status, code_neupims_paper_sbi_cycles, code_ratio_paper_sbi, archsim_neupims_paper_sbi_cycles,
 archsim_ratio_issue_paper_sbi, diff_pct_issue_paper_sbi: the same with NeuPIMs as the paper runs it, sub-batch
 interleaving only from batch 256 on (below it both simulators' NeuPIMs without it, one layer; the code's
@@ -76,6 +79,9 @@ POINTS: dict[tuple[str, int, str, int], tuple[str, str, str] | None] = {
                                f"npupim-baseline_gpt3-30B_tp8_{d}_bs{b}_genclb0")
        for d, f, b in (("sharegpt", "share-gpt2", 64), ("alpaca", "alpaca", 64), ("alpaca", "alpaca", 256))},
     **{("gpt3-30b", 8, d, b): None for d, b in (("sharegpt", 256), ("sharegpt", 512), ("alpaca", 512))},
+    # GPT3-13B at TP8: the code's configuration, not the headline's (TP4, where the generator aborts at batch 256)
+    ("gpt3-13b", 8, "sharegpt", 256): (f"{GEN}/share-gpt2-bs256-ms13B-tp8-pp1-clb-0.csv", "gpt3-13B_tp8_bs256_genclb0_sbi-on",
+                                       "npupim-baseline_gpt3-13B_tp8_sharegpt_bs256_genclb0"),
 }
 PAPER = make_report.PAPER["vs NPU+PIM"]      # the paper's NeuPIMs / NPU+PIM (paper.csv)
 # archsim's NPU+PIM: the code's PIM issue path (per_cycle); the same with the ranks' refreshes staggered as the code's
@@ -107,8 +113,10 @@ def headline_ratio(ratios: pd.DataFrame, model: str, dataset: str, batch: int) -
 
 def point_row(key: tuple[str, int, str, int], code: pd.DataFrame, runs: Path, ratios: pd.DataFrame) -> dict:
     model, tp, dataset, batch = key
-    head = {"model": model, "tp": tp, "headline_tp": TP_DEFAULT[model], "dataset": dataset, "batch": batch,
-            "headline_ratio_issue": headline_ratio(ratios, model, dataset, batch)}
+    at_headline_tp = tp == TP_DEFAULT[model]     # else the headline has no reading at this configuration
+    head = {"model": model, "tp": tp, "headline_tp": TP_DEFAULT[model], "at_headline_tp": at_headline_tp,
+            "dataset": dataset, "batch": batch,
+            "headline_ratio_issue": headline_ratio(ratios, model, dataset, batch) if at_headline_tp else float("nan")}
     if POINTS[key] is None:          # no batch snapshot: neither simulator can run the point
         return {**head, "trace": "", "status": GENERATOR_ABORTS, "paper_sbi_status": GENERATOR_ABORTS}
     trace, neupims_case, npupim_case = POINTS[key]
@@ -164,12 +172,14 @@ def geomean_row(df: pd.DataFrame, model: str) -> dict:
     row = {"model": model, "dataset": "geomean", "trace": f"{len(ran)} points the code ran",
            "status": "ran" if len(ran) else "not run"}
     for col in ("code_ratio", *(f"archsim_ratio_{arm}" for arm in ARMS), "headline_ratio_issue"):
-        row[col] = make_report._geo(ran[col])
+        row[col] = make_report._geo(ran[col])       # the headline's: over the points at its TP (NaN elsewhere)
     row["code_vs_paper_pct"] = round(100 * (row["code_ratio"] / PAPER - 1), 1)
     row["abs_code_vs_paper_pct"] = abs(row["code_vs_paper_pct"])
     for arm in ARMS:
         row[f"diff_pct_{arm}"] = round(100 * (row[f"archsim_ratio_{arm}"] / row["code_ratio"] - 1), 1)
-    row["headline_vs_code_pct"] = round(100 * (row["headline_ratio_issue"] / row["code_ratio"] - 1), 1)
+    # the headline against the code over the points both have (the code's runs at the headline's TP)
+    row["code_ratio_at_headline_tp"] = make_report._geo(ran.loc[ran["at_headline_tp"] == True, "code_ratio"])  # noqa: E712
+    row["headline_vs_code_pct"] = round(100 * (row["headline_ratio_issue"] / row["code_ratio_at_headline_tp"] - 1), 1)
     ran_paper = pts[pts["paper_sbi_status"] == "ran"]
     row["paper_sbi_status"] = "ran" if len(ran_paper) else "not run"
     for col in ("code_ratio_paper_sbi", "archsim_ratio_issue_paper_sbi"):
@@ -180,8 +190,8 @@ def geomean_row(df: pd.DataFrame, model: str) -> dict:
 
 def rest_row(df: pd.DataFrame, ratios: pd.DataFrame) -> dict:
     """The headline's geomean over its points the code did not run (every model, dataset and batch of ratios.csv
-    with a reading, less the points of `df` the code ran); `batch` holds their count."""
-    ran = df[df["status"] == "ran"]
+    with a reading, less the points of `df` the code ran at the headline's TP); `batch` holds their count."""
+    ran = df[(df["status"] == "ran") & (df["at_headline_tp"] == True)]  # noqa: E712
     done = set(zip(ran["model"], ran["dataset"], ran["batch"].astype(int), strict=True))
     head = ratios[(ratios["base"] == HEADLINE_BASE) & np.isfinite(ratios["ratio"])]
     rest = head[[k not in done for k in zip(head["model"], head["dataset"], head["batch"], strict=True)]]

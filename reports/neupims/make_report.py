@@ -1017,14 +1017,18 @@ def _code_grid_section(c) -> list[str]:
     return md + ["", *_code_grid_prose(c, df)]
 
 
-def _per_model_geomeans(c, df: pd.DataFrame, col: str) -> str:
-    """`gpt3-7b 1.47x over 6 points, gpt3-30b ...` for every model the code ran a point of."""
+def _per_model_geomeans(c, df: pd.DataFrame, col: str, where: dict | None = None) -> str:
+    """`gpt3-7b 1.47x over 6, gpt3-30b ...` for every model the code ran a point of (of the points `where` selects
+    too; the geomean rows' `col` is over those)."""
     from reports.claims import Fact
 
-    models = [m for m in dict.fromkeys(df.loc[df["dataset"].isin(DATASETS), "model"])
-              if ((df["model"] == m) & (df["status"] == "ran")).any()]
+    pts = {**GRID_POINTS, **(where or {})}
+    sel = df["dataset"].isin(DATASETS) & (df["status"] == "ran")
+    for k, v in (where or {}).items():
+        sel &= df[k] == v
+    models = list(dict.fromkeys(df.loc[sel, "model"]))
     return ", ".join(f"{m} {c.num(Fact(GRID, col, {'dataset': 'geomean', 'model': m}))}x over "
-                     f"{c.num(Fact(GRID, col, {**GRID_POINTS, 'model': m}, 'count'), '{:.0f}')}" for m in models)
+                     f"{c.num(Fact(GRID, col, {**pts, 'model': m}, 'count'), '{:.0f}')}" for m in models)
 
 
 def _code_grid_prose(c, df: pd.DataFrame) -> list[str]:
@@ -1130,22 +1134,25 @@ def _headline_on_grid_points(c, paper, code_geo) -> list[str]:
 
     grid = pd.read_csv(c.folder / GRID)
     pts = grid[grid["dataset"].isin(DATASETS)]
-    ran = pts[pts["status"] == "ran"]
+    ran = pts[(pts["status"] == "ran") & (pts["at_headline_tp"] == True)]  # noqa: E712
     if ran.empty:
         return []
     R = "ratios.csv"
     same = Fact(GRID, "headline_ratio_issue", GRID_GEO)
     every = Fact(R, "ratio", {"base": ISSUE_BASE}, "geomean")
     lower_end = Fact(paper.csv, paper.column, paper.where, scale=1.0 - PAPER_BAND_PCT / 100.0)
-    out = (f"The headline's reading with the code's issue path, over the same {c.num(Fact(GRID, 'headline_ratio_issue', GRID_POINTS, 'count'), '{:.0f}')} "
-           f"points, is {c.num(same)}x on the geomean ({_per_model_geomeans(c, grid, 'headline_ratio_issue')}; "
+    at_tp = {"at_headline_tp": True}
+    out = (f"The headline's reading with the code's issue path, over the {c.num(Fact(GRID, 'headline_ratio_issue', {**GRID_POINTS, **at_tp}, 'count'), '{:.0f}')} "
+           f"of these points the code ran at the headline's TP, is {c.num(same)}x on the geomean "
+           f"({_per_model_geomeans(c, grid, 'headline_ratio_issue', at_tp)}; "
            f"{c.num(Fact(GRID, 'headline_ratio_issue', GRID_GEO, over=paper, scale=100, offset=-100), '{:+.0f}')} % "
            f"from the paper's, {c.num(Fact(GRID, 'headline_vs_code_pct', GRID_GEO), '{:+.0f}')} % "
-           "from the code's own), " + c.cmp(same, ">=", lower_end, ("inside", "below")) + " the paper's band")
+           f"from the code's own {c.num(Fact(GRID, 'code_ratio_at_headline_tp', GRID_GEO))}x there), "
+           + c.cmp(same, ">=", lower_end, ("inside", "below")) + " the paper's band")
     rest = Fact(GRID, "headline_ratio_issue", {"dataset": "geomean", "model": GRID_REST})
     if grid.loc[(grid["dataset"] == "geomean") & (grid["model"] == GRID_REST), "status"].iloc[0] == "not run":
         out += (f"; over the headline's other {c.num(Fact(GRID, 'batch', {'dataset': 'geomean', 'model': GRID_REST}), '{:.0f}')} "
-                f"points, which the code did not run ({_rest_points(grid)}), the headline's geomean is {c.num(rest)}x, "
+                f"points, which the code did not run at the headline's TP ({_rest_points(grid)}), the headline's geomean is {c.num(rest)}x, "
                 + c.cmp(rest, ">=", lower_end, ("inside", "below")) + " the band, so its geomean over every point "
                 f"({c.num(every)}x) is " + c.cmp(every, "<", same, ("below", "not below"))
                 + " the one over the points the code ran")

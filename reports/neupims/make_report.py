@@ -1156,7 +1156,16 @@ def _headline_on_grid_points(c, paper, code_geo) -> list[str]:
                 + c.cmp(rest, ">=", lower_end, ("inside", "below")) + " the band, so its geomean over every point "
                 f"({c.num(every)}x) is " + c.cmp(every, "<", same, ("below", "not below"))
                 + " the one over the points the code ran")
-    return [c.say(out + ".")]
+    out += "."
+    paper_pts = {"dataset": DATASETS, "paper_sbi_status": "ran", **at_tp}
+    if (grid["dataset"].isin(DATASETS) & (grid["paper_sbi_status"] == "ran") & (grid["at_headline_tp"] == True)).any():  # noqa: E712
+        out += (" With NeuPIMs as the paper runs it, as the headline does (no sub-batch interleaving below batch "
+                f"`{SBI_MIN_BATCH}`), the code gives {c.num(Fact(GRID, 'code_ratio_paper_sbi_at_headline_tp', GRID_GEO))}x "
+                f"over the {c.num(Fact(GRID, 'code_ratio_paper_sbi', paper_pts, 'count'), '{:.0f}')} points at the "
+                f"headline's TP it has that reading for, where the headline's is "
+                f"{c.num(Fact(GRID, 'headline_ratio_issue_paper_sbi_pts', GRID_GEO))}x, "
+                f"{c.num(Fact(GRID, 'headline_vs_code_paper_sbi_pct', GRID_GEO), '{:+.0f}')} % from the code's.")
+    return [c.say(out)]
 
 
 def _headline_section(c, frames: dict[str, pd.DataFrame]) -> list[str]:

@@ -52,6 +52,38 @@ def test_code_writes_counts_the_writes_inside_each_channels_own_pim_work(tmp_pat
         pd.testing.assert_frame_equal(code_writes.build(RUN), committed)
 
 
+def test_an_interval_across_the_logits_attend_boundary_counts_for_one_operation(tmp_path):
+    """The code's logs are in 1,000-cycle intervals and the attend starts where the logits end, mid-interval: the
+    interval holding that cycle goes to the operation holding most of it (code_channels.op_rows), not to both.
+    Counted for both, channel 31's last logits READRES made its attend's PIM work start before the attend did
+    (attend_pim_first -836 and every write of its attend inside its PIM work), and a channel done early had its
+    logits end moved to the attend's first READRES. The intervals at the stage's own start and end still count."""
+    import code_channels
+    import code_writes
+
+    # logits 1200..5300, attend 5300..9100: the interval 5000..5999 is the attend's (700 of its 1,000 cycles),
+    # 1000..1999 the logits' and 9000..9999 the attend's though mostly outside
+    (tmp_path / "PIM_stage_B.tsv").write_text(
+        "OpName\tStartCycle\tEndCycle\t\nlayer0.attn.NeuPIMSAttend\t5300\t9100\t\n"
+        "layer0.attn.NeuPIMSLogitSoftmax\t1200\t5300\t\n")
+    for ch in range(code_writes.CHANNELS):
+        # channel 0: logits READRES in 1000..2999 only, attend's first in 5000 (written there), its last in 9000;
+        # channel 1: logits READRES up to 4000, then the attend's from 5000 on
+        reads = {1000: 4, 2000: 4, 3000: 0, 4000: 4 if ch else 0, 5000: 2, 6000: 0, 7000: 2, 8000: 0, 9000: 2}
+        writes = {5000: 64}
+        (tmp_path / f"mem_io_B_ch_{ch}.tsv").write_text("StartCycle\tChannelID\tMemoryWrites\tPIMReads\t\n" + "".join(
+            f"{t}\t{ch}\t{writes.get(t, 0)}\t{r}\t\n" for t, r in sorted(reads.items())))
+    ends = code_channels.build(tmp_path).set_index("channel")
+    assert ends.loc[0, "logits_end"] == 3000 - 1200 and ends.loc[1, "logits_end"] == 5000 - 1200
+    assert ends.loc[0, "logits_busy_intervals"] == 2 and ends.loc[0, "attend_busy_intervals"] == 3
+    assert ends.loc[0, "attend_end"] == 10000 - 5300
+    df = code_writes.build(tmp_path).set_index("channel")
+    assert df.loc[0, "logits_pim_last"] == 2000 - 1200 and df.loc[0, "logits_write_bytes"] == 0
+    assert df.loc[0, "attend_pim_first"] == 5000 - 5300 and df.loc[0, "attend_pim_last"] == 9000 - 5300
+    assert df.loc[0, "attend_write_bytes"] == 64 and df.loc[0, "attend_pim_intervals"] == 5
+    assert (df["attend_pim_first"] == -300).all() and (df["logits_write_bytes"] == 0).all()
+
+
 def test_npupim_refresh_toggle_table_follows_from_its_arms():
     """npupim_refresh_toggle.csv: its code columns are vs_code's and code_channels.csv's, the together arm is
     issue_toggle.csv's per_cycle arm (the same runs), and its error and direction columns follow from its cycles."""

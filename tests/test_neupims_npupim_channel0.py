@@ -108,6 +108,47 @@ def test_npupim_refresh_toggle_table_follows_from_its_arms():
         assert df.loc["block", col] == df.loc[["A", "B", "E"], col].sum()
 
 
+def test_channel0_without_refresh_columns_follow_from_the_codes_run_and_the_none_arm():
+    """npupim_refresh_toggle.csv's channel-0 ends without refresh: the code's are code_channels_norefresh.csv's
+    (again from the code's run without refresh where it is on this machine), archsim's the `refresh: false` run's;
+    channel 0's gap under the staggered refresh is exactly its gap without refresh plus the two refresh costs'
+    difference."""
+    import code_channels
+
+    df = pd.read_csv(FOLDER / "npupim_refresh_toggle.csv").set_index("stage")
+    none = pd.read_csv(FOLDER / "code_channels_norefresh.csv").set_index("channel")
+    b = df.loc["B"]
+    for part in ("logits", "attend"):
+        assert b[f"code_ch0_{part}_end_norefresh"] == none.loc[0, f"{part}_end"]
+        assert b[f"code_ch0_{part}_refresh_cost"] == b[f"code_ch0_{part}_end"] - b[f"code_ch0_{part}_end_norefresh"]
+        for arm in ("together", "staggered"):
+            assert b[f"archsim_ch0_{part}_refresh_cost_{arm}"] == (b[f"archsim_ch0_{part}_end_{arm}"]
+                                                                   - b[f"archsim_ch0_{part}_end_none"])
+        assert b[f"diff_pct_ch0_{part}_none"] == round(
+            100 * (b[f"archsim_ch0_{part}_end_none"] / b[f"code_ch0_{part}_end_norefresh"] - 1), 1)
+        assert b[f"ch0_{part}_gap_staggered"] == b[f"archsim_ch0_{part}_end_staggered"] - b[f"code_ch0_{part}_end"]
+        assert b[f"ch0_{part}_gap_staggered"] == b[f"ch0_{part}_gap_none"] + b[f"ch0_{part}_gap_refresh_staggered"]
+    run = Path(f"{RUN}_norefresh")
+    if run.exists():
+        pd.testing.assert_frame_equal(code_channels.build(run), none.reset_index())
+
+
+def test_channel0_without_refresh_sentence_words_its_comparison_from_the_rows(tmp_path):
+    """The sentence says the code's refresh costs channel 0 more than archsim's staggered one only while the rows
+    do; with a made-up table where archsim's costs more, it says no more."""
+    mr = _make_report()
+    df = pd.read_csv(FOLDER / "npupim_refresh_toggle.csv")
+    b = df["stage"] == "B"
+    more = df.loc[b, "code_ch0_logits_refresh_cost"].iloc[0] > df.loc[b, "archsim_ch0_logits_refresh_cost_staggered"].iloc[0]
+    text = mr._channel0_without_refresh(Claims(FOLDER))
+    assert ("costs channel 0 more than archsim's" in text) == bool(more)
+    shutil.copy(FOLDER / "code_channels_norefresh.csv", tmp_path)
+    off = df.copy()
+    off.loc[b, "archsim_ch0_logits_refresh_cost_staggered"] = off.loc[b, "code_ch0_logits_refresh_cost"] + 1
+    off.to_csv(tmp_path / "npupim_refresh_toggle.csv", index=False)
+    assert "costs channel 0 no more than archsim's" in mr._channel0_without_refresh(Claims(tmp_path))
+
+
 def test_channel0_paragraph_words_its_directions_from_the_rows(tmp_path):
     """The paragraph says the staggered refresh moves channel 0 toward the code only while its rows do; with a
     made-up table where the staggered arm ends channel 0's logits farther from the code, it says away."""
@@ -118,7 +159,7 @@ def test_channel0_paragraph_words_its_directions_from_the_rows(tmp_path):
     expected = "toward the code" if bool(df.loc[df["stage"] == "B", "moved_ch0_logits_toward_code"].iloc[0]) \
         else "away from the code"
     assert text.split("channel 0's logits end goes from")[1].split(",")[1].strip() == expected
-    for name in ("code_writes.csv", "refresh_toggle.csv", "refresh_cost.csv"):
+    for name in ("code_writes.csv", "refresh_toggle.csv", "refresh_cost.csv", "code_channels_norefresh.csv"):
         shutil.copy(FOLDER / name, tmp_path)
     off = df.copy()
     b = off["stage"] == "B"
@@ -205,7 +246,7 @@ def test_paragraph_words_the_refresh_cost_comparison_from_the_rows(tmp_path):
     b = df["stage"] == "B"
     closer = bool(df.loc[b, "refresh_cost_off_staggered"].iloc[0] < df.loc[b, "refresh_cost_off_together"].iloc[0])
     assert ("the staggered rule the closer" in text) == closer
-    for name in ("code_writes.csv", "refresh_toggle.csv", "refresh_cost.csv"):
+    for name in ("code_writes.csv", "refresh_toggle.csv", "refresh_cost.csv", "code_channels_norefresh.csv"):
         shutil.copy(FOLDER / name, tmp_path)
     off = df.copy()
     off.loc[b, "refresh_cost_off_staggered"] = off.loc[b, "refresh_cost_off_together"] + 1

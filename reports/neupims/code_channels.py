@@ -14,6 +14,9 @@ were done.
 Columns: channel, logits_end and attend_end (cycles from the operation's start to the end of the last interval in
 which the channel returned READRES data during it), logits_busy_intervals and attend_busy_intervals (intervals with
 READRES data), interval (cycles per log interval).
+
+The same rows of the case's run without refresh (LOG_DIR ..._norefresh, the driver's `--newton-set tREFI=100000000`)
+are code_channels_norefresh.csv (`--table code_channels_norefresh.csv`).
 """
 from __future__ import annotations
 
@@ -65,9 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log_dir", type=Path, help="the npu+pim run's log folder")
     ap.add_argument("-o", "--out", type=Path, default=HERE, help="output folder (default: the report's own)")
+    ap.add_argument("--table", default="code_channels.csv",
+                    help="output file name (code_channels_norefresh.csv: the case's run without refresh, "
+                         "npupim_refresh_toggle.py reads it)")
     args = ap.parse_args(argv)
     df = build(args.log_dir)
-    df.to_csv(args.out / "code_channels.csv", index=False)
+    df.to_csv(args.out / args.table, index=False)
     print(df.to_string(index=False))
     return 0
 

@@ -23,9 +23,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pandas as pd
-
 import code_channels
+import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 CHANNELS = code_channels.CHANNELS

@@ -409,7 +409,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run; `code_channels_norefresh.csv`, of its run without refresh), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -685,9 +685,35 @@ def _npupim_channel0(c) -> str:
         f"{c.num(Fact(RT, 'diff_pct_staggered', models, 'max'), '{:+.1f}')} % (`refresh_toggle.csv`), "
         + c.cmp(Fact(RT, "abs_err_staggered", models, "sum"), "<", Fact(RT, "abs_err_together", models, "sum"),
                 ("toward the code", "away from the code"))
-        + ". " + _refresh_cost(c) + " The rest of channel 0's gap under the staggered refresh, "
-        f"{c.num(Fact(R, 'diff_pct_ch0_logits_staggered', b), '{:+.1f}')} % in its logits, is not traced.")
+        + ". " + _refresh_cost(c) + " " + _channel0_without_refresh(c))
     return writes + refresh
+
+
+def _channel0_without_refresh(c) -> str:
+    """Channel 0's ends without refresh on both sides (npupim_refresh_toggle.csv, the code's from
+    code_channels_norefresh.csv): its gap under the staggered refresh split into the two refresh costs' difference
+    and what is left without refresh."""
+    from reports.claims import Fact
+    R, b = "npupim_refresh_toggle.csv", {"stage": "B"}
+
+    def cyc(col: str) -> str:
+        return c.num(Fact(R, col, b), '{:+,.0f}')
+
+    return (
+        "Without refresh on both sides (the code's run without refresh read the same way, "
+        "`code_channels_norefresh.csv`) channel 0's logits end is "
+        f"{c.num(Fact(R, 'diff_pct_ch0_logits_none', b), '{:+.1f}')} % off the code's and its attend end "
+        f"{c.num(Fact(R, 'diff_pct_ch0_attend_none', b), '{:+.1f}')} %: of the {cyc('ch0_logits_gap_staggered')} "
+        "cycles its logits end lies off the code's under the staggered refresh, "
+        f"{cyc('ch0_logits_gap_refresh_staggered')} are the two refresh costs' difference (the code's refresh delays "
+        f"channel 0's logits end by {c.num(Fact(R, 'code_ch0_logits_refresh_cost', b), '{:,.0f}')} cycles, archsim's "
+        f"staggered one by {c.num(Fact(R, 'archsim_ch0_logits_refresh_cost_staggered', b), '{:,.0f}')}) and "
+        f"{cyc('ch0_logits_gap_none')} are there without refresh (the code's ends being those of "
+        f"{c.num(Fact('code_channels_norefresh.csv', 'interval', {'channel': 0}), '{:,.0f}')}-cycle log intervals). "
+        "Why the code's refresh costs channel 0 "
+        + c.cmp(Fact(R, "code_ch0_logits_refresh_cost", b), ">",
+                Fact(R, "archsim_ch0_logits_refresh_cost_staggered", b), ("more than", "no more than"))
+        + " archsim's staggered one is not traced.")
 
 def _refresh_cost(c) -> str:
     """What refresh costs the code's and archsim's stage B on NeuPIMs' own cases without sub-batch interleaving

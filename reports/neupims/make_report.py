@@ -409,11 +409,12 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run; `code_channels_norefresh.csv`, of its run without refresh), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run; `code_channels_norefresh.csv`, of its run without refresh), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's), `reports/neupims/code_grid.py` (`code_grid.csv`, the code's own NeuPIMs / NPU+PIM over the headline's GPT3-7B points beside archsim's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
     md += _vs_code_section(c, vs)
+    md += _code_grid_section(c)
     md += _headline_section(c, frames)
     md += _code_rows_section(c, frames)
     md += _ablation_section(c, frames)
@@ -977,6 +978,149 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
     return md
 
 
+GRID = "code_grid.csv"       # code_grid.py: the released code's own NeuPIMs / NPU+PIM over the headline's 7B points
+GRID_POINTS = {"dataset": DATASETS, "status": "ran"}     # the rows of the points the code ran (not the geomean row)
+PAPER_BAND_PCT = 15.0      # issue 33's target: NeuPIMs / NPU+PIM within 15 % of the paper's
+
+
+def _code_grid_section(c) -> list[str]:
+    """The released code's NeuPIMs / NPU+PIM at each of the headline's GPT3-7B points, archsim's beside it."""
+    from reports.claims import Fact
+
+    if not (c.folder / GRID).exists():
+        return []
+    df = pd.read_csv(c.folder / GRID)
+    md = ["## NeuPIMs / NPU+PIM as the released code itself gives it, over the headline's GPT3-7B points", "",
+          "`code_grid.py` (`code_grid.csv`): NeuPIMs' released simulator (sub-batch interleaving on) and its "
+          "`npu+pim` branch on the same batch snapshot at each GPT3-7B point of the headline, one decoder block each, "
+          "the whole model by the code's stage formula; the snapshots are the code's own (its repository's `clb-0` at "
+          "ShareGPT's largest batch, the others made by its generator with a fixed seed). archsim runs each point as in "
+          "the first section: NeuPIMs with the code's NPU, mapping and command bus; NPU+PIM with the code's PIM issue "
+          "path (`pim_issue: per_cycle`), with that path and the ranks' refreshes staggered as the code's device does "
+          "(`refresh_stagger: true` too, as mapping `npu_pim_code_issue` runs it) and, for context, with its commands at "
+          "the bus's rate. A point the code was "
+          "not run at is marked so. The code's wall times are from a shared machine.", "",
+          "| dataset | batch | code: NeuPIMs cycles | code: NPU+PIM cycles | code: NeuPIMs / NPU+PIM | archsim, the code's "
+          "issue path | archsim / code | archsim, issue path and staggered refresh | archsim / code | archsim, the bus's "
+          "rate | NeuPIMs as the paper runs it: code / archsim (issue path) | code wall time, NeuPIMs / NPU+PIM (s) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for _, r in df.iterrows():
+        ran = r["status"] == "ran"
+        batch = "-" if pd.isna(r["batch"]) else f"{int(r['batch'])}"
+        cycles = (f"{_fmt(r['code_neupims_cycles'])} | {_fmt(r['code_npu_pim_cycles'])}" if ran else "not run | not run")
+        wall = (f"{_fmt(r['code_neupims_wall_s'])} / {_fmt(r['code_npu_pim_wall_s'])}"
+                if ran and r["dataset"] in DATASETS else "-")
+        code = f"{r['code_ratio']:.2f}x" if ran else "not run"
+        diff = f"{r['diff_pct_issue']:+.1f} %" if ran else "-"
+        diff_stagger = f"{r['diff_pct_stagger']:+.1f} %" if ran else "-"
+        paper_sbi = (f"{r['code_ratio_paper_sbi']:.2f}x" if r["paper_sbi_status"] == "ran" else "not run") \
+            + f" / {r['archsim_ratio_issue_paper_sbi']:.2f}x"
+        md.append(f"| {r['dataset']} | {batch} | {cycles} | {code} | {r['archsim_ratio_issue']:.2f}x | {diff} | "
+                  f"{r['archsim_ratio_stagger']:.2f}x | {diff_stagger} | {r['archsim_ratio_bus']:.2f}x | {paper_sbi} | {wall} |")
+    paper, band = Fact("paper.csv", "paper", {"claim": "vs NPU+PIM"}), Fact("", "", scale=0.0, offset=PAPER_BAND_PCT)
+    geo = {col: Fact(GRID, col, {"dataset": "geomean"}) for col in
+           ("code_ratio", "archsim_ratio_issue", "archsim_ratio_stagger", "archsim_ratio_bus", "diff_pct_issue",
+            "diff_pct_stagger", "code_vs_paper_pct")}
+    if (df["status"] == "ran").sum() == 0 or df.loc[df["dataset"] == "geomean", "status"].iloc[0] != "ran":
+        return md + [""]
+    md += ["", c.say(
+        f"Over the {c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'count'), '{:.0f}')} points the code ran, its own "
+        f"NeuPIMs / NPU+PIM is {c.num(geo['code_ratio'])}x on the geomean, {c.num(geo['code_vs_paper_pct'], '{:+.0f}')} % "
+        f"from the paper's {c.num(paper, '{:.1f}')}x, and from {c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'min'))}x to "
+        f"{c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'max'))}x per point ("
+        f"{c.num(Fact(GRID, 'code_vs_paper_pct', GRID_POINTS, 'min'), '{:+.0f}')} % to "
+        f"{c.num(Fact(GRID, 'code_vs_paper_pct', GRID_POINTS, 'max'), '{:+.0f}')} % from the paper's): the paper's is "
+        + c.cmp(paper, ">", geo["code_ratio"], ("above", "at or below")) + " the code's geomean, "
+        + c.cmp(paper, ">=", Fact(GRID, "code_ratio", GRID_POINTS, "min"), ("at or above", "below")) + " its lowest point and "
+        + c.cmp(paper, "<=", Fact(GRID, "code_ratio", GRID_POINTS, "max"), ("at or below", "above")) + " its highest, "
+        "and the code's geomean is "
+        + c.cmp(Fact(GRID, "abs_code_vs_paper_pct", {"dataset": "geomean"}), "<=", band, ("inside", "outside"))
+        + f" a band of {c.num(band, '{:.0f}')} % around the paper's."),
+           "", c.say(
+        "archsim in the code's configuration, its NPU+PIM with the code's issue path, gives "
+        f"{c.num(geo['archsim_ratio_issue'])}x on the geomean over the same points, "
+        f"{c.num(geo['diff_pct_issue'], '{:+.1f}')} % from the code's, and per point from "
+        f"{c.num(Fact(GRID, 'diff_pct_issue', GRID_POINTS, 'min'), '{:+.1f}')} % to "
+        f"{c.num(Fact(GRID, 'diff_pct_issue', GRID_POINTS, 'max'), '{:+.1f}')} % off the code's ratio; with the ranks' "
+        f"refreshes staggered too {c.num(geo['archsim_ratio_stagger'])}x, "
+        f"{c.num(geo['diff_pct_stagger'], '{:+.1f}')} % from the code's (per point "
+        f"{c.num(Fact(GRID, 'diff_pct_stagger', GRID_POINTS, 'min'), '{:+.1f}')} % to "
+        f"{c.num(Fact(GRID, 'diff_pct_stagger', GRID_POINTS, 'max'), '{:+.1f}')} %); with the NPU+PIM's "
+        f"commands at the bus's rate it gives {c.num(geo['archsim_ratio_bus'])}x on the geomean."), ""]
+    paper_pts = {"dataset": DATASETS, "paper_sbi_status": "ran"}
+    if df.loc[df["dataset"] == "geomean", "paper_sbi_status"].iloc[0] == "ran":
+        small = {**paper_pts, "batch": [b for b in BATCHES if b < SBI_MIN_BATCH]}
+        small_ran = df["dataset"].isin(DATASETS) & (df["paper_sbi_status"] == "ran") & df["batch"].isin(small["batch"])
+        md += [c.say(
+            "With NeuPIMs as the paper runs it (sub-batch interleaving only from batch "
+            f"`{SBI_MIN_BATCH}` on, `SBI_MIN_BATCH`, the code's "
+            "NeuPIMs without it below), the code's ratio is "
+            f"{c.num(Fact(GRID, 'code_ratio_paper_sbi', {'dataset': 'geomean'}))}x on the geomean over "
+            f"{c.num(Fact(GRID, 'code_ratio_paper_sbi', paper_pts, 'count'), '{:.0f}')} points (archsim's "
+            f"{c.num(Fact(GRID, 'archsim_ratio_issue_paper_sbi', {'dataset': 'geomean'}))}x), "
+            f"the paper's {c.num(paper, '{:.1f}')}x " + c.cmp(paper, "<", Fact(GRID, 'code_ratio_paper_sbi', {'dataset': 'geomean'}),
+                                                              ("below", "not below"))
+            + " it" + (f"; at the smaller batches the code's NeuPIMs / NPU+PIM is at most "
+                       f"{c.num(Fact(GRID, 'code_ratio_paper_sbi', small, 'max'))}x" if small_ran.any() else "")
+            + "."), ""]
+    return md
+
+
+def _code_grid_headline(c) -> list[str]:
+    """The headline's NPU+PIM paragraph's sentence on what the released code itself gives over the same points."""
+    from reports.claims import Fact
+
+    if not (c.folder / GRID).exists():
+        return []
+    df = pd.read_csv(c.folder / GRID)
+    if df.loc[df["dataset"] == "geomean", "status"].iloc[0] != "ran":
+        return []
+    paper, geo = Fact("paper.csv", "paper", {"claim": "vs NPU+PIM"}), Fact(GRID, "code_ratio", {"dataset": "geomean"})
+    return [c.say(
+        "The released code itself (its NeuPIMs and its `npu+pim` branch, `code_grid.csv`) gives NeuPIMs / NPU+PIM "
+        f"{c.num(geo)}x on the geomean over {c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'count'), '{:.0f}')} of the "
+        f"headline's GPT3-7B points, from {c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'min'))}x to "
+        f"{c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'max'))}x per point: the paper's "
+        f"{c.num(paper, '{:.1f}')}x is " + c.cmp(paper, ">", geo, ("above", "at or below")) + " the code's own geomean, "
+        f"which is {c.num(Fact(GRID, 'code_vs_paper_pct', {'dataset': 'geomean'}), '{:+.0f}')} % from the paper's, "
+        + c.cmp(Fact(GRID, "abs_code_vs_paper_pct", {"dataset": "geomean"}), "<=",
+                Fact("", "", scale=0.0, offset=PAPER_BAND_PCT), ("inside", "outside"))
+        + f" a band of {c.num(Fact('', '', scale=0.0, offset=PAPER_BAND_PCT), '{:.0f}')} % around it."),
+        *_headline_on_grid_points(c, paper, geo), ""]
+
+
+def _headline_on_grid_points(c, paper, code_geo) -> list[str]:
+    """The headline's code-issue-path reading over the points the code ran (its GPT3-7B points) and over the rest,
+    so the headline's geomean can be read beside the code's own."""
+    from reports.claims import Fact
+
+    issue = "vs NPU+PIM (code's issue path)"
+    grid = pd.read_csv(c.folder / GRID)
+    ran = grid[grid["status"] == "ran"]
+    ran = ran[ran["dataset"].isin(DATASETS)]
+    if len(ran) != len(grid[grid["dataset"].isin(DATASETS)]):
+        return []                    # a point the code did not run: the two geomeans are not over the same points
+    R = "ratios.csv"
+    ratios = pd.read_csv(c.folder / R)
+    models = sorted(set(ratios["model"]))
+    others = [m for m in models if m != CODE_POINT[0]]
+    same = Fact(R, "ratio", {"model": CODE_POINT[0], "base": issue}, "geomean")
+    rest = Fact(R, "ratio", {"model": others, "base": issue}, "geomean")
+    every = Fact(R, "ratio", {"base": issue}, "geomean")
+    lower_end = Fact(paper.csv, paper.column, paper.where, scale=1.0 - PAPER_BAND_PCT / 100.0)
+    return [c.say(
+        f"The headline's reading with the code's issue path, over the same {CODE_POINT[0]} points, is "
+        f"{c.num(same)}x on the geomean ({c.num(Fact(R, 'ratio', same.where, 'geomean', over=paper, scale=100, offset=-100), '{:+.0f}')} % "
+        f"from the paper's, {c.num(Fact(R, 'ratio', same.where, 'geomean', over=code_geo, scale=100, offset=-100), '{:+.0f}')} % "
+        "from the code's own), "
+        + c.cmp(same, ">=", lower_end, ("inside", "below"))
+        + f" the paper's band; over the {' and '.join(others)} points, which the code was not run at, it is "
+        f"{c.num(rest)}x, " + c.cmp(rest, ">=", lower_end, ("inside", "below")) + " the band and "
+        + c.cmp(rest, "<", same, ("lower", "not lower")) + f" than over the {CODE_POINT[0]} points, so the geomean "
+        f"over every point ({c.num(every)}x) is " + c.cmp(every, "<", same, ("below", "not below"))
+        + " the one over the points the code ran.")]
+
+
 def _headline_section(c, frames: dict[str, pd.DataFrame]) -> list[str]:
     from reports.claims import Fact
 
@@ -1055,7 +1199,7 @@ def _headline_section(c, frames: dict[str, pd.DataFrame]) -> list[str]:
         + " the first reading's geomean and "
         + c.cmp(Fact(P, "paper", {"claim": "vs NPU+PIM"}), ">", geo[ISSUE_BASE], ("above", "below"))
         + " the second's."),
-           "",
+           "", *_code_grid_headline(c),
            c.say(
         "With the code's NPU and definitions (the next section), the paper's "
         f"{c.num(Fact(P, 'paper', {'claim': 'vs NPU+PIM'}), '{:.1f}')}x against two readings of its NPU+PIM, the "

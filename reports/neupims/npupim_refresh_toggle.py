@@ -101,13 +101,7 @@ def build(out: Path) -> pd.DataFrame:
     code_ch0_none = pd.read_csv(HERE / "code_channels_norefresh.csv").set_index("channel").loc[0]
     rows = []
     for stage, ref in arms["together"].items():
-        row = {"case": CASE, "stage": stage, "code_cycles": ref["code_cycles"]}
-        for part in vs_code.PARTS:
-            if pd.isna(ref.get(f"code_{part}cycles")):
-                continue
-            row[f"code_{part}cycles"] = ref[f"code_{part}cycles"]
-            for arm in ARMS:
-                row[f"archsim_{part}cycles_{arm}"] = arms[arm][stage][f"archsim_{part}cycles"]
+        row = vs_code.toggle_row(CASE, stage, arms, "together")
         for part in vs_code.PARTS:
             if pd.isna(ref.get(f"code_{part}cycles")):
                 continue

@@ -76,6 +76,12 @@ TOLERANCE = {"stage": 0.10, "block": 0.05}      # the issue's target: every stag
 
 def config(case: str) -> dict:
     model, tp, trace, sbi, _ = CASES[case]
+    return case_config(case, model, tp, trace, sbi)
+
+
+def case_config(case: str, model: str, tp: int, trace: str, sbi: bool) -> dict:
+    """archsim's config of a case of the code's: `model` at `tp` on the batch of `trace` (repo-relative), sub-batch
+    interleaving `sbi`; a case named after a baseline (BASELINE's prefixes) runs that baseline's system."""
     batch = len(serving.read_snapshot(ROOT / trace).seq_lens)
     extra = next((v for k, v in BASELINE.items() if case.startswith(k)), {})
     cfg = {**CONFIG, **extra, "model": model, "tp": tp, "dataset": trace, "batch": batch, "sub_batch": sbi,
@@ -158,6 +164,20 @@ def toggle_frame(rows: list[dict], arms: Iterable[str]) -> pd.DataFrame:
 
 
 PARTS = ("", "logits_", "attend_")     # a PIM stage whole, and its logits and attend parts (attend_split)
+
+
+def toggle_row(case: str, stage: str, arms: dict[str, dict], ref_arm: str) -> dict:
+    """One row of a toggle table: the code's cycles of `stage` (from arm `ref_arm`'s rows) and, for each PIM part
+    the code reports, its cycles beside every arm's archsim cycles (`arms`: arm -> {stage: vs-code row})."""
+    ref = arms[ref_arm][stage]
+    row = {"case": case, "stage": stage, "code_cycles": ref["code_cycles"]}
+    for part in PARTS:
+        if pd.isna(ref.get(f"code_{part}cycles")):
+            continue
+        row[f"code_{part}cycles"] = ref[f"code_{part}cycles"]
+        for arm, rows in arms.items():
+            row[f"archsim_{part}cycles_{arm}"] = rows[stage][f"archsim_{part}cycles"]
+    return row
 
 
 def part_errors(df: pd.DataFrame, arms: tuple[str, str]) -> pd.DataFrame:

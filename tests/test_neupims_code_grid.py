@@ -155,11 +155,62 @@ def test_the_rest_row_is_the_headline_over_the_points_the_code_did_not_run(grid)
     ratios = pd.read_csv(HERE / "ratios.csv")
     ratios = ratios[(ratios["base"] == code_grid.HEADLINE_BASE) & ratios["ratio"].notna()]
     ran = {(r["model"], r["dataset"], int(r["batch"])) for _, r in _points(grid).iterrows()
-           if r["status"] == "ran" and r["at_headline_tp"]}
+           if r["paper_sbi_status"] == "ran" and r["at_headline_tp"]}     # at the headline's TP and sub-batch setting
     rest = ratios[[(m, d, b) not in ran for m, d, b in zip(ratios["model"], ratios["dataset"], ratios["batch"], strict=True)]]
     row = grid[(grid["dataset"] == "geomean") & (grid["model"] == make_report.GRID_REST)].iloc[0]
     assert row["batch"] == len(rest)
     assert row["headline_ratio_issue"] == pytest.approx(float(np.exp(np.log(rest["ratio"]).mean())), rel=1e-12)
+
+
+def _headline_text(tmp_path: Path, second_point_paper_sbi: bool) -> str:
+    """The headline's code-grid sentence on a hand-made grid of two points the code ran with sub-batch interleaving
+    at every batch (ratios 1.0 and 1.44, geomean 1.2x), the headline's setting at both (1.6 and 2.5) or at one."""
+    paper_sbi = [(1.6, "ran"), (2.5, "ran") if second_point_paper_sbi else (float("nan"), "not run")]
+    rows = [{"model": "gpt3-7b", "tp": 4, "headline_tp": 4, "at_headline_tp": True, "headline_ratio_issue": 1.5,
+             "dataset": d, "batch": b, "status": "ran", "code_ratio": r, "code_vs_paper_pct": round(100 * (r / 1.6 - 1), 1),
+             "code_ratio_paper_sbi": p, "paper_sbi_status": st}
+            for (d, b, r), (p, st) in zip([("sharegpt", 64, 1.0), ("alpaca", 64, 1.44)], paper_sbi, strict=True)]
+    ran = [p for p, st in paper_sbi if st == "ran"]
+    geo_sbi = float(np.exp(np.log(ran).mean()))
+    geo = {"dataset": "geomean", "status": "ran", "code_ratio": 1.2, "code_vs_paper_pct": -25.0,
+           "abs_code_vs_paper_pct": 25.0, "paper_sbi_status": "ran", "code_ratio_paper_sbi": geo_sbi,
+           "code_vs_paper_pct_paper_sbi": round(100 * (geo_sbi / 1.6 - 1), 1),
+           "abs_code_vs_paper_pct_paper_sbi": abs(round(100 * (geo_sbi / 1.6 - 1), 1)),
+           "headline_ratio_issue_paper_sbi_pts": 1.5, "code_ratio_paper_sbi_at_headline_tp": geo_sbi,
+           "headline_vs_code_paper_sbi_pct": round(100 * (1.5 / geo_sbi - 1), 1)}
+    if not second_point_paper_sbi:     # the code's every-batch reading only: the headline's setting not at every point
+        geo["paper_sbi_status"] = "not run"
+    rest = {"dataset": "geomean", "model": make_report.GRID_REST, "status": "not run", "paper_sbi_status": "not run",
+            "batch": 2, "trace": "2 gpt3-13b", "headline_ratio_issue": 1.5}
+    pd.DataFrame([*rows, {**geo, "model": "gpt3-7b"}, {**geo, "model": "all"}, rest]).to_csv(
+        tmp_path / "code_grid.csv", index=False)
+    pd.DataFrame([{"claim": "vs NPU+PIM", "paper": 1.6}]).to_csv(tmp_path / "paper.csv", index=False)
+    # the headline's own ratios: only gpt3-7b, so the comparison with the other models' points has rows too
+    pd.DataFrame([{"model": m, "dataset": d, "batch": 64, "base": "vs NPU+PIM (code's issue path)", "ratio": 1.5}
+                  for m in ("gpt3-7b", "gpt3-13b") for d in ("sharegpt", "alpaca")]).to_csv(tmp_path / "ratios.csv", index=False)
+    c = Claims(tmp_path)
+    md = make_report._code_grid_headline(c)
+    c.write()
+    (tmp_path / "README.md").write_text("\n".join(md) + "\n")
+    assert verify(tmp_path) == []
+    return "\n".join(md)
+
+
+def test_the_headline_sentence_reads_the_code_with_the_headlines_sub_batch_setting(tmp_path):
+    """The headline runs NeuPIMs with sub-batch interleaving only from batch 256 on: the sentence on the code's own
+    ratio takes that reading (the grid's paper_sbi columns, geomean 2.0x here, the paper's 1.6x below it) with the
+    every-batch reading (1.2x) beside it, and the headline's geomean is set against it; when the code did not run
+    that setting at every point the sentence says which setting its number has and makes no comparison."""
+    (tmp_path / "a").mkdir()
+    matched = _headline_text(tmp_path / "a", True)
+    assert "run as the headline runs it" in matched and "gives NeuPIMs / NPU+PIM 2.00x on the geomean over 2" in matched
+    assert "the paper's 1.6x is at or below the code's own geomean, which is +25 % from the paper's, outside" in matched
+    assert "with sub-batch interleaving at every batch it gives 1.20x over 2 points (-25 % from the paper's)" in matched
+    assert "-25 % from the code's own 2.00x there" in matched
+    (tmp_path / "b").mkdir()
+    unmatched = _headline_text(tmp_path / "b", False)
+    assert "with sub-batch interleaving at every batch (not the headline's setting)" in unmatched
+    assert "gives NeuPIMs / NPU+PIM 1.20x" in unmatched and "The headline's reading" not in unmatched
 
 
 def test_the_section_marks_a_point_not_run_and_its_claims_hold(tmp_path):
@@ -191,7 +242,9 @@ def test_the_section_marks_a_point_not_run_and_its_claims_hold(tmp_path):
            "paper_sbi_status": "ran",
            "code_ratio_paper_sbi": (1.5 * 2.5) ** 0.5, "archsim_ratio_issue_paper_sbi": (1.4 * 2.0) ** 0.5,
            "code_ratio_paper_sbi_at_headline_tp": (1.5 * 2.5) ** 0.5, "headline_ratio_issue_paper_sbi_pts": 3.6 ** 0.5,
-           "headline_vs_code_paper_sbi_pct": round(100 * (3.6 ** 0.5 / (1.5 * 2.5) ** 0.5 - 1), 1)}
+           "headline_vs_code_paper_sbi_pct": round(100 * (3.6 ** 0.5 / (1.5 * 2.5) ** 0.5 - 1), 1),
+           "code_vs_paper_pct_paper_sbi": round(100 * ((1.5 * 2.5) ** 0.5 / 1.6 - 1), 1),
+           "abs_code_vs_paper_pct_paper_sbi": abs(round(100 * ((1.5 * 2.5) ** 0.5 / 1.6 - 1), 1))}
     geos = [{**geo, "model": "gpt3-7b"}, {"dataset": "geomean", "model": "gpt3-30b", "status": "not run",
                                           "paper_sbi_status": "not run"}, {**geo, "model": "all"},
             {"dataset": "geomean", "model": make_report.GRID_REST, "status": "not run", "paper_sbi_status": "not run",
@@ -214,5 +267,6 @@ def test_the_section_marks_a_point_not_run_and_its_claims_hold(tmp_path):
     assert "the paper's is at or below the code's geomean, below its lowest point and at or below its highest, and the code's geomean is outside a band of 15 % around the paper's" in text
     assert "| gpt3-7b TP4 | alpaca | 512 | not run | not run | not run | 2.00x | - | 2.00x | - | 1.00x | not run / 2.00x | 1.50x | - |" in text
     assert "at the smaller batches the code's NeuPIMs / NPU+PIM is at most 2.50x" in text
-    assert "over the headline's other 2 points, which the code did not run at the headline's TP (1 gpt3-7b, 1 gpt3-30b), the headline's geomean is 1.34x, below the band" in text
-    assert "the code gives 1.94x over the 2 points at the headline's TP it has that reading for, where the headline's is 1.90x, -2 % from the code's." in text
+    assert "over the headline's other 2 points, which the code did not run at the headline's TP (1 gpt3-7b, 1 gpt3-30b), it is 1.34x, below the band" in text
+    assert ("over the 2 points the code ran at the headline's TP and sub-batch setting, is 1.90x on the geomean (+19 % from "
+            "the paper's, -2 % from the code's own 1.94x there), not below the paper's band") in text

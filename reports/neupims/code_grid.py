@@ -39,7 +39,8 @@ paper_sbi_status, code_neupims_paper_sbi_cycles, code_ratio_paper_sbi, archsim_n
 archsim_ratio_issue_paper_sbi, diff_pct_issue_paper_sbi: the same with NeuPIMs as the paper runs it, sub-batch
 interleaving only from batch 256 on (below it both simulators' NeuPIMs without it, one layer; the code's
 `..._sbi-off` case); then "geomean" rows (dataset "geomean"), one per model and one with model "all", over the
-points the code ran (for the paper_sbi columns: the points whose paper_sbi_status is "ran").
+points the code ran (for the paper_sbi columns: the points whose paper_sbi_status is "ran"; on the geomean rows also code_vs_paper_pct_paper_sbi and
+abs_code_vs_paper_pct_paper_sbi, the code's geomean of that reading against the paper's 1.6x, in %, and its size).
 """
 from __future__ import annotations
 
@@ -194,13 +195,17 @@ def geomean_row(df: pd.DataFrame, model: str) -> dict:
     row["code_ratio_paper_sbi_at_headline_tp"] = make_report._geo(same["code_ratio_paper_sbi"])
     row["headline_vs_code_paper_sbi_pct"] = round(
         100 * (row["headline_ratio_issue_paper_sbi_pts"] / row["code_ratio_paper_sbi_at_headline_tp"] - 1), 1)
+    row["code_vs_paper_pct_paper_sbi"] = round(100 * (row["code_ratio_paper_sbi"] / PAPER - 1), 1)
+    row["abs_code_vs_paper_pct_paper_sbi"] = abs(row["code_vs_paper_pct_paper_sbi"])
     return row
 
 
 def rest_row(df: pd.DataFrame, ratios: pd.DataFrame) -> dict:
     """The headline's geomean over its points the code did not run (every model, dataset and batch of ratios.csv
-    with a reading, less the points of `df` the code ran at the headline's TP); `batch` holds their count."""
-    ran = df[(df["status"] == "ran") & (df["at_headline_tp"] == True)]  # noqa: E712
+    with a reading, less the points of `df` the code ran at the headline's TP and sub-batch setting); `batch` holds
+    their count."""
+    # the points compared with the headline: those the code ran at its TP and sub-batch setting
+    ran = df[(df["paper_sbi_status"] == "ran") & (df["at_headline_tp"] == True)]  # noqa: E712
     done = set(zip(ran["model"], ran["dataset"], ran["batch"].astype(int), strict=True))
     head = ratios[(ratios["base"] == HEADLINE_BASE) & np.isfinite(ratios["ratio"])]
     rest = head[[k not in done for k in zip(head["model"], head["dataset"], head["batch"], strict=True)]]

@@ -409,7 +409,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's), `reports/neupims/code_grid.py` (`code_grid.csv`, the code's own NeuPIMs / NPU+PIM over the headline's points beside archsim's and the headline's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run; `code_channels_norefresh.csv`, of its run without refresh), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's), `reports/neupims/code_grid.py` (`code_grid.csv`, the code's own NeuPIMs / NPU+PIM over the headline's points beside archsim's and the headline's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -686,9 +686,35 @@ def _npupim_channel0(c) -> str:
         f"{c.num(Fact(RT, 'diff_pct_staggered', models, 'max'), '{:+.1f}')} % (`refresh_toggle.csv`), "
         + c.cmp(Fact(RT, "abs_err_staggered", models, "sum"), "<", Fact(RT, "abs_err_together", models, "sum"),
                 ("toward the code", "away from the code"))
-        + ". " + _refresh_cost(c) + " The rest of channel 0's gap under the staggered refresh, "
-        f"{c.num(Fact(R, 'diff_pct_ch0_logits_staggered', b), '{:+.1f}')} % in its logits, is not traced.")
+        + ". " + _refresh_cost(c) + " " + _channel0_without_refresh(c))
     return writes + refresh
+
+
+def _channel0_without_refresh(c) -> str:
+    """Channel 0's ends without refresh on both sides (npupim_refresh_toggle.csv, the code's from
+    code_channels_norefresh.csv): its gap under the staggered refresh split into the two refresh costs' difference
+    and what is left without refresh."""
+    from reports.claims import Fact
+    R, b = "npupim_refresh_toggle.csv", {"stage": "B"}
+
+    def cyc(col: str) -> str:
+        return c.num(Fact(R, col, b), '{:+,.0f}')
+
+    return (
+        "Without refresh on both sides (the code's run without refresh read the same way, "
+        "`code_channels_norefresh.csv`) channel 0's logits end is "
+        f"{c.num(Fact(R, 'diff_pct_ch0_logits_none', b), '{:+.1f}')} % off the code's and its attend end "
+        f"{c.num(Fact(R, 'diff_pct_ch0_attend_none', b), '{:+.1f}')} %: of the {cyc('ch0_logits_gap_staggered')} "
+        "cycles its logits end lies off the code's under the staggered refresh, "
+        f"{cyc('ch0_logits_gap_refresh_staggered')} are the two refresh costs' difference (the code's refresh delays "
+        f"channel 0's logits end by {c.num(Fact(R, 'code_ch0_logits_refresh_cost', b), '{:,.0f}')} cycles, archsim's "
+        f"staggered one by {c.num(Fact(R, 'archsim_ch0_logits_refresh_cost_staggered', b), '{:,.0f}')}) and "
+        f"{cyc('ch0_logits_gap_none')} are there without refresh (the code's ends being those of "
+        f"{c.num(Fact('code_channels_norefresh.csv', 'interval', {'channel': 0}), '{:,.0f}')}-cycle log intervals). "
+        "Why the code's refresh costs channel 0 "
+        + c.cmp(Fact(R, "code_ch0_logits_refresh_cost", b), ">",
+                Fact(R, "archsim_ch0_logits_refresh_cost_staggered", b), ("more than", "no more than"))
+        + " archsim's staggered one is not traced.")
 
 def _refresh_cost(c) -> str:
     """What refresh costs the code's and archsim's stage B on NeuPIMs' own cases without sub-batch interleaving
@@ -1099,27 +1125,38 @@ def _per_model_geomeans_paper(c, df: pd.DataFrame) -> str:
 
 
 def _code_grid_headline(c) -> list[str]:
-    """The headline's NPU+PIM paragraph's sentence on what the released code itself gives over the same points."""
+    """The headline's NPU+PIM paragraph's sentence on what the released code itself gives over the same points: with
+    NeuPIMs as the headline runs it (sub-batch interleaving from SBI_MIN_BATCH on, the grid's paper_sbi columns)
+    where the code ran that, its reading with sub-batch interleaving at every batch beside it."""
     from reports.claims import Fact
 
     if not (c.folder / GRID).exists():
         return []
     df = pd.read_csv(c.folder / GRID)
-    if df.loc[(df["dataset"] == "geomean") & (df["model"] == "all"), "status"].iloc[0] != "ran":
+    geo_row = df[(df["dataset"] == "geomean") & (df["model"] == "all")].iloc[0]
+    if geo_row["status"] != "ran":
         return []
-    paper, geo = Fact("paper.csv", "paper", {"claim": "vs NPU+PIM"}), Fact(GRID, "code_ratio", GRID_GEO)
+    matched = geo_row["paper_sbi_status"] == "ran"
+    paper, band = Fact("paper.csv", "paper", {"claim": "vs NPU+PIM"}), Fact("", "", scale=0.0, offset=PAPER_BAND_PCT)
+    sfx, where = ("_paper_sbi", {"dataset": DATASETS, "paper_sbi_status": "ran"}) if matched else ("", GRID_POINTS)
+    geo = Fact(GRID, f"code_ratio{sfx}", GRID_GEO)
+    setting = (f", its NeuPIMs run as the headline runs it (sub-batch interleaving from batch `{SBI_MIN_BATCH}` on),"
+               if matched else ", its NeuPIMs with sub-batch interleaving at every batch (not the headline's setting),")
+    per_model = _per_model_geomeans_paper(c, df) if matched else _per_model_geomeans(c, df, "code_ratio")
+    other = (f"; with sub-batch interleaving at every batch it gives {c.num(Fact(GRID, 'code_ratio', GRID_GEO))}x over "
+             f"{c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'count'), '{:.0f}')} points "
+             f"({c.num(Fact(GRID, 'code_vs_paper_pct', GRID_GEO), '{:+.0f}')} % from the paper's)" if matched else "")
     return [c.say(
-        "The released code itself (its NeuPIMs and its `npu+pim` branch, `code_grid.csv`) gives NeuPIMs / NPU+PIM "
-        f"{c.num(geo)}x on the geomean over {c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'count'), '{:.0f}')} of the "
-        f"headline's points ({_per_model_geomeans(c, df, 'code_ratio')}), from "
-        f"{c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'min'))}x to "
-        f"{c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'max'))}x per point: the paper's "
-        f"{c.num(paper, '{:.1f}')}x is " + c.cmp(paper, ">", geo, ("above", "at or below")) + " the code's own geomean, "
-        f"which is {c.num(Fact(GRID, 'code_vs_paper_pct', GRID_GEO), '{:+.0f}')} % from the paper's, "
-        + c.cmp(Fact(GRID, "abs_code_vs_paper_pct", GRID_GEO), "<=",
-                Fact("", "", scale=0.0, offset=PAPER_BAND_PCT), ("inside", "outside"))
-        + f" a band of {c.num(Fact('', '', scale=0.0, offset=PAPER_BAND_PCT), '{:.0f}')} % around it."),
-        *_headline_on_grid_points(c, paper, geo), ""]
+        "The released code itself (its NeuPIMs and its `npu+pim` branch, `code_grid.csv`)" + setting + " gives "
+        f"NeuPIMs / NPU+PIM {c.num(geo)}x on the geomean over "
+        f"{c.num(Fact(GRID, f'code_ratio{sfx}', where, 'count'), '{:.0f}')} of the headline's points ({per_model}), from "
+        f"{c.num(Fact(GRID, f'code_ratio{sfx}', where, 'min'))}x to {c.num(Fact(GRID, f'code_ratio{sfx}', where, 'max'))}x "
+        f"per point: the paper's {c.num(paper, '{:.1f}')}x is " + c.cmp(paper, ">", geo, ("above", "at or below"))
+        + " the code's own geomean, which is "
+        f"{c.num(Fact(GRID, f'code_vs_paper_pct{sfx}', GRID_GEO), '{:+.0f}')} % from the paper's, "
+        + c.cmp(Fact(GRID, f"abs_code_vs_paper_pct{sfx}", GRID_GEO), "<=", band, ("inside", "outside"))
+        + f" a band of {c.num(band, '{:.0f}')} % around it{other}."),
+        *(_headline_on_grid_points(c, paper) if matched else []), ""]
 
 
 def _rest_points(grid: pd.DataFrame) -> str:
@@ -1127,45 +1164,35 @@ def _rest_points(grid: pd.DataFrame) -> str:
     return str(grid.loc[(grid["dataset"] == "geomean") & (grid["model"] == GRID_REST), "trace"].iloc[0])
 
 
-def _headline_on_grid_points(c, paper, code_geo) -> list[str]:
-    """The headline's code-issue-path reading over the points the code ran and over the rest, so the headline's
-    geomean can be read beside the code's own."""
+def _headline_on_grid_points(c, paper) -> list[str]:
+    """The headline's code-issue-path reading over the points the code ran at the headline's TP and sub-batch
+    setting, beside the code's own there, and over the rest, so the headline's geomean can be read beside the
+    code's."""
     from reports.claims import Fact
 
     grid = pd.read_csv(c.folder / GRID)
-    pts = grid[grid["dataset"].isin(DATASETS)]
-    ran = pts[(pts["status"] == "ran") & (pts["at_headline_tp"] == True)]  # noqa: E712
-    if ran.empty:
+    pts = {"dataset": DATASETS, "paper_sbi_status": "ran", "at_headline_tp": True}
+    if not (grid["dataset"].isin(DATASETS) & (grid["paper_sbi_status"] == "ran") & (grid["at_headline_tp"] == True)).any():  # noqa: E712
         return []
     R = "ratios.csv"
-    same = Fact(GRID, "headline_ratio_issue", GRID_GEO)
+    same = Fact(GRID, "headline_ratio_issue_paper_sbi_pts", GRID_GEO)
     every = Fact(R, "ratio", {"base": ISSUE_BASE}, "geomean")
     lower_end = Fact(paper.csv, paper.column, paper.where, scale=1.0 - PAPER_BAND_PCT / 100.0)
-    at_tp = {"at_headline_tp": True}
-    out = (f"The headline's reading with the code's issue path, over the {c.num(Fact(GRID, 'headline_ratio_issue', {**GRID_POINTS, **at_tp}, 'count'), '{:.0f}')} "
-           f"of these points the code ran at the headline's TP, is {c.num(same)}x on the geomean "
-           f"({_per_model_geomeans(c, grid, 'headline_ratio_issue', at_tp)}; "
-           f"{c.num(Fact(GRID, 'headline_ratio_issue', GRID_GEO, over=paper, scale=100, offset=-100), '{:+.0f}')} % "
-           f"from the paper's, {c.num(Fact(GRID, 'headline_vs_code_pct', GRID_GEO), '{:+.0f}')} % "
-           f"from the code's own {c.num(Fact(GRID, 'code_ratio_at_headline_tp', GRID_GEO))}x there), "
-           + c.cmp(same, ">=", lower_end, ("inside", "below")) + " the paper's band")
+    out = ("The headline's reading with the code's issue path (archsim's own NPU and batches), over the "
+           f"{c.num(Fact(GRID, 'batch', pts, 'count'), '{:.0f}')} points the code ran at the headline's TP and "
+           f"sub-batch setting, is {c.num(same)}x on the geomean "
+           f"({c.num(Fact(GRID, 'headline_ratio_issue_paper_sbi_pts', GRID_GEO, over=paper, scale=100, offset=-100), '{:+.0f}')} % "
+           f"from the paper's, {c.num(Fact(GRID, 'headline_vs_code_paper_sbi_pct', GRID_GEO), '{:+.0f}')} % from the "
+           f"code's own {c.num(Fact(GRID, 'code_ratio_paper_sbi_at_headline_tp', GRID_GEO))}x there), "
+           + c.cmp(same, ">=", lower_end, ("not below", "below")) + " the paper's band")
     rest = Fact(GRID, "headline_ratio_issue", {"dataset": "geomean", "model": GRID_REST})
     if grid.loc[(grid["dataset"] == "geomean") & (grid["model"] == GRID_REST), "status"].iloc[0] == "not run":
         out += (f"; over the headline's other {c.num(Fact(GRID, 'batch', {'dataset': 'geomean', 'model': GRID_REST}), '{:.0f}')} "
-                f"points, which the code did not run at the headline's TP ({_rest_points(grid)}), the headline's geomean is {c.num(rest)}x, "
-                + c.cmp(rest, ">=", lower_end, ("inside", "below")) + " the band, so its geomean over every point "
+                f"points, which the code did not run at the headline's TP ({_rest_points(grid)}), it is {c.num(rest)}x, "
+                + c.cmp(rest, ">=", lower_end, ("not below", "below")) + " the band, so its geomean over every point "
                 f"({c.num(every)}x) is " + c.cmp(every, "<", same, ("below", "not below"))
                 + " the one over the points the code ran")
-    out += "."
-    paper_pts = {"dataset": DATASETS, "paper_sbi_status": "ran", **at_tp}
-    if (grid["dataset"].isin(DATASETS) & (grid["paper_sbi_status"] == "ran") & (grid["at_headline_tp"] == True)).any():  # noqa: E712
-        out += (" With NeuPIMs as the paper runs it, as the headline does (no sub-batch interleaving below batch "
-                f"`{SBI_MIN_BATCH}`), the code gives {c.num(Fact(GRID, 'code_ratio_paper_sbi_at_headline_tp', GRID_GEO))}x "
-                f"over the {c.num(Fact(GRID, 'code_ratio_paper_sbi', paper_pts, 'count'), '{:.0f}')} points at the "
-                f"headline's TP it has that reading for, where the headline's is "
-                f"{c.num(Fact(GRID, 'headline_ratio_issue_paper_sbi_pts', GRID_GEO))}x, "
-                f"{c.num(Fact(GRID, 'headline_vs_code_paper_sbi_pct', GRID_GEO), '{:+.0f}')} % from the code's.")
-    return [c.say(out)]
+    return [c.say(out + ".")]
 
 
 def _headline_section(c, frames: dict[str, pd.DataFrame]) -> list[str]:

@@ -1043,6 +1043,14 @@ def _code_grid_section(c) -> list[str]:
     return md + ["", *_code_grid_prose(c, df)]
 
 
+def _grid_model_name(df: pd.DataFrame, model: str) -> str:
+    """`gpt3-7b`, or `gpt3-13b at TP8 (not the headline's TP4)` for a model the code ran at another TP only."""
+    rows = df[(df["model"] == model) & df["dataset"].isin(DATASETS)]
+    if (rows["at_headline_tp"] == True).any():  # noqa: E712
+        return model
+    return f"{model} at TP{int(rows['tp'].iloc[0])} (not the headline's TP{int(rows['headline_tp'].iloc[0])})"
+
+
 def _per_model_geomeans(c, df: pd.DataFrame, col: str, where: dict | None = None) -> str:
     """`gpt3-7b 1.47x over 6, gpt3-30b ...` for every model the code ran a point of (of the points `where` selects
     too; the geomean rows' `col` is over those)."""
@@ -1053,7 +1061,7 @@ def _per_model_geomeans(c, df: pd.DataFrame, col: str, where: dict | None = None
     for k, v in (where or {}).items():
         sel &= df[k] == v
     models = list(dict.fromkeys(df.loc[sel, "model"]))
-    return ", ".join(f"{m} {c.num(Fact(GRID, col, {'dataset': 'geomean', 'model': m}))}x over "
+    return ", ".join(f"{_grid_model_name(df, m)} {c.num(Fact(GRID, col, {'dataset': 'geomean', 'model': m}))}x over "
                      f"{c.num(Fact(GRID, col, {**pts, 'model': m}, 'count'), '{:.0f}')}" for m in models)
 
 
@@ -1120,7 +1128,7 @@ def _per_model_geomeans_paper(c, df: pd.DataFrame) -> str:
     pts = {"dataset": DATASETS, "paper_sbi_status": "ran"}
     models = [m for m in dict.fromkeys(df.loc[df["dataset"].isin(DATASETS), "model"])
               if ((df["model"] == m) & (df["paper_sbi_status"] == "ran")).any()]
-    return ", ".join(f"{m} {c.num(Fact(GRID, 'code_ratio_paper_sbi', {'dataset': 'geomean', 'model': m}))}x over "
+    return ", ".join(f"{_grid_model_name(df, m)} {c.num(Fact(GRID, 'code_ratio_paper_sbi', {'dataset': 'geomean', 'model': m}))}x over "
                      f"{c.num(Fact(GRID, 'code_ratio_paper_sbi', {**pts, 'model': m}, 'count'), '{:.0f}')}" for m in models)
 
 
@@ -1149,7 +1157,7 @@ def _code_grid_headline(c) -> list[str]:
     return [c.say(
         "The released code itself (its NeuPIMs and its `npu+pim` branch, `code_grid.csv`)" + setting + " gives "
         f"NeuPIMs / NPU+PIM {c.num(geo)}x on the geomean over "
-        f"{c.num(Fact(GRID, f'code_ratio{sfx}', where, 'count'), '{:.0f}')} of the headline's points ({per_model}), from "
+        f"{c.num(Fact(GRID, f'code_ratio{sfx}', where, 'count'), '{:.0f}')} points ({per_model}), from "
         f"{c.num(Fact(GRID, f'code_ratio{sfx}', where, 'min'))}x to {c.num(Fact(GRID, f'code_ratio{sfx}', where, 'max'))}x "
         f"per point: the paper's {c.num(paper, '{:.1f}')}x is " + c.cmp(paper, ">", geo, ("above", "at or below"))
         + " the code's own geomean, which is "

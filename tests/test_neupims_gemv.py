@@ -1,5 +1,5 @@
 """Mapping policy `pim_gemv` (issue 33): a row set's last GEMV split into COMPs and READRES (default, the hardware's
-order) or fused into one COMPS_READRES as NeuPIMs' code times it (standard neupims_code)."""
+order) or fused into one COMPS_READRES as NeuPIMs' code times it (standard neupims_code_fused)."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,7 +17,7 @@ from archsim.systems.neupims.device import assign, build_device
 from archsim.systems.neupims.modes import sample_batch
 
 SMALL = {"model": "gpt3-small", "layers": 1, "batch": 4, "sub_batch": False}
-CODE_DRAM = {"standard": "neupims_code"}
+CODE_DRAM = {"standard": "neupims_code_fused"}
 
 
 def _spec(standard: str):
@@ -40,8 +40,8 @@ def _log(tmp_path, gemv: str):
 
 
 def test_split_streams_are_those_of_the_standard_without_the_fused_command():
-    # the fused command added to neupims_code shifts no command index and the default emits none of it
-    code, plain = _spec("neupims_code"), _spec("neupims")
+    # the fused command of neupims_code_fused shifts no command index and the default emits none of it
+    code, plain = _spec("neupims_code_fused"), _spec("neupims")
     assert "COMPS_READRES" in code.command_names and "COMPS_READRES" not in plain.command_names
     for a, b in zip(AttentionCompiler(code, 64, "per_bank").decode_step([40, 700], 3),
                     AttentionCompiler(plain, 64, "per_bank").decode_step([40, 700], 3), strict=True):
@@ -50,7 +50,7 @@ def test_split_streams_are_those_of_the_standard_without_the_fused_command():
 
 
 def test_fused_emits_one_command_for_each_row_sets_last_gemv():
-    spec = _spec("neupims_code")
+    spec = _spec("neupims_code_fused")
     split = AttentionCompiler(spec, 64, "per_bank", "split").decode_step([700], 2)
     fused = AttentionCompiler(spec, 64, "per_bank", "fused").decode_step([700], 2)
     comp, fu, gact = spec.cmd("COMP"), spec.cmd("COMPS_READRES"), spec.cmd("G_ACT")
@@ -61,7 +61,8 @@ def test_fused_emits_one_command_for_each_row_sets_last_gemv():
 
 
 def test_fused_needs_the_code_standard(tmp_path):
-    cfg = setup({"system": "neupims", **SMALL, "mapping": _mapping(tmp_path, "fused")})     # standard neupims
+    # standard neupims_code: one command a cycle, no fused GEMV
+    cfg = setup({"system": "neupims", **SMALL, "mapping": _mapping(tmp_path, "fused"), "dram": {"standard": "neupims_code"}})
     with pytest.raises(ConfigError, match="pim_gemv"):
         DecodeSimulator(build_device(cfg), refresh=False)
 

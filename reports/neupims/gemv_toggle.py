@@ -6,7 +6,7 @@ NeuPIMs' own operations issue each GEMV as one PIM_COMPS_READRES (NeuPIMSLogitSo
 NeuPIMSAttend.cc:226-233), which NewtonSim times as one command: a PIM precharge waits only AL + tRTP after it
 (NS/timing.cc:429-441), only the next GEMV waits for its COMPs (NS/channel_state.cc:484-505). archsim issues the COMPs
 one by one and closes the rows after the last (the hardware). The mapping policy `pim_gemv: fused` takes the code's
-timing (the DRAM standard neupims_code's COMPS_READRES, docs/presets.md); `split` is every other run's.
+timing (with the DRAM standard neupims_code_fused: neupims_code with the code's COMPS_READRES, docs/presets.md); `split` is every other run's.
 
 Cases: vs_code.py's model cases and uni cases without sub-batch interleaving (stage B is the attention alone), with
 refresh as each simulator has it by default; and the model cases without refresh on both sides (archsim `refresh:
@@ -42,6 +42,7 @@ ARMS = ("split", "fused", "fused_staggered")
 CASES = [c for c in vs_code.CASES if c.endswith("-off") and not c.startswith(("npupim-", "npuonly-"))]
 NOREFRESH = [c for c in CASES if not c.startswith("uni")]      # the cases the code was run without refresh
 PARTS = {"B": "", "logits": "logits_", "attend": "attend_"}
+FUSED_DRAM = {"standard": "neupims_code_fused"}      # neupims_code (one command a cycle) with the fused GEMV
 
 
 def fused_mapping(runs: Path, staggered: bool = False) -> str:
@@ -73,6 +74,7 @@ def build(out: Path) -> pd.DataFrame:
                 cfg = vs_code.config(case)
                 if arm in mappings:
                     cfg["mapping"] = mappings[arm]
+                    cfg["dram"] = dict(FUSED_DRAM)
                 if refresh == "off":
                     cfg["refresh"] = False
                 res = load_result(vs_code._run((cfg, runs)))

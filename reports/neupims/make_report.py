@@ -595,7 +595,7 @@ def _gemv_toggle(c) -> str:
     uni_at = where("attend", "on", unis)
     return (
         "The mapping policy `pim_gemv: fused` takes the code's timing (`gemv_toggle.py`, `gemv_toggle.csv`): a row "
-        "set's last GEMV is one COMPS_READRES (the DRAM standard `neupims_code`'s rows from NS/timing.cc:429-441 and "
+        "set's last GEMV is one COMPS_READRES (the DRAM standard `neupims_code_fused`: `neupims_code` with rows from NS/timing.cc:429-441 and "
         "NS/channel_state.cc:484-505, docs/presets.md), its rows closing nRTP after it. Without refresh on both sides "
         f"it takes the model cases' stage B from {span('diff_pct_split', b_off)} to {span('diff_pct_fused', b_off)} "
         f"off the code's, {moved('fused', b_off)}, their attend from {span('diff_pct_split', at_off)} to "

@@ -108,7 +108,7 @@ class AttentionCompiler:
         if pim_gemv not in PIM_GEMVS:
             raise ValueError(f"pim_gemv must be one of {', '.join(PIM_GEMVS)}, got {pim_gemv!r}")
         if pim_gemv == "fused" and "COMPS_READRES" not in names:
-            raise ConfigError("pim_gemv", f"fused needs a DRAM standard with the fused GEMV COMPS_READRES (neupims_code); "
+            raise ConfigError("pim_gemv", f"fused needs a DRAM standard with the fused GEMV COMPS_READRES (neupims_code_fused); "
                               f"{spec.name} has none")
         self.fused = pim_gemv == "fused"
         self.c = {n: spec.cmd(n) for n in ("ACT", "PRE", "G_ACT", "COMP", "READRES", "PIM_PRE", "GWRITE")}

@@ -51,7 +51,7 @@ PIM_ISSUES = ("bus", "per_cycle")
 # how a row set's last GEMV is issued (archsim.systems.neupims.compiler): `split`, its COMPs and READRES one by one,
 # the PIM precharges after its last COMP (a COMP reads the open row: the hardware); `fused`, as one COMPS_READRES
 # as NeuPIMs' own operations issue it and NewtonSim times it: the precharges nRTP after it, only the next GEMV
-# waiting for its COMPs (the DRAM standard neupims_code's COMPS_READRES rows, docs/presets.md)
+# waiting for its COMPs (the DRAM standard neupims_code_fused's COMPS_READRES rows, docs/presets.md)
 PIM_GEMVS = ("split", "fused")
 BANK_QUEUE_ENTRIES = 128          # NewtonSim's cmd_queue_size (HBM2_8Gb_x128_dualpim.ini:60)
 TRANSACTION_QUEUE_ENTRIES = 32    # its trans_queue_size (HBM2_8Gb_x128_dualpim.ini:61)
@@ -158,7 +158,7 @@ class Policy:
                          "channel after channel (per_cycle: the npu+pim branch's core, PIM_ISSUES)", choices=PIM_ISSUES)
     pim_gemv: str = opt("split", "a row set's last GEMV: its COMPs and READRES one by one, the rows closed after the "
                         "last COMP (split), or one fused COMPS_READRES the rows close nRTP after, as NeuPIMs' code "
-                        "times it (fused: needs the DRAM standard neupims_code; PIM_GEMVS)", choices=PIM_GEMVS)
+                        "times it (fused: needs the DRAM standard neupims_code_fused; PIM_GEMVS)", choices=PIM_GEMVS)
     name: str = opt("", "the policy's name (default: its file's)")
 
 

@@ -104,6 +104,52 @@ def test_the_geomean_row_is_over_the_points_the_code_ran(grid):
     assert geo["abs_code_vs_paper_pct"] == abs(geo["code_vs_paper_pct"])
     assert geo["code_vs_paper_pct"] == pytest.approx(100 * (geo["code_ratio"] / make_report.PAPER["vs NPU+PIM"] - 1),
                                                      abs=0.051)
+    assert geo["code_vs_paper_pct_paper_sbi"] == pytest.approx(
+        100 * (geo["code_ratio_paper_sbi"] / make_report.PAPER["vs NPU+PIM"] - 1), abs=0.051)
+    assert geo["abs_code_vs_paper_pct_paper_sbi"] == abs(geo["code_vs_paper_pct_paper_sbi"])
+
+
+def _headline_text(tmp_path: Path, second_point_paper_sbi: bool) -> str:
+    """The headline's code-grid sentence on a hand-made grid of two points the code ran with sub-batch interleaving
+    at every batch (ratios 1.0 and 1.44, geomean 1.2x), the headline's setting at both (1.6 and 2.5) or at one."""
+    paper_sbi = [(1.6, "ran"), (2.5, "ran") if second_point_paper_sbi else (float("nan"), "not run")]
+    rows = [{"dataset": d, "batch": b, "status": "ran", "code_ratio": r, "code_vs_paper_pct": round(100 * (r / 1.6 - 1), 1),
+             "code_ratio_paper_sbi": p, "paper_sbi_status": st}
+            for (d, b, r), (p, st) in zip([("sharegpt", 64, 1.0), ("alpaca", 64, 1.44)], paper_sbi, strict=True)]
+    ran = [p for p, st in paper_sbi if st == "ran"]
+    geo_sbi = float(np.exp(np.log(ran).mean()))
+    geo = {"dataset": "geomean", "status": "ran", "code_ratio": 1.2, "code_vs_paper_pct": -25.0,
+           "abs_code_vs_paper_pct": 25.0, "paper_sbi_status": "ran", "code_ratio_paper_sbi": geo_sbi,
+           "code_vs_paper_pct_paper_sbi": round(100 * (geo_sbi / 1.6 - 1), 1),
+           "abs_code_vs_paper_pct_paper_sbi": abs(round(100 * (geo_sbi / 1.6 - 1), 1))}
+    pd.DataFrame([*rows, geo]).to_csv(tmp_path / "code_grid.csv", index=False)
+    pd.DataFrame([{"claim": "vs NPU+PIM", "paper": 1.6}]).to_csv(tmp_path / "paper.csv", index=False)
+    # the headline's own ratios: only gpt3-7b, so the comparison with the other models' points has rows too
+    pd.DataFrame([{"model": m, "dataset": d, "batch": 64, "base": "vs NPU+PIM (code's issue path)", "ratio": 1.5}
+                  for m in ("gpt3-7b", "gpt3-13b") for d in ("sharegpt", "alpaca")]).to_csv(tmp_path / "ratios.csv", index=False)
+    c = Claims(tmp_path)
+    md = make_report._code_grid_headline(c)
+    c.write()
+    (tmp_path / "README.md").write_text("\n".join(md) + "\n")
+    assert verify(tmp_path) == []
+    return "\n".join(md)
+
+
+def test_the_headline_sentence_reads_the_code_with_the_headlines_sub_batch_setting(tmp_path):
+    """The headline runs NeuPIMs with sub-batch interleaving only from batch 256 on: the sentence on the code's own
+    ratio takes that reading (the grid's paper_sbi columns, geomean 2.0x here, the paper's 1.6x below it) with the
+    every-batch reading (1.2x) beside it, and the headline's geomean is set against it; when the code did not run
+    that setting at every point the sentence says which setting its number has and makes no comparison."""
+    (tmp_path / "a").mkdir()
+    matched = _headline_text(tmp_path / "a", True)
+    assert "run as the headline runs it" in matched and "gives NeuPIMs / NPU+PIM 2.00x on the geomean over 2" in matched
+    assert "the paper's 1.6x is at or below the code's own geomean, which is +25 % from the paper's, outside" in matched
+    assert "with sub-batch interleaving at every batch it gives 1.20x (-25 % from the paper's)" in matched
+    assert "-25 % from the code's own with the same sub-batch setting" in matched
+    (tmp_path / "b").mkdir()
+    unmatched = _headline_text(tmp_path / "b", False)
+    assert "with sub-batch interleaving at every batch (not the headline's setting)" in unmatched
+    assert "gives NeuPIMs / NPU+PIM 1.20x" in unmatched and "The headline's reading" not in unmatched
 
 
 def test_the_section_marks_a_point_not_run_and_its_claims_hold(tmp_path):
@@ -126,7 +172,9 @@ def test_the_section_marks_a_point_not_run_and_its_claims_hold(tmp_path):
            "archsim_ratio_bus": 1.0, "diff_pct_issue": round(100 * ((2.2 * 2.7) ** 0.5 / 6 ** 0.5 - 1), 1),
            "code_vs_paper_pct": round(100 * (6 ** 0.5 / 1.6 - 1), 1), "abs_code_vs_paper_pct": round(100 * (6 ** 0.5 / 1.6 - 1), 1),
            "paper_sbi_status": "ran",
-           "code_ratio_paper_sbi": (1.5 * 2.5) ** 0.5, "archsim_ratio_issue_paper_sbi": (1.4 * 2.0) ** 0.5}
+           "code_ratio_paper_sbi": (1.5 * 2.5) ** 0.5, "archsim_ratio_issue_paper_sbi": (1.4 * 2.0) ** 0.5,
+           "code_vs_paper_pct_paper_sbi": round(100 * ((1.5 * 2.5) ** 0.5 / 1.6 - 1), 1),
+           "abs_code_vs_paper_pct_paper_sbi": abs(round(100 * ((1.5 * 2.5) ** 0.5 / 1.6 - 1), 1))}
     pd.concat([df, pd.DataFrame([geo])]).to_csv(tmp_path / "code_grid.csv", index=False)
     pd.DataFrame([{"claim": "vs NPU+PIM", "paper": 1.6}]).to_csv(tmp_path / "paper.csv", index=False)
     c = Claims(tmp_path)

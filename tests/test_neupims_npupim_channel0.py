@@ -52,6 +52,38 @@ def test_code_writes_counts_the_writes_inside_each_channels_own_pim_work(tmp_pat
         pd.testing.assert_frame_equal(code_writes.build(RUN), committed)
 
 
+def test_an_interval_across_the_logits_attend_boundary_counts_for_one_operation(tmp_path):
+    """The code's logs are in 1,000-cycle intervals and the attend starts where the logits end, mid-interval: the
+    interval holding that cycle goes to the operation holding most of it (code_channels.op_rows), not to both.
+    Counted for both, channel 31's last logits READRES made its attend's PIM work start before the attend did
+    (attend_pim_first -836 and every write of its attend inside its PIM work), and a channel done early had its
+    logits end moved to the attend's first READRES. The intervals at the stage's own start and end still count."""
+    import code_channels
+    import code_writes
+
+    # logits 1200..5300, attend 5300..9100: the interval 5000..5999 is the attend's (700 of its 1,000 cycles),
+    # 1000..1999 the logits' and 9000..9999 the attend's though mostly outside
+    (tmp_path / "PIM_stage_B.tsv").write_text(
+        "OpName\tStartCycle\tEndCycle\t\nlayer0.attn.NeuPIMSAttend\t5300\t9100\t\n"
+        "layer0.attn.NeuPIMSLogitSoftmax\t1200\t5300\t\n")
+    for ch in range(code_writes.CHANNELS):
+        # channel 0: logits READRES in 1000..2999 only, attend's first in 5000 (written there), its last in 9000;
+        # channel 1: logits READRES up to 4000, then the attend's from 5000 on
+        reads = {1000: 4, 2000: 4, 3000: 0, 4000: 4 if ch else 0, 5000: 2, 6000: 0, 7000: 2, 8000: 0, 9000: 2}
+        writes = {5000: 64}
+        (tmp_path / f"mem_io_B_ch_{ch}.tsv").write_text("StartCycle\tChannelID\tMemoryWrites\tPIMReads\t\n" + "".join(
+            f"{t}\t{ch}\t{writes.get(t, 0)}\t{r}\t\n" for t, r in sorted(reads.items())))
+    ends = code_channels.build(tmp_path).set_index("channel")
+    assert ends.loc[0, "logits_end"] == 3000 - 1200 and ends.loc[1, "logits_end"] == 5000 - 1200
+    assert ends.loc[0, "logits_busy_intervals"] == 2 and ends.loc[0, "attend_busy_intervals"] == 3
+    assert ends.loc[0, "attend_end"] == 10000 - 5300
+    df = code_writes.build(tmp_path).set_index("channel")
+    assert df.loc[0, "logits_pim_last"] == 2000 - 1200 and df.loc[0, "logits_write_bytes"] == 0
+    assert df.loc[0, "attend_pim_first"] == 5000 - 5300 and df.loc[0, "attend_pim_last"] == 9000 - 5300
+    assert df.loc[0, "attend_write_bytes"] == 64 and df.loc[0, "attend_pim_intervals"] == 5
+    assert (df["attend_pim_first"] == -300).all() and (df["logits_write_bytes"] == 0).all()
+
+
 def test_npupim_refresh_toggle_table_follows_from_its_arms():
     """npupim_refresh_toggle.csv: its code columns are vs_code's and code_channels.csv's, the together arm is
     issue_toggle.csv's per_cycle arm (the same runs), and its error and direction columns follow from its cycles."""
@@ -76,6 +108,47 @@ def test_npupim_refresh_toggle_table_follows_from_its_arms():
         assert df.loc["block", col] == df.loc[["A", "B", "E"], col].sum()
 
 
+def test_channel0_without_refresh_columns_follow_from_the_codes_run_and_the_none_arm():
+    """npupim_refresh_toggle.csv's channel-0 ends without refresh: the code's are code_channels_norefresh.csv's
+    (again from the code's run without refresh where it is on this machine), archsim's the `refresh: false` run's;
+    channel 0's gap under the staggered refresh is exactly its gap without refresh plus the two refresh costs'
+    difference."""
+    import code_channels
+
+    df = pd.read_csv(FOLDER / "npupim_refresh_toggle.csv").set_index("stage")
+    none = pd.read_csv(FOLDER / "code_channels_norefresh.csv").set_index("channel")
+    b = df.loc["B"]
+    for part in ("logits", "attend"):
+        assert b[f"code_ch0_{part}_end_norefresh"] == none.loc[0, f"{part}_end"]
+        assert b[f"code_ch0_{part}_refresh_cost"] == b[f"code_ch0_{part}_end"] - b[f"code_ch0_{part}_end_norefresh"]
+        for arm in ("together", "staggered"):
+            assert b[f"archsim_ch0_{part}_refresh_cost_{arm}"] == (b[f"archsim_ch0_{part}_end_{arm}"]
+                                                                   - b[f"archsim_ch0_{part}_end_none"])
+        assert b[f"diff_pct_ch0_{part}_none"] == round(
+            100 * (b[f"archsim_ch0_{part}_end_none"] / b[f"code_ch0_{part}_end_norefresh"] - 1), 1)
+        assert b[f"ch0_{part}_gap_staggered"] == b[f"archsim_ch0_{part}_end_staggered"] - b[f"code_ch0_{part}_end"]
+        assert b[f"ch0_{part}_gap_staggered"] == b[f"ch0_{part}_gap_none"] + b[f"ch0_{part}_gap_refresh_staggered"]
+    run = Path(f"{RUN}_norefresh")
+    if run.exists():
+        pd.testing.assert_frame_equal(code_channels.build(run), none.reset_index())
+
+
+def test_channel0_without_refresh_sentence_words_its_comparison_from_the_rows(tmp_path):
+    """The sentence says the code's refresh costs channel 0 more than archsim's staggered one only while the rows
+    do; with a made-up table where archsim's costs more, it says no more."""
+    mr = _make_report()
+    df = pd.read_csv(FOLDER / "npupim_refresh_toggle.csv")
+    b = df["stage"] == "B"
+    more = df.loc[b, "code_ch0_logits_refresh_cost"].iloc[0] > df.loc[b, "archsim_ch0_logits_refresh_cost_staggered"].iloc[0]
+    text = mr._channel0_without_refresh(Claims(FOLDER))
+    assert ("costs channel 0 more than archsim's" in text) == bool(more)
+    shutil.copy(FOLDER / "code_channels_norefresh.csv", tmp_path)
+    off = df.copy()
+    off.loc[b, "archsim_ch0_logits_refresh_cost_staggered"] = off.loc[b, "code_ch0_logits_refresh_cost"] + 1
+    off.to_csv(tmp_path / "npupim_refresh_toggle.csv", index=False)
+    assert "costs channel 0 no more than archsim's" in mr._channel0_without_refresh(Claims(tmp_path))
+
+
 def test_channel0_paragraph_words_its_directions_from_the_rows(tmp_path):
     """The paragraph says the staggered refresh moves channel 0 toward the code only while its rows do; with a
     made-up table where the staggered arm ends channel 0's logits farther from the code, it says away."""
@@ -86,7 +159,7 @@ def test_channel0_paragraph_words_its_directions_from_the_rows(tmp_path):
     expected = "toward the code" if bool(df.loc[df["stage"] == "B", "moved_ch0_logits_toward_code"].iloc[0]) \
         else "away from the code"
     assert text.split("channel 0's logits end goes from")[1].split(",")[1].strip() == expected
-    for name in ("code_writes.csv", "refresh_toggle.csv", "refresh_cost.csv"):
+    for name in ("code_writes.csv", "refresh_toggle.csv", "refresh_cost.csv", "code_channels_norefresh.csv"):
         shutil.copy(FOLDER / name, tmp_path)
     off = df.copy()
     b = off["stage"] == "B"
@@ -173,7 +246,7 @@ def test_paragraph_words_the_refresh_cost_comparison_from_the_rows(tmp_path):
     b = df["stage"] == "B"
     closer = bool(df.loc[b, "refresh_cost_off_staggered"].iloc[0] < df.loc[b, "refresh_cost_off_together"].iloc[0])
     assert ("the staggered rule the closer" in text) == closer
-    for name in ("code_writes.csv", "refresh_toggle.csv", "refresh_cost.csv"):
+    for name in ("code_writes.csv", "refresh_toggle.csv", "refresh_cost.csv", "code_channels_norefresh.csv"):
         shutil.copy(FOLDER / name, tmp_path)
     off = df.copy()
     off.loc[b, "refresh_cost_off_staggered"] = off.loc[b, "refresh_cost_off_together"] + 1

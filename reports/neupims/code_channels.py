@@ -14,6 +14,9 @@ were done.
 Columns: channel, logits_end and attend_end (cycles from the operation's start to the end of the last interval in
 which the channel returned READRES data during it), logits_busy_intervals and attend_busy_intervals (intervals with
 READRES data), interval (cycles per log interval).
+
+The same rows of the case's run without refresh (LOG_DIR ..._norefresh, the driver's `--newton-set tREFI=100000000`)
+are code_channels_norefresh.csv (`--table code_channels_norefresh.csv`).
 """
 from __future__ import annotations
 
@@ -26,6 +29,22 @@ HERE = Path(__file__).resolve().parent
 CHANNELS = 32
 
 
+def op_rows(io: pd.DataFrame, interval: int, span: dict[str, tuple[int, int]], name: str) -> pd.DataFrame:
+    """The rows of a channel's traffic log `io` (one per `interval` cycles) inside operation `name` of `span`
+    ({operation: (start, end)}): the intervals overlapping it, except one whose middle lies in another operation.
+    The logits end where the attend starts, so the interval holding that cycle is given to the operation holding
+    most of it, not to both (a channel's last logits READRES counted as the attend's first, or the attend's first
+    as the logits' last)."""
+    start, end = span[name]
+    begin = io["StartCycle"]
+    middle = begin + interval / 2
+    inside = (begin + interval > start) & (begin < end)
+    for other, (o_start, o_end) in span.items():
+        if other != name:
+            inside &= ~((middle >= o_start) & (middle < o_end))
+    return io[inside]
+
+
 def build(log_dir: Path) -> pd.DataFrame:
     ops = pd.read_csv(log_dir / "PIM_stage_B.tsv", sep="\t", index_col=False)
     ops["name"] = ops["OpName"].str.rsplit(".", n=1).str[-1]
@@ -36,8 +55,9 @@ def build(log_dir: Path) -> pd.DataFrame:
         interval = int(io["StartCycle"].diff().dropna().mode().iloc[0])
         row = {"channel": ch, "interval": interval}
         for op, name in (("logits", "NeuPIMSLogitSoftmax"), ("attend", "NeuPIMSAttend")):
-            start, end = span[name]
-            busy = io[(io["StartCycle"] + interval > start) & (io["StartCycle"] < end) & (io["PIMReads"] > 0)]
+            start = span[name][0]
+            during = op_rows(io, interval, span, name)
+            busy = during[during["PIMReads"] > 0]
             row[f"{op}_end"] = int(busy["StartCycle"].max()) + interval - start
             row[f"{op}_busy_intervals"] = len(busy)
         rows.append(row)
@@ -48,9 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log_dir", type=Path, help="the npu+pim run's log folder")
     ap.add_argument("-o", "--out", type=Path, default=HERE, help="output folder (default: the report's own)")
+    ap.add_argument("--table", default="code_channels.csv",
+                    help="output file name (code_channels_norefresh.csv: the case's run without refresh, "
+                         "npupim_refresh_toggle.py reads it)")
     args = ap.parse_args(argv)
     df = build(args.log_dir)
-    df.to_csv(args.out / "code_channels.csv", index=False)
+    df.to_csv(args.out / args.table, index=False)
     print(df.to_string(index=False))
     return 0
 

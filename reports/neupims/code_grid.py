@@ -28,7 +28,8 @@ paper_sbi_status, code_neupims_paper_sbi_cycles, code_ratio_paper_sbi, archsim_n
 archsim_ratio_issue_paper_sbi, diff_pct_issue_paper_sbi: the same with NeuPIMs as the paper runs it, sub-batch
 interleaving only from batch 256 on (below it both simulators' NeuPIMs without it, one layer; the code's
 `..._sbi-off` case); then a "geomean" row over the points the code ran (for the paper_sbi columns: the points
-whose paper_sbi_status is "ran").
+whose paper_sbi_status is "ran"; there also code_vs_paper_pct_paper_sbi and abs_code_vs_paper_pct_paper_sbi, the
+code's geomean of that reading against the paper's 1.6x, in %, and its size).
 """
 from __future__ import annotations
 
@@ -142,6 +143,8 @@ def geomean_row(df: pd.DataFrame) -> dict:
     for col in ("code_ratio_paper_sbi", "archsim_ratio_issue_paper_sbi"):
         row[col] = make_report._geo(ran_paper[col])
     row["diff_pct_issue_paper_sbi"] = round(100 * (row["archsim_ratio_issue_paper_sbi"] / row["code_ratio_paper_sbi"] - 1), 1)
+    row["code_vs_paper_pct_paper_sbi"] = round(100 * (row["code_ratio_paper_sbi"] / PAPER - 1), 1)
+    row["abs_code_vs_paper_pct_paper_sbi"] = abs(row["code_vs_paper_pct_paper_sbi"])
     return row
 
 

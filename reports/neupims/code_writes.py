@@ -23,10 +23,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import code_channels
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
-CHANNELS = 32
+CHANNELS = code_channels.CHANNELS
 
 
 def build(log_dir: Path) -> pd.DataFrame:
@@ -39,8 +40,8 @@ def build(log_dir: Path) -> pd.DataFrame:
         interval = int(io["StartCycle"].diff().dropna().mode().iloc[0])
         row = {"channel": ch, "interval": interval}
         for op, name in (("logits", "NeuPIMSLogitSoftmax"), ("attend", "NeuPIMSAttend")):
-            start, end = span[name]
-            during = io[(io["StartCycle"] + interval > start) & (io["StartCycle"] < end)]
+            start = span[name][0]
+            during = code_channels.op_rows(io, interval, span, name)
             busy = during[during["PIMReads"] > 0]
             first, last = int(busy["StartCycle"].min()), int(busy["StartCycle"].max())
             inside = during[(during["StartCycle"] >= first) & (during["StartCycle"] <= last)]

@@ -50,14 +50,8 @@ def build(out: Path) -> pd.DataFrame:
             st = res.tables["stages"]
             instructions = int(st.loc[(st["sample"] == 0) & (st["stage"] == "B"), "pim_instructions"].iloc[0])
     rows = []
-    for stage, ref in arms["per_cycle"].items():
-        row = {"case": CASE, "stage": stage, "code_cycles": ref["code_cycles"]}
-        for part in vs_code.PARTS:
-            if pd.isna(ref.get(f"code_{part}cycles")):
-                continue
-            row[f"code_{part}cycles"] = ref[f"code_{part}cycles"]
-            for arm in ARMS:
-                row[f"archsim_{part}cycles_{arm}"] = arms[arm][stage][f"archsim_{part}cycles"]
+    for stage in arms["per_cycle"]:
+        row = vs_code.toggle_row(CASE, stage, arms, "per_cycle")
         row["pim_instructions"] = instructions if stage == "B" else 0
         rows.append(row)
     df = vs_code.part_errors(pd.DataFrame(rows), ARMS)

@@ -25,7 +25,12 @@ refresh is closer to the code); for stage B its logits and attend parts the same
 on the B row, channel 0's own ends (it is issued first and waits for no other channel: its PIM execution alone):
 code_ch0_logits_end / archsim_ch0_logits_end_* (cycles from the logits' start; the code's from code_channels.csv,
 the end of a 1,000-cycle log interval), code_ch0_attend_end / archsim_ch0_attend_end_* (from the attend's release),
-abs_err_ch0_*, diff_pct_ch0_*, moved_ch0_*_toward_code. Without refresh (stage rows, and the B row's parts):
+abs_err_ch0_*, diff_pct_ch0_*, moved_ch0_*_toward_code; the same ends without refresh on both sides,
+code_ch0_{part}_end_norefresh (code_channels_norefresh.csv) and archsim_ch0_{part}_end_none, diff_pct_ch0_{part}_none,
+and what the refresh costs them: code_ch0_{part}_refresh_cost (with minus without), archsim_ch0_{part}_refresh_cost_
+together / _staggered; ch0_{part}_gap_staggered (archsim's staggered end minus the code's, cycles) split into
+ch0_{part}_gap_none (the same without refresh) and ch0_{part}_gap_refresh_staggered (archsim's staggered refresh cost
+minus the code's). Without refresh (stage rows, and the B row's parts):
 code_{part}cycles_norefresh, archsim_{part}cycles_none, abs_err_{part}none and diff_pct_{part}none (archsim / code - 1
 without refresh, in %), code_{part}refresh_cost (the code's cycles with refresh minus without), archsim_{part}refresh_cost_together /
 _staggered (archsim's, each arm minus `none`), refresh_cost_{part}off_together / _staggered (their distance from the
@@ -89,17 +94,14 @@ def build(out: Path) -> pd.DataFrame:
     cfg["mapping"], cfg["refresh"] = mapping(runs, "together"), False
     norefresh = pd.read_csv(HERE / "code_norefresh.csv")
     norefresh = norefresh[(norefresh["case"] == f"{CASE}_norefresh") & (norefresh["stage"] != "block")]
-    none = {r["stage"]: r for r in vs_code.rows_of(CASE, load_result(vs_code._run((cfg, runs))), norefresh)}
+    res_none = load_result(vs_code._run((cfg, runs)))
+    none = {r["stage"]: r for r in vs_code.rows_of(CASE, res_none, norefresh)}
+    ch0["none"] = channel0_ends(res_none)
     code_ch0 = pd.read_csv(HERE / "code_channels.csv").set_index("channel").loc[0]
+    code_ch0_none = pd.read_csv(HERE / "code_channels_norefresh.csv").set_index("channel").loc[0]
     rows = []
     for stage, ref in arms["together"].items():
-        row = {"case": CASE, "stage": stage, "code_cycles": ref["code_cycles"]}
-        for part in vs_code.PARTS:
-            if pd.isna(ref.get(f"code_{part}cycles")):
-                continue
-            row[f"code_{part}cycles"] = ref[f"code_{part}cycles"]
-            for arm in ARMS:
-                row[f"archsim_{part}cycles_{arm}"] = arms[arm][stage][f"archsim_{part}cycles"]
+        row = vs_code.toggle_row(CASE, stage, arms, "together")
         for part in vs_code.PARTS:
             if pd.isna(ref.get(f"code_{part}cycles")):
                 continue
@@ -110,6 +112,8 @@ def build(out: Path) -> pd.DataFrame:
                 row[f"code_ch0_{part}_end"] = int(code_ch0[f"{part}_end"])
                 for arm in ARMS:
                     row[f"archsim_ch0_{part}_end_{arm}"] = ch0[arm][part]
+                row[f"code_ch0_{part}_end_norefresh"] = int(code_ch0_none[f"{part}_end"])
+                row[f"archsim_ch0_{part}_end_none"] = ch0["none"][part]
         rows.append(row)
     df = vs_code.part_errors(pd.DataFrame(rows), ARMS)
     for part in ("logits", "attend"):
@@ -119,6 +123,18 @@ def build(out: Path) -> pd.DataFrame:
             df[f"diff_pct_ch0_{part}_{arm}"] = (100 * (df[f"archsim_ch0_{part}_end_{arm}"] / code_end - 1)).round(1)
         moved = df[f"abs_err_ch0_{part}_staggered"] < df[f"abs_err_ch0_{part}_together"]
         df[f"moved_ch0_{part}_toward_code"] = moved.where(code_end.notna())
+        # without refresh on both sides, and what the refresh costs channel 0's end on each side
+        code_none, archsim_none = df[f"code_ch0_{part}_end_norefresh"], df[f"archsim_ch0_{part}_end_none"]
+        df[f"diff_pct_ch0_{part}_none"] = (100 * (archsim_none / code_none - 1)).round(1)
+        df[f"code_ch0_{part}_refresh_cost"] = code_end - code_none
+        for arm in ARMS:
+            df[f"archsim_ch0_{part}_refresh_cost_{arm}"] = df[f"archsim_ch0_{part}_end_{arm}"] - archsim_none
+        # channel 0's end off the code's under the staggered refresh (archsim - code, cycles) = off without refresh
+        # + the difference of the two refresh costs
+        df[f"ch0_{part}_gap_staggered"] = df[f"archsim_ch0_{part}_end_staggered"] - code_end
+        df[f"ch0_{part}_gap_none"] = archsim_none - code_none
+        df[f"ch0_{part}_gap_refresh_staggered"] = (df[f"archsim_ch0_{part}_refresh_cost_staggered"]
+                                                   - df[f"code_ch0_{part}_refresh_cost"])
     for part in vs_code.PARTS:
         if f"code_{part}cycles_norefresh" not in df:
             continue

@@ -47,15 +47,7 @@ def build(out: Path) -> pd.DataFrame:
                 cfg["mapping"] = staggered
             res = load_result(vs_code._run((cfg, runs)))
             arms[arm] = {r["stage"]: r for r in vs_code.rows_of(case, res, code[code["case"] == case])}
-        for stage, ref in arms["staggered"].items():
-            row = {"case": case, "stage": stage, "code_cycles": ref["code_cycles"]}
-            for part in vs_code.PARTS:
-                if f"code_{part}cycles" not in ref or pd.isna(ref.get(f"code_{part}cycles")):
-                    continue
-                row[f"code_{part}cycles"] = ref[f"code_{part}cycles"]
-                for arm in ARMS:
-                    row[f"archsim_{part}cycles_{arm}"] = arms[arm][stage][f"archsim_{part}cycles"]
-            rows.append(row)
+        rows += [vs_code.toggle_row(case, stage, arms, "staggered") for stage in arms["staggered"]]
     df = vs_code.part_errors(pd.DataFrame(rows), ARMS)
     df.to_csv(out / "refresh_toggle.csv", index=False)
     return df

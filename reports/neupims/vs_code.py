@@ -166,6 +166,20 @@ def toggle_frame(rows: list[dict], arms: Iterable[str]) -> pd.DataFrame:
 PARTS = ("", "logits_", "attend_")     # a PIM stage whole, and its logits and attend parts (attend_split)
 
 
+def toggle_row(case: str, stage: str, arms: dict[str, dict], ref_arm: str) -> dict:
+    """One row of a toggle table: the code's cycles of `stage` (from arm `ref_arm`'s rows) and, for each PIM part
+    the code reports, its cycles beside every arm's archsim cycles (`arms`: arm -> {stage: vs-code row})."""
+    ref = arms[ref_arm][stage]
+    row = {"case": case, "stage": stage, "code_cycles": ref["code_cycles"]}
+    for part in PARTS:
+        if pd.isna(ref.get(f"code_{part}cycles")):
+            continue
+        row[f"code_{part}cycles"] = ref[f"code_{part}cycles"]
+        for arm, rows in arms.items():
+            row[f"archsim_{part}cycles_{arm}"] = rows[stage][f"archsim_{part}cycles"]
+    return row
+
+
 def part_errors(df: pd.DataFrame, arms: tuple[str, str]) -> pd.DataFrame:
     """A toggle table's error columns for the stage and each PIM part the code reports: per arm the difference
     from the code in % and in cycles, and whether the second arm is closer to the code than the first."""

@@ -804,8 +804,9 @@ def _refresh_cost(c) -> str:
                 ("cheaper", "dearer"))
         + " than the code's against an attend "
         + c.cmp(Fact(RC, "diff_pct_none", attend, "min"), ">", Fact.zero(), ("slower", "not slower"))
-        + " than the code's (the attend's row closing, above). `neupims_code` keeps the default refresh: "
-        "taking the staggered rule there as well needs that attend gap settled first.")
+        + " than the code's (the attend's row closing, above). `neupims_code` keeps the default refresh and split "
+        "GEMVs: the code's fused GEMV is toggled together with its staggered refresh in `gemv_toggle.csv` (the PIM "
+        "stages by operation, above); taking both there re-makes every table of the code's configuration.")
 
 
 def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:

@@ -409,7 +409,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run; `code_channels_norefresh.csv`, of its run without refresh), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's), `reports/neupims/code_grid.py` (`code_grid.csv`, the code's own NeuPIMs / NPU+PIM over the headline's points beside archsim's and the headline's). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run; `code_channels_norefresh.csv`, of its run without refresh), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's), `reports/neupims/code_grid.py` (`code_grid.csv`, the code's own NeuPIMs / NPU+PIM over the headline's points beside archsim's and the headline's), `reports/neupims/gemv_toggle.py` (`gemv_toggle.csv`), `reports/neupims/attend_tile.py` (`attend_tile.csv`). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -569,6 +569,68 @@ def _refresh_by_operation(c, pim_st: dict) -> str:
         f"{c.num(Fact(TR, 'value', {'metric': 'attend_gemv_period'}), '{:.0f}')} cycles. archsim closes a tile's rows "
         "after its last COMP, as a COMP reads the open row: archsim is right about the hardware, and the code's attend "
         "is faster than its COMPs allow.")
+
+
+def _gemv_toggle(c) -> str:
+    """The code's fused GEMV as a toggle (gemv_toggle.csv): NeuPIMs' SBI-off cases with a row set's last GEMV split
+    (archsim) and fused (the code's timing), with refresh, without it on both sides, and with the code's staggered
+    refresh as well."""
+    from reports.claims import Fact
+    G = "gemv_toggle.csv"
+    models = ["gpt3-7B_tp4_bs512_clb0_sbi-off", "gpt3-7B_tp4_bs256_genclb0_sbi-off", "gpt3-13B_tp8_bs256_genclb0_sbi-off"]
+    unis = [f"uni{s}-off" for s in (32, 128, 512, 1024)]
+
+    def where(part: str, refresh: str, cases: list[str] = models) -> dict:
+        return {"case": cases, "part": part, "refresh": refresh}
+
+    def span(col: str, w: dict) -> str:
+        return f"{c.num(Fact(G, col, w, 'min'), '{:+.1f}')} .. {c.num(Fact(G, col, w, 'max'), '{:+.1f}')} %"
+
+    def moved(arm: str, w: dict) -> str:
+        return c.cmp(Fact(G, f"abs_err_{arm}", w, "sum"), "<", Fact(G, "abs_err_split", w, "sum"),
+                     ("toward the code", "away from the code"))
+
+    b_off, at_off, b_on, at_on = where("B", "off"), where("attend", "off"), where("B", "on"), where("attend", "on")
+    lg_on = where("logits", "on")
+    uni_at = where("attend", "on", unis)
+    AT = "attend_tile.csv"
+
+    def tile(arm: str, col: str) -> str:
+        return c.num(Fact(AT, col, {"arm": arm}), "{:.0f}")
+
+    return (
+        "In archsim's uni512 run without refresh (`attend_tile.py`, `attend_tile.csv`, channel 0's command log) an "
+        f"attend tile's rows start closing {tile('split', 'gemv_to_pim_precharge')} cycles after its GEMV's first "
+        f"COMP, one tile every {tile('split', 'tile_period')} cycles, against the code's "
+        f"{tile('code', 'gemv_to_pim_precharge')} and {tile('code', 'tile_period')}. "
+        "The mapping policy `pim_gemv: fused` takes the code's timing (`gemv_toggle.py`, `gemv_toggle.csv`): a row "
+        "set's last GEMV is one COMPS_READRES (the DRAM standard `neupims_code_fused`: `neupims_code` with rows from "
+        "NS/timing.cc:429-441 and NS/channel_state.cc:484-505, docs/presets.md), its rows closing nRTP after it: "
+        f"{tile('fused', 'gemv_to_pim_precharge')} cycles, one attend tile every {tile('fused', 'tile_period')}. "
+        "Without refresh on both sides "
+        f"it takes the model cases' stage B from {span('diff_pct_split', b_off)} to {span('diff_pct_fused', b_off)} "
+        f"off the code's, {moved('fused', b_off)}, their attend from {span('diff_pct_split', at_off)} to "
+        f"{span('diff_pct_fused', at_off)}, {moved('fused', at_off)}: the attend's gap without refresh is the code's "
+        f"fused GEMV. With each simulator's default refresh it takes their stage B from {span('diff_pct_split', b_on)} "
+        f"to {span('diff_pct_fused', b_on)}, {moved('fused', b_on)}, as archsim's default refresh is "
+        + c.cmp(Fact("refresh_cost.csv", "archsim_refresh_cost_together", {"part": "B", "case": models}, "sum"), "<",
+                Fact("refresh_cost.csv", "code_refresh_cost", {"part": "B", "case": models}, "sum"),
+                ("cheaper", "dearer"))
+        + " than the code's (`refresh_cost.csv`, the NPU+PIM item below); with the code's staggered refresh as well "
+        f"(`refresh_stagger: true`) their stage B is {span('diff_pct_fused_staggered', b_on)} off (summed, "
+        f"{moved('fused_staggered', b_on)} when set beside the split arm), their attend "
+        f"{span('diff_pct_fused_staggered', at_on)} ({moved('fused_staggered', at_on)}) and their logits "
+        f"{span('diff_pct_fused_staggered', lg_on)}, "
+        + c.cmp(Fact(G, "diff_pct_fused_staggered", lg_on, "max"), "<", Fact.zero(),
+                ("faster than the code's in every case", "not faster in every case"))
+        + ": with the code's two rules the attend agrees with the code's and what stage B keeps of a gap is its "
+        "logits, no longer two gaps cancelling. On the uni cases the two rules take the attend "
+        f"from {span('diff_pct_split', uni_at)} to {span('diff_pct_fused_staggered', uni_at)}, "
+        f"{moved('fused_staggered', uni_at)} "
+        f"({c.num(Fact(G, 'closer_staggered', uni_at, 'sum'), '{:.0f}')} of "
+        f"{c.num(Fact(G, 'closer_staggered', uni_at, 'count'), '{:.0f}')} closer). Mapping `neupims_code` keeps "
+        "`pim_gemv: split`, the hardware's order (a COMP reads the open row); `fused` is the code's timing, for "
+        "comparing with it.")
 
 
 
@@ -742,8 +804,9 @@ def _refresh_cost(c) -> str:
                 ("cheaper", "dearer"))
         + " than the code's against an attend "
         + c.cmp(Fact(RC, "diff_pct_none", attend, "min"), ">", Fact.zero(), ("slower", "not slower"))
-        + " than the code's (the attend's row closing, above). `neupims_code` keeps the default refresh: "
-        "taking the staggered rule there as well needs that attend gap settled first.")
+        + " than the code's (the attend's row closing, above). `neupims_code` keeps the default refresh and split "
+        "GEMVs: the code's fused GEMV is toggled together with its staggered refresh in `gemv_toggle.csv` (the PIM "
+        "stages by operation, above); taking both there re-makes every table of the code's configuration.")
 
 
 def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
@@ -915,7 +978,8 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
         f"{c.num(Fact(V, 'attend_diff_pct', uni[32]), '{:+.1f}')} % in its attend and "
         f"{c.num(Fact(V, 'logits_diff_pct', uni[32]), '{:+.1f}')} % in its logits, uni512's "
         f"{c.num(Fact(V, 'attend_diff_pct', uni[512]), '{:+.1f}')} % and "
-        f"{c.num(Fact(V, 'logits_diff_pct', uni[512]), '{:+.1f}')} %. " + _refresh_by_operation(c, pim_st))]
+        f"{c.num(Fact(V, 'logits_diff_pct', uni[512]), '{:+.1f}')} %. " + _refresh_by_operation(c, pim_st) + " "
+        + _gemv_toggle(c))]
     npupim, neupims = "npupim-baseline_gpt3-7B_tp4_bs512_clb0", "gpt3-7B_tp4_bs512_clb0_sbi-off"
     T, CH = "issue_toggle.csv", "code_channels.csv"
     md += ["- " + c.say(

@@ -35,7 +35,8 @@ import numpy as np
 from archsim.dram import latency
 from archsim.dram.spec import DramSpec
 from archsim.engine.channel import SEG_END, SEG_START
-from archsim.systems.neupims.config import PIM_PRECHARGE
+from archsim.errors import ConfigError
+from archsim.systems.neupims.config import PIM_GEMVS, PIM_PRECHARGE
 
 COMP_ELEMS = 16          # multipliers per bank (one COMP consumes 16 elements of the row per bank)
 # how a row set's PIM rows are closed: one all-bank PIM_PRE (unit), or one PIM_PREb per bank as NeuPIMs'
@@ -93,7 +94,7 @@ class AttentionCompiler:
     """Streams of the attention GEMVs for requests placed on one PIM unit of a `neupims` device (bank ids count
     from the unit's first bank)."""
 
-    def __init__(self, spec: DramSpec, d_head: int, pim_precharge: str = "unit"):
+    def __init__(self, spec: DramSpec, d_head: int, pim_precharge: str = "unit", pim_gemv: str = "split"):
         names = set(spec.command_names)
         for need in ("G_ACT", "COMP", "READRES", "PIM_PRE", "GWRITE"):
             if need not in names:
@@ -104,9 +105,17 @@ class AttentionCompiler:
         if pim_precharge == "per_bank" and "PIM_PREb" not in names:
             raise ValueError(f"{spec.name}: no PIM_PREb command for pim_precharge per_bank")
         self.pim_precharge = pim_precharge
+        if pim_gemv not in PIM_GEMVS:
+            raise ValueError(f"pim_gemv must be one of {', '.join(PIM_GEMVS)}, got {pim_gemv!r}")
+        if pim_gemv == "fused" and "COMPS_READRES" not in names:
+            raise ConfigError("pim_gemv", f"fused needs a DRAM standard with the fused GEMV COMPS_READRES (neupims_code_fused); "
+                              f"{spec.name} has none")
+        self.fused = pim_gemv == "fused"
         self.c = {n: spec.cmd(n) for n in ("ACT", "PRE", "G_ACT", "COMP", "READRES", "PIM_PRE", "GWRITE")}
         if pim_precharge == "per_bank":
             self.c["PIM_PREb"] = spec.cmd("PIM_PREb")
+        if self.fused:
+            self.c["COMPS_READRES"] = spec.cmd("COMPS_READRES")
         self.banks = pim_unit_banks(spec)
         self.elem_bytes = 2                                    # FP16
         self.row_elems = spec.row_bytes // self.elem_bytes     # 512 for 1 KB rows
@@ -154,8 +163,10 @@ class AttentionCompiler:
         start = len(s.cmd)
         n_act = len(self.group_banks)
         s.extend([c["G_ACT"]] * n_act, self.group_banks, [row] * n_act)
-        for comps in gemvs:
+        for comps in gemvs[:-1] if self.fused else gemvs:
             s.extend([c["COMP"]] * comps + [c["READRES"]], [0] * (comps + 1), [row] * (comps + 1))
+        if self.fused:      # the last GEMV as one command: the rows close nRTP after it (mapping policy pim_gemv)
+            s.add(c["COMPS_READRES"], 0, row)
         if self.pim_precharge == "per_bank":
             s.extend([c["PIM_PREb"]] * self.banks, list(range(self.banks)), [-1] * self.banks)
         else:

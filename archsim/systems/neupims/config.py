@@ -48,6 +48,11 @@ NPU_CONTROLLERS = ("frfcfs", "bank_queues")
 # PIM_HEADER, a GWRITE's ACT and PRE with the GWRITE, the PIM precharges with the READRES (the controller makes them).
 # Needs `attend_start: all_logits` (the attend tile is issued after the logits tile)
 PIM_ISSUES = ("bus", "per_cycle")
+# how a row set's last GEMV is issued (archsim.systems.neupims.compiler): `split`, its COMPs and READRES one by one,
+# the PIM precharges after its last COMP (a COMP reads the open row: the hardware); `fused`, as one COMPS_READRES
+# as NeuPIMs' own operations issue it and NewtonSim times it: the precharges nRTP after it, only the next GEMV
+# waiting for its COMPs (the DRAM standard neupims_code_fused's COMPS_READRES rows, docs/presets.md)
+PIM_GEMVS = ("split", "fused")
 BANK_QUEUE_ENTRIES = 128          # NewtonSim's cmd_queue_size (HBM2_8Gb_x128_dualpim.ini:60)
 TRANSACTION_QUEUE_ENTRIES = 32    # its trans_queue_size (HBM2_8Gb_x128_dualpim.ini:61)
 POLICY_KEYS = {"attention": ("pim", "npu"), "sub_batch": (True, False),
@@ -151,6 +156,9 @@ class Policy:
     pim_issue: str = opt("bus", "how the attention's PIM commands enter the controller: at the command bus's own "
                          "rate, or one PIM instruction per NPU cycle for the whole device, request after request, "
                          "channel after channel (per_cycle: the npu+pim branch's core, PIM_ISSUES)", choices=PIM_ISSUES)
+    pim_gemv: str = opt("split", "a row set's last GEMV: its COMPs and READRES one by one, the rows closed after the "
+                        "last COMP (split), or one fused COMPS_READRES the rows close nRTP after, as NeuPIMs' code "
+                        "times it (fused: needs the DRAM standard neupims_code_fused; PIM_GEMVS)", choices=PIM_GEMVS)
     name: str = opt("", "the policy's name (default: its file's)")
 
 

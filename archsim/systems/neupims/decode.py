@@ -242,7 +242,8 @@ class DecodeSimulator:
         self.ports = [(self.ms.add_port("npu", width), self.ms.add_port("npu", width)) for _ in range(dev.npu.arrays)]
         self.decode = mapping_mod.Decoder(spec, spec.default_mapping)     # tables built once, not per DMA tile
         if self.attention_on_pim and "compiler" not in dev.cache:
-            dev.cache["compiler"] = AttentionCompiler(spec, dev.model.d_head, dev.policy.pim_precharge)
+            dev.cache["compiler"] = AttentionCompiler(spec, dev.model.d_head, dev.policy.pim_precharge,
+                                                      dev.policy.pim_gemv)
         self.compiler = dev.cache.get("compiler")
         self._unit_slot = [int(self.ms.S.src_idx[0, self.ms.source_index(n)]) for n in pim_sources] \
             if self.attention_on_pim else []
@@ -626,7 +627,7 @@ class DecodeSimulator:
         precharges are the controller's own)."""
         c = self.compiler.c
         return ((part.cmd == c["ACT"]) | (part.cmd == c["COMP"]) | (part.cmd == c["READRES"])
-                | ((part.flags & SEG_START) != 0)).astype(np.int64)
+                | (part.cmd == c.get("COMPS_READRES", -1)) | ((part.flags & SEG_START) != 0)).astype(np.int64)
 
     def _issue_order(self, requests: list[tuple[int, int]], plans: dict[int, _ChannelPlan]) -> _IssueOrder:
         """Mapping policy `pim_issue: per_cycle`: every command's place in the device's one sequence of PIM

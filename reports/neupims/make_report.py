@@ -409,7 +409,7 @@ def render(frames: dict[str, pd.DataFrame], layers: int | None, stages: pd.DataF
                      + (f"(`--layers {layers}`: the first layers of each model simulated cycle-accurately, whole-model "
                         "time from NeuPIMs' stage formula; its error against a run of every layer is measured below)"
                         if layers else "(`--full`: every layer simulated)")
-                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run; `code_channels_norefresh.csv`, of its run without refresh), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's), `reports/neupims/code_grid.py` (`code_grid.csv`, the code's own NeuPIMs / NPU+PIM over the headline's GPT3-7B points beside archsim's), `reports/neupims/gemv_toggle.py` (`gemv_toggle.csv`), `reports/neupims/attend_tile.py` (`attend_tile.csv`). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
+                     + " and `reports/neupims/vs_code.py` (`vs_code.csv`), `reports/neupims/queue_toggle.py` (`queue_toggle.csv`), `reports/neupims/beside_pim_toggle.py` (`beside_pim_toggle.csv`), `reports/neupims/controller_toggle.py` (`controller_toggle.csv`), `reports/neupims/refresh_toggle.py` (`refresh_toggle.csv`), `reports/neupims/issue_toggle.py` (`issue_toggle.csv`), `reports/neupims/code_channels.py` (`code_channels.csv`, from the per-channel traffic logs of the code's npu+pim run; `code_channels_norefresh.csv`, of its run without refresh), `reports/neupims/issue_channels.py` (`issue_channels.csv`), `reports/neupims/code_writes.py` (`code_writes.csv`, from the same logs), `reports/neupims/npupim_refresh_toggle.py` (`npupim_refresh_toggle.csv`), `reports/neupims/refresh_cost.py` (`refresh_cost.csv`; the code's runs without refresh in `code_norefresh.csv`), `reports/neupims/code_trace.py` (`code_trace.csv`, from a channel-0 log of NeuPIMs' simulator), `reports/neupims/code_commands.py` (`code_commands.csv`, NewtonSim's command counts beside archsim's), `reports/neupims/code_grid.py` (`code_grid.csv`, the code's own NeuPIMs / NPU+PIM over the headline's points beside archsim's and the headline's), `reports/neupims/gemv_toggle.py` (`gemv_toggle.csv`), `reports/neupims/attend_tile.py` (`attend_tile.csv`). Runs: `runs/*.json`, named by the content of their inputs (`run_cache.py`). Tables: `throughput.csv`, "
                      "`ratios.csv`, `code.csv`, `ladder.csv`, `toggle.csv`, `full.csv`, `serving.csv`, `energy.csv`, "
                      "`vs_code.csv`, `code_results.csv` (NeuPIMs' simulator, measured), `code_ratios.csv`, `paper.csv`; "
                      "every number in the prose is checked against them (`claims.json`, tests/test_report_claims.py).", ""]
@@ -1042,54 +1042,105 @@ def _vs_code_section(c, vs: pd.DataFrame | None) -> list[str]:
     return md
 
 
-GRID = "code_grid.csv"       # code_grid.py: the released code's own NeuPIMs / NPU+PIM over the headline's 7B points
-GRID_POINTS = {"dataset": DATASETS, "status": "ran"}     # the rows of the points the code ran (not the geomean row)
+GRID = "code_grid.csv"       # code_grid.py: the released code's own NeuPIMs / NPU+PIM over the headline's points
+GRID_POINTS = {"dataset": DATASETS, "status": "ran"}     # the rows of the points the code ran (not the geomean rows)
+GRID_GEO = {"dataset": "geomean", "model": "all"}        # the geomean row over every point the code ran
+GRID_REST = "not run by the code"     # code_grid's geomean row of the headline's other points (its model column)
+GENERATOR_ABORTS_STATUS = "not run: generator aborts"     # a point the authors' trace generator has no snapshot for
 PAPER_BAND_PCT = 15.0      # issue 33's target: NeuPIMs / NPU+PIM within 15 % of the paper's
 
 
-def _code_grid_section(c) -> list[str]:
-    """The released code's NeuPIMs / NPU+PIM at each of the headline's GPT3-7B points, archsim's beside it."""
-    from reports.claims import Fact
+def _grid_model_label(r) -> str:
+    """`gpt3-30b TP8` (the headline's TP), or `gpt3-13b TP8 (headline: TP4)` for a run at the code's configuration."""
+    label = f"{r['model']} TP{int(r['tp'])}"
+    return label if int(r["tp"]) == int(r["headline_tp"]) else f"{label} (headline: TP{int(r['headline_tp'])})"
 
+
+def _code_grid_row(r) -> str:
+    """One point of the grid's table: the code's cycles and ratio, archsim's readings, the headline's."""
+    ran, simulated = r["status"] == "ran", str(r["status"]).startswith("ran") or r["status"] == "not run"
+    batch = f"{int(r['batch'])}"
+    head = f"{r['headline_ratio_issue']:.2f}x" if np.isfinite(r["headline_ratio_issue"]) else "-"
+    if not simulated:                  # no batch snapshot: neither simulator ran it
+        return (f"| {_grid_model_label(r)} | {r['dataset']} | {batch} | {r['status']} | - | - | - | - | - | - | - | - "
+                f"| {head} | - |")
+    cycles = (f"{_fmt(r['code_neupims_cycles'])} | {_fmt(r['code_npu_pim_cycles'])}" if ran else "not run | not run")
+    wall = f"{_fmt(r['code_neupims_wall_s'])} / {_fmt(r['code_npu_pim_wall_s'])}" if ran else "-"
+    code = f"{r['code_ratio']:.2f}x" if ran else "not run"
+    diff = f"{r['diff_pct_issue']:+.1f} %" if ran else "-"
+    diff_stagger = f"{r['diff_pct_stagger']:+.1f} %" if ran else "-"
+    paper_sbi = (f"{r['code_ratio_paper_sbi']:.2f}x" if r["paper_sbi_status"] == "ran" else "not run") \
+        + f" / {r['archsim_ratio_issue_paper_sbi']:.2f}x"
+    return (f"| {_grid_model_label(r)} | {r['dataset']} | {batch} | {cycles} | {code} | {r['archsim_ratio_issue']:.2f}x | "
+            f"{diff} | {r['archsim_ratio_stagger']:.2f}x | {diff_stagger} | {r['archsim_ratio_bus']:.2f}x | {paper_sbi} | "
+            f"{head} | {wall} |")
+
+
+def _code_grid_section(c) -> list[str]:
+    """The released code's NeuPIMs / NPU+PIM at each of the headline's points it could run, archsim's beside it."""
     if not (c.folder / GRID).exists():
         return []
     df = pd.read_csv(c.folder / GRID)
-    md = ["## NeuPIMs / NPU+PIM as the released code itself gives it, over the headline's GPT3-7B points", "",
+    md = ["## NeuPIMs / NPU+PIM as the released code itself gives it, over the headline's points", "",
           "`code_grid.py` (`code_grid.csv`): NeuPIMs' released simulator (sub-batch interleaving on) and its "
-          "`npu+pim` branch on the same batch snapshot at each GPT3-7B point of the headline, one decoder block each, "
+          "`npu+pim` branch on the same batch snapshot at each point of the headline, one decoder block each, "
           "the whole model by the code's stage formula; the snapshots are the code's own (its repository's `clb-0` at "
-          "ShareGPT's largest batch, the others made by its generator with a fixed seed). archsim runs each point as in "
+          "GPT3-7B ShareGPT's largest batch, the others made by its generator with a fixed seed), each model at the "
+          "headline's TP. Where the generator aborts (it places requests on channels without checking KV capacity "
+          "and stops when a channel overflows, `get_distributions.py:222-232`) there is no snapshot and neither "
+          "simulator runs the point. archsim runs each point as in "
           "the first section: NeuPIMs with the code's NPU, mapping and command bus; NPU+PIM with the code's PIM issue "
           "path (`pim_issue: per_cycle`), with that path and the ranks' refreshes staggered as the code's device does "
           "(`refresh_stagger: true` too, as mapping `npu_pim_code_issue` runs it) and, for context, with its commands at "
-          "the bus's rate. A point the code was "
+          "the bus's rate. The headline's column is its own reading at the point (archsim's NPU and batch sampling, "
+          "the code's issue path, `ratios.csv`). A point the code was "
           "not run at is marked so. The code's wall times are from a shared machine.", "",
-          "| dataset | batch | code: NeuPIMs cycles | code: NPU+PIM cycles | code: NeuPIMs / NPU+PIM | archsim, the code's "
+          "| model | dataset | batch | code: NeuPIMs cycles | code: NPU+PIM cycles | code: NeuPIMs / NPU+PIM | archsim, the code's "
           "issue path | archsim / code | archsim, issue path and staggered refresh | archsim / code | archsim, the bus's "
-          "rate | NeuPIMs as the paper runs it: code / archsim (issue path) | code wall time, NeuPIMs / NPU+PIM (s) |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for _, r in df.iterrows():
-        ran = r["status"] == "ran"
-        batch = "-" if pd.isna(r["batch"]) else f"{int(r['batch'])}"
-        cycles = (f"{_fmt(r['code_neupims_cycles'])} | {_fmt(r['code_npu_pim_cycles'])}" if ran else "not run | not run")
-        wall = (f"{_fmt(r['code_neupims_wall_s'])} / {_fmt(r['code_npu_pim_wall_s'])}"
-                if ran and r["dataset"] in DATASETS else "-")
-        code = f"{r['code_ratio']:.2f}x" if ran else "not run"
-        diff = f"{r['diff_pct_issue']:+.1f} %" if ran else "-"
-        diff_stagger = f"{r['diff_pct_stagger']:+.1f} %" if ran else "-"
-        paper_sbi = (f"{r['code_ratio_paper_sbi']:.2f}x" if r["paper_sbi_status"] == "ran" else "not run") \
-            + f" / {r['archsim_ratio_issue_paper_sbi']:.2f}x"
-        md.append(f"| {r['dataset']} | {batch} | {cycles} | {code} | {r['archsim_ratio_issue']:.2f}x | {diff} | "
-                  f"{r['archsim_ratio_stagger']:.2f}x | {diff_stagger} | {r['archsim_ratio_bus']:.2f}x | {paper_sbi} | {wall} |")
-    paper, band = Fact("paper.csv", "paper", {"claim": "vs NPU+PIM"}), Fact("", "", scale=0.0, offset=PAPER_BAND_PCT)
-    geo = {col: Fact(GRID, col, {"dataset": "geomean"}) for col in
-           ("code_ratio", "archsim_ratio_issue", "archsim_ratio_stagger", "archsim_ratio_bus", "diff_pct_issue",
-            "diff_pct_stagger", "code_vs_paper_pct")}
-    if (df["status"] == "ran").sum() == 0 or df.loc[df["dataset"] == "geomean", "status"].iloc[0] != "ran":
+          "rate | NeuPIMs as the paper runs it: code / archsim (issue path) | the headline's reading | code wall time, "
+          "NeuPIMs / NPU+PIM (s) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    md += [_code_grid_row(r) for _, r in df[df["dataset"].isin(DATASETS)].iterrows()]
+    geo_rows = df[df["dataset"] == "geomean"]
+    if (df["status"] == "ran").sum() == 0 or geo_rows.loc[geo_rows["model"] == "all", "status"].iloc[0] != "ran":
         return md + [""]
-    md += ["", c.say(
+    return md + ["", *_code_grid_prose(c, df)]
+
+
+def _grid_model_name(df: pd.DataFrame, model: str) -> str:
+    """`gpt3-7b`, or `gpt3-13b at TP8 (not the headline's TP4)` for a model the code ran at another TP only."""
+    rows = df[(df["model"] == model) & df["dataset"].isin(DATASETS)]
+    if (rows["at_headline_tp"] == True).any():  # noqa: E712
+        return model
+    return f"{model} at TP{int(rows['tp'].iloc[0])} (not the headline's TP{int(rows['headline_tp'].iloc[0])})"
+
+
+def _per_model_geomeans(c, df: pd.DataFrame, col: str, where: dict | None = None) -> str:
+    """`gpt3-7b 1.47x over 6, gpt3-30b ...` for every model the code ran a point of (of the points `where` selects
+    too; the geomean rows' `col` is over those)."""
+    from reports.claims import Fact
+
+    pts = {**GRID_POINTS, **(where or {})}
+    sel = df["dataset"].isin(DATASETS) & (df["status"] == "ran")
+    for k, v in (where or {}).items():
+        sel &= df[k] == v
+    models = list(dict.fromkeys(df.loc[sel, "model"]))
+    return ", ".join(f"{_grid_model_name(df, m)} {c.num(Fact(GRID, col, {'dataset': 'geomean', 'model': m}))}x over "
+                     f"{c.num(Fact(GRID, col, {**pts, 'model': m}, 'count'), '{:.0f}')}" for m in models)
+
+
+def _code_grid_prose(c, df: pd.DataFrame) -> list[str]:
+    from reports.claims import Fact
+
+    paper, band = Fact("paper.csv", "paper", {"claim": "vs NPU+PIM"}), Fact("", "", scale=0.0, offset=PAPER_BAND_PCT)
+    geo = {col: Fact(GRID, col, GRID_GEO) for col in
+           ("code_ratio", "archsim_ratio_issue", "archsim_ratio_stagger", "archsim_ratio_bus", "diff_pct_issue",
+            "diff_pct_stagger", "code_vs_paper_pct", "headline_ratio_issue", "headline_vs_code_pct")}
+    aborted = df[df["status"] == GENERATOR_ABORTS_STATUS]
+    md = [c.say(
         f"Over the {c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'count'), '{:.0f}')} points the code ran, its own "
-        f"NeuPIMs / NPU+PIM is {c.num(geo['code_ratio'])}x on the geomean, {c.num(geo['code_vs_paper_pct'], '{:+.0f}')} % "
+        f"NeuPIMs / NPU+PIM is {c.num(geo['code_ratio'])}x on the geomean ({_per_model_geomeans(c, df, 'code_ratio')}), "
+        f"{c.num(geo['code_vs_paper_pct'], '{:+.0f}')} % "
         f"from the paper's {c.num(paper, '{:.1f}')}x, and from {c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'min'))}x to "
         f"{c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'max'))}x per point ("
         f"{c.num(Fact(GRID, 'code_vs_paper_pct', GRID_POINTS, 'min'), '{:+.0f}')} % to "
@@ -1098,11 +1149,14 @@ def _code_grid_section(c) -> list[str]:
         + c.cmp(paper, ">=", Fact(GRID, "code_ratio", GRID_POINTS, "min"), ("at or above", "below")) + " its lowest point and "
         + c.cmp(paper, "<=", Fact(GRID, "code_ratio", GRID_POINTS, "max"), ("at or below", "above")) + " its highest, "
         "and the code's geomean is "
-        + c.cmp(Fact(GRID, "abs_code_vs_paper_pct", {"dataset": "geomean"}), "<=", band, ("inside", "outside"))
-        + f" a band of {c.num(band, '{:.0f}')} % around the paper's."),
-           "", c.say(
+        + c.cmp(Fact(GRID, "abs_code_vs_paper_pct", GRID_GEO), "<=", band, ("inside", "outside"))
+        + f" a band of {c.num(band, '{:.0f}')} % around the paper's."
+        + (f" The generator aborts at {c.num(Fact(GRID, 'batch', {'status': GENERATOR_ABORTS_STATUS}, 'count'), '{:.0f}')} "
+           "of the points (" + ", ".join(f"{r['model']} {r['dataset']} batch {int(r['batch'])}" for _, r in aborted.iterrows())
+           + "): no snapshot, so no simulator's number there." if len(aborted) else "")), "", c.say(
         "archsim in the code's configuration, its NPU+PIM with the code's issue path, gives "
-        f"{c.num(geo['archsim_ratio_issue'])}x on the geomean over the same points, "
+        f"{c.num(geo['archsim_ratio_issue'])}x on the geomean over the same points "
+        f"({_per_model_geomeans(c, df, 'archsim_ratio_issue')}), "
         f"{c.num(geo['diff_pct_issue'], '{:+.1f}')} % from the code's, and per point from "
         f"{c.num(Fact(GRID, 'diff_pct_issue', GRID_POINTS, 'min'), '{:+.1f}')} % to "
         f"{c.num(Fact(GRID, 'diff_pct_issue', GRID_POINTS, 'max'), '{:+.1f}')} % off the code's ratio; with the ranks' "
@@ -1112,17 +1166,18 @@ def _code_grid_section(c) -> list[str]:
         f"{c.num(Fact(GRID, 'diff_pct_stagger', GRID_POINTS, 'max'), '{:+.1f}')} %); with the NPU+PIM's "
         f"commands at the bus's rate it gives {c.num(geo['archsim_ratio_bus'])}x on the geomean."), ""]
     paper_pts = {"dataset": DATASETS, "paper_sbi_status": "ran"}
-    if df.loc[df["dataset"] == "geomean", "paper_sbi_status"].iloc[0] == "ran":
+    if df.loc[(df["dataset"] == "geomean") & (df["model"] == "all"), "paper_sbi_status"].iloc[0] == "ran":
         small = {**paper_pts, "batch": [b for b in BATCHES if b < SBI_MIN_BATCH]}
         small_ran = df["dataset"].isin(DATASETS) & (df["paper_sbi_status"] == "ran") & df["batch"].isin(small["batch"])
         md += [c.say(
             "With NeuPIMs as the paper runs it (sub-batch interleaving only from batch "
             f"`{SBI_MIN_BATCH}` on, `SBI_MIN_BATCH`, the code's "
             "NeuPIMs without it below), the code's ratio is "
-            f"{c.num(Fact(GRID, 'code_ratio_paper_sbi', {'dataset': 'geomean'}))}x on the geomean over "
-            f"{c.num(Fact(GRID, 'code_ratio_paper_sbi', paper_pts, 'count'), '{:.0f}')} points (archsim's "
-            f"{c.num(Fact(GRID, 'archsim_ratio_issue_paper_sbi', {'dataset': 'geomean'}))}x), "
-            f"the paper's {c.num(paper, '{:.1f}')}x " + c.cmp(paper, "<", Fact(GRID, 'code_ratio_paper_sbi', {'dataset': 'geomean'}),
+            f"{c.num(Fact(GRID, 'code_ratio_paper_sbi', GRID_GEO))}x on the geomean over "
+            f"{c.num(Fact(GRID, 'code_ratio_paper_sbi', paper_pts, 'count'), '{:.0f}')} points "
+            f"({_per_model_geomeans_paper(c, df)}; archsim's "
+            f"{c.num(Fact(GRID, 'archsim_ratio_issue_paper_sbi', GRID_GEO))}x), "
+            f"the paper's {c.num(paper, '{:.1f}')}x " + c.cmp(paper, "<", Fact(GRID, 'code_ratio_paper_sbi', GRID_GEO),
                                                               ("below", "not below"))
             + " it" + (f"; at the smaller batches the code's NeuPIMs / NPU+PIM is at most "
                        f"{c.num(Fact(GRID, 'code_ratio_paper_sbi', small, 'max'))}x" if small_ran.any() else "")
@@ -1130,74 +1185,86 @@ def _code_grid_section(c) -> list[str]:
     return md
 
 
+def _per_model_geomeans_paper(c, df: pd.DataFrame) -> str:
+    """As _per_model_geomeans for the code's ratio with NeuPIMs as the paper runs it."""
+    from reports.claims import Fact
+
+    pts = {"dataset": DATASETS, "paper_sbi_status": "ran"}
+    models = [m for m in dict.fromkeys(df.loc[df["dataset"].isin(DATASETS), "model"])
+              if ((df["model"] == m) & (df["paper_sbi_status"] == "ran")).any()]
+    return ", ".join(f"{_grid_model_name(df, m)} {c.num(Fact(GRID, 'code_ratio_paper_sbi', {'dataset': 'geomean', 'model': m}))}x over "
+                     f"{c.num(Fact(GRID, 'code_ratio_paper_sbi', {**pts, 'model': m}, 'count'), '{:.0f}')}" for m in models)
+
+
 def _code_grid_headline(c) -> list[str]:
     """The headline's NPU+PIM paragraph's sentence on what the released code itself gives over the same points: with
-    NeuPIMs as the headline runs it (sub-batch interleaving from SBI_MIN_BATCH on, the grid's paper_sbi columns) when
-    the code ran that at every point it ran, its reading with sub-batch interleaving at every batch beside it."""
+    NeuPIMs as the headline runs it (sub-batch interleaving from SBI_MIN_BATCH on, the grid's paper_sbi columns)
+    where the code ran that, its reading with sub-batch interleaving at every batch beside it."""
     from reports.claims import Fact
 
     if not (c.folder / GRID).exists():
         return []
     df = pd.read_csv(c.folder / GRID)
-    geo_row = df[df["dataset"] == "geomean"].iloc[0]
+    geo_row = df[(df["dataset"] == "geomean") & (df["model"] == "all")].iloc[0]
     if geo_row["status"] != "ran":
         return []
-    points = df[df["dataset"].isin(DATASETS)]
-    matched = geo_row["paper_sbi_status"] == "ran" and (
-        (points["paper_sbi_status"] == "ran") == (points["status"] == "ran")).all()
+    matched = geo_row["paper_sbi_status"] == "ran"
     paper, band = Fact("paper.csv", "paper", {"claim": "vs NPU+PIM"}), Fact("", "", scale=0.0, offset=PAPER_BAND_PCT)
-    g = {"dataset": "geomean"}
     sfx, where = ("_paper_sbi", {"dataset": DATASETS, "paper_sbi_status": "ran"}) if matched else ("", GRID_POINTS)
-    geo = Fact(GRID, f"code_ratio{sfx}", g)
+    geo = Fact(GRID, f"code_ratio{sfx}", GRID_GEO)
     setting = (f", its NeuPIMs run as the headline runs it (sub-batch interleaving from batch `{SBI_MIN_BATCH}` on),"
                if matched else ", its NeuPIMs with sub-batch interleaving at every batch (not the headline's setting),")
-    other = (f"; with sub-batch interleaving at every batch it gives {c.num(Fact(GRID, 'code_ratio', g))}x "
-             f"({c.num(Fact(GRID, 'code_vs_paper_pct', g), '{:+.0f}')} % from the paper's)" if matched else "")
+    per_model = _per_model_geomeans_paper(c, df) if matched else _per_model_geomeans(c, df, "code_ratio")
+    other = (f"; with sub-batch interleaving at every batch it gives {c.num(Fact(GRID, 'code_ratio', GRID_GEO))}x over "
+             f"{c.num(Fact(GRID, 'code_ratio', GRID_POINTS, 'count'), '{:.0f}')} points "
+             f"({c.num(Fact(GRID, 'code_vs_paper_pct', GRID_GEO), '{:+.0f}')} % from the paper's)" if matched else "")
     return [c.say(
         "The released code itself (its NeuPIMs and its `npu+pim` branch, `code_grid.csv`)" + setting + " gives "
         f"NeuPIMs / NPU+PIM {c.num(geo)}x on the geomean over "
-        f"{c.num(Fact(GRID, f'code_ratio{sfx}', where, 'count'), '{:.0f}')} of the headline's GPT3-7B points, from "
+        f"{c.num(Fact(GRID, f'code_ratio{sfx}', where, 'count'), '{:.0f}')} points ({per_model}), from "
         f"{c.num(Fact(GRID, f'code_ratio{sfx}', where, 'min'))}x to {c.num(Fact(GRID, f'code_ratio{sfx}', where, 'max'))}x "
         f"per point: the paper's {c.num(paper, '{:.1f}')}x is " + c.cmp(paper, ">", geo, ("above", "at or below"))
         + " the code's own geomean, which is "
-        f"{c.num(Fact(GRID, f'code_vs_paper_pct{sfx}', g), '{:+.0f}')} % from the paper's, "
-        + c.cmp(Fact(GRID, f"abs_code_vs_paper_pct{sfx}", g), "<=", band, ("inside", "outside"))
+        f"{c.num(Fact(GRID, f'code_vs_paper_pct{sfx}', GRID_GEO), '{:+.0f}')} % from the paper's, "
+        + c.cmp(Fact(GRID, f"abs_code_vs_paper_pct{sfx}", GRID_GEO), "<=", band, ("inside", "outside"))
         + f" a band of {c.num(band, '{:.0f}')} % around it{other}."),
-        *(_headline_on_grid_points(c, paper, geo) if matched else []), ""]
+        *(_headline_on_grid_points(c, paper) if matched else []), ""]
 
 
-def _headline_on_grid_points(c, paper, code_geo) -> list[str]:
-    """The headline's code-issue-path reading over the points the code ran (its GPT3-7B points) and over the rest,
-    so the headline's geomean can be read beside the code's own (`code_geo`: its reading with the headline's
-    sub-batch setting)."""
+def _rest_points(grid: pd.DataFrame) -> str:
+    """What code_grid's row of the headline's other points holds, as its trace column words it."""
+    return str(grid.loc[(grid["dataset"] == "geomean") & (grid["model"] == GRID_REST), "trace"].iloc[0])
+
+
+def _headline_on_grid_points(c, paper) -> list[str]:
+    """The headline's code-issue-path reading over the points the code ran at the headline's TP and sub-batch
+    setting, beside the code's own there, and over the rest, so the headline's geomean can be read beside the
+    code's."""
     from reports.claims import Fact
 
-    issue = "vs NPU+PIM (code's issue path)"
     grid = pd.read_csv(c.folder / GRID)
-    ran = grid[grid["status"] == "ran"]
-    ran = ran[ran["dataset"].isin(DATASETS)]
-    if len(ran) != len(grid[grid["dataset"].isin(DATASETS)]):
-        return []                    # a point the code did not run: the two geomeans are not over the same points
+    pts = {"dataset": DATASETS, "paper_sbi_status": "ran", "at_headline_tp": True}
+    if not (grid["dataset"].isin(DATASETS) & (grid["paper_sbi_status"] == "ran") & (grid["at_headline_tp"] == True)).any():  # noqa: E712
+        return []
     R = "ratios.csv"
-    ratios = pd.read_csv(c.folder / R)
-    models = sorted(set(ratios["model"]))
-    others = [m for m in models if m != CODE_POINT[0]]
-    same = Fact(R, "ratio", {"model": CODE_POINT[0], "base": issue}, "geomean")
-    rest = Fact(R, "ratio", {"model": others, "base": issue}, "geomean")
-    every = Fact(R, "ratio", {"base": issue}, "geomean")
+    same = Fact(GRID, "headline_ratio_issue_paper_sbi_pts", GRID_GEO)
+    every = Fact(R, "ratio", {"base": ISSUE_BASE}, "geomean")
     lower_end = Fact(paper.csv, paper.column, paper.where, scale=1.0 - PAPER_BAND_PCT / 100.0)
-    return [c.say(
-        f"The headline's reading with the code's issue path (archsim's own NPU and batches), over the same "
-        f"{CODE_POINT[0]} model, datasets and batch sizes, is "
-        f"{c.num(same)}x on the geomean ({c.num(Fact(R, 'ratio', same.where, 'geomean', over=paper, scale=100, offset=-100), '{:+.0f}')} % "
-        f"from the paper's, {c.num(Fact(R, 'ratio', same.where, 'geomean', over=code_geo, scale=100, offset=-100), '{:+.0f}')} % "
-        "from the code's own with the same sub-batch setting), "
-        + c.cmp(same, ">=", lower_end, ("not below", "below"))
-        + f" the paper's band; over the {' and '.join(others)} points, which the code was not run at, it is "
-        f"{c.num(rest)}x, " + c.cmp(rest, ">=", lower_end, ("not below", "below")) + " the band and "
-        + c.cmp(rest, "<", same, ("lower", "not lower")) + f" than over the {CODE_POINT[0]} points, so the geomean "
-        f"over every point ({c.num(every)}x) is " + c.cmp(every, "<", same, ("below", "not below"))
-        + " the one over the points the code ran.")]
+    out = ("The headline's reading with the code's issue path (archsim's own NPU and batches), over the "
+           f"{c.num(Fact(GRID, 'batch', pts, 'count'), '{:.0f}')} points the code ran at the headline's TP and "
+           f"sub-batch setting, is {c.num(same)}x on the geomean "
+           f"({c.num(Fact(GRID, 'headline_ratio_issue_paper_sbi_pts', GRID_GEO, over=paper, scale=100, offset=-100), '{:+.0f}')} % "
+           f"from the paper's, {c.num(Fact(GRID, 'headline_vs_code_paper_sbi_pct', GRID_GEO), '{:+.0f}')} % from the "
+           f"code's own {c.num(Fact(GRID, 'code_ratio_paper_sbi_at_headline_tp', GRID_GEO))}x there), "
+           + c.cmp(same, ">=", lower_end, ("not below", "below")) + " the paper's band")
+    rest = Fact(GRID, "headline_ratio_issue", {"dataset": "geomean", "model": GRID_REST})
+    if grid.loc[(grid["dataset"] == "geomean") & (grid["model"] == GRID_REST), "status"].iloc[0] == "not run":
+        out += (f"; over the headline's other {c.num(Fact(GRID, 'batch', {'dataset': 'geomean', 'model': GRID_REST}), '{:.0f}')} "
+                f"points, which the code did not run at the headline's TP ({_rest_points(grid)}), it is {c.num(rest)}x, "
+                + c.cmp(rest, ">=", lower_end, ("not below", "below")) + " the band, so its geomean over every point "
+                f"({c.num(every)}x) is " + c.cmp(every, "<", same, ("below", "not below"))
+                + " the one over the points the code ran")
+    return [c.say(out + ".")]
 
 
 def _headline_section(c, frames: dict[str, pd.DataFrame]) -> list[str]:

@@ -1228,7 +1228,55 @@ def _code_grid_headline(c) -> list[str]:
         f"{c.num(Fact(GRID, f'code_vs_paper_pct{sfx}', GRID_GEO), '{:+.0f}')} % from the paper's, "
         + c.cmp(Fact(GRID, f"abs_code_vs_paper_pct{sfx}", GRID_GEO), "<=", band, ("inside", "outside"))
         + f" a band of {c.num(band, '{:.0f}')} % around it{other}."),
-        *(_headline_on_grid_points(c, paper) if matched else []), ""]
+        *(_headline_on_grid_points(c, paper) if matched else []), *_headline_ladder(c), ""]
+
+
+LADDER_CSV = "headline_ladder.csv"   # headline_ladder.py: the code configuration to the headline's, one input a rung
+# what each rung of headline_ladder.csv switches, as the prose words it
+LADDER_WORDS = {"batch": "the batch source (the code's snapshot to archsim's sampler)",
+                "dram": "NeuPIMs' DRAM standard (`neupims_code` to `neupims`)",
+                "mapping": "the mappings (`neupims_code` to `neupims`, the code's PIM layout with its issue path to "
+                           "`npu_pim_issue`)",
+                "npu": "the NPU preset (`neupims_code` to `neupims_npu`)",
+                "headline runs": "the headline's own runs (two layers simulated)"}
+
+
+def _headline_ladder(c) -> list[str]:
+    """Which input, switched one at a time from archsim's code configuration to the headline's, moves the geomean
+    NeuPIMs / NPU+PIM (the code's issue path) how much (headline_ladder.csv); only the rungs that ran."""
+    from reports.claims import Fact
+
+    if not (c.folder / LADDER_CSV).exists():
+        return []
+    geo = pd.read_csv(c.folder / LADDER_CSV).query("dataset == 'geomean'").sort_values("rung")
+    if len(geo) < 2:
+        return []
+
+    def f(rung: int, col: str = "ratio") -> Fact:
+        return Fact(LADDER_CSV, col, {"dataset": "geomean", "rung": rung})
+
+    steps = []
+    for r in geo["rung"].iloc[1:]:
+        name = geo.loc[geo["rung"] == r, "rung_name"].iloc[0]
+        rises = c.cmp(f(r), ">", f(r - 1), ("raises it", "lowers it"))
+        if rises == "lowers it":        # the recorded relation is <=: word an equal step as such
+            rises = c.cmp(f(r), "<", f(r - 1), ("lowers it", "leaves it"))
+        steps.append(f"{LADDER_WORDS[name]} {rises} to {c.num(f(r))}x ({c.num(f(r, 'step_pct'), '{:+.1f}')} %)")
+    big = geo.iloc[1:].sort_values("abs_step_pct", ascending=False)
+    top, top_name = int(big["rung"].iloc[0]), LADDER_WORDS[big["rung_name"].iloc[0]]
+    last = int(geo["rung"].iloc[-1])
+    out = ("Switching archsim's code configuration to the headline's one input at a time (`headline_ladder.py`, "
+           f"`headline_ladder.csv`, over {c.num(f(0, 'batch'), '{:.0f}')} points the code ran at the headline's TP "
+           "and sub-batch setting, the geomean of NeuPIMs / NPU+PIM with the code's issue path): from "
+           f"{c.num(f(0))}x in the code configuration, " + "; ".join(steps) + ". The largest step is "
+           f"{top_name}'s ({c.num(f(top, 'step_pct'), '{:+.1f}')} %)")
+    if len(big) > 1:
+        second = int(big["rung"].iloc[1])
+        out += (", " + c.cmp(f(top, "abs_step_pct"), ">", f(second, "abs_step_pct"), ("larger than", "not larger than"))
+                + f" the next, {LADDER_WORDS[big['rung_name'].iloc[1]]}'s ({c.num(f(second, 'step_pct'), '{:+.1f}')} %)")
+    out += (f"; all rungs together move the geomean {c.num(f(last, 'vs_code_config_pct'), '{:+.1f}')} % from the "
+            "code configuration's")
+    return ["", c.say(out + ".")]
 
 
 def _rest_points(grid: pd.DataFrame) -> str:

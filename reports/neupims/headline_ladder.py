@@ -14,16 +14,18 @@ content (run_cache.py) as code_grid.py's are. The rungs, each switching one inpu
                    `neupims_code` with `pim_issue: per_cycle` (issue_toggle.per_cycle_mapping)
   batch            archsim's own sampler of the dataset at the batch (the headline's batches)
   dram             NeuPIMs on the default DRAM standard (`neupims`, separate row and column command buses)
-  mapping          NeuPIMs on mapping `neupims`, NPU+PIM on `npu_pim_issue` (the headline's mappings)
+  neupims mapping  NeuPIMs on mapping `neupims` (the headline's)
+  npu_pim mapping  NPU+PIM on mapping `npu_pim_issue` (the headline's)
   npu              NPU preset `neupims_npu` (the headline's NPU): every input now the headline's
   headline runs    the headline's own runs (make_report's grid, two layers simulated for every system), its ratio
                    from ratios.csv's tokens/s: what differs from the rung before is only the simulated layers
 
-Columns: rung (0..5), rung_name, switched (what the rung changes), model, tp, dataset, batch, neupims_cycles,
+Columns: rung (0..6), rung_name, switched (what the rung changes), model, tp, dataset, batch, neupims_cycles,
 npu_pim_cycles (decode-iteration cycles of the whole model; NaN on the headline-runs rung, whose ratio is of
 tokens/s), ratio (NPU+PIM / NeuPIMs: NeuPIMs' speed-up), step_pct (ratio / the rung before's at the point - 1, in %);
 then one "geomean" row per rung (dataset "geomean", over the points of that rung: count in `batch`), its step_pct the
-geomean's change from the rung before's (abs_step_pct its size), and vs_code_config_pct (the rung's geomean / the code configuration's - 1).
+geomean's change from the rung before's (abs_step_pct its size), and vs_code_config_pct (the rung's geomean /
+the code configuration's - 1).
 """
 from __future__ import annotations
 
@@ -50,14 +52,15 @@ RUNGS = [   # (name, what the rung switches from the one before)
     ("code config", "archsim's code configuration (code_grid.csv)"),
     ("batch", "the code's batch snapshot -> archsim's sampler of the dataset"),
     ("dram", "NeuPIMs' DRAM standard neupims_code -> neupims"),
-    ("mapping", "mappings neupims_code -> neupims (NeuPIMs), neupims_code per_cycle -> npu_pim_issue (NPU+PIM)"),
+    ("neupims mapping", "NeuPIMs' mapping neupims_code -> neupims"),
+    ("npu_pim mapping", "NPU+PIM's mapping neupims_code with pim_issue per_cycle -> npu_pim_issue"),
     ("npu", "NPU preset neupims_code -> neupims_npu"),
     ("headline runs", "the headline's own runs (two layers simulated)"),
 ]
 
 
 def rung_configs(rung: int, key: tuple[str, int, str, int], runs: Path) -> tuple[dict, dict]:
-    """(NeuPIMs' config, NPU+PIM's) at rung 1..4 of point `key`; each rung switches one input of the one before."""
+    """(NeuPIMs' config, NPU+PIM's) at rung 1..5 of point `key`; each rung switches one input of the one before."""
     model, tp, dataset, batch = key
     sbi = batch >= make_report.SBI_MIN_BATCH
     neupims = {"system": "neupims", "npu": "neupims_code", "mapping": "neupims_code", "model": model, "tp": tp,
@@ -68,8 +71,10 @@ def rung_configs(rung: int, key: tuple[str, int, str, int], runs: Path) -> tuple
     if rung >= 2:
         del neupims["dram"]
     if rung >= 3:
-        neupims["mapping"], npupim["mapping"] = "neupims", "npu_pim_issue"
+        neupims["mapping"] = "neupims"
     if rung >= 4:
+        npupim["mapping"] = "npu_pim_issue"
+    if rung >= 5:
         neupims["npu"] = npupim["npu"] = "neupims_npu"
     return neupims, npupim
 
@@ -85,7 +90,7 @@ def point_rows(key: tuple[str, int, str, int], grid: pd.DataFrame, ratios: pd.Da
     g = grid[(grid["model"] == model) & (grid["dataset"] == dataset) & (grid["batch"] == batch)].iloc[0]
     rows = [{**head, "neupims_cycles": g["archsim_neupims_paper_sbi_cycles"],
              "npu_pim_cycles": g["archsim_npu_pim_issue_cycles"], "ratio": g["archsim_ratio_issue_paper_sbi"]}]
-    for rung in range(1, 5):
+    for rung in range(1, 6):
         neupims, npupim = rung_configs(rung, key, runs)
         if rung == 1:
             neupims["dataset"] = npupim["dataset"] = dataset

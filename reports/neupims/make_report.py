@@ -1235,8 +1235,8 @@ LADDER_CSV = "headline_ladder.csv"   # headline_ladder.py: the code configuratio
 # what each rung of headline_ladder.csv switches, as the prose words it
 LADDER_WORDS = {"batch": "the batch source (the code's snapshot to archsim's sampler)",
                 "dram": "NeuPIMs' DRAM standard (`neupims_code` to `neupims`)",
-                "mapping": "the mappings (`neupims_code` to `neupims`, the code's PIM layout with its issue path to "
-                           "`npu_pim_issue`)",
+                "neupims mapping": "NeuPIMs' mapping (`neupims_code` to `neupims`)",
+                "npu_pim mapping": "NPU+PIM's mapping (`neupims_code` with the code's issue path to `npu_pim_issue`)",
                 "npu": "the NPU preset (`neupims_code` to `neupims_npu`)",
                 "headline runs": "the headline's own runs (two layers simulated)"}
 
@@ -1255,13 +1255,14 @@ def _headline_ladder(c) -> list[str]:
     def f(rung: int, col: str = "ratio") -> Fact:
         return Fact(LADDER_CSV, col, {"dataset": "geomean", "rung": rung})
 
-    steps = []
+    steps, resolution = [], Fact("", "", scale=0.0, offset=0.1)
     for r in geo["rung"].iloc[1:]:
         name = geo.loc[geo["rung"] == r, "rung_name"].iloc[0]
-        rises = c.cmp(f(r), ">", f(r - 1), ("raises it", "lowers it"))
-        if rises == "lowers it":        # the recorded relation is <=: word an equal step as such
-            rises = c.cmp(f(r), "<", f(r - 1), ("lowers it", "leaves it"))
-        steps.append(f"{LADDER_WORDS[name]} {rises} to {c.num(f(r))}x ({c.num(f(r, 'step_pct'), '{:+.1f}')} %)")
+        # a step below the table's resolution (0.1 %) is none
+        rises = c.cmp(f(r, "abs_step_pct"), "<", resolution, ("leaves it at", "moves it"))
+        if rises == "moves it":
+            rises = c.cmp(f(r), ">", f(r - 1), ("raises it to", "lowers it to"))
+        steps.append(f"{LADDER_WORDS[name]} {rises} {c.num(f(r))}x ({c.num(f(r, 'step_pct'), '{:+.1f}')} %)")
     big = geo.iloc[1:].sort_values("abs_step_pct", ascending=False)
     top, top_name = int(big["rung"].iloc[0]), LADDER_WORDS[big["rung_name"].iloc[0]]
     last = int(geo["rung"].iloc[-1])
@@ -1269,13 +1270,14 @@ def _headline_ladder(c) -> list[str]:
            f"`headline_ladder.csv`, over {c.num(f(0, 'batch'), '{:.0f}')} points the code ran at the headline's TP "
            "and sub-batch setting, the geomean of NeuPIMs / NPU+PIM with the code's issue path): from "
            f"{c.num(f(0))}x in the code configuration, " + "; ".join(steps) + ". The largest step is "
-           f"{top_name}'s ({c.num(f(top, 'step_pct'), '{:+.1f}')} %)")
+           f"switching {top_name}, {c.num(f(top, 'step_pct'), '{:+.1f}')} %")
     if len(big) > 1:
         second = int(big["rung"].iloc[1])
         out += (", " + c.cmp(f(top, "abs_step_pct"), ">", f(second, "abs_step_pct"), ("larger than", "not larger than"))
-                + f" the next, {LADDER_WORDS[big['rung_name'].iloc[1]]}'s ({c.num(f(second, 'step_pct'), '{:+.1f}')} %)")
+                + f" the next, {LADDER_WORDS[big['rung_name'].iloc[1]]}'s {c.num(f(second, 'step_pct'), '{:+.1f}')} %")
     out += (f"; all rungs together move the geomean {c.num(f(last, 'vs_code_config_pct'), '{:+.1f}')} % from the "
-            "code configuration's")
+            "code configuration's (the released code's own geomean over these points: "
+            f"{c.num(Fact(GRID, 'code_ratio_paper_sbi_at_headline_tp', GRID_GEO))}x)")
     return ["", c.say(out + ".")]
 
 

@@ -270,3 +270,21 @@ def test_the_section_marks_a_point_not_run_and_its_claims_hold(tmp_path):
     assert "over the headline's other 2 points, which the code did not run at the headline's TP (1 gpt3-7b, 1 gpt3-30b), it is 1.34x, below the band" in text
     assert ("over the 2 points the code ran at the headline's TP and sub-batch setting, is 1.90x on the geomean (+19 % from "
             "the paper's, -2 % from the code's own 1.94x there), not below the paper's band") in text
+
+
+def test_a_point_whose_neupims_run_is_missing_shows_its_npu_pim_run():
+    """GPT3-30B TP8 Alpaca 64: the code's NeuPIMs with sub-batch interleaving was not run, its NPU+PIM was (and gives
+    the paper-SBI ratio): the row shows the NPU+PIM cycles and wall time it has, "not run" only for the missing run."""
+    r = pd.Series({"model": "gpt3-30b", "tp": 8, "headline_tp": 8, "dataset": "alpaca", "batch": 64, "status": "not run",
+                   "code_neupims_cycles": float("nan"), "code_npu_pim_cycles": 10532880.0,
+                   "code_neupims_wall_s": float("nan"), "code_npu_pim_wall_s": 183.8, "code_ratio": float("nan"),
+                   "archsim_ratio_issue": 0.62, "archsim_ratio_stagger": 0.59, "archsim_ratio_bus": 0.57,
+                   "paper_sbi_status": "ran", "code_ratio_paper_sbi": 1.11, "archsim_ratio_issue_paper_sbi": 1.10,
+                   "headline_ratio_issue": 1.08})
+    row = make_report._code_grid_row(r)
+    assert row.startswith("| gpt3-30b TP8 | alpaca | 64 | not run | 10,532,880 | not run | 0.62x | - |")
+    assert row.endswith("| 1.11x / 1.10x | 1.08x | - / 184 |")
+    both = {**r.to_dict(), "status": "ran", "code_neupims_cycles": 1.0e7, "code_neupims_wall_s": 900.0, "code_ratio": 1.05,
+            "diff_pct_issue": -41.0, "diff_pct_stagger": -43.8}
+    ran = make_report._code_grid_row(pd.Series(both))
+    assert "| 10,000,000 | 10,532,880 |" in ran and ran.endswith("| 900 / 184 |")

@@ -8,7 +8,7 @@ import pytest
 from archsim import paths
 from archsim.dram.checker import check_log
 from archsim.dram.latency import gap
-from archsim.dram.spec import load_spec
+from archsim.dram.spec import STANDARD_DIR, load_spec
 from archsim.errors import ConfigError
 from archsim.systems.neupims.compiler import AttentionCompiler
 from archsim.systems.neupims.config import setup
@@ -94,3 +94,27 @@ def test_fused_shortens_the_attention_by_the_comps_it_overlaps(tmp_path):
     b_split = next(s for s in split if s.name == "B")
     b_fused = next(s for s in fused if s.name == "B")
     assert b_fused.end - b_fused.start < b_split.end - b_split.start
+
+
+def test_the_next_gemv_wait_never_binds(tmp_path):
+    # neupims_code_fused's nGEMV takes the code's wait after a GEMV of a full row's 32 COMPs (comp_to_comp x 33)
+    # for every fused GEMV; the code waits comp_to_comp x (max(k, 6) + 1) after one of k COMPs
+    # (NS/channel_state.cc:484-505), down to x 7. The standard says that never binds (the next GEMV waits first for
+    # the row set to close and reopen): with the wait at the code's smallest every command issues at the same cycle
+    # (gpt3-small: logits GEMVs of 4 COMPs, where the code waits x 7)
+    text = (STANDARD_DIR / "neupims_code_fused.yaml").read_text()
+    assert "nGEMV: nCOMP * (32 + 1)" in text
+    shortest = tmp_path / "neupims_code_fused_shortest_wait.yaml"
+    shortest.write_text(text.replace("nGEMV: nCOMP * (32 + 1)", "nGEMV: nCOMP * (6 + 1)"))
+    logs = []
+    for standard in ("neupims_code_fused", str(shortest)):
+        cfg = setup({"system": "neupims", **SMALL, "mapping": _mapping(tmp_path, "fused"), "dram": {"standard": standard}})
+        dev = build_device(cfg)
+        assert gap(dev.spec, "COMPS_READRES", "COMP") == dev.spec.timing["nCOMP"] * (33 if standard == "neupims_code_fused" else 7)
+        sim = DecodeSimulator(dev, refresh=False, log=True)
+        ctx = sample_batch("sharegpt", SMALL["batch"], np.random.default_rng(3))
+        sim.iteration(ctx, assign(dev, ctx, "gmlbp"), False)
+        logs.append(sim.ms.command_log())
+    assert (logs[0]["command"] == "COMPS_READRES").sum() > 10
+    for col in ("cycle", "channel", "command"):
+        np.testing.assert_array_equal(logs[0][col].to_numpy(), logs[1][col].to_numpy())

@@ -161,3 +161,24 @@ def test_neupims_headline_ladder_geomeans_and_ends():
     text = " ".join(mr._headline_ladder(Claims(folder)))
     top = geo.iloc[1:]["abs_step_pct"].idxmax()
     assert f"The largest step is switching {mr.LADDER_WORDS[geo.loc[top, 'rung_name']]}," in text
+
+
+def test_neupims_headline_ladder_mapping_split():
+    """headline_ladder_mapping.csv: its first step is headline_ladder.csv's dram rung and its last its NeuPIMs-mapping
+    rung at every point (the keys it switches are the whole difference of the two mappings); geomean rows follow
+    from the point rows."""
+    import numpy as np
+
+    folder = ROOT / "reports" / "neupims"
+    split = pd.read_csv(folder / "headline_ladder_mapping.csv")
+    ladder = pd.read_csv(folder / "headline_ladder.csv")
+    pts = split[split["dataset"] != "geomean"]
+    last = pts["rung"].max()
+    for _, p in pts[pts["rung"].isin([0, last])].iterrows():
+        name = "dram" if p["rung"] == 0 else "neupims mapping"
+        at = ladder[(ladder["model"] == p["model"]) & (ladder["dataset"] == p["dataset"]) & (ladder["batch"] == p["batch"])
+                    & (ladder["rung_name"] == name)]
+        assert p["ratio"] == pytest.approx(float(at["ratio"].iloc[0]), rel=1e-12)
+    geo = split[split["dataset"] == "geomean"].set_index("rung")
+    for r, g in pts.groupby("rung"):
+        assert geo.loc[r, "ratio"] == pytest.approx(float(np.exp(np.log(g["ratio"]).mean())), rel=1e-12)

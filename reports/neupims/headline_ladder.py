@@ -45,6 +45,7 @@ import issue_toggle  # noqa: E402
 import make_report  # noqa: E402
 import vs_code  # noqa: E402
 
+from archsim import paths  # noqa: E402
 from archsim.workload.spec import load_model  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -110,14 +111,14 @@ def ladder_points(grid: pd.DataFrame, models: list[str]) -> list[tuple[str, int,
     return [(r["model"], int(r["tp"]), r["dataset"], int(r["batch"])) for _, r in pts.iterrows()]
 
 
-def with_geomeans(df: pd.DataFrame) -> pd.DataFrame:
+def with_geomeans(df: pd.DataFrame, names: list[tuple[str, str]] = RUNGS) -> pd.DataFrame:
     """Per point its step from the rung before; one geomean row per rung over that rung's points."""
     df = df.sort_values(["model", "dataset", "batch", "rung"]).reset_index(drop=True)
     prev = df.groupby(["model", "dataset", "batch"])["ratio"].shift(1)
     df["step_pct"] = (100 * (df["ratio"] / prev - 1)).round(1)
     geo = []
     for rung, g in df.groupby("rung"):
-        geo.append({"rung": rung, "rung_name": RUNGS[rung][0], "switched": RUNGS[rung][1], "model": "all",
+        geo.append({"rung": rung, "rung_name": names[rung][0], "switched": names[rung][1], "model": "all",
                     "dataset": "geomean", "batch": len(g), "ratio": make_report._geo(g["ratio"])})
     geo = pd.DataFrame(geo)
     geo["step_pct"] = (100 * (geo["ratio"] / geo["ratio"].shift(1) - 1)).round(1)
@@ -139,13 +140,65 @@ def build(out: Path, models: list[str]) -> pd.DataFrame:
     return df
 
 
+# the keys mapping neupims_code sets and mapping neupims leaves at their defaults (the "neupims mapping" rung's
+# difference), in the order headline_ladder_mapping.csv switches them to the default one at a time
+MAPPING_KEYS = ("request_queue", "pim_reserves_banks", "pim_precharge", "kv_layout", "attend_start")
+SPLIT_CSV = "headline_ladder_mapping.csv"
+
+
+def mapping_without(runs: Path, keys: tuple[str, ...]) -> str:
+    """Mapping neupims_code with the lines of `keys` removed (each then at its default, as mapping neupims has it),
+    written to `runs`; its path as a config names it."""
+    lines = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text().splitlines()
+    for key in keys:
+        assert sum(line.startswith(f"{key}:") for line in lines) == 1, f"mapping neupims_code no longer sets {key}"
+    kept = [line for line in lines if not any(line.startswith(f"{k}:") for k in keys)]
+    path = runs / f"neupims_code_without_{'_'.join(keys)}.yaml"
+    path.write_text("\n".join(kept) + "\n")
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def mapping_split(out: Path, models: list[str]) -> pd.DataFrame:
+    """The "neupims mapping" rung split: NeuPIMs' mapping keys switched from neupims_code's values to the defaults
+    (mapping neupims's) one at a time, cumulatively, on top of the "dram" rung; NPU+PIM as on that rung. Writes
+    SPLIT_CSV: step (0: the dram rung, k: MAPPING_KEYS[:k] switched), key, the point, neupims_cycles,
+    npu_pim_cycles, ratio, step_pct; one geomean row per step (as headline_ladder.csv's)."""
+    runs = out / "runs"
+    grid = pd.read_csv(out / "code_grid.csv")
+    rows: list[dict] = []
+    for key in ladder_points(grid, models):
+        model, tp, dataset, batch = key
+        layers = load_model(model).n_layers
+        neupims, npupim = rung_configs(2, key, runs)
+        neupims["dataset"] = npupim["dataset"] = dataset
+        p = code_grid.archsim_iteration(npupim, runs, layers)
+        for k in range(len(MAPPING_KEYS) + 1):
+            cfg = {**neupims, "mapping": mapping_without(runs, MAPPING_KEYS[:k])} if k else neupims
+            n = code_grid.archsim_iteration(cfg, runs, layers)
+            rows.append({"rung": k, "rung_name": MAPPING_KEYS[k - 1] if k else "dram", "model": model, "tp": tp,
+                         "dataset": dataset, "batch": batch, "neupims_cycles": n, "npu_pim_cycles": p,
+                         "ratio": p / n})
+            print(f"{model} {dataset} {batch} step {k}: {p / n:.4f}", flush=True)
+        with_geomeans(pd.DataFrame(rows), SPLIT_NAMES).to_csv(out / SPLIT_CSV, index=False)
+    df = with_geomeans(pd.DataFrame(rows), SPLIT_NAMES)
+    df.to_csv(out / SPLIT_CSV, index=False)
+    return df
+
+
+SPLIT_NAMES = [("dram", "the ladder's dram rung (NeuPIMs on mapping neupims_code)"),
+               *((k, f"NeuPIMs' mapping key {k}: neupims_code's value -> the default (mapping neupims's)")
+                 for k in MAPPING_KEYS)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--out", type=Path, default=HERE, help="output folder (default: the report's own)")
     ap.add_argument("--models", default="gpt3-7b,gpt3-30b", help="models of the headline points to run")
+    ap.add_argument("--mapping-split", action="store_true", help=f"write {SPLIT_CSV} (mapping_split) instead")
     args = ap.parse_args(argv)
     os.chdir(ROOT)
-    df = build(args.out.resolve(), args.models.split(","))
+    make = mapping_split if args.mapping_split else build
+    df = make(args.out.resolve(), args.models.split(","))
     print(df[df["dataset"] == "geomean"][["rung", "rung_name", "batch", "ratio", "step_pct", "vs_code_config_pct"]]
           .to_string(index=False))
     return 0

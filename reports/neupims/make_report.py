@@ -1282,7 +1282,38 @@ def _headline_ladder(c) -> list[str]:
     out += (f"; all rungs together move the geomean {c.num(f(last, 'vs_code_config_pct'), '{:+.1f}')} % from the "
             "code configuration's (the released code's own geomean over these points: "
             f"{c.num(Fact(GRID, 'code_ratio_paper_sbi_at_headline_tp', GRID_GEO))}x)")
-    return ["", c.say(out + ".")]
+    return ["", c.say(out + "."), *_headline_ladder_mapping(c)]
+
+
+LADDER_SPLIT_CSV = "headline_ladder_mapping.csv"    # headline_ladder.py --mapping-split: NeuPIMs' mapping key by key
+
+
+def _headline_ladder_mapping(c) -> list[str]:
+    """The NeuPIMs-mapping rung split key by key (headline_ladder_mapping.csv): each key's step of the geomean and
+    the largest; nothing unless every point of the ladder ran there."""
+    from reports.claims import Fact
+
+    if not (c.folder / LADDER_SPLIT_CSV).exists():
+        return []
+    geo = pd.read_csv(c.folder / LADDER_SPLIT_CSV).query("dataset == 'geomean'").sort_values("rung")
+    ladder_geo = pd.read_csv(c.folder / LADDER_CSV).query("dataset == 'geomean'")
+    if len(geo) < 2 or geo["batch"].iloc[-1] != ladder_geo["batch"].iloc[0]:
+        return []
+
+    def f(rung: int, col: str = "ratio") -> Fact:
+        return Fact(LADDER_SPLIT_CSV, col, {"dataset": "geomean", "rung": rung})
+
+    steps = [f"`{geo.loc[geo['rung'] == r, 'rung_name'].iloc[0]}` {c.num(f(r, 'step_pct'), '{:+.1f}')} %"
+             for r in geo["rung"].iloc[1:]]
+    big = geo.iloc[1:].sort_values("abs_step_pct", ascending=False)
+    top, second = int(big["rung"].iloc[0]), int(big["rung"].iloc[1])
+    out = ("Split key by key (`headline_ladder.py --mapping-split`, `headline_ladder_mapping.csv`: the keys mapping "
+           "`neupims_code` sets and `neupims` leaves at their defaults, switched one at a time on top of the DRAM "
+           f"rung, over the same {c.num(f(0, 'batch'), '{:.0f}')} points), the steps of the geomean are "
+           + ", ".join(steps) + f"; the largest is `{big['rung_name'].iloc[0]}`'s, "
+           + c.cmp(f(top, "abs_step_pct"), ">", f(second, "abs_step_pct"), ("larger than", "not larger than"))
+           + f" `{big['rung_name'].iloc[1]}`'s")
+    return [c.say(out + ".")]
 
 
 def _rest_points(grid: pd.DataFrame) -> str:

@@ -162,7 +162,8 @@ def mapping_split(out: Path, models: list[str]) -> pd.DataFrame:
     """The "neupims mapping" rung split: NeuPIMs' mapping keys switched from neupims_code's values to the defaults
     (mapping neupims's) one at a time, cumulatively, on top of the "dram" rung; NPU+PIM as on that rung. Writes
     SPLIT_CSV: step (0: the dram rung, k: MAPPING_KEYS[:k] switched), key, the point, neupims_cycles,
-    npu_pim_cycles, ratio, step_pct; one geomean row per step (as headline_ladder.csv's)."""
+    npu_pim_cycles, ratio, step_pct; one geomean row per step (as headline_ladder.csv's; its vs_code_config_pct
+    against step 0, the dram rung)."""
     runs = out / "runs"
     grid = pd.read_csv(out / "code_grid.csv")
     rows: list[dict] = []

@@ -125,3 +125,60 @@ def test_neupims_issue_channels_table_and_its_conclusion():
         off.to_csv(tmp / "issue_channels.csv", index=False)
         text = mr._issue_channels(Claims(tmp))
         assert "does not agree better" in text and "own PIM execution" not in text
+
+
+def test_neupims_headline_ladder_geomeans_and_ends():
+    """headline_ladder.csv's geomean rows follow from its point rows (geomean, step from the rung before, change from
+    the code configuration); its first rung is code_grid.csv's code-configuration reading and its last the
+    headline's own (ratios.csv) at every point; the points are code_grid's at the headline's TP and sub-batch
+    setting. The paragraph names the rung whose step is largest."""
+    import numpy as np
+
+    mr = _module("neupims")
+    folder = ROOT / "reports" / "neupims"
+    df = pd.read_csv(folder / "headline_ladder.csv")
+    pts, geo = df[df["dataset"] != "geomean"], df[df["dataset"] == "geomean"].set_index("rung")
+    rungs = sorted(pts["rung"].unique())
+    assert list(geo.index) == rungs and rungs[0] == 0 and len(rungs) >= 2
+    for r in rungs:
+        ratios = pts.loc[pts["rung"] == r, "ratio"]
+        assert geo.loc[r, "batch"] == len(ratios)
+        assert geo.loc[r, "ratio"] == pytest.approx(float(np.exp(np.log(ratios).mean())), rel=1e-12)
+        assert geo.loc[r, "vs_code_config_pct"] == pytest.approx(round(100 * (geo.loc[r, "ratio"] / geo.loc[0, "ratio"] - 1), 1))
+        if r:
+            assert geo.loc[r, "step_pct"] == pytest.approx(round(100 * (geo.loc[r, "ratio"] / geo.loc[r - 1, "ratio"] - 1), 1))
+    grid = pd.read_csv(folder / "code_grid.csv")
+    ratios_csv = pd.read_csv(folder / "ratios.csv")
+    for _, p in pts.iterrows():
+        at = (grid["model"] == p["model"]) & (grid["dataset"] == p["dataset"]) & (grid["batch"] == p["batch"])
+        if p["rung"] == 0:
+            assert p["ratio"] == pytest.approx(float(grid.loc[at, "archsim_ratio_issue_paper_sbi"].iloc[0]), rel=1e-12)
+        if p["rung_name"] == "headline runs":
+            head = ratios_csv[(ratios_csv["model"] == p["model"]) & (ratios_csv["dataset"] == p["dataset"])
+                              & (ratios_csv["batch"] == p["batch"]) & (ratios_csv["base"] == mr.ISSUE_BASE)]
+            assert p["ratio"] == pytest.approx(float(head["ratio"].iloc[0]), rel=1e-12)
+        assert bool(grid.loc[at, "at_headline_tp"].iloc[0]) and grid.loc[at, "paper_sbi_status"].iloc[0] == "ran"
+    text = " ".join(mr._headline_ladder(Claims(folder)))
+    top = geo.iloc[1:]["abs_step_pct"].idxmax()
+    assert f"The largest step is switching {mr.LADDER_WORDS[geo.loc[top, 'rung_name']]}," in text
+
+
+def test_neupims_headline_ladder_mapping_split():
+    """headline_ladder_mapping.csv: its first step is headline_ladder.csv's dram rung and its last its NeuPIMs-mapping
+    rung at every point (the keys it switches are the whole difference of the two mappings); geomean rows follow
+    from the point rows."""
+    import numpy as np
+
+    folder = ROOT / "reports" / "neupims"
+    split = pd.read_csv(folder / "headline_ladder_mapping.csv")
+    ladder = pd.read_csv(folder / "headline_ladder.csv")
+    pts = split[split["dataset"] != "geomean"]
+    last = pts["rung"].max()
+    for _, p in pts[pts["rung"].isin([0, last])].iterrows():
+        name = "dram" if p["rung"] == 0 else "neupims mapping"
+        at = ladder[(ladder["model"] == p["model"]) & (ladder["dataset"] == p["dataset"]) & (ladder["batch"] == p["batch"])
+                    & (ladder["rung_name"] == name)]
+        assert p["ratio"] == pytest.approx(float(at["ratio"].iloc[0]), rel=1e-12)
+    geo = split[split["dataset"] == "geomean"].set_index("rung")
+    for r, g in pts.groupby("rung"):
+        assert geo.loc[r, "ratio"] == pytest.approx(float(np.exp(np.log(g["ratio"]).mean())), rel=1e-12)

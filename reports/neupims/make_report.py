@@ -1232,7 +1232,88 @@ def _code_grid_headline(c) -> list[str]:
         f"{c.num(Fact(GRID, f'code_vs_paper_pct{sfx}', GRID_GEO), '{:+.0f}')} % from the paper's, "
         + c.cmp(Fact(GRID, f"abs_code_vs_paper_pct{sfx}", GRID_GEO), "<=", band, ("inside", "outside"))
         + f" a band of {c.num(band, '{:.0f}')} % around it{other}."),
-        *(_headline_on_grid_points(c, paper) if matched else []), ""]
+        *(_headline_on_grid_points(c, paper) if matched else []), *_headline_ladder(c), ""]
+
+
+LADDER_CSV = "headline_ladder.csv"   # headline_ladder.py: the code configuration to the headline's, one input a rung
+# what each rung of headline_ladder.csv switches, as the prose words it
+LADDER_WORDS = {"batch": "the batch source (the code's snapshot to archsim's sampler)",
+                "dram": "NeuPIMs' DRAM standard (`neupims_code` to `neupims`)",
+                "neupims mapping": "NeuPIMs' mapping (`neupims_code` to `neupims`)",
+                "npu_pim mapping": "NPU+PIM's mapping (`neupims_code` with the code's issue path to `npu_pim_issue`)",
+                "npu": "the NPU preset (`neupims_code` to `neupims_npu`)",
+                "headline runs": "the headline's own runs (two layers simulated)"}
+
+
+def _headline_ladder(c) -> list[str]:
+    """Which input, switched one at a time from archsim's code configuration to the headline's, moves the geomean
+    NeuPIMs / NPU+PIM (the code's issue path) how much (headline_ladder.csv); only the rungs that ran."""
+    from reports.claims import Fact
+
+    if not (c.folder / LADDER_CSV).exists():
+        return []
+    geo = pd.read_csv(c.folder / LADDER_CSV).query("dataset == 'geomean'").sort_values("rung")
+    if len(geo) < 2:
+        return []
+
+    def f(rung: int, col: str = "ratio") -> Fact:
+        return Fact(LADDER_CSV, col, {"dataset": "geomean", "rung": rung})
+
+    steps, resolution = [], Fact("", "", scale=0.0, offset=0.1)
+    for r in geo["rung"].iloc[1:]:
+        name = geo.loc[geo["rung"] == r, "rung_name"].iloc[0]
+        # a step below the table's resolution (0.1 %) is none
+        rises = c.cmp(f(r, "abs_step_pct"), "<", resolution, ("leaves it at", "moves it"))
+        if rises == "moves it":
+            rises = c.cmp(f(r), ">", f(r - 1), ("raises it to", "lowers it to"))
+        steps.append(f"{LADDER_WORDS[name]} {rises} {c.num(f(r))}x ({c.num(f(r, 'step_pct'), '{:+.1f}')} %)")
+    big = geo.iloc[1:].sort_values("abs_step_pct", ascending=False)
+    top, top_name = int(big["rung"].iloc[0]), LADDER_WORDS[big["rung_name"].iloc[0]]
+    last = int(geo["rung"].iloc[-1])
+    out = ("Switching archsim's code configuration to the headline's one input at a time (`headline_ladder.py`, "
+           f"`headline_ladder.csv`, over {c.num(f(0, 'batch'), '{:.0f}')} points the code ran at the headline's TP "
+           "and sub-batch setting, the geomean of NeuPIMs / NPU+PIM with the code's issue path): from "
+           f"{c.num(f(0))}x in the code configuration, " + "; ".join(steps) + ". The largest step is "
+           f"switching {top_name}, {c.num(f(top, 'step_pct'), '{:+.1f}')} %")
+    if len(big) > 1:
+        second = int(big["rung"].iloc[1])
+        out += (", " + c.cmp(f(top, "abs_step_pct"), ">", f(second, "abs_step_pct"), ("larger than", "not larger than"))
+                + f" the next, {LADDER_WORDS[big['rung_name'].iloc[1]]}'s {c.num(f(second, 'step_pct'), '{:+.1f}')} %")
+    out += (f"; all rungs together move the geomean {c.num(f(last, 'vs_code_config_pct'), '{:+.1f}')} % from the "
+            "code configuration's (the released code's own geomean over these points: "
+            f"{c.num(Fact(GRID, 'code_ratio_paper_sbi_at_headline_tp', GRID_GEO))}x)")
+    return ["", c.say(out + "."), *_headline_ladder_mapping(c)]
+
+
+LADDER_SPLIT_CSV = "headline_ladder_mapping.csv"    # headline_ladder.py --mapping-split: NeuPIMs' mapping key by key
+
+
+def _headline_ladder_mapping(c) -> list[str]:
+    """The NeuPIMs-mapping rung split key by key (headline_ladder_mapping.csv): each key's step of the geomean and
+    the largest; nothing unless every point of the ladder ran there."""
+    from reports.claims import Fact
+
+    if not (c.folder / LADDER_SPLIT_CSV).exists():
+        return []
+    geo = pd.read_csv(c.folder / LADDER_SPLIT_CSV).query("dataset == 'geomean'").sort_values("rung")
+    ladder_geo = pd.read_csv(c.folder / LADDER_CSV).query("dataset == 'geomean'")
+    if len(geo) < 2 or geo["batch"].iloc[-1] != ladder_geo["batch"].iloc[0]:
+        return []
+
+    def f(rung: int, col: str = "ratio") -> Fact:
+        return Fact(LADDER_SPLIT_CSV, col, {"dataset": "geomean", "rung": rung})
+
+    steps = [f"`{geo.loc[geo['rung'] == r, 'rung_name'].iloc[0]}` {c.num(f(r, 'step_pct'), '{:+.1f}')} %"
+             for r in geo["rung"].iloc[1:]]
+    big = geo.iloc[1:].sort_values("abs_step_pct", ascending=False)
+    top, second = int(big["rung"].iloc[0]), int(big["rung"].iloc[1])
+    out = ("Split key by key (`headline_ladder.py --mapping-split`, `headline_ladder_mapping.csv`: the keys mapping "
+           "`neupims_code` sets and `neupims` leaves at their defaults, switched one at a time on top of the DRAM "
+           f"rung, over the same {c.num(f(0, 'batch'), '{:.0f}')} points), the steps of the geomean are "
+           + ", ".join(steps) + f"; the largest is `{big['rung_name'].iloc[0]}`'s, "
+           + c.cmp(f(top, "abs_step_pct"), ">", f(second, "abs_step_pct"), ("larger than", "not larger than"))
+           + f" `{big['rung_name'].iloc[1]}`'s")
+    return [c.say(out + ".")]
 
 
 def _rest_points(grid: pd.DataFrame) -> str:

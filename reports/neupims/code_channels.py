@@ -45,18 +45,26 @@ def op_rows(io: pd.DataFrame, interval: int, span: dict[str, tuple[int, int]], n
     return io[inside]
 
 
-def build(log_dir: Path) -> pd.DataFrame:
+OPERATIONS = (("logits", "NeuPIMSLogitSoftmax"), ("attend", "NeuPIMSAttend"))
+
+
+def channel_logs(log_dir: Path):
+    """Each channel's stage-B traffic log of the run in `log_dir`: (channel, cycles per log interval, and
+    {op: (its start cycle, the log's rows inside it)} for the two PIM operations, OPERATIONS)."""
     ops = pd.read_csv(log_dir / "PIM_stage_B.tsv", sep="\t", index_col=False)
     ops["name"] = ops["OpName"].str.rsplit(".", n=1).str[-1]
     span = {r["name"]: (int(r["StartCycle"]), int(r["EndCycle"])) for _, r in ops.iterrows()}
-    rows = []
     for ch in range(CHANNELS):
         io = pd.read_csv(log_dir / f"mem_io_B_ch_{ch}.tsv", sep="\t", index_col=False)
         interval = int(io["StartCycle"].diff().dropna().mode().iloc[0])
+        yield ch, interval, {op: (span[name][0], op_rows(io, interval, span, name)) for op, name in OPERATIONS}
+
+
+def build(log_dir: Path) -> pd.DataFrame:
+    rows = []
+    for ch, interval, parts in channel_logs(log_dir):
         row = {"channel": ch, "interval": interval}
-        for op, name in (("logits", "NeuPIMSLogitSoftmax"), ("attend", "NeuPIMSAttend")):
-            start = span[name][0]
-            during = op_rows(io, interval, span, name)
+        for op, (start, during) in parts.items():
             busy = during[during["PIMReads"] > 0]
             row[f"{op}_end"] = int(busy["StartCycle"].max()) + interval - start
             row[f"{op}_busy_intervals"] = len(busy)

@@ -31,17 +31,10 @@ CHANNELS = code_channels.CHANNELS
 
 
 def build(log_dir: Path) -> pd.DataFrame:
-    ops = pd.read_csv(log_dir / "PIM_stage_B.tsv", sep="\t", index_col=False)
-    ops["name"] = ops["OpName"].str.rsplit(".", n=1).str[-1]
-    span = {r["name"]: (int(r["StartCycle"]), int(r["EndCycle"])) for _, r in ops.iterrows()}
     rows = []
-    for ch in range(CHANNELS):
-        io = pd.read_csv(log_dir / f"mem_io_B_ch_{ch}.tsv", sep="\t", index_col=False)
-        interval = int(io["StartCycle"].diff().dropna().mode().iloc[0])
+    for ch, interval, parts in code_channels.channel_logs(log_dir):
         row = {"channel": ch, "interval": interval}
-        for op, name in (("logits", "NeuPIMSLogitSoftmax"), ("attend", "NeuPIMSAttend")):
-            start = span[name][0]
-            during = code_channels.op_rows(io, interval, span, name)
+        for op, (start, during) in parts.items():
             busy = during[during["PIMReads"] > 0]
             first, last = int(busy["StartCycle"].min()), int(busy["StartCycle"].max())
             inside = during[(during["StartCycle"] >= first) & (during["StartCycle"] <= last)]

@@ -72,18 +72,22 @@ def build(log_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def log_main(doc: str, build_table, table: str, table_help: str, argv: list[str] | None) -> int:
+    """The command line of a table built from the npu+pim run's logs: LOG_DIR [-o DIR] [--table NAME]."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("log_dir", type=Path, help="the npu+pim run's log folder")
     ap.add_argument("-o", "--out", type=Path, default=HERE, help="output folder (default: the report's own)")
-    ap.add_argument("--table", default="code_channels.csv",
-                    help="output file name (code_channels_norefresh.csv: the case's run without refresh, "
-                         "npupim_refresh_toggle.py reads it)")
+    ap.add_argument("--table", default=table, help=table_help)
     args = ap.parse_args(argv)
-    df = build(args.log_dir)
+    df = build_table(args.log_dir)
     df.to_csv(args.out / args.table, index=False)
     print(df.to_string(index=False))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return log_main(__doc__, build, "code_channels.csv", "output file name (code_channels_norefresh.csv: the case's "
+                    "run without refresh, npupim_refresh_toggle.py reads it)", argv)
 
 
 if __name__ == "__main__":

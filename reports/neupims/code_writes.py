@@ -20,13 +20,11 @@ interval).
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import code_channels
 import pandas as pd
 
-HERE = Path(__file__).resolve().parent
 CHANNELS = code_channels.CHANNELS
 
 
@@ -51,14 +49,7 @@ def build(log_dir: Path) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("log_dir", type=Path, help="the npu+pim run's log folder")
-    ap.add_argument("-o", "--out", type=Path, default=HERE, help="output folder (default: the report's own)")
-    args = ap.parse_args(argv)
-    df = build(args.log_dir)
-    df.to_csv(args.out / "code_writes.csv", index=False)
-    print(df.to_string(index=False))
-    return 0
+    return code_channels.log_main(__doc__, build, "code_writes.csv", "output file name", argv)
 
 
 if __name__ == "__main__":

@@ -331,10 +331,7 @@ class MemorySystem:
         cols = [np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (channel, bank, row, column, kind, arrive, tag)]
         n = max(c.shape[0] for c in cols)
         channel, bank, row, column, kind, arrive, tag = (np.broadcast_to(c, (n,)) for c in cols)
-        if self.cf[CF_CMDQ] > 0 and (kind == KIND_RMW).any():
-            from archsim.errors import ConfigError
-            raise ConfigError("controller.bank_command_queue", "DRAMsim3's queues take reads and writes only; "
-                              "rmw requests need bank_command_queue: 0")
+        self._check_kinds(kind)
         a, b = self._new_slots(n, tag, slot)
         S = self.S
         S.r_ch[a:b] = channel
@@ -370,10 +367,7 @@ class MemorySystem:
         n = int(dma.count_requests(start, stride, rows, row_bytes, step))
         if n == 0:
             return 0
-        if self.cf[CF_CMDQ] > 0 and kind == KIND_RMW:
-            from archsim.errors import ConfigError
-            raise ConfigError("controller.bank_command_queue", "DRAMsim3's queues take reads and writes only; "
-                              "rmw requests need bank_command_queue: 0")
+        self._check_kinds(kind)
         tags = np.array([tag], dtype=np.int64)
         a, b = self._new_slots(n, tags, None, reset=False)
         S = self.S
@@ -385,6 +379,14 @@ class MemorySystem:
                           tuple(getattr(S, f) for f in _FRESH_FIELDS), _FRESH_VALUES)
         self._append_port(port, a, b, tags)
         return n
+
+    def _check_kinds(self, kind) -> None:
+        """Requests of `kind` (one or an array) can be queued by this controller: DRAMsim3's bank command queues
+        take reads and writes only."""
+        if self.cf[CF_CMDQ] > 0 and np.any(np.asarray(kind) == KIND_RMW):
+            from archsim.errors import ConfigError
+            raise ConfigError("controller.bank_command_queue", "DRAMsim3's queues take reads and writes only; "
+                              "rmw requests need bank_command_queue: 0")
 
     def _new_slots(self, n: int, tag: np.ndarray, slot: int | None, reset: bool = True) -> tuple[int, int]:
         """Pool slots [a, b) for n new requests (see enqueue_requests' `slot`), reset to a fresh request's

@@ -295,7 +295,7 @@ def test_config_resolves_once_into_a_typed_frozen_setup_with_a_sub_config_per_mo
     assert su.mode == ServingMode(requests=7, max_iterations=3), su.mode
     assert setup({"system": "neupims", "samples": 2}).mode == IterationMode(samples=2)
     assert su.policy == Policy(attention="pim", sub_batch=True, channel_assignment="gmlbp", kv_base_row="half",
-                               name="neupims")
+                               request_queue=4096, name="neupims")
     assert (su.tp, su.layers, su.model.name, su.npu.arrays) == (4, 32, "gpt3-7b", 8), su
     assert su.resolved == resolve({"system": "neupims", "model": "gpt3-7b", "mode": "serving", "requests": 7,
                                      "max_iterations": 3})
@@ -325,15 +325,18 @@ def test_a_run_loads_the_model_policy_and_npu_once(monkeypatch):
 
 def test_request_queue_is_the_mapping_policys_npu_window(tmp_path):
     """Mapping policy `request_queue`: the entries of the NPU's read and write queues per channel. 32 (the
-    controller's default) unless the mapping says otherwise; neupims_code takes NeuPIMs' simulator's window, its
-    128-entry command queue per bank x 32 banks (HBM2_8Gb_x128_dualpim.ini:58-61)."""
-    for mapping, depth in (("neupims", 32), ("npu_pim", 32), ("neupims_code", 128 * 32)):
+    controller's default) unless the mapping says otherwise; every shipped NeuPIMs-family mapping takes NeuPIMs'
+    simulator's window, its 128-entry command queue per bank x 32 banks (HBM2_8Gb_x128_dualpim.ini:58-61)."""
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(_mapping_file("neupims").read_text().replace("\nrequest_queue: 4096\n", "\n"))
+    for mapping, depth in (("neupims", 128 * 32), ("npu_pim", 128 * 32), ("npu_pim_issue", 128 * 32),
+                           ("neupims_code", 128 * 32), (str(plain), 32)):
         cfg = setup({"system": "neupims", **SMALL, "mapping": mapping})
         assert cfg.policy.request_queue == depth, mapping
         sim = DecodeSimulator(build_device(cfg), refresh=False)
         assert sim.ms.ctrl.read_queue == sim.ms.ctrl.write_queue == depth, mapping
     bad = tmp_path / "bad.yaml"
-    bad.write_text(_mapping_file("neupims").read_text() + "\nrequest_queue: 0\n")
+    bad.write_text(_mapping_file("neupims").read_text().replace("\nrequest_queue: 4096\n", "\nrequest_queue: 0\n"))
     with pytest.raises(ConfigError, match="request_queue"):
         setup({"system": "neupims", **SMALL, "mapping": str(bad)})
 
@@ -348,11 +351,11 @@ def test_a_deeper_npu_window_keeps_the_npu_reading_beside_pim(tmp_path):
     rank's ACTs for tFAW: a 32-entry read queue covers two rows of the NPU's stream, so the NPU stalls at each
     G_ACT burst; the window of NeuPIMs' per-bank command queues lets it open banks ahead, so the stages where
     both work (C, D, E) end sooner."""
-    deep = tmp_path / "deep.yaml"
-    deep.write_text(_mapping_file("neupims").read_text() + "\nrequest_queue: 4096\n")
+    shallow = tmp_path / "shallow.yaml"
+    shallow.write_text(_mapping_file("neupims").read_text().replace("\nrequest_queue: 4096\n", "\nrequest_queue: 32\n"))
     ctx = _contexts(16, 3)
     out = {}
-    for name, mapping in (("32", "neupims"), ("4096", str(deep))):
+    for name, mapping in (("32", str(shallow)), ("4096", "neupims")):
         cfg, dev, sim = _sim("neupims", refresh=False, sub_batch=True, mapping=mapping)
         sim.iteration(ctx, assign(dev, ctx, "gmlbp"), True)
         out[name] = sum(s.end - s.start for s in sim.stages if s.name in ("C", "D", "E"))

@@ -30,11 +30,13 @@ the code configuration's - 1).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -46,6 +48,7 @@ import make_report  # noqa: E402
 import vs_code  # noqa: E402
 
 from archsim import paths  # noqa: E402
+from archsim.systems.neupims.config import Policy, _policy  # noqa: E402
 from archsim.workload.spec import load_model  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -140,32 +143,44 @@ def build(out: Path, models: list[str]) -> pd.DataFrame:
     return df
 
 
-# the keys mapping neupims_code sets and mapping neupims leaves at their defaults (the "neupims mapping" rung's
-# difference), in the order headline_ladder_mapping.csv switches them to the default one at a time
-MAPPING_KEYS = ("request_queue", "pim_reserves_banks", "pim_precharge", "kv_layout", "attend_start")
 SPLIT_CSV = "headline_ladder_mapping.csv"
 
 
-def mapping_without(runs: Path, keys: tuple[str, ...]) -> str:
-    """Mapping neupims_code with the lines of `keys` removed (each then at its default, as mapping neupims has it),
-    written to `runs`; its path as a config names it."""
+def mapping_keys() -> list[tuple[str, object]]:
+    """(key, mapping neupims's value) of every policy key whose value differs between mappings neupims_code and
+    neupims (the "neupims mapping" rung's whole difference, the policy's defaults filled in), in the policy's
+    order: the order headline_ladder_mapping.csv switches them in."""
+    code, head = _policy(vs_code.CONFIG["mapping"]), _policy("neupims")
+    return [(f.name, getattr(head, f.name)) for f in dataclasses.fields(Policy)
+            if f.name != "name" and getattr(code, f.name) != getattr(head, f.name)]
+
+
+def mapping_switched(runs: Path, keys: list[tuple[str, object]]) -> str:
+    """Mapping neupims_code with each of `keys` set to its value (mapping neupims's), written to `runs`; its path as
+    a config names it."""
     lines = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text().splitlines()
-    for key in keys:
-        assert sum(line.startswith(f"{key}:") for line in lines) == 1, f"mapping neupims_code no longer sets {key}"
-    kept = [line for line in lines if not any(line.startswith(f"{k}:") for k in keys)]
-    path = runs / f"neupims_code_without_{'_'.join(keys)}.yaml"
-    path.write_text("\n".join(kept) + "\n")
+    for key, value in keys:
+        line = yaml.safe_dump({key: value}, default_flow_style=False).strip()
+        at = [i for i, x in enumerate(lines) if x.startswith(f"{key}:")]
+        assert len(at) <= 1, f"mapping neupims_code sets {key} twice"
+        if at:
+            lines[at[0]] = line
+        else:
+            lines.append(line)
+    path = runs / f"neupims_code_as_neupims_{'_'.join(k for k, _ in keys)}.yaml"
+    path.write_text("\n".join(lines) + "\n")
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def mapping_split(out: Path, models: list[str]) -> pd.DataFrame:
-    """The "neupims mapping" rung split: NeuPIMs' mapping keys switched from neupims_code's values to the defaults
-    (mapping neupims's) one at a time, cumulatively, on top of the "dram" rung; NPU+PIM as on that rung. Writes
-    SPLIT_CSV: step (0: the dram rung, k: MAPPING_KEYS[:k] switched), key, the point, neupims_cycles,
+    """The "neupims mapping" rung split: NeuPIMs' mapping keys switched from neupims_code's values to mapping neupims's
+    one at a time, cumulatively, on top of the "dram" rung; NPU+PIM as on that rung. Writes
+    SPLIT_CSV: step (0: the dram rung, k: the first k of mapping_keys() switched), key, the point, neupims_cycles,
     npu_pim_cycles, ratio, step_pct; one geomean row per step (as headline_ladder.csv's; its vs_code_config_pct
     against step 0, the dram rung)."""
     runs = out / "runs"
     grid = pd.read_csv(out / "code_grid.csv")
+    keys = mapping_keys()
     rows: list[dict] = []
     for key in ladder_points(grid, models):
         model, tp, dataset, batch = key
@@ -173,22 +188,23 @@ def mapping_split(out: Path, models: list[str]) -> pd.DataFrame:
         neupims, npupim = rung_configs(2, key, runs)
         neupims["dataset"] = npupim["dataset"] = dataset
         p = code_grid.archsim_iteration(npupim, runs, layers)
-        for k in range(len(MAPPING_KEYS) + 1):
-            cfg = {**neupims, "mapping": mapping_without(runs, MAPPING_KEYS[:k])} if k else neupims
+        for k in range(len(keys) + 1):
+            cfg = {**neupims, "mapping": mapping_switched(runs, keys[:k])} if k else neupims
             n = code_grid.archsim_iteration(cfg, runs, layers)
-            rows.append({"rung": k, "rung_name": MAPPING_KEYS[k - 1] if k else "dram", "model": model, "tp": tp,
+            rows.append({"rung": k, "rung_name": keys[k - 1][0] if k else "dram", "model": model, "tp": tp,
                          "dataset": dataset, "batch": batch, "neupims_cycles": n, "npu_pim_cycles": p,
                          "ratio": p / n})
             print(f"{model} {dataset} {batch} step {k}: {p / n:.4f}", flush=True)
-        with_geomeans(pd.DataFrame(rows), SPLIT_NAMES).to_csv(out / SPLIT_CSV, index=False)
-    df = with_geomeans(pd.DataFrame(rows), SPLIT_NAMES)
+        with_geomeans(pd.DataFrame(rows), split_names(keys)).to_csv(out / SPLIT_CSV, index=False)
+    df = with_geomeans(pd.DataFrame(rows), split_names(keys))
     df.to_csv(out / SPLIT_CSV, index=False)
     return df
 
 
-SPLIT_NAMES = [("dram", "the ladder's dram rung (NeuPIMs on mapping neupims_code)"),
-               *((k, f"NeuPIMs' mapping key {k}: neupims_code's value -> the default (mapping neupims's)")
-                 for k in MAPPING_KEYS)]
+def split_names(keys: list[tuple[str, object]]) -> list[tuple[str, str]]:
+    """The split's steps as with_geomeans names them (RUNGS' form)."""
+    return [("dram", "the ladder's dram rung (NeuPIMs on mapping neupims_code)"),
+            *((k, f"NeuPIMs' mapping key {k}: neupims_code's value -> mapping neupims's ({v})") for k, v in keys)]
 
 
 def main(argv: list[str] | None = None) -> int:

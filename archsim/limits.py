@@ -24,8 +24,8 @@ MAX_BANKS = 1 << 18
 # Byte addresses are 64-bit integers in the engine; a device's capacity stays well inside them.
 MAX_CAPACITY_BYTES = 1 << 60
 
-# Read and write queue entries per channel. Controllers hold tens; NeuPIMs' simulator schedules from 4,096 (32
-# banks x 128-entry bank queues, mappings/neupims.yaml).
+# Read and write queue entries per channel. Controllers hold tens; the engine's FR-FCFS scan keys hold a
+# request's list position in 16 bits (archsim.engine.channel.KEY_SHIFT).
 MAX_QUEUE = 4096
 
 # Requests of one trace run (a trace file or a synthetic trace): ~45 bytes each in the engine, so 2^26 take

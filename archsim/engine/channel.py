@@ -185,6 +185,8 @@ PHASE_POSTED = 2          # r_phase of a posted write (acknowledged) still waiti
 CLASS_NONE = 3            # r_class of a request served without a command of its own (posted_writes, merge_reads)
 # advance() status
 ST_UNTIL, ST_COMPLETION, ST_IDLE, ST_LOG_FULL, ST_DEADLOCK, ST_TIMEOUT = 0, 1, 2, 3, 4, 5
+KEY_SHIFT = np.int64(16)                     # candidate keys in the rw scan: age << KEY_SHIFT | list position
+KEY_MASK = (np.int64(1) << KEY_SHIFT) - np.int64(1)
 # The rw scan checks a candidate's coarsest timing cells (the channel's and the level below it) before the rest:
 # under a deep request window most candidates it re-examines are held back by a command just issued to another
 # bank, which raised a cell they share (NeuPIMs, request_queue 4096: 99.7 % of those found not ready were so by
@@ -896,9 +898,8 @@ def _bank_cand(S, T, CF, kq, ww, b):
 
 @_rw_part(_returns_none)
 def _rw_cands(S, T, CF, ch, k, clk, out):
-    """FR-FCFS candidates of rw source k: out[0..3] = col (cmd, local bank, request, age), out[4..7] = row;
-    out[8] = a lower bound of the earliest cycle of a candidate not ready now (at most clk when one is ready).
-    Requests absent: -1."""
+    """FR-FCFS candidates of rw source k: out[0..3] = col (cmd, local bank, request), out[4..7] = row;
+    out[8] = earliest cycle of a candidate not ready now. Requests absent: -1."""
     B = T.banks
     n_rw = _cf(S.variant, CF, CF_NRW)
     gb0 = ch * B
@@ -936,9 +937,11 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     if S.qlen[qi] == 0:
         out[8] = nxt
         return
-    # The banks with a candidate are listed oldest candidate first, column and row commands apart (`_ord_insert`):
-    # the first ready one of each list is the source's oldest ready one, and the younger ones stay unexamined (a
-    # step with a ready candidate issues, or wakes again next cycle: the wake needs no bound from them).
+    # The scan keeps its data-dependent choices out of branches (they mispredict): a candidate's key is
+    # (age << KEY_SHIFT) | position in the active list, INF when it is blocked or not ready, and the oldest
+    # ready column / row candidates are plain minima of keys (ages are distinct).
+    best_col = INF
+    best_row = INF
     ref_check = S.ch_ref_pending[ch] != 0
     c_pre = T.role[R_PRE]
     c_act = T.role[R_ACT]
@@ -946,40 +949,51 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     ignore_reserve = _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED or _cf(S.variant, CF, CF_RESERVE) == 0
     yields = _held_rows_yield(S, CF, ch, me)
     coarse = min(COARSE_CELLS, T.K)
-    for cls in range(2):
-        for kk in range(S.ord_n[qi, cls]):
-            b = S.ord_list[qi, cls, kk]
-            bl = b - gb0
-            c = S.cand_cmd[q, b]
-            tc = S.cand_t[q, b]
-            if tc > clk:
-                # not ready: its timing was found later than now and timing only moves later (a lower bound is
-                # all the wake needs)
-                nxt = min(nxt, tc)
+    for kk in range(S.act_n[qi]):
+        b = S.act_list[qi, kk]
+        bl = b - gb0
+        c = S.cand_cmd[q, b]
+        if c < 0:
+            continue
+        tc = S.cand_t[q, b]
+        if tc > clk:
+            # not ready: its timing was found later than now and timing only moves later (a lower bound is
+            # all the wake needs)
+            nxt = min(nxt, tc)
+            continue
+        if ref_check:
+            if _ref_blocked(S, T, CF, ch, c, bl):
                 continue
-            if ref_check:
-                if _ref_blocked(S, T, CF, ch, c, bl):
-                    continue
-            # the coarse cells first: a command issued since cand_t was found raises them for every bank it
-            # shares them with (the column bus's spacing), so they alone mostly show it is still not ready
-            t = _earliest_cells(S, T, ch, c, bl, 0, coarse)
-            if t > clk:
-                S.cand_t[q, b] = t
-                nxt = min(nxt, t)
-                continue
-            t = max(t, _earliest_cells(S, T, ch, c, bl, coarse, T.K))
-            t = max(t, S.cand_nb[q, b])
+        # the coarse cells first: a command issued since cand_t was found raises them for every bank it shares
+        # them with (the column bus's spacing), so they alone mostly show the candidate is still not ready
+        t = _earliest_cells(S, T, ch, c, bl, 0, coarse)
+        if t > clk:
             S.cand_t[q, b] = t
-            if _rw_blocked(S, ch, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf, yields):
-                continue
             nxt = min(nxt, t)
-            if t <= clk:
-                o = cls * 4
-                out[o] = c
-                out[o + 1] = bl
-                out[o + 2] = S.cand_ri[q, b]
-                out[o + 3] = S.cand_seq[q, b]
-                break
+            continue
+        blocked = _rw_blocked(S, ch, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf, yields)
+        t = max(t, _earliest_cells(S, T, ch, c, bl, coarse, T.K))
+        t = max(t, S.cand_nb[q, b])
+        S.cand_t[q, b] = t
+        t = INF if blocked else t
+        nxt = min(nxt, t)
+        key = (S.cand_seq[q, b] << KEY_SHIFT) | kk
+        key = key if t <= clk else INF
+        col = T.cmd_bus[c] == 1
+        best_col = min(best_col, key if col else INF)
+        best_row = min(best_row, INF if col else key)
+    if best_col < INF:
+        b = S.act_list[qi, best_col & KEY_MASK]
+        out[0] = S.cand_cmd[q, b]
+        out[1] = b - gb0
+        out[2] = S.cand_ri[q, b]
+        out[3] = best_col >> KEY_SHIFT
+    if best_row < INF:
+        b = S.act_list[qi, best_row & KEY_MASK]
+        out[4] = S.cand_cmd[q, b]
+        out[5] = b - gb0
+        out[6] = S.cand_ri[q, b]
+        out[7] = best_row >> KEY_SHIFT
     out[8] = nxt
 
 
@@ -992,56 +1006,16 @@ def _update_dirty(S, T, CF, ch):
         S.dirty[b] = False
         for kq in range(n_rw):
             for ww in range(2):
-                qq = kq * 2 + ww
-                qi = (ch * n_rw + kq) * 2 + ww
                 ri, c = _bank_cand(S, T, CF, kq, ww, b)
-                cls = -1 if ri < 0 else (0 if T.cmd_bus[c] == 1 else 1)
-                # the bank moves in the scan's lists when its candidate's bus or age changed
-                moved = cls != S.ord_cls[qq, b] or (cls >= 0 and S.r_seq[ri] != S.cand_seq[qq, b])
-                if moved:
-                    _ord_remove(S, qi, qq, b)
-                S.cand_ri[qq, b] = ri
-                S.cand_cmd[qq, b] = c
-                S.cand_t[qq, b] = 0
+                S.cand_ri[kq * 2 + ww, b] = ri
+                S.cand_cmd[kq * 2 + ww, b] = c
+                S.cand_t[kq * 2 + ww, b] = 0
                 if ri >= 0:
                     # the request's age and (rmw WR) not-before cycle, kept beside the candidate so the scan
                     # reads no per-request arrays (random accesses into the request pool)
-                    S.cand_seq[qq, b] = S.r_seq[ri]
-                    S.cand_nb[qq, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
-                    if moved:
-                        _ord_insert(S, qi, qq, b, cls)
+                    S.cand_seq[kq * 2 + ww, b] = S.r_seq[ri]
+                    S.cand_nb[kq * 2 + ww, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
     S.dirty_n[ch] = 0
-
-
-@_helper
-def _ord_remove(S, qi, qq, b):
-    """Take bank b (queue qq of the bank, qi of the channel) out of the scan's list it is in, if any."""
-    cls = S.ord_cls[qq, b]
-    if cls < 0:
-        return
-    n = S.ord_n[qi, cls]
-    j = 0
-    while S.ord_list[qi, cls, j] != b:
-        j += 1
-    for i in range(j, n - 1):
-        S.ord_list[qi, cls, i] = S.ord_list[qi, cls, i + 1]
-    S.ord_n[qi, cls] = n - 1
-    S.ord_cls[qq, b] = -1
-
-
-@_helper
-def _ord_insert(S, qi, qq, b, cls):
-    """Put bank b into the scan's list cls (0 column, 1 row commands) of queue qi at its candidate's age: each
-    list is ordered oldest candidate first (a new candidate is mostly the youngest: the walk from the end is
-    short)."""
-    seq = S.cand_seq[qq, b]
-    j = S.ord_n[qi, cls]
-    while j > 0 and S.cand_seq[qq, S.ord_list[qi, cls, j - 1]] > seq:
-        S.ord_list[qi, cls, j] = S.ord_list[qi, cls, j - 1]
-        j -= 1
-    S.ord_list[qi, cls, j] = b
-    S.ord_n[qi, cls] += 1
-    S.ord_cls[qq, b] = cls
 
 
 @_helper

@@ -24,6 +24,7 @@ from archsim.engine.channel import (
     CF_THRESH,
     INF,
     KERNEL_VARIANTS,
+    KEY_MASK,
     KIND_RMW,
     PHASE_POSTED,
     RUN_TO_END,
@@ -174,6 +175,8 @@ class MemorySystem:
         self.names = names
         nch = spec.channels
         B = T.banks
+        if B > KEY_MASK:
+            raise ConfigError("org", f"{B} banks per channel: the kernel supports at most {int(KEY_MASK)}")
         nsrc = len(self.sources)
         n_rw = sum(s["kind"] == "rw" for s in self.sources)
         n_st = nsrc - n_rw

@@ -149,6 +149,8 @@ CF_RFM_THRESH = _slot("RFM_THRESH", "rfm_threshold: activates of one bank that m
                       lambda d: d.ctrl.rfm_threshold)
 CF_RESERVE = _slot("RESERVE", "stream_reserve: a stream's waiting open reserves its banks from rw sources' opens",
                    lambda d: d.ctrl.stream_reserve)
+CF_COARSE_FIRST = _slot("COARSE_FIRST", "the rw scan checks a candidate's COARSE_CELLS first: a queue of more than "
+                        "COARSE_FIRST_QUEUE entries", lambda d: max(d.ctrl.read_queue, d.ctrl.write_queue) > COARSE_FIRST_QUEUE)
 # exact multi-command steps (`_stream_run`) in new MemorySystems: on; `set_runs(False)` turns them off (same results,
 # one command per step: tests and benchmarks/bench_runs.py compare the two)
 _RUNS = [True]
@@ -187,11 +189,13 @@ CLASS_NONE = 3            # r_class of a request served without a command of its
 ST_UNTIL, ST_COMPLETION, ST_IDLE, ST_LOG_FULL, ST_DEADLOCK, ST_TIMEOUT = 0, 1, 2, 3, 4, 5
 KEY_SHIFT = np.int64(16)                     # candidate keys in the rw scan: age << KEY_SHIFT | list position
 KEY_MASK = (np.int64(1) << KEY_SHIFT) - np.int64(1)
-# The rw scan checks a candidate's coarsest timing cells (the channel's and the level below it) before the rest:
-# under a deep request window most candidates it re-examines are held back by a command just issued to another
-# bank, which raised a cell they share (NeuPIMs, request_queue 4096: 99.7 % of those found not ready were so by
-# these two cells alone; docs/performance.md).
+# Under a deep request window (a queue of more than COARSE_FIRST_QUEUE entries) the rw scan checks a candidate's
+# coarsest timing cells (the channel's and the level below it) before the rest: most candidates it re-examines there
+# are held back by a command just issued to another bank, which raised a cell they share (NeuPIMs, request_queue
+# 4096: 99.7 % of those found not ready were so by these two cells alone). With 32-entry queues the extra check
+# cost more than it saved (DRAM traces): docs/performance.md.
 COARSE_CELLS = np.int64(2)
+COARSE_FIRST_QUEUE = 256
 STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long while work is left: a deadlock
 
 
@@ -328,15 +332,20 @@ CACHE_FIELDS = state.CACHE_FIELDS
 @_helper
 def _earliest(S, T, ch, c, b):
     """Earliest cycle command c may issue to the target of c holding local bank b (timing only)."""
-    return _earliest_cells(S, T, ch, c, b, 0, T.K)
+    t = np.int64(0)
+    for k in range(T.K):
+        v = S.ready[ch, T.rcell[c, b, k] + c]
+        if v > t:
+            t = v
+    return t
 
 
 @_helper
-def _earliest_cells(S, T, ch, c, b, lo, hi):
-    """The latest of cells lo..hi-1 of those command c reads at the target holding local bank b (coarsest cells
-    first): a lower bound of its earliest cycle, that cycle itself for the cells 0..K-1."""
+def _earliest_coarse(S, T, ch, c, b, hi):
+    """The latest of the first `hi` cells command c reads at the target holding local bank b (the coarsest cells
+    come first): a lower bound of `_earliest`."""
     t = np.int64(0)
-    for k in range(lo, hi):
+    for k in range(hi):
         v = S.ready[ch, T.rcell[c, b, k] + c]
         if v > t:
             t = v
@@ -948,7 +957,7 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     nbuf = _cf(S.variant, CF, CF_NBUF)
     ignore_reserve = _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED or _cf(S.variant, CF, CF_RESERVE) == 0
     yields = _held_rows_yield(S, CF, ch, me)
-    coarse = min(COARSE_CELLS, T.K)
+    coarse_first = CF[CF_COARSE_FIRST] != 0
     for kk in range(S.act_n[qi]):
         b = S.act_list[qi, kk]
         bl = b - gb0
@@ -966,13 +975,14 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
                 continue
         # the coarse cells first: a command issued since cand_t was found raises them for every bank it shares
         # them with (the column bus's spacing), so they alone mostly show the candidate is still not ready
-        t = _earliest_cells(S, T, ch, c, bl, 0, coarse)
-        if t > clk:
-            S.cand_t[q, b] = t
-            nxt = min(nxt, t)
-            continue
+        if coarse_first:
+            t = _earliest_coarse(S, T, ch, c, bl, min(COARSE_CELLS, T.K))
+            if t > clk:
+                S.cand_t[q, b] = t
+                nxt = min(nxt, t)
+                continue
         blocked = _rw_blocked(S, ch, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf, yields)
-        t = max(t, _earliest_cells(S, T, ch, c, bl, coarse, T.K))
+        t = _earliest(S, T, ch, c, bl)
         t = max(t, S.cand_nb[q, b])
         S.cand_t[q, b] = t
         t = INF if blocked else t

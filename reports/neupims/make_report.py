@@ -1477,8 +1477,11 @@ def _queue_headline(c) -> list[str]:
              for base, words in bases.items()]
     return [c.say(
         "**The controller's window.** Every system of the table schedules its NPU's requests from the window NeuPIMs' "
-        "simulator has, 32 banks x 128-entry command queues per channel (`request_queue: 4096`; the paper names no "
-        "depth, docs/presets.md \"The controller's window\"). With archsim's controller default instead, 32-entry "
+        "simulator gives NeuPIMs and its NPU+PIM, 32 banks x 128-entry command queues per channel (`request_queue: "
+        "4096`; the paper's text names no depth, docs/presets.md \"The controller's window\"). The code's NPU-only "
+        "(its `npu-only` branch, plain DRAM) holds fewer: NewtonSim's front end admits at most 96 of a channel's "
+        "requests until their responses leave (3 x the 32-entry transaction queue, [npu-only] "
+        "NewtonSim.cc:39-43, 88-101); the table's NPU-only takes the 4096 window all the same. With archsim's controller default instead, 32-entry "
         "read and write queues (`queue_headline.py`, `queue_headline.csv`, the geomean over the table): "
         + "; ".join(parts) + "."), ""]
 

@@ -119,11 +119,26 @@ def _read(path: Path, mtime_ns: int, size: int) -> tuple[str, tuple[tuple[str, s
     return content_digest(path.suffix, data), named
 
 
+def _run_defaults(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The file names a run falls back to for top-level keys its resolved config leaves out: the defaults its
+    system's schema documents for them (dram-trace's `preset`, Duplex's `device_preset` are optional keys the
+    resolver does not fill)."""
+    from archsim import registry, schema
+
+    system = resolved.get("system")
+    cls = registry.schema_of(system) if isinstance(system, str) else None
+    if cls is None:
+        return {}
+    return {k.path: k.default for k in schema.keys(cls)
+            if k.path in NAMING_KEYS and k.path not in resolved and isinstance(k.default, str)}
+
+
 def input_digests(resolved: dict[str, Any]) -> dict[str, str]:
-    """The content digest of every file the resolved config names, and of the files those YAML files name
-    (transitively), by path (repository-relative for the shipped files, else absolute), sorted by path."""
+    """The content digest of every file the resolved config names (or its system falls back to), and of the
+    files those YAML files name (transitively), by path (repository-relative for the shipped files, else
+    absolute), sorted by path."""
     out: dict[str, str] = {}
-    todo = [(key, name, None) for key, name in _named(resolved)]
+    todo = [(key, name, None) for key, name in _named({**_run_defaults(resolved), **resolved})]
     while todo:
         key, name, parent = todo.pop()
         for path in _files_of(key, name, parent):

@@ -62,29 +62,36 @@ def _folder(where: str | Path | tuple[str, ...]) -> Path:
 
 @lru_cache(maxsize=64)
 def _listing(folder: Path) -> tuple[Path, ...]:
-    return tuple(sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in SUFFIXES))
+    return tuple(sorted(p.resolve() for p in folder.rglob("*") if p.is_file() and p.suffix in SUFFIXES))
 
 
-def _in(folder: Path, name: str, prefix: bool = False) -> list[Path]:
+def _in(folder: Path, name: str, prefix: bool = False) -> tuple[Path, ...]:
     """Files of `folder` (recursively) whose stem is `name` (or, with `prefix`, starts with `name`_)."""
-    return [p for p in _listing(folder) if p.stem == name or (prefix and p.stem.startswith(f"{name}_"))]
+    return tuple(p for p in _listing(folder) if p.stem == name or (prefix and p.stem.startswith(f"{name}_")))
 
 
-def _files_of(key: str, name: str, parent: Path | None) -> list[Path]:
-    """The files the value `name` of config key `key` names (a path, else the shipped files of its kind)."""
+def _files_of(key: str, name: str, parent: Path | None) -> tuple[Path, ...]:
+    """The files (absolute, resolved) the value `name` of config key `key` names: a path, else the shipped files
+    of its kind."""
     if key in CONVENTION_KEYS:      # a convention's controller keys come from the one conventions file
-        return [CONVENTIONS_FILE]
+        return (CONVENTIONS_FILE.resolve(),)
     as_path = Path(name).expanduser()
     if len(name) < 256 and as_path.is_file():
-        return [as_path]
+        return (as_path.resolve(),)
+    return _shipped_files(key, name, parent)
+
+
+@lru_cache(maxsize=4096)
+def _shipped_files(key: str, name: str, parent: Path | None) -> tuple[Path, ...]:
+    """The shipped files (or, for `extends`, the files beside `parent`) a name under `key` stands for."""
     if key == "dataset":        # a named dataset: its histograms; a set of NeuPIMs' snapshots: its folder
         folder = paths.shipped_dir("workloads") / "datasets"
         if name in NEUPIMS_SNAPSHOTS:
             return _in(folder / "neupims_traces" / NEUPIMS_SNAPSHOTS[name], "", prefix=True)
         return _in(folder, name, prefix=True)
     if key == "extends":
-        return _in(parent, name) if parent is not None else []
-    return [p for where in NAMED_FOLDERS.get(key, ()) for p in _in(_folder(where), name)]
+        return _in(parent, name) if parent is not None else ()
+    return tuple(p for where in NAMED_FOLDERS.get(key, ()) for p in _in(_folder(where), name))
 
 
 def _named(value: Any, key: str = ""):
@@ -123,14 +130,20 @@ def _run_defaults(resolved: dict[str, Any]) -> dict[str, Any]:
     """The file names a run falls back to for top-level keys its resolved config leaves out: the defaults its
     system's schema documents for them (dram-trace's `preset`, Duplex's `device_preset` are optional keys the
     resolver does not fill)."""
+    system = resolved.get("system")
+    documented = _documented_names(system) if isinstance(system, str) else {}
+    return {k: v for k, v in documented.items() if k not in resolved}
+
+
+@lru_cache(maxsize=64)
+def _documented_names(system: str) -> dict[str, str]:
+    """The file names system `system`'s schema documents as defaults of its top-level file-naming keys."""
     from archsim import registry, schema
 
-    system = resolved.get("system")
-    cls = registry.schema_of(system) if isinstance(system, str) else None
+    cls = registry.schema_of(system)
     if cls is None:
         return {}
-    return {k.path: k.default for k in schema.keys(cls)
-            if k.path in NAMING_KEYS and k.path not in resolved and isinstance(k.default, str)}
+    return {k.path: k.default for k in schema.keys(cls) if k.path in NAMING_KEYS and isinstance(k.default, str)}
 
 
 def input_digests(resolved: dict[str, Any]) -> dict[str, str]:
@@ -142,7 +155,6 @@ def input_digests(resolved: dict[str, Any]) -> dict[str, str]:
     while todo:
         key, name, parent = todo.pop()
         for path in _files_of(key, name, parent):
-            path = path.resolve()
             rel = str(path.relative_to(paths.REPO_ROOT)) if path.is_relative_to(paths.REPO_ROOT) else str(path)
             if rel in out:
                 continue

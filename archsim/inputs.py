@@ -39,7 +39,7 @@ STANDARDS = DRAM_PRESETS / "standards"
 
 CONVENTION_KEYS = ("convention", "npu_controller")
 # config key -> the folders (searched recursively, by file stem) a name under that key is looked up in
-NAMED_FOLDERS: dict[str, tuple[str | Path, ...]] = {
+NAMED_FOLDERS: dict[str, tuple[str | Path | tuple[str, str], ...]] = {
     "mapping": ("mappings",), "model": (("workloads", "models"),),
     "npu": ("npu",), "asic": ("asic",), "gpu": ("baseline",), "ring": ("interconnect",), "device_preset": ("duplex",),
     "preset": (DRAM_PRESETS, "npu", "t3"),
@@ -50,7 +50,7 @@ NAMING_KEYS = (*NAMED_FOLDERS, "dataset", "trace", "extends", *CONVENTION_KEYS)
 NEUPIMS_SNAPSHOTS = {"neupims_clb": "clb", "neupims_rr": "rr"}   # dataset name -> its folder of snapshots
 
 
-def _folder(where: str | Path | tuple[str, ...]) -> Path:
+def _folder(where: str | Path | tuple[str, str]) -> Path:
     """A NAMED_FOLDERS entry as a directory: a path, a shipped folder (mappings/, workloads/...), or a preset
     kind of archsim.preset_kinds."""
     if isinstance(where, Path):

@@ -200,7 +200,7 @@ def test_neupims_queue_headline_is_the_headline_beside_the_default_window():
     qh = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(qh)
     df = pd.read_csv(folder / "queue_headline.csv")
-    arms = [f"tokens_per_s_q{q}" for q in (qh.SHIPPED, qh.SHALLOW)]
+    arms = [f"tokens_per_s_{arm}" for arm in qh.ARMS]
     systems = df[df["system"].isin(qh.SYSTEMS)]
     head = pd.read_csv(folder / "throughput.csv")
     head = head[head["system"].isin(qh.SYSTEMS)]

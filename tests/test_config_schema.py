@@ -48,7 +48,7 @@ def test_resolved_configs_byte_identical_to_the_dict_resolvers():
     # mca_threshold auto, new keys mca_gate and memory_mapping; issue 34: mca_threshold dynamic, mca_gate yield,
     # window_cycles 0, new key ring_directions), the NeuPIMs family's when issue 23 added
     # npu_attention, gpu_roofline and per-system mappings (npu_pim: the naive baseline), and again when issue 33
-    # added kv_layout (default head_rows, the layout before it). A change of defaults that is meant:
+    # added kv_layout (default head_rows, the layout before it) and gave npu_only its own mapping (npu_only). A change of defaults that is meant:
     # `tests/fixtures/make_resolved_configs.py` rewrites the fixture (review its diff)
     cases = json.loads(FIXTURE.read_text())
     assert {c["input"]["system"] for c in cases} == set(SYSTEMS)

@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "reports" / "neupims"))
 
 import run_cache  # noqa: E402
 
-from archsim import api  # noqa: E402
+from archsim import api, inputs  # noqa: E402
 from archsim.results import config_hash, load_result  # noqa: E402
 
 RUNS = ROOT / "reports" / "neupims" / "runs"
@@ -84,9 +84,9 @@ def test_an_edited_controller_convention_gets_a_new_key(mapping_copy: Path, tmp_
     archsim's own controller alone."""
     monkeypatch.chdir(ROOT)
     conventions = tmp_path / "controller_conventions.yaml"
-    text = run_cache.CONVENTIONS_FILE.read_text()
+    text = inputs.CONVENTIONS_FILE.read_text()
     conventions.write_text(text)
-    monkeypatch.setattr(run_cache, "CONVENTIONS_FILE", conventions)
+    monkeypatch.setattr(inputs, "CONVENTIONS_FILE", conventions)
     plain = {**CFG, "mapping": str(mapping_copy)}
     queues_mapping = tmp_path / "bank_queues.yaml"
     queues_mapping.write_text(mapping_copy.read_text().replace("\nattention: pim\n", "\nattention: npu\n")

@@ -330,7 +330,7 @@ def test_request_queue_is_the_mapping_policys_npu_window(tmp_path):
     plain = tmp_path / "plain.yaml"
     plain.write_text(_mapping_file("neupims").read_text().replace("\nrequest_queue: 4096\n", "\n"))
     for mapping, depth in (("neupims", 128 * 32), ("npu_pim", 128 * 32), ("npu_pim_issue", 128 * 32),
-                           ("neupims_code", 128 * 32), (str(plain), 32)):
+                           ("neupims_code", 128 * 32), ("npu_only", 3 * 32), (str(plain), 32)):
         cfg = setup({"system": "neupims", **SMALL, "mapping": mapping})
         assert cfg.policy.request_queue == depth, mapping
         sim = DecodeSimulator(build_device(cfg), refresh=False)

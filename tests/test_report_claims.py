@@ -179,6 +179,41 @@ def test_neupims_headline_ladder_mapping_split():
         at = ladder[(ladder["model"] == p["model"]) & (ladder["dataset"] == p["dataset"]) & (ladder["batch"] == p["batch"])
                     & (ladder["rung_name"] == name)]
         assert p["ratio"] == pytest.approx(float(at["ratio"].iloc[0]), rel=1e-12)
+    sys.path.insert(0, str(folder))      # headline_ladder imports its sibling scripts as they import each other
+    import headline_ladder
+
+    assert list(split.loc[split["dataset"] == "geomean", "rung_name"])[1:] == [k for k, _ in headline_ladder.mapping_keys()]
     geo = split[split["dataset"] == "geomean"].set_index("rung")
     for r, g in pts.groupby("rung"):
         assert geo.loc[r, "ratio"] == pytest.approx(float(np.exp(np.log(g["ratio"]).mean())), rel=1e-12)
+
+
+def test_neupims_queue_headline_is_the_headline_beside_the_default_window():
+    """queue_headline.csv: its shipped-window arm is the headline itself (throughput.csv's tokens/s, point by point
+    and system by system, so "the headline's" geomean its paragraph quotes is the table's), it covers every point
+    and DRAM-simulated system of the headline, and each "NeuPIMs / <base>" row is NeuPIMs' tokens/s over the base's
+    in each arm. (The 32-entry arm is re-simulated by tests/test_neupims_report.py.)"""
+    import numpy as np
+
+    folder = ROOT / "reports" / "neupims"
+    spec = importlib.util.spec_from_file_location("neupims_queue_headline", folder / "queue_headline.py")
+    qh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(qh)
+    df = pd.read_csv(folder / "queue_headline.csv")
+    arms = [f"tokens_per_s_{arm}" for arm in qh.ARMS]
+    systems = df[df["system"].isin(qh.SYSTEMS)]
+    head = pd.read_csv(folder / "throughput.csv")
+    head = head[head["system"].isin(qh.SYSTEMS)]
+    keys = ["model", "dataset", "batch", "system"]
+    both = systems.merge(head[[*keys, "tokens_per_s"]], on=keys, how="outer", indicator=True)
+    assert (both["_merge"] == "both").all() and len(both) == len(head)
+    same = (both[arms[0]] == both["tokens_per_s"]) | (both[arms[0]].isna() & both["tokens_per_s"].isna())
+    assert same.all(), both.loc[~same, [*keys, arms[0], "tokens_per_s"]]
+    by = systems.set_index(keys)
+    ratios = df[df["system"].str.startswith("NeuPIMs / ")]
+    assert sorted(ratios["system"].unique()) == sorted(f"NeuPIMs / {b}" for b in qh.BASES)
+    for _, r in ratios.iterrows():
+        point = (r["model"], r["dataset"], r["batch"])
+        for arm in arms:
+            want = by.loc[(*point, "NeuPIMs"), arm] / by.loc[(*point, r["system"].removeprefix("NeuPIMs / ")), arm]
+            assert (np.isnan(want) and np.isnan(r[arm])) or r[arm] == pytest.approx(want, rel=1e-12)

@@ -100,6 +100,14 @@ def test_a_second_run_resumes_without_simulating(tiny):
     first = (d / "out" / "results.csv").read_text()
     again = run_study(d / "tiny.yaml", d / "out", jobs=1, progress=False, report=False)
     assert again.results.to_csv(index=False) == first          # the stored points, byte for byte
+    # each stored point records the digests of the input files it ran with, which the resume checked
+    from archsim.sweep.store import ResultsStore, load_manifest
+
+    store = ResultsStore(d / "out" / "points")
+    recorded = {p["config"]["system"]: store.recorded_inputs(p["point_hash"])
+                for p in load_manifest(store.root)["points"] if store.is_done(p["point_hash"])}
+    assert "mappings/neupims.yaml" in recorded["neupims"] and "mappings/pimgpt.yaml" in recorded["pimgpt"]
+    assert "archsim/presets/t3/t3_paper.yaml" in recorded["t3_decode"]
 
 
 @pytest.mark.parametrize("text, where", [

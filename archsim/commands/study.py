@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--executor", choices=("local", "dask"), default=None,
                    help="local worker processes (default) or a Dask distributed cluster")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="Dask scheduler address (implies --executor dask)")
-    p.add_argument("--force", action="store_true", help="rerun points that already have results")
+    p.add_argument("--force", action="store_true", help="rerun points that already have results (without it, a finished point is rerun only if "
+                   "an input file its config names changed since)")
     p.add_argument("--plan", action="store_true", help="print the points and refusals, run nothing")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
     p.set_defaults(func=main)

@@ -17,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         subparsers, "sweep",
         help="run a sweep file (grid/zip/points over a base config) locally or on Dask",
         description="Expand a sweep file into points and run them in parallel. Each finished point is "
-        "stored at once (DIR/points/<hash>.parquet), so an interrupted sweep resumes where it stopped; "
+        "stored at once (DIR/points/<hash>.parquet), so an interrupted sweep resumes where it stopped (a "
+        "finished point whose input files - mapping, presets, model, trace - changed since is run again); "
         "failed points are recorded in DIR/failures/ and do not stop the others.",
     )
     p.add_argument("sweep_file", metavar="SWEEP.yaml", help="sweep file")
@@ -28,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="local worker processes (default) or a Dask distributed cluster")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="Dask scheduler address (implies --executor dask; without it dask starts a LocalCluster)")
-    p.add_argument("--force", action="store_true", help="rerun points that already have results")
+    p.add_argument("--force", action="store_true", help="rerun points that already have results (without it, a finished point is rerun only if "
+                   "an input file its config names changed since)")
     p.add_argument("--max-points", type=int, metavar="N", default=MAX_SWEEP_POINTS,
                    help="refuse a sweep of more points than this (each is checked, then simulated)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary (failures still shown)")

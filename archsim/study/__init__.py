@@ -41,6 +41,7 @@ class StudyOutcome:
 
 def _point(study: Study, p: Planned) -> Any:
     from archsim import registry
+    from archsim.inputs import input_digests
     from archsim.results import config_hash
     from archsim.sweep.spec import Point
 
@@ -49,7 +50,7 @@ def _point(study: Study, p: Planned) -> Any:
     return Point(index=0, axes={"system": p.intent.system, "model": p.intent.model,
                                 "memory": p.intent.memory.label, "batch": p.intent.batch, "tp": p.intent.tp},
                  config=p.config, seed=study.seed, config_hash=chash,
-                 point_hash=config_hash({"config": resolved, "seed": study.seed}))
+                 point_hash=config_hash({"config": resolved, "seed": study.seed}), inputs=input_digests(resolved))
 
 
 def plan_study(study: Study, out: Path) -> list[Planned]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from archsim.errors import UserError
+from archsim.inputs import changed_files
 from archsim.sweep.executors import DaskExecutor, LocalExecutor, Task, default_jobs, failure_outcome
 from archsim.sweep.spec import Point, Sweep, load_sweep
 from archsim.sweep.store import ResultsStore
@@ -32,6 +33,7 @@ class SweepOutcome:
     total: int  # points in the sweep
     skipped: int  # already finished before this run
     succeeded: int  # finished by this run
+    unchecked: int = 0  # of skipped: stored without their input files' digests, so not checked against them
     failed: list[FailedPoint] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -101,8 +103,9 @@ def run_sweep(
 
     out_dir defaults to results/<sweep name>/. jobs defaults to all usable cores (local) or that many
     LocalCluster workers (dask without a scheduler). executor is "local" or "dask"; scheduler is a Dask
-    scheduler address such as tcp://host:8786. force reruns finished points. progress=None shows a bar
-    only on a terminal outside CI. All input checks happen before any point runs (UserError).
+    scheduler address such as tcp://host:8786. force reruns finished points; without it a finished point
+    whose input files changed since it ran (a mapping, a preset, a trace: archsim.inputs) runs again.
+    progress=None shows a bar only on a terminal outside CI. All input checks happen before any point runs (UserError).
     """
     _check_run_options(executor, scheduler, jobs)
     if not isinstance(sweep, Sweep):
@@ -115,9 +118,14 @@ def run_sweep(
     store.check_owner(sweep, force)  # before lock() creates .lock in a directory that is not ours
     with store.lock():
         store.prepare(sweep, force=force)
-        todo = [p for p in sweep.points if force or not _finished(store, p)]
+        unchecked: list[Point] = []     # finished points stored without their inputs' digests
+        todo = [p for p in sweep.points if force or not _finished(store, p, unchecked)]
+        if unchecked:
+            print(f"archsim: {root}: kept {len(unchecked)} finished point(s) stored without the digests of their "
+                  "input files (by an older archsim), unchecked against today's files; --force re-runs them",
+                  file=sys.stderr)
         outcome = SweepOutcome(sweep.name, root, total=len(sweep.points), skipped=len(sweep.points) - len(todo),
-                               succeeded=0)
+                               succeeded=0, unchecked=len(unchecked))
         pending = {p.point_hash for p in todo}
         done = [p for p in sweep.points if p.point_hash not in pending]
         if done and sweep.metrics and not declared:
@@ -163,14 +171,22 @@ def _run_points(sweep: Sweep, store: ResultsStore, todo: list[Point], pool: Any,
         bar.close()
 
 
-def _finished(store: ResultsStore, point: Point) -> bool:
-    """A point counts as done only if its stored files are whole; a corrupt or partial one is removed (and
-    said so) so that it runs again."""
+def _finished(store: ResultsStore, point: Point, unchecked: list[Point]) -> bool:
+    """A point counts as done only if its stored files are whole and were made from today's input files; a
+    corrupt or partial one, or one whose input files changed since (archsim.inputs), is removed (and said so)
+    so that it runs again. One stored without its inputs' digests is kept and added to `unchecked`."""
     if not store.is_done(point.point_hash):
         return False
     problem = store.verified(point.point_hash)
     if problem is None:
-        return True
+        recorded = store.recorded_inputs(point.point_hash)
+        if recorded is None:
+            unchecked.append(point)
+            return True
+        changed = changed_files(recorded, point.inputs)
+        if not changed:
+            return True
+        problem = f"input file(s) changed since it ran: {', '.join(changed)}"
     print(f"archsim: sweep point {point.point_hash} ({point.label()}): {problem}; running it again",
           file=sys.stderr)
     store.discard(point.point_hash)

@@ -52,6 +52,7 @@ import yaml
 from archsim import keypaths, registry
 from archsim.config import Doc, get_path, load_yaml, load_yaml_text
 from archsim.errors import ConfigError, UserError, nearest
+from archsim.inputs import input_digests
 from archsim.limits import MAX_SWEEP_POINTS
 from archsim.results import config_hash
 from archsim.sweep.metrics import Metric, parse_metrics
@@ -81,6 +82,9 @@ class Point:
     seed: int
     config_hash: str  # hash of the resolved config
     point_hash: str  # hash of (resolved config, seed): names the point's files in the results store
+    # content digest of every input file the resolved config names (archsim.inputs.input_digests): not part of
+    # point_hash (the stores' file names stay), recorded beside the results so a resume sees an edited file
+    inputs: dict[str, str]
 
     def label(self) -> str:
         return _label(self.axes)
@@ -475,7 +479,7 @@ def _expand(sweep: Sweep, axes: list[_Axis], leaves: dict[str, Any], ctx: _Ctx,
                                              f"({_label(axis_values)}); remove the duplicate")
         seen[phash] = _label(axis_values)
         points.append(Point(index=index, axes=axis_values, config=config, seed=seed,
-                            config_hash=chash, point_hash=phash))
+                            config_hash=chash, point_hash=phash, inputs=input_digests(resolved)))
     return points
 
 

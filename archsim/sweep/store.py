@@ -4,7 +4,11 @@
     DIR/points/<point_hash>.stats.parquet  one row: the point's columns + the Result's stats
     DIR/points/<point_hash>.parquet        the Result's table + the point's columns. Written last, so its
                                            presence means "finished". The Result's manifest is kept in the
-                                           file's metadata (key b"archsim.result_manifest").
+                                           file's metadata (key b"archsim.result_manifest"), and the content
+                                           digest of each input file the point's config names, by path (key
+                                           b"archsim.inputs", archsim.inputs.input_digests), which a resume
+                                           compares with today's files (absent: stored by an archsim that
+                                           did not record them).
     DIR/failures/<point_hash>.json         error and traceback of a failed point (removed once it succeeds)
     DIR/.lock                              flock-ed while a sweep writes here (the kernel drops it on kill);
                                            it names its holder (pid, host, start time, command)
@@ -35,6 +39,7 @@ if TYPE_CHECKING:
 MANIFEST_KIND = "archsim-sweep"
 META_COLUMNS = ("point_hash", "config_hash", "seed")
 RESULT_MANIFEST_KEY = b"archsim.result_manifest"
+INPUTS_KEY = b"archsim.inputs"
 _OWN_ENTRIES = {"manifest.json", "points", "failures", ".lock"}
 
 
@@ -164,6 +169,14 @@ class ResultsStore:
                 return f"{path.name} has {meta.num_rows} rows, not 1"
         return None
 
+    def recorded_inputs(self, point_hash: str) -> dict[str, str] | None:
+        """The input digests the finished point was run with (Point.inputs); None if it was stored without
+        them (by an older archsim). Reads only the table file's footer."""
+        import pyarrow.parquet as pq
+
+        recorded = (pq.read_metadata(self.table_path(point_hash)).metadata or {}).get(INPUTS_KEY)
+        return None if recorded is None else json.loads(recorded)
+
     def discard(self, point_hash: str) -> None:
         """Remove a point's stored files (before it is run again)."""
         for path in (self.table_path(point_hash), self.stats_path(point_hash)):
@@ -198,7 +211,8 @@ class ResultsStore:
         cols = point_columns(point)
         stats_df = _join(pd.DataFrame([{k: _scalar(v) for k, v in stats.items()}]), cols, point_first=True)
         table = _join(df.reset_index(drop=True), cols, point_first=False)
-        meta = {RESULT_MANIFEST_KEY: json.dumps(result_manifest, sort_keys=True, default=_json_default).encode()}
+        meta = {RESULT_MANIFEST_KEY: json.dumps(result_manifest, sort_keys=True, default=_json_default).encode(),
+                INPUTS_KEY: json.dumps(point.inputs, sort_keys=True).encode()}
         _atomic_parquet(stats_df, self.stats_path(point.point_hash))
         _atomic_parquet(table, self.table_path(point.point_hash), meta)
         self.failure_path(point.point_hash).unlink(missing_ok=True)

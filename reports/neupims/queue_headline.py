@@ -1,14 +1,14 @@
 """The headline with archsim's controller default beside it: every point of make_report's throughput grid, its
 systems on the shallow default window (32-entry read and write queues per channel) where the headline's mappings
-take NeuPIMs' simulator's (`request_queue: 4096`, docs/presets.md "The controller's window"); writes
-reports/neupims/queue_headline.csv.
+take the windows NeuPIMs' simulator gives them (`request_queue: 4096` for NeuPIMs and NPU+PIM, 96 for NPU-only;
+docs/presets.md "The controller's window"); writes reports/neupims/queue_headline.csv.
 
 Run:  .venv/bin/python reports/neupims/queue_headline.py [-o DIR] [--jobs N]
       (after make_report.py, whose runs it reads from DIR/runs: the headline's arm is those runs)
 
 Every DRAM-simulated system of the headline (NeuPIMs, NPU+PIM in both readings, NPU-only) runs each point twice:
 its mapping as shipped and a copy of it with only `request_queue` set to 32, written under DIR/runs. Columns:
-model, dataset, batch, system (make_report's label), tokens_per_s_q4096, tokens_per_s_q32 (whole-model tokens/s
+model, dataset, batch, system (make_report's label), tokens_per_s_shipped, tokens_per_s_q32 (whole-model tokens/s
 as the headline computes them; NaN where the batch does not fit), then one row per point and base with the
 NeuPIMs ratio at each depth (system "NeuPIMs / <base>").
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -32,7 +33,9 @@ import make_report  # noqa: E402
 from archsim import paths, registry  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-SHIPPED, SHALLOW = 4096, 32
+SHALLOW = 32
+SHIPPED = "shipped"        # the arm of the mappings as shipped (each system's own window)
+ARMS = (SHIPPED, f"q{SHALLOW}")
 SYSTEMS = ("NeuPIMs", "NPU+PIM", "NPU+PIM, the code's issue path", "NPU-only")
 BASES = ("NPU+PIM", "NPU+PIM, the code's issue path", "NPU-only")
 
@@ -41,10 +44,10 @@ def shallow_mapping(runs: Path, mapping: str) -> str:
     """A copy of shipped mapping `mapping` with only its request window set to the controller's default, written
     to `runs`; its path as a config names it."""
     text = paths.resolve("mappings", mapping).read_text()
-    line = f"\nrequest_queue: {SHIPPED}\n"
-    assert text.count(line) == 1, f"mapping {mapping} no longer sets request_queue: {SHIPPED}"
+    line = re.compile(r"^request_queue: \d+$", re.M)
+    assert len(line.findall(text)) == 1, f"mapping {mapping} no longer sets request_queue"
     path = runs / f"{mapping}_request_queue_{SHALLOW}.yaml"
-    path.write_text(text.replace(line, f"\nrequest_queue: {SHALLOW}\n"))
+    path.write_text(line.sub(f"request_queue: {SHALLOW}", text))
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
@@ -58,7 +61,7 @@ def jobs(runs: Path, layers: int) -> list[tuple[dict, str, dict]]:
                     system, extra = make_report.VARIANTS[label]
                     mapping = extra.get("mapping", registry.get(system).mapping_default)
                     keys = {"model": m, "dataset": d, "batch": b, "system": label}
-                    out.append((keys, f"q{SHIPPED}", make_report.config(system, extra, m, d, b, layers)))
+                    out.append((keys, SHIPPED, make_report.config(system, extra, m, d, b, layers)))
                     shallow = {**extra, "mapping": shallow_mapping(runs, mapping)}
                     out.append((keys, f"q{SHALLOW}", make_report.config(system, shallow, m, d, b, layers)))
     return out
@@ -80,16 +83,16 @@ def build(out: Path, layers: int, n_jobs: int) -> pd.DataFrame:
         by = g.set_index("system")
         for base in BASES:
             ratios.append({"model": m, "dataset": d, "batch": b, "system": f"NeuPIMs / {base}",
-                           **{f"tokens_per_s_q{q}": by.at["NeuPIMs", f"tokens_per_s_q{q}"]
-                              / by.at[base, f"tokens_per_s_q{q}"] for q in (SHIPPED, SHALLOW)}})
+                           **{f"tokens_per_s_{arm}": by.at["NeuPIMs", f"tokens_per_s_{arm}"]
+                              / by.at[base, f"tokens_per_s_{arm}"] for arm in ARMS}})
     df = pd.concat([df, pd.DataFrame(ratios)], ignore_index=True)
     df.to_csv(out / "queue_headline.csv", index=False)
     return df
 
 
-def geomean_ratio(df: pd.DataFrame, base: str, depth: int) -> float:
-    """NeuPIMs over `base` at queue `depth`, geomean over the points where both ran."""
-    x = df.loc[df["system"] == f"NeuPIMs / {base}", f"tokens_per_s_q{depth}"].to_numpy(dtype=float)
+def geomean_ratio(df: pd.DataFrame, base: str, arm: str) -> float:
+    """NeuPIMs over `base` in arm `arm` (ARMS), geomean over the points where both ran."""
+    x = df.loc[df["system"] == f"NeuPIMs / {base}", f"tokens_per_s_{arm}"].to_numpy(dtype=float)
     x = x[np.isfinite(x)]
     return float(np.exp(np.log(x).mean()))
 
@@ -104,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     df = build(args.out.resolve(), args.layers, args.jobs)
     print(df.to_string(index=False))
     for base in BASES:
-        print(f"NeuPIMs / {base}: q{SHIPPED} {geomean_ratio(df, base, SHIPPED):.3f}x, "
-              f"q{SHALLOW} {geomean_ratio(df, base, SHALLOW):.3f}x (geomean)")
+        print(f"NeuPIMs / {base}: " + ", ".join(f"{arm} {geomean_ratio(df, base, arm):.3f}x" for arm in ARMS)
+              + " (geomean)")
     return 0
 
 

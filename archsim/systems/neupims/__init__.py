@@ -110,6 +110,7 @@ class NpuOnly(NeuPims):
     name = "npu_only"
     examples = "  archsim run --system npu_only --batch 64 --set layers=2"
     device_preset = "NeuPIMs_HBM2_Single"
+    mapping_default = "npu_only"
     pim_arbitration = None
     interleaves = False
 

@@ -82,7 +82,7 @@ class NeuPimsConfig:
     requests: int = opt(512, "serving mode: requests served", minimum=1, maximum=MAX_BATCH)
     max_iterations: int = opt(100_000, "serving mode: stop after this many iterations", minimum=1)
     mapping: str | None = opt(None, "mapping policy file: mappings/*.yaml or a path; null: npu_pim for system "
-                              "npu_pim (the paper's naive baseline), else neupims")
+                              "npu_pim (the paper's naive baseline), npu_only for npu_only, else neupims")
     sub_batch: bool | None = opt(None, "interleave two sub-batches (NPU and PIM overlap); null: the mapping "
                                  "policy's", choices=POLICY_KEYS["sub_batch"])
     channel_assignment: str | None = opt(None, "which channel holds a request's KV cache; null: the mapping "

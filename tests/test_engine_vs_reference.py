@@ -557,3 +557,15 @@ def test_engine_matches_reference_without_stream_reservations(fast_engine):
         if checked == 60:
             break
     assert checked == 60 and changed > 0, (checked, changed)
+
+
+def test_engine_matches_reference_with_a_deep_window(fast_engine):
+    """Queues deeper than the kernel's coarse-cells threshold (256 entries: under NeuPIMs' 4096-entry window the
+    rw scan checks a candidate's two coarsest timing cells first, issue 38) issue exactly what the reference does:
+    the random cases with their read and write queues made 300 deep, every request then in the window at once."""
+    for seed in range(800_000, 800_060):
+        case = random_case(seed)
+        case["controller"]["read_queue"] = case["controller"]["write_queue"] = 300
+        fast, ref = run_case(fast_engine, case), run_case(ReferenceController, case)
+        assert_same(case, fast, ref)
+        assert_clean(case, fast, "fast engine")

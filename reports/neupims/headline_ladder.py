@@ -36,7 +36,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -47,7 +46,6 @@ import issue_toggle  # noqa: E402
 import make_report  # noqa: E402
 import vs_code  # noqa: E402
 
-from archsim import paths  # noqa: E402
 from archsim.systems.neupims.config import Policy, _policy  # noqa: E402
 from archsim.workload.spec import load_model  # noqa: E402
 
@@ -158,18 +156,7 @@ def mapping_keys() -> list[tuple[str, object]]:
 def mapping_switched(runs: Path, keys: list[tuple[str, object]]) -> str:
     """Mapping neupims_code with each of `keys` set to its value (mapping neupims's), written to `runs`; its path as
     a config names it."""
-    lines = paths.resolve("mappings", vs_code.CONFIG["mapping"]).read_text().splitlines()
-    for key, value in keys:
-        line = yaml.safe_dump({key: value}, default_flow_style=False).strip()
-        at = [i for i, x in enumerate(lines) if x.startswith(f"{key}:")]
-        assert len(at) <= 1, f"mapping neupims_code sets {key} twice"
-        if at:
-            lines[at[0]] = line
-        else:
-            lines.append(line)
-    path = runs / f"neupims_code_as_neupims_{'_'.join(k for k, _ in keys)}.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    return vs_code.mapping_with(runs, f"neupims_code_as_neupims_{'_'.join(k for k, _ in keys)}.yaml", dict(keys))
 
 
 def mapping_split(out: Path, models: list[str]) -> pd.DataFrame:

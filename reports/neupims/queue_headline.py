@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -29,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import make_report  # noqa: E402
+import vs_code  # noqa: E402
 
 from archsim import paths, registry  # noqa: E402
 
@@ -43,12 +43,9 @@ BASES = ("NPU+PIM", "NPU+PIM, the code's issue path", "NPU-only")
 def shallow_mapping(runs: Path, mapping: str) -> str:
     """A copy of shipped mapping `mapping` with only its request window set to the controller's default, written
     to `runs`; its path as a config names it."""
-    text = paths.resolve("mappings", mapping).read_text()
-    line = re.compile(r"^request_queue: \d+$", re.M)
-    assert len(line.findall(text)) == 1, f"mapping {mapping} no longer sets request_queue"
-    path = runs / f"{mapping}_request_queue_{SHALLOW}.yaml"
-    path.write_text(line.sub(f"request_queue: {SHALLOW}", text))
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    assert paths.resolve("mappings", mapping).read_text().count("\nrequest_queue: ") == 1, \
+        f"mapping {mapping} no longer sets request_queue"
+    return vs_code.mapping_with(runs, f"{mapping}_request_queue_{SHALLOW}.yaml", {"request_queue": SHALLOW}, mapping)
 
 
 def jobs(runs: Path, layers: int) -> list[tuple[dict, str, dict]]:

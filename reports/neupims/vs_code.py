@@ -29,6 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -130,6 +131,25 @@ def derived_mapping(runs: Path, filename: str, replace: dict[str, str] | None = 
         text = text.rstrip("\n") + "\n" + "".join(f"{line}\n" for line in append)
     path = runs / filename
     path.write_text(text)
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def mapping_with(runs: Path, filename: str, values: dict[str, object], mapping: str | None = None) -> str:
+    """Shipped mapping `mapping` (default neupims_code) with each key of `values` set to its value (the key's line
+    replaced, or appended where the mapping leaves it at its default), written to `runs`/`filename`; its path as a
+    config names it."""
+    name = mapping or CONFIG["mapping"]
+    lines = paths.resolve("mappings", name).read_text().splitlines()
+    for key, value in values.items():
+        line = yaml.safe_dump({key: value}, default_flow_style=False).strip()
+        at = [i for i, x in enumerate(lines) if x.startswith(f"{key}:")]
+        assert len(at) <= 1, f"mapping {name} sets {key} twice"
+        if at:
+            lines[at[0]] = line
+        else:
+            lines.append(line)
+    path = runs / filename
+    path.write_text("\n".join(lines) + "\n")
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 

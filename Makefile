@@ -88,7 +88,7 @@ demo-trace: setup
 # --dist loadfile: a file's tests run in one worker, in file order, so module-scoped fixtures (the RTL tests' Icarus
 # builds, the reference runs) are built once; --no-loadscope-reorder: files go out in collection order, which puts
 # the RTL co-simulations last (tests/conftest.py; issue 27: the quick tests' dots first).
-test test-all: WARM = general general-threads pimgpt pimgpt-threads trace trace-threads neupims
+test test-all: WARM = general general-threads pimgpt pimgpt-threads trace trace-threads neupims neupims-shallow
 test test-all: WARM_REST =
 PYTEST := $(BIN)/pytest -q -n auto --dist loadfile --no-loadscope-reorder
 test: setup tools $(TEST_STAMP)

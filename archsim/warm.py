@@ -9,15 +9,15 @@ runs from the source tree before the package itself is installed.
   python -m archsim.warm [NAME ...] [--jobs N] [--lock FILE]   compile those kernels (default: pimgpt)
   python -m archsim.warm --wait [--lock FILE]                  wait until a running warm-up has finished
 
-NAME is a key of KERNELS: pimgpt, trace, general, neupims, and pimgpt-threads / general-threads / trace-threads
-(the threaded forms, `advance_shard`, of the stream, general and lean kernels). Each kernel is compiled by building the smallest
-MemorySystem of the same kernel variant and state types as the job's and loading its kernel
-(MemorySystem.load_kernel), so the job finds it in the cache. One kernel: a second process compiles the
-kernel's largest helpers meanwhile (HELPERS), which puts the machine's second core to work on it. Several
-kernels (`make test` warms every one the suite compiles): they are compiled side by side, one process per
-kernel variant and at most --jobs (default: every core) at a time, so no two processes compile the same
-helpers. The lock file is held while compiling; waiting takes it once. A warm-up that fails leaves the job to
-compile as it would anyway.
+NAME is a key of KERNELS: pimgpt, trace, general, neupims (its shallow request window: neupims-shallow), and
+pimgpt-threads / general-threads / trace-threads (the threaded forms, `advance_shard`, of the stream, general
+and lean kernels). Each kernel is compiled by building the smallest MemorySystem of the same kernel variant
+and state types as the job's and loading its kernel (MemorySystem.load_kernel), so the job finds it in the
+cache. One kernel: a second process compiles the kernel's largest helpers meanwhile (HELPERS), which puts the
+machine's second core to work on it. Several kernels (`make test` warms every one the suite compiles): they
+are compiled side by side, one process per kernel variant and at most --jobs (default: every core) at a time,
+so no two processes compile the same helpers. The lock file is held while compiling; waiting takes it once. A
+warm-up that fails leaves the job to compile as it would anyway.
 """
 from __future__ import annotations
 
@@ -66,13 +66,15 @@ def _general(threads: int = 1):
                         requests=1, kernel="general", threads=threads)
 
 
-def _neupims(threads: int = 1):
-    """NeuPIMs: a PIM stream beside the NPU's rw source, PIM first, on banks with two row buffers (pim_dual)."""
+def _neupims(threads: int = 1, request_queue: int = 4096):
+    """NeuPIMs: a PIM stream beside the NPU's rw source, PIM first, on banks with two row buffers, under the
+    mappings' deep request window (pim_dual_deep); `request_queue=32`: the shallow window's kernel (pim_dual)."""
     from archsim.dram.spec import load_spec
     from archsim.engine.memory import MemorySystem
 
+    ctrl = {"refresh": "allbank", "read_queue": request_queue, "write_queue": request_queue}
     return MemorySystem(load_spec("NeuPIMs_HBM2_Dual", overrides={"org.channels": threads}),
-                        {"refresh": "allbank"}, sources=[{"name": "pim", "kind": "stream"}, {"name": "npu", "kind": "rw"}],
+                        ctrl, sources=[{"name": "pim", "kind": "stream"}, {"name": "npu", "kind": "rw"}],
                         arbitration="priority", stream_refresh="wait", requests=1, threads=threads)
 
 
@@ -80,6 +82,7 @@ def _neupims(threads: int = 1):
 # channels with two threads, whose warm-up also compiles the threaded form (advance_shard, _replay_completions;
 # engine.threads > 1, which tests/test_engine_threads.py runs on the stream, the general and the lean kernel).
 KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "general": _general, "neupims": _neupims,
+                                         "neupims-shallow": lambda: _neupims(request_queue=32),
                                          "pimgpt-threads": lambda: _pimgpt(threads=2),
                                          "general-threads": lambda: _general(threads=2),
                                          "trace-threads": lambda: _trace(threads=2)}

@@ -185,7 +185,8 @@ def variant_case(kernel: str, seed: int) -> dict:
     """A random case the `kernel` variant runs. lean: one rw source, FR-FCFS, a standard with one row buffer
     (reads, writes, rmw; every refresh mode). pim_dual: one stream and one rw source on a dual-row-buffer
     standard under priority arbitration. Neither has a starvation cap; lean has active-buffer pins in half its
-    cases, pim_dual none. stream: one stream
+    cases, pim_dual none. pim_dual_deep: pim_dual's cases with read and write queues 300 deep (past the kernel's
+    deep-window threshold, so every request is in the window at once: the age-ordered scan). stream: one stream
     and no rw source (so no port), any standard, arbitration, cap and refresh mode. (Two of the generator's random
     streams in one channel contend for the same rows until max_cycles, in the general kernel as well.)"""
     rng = np.random.default_rng(seed)
@@ -203,6 +204,8 @@ def variant_case(kernel: str, seed: int) -> dict:
                 break
             draw += 1_000_000
         case["arbitration"] = "priority"
+        if kernel == "pim_dual_deep":
+            case["controller"]["read_queue"] = case["controller"]["write_queue"] = 300
     case["starvation_cap"] = 0
     # (lean: the active buffer is a runtime field, on in half the cases)
     case["controller"]["active_buffer"] = kernel == "lean" and bool(rng.random() < 0.5)
@@ -222,6 +225,10 @@ def test_kernel_variant_is_chosen_only_where_it_applies(fast_engine):
     assert fast_engine(spec).S.variant.dtype == np.uint8
     assert fast_engine(spec, kernel="general").kernel == "general"
     assert fast_engine(dual, sources=pim_npu, arbitration="priority").kernel == "pim_dual"
+    deep = {"read_queue": 257, "write_queue": 32}              # a queue deeper than COARSE_FIRST_QUEUE: a deep window
+    assert fast_engine(dual, deep, sources=pim_npu, arbitration="priority").kernel == "pim_dual_deep"
+    assert fast_engine(dual, deep, sources=pim_npu, arbitration="priority").S.variant.dtype == np.int32
+    assert fast_engine(dual, {"read_queue": 256}, sources=pim_npu, arbitration="priority").kernel == "pim_dual"
     streams = [{"name": "pim0", "kind": "stream"}, {"name": "pim1", "kind": "stream"}]
     for kw in ({}, {"arbitration": "blocked"}, {"starvation_cap": 10}, {"active_buffer": True}):
         assert fast_engine(dual, sources=streams[:1], **kw).kernel == "stream", kw
@@ -244,7 +251,7 @@ def test_kernel_variant_is_chosen_only_where_it_applies(fast_engine):
         fast_engine(spec, kernel="fastest")
 
 
-@pytest.mark.parametrize("kernel", ["lean", "pim_dual", "stream"])
+@pytest.mark.parametrize("kernel", ["lean", "pim_dual", "pim_dual_deep", "stream"])
 @pytest.mark.parametrize("chunk", range(max(1, VARIANT_SEEDS // 50)))
 def test_kernel_variant_matches_reference_and_general_kernel(fast_engine, kernel, chunk):
     general = partial(fast_engine, kernel="general")

@@ -48,15 +48,17 @@ def test_warm_compiles_the_general_kernel():
     assert ms.kernel == "general" and ms._signature() == _signature_of(warm.KERNELS["general"])
 
 
-def test_warm_compiles_the_neupims_kernel():
-    """`make test` warms NeuPIMs' kernel (pim_dual): the one its DecodeSimulator runs."""
+def test_warm_compiles_the_neupims_kernels():
+    """`make test` (and `make setup`) warm NeuPIMs' kernel: the one its DecodeSimulator runs under the mapping's
+    deep request window (pim_dual_deep); `make test` also warms the shallow window's (pim_dual)."""
     from archsim.systems.neupims.config import setup
     from archsim.systems.neupims.decode import DecodeSimulator
     from archsim.systems.neupims.device import build_device
 
-    dev = build_device(setup({"system": "neupims", "model": "gpt3-small", "layers": 1, "batch": 8}))
-    ms = DecodeSimulator(dev, refresh=True).ms
-    assert ms.kernel == "pim_dual" and ms._signature() == _signature_of(warm.KERNELS["neupims"])
+    for name, kernel, keys in (("neupims", "pim_dual_deep", {}), ("neupims-shallow", "pim_dual", {"request_queue": 32})):
+        dev = build_device(setup({"system": "neupims", "model": "gpt3-small", "layers": 1, "batch": 8, **keys}))
+        ms = DecodeSimulator(dev, refresh=True).ms
+        assert ms.kernel == kernel and ms._signature() == _signature_of(warm.KERNELS[name]), name
 
 
 def test_threaded_warm_ups_compile_the_threaded_kernels_tests_run():

@@ -210,7 +210,10 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 #              the general kernel): a fraction of the general kernel's size, ~15-20 % less kernel time on trace
 #              runs;
 #   pim_dual   one PIM stream and one rw source under priority arbitration on banks with two row buffers
-#              (NeuPIMs): ~10-12 % less kernel time per layer;
+#              (NeuPIMs with a shallow request window): ~10-12 % less kernel time per layer;
+#   pim_dual_deep  the same device set under a deep request window (CF_COARSE_FIRST: NeuPIMs' mappings, 4,096
+#              entries): its rw scan walks the banks oldest candidate first (`_ordered_scan`), an order whose
+#              upkeep made shallow-window runs ~30 % slower, so only this variant compiles it;
 #   stream     stream sources only (so no ports either: ports feed rw sources): PIM-GPT, Duplex's Logic-PIM
 #              without xPU requests. Besides the constants, numba never types the rw and port helpers for it
 #              (`_rw_part`), which is most of what a cold compile of it saves (docs/performance.md, cold start).
@@ -221,11 +224,14 @@ _VARIANT_FIXED = {     # variant -> {controller slot name: the value it fixes}
     "general": {},
     "lean": {"NSRC": 1, "NRW": 1, "NST": 0, "NBUF": 1, "ARB": ARB_FRFCFS, "STARVE": 0},
     "pim_dual": {"NSRC": 2, "NRW": 1, "NST": 1, "NBUF": 2, "ARB": ARB_PRIORITY, "STARVE": 0, "ACTIVE_BUF": 0,
-                 "HIT_CAP": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
+                 "HIT_CAP": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0, "COARSE_FIRST": 0},
     "stream": {"NRW": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
+    "pim_dual_deep": {"NSRC": 2, "NRW": 1, "NST": 1, "NBUF": 2, "ARB": ARB_PRIORITY, "STARVE": 0, "ACTIVE_BUF": 0,
+                      "HIT_CAP": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0, "COARSE_FIRST": 1},
 }
 KERNEL_VARIANTS = tuple(_VARIANT_FIXED)
-_VARIANT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16)       # State.variant's dtype per variant, in that order
+# State.variant's dtype per variant, in that order
+_VARIANT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
 
 
 def _variant_cf() -> np.ndarray:
@@ -307,6 +313,16 @@ def _cf(V, CF, slot):
     if v > 0 and VARIANT_CF[v, slot] >= 0:
         return VARIANT_CF[v, slot]
     return CF[slot]
+
+
+@_helper
+def _ordered_scan(V):
+    """Whether the rw scan keeps each queue's banks in candidate age order, column and row commands apart
+    (`_ord_insert`), and stops at the first ready one of each: only in a variant that fixes a deep request window
+    (pim_dual_deep). A compile-time constant, so the other variants carry neither the order nor its upkeep. V: the
+    state's `variant` array."""
+    v = _variant(V)
+    return v > 0 and VARIANT_CF[v, CF_COARSE_FIRST] == 1
 
 
 @_helper
@@ -957,6 +973,10 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     nbuf = _cf(S.variant, CF, CF_NBUF)
     ignore_reserve = _cf(S.variant, CF, CF_ARB) == ARB_BLOCKED or _cf(S.variant, CF, CF_RESERVE) == 0
     yields = _held_rows_yield(S, CF, ch, me)
+    if _ordered_scan(S.variant):
+        _rw_cands_ordered(S, T, CF, ch, q, qi, clk, out, nxt, ref_check, c_pre, c_act, me, ignore_reserve, nbuf,
+                          yields)
+        return
     coarse_first = CF[CF_COARSE_FIRST] != 0
     for kk in range(S.act_n[qi]):
         b = S.act_list[qi, kk]
@@ -1008,24 +1028,108 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
 
 
 @_call
+def _rw_cands_ordered(S, T, CF, ch, q, qi, clk, out, nxt, ref_check, c_pre, c_act, me, ignore_reserve, nbuf, yields):
+    """`_rw_cands`' bank scan under a deep window (`_ordered_scan`): the banks with a candidate are listed oldest
+    candidate first, column and row commands apart, so the first ready one of each list is the source's oldest
+    ready one and the younger ones stay unexamined (a step with a ready candidate issues, or wakes again next
+    cycle: the wake needs no bound from them). out as `_rw_cands`; out[8] is then at most clk when a candidate is
+    ready. Coarse cells first, as the unordered scan does under a deep window."""
+    gb0 = ch * T.banks
+    coarse = min(COARSE_CELLS, T.K)
+    for cls in range(2):
+        for kk in range(S.ord_n[qi, cls]):
+            b = S.ord_list[qi, cls, kk]
+            bl = b - gb0
+            c = S.cand_cmd[q, b]
+            tc = S.cand_t[q, b]
+            if tc > clk:
+                # not ready: its timing was found later than now and timing only moves later
+                nxt = min(nxt, tc)
+                continue
+            if ref_check:
+                if _ref_blocked(S, T, CF, ch, c, bl):
+                    continue
+            t = _earliest_coarse(S, T, ch, c, bl, coarse)
+            if t > clk:
+                S.cand_t[q, b] = t
+                nxt = min(nxt, t)
+                continue
+            t = max(_earliest(S, T, ch, c, bl), S.cand_nb[q, b])
+            S.cand_t[q, b] = t
+            if _rw_blocked(S, ch, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf, yields):
+                continue
+            nxt = min(nxt, t)
+            if t <= clk:
+                o = cls * 4
+                out[o] = c
+                out[o + 1] = bl
+                out[o + 2] = S.cand_ri[q, b]
+                out[o + 3] = S.cand_seq[q, b]
+                break
+    out[8] = nxt
+
+
+@_call
 def _update_dirty(S, T, CF, ch):
-    """Bring the rw candidates of the banks changed since the channel's last pass up to date."""
+    """Bring the rw candidates of the banks changed since the channel's last pass up to date (and, under
+    `_ordered_scan`, the banks' places in the scan's age-ordered lists)."""
     n_rw = _cf(S.variant, CF, CF_NRW)
     for kk in range(S.dirty_n[ch]):
         b = S.dirty_list[ch, kk]
         S.dirty[b] = False
         for kq in range(n_rw):
             for ww in range(2):
+                qq = kq * 2 + ww
                 ri, c = _bank_cand(S, T, CF, kq, ww, b)
-                S.cand_ri[kq * 2 + ww, b] = ri
-                S.cand_cmd[kq * 2 + ww, b] = c
-                S.cand_t[kq * 2 + ww, b] = 0
+                moved = False
+                if _ordered_scan(S.variant):
+                    # the bank moves in the scan's lists when its candidate's bus or age changed
+                    cls = -1 if ri < 0 else (0 if T.cmd_bus[c] == 1 else 1)
+                    moved = cls != S.ord_cls[qq, b] or (cls >= 0 and S.r_seq[ri] != S.cand_seq[qq, b])
+                    if moved:
+                        _ord_remove(S, (ch * n_rw + kq) * 2 + ww, qq, b)
+                S.cand_ri[qq, b] = ri
+                S.cand_cmd[qq, b] = c
+                S.cand_t[qq, b] = 0
                 if ri >= 0:
                     # the request's age and (rmw WR) not-before cycle, kept beside the candidate so the scan
                     # reads no per-request arrays (random accesses into the request pool)
-                    S.cand_seq[kq * 2 + ww, b] = S.r_seq[ri]
-                    S.cand_nb[kq * 2 + ww, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
+                    S.cand_seq[qq, b] = S.r_seq[ri]
+                    S.cand_nb[qq, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
+                    if moved:
+                        _ord_insert(S, (ch * n_rw + kq) * 2 + ww, qq, b, 0 if T.cmd_bus[c] == 1 else 1)
     S.dirty_n[ch] = 0
+
+
+@_helper
+def _ord_remove(S, qi, qq, b):
+    """Take bank b (queue qq of the bank, qi of the channel) out of the scan's list it is in, if any."""
+    cls = S.ord_cls[qq, b]
+    if cls < 0:
+        return
+    n = S.ord_n[qi, cls]
+    j = 0
+    while S.ord_list[qi, cls, j] != b:
+        j += 1
+    for i in range(j, n - 1):
+        S.ord_list[qi, cls, i] = S.ord_list[qi, cls, i + 1]
+    S.ord_n[qi, cls] = n - 1
+    S.ord_cls[qq, b] = -1
+
+
+@_helper
+def _ord_insert(S, qi, qq, b, cls):
+    """Put bank b into the scan's list cls (0 column, 1 row commands) of queue qi at its candidate's age: each
+    list is ordered oldest candidate first (a new candidate is mostly the youngest: the walk from the end is
+    short)."""
+    seq = S.cand_seq[qq, b]
+    j = S.ord_n[qi, cls]
+    while j > 0 and S.cand_seq[qq, S.ord_list[qi, cls, j - 1]] > seq:
+        S.ord_list[qi, cls, j] = S.ord_list[qi, cls, j - 1]
+        j -= 1
+    S.ord_list[qi, cls, j] = b
+    S.ord_n[qi, cls] += 1
+    S.ord_cls[qq, b] = cls
 
 
 @_helper

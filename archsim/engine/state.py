@@ -162,6 +162,11 @@ FIELDS: tuple[Field, ...] = (
     F("act_list", I64, ("rw_queues", "banks_per_ch"), 0, "queue", "banks with requests in the queue"),
     F("act_n", I64, ("rw_queues",), 0, "queue", "length of act_list"),
     F("act_pos", I64, ("banks", "bank_queues"), 0, "queue", "the bank's position in act_list"),
+    F("ord_list", I64, ("rw_queues", 2, "banks_per_ch"), 0, "queue", "banks with a candidate in the queue, a column "
+      "command's (0) and a row command's (1) apart, oldest candidate first (the deep-window rw scan's order: "
+      "channel._ordered_scan; other kernel variants leave it empty)"),
+    F("ord_n", I64, ("rw_queues", 2), 0, "queue", "lengths of ord_list"),
+    F("ord_cls", I64, BQ, -1, "queue", "the ord_list the bank is in (-1 none)"),
     F("cand_ri", I64, BQ, 0, "queue", "the bank's candidate: request"),
     F("cand_cmd", I64, BQ, 0, "queue", "... command"),
     F("cand_seq", I64, BQ, 0, "queue", "... age"),

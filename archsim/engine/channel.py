@@ -277,31 +277,40 @@ def _returns_inf(S, *args):
     return INF
 
 
-def _rw_part(empty, inline=False):
-    """Decorator (instead of `_call`) of a helper only rw sources and ports use. The kernel calls it through an
-    overload that numba resolves per state type at typing time: for a variant without rw sources ("stream") to
-    `empty` (one of the `_returns_*`, of the helper's return type), so numba never types or compiles the helper
-    for it; for every other variant to the helper itself, compiled as `_call` compiles it (same options, same
-    on-disk cache entries), or with inline=True inlined into its caller at numba's IR level as `_inl` does (then
-    `empty` names the helper's parameters: the IR inliner takes no *args). The
-    returned function's `impl` is the helper's own dispatcher (archsim.warm)."""
-    def wrap(py_func):
-        impl = _call(py_func)
+def _variant_part(applies):
+    """Decorator maker (instead of `_call`) for helpers only some variants run: `applies(v)` says which (v: an index
+    in KERNEL_VARIANTS). The kernel calls such a helper through an overload that numba resolves per state type at
+    typing time: for a variant it does not apply to, to `empty` (one of the `_returns_*`, of the helper's return
+    type), so numba never types or compiles the helper for it (nor the state fields only it reads); for the others
+    to the helper itself, compiled as `_call` compiles it (same options, same on-disk cache entries), or with
+    inline=True inlined into its caller at numba's IR level as `_inl` does (then `empty` names the helper's
+    parameters: the IR inliner takes no *args). The returned function's `impl` is the helper's own dispatcher
+    (archsim.warm)."""
+    def part(empty, inline=False):
+        def wrap(py_func):
+            impl = _call(py_func)
 
-        def gate(*args):
-            raise TypeError(f"{py_func.__name__} is called from compiled code only (its dispatcher: .impl)")
+            def gate(*args):
+                raise TypeError(f"{py_func.__name__} is called from compiled code only (its dispatcher: .impl)")
 
-        def typed(S, *args):
-            return empty if VARIANT_CF[_variant_of_type(S), CF_NRW] == 0 else py_func
+            def typed(S, *args):
+                return py_func if applies(_variant_of_type(S)) else empty
 
-        typed.__signature__ = inspect.signature(py_func)     # numba checks the implementations' parameters
-        overload(gate, inline="always" if inline else "never",
-                 jit_options={"cache": True, "no_cpython_wrapper": True, "_nrt": False})(typed)
-        gate.impl = impl
-        gate.__name__ = gate.__qualname__ = py_func.__name__
-        gate.__doc__ = py_func.__doc__
-        return gate
-    return wrap
+            typed.__signature__ = inspect.signature(py_func)     # numba checks the implementations' parameters
+            overload(gate, inline="always" if inline else "never",
+                     jit_options={"cache": True, "no_cpython_wrapper": True, "_nrt": False})(typed)
+            gate.impl = impl
+            gate.__name__ = gate.__qualname__ = py_func.__name__
+            gate.__doc__ = py_func.__doc__
+            return gate
+        return wrap
+    return part
+
+
+# helpers only rw sources and ports use: not compiled for a variant without rw sources ("stream")
+_rw_part = _variant_part(lambda v: VARIANT_CF[v, CF_NRW] != 0)
+# helpers of the deep-window scan order (`_ordered_scan`), which read DeepState's fields (archsim/engine/state.py)
+_deep_part = _variant_part(lambda v: v > 0 and VARIANT_CF[v, CF_COARSE_FIRST] == 1)
 
 
 @_helper
@@ -318,9 +327,9 @@ def _cf(V, CF, slot):
 @_helper
 def _ordered_scan(V):
     """Whether the rw scan keeps each queue's banks in candidate age order, column and row commands apart
-    (`_ord_insert`), and stops at the first ready one of each: only in a variant that fixes a deep request window
-    (pim_dual_deep). A compile-time constant, so the other variants carry neither the order nor its upkeep. V: the
-    state's `variant` array."""
+    (`_ord_update`), and stops at the first ready one of each (`_rw_cands_ordered`): only in a variant that fixes a
+    deep request window (pim_dual_deep, whose state is a DeepState). A compile-time constant, so the other variants
+    carry neither the order nor its upkeep (nor its state fields: `_deep_part`). V: the state's `variant` array."""
     v = _variant(V)
     return v > 0 and VARIANT_CF[v, CF_COARSE_FIRST] == 1
 
@@ -1027,45 +1036,54 @@ def _rw_cands(S, T, CF, ch, k, clk, out):
     out[8] = nxt
 
 
-@_call
+@_deep_part(_returns_none)
 def _rw_cands_ordered(S, T, CF, ch, q, qi, clk, out, nxt, ref_check, c_pre, c_act, me, ignore_reserve, nbuf, yields):
-    """`_rw_cands`' bank scan under a deep window (`_ordered_scan`): the banks with a candidate are listed oldest
-    candidate first, column and row commands apart, so the first ready one of each list is the source's oldest
-    ready one and the younger ones stay unexamined (a step with a ready candidate issues, or wakes again next
-    cycle: the wake needs no bound from them). out as `_rw_cands`; out[8] is then at most clk when a candidate is
-    ready. Coarse cells first, as the unordered scan does under a deep window."""
+    """`_rw_cands`' bank scan under a deep window (`_ordered_scan`). The banks with a candidate are listed per
+    group of banks that read the same coarse cells (S.coarse_group), oldest candidate first, column and row
+    commands apart (`_ord_update`): the first ready bank of a list is the group's oldest ready one, and the oldest of those over
+    the groups is the source's. The younger banks of a list stay unexamined: after a ready one (a step with a
+    ready candidate issues, or wakes again next cycle: the wake needs no bound from them), and after a coarse-cell
+    failure when every candidate of the list is that command (they read the very same cells: the same bound).
+    out as `_rw_cands`; out[8] is then at most clk when a candidate is ready."""
     gb0 = ch * T.banks
     coarse = min(COARSE_CELLS, T.K)
     for cls in range(2):
-        for kk in range(S.ord_n[qi, cls]):
-            b = S.ord_list[qi, cls, kk]
-            bl = b - gb0
-            c = S.cand_cmd[q, b]
-            tc = S.cand_t[q, b]
-            if tc > clk:
-                # not ready: its timing was found later than now and timing only moves later
-                nxt = min(nxt, tc)
-                continue
-            if ref_check:
-                if _ref_blocked(S, T, CF, ch, c, bl):
+        best = INF
+        for g in range(S.ord_n.shape[2]):
+            n = S.ord_n[qi, cls, g]
+            for kk in range(n):
+                b = S.ord_list[qi, cls, g, kk]
+                bl = b - gb0
+                c = S.cand_cmd[q, b]
+                tc = S.cand_t[q, b]
+                if tc > clk:
+                    # not ready: its timing was found later than now and timing only moves later
+                    nxt = min(nxt, tc)
                     continue
-            t = _earliest_coarse(S, T, ch, c, bl, coarse)
-            if t > clk:
+                if ref_check:
+                    if _ref_blocked(S, T, CF, ch, c, bl):
+                        continue
+                t = _earliest_coarse(S, T, ch, c, bl, coarse)
+                if t > clk:
+                    S.cand_t[q, b] = t
+                    nxt = min(nxt, t)
+                    if S.ord_ncmd[qi, cls, g, c] == n:
+                        break
+                    continue
+                t = max(_earliest(S, T, ch, c, bl), S.cand_nb[q, b])
                 S.cand_t[q, b] = t
+                if _rw_blocked(S, ch, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf, yields):
+                    continue
                 nxt = min(nxt, t)
-                continue
-            t = max(_earliest(S, T, ch, c, bl), S.cand_nb[q, b])
-            S.cand_t[q, b] = t
-            if _rw_blocked(S, ch, q, b, c, c_pre, c_act, me, ignore_reserve, nbuf, yields):
-                continue
-            nxt = min(nxt, t)
-            if t <= clk:
-                o = cls * 4
-                out[o] = c
-                out[o + 1] = bl
-                out[o + 2] = S.cand_ri[q, b]
-                out[o + 3] = S.cand_seq[q, b]
-                break
+                if t <= clk:
+                    if S.cand_seq[q, b] < best:
+                        best = S.cand_seq[q, b]
+                        o = cls * 4
+                        out[o] = c
+                        out[o + 1] = bl
+                        out[o + 2] = S.cand_ri[q, b]
+                        out[o + 3] = best
+                    break
     out[8] = nxt
 
 
@@ -1081,13 +1099,8 @@ def _update_dirty(S, T, CF, ch):
             for ww in range(2):
                 qq = kq * 2 + ww
                 ri, c = _bank_cand(S, T, CF, kq, ww, b)
-                moved = False
                 if _ordered_scan(S.variant):
-                    # the bank moves in the scan's lists when its candidate's bus or age changed
-                    cls = -1 if ri < 0 else (0 if T.cmd_bus[c] == 1 else 1)
-                    moved = cls != S.ord_cls[qq, b] or (cls >= 0 and S.r_seq[ri] != S.cand_seq[qq, b])
-                    if moved:
-                        _ord_remove(S, (ch * n_rw + kq) * 2 + ww, qq, b)
+                    _ord_update(S, T, (ch * n_rw + kq) * 2 + ww, qq, b, ri, c)
                 S.cand_ri[qq, b] = ri
                 S.cand_cmd[qq, b] = c
                 S.cand_t[qq, b] = 0
@@ -1096,39 +1109,44 @@ def _update_dirty(S, T, CF, ch):
                     # reads no per-request arrays (random accesses into the request pool)
                     S.cand_seq[qq, b] = S.r_seq[ri]
                     S.cand_nb[qq, b] = S.r_nb[ri] if S.r_kind[ri] == KIND_RMW and S.r_phase[ri] == 1 else 0
-                    if moved:
-                        _ord_insert(S, (ch * n_rw + kq) * 2 + ww, qq, b, 0 if T.cmd_bus[c] == 1 else 1)
     S.dirty_n[ch] = 0
 
 
-@_helper
-def _ord_remove(S, qi, qq, b):
-    """Take bank b (queue qq of the bank, qi of the channel) out of the scan's list it is in, if any."""
-    cls = S.ord_cls[qq, b]
+@_deep_part(_returns_none)
+def _ord_update(S, T, qi, qq, b, ri, c):
+    """Bank b's new candidate (request ri, command c; ri < 0 none) in queue qq of the bank, qi of the channel, in
+    the scan's lists (`_rw_cands_ordered`), before the candidate fields take it: the bank moves when its
+    candidate's bus or age changed; a new command alone (ACT -> PRE, RD -> RDA) only moves its list's count of
+    commands."""
+    cls = -1 if ri < 0 else (0 if T.cmd_bus[c] == 1 else 1)
+    g = S.coarse_group[b % T.banks]
+    old = S.ord_cls[qq, b]
+    if old >= 0:
+        if cls == old and S.r_seq[ri] == S.cand_seq[qq, b]:
+            S.ord_ncmd[qi, cls, g, S.cand_cmd[qq, b]] -= 1
+            S.ord_ncmd[qi, cls, g, c] += 1
+            return
+        # out of its list
+        n = S.ord_n[qi, old, g]
+        j = 0
+        while S.ord_list[qi, old, g, j] != b:
+            j += 1
+        for i in range(j, n - 1):
+            S.ord_list[qi, old, g, i] = S.ord_list[qi, old, g, i + 1]
+        S.ord_n[qi, old, g] = n - 1
+        S.ord_ncmd[qi, old, g, S.cand_cmd[qq, b]] -= 1
+        S.ord_cls[qq, b] = -1
     if cls < 0:
         return
-    n = S.ord_n[qi, cls]
-    j = 0
-    while S.ord_list[qi, cls, j] != b:
-        j += 1
-    for i in range(j, n - 1):
-        S.ord_list[qi, cls, i] = S.ord_list[qi, cls, i + 1]
-    S.ord_n[qi, cls] = n - 1
-    S.ord_cls[qq, b] = -1
-
-
-@_helper
-def _ord_insert(S, qi, qq, b, cls):
-    """Put bank b into the scan's list cls (0 column, 1 row commands) of queue qi at its candidate's age: each
-    list is ordered oldest candidate first (a new candidate is mostly the youngest: the walk from the end is
-    short)."""
-    seq = S.cand_seq[qq, b]
-    j = S.ord_n[qi, cls]
-    while j > 0 and S.cand_seq[qq, S.ord_list[qi, cls, j - 1]] > seq:
-        S.ord_list[qi, cls, j] = S.ord_list[qi, cls, j - 1]
+    # into list cls at its age, oldest first (a new candidate is mostly the youngest: the walk from the end is short)
+    seq = S.r_seq[ri]
+    j = S.ord_n[qi, cls, g]
+    while j > 0 and S.cand_seq[qq, S.ord_list[qi, cls, g, j - 1]] > seq:
+        S.ord_list[qi, cls, g, j] = S.ord_list[qi, cls, g, j - 1]
         j -= 1
-    S.ord_list[qi, cls, j] = b
-    S.ord_n[qi, cls] += 1
+    S.ord_list[qi, cls, g, j] = b
+    S.ord_n[qi, cls, g] += 1
+    S.ord_ncmd[qi, cls, g, c] += 1
     S.ord_cls[qq, b] = cls
 
 

@@ -18,10 +18,12 @@ from archsim.engine.channel import (
     _VARIANT_DTYPES,
     ARBITRATIONS,
     CF_CMDQ,
+    CF_COARSE_FIRST,
     CF_MAX_CYCLES,
     CF_SLOTS,
     CF_TAGGED,
     CF_THRESH,
+    COARSE_CELLS,
     INF,
     KERNEL_VARIANTS,
     KEY_MASK,
@@ -188,14 +190,18 @@ class MemorySystem:
         self.cf = cf
         v = _pick_variant(kernel, cf)
         self.kernel = KERNEL_VARIANTS[v]
+        from archsim.engine.tables import coarse_groups  # (loaded with the tables above)
+
+        coarse_group = coarse_groups(T.rcell, COARSE_CELLS)     # (the deep-window variant's scan order)
         # the state's sizes as allocated (archsim/engine/state.py SIZES; the pool, ports, streams, log and ring grow)
         self.sizes = state.sizes(channels=nch, banks_per_ch=B, bufs=len(spec.row_buffers), cmds=T.n_cmds,
                                  cells=T.n_cells * T.n_cmds, windows=T.n_win, win_nodes=T.n_win_nodes,
                                  window=T.max_window, ref_nodes_per_ch=T.ref_nodes, sources=nsrc, rw=n_rw,
                                  requests=requests, stream_capacity=stream_capacity,
                                  queue_max=max(ctrl.read_queue, ctrl.write_queue), log=log,
-                                 cmdq=ctrl.bank_command_queue)
-        self.S = state.new_state(self.sizes, self._initial_arrays(spec, T, ctrl, v))
+                                 cmdq=ctrl.bank_command_queue, coarse_groups=int(coarse_group.max()) + 1)
+        self.S = state.new_state(self.sizes, self._initial_arrays(spec, T, ctrl, v) | {"coarse_group": coarse_group},
+                                 deep=VARIANT_CF[v, CF_COARSE_FIRST] == 1 and v > 0)
         self.n_req = 0
         # reuse_slots: every request may be forgotten once served (untagged, or in a completion group), so new
         # requests take the slots of served ones in ring order and the pool stays as large as the requests in

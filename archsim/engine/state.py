@@ -57,6 +57,7 @@ SIZES = {
     "groups": "completion groups by tag (0 until MemorySystem.expect)",
     "cand_width": "values of one source's candidate (the kernel's `cand` row)",
     "cmdq": "entries of one bank's command queue (controller.bank_command_queue; at least 1)",
+    "coarse_groups": "groups of a channel's banks that read the same coarsest timing cells (tables.coarse_groups)",
 }
 CHANNEL_MAJOR = ("ch", "banks", "ref_nodes", "streams", "rw_queues", "rw_sources")
 CAND_WIDTH = 9
@@ -162,11 +163,6 @@ FIELDS: tuple[Field, ...] = (
     F("act_list", I64, ("rw_queues", "banks_per_ch"), 0, "queue", "banks with requests in the queue"),
     F("act_n", I64, ("rw_queues",), 0, "queue", "length of act_list"),
     F("act_pos", I64, ("banks", "bank_queues"), 0, "queue", "the bank's position in act_list"),
-    F("ord_list", I64, ("rw_queues", 2, "banks_per_ch"), 0, "queue", "banks with a candidate in the queue, a column "
-      "command's (0) and a row command's (1) apart, oldest candidate first (the deep-window rw scan's order: "
-      "channel._ordered_scan; other kernel variants leave it empty)"),
-    F("ord_n", I64, ("rw_queues", 2), 0, "queue", "lengths of ord_list"),
-    F("ord_cls", I64, BQ, -1, "queue", "the ord_list the bank is in (-1 none)"),
     F("cand_ri", I64, BQ, 0, "queue", "the bank's candidate: request"),
     F("cand_cmd", I64, BQ, 0, "queue", "... command"),
     F("cand_seq", I64, BQ, 0, "queue", "... age"),
@@ -261,8 +257,25 @@ FIELDS: tuple[Field, ...] = (
     F("variant", VARIANT, (0,), 0, "variant", "its dtype names the kernel variant", FIXED),
 )
 
-BY_NAME = {f.name: f for f in FIELDS}
+# The deep-window kernel variant's own fields (channel._ordered_scan; pim_dual_deep): its state is a DeepState,
+# State with these after it. Every other variant's state leaves them out: each field is several machine words of
+# every non-inlined kernel call (a call passes the state by value), and adding these to State made the shallow
+# NeuPIMs kernel ~30 % slower though nothing read them (docs/performance.md, "deep request window").
+DEEP_FIELDS: tuple[Field, ...] = (
+    F("ord_list", I64, ("rw_queues", 2, "coarse_groups", "banks_per_ch"), 0, "queue", "banks with a candidate in the "
+      "queue, a column command's (0) and a row command's (1) apart, per group of banks (`coarse_group`), oldest "
+      "candidate first: the rw scan's order"),
+    F("ord_n", I64, ("rw_queues", 2, "coarse_groups"), 0, "queue", "lengths of ord_list"),
+    F("ord_ncmd", I64, ("rw_queues", 2, "coarse_groups", "cmds"), 0, "queue", "... how many of its banks' candidates "
+      "are each command"),
+    F("ord_cls", I64, BQ, -1, "queue", "the ord_list the bank is in (-1 none)"),
+    F("coarse_group", I64, ("banks_per_ch",), INIT, "queue", "the bank's group: banks reading the same coarsest "
+      "timing cells (tables.coarse_groups)", FIXED),
+)
+
+BY_NAME = {f.name: f for f in FIELDS + DEEP_FIELDS}
 State = namedtuple("State", [f.name for f in FIELDS])
+DeepState = namedtuple("DeepState", [f.name for f in FIELDS + DEEP_FIELDS])
 
 
 def _named(pred) -> tuple[str, ...]:
@@ -302,7 +315,7 @@ BANK_STATE_FIELDS = _named(lambda f: f.role == "bank" and f.shape[0] == "banks")
 
 def sizes(*, channels: int, banks_per_ch: int, bufs: int, cmds: int, cells: int, windows: int, win_nodes: int,
           window: int, ref_nodes_per_ch: int, sources: int, rw: int, requests: int, stream_capacity: int,
-          queue_max: int, log: bool, cmdq: int = 0) -> dict[str, int]:
+          queue_max: int, log: bool, cmdq: int = 0, coarse_groups: int = 1) -> dict[str, int]:
     """The sizes (SIZES) of one device set's state."""
     st = sources - rw
     rw1 = max(rw, 1)
@@ -314,7 +327,7 @@ def sizes(*, channels: int, banks_per_ch: int, bufs: int, cmds: int, cells: int,
         "pin_cap": queue_max * 2 + 2, "streams": max(channels * st, 1), "stream_cap": max(int(stream_capacity), 1),
         "sources": max(sources, 1), "ref_nodes": channels * ref_nodes_per_ch, "cmds": cmds,
         "log": 4096 if log else 1, "ring": 4096, "groups": 0, "cand_width": CAND_WIDTH,
-        "cmdq": max(int(cmdq), 1),
+        "cmdq": max(int(cmdq), 1), "coarse_groups": coarse_groups,
     }
 
 
@@ -343,9 +356,11 @@ def allocate(names: tuple[str, ...] | list[str], size: dict, init: dict | None =
     return out
 
 
-def new_state(size: dict, init: dict) -> State:
-    """A fresh state for sizes `size`; `init` holds the arrays of the INIT fields."""
-    return State(**allocate(State._fields, size, init))
+def new_state(size: dict, init: dict, deep: bool = False) -> State:
+    """A fresh state for sizes `size`; `init` holds the arrays of the INIT fields. deep: a DeepState (the
+    deep-window kernel variant's)."""
+    kind = DeepState if deep else State
+    return kind(**allocate(kind._fields, size, init))
 
 
 def reset_pool(S: State, a: int, b: int) -> None:

@@ -305,6 +305,15 @@ def lower(spec: DramSpec) -> Lowered:
     return Lowered(spec, tables, lo.anchors)
 
 
+def coarse_groups(rcell: np.ndarray, cells: int) -> np.ndarray:
+    """The group of each local bank (0, 1, ...): banks of one group read the same first `cells` cells (the
+    coarsest: rcell lists a target's cells coarsest first) for every command, e.g. with HBM2's pseudochannels the
+    channel's and the pseudochannel's, so a command just issued raises those alike for all of them."""
+    keys = rcell[:, :, :cells].transpose(1, 0, 2).reshape(rcell.shape[1], -1)
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    return group.reshape(-1).astype(np.int64)
+
+
 def check_cover(low: Lowered) -> None:
     """Exactness of the forward form: for every (preceding command P at target s, following command F at
     target r), the latency the lowered cells impose equals the max latency over the windowless rows that

@@ -228,6 +228,12 @@ def test_kernel_variant_is_chosen_only_where_it_applies(fast_engine):
     deep = {"read_queue": 257, "write_queue": 32}              # a queue deeper than COARSE_FIRST_QUEUE: a deep window
     assert fast_engine(dual, deep, sources=pim_npu, arbitration="priority").kernel == "pim_dual_deep"
     assert fast_engine(dual, deep, sources=pim_npu, arbitration="priority").S.variant.dtype == np.int32
+    # only that variant's state carries the scan order's fields (each field costs every kernel call: state.py)
+    from archsim.engine import state
+    assert type(fast_engine(dual, deep, sources=pim_npu, arbitration="priority").S) is state.DeepState
+    assert type(fast_engine(dual, sources=pim_npu, arbitration="priority").S) is state.State
+    assert type(fast_engine(spec, deep).S) is state.State                      # lean: the unordered scan
+    assert state.DeepState._fields == state.State._fields + tuple(f.name for f in state.DEEP_FIELDS)
     assert fast_engine(dual, {"read_queue": 256}, sources=pim_npu, arbitration="priority").kernel == "pim_dual"
     streams = [{"name": "pim0", "kind": "stream"}, {"name": "pim1", "kind": "stream"}]
     for kw in ({}, {"arbitration": "blocked"}, {"starvation_cap": 10}, {"active_buffer": True}):

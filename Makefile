@@ -21,9 +21,10 @@ STAMP  := $(VENV)/.installed
 WARM   ?= pimgpt
 WAIT   := $(BIN)/python -m archsim.warm --wait --lock $(VENV)/warm.lock
 # After the demo's kernel, the set-up goes on warming the kernel variant of every other system a fresh clone runs
-# (issue 38 item 3): trace (dram-trace), general (T3, the NeuPIMs baselines, gemm, Duplex), neupims (NeuPIMs), one
-# at a time at the lowest priority, under its own lock, so `make demo` does not wait for it (`make test` warms its
-# own list). `make setup WARM_REST=` skips it.
+# (issue 38 item 3): trace (dram-trace), general (T3, the NeuPIMs baselines, gemm, Duplex), neupims (NeuPIMs under
+# its mappings' deep request window; neupims-shallow, a 32-entry window's, is `make test`'s only), one at a time
+# at the lowest priority, under its own lock, so `make demo` does not wait for it (`make test` warms its own list).
+# `make setup WARM_REST=` skips it.
 WARM_REST ?= trace general neupims
 TEST_STAMP := $(VENV)/.installed-test
 TOML   := import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))

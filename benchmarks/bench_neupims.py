@@ -11,8 +11,8 @@ compile excluded) and the Python driver's (the rest). The benchmark measures thr
 so it runs unchanged against an older checkout for a before/after (PYTHONPATH=that checkout).
 
 Run: .venv/bin/python benchmarks/bench_neupims.py [--batch 512] [--layers 32] [--serving-iterations 100]
-     (--serving-iterations 0 skips the serving run, --no-iteration the batch iteration; --layers N simulates
-     only the first N layers)
+     [--mapping FILE] (--serving-iterations 0 skips the serving run, --no-iteration the batch iteration;
+     --layers N simulates only the first N layers; --mapping: the batch iteration's mapping policy)
 """
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ def main() -> int:
     ap.add_argument("--model", default="gpt3-7b")
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--layers", type=int, default=None)
+    ap.add_argument("--mapping", default=None, help="the batch iteration's mapping policy (default: the system's), "
+                    "e.g. a copy of mappings/neupims.yaml with another request_queue")
     ap.add_argument("--serving-iterations", type=int, default=100)
     ap.add_argument("--serving-batch", type=int, default=64)
     ap.add_argument("--no-iteration", action="store_true", help="skip the batch iteration (time serving only)")
@@ -81,6 +83,8 @@ def main() -> int:
     run = {"system": "neupims", "model": args.model, "batch": args.batch, "dataset": "sharegpt"}
     if args.layers:
         run["layers"] = args.layers
+    if args.mapping:
+        run["mapping"] = args.mapping
     if not args.no_iteration:
         iteration(api, run, kernel_cpu, out)
 

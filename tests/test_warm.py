@@ -48,15 +48,23 @@ def test_warm_compiles_the_general_kernel():
     assert ms.kernel == "general" and ms._signature() == _signature_of(warm.KERNELS["general"])
 
 
-def test_warm_compiles_the_neupims_kernels():
+def test_warm_compiles_the_neupims_kernels(tmp_path):
     """`make test` (and `make setup`) warm NeuPIMs' kernel: the one its DecodeSimulator runs under the mapping's
-    deep request window (pim_dual_deep); `make test` also warms the shallow window's (pim_dual)."""
+    deep request window (pim_dual_deep); `make test` also warms the shallow window's (pim_dual: a mapping with a
+    32-entry window)."""
+    from pathlib import Path
+
     from archsim.systems.neupims.config import setup
     from archsim.systems.neupims.decode import DecodeSimulator
     from archsim.systems.neupims.device import build_device
 
-    for name, kernel, keys in (("neupims", "pim_dual_deep", {}), ("neupims-shallow", "pim_dual", {"request_queue": 32})):
-        dev = build_device(setup({"system": "neupims", "model": "gpt3-small", "layers": 1, "batch": 8, **keys}))
+    shipped = (Path(__file__).resolve().parent.parent / "mappings" / "neupims.yaml").read_text()
+    assert "\nrequest_queue: 4096\n" in shipped
+    shallow = tmp_path / "neupims_q32.yaml"
+    shallow.write_text(shipped.replace("\nrequest_queue: 4096\n", "\nrequest_queue: 32\n"))
+    for name, kernel, mapping in (("neupims", "pim_dual_deep", "neupims"), ("neupims-shallow", "pim_dual", str(shallow))):
+        dev = build_device(setup({"system": "neupims", "model": "gpt3-small", "layers": 1, "batch": 8,
+                                  "mapping": mapping}))
         ms = DecodeSimulator(dev, refresh=True).ms
         assert ms.kernel == kernel and ms._signature() == _signature_of(warm.KERNELS[name]), name
 

@@ -128,23 +128,17 @@ def _run(job: tuple[dict, Path]) -> Path:
 
 
 def whole_model_tokens_per_s(res, cfg: dict) -> float:
-    """tokens/s of the whole model from a run of its first L layers, with NeuPIMs' own stage formula: with
-    sub-batch interleaving T(N) = A + B + (C + D)(N - 1) + E + F, so the simulated time plus (N - L) x the
-    mean simulated C + D; without it T(N) = N x (A + B + E), the simulated time x N / L. Exact for --full."""
+    """tokens/s of the whole model from a run of its first L layers, with NeuPIMs' own stage formula
+    (archsim.systems.neupims.modes.whole_model_cycles: with sub-batch interleaving T(N) = A + B + (C + D)(N - 1)
+    + E + F; without it the simulated time x N / L). Exact for --full."""
+    from archsim.systems.neupims.modes import whole_model_cycles
+
     n = load_model(cfg["model"]).n_layers
     sim_layers = cfg.get("layers", n)
     if sim_layers == n:
         return res.stats["tokens_per_s"]
-    st = res.tables["stages"]
-    rows = []
-    for _, g in st.groupby("sample"):
-        t = g["cycles"].sum()
-        if set(g["stage"]) >= {"C", "D"}:
-            steady = g[g["stage"].isin(["C", "D"])]["cycles"].sum() / max(sim_layers - 1, 1)
-            t_full = t + (n - sim_layers) * steady
-        else:
-            t_full = t * n / sim_layers
-        rows.append(t / t_full)
+    rows = [g["cycles"].sum() / whole_model_cycles(g, n, sim_layers)[0]
+            for _, g in res.tables["stages"].groupby("sample")]
     return res.stats["tokens_per_s"] * float(np.mean(rows))
 
 

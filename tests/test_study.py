@@ -165,6 +165,23 @@ def test_features_a_design_does_not_model_are_refused_never_stood_in(tmp_path, m
         dense_only[("t3", "mixtral-8x7b")].reason
 
 
+def test_neupims_request_trace_is_named_relative_to_the_working_directory(tmp_path, monkeypatch):
+    """A study's NeuPIMs request trace inside the working directory is named relative to it (no machine's path in
+    a committed results.csv; the same point hash in another clone), outside it by its absolute path."""
+    from archsim.systems.neupims.study import trace
+
+    it = next(i for i in parse_study(TINY, "tiny.yaml").intents if i.system == "neupims")
+    monkeypatch.chdir(tmp_path)
+    inside = trace(it, tmp_path / "out" / "inputs")
+    assert inside == f"out/inputs/requests-{it.batch}x{it.input_len}+{it.output_len}.csv"
+    assert (tmp_path / inside).is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    outside = trace(it, tmp_path / "out" / "inputs")
+    assert outside == str((tmp_path / inside).resolve())
+
+
 def test_gqa_model_on_neupims_runs(tmp_path):
     """The smallest study of a GQA model on NeuPIMs (Llama-3-8B: 8 KV heads for 32 query heads, SwiGLU, RMSNorm;
     one layer simulated) runs to an ok row."""

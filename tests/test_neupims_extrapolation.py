@@ -56,3 +56,22 @@ def test_two_layers_extrapolate_to_the_run_of_every_layer(gpt2_small_runs):
     # check can tell the two apart (measured +7.9 % on this run)
     proportional = two.stats["iteration_s"] * 12 / 2
     assert proportional / full.stats["decode_step_s"] - 1 > 0.05
+
+
+def test_serving_iterations_take_the_whole_model_time(tmp_path):
+    """Serving mode simulates the first `layers` layers of every decode iteration and reports the whole model's
+    times (until 2026-11-29 it reported a model of `layers` layers): GPT-2 small, 8 requests,
+    2 layers simulated against all 12, every iteration's duration within 2 % and the same prefill."""
+    from archsim.workload import serving
+
+    trace = tmp_path / "t.csv"
+    serving.write_trace(trace, [serving.Request(i, 0.0, 64, 3) for i in range(8)])
+    cfg = {"system": "neupims", "model": "gpt2-small", "mode": "serving", "requests": 8, "batch": 8,
+           "refresh": False, "dataset": str(trace)}
+    two, full = (api.run({**cfg, "layers": n}, seed=1) for n in (2, 12))
+    assert two.stats["extrapolation"] == STAGE_FORMULA and full.stats["extrapolation"] == "every layer simulated"
+    d2, d12 = (r.df.loc[r.df["decode_tokens"] > 0, "duration_s"].to_numpy() for r in (two, full))
+    assert len(d2) == len(d12) > 0
+    assert d2 == pytest.approx(d12, rel=0.02)
+    assert two.stats["ttft_p50_s"] == full.stats["ttft_p50_s"]          # prefill: the whole model, analytically
+    assert two.stats["simulated_cycles"] < full.stats["simulated_cycles"] / 4

@@ -12,7 +12,8 @@ so it runs unchanged against an older checkout for a before/after (PYTHONPATH=th
 
 Run: .venv/bin/python benchmarks/bench_neupims.py [--batch 512] [--layers 32] [--serving-iterations 100]
      (--serving-iterations 0 skips the serving run, --no-iteration the batch iteration; --layers N simulates
-     only the first N layers)
+     only the first N layers, --serving-layers N only those of every serving iteration, the whole model's times
+     taken from them by NeuPIMs' stage formula: the way to a quick whole-model serving run, docs/performance.md)
 """
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def main() -> int:
     ap.add_argument("--serving-iterations", type=int, default=100)
     ap.add_argument("--serving-batch", type=int, default=64)
     ap.add_argument("--no-iteration", action="store_true", help="skip the batch iteration (time serving only)")
+    ap.add_argument("--serving-layers", type=int, default=None,
+                    help="layers simulated per serving iteration (default: --layers, else every layer)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -87,8 +90,9 @@ def main() -> int:
     if args.serving_iterations:
         srv = {"system": "neupims", "model": args.model, "mode": "serving", "batch": args.serving_batch,
                "requests": args.serving_batch, "max_iterations": args.serving_iterations, "dataset": "alpaca"}
-        if args.layers:
-            srv["layers"] = args.layers
+        if args.serving_layers or args.layers:
+            srv["layers"] = args.serving_layers or args.layers
+        out["serving_layers"] = srv.get("layers", "all")
         t0 = time.perf_counter()
         cpu0 = time.process_time()
         try:

@@ -11,8 +11,10 @@ compile excluded) and the Python driver's (the rest). The benchmark measures thr
 so it runs unchanged against an older checkout for a before/after (PYTHONPATH=that checkout).
 
 Run: .venv/bin/python benchmarks/bench_neupims.py [--batch 512] [--layers 32] [--serving-iterations 100]
-     [--mapping FILE] (--serving-iterations 0 skips the serving run, --no-iteration the batch iteration;
-     --layers N simulates only the first N layers; --mapping: the batch iteration's mapping policy)
+     [--mapping FILE] (--serving-iterations 0 skips the serving run, --no-iteration the batch iteration; --layers N
+     simulates only the first N layers, --serving-layers N only those of every serving iteration, the whole model's
+     times taken from them by NeuPIMs' stage formula: the way to a quick whole-model serving run,
+     docs/performance.md; --mapping: the batch iteration's mapping policy)
 """
 from __future__ import annotations
 
@@ -49,6 +51,8 @@ def main() -> int:
     ap.add_argument("--serving-iterations", type=int, default=100)
     ap.add_argument("--serving-batch", type=int, default=64)
     ap.add_argument("--no-iteration", action="store_true", help="skip the batch iteration (time serving only)")
+    ap.add_argument("--serving-layers", type=int, default=None,
+                    help="layers simulated per serving iteration (default: --layers, else every layer)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -91,8 +95,9 @@ def main() -> int:
     if args.serving_iterations:
         srv = {"system": "neupims", "model": args.model, "mode": "serving", "batch": args.serving_batch,
                "requests": args.serving_batch, "max_iterations": args.serving_iterations, "dataset": "alpaca"}
-        if args.layers:
-            srv["layers"] = args.layers
+        if args.serving_layers or args.layers:
+            srv["layers"] = args.serving_layers or args.layers
+        out["serving_layers"] = srv.get("layers", "all")
         t0 = time.perf_counter()
         cpu0 = time.process_time()
         try:

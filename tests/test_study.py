@@ -165,6 +165,23 @@ def test_features_a_design_does_not_model_are_refused_never_stood_in(tmp_path, m
         dense_only[("t3", "mixtral-8x7b")].reason
 
 
+def test_neupims_request_trace_is_named_relative_to_the_working_directory(tmp_path, monkeypatch):
+    """A study's NeuPIMs request trace inside the working directory is named relative to it (no machine's path in
+    a committed results.csv; the same point hash in another clone), outside it by its absolute path."""
+    from archsim.systems.neupims.study import trace
+
+    it = next(i for i in parse_study(TINY, "tiny.yaml").intents if i.system == "neupims")
+    monkeypatch.chdir(tmp_path)
+    inside = trace(it, tmp_path / "out" / "inputs")
+    assert inside == f"out/inputs/requests-{it.batch}x{it.input_len}+{it.output_len}.csv"
+    assert (tmp_path / inside).is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    outside = trace(it, tmp_path / "out" / "inputs")
+    assert outside == str((tmp_path / inside).resolve())
+
+
 def test_gqa_model_on_neupims_runs(tmp_path):
     """The smallest study of a GQA model on NeuPIMs (Llama-3-8B: 8 KV heads for 32 query heads, SwiGLU, RMSNorm;
     one layer simulated) runs to an ok row."""
@@ -248,9 +265,15 @@ def test_neupims_at_its_paper_configuration_is_its_report_row():
     row = rows[(rows.system == "NeuPIMs") & (rows.model == "gpt3-7b") & (rows.dataset == "sharegpt")
                & (rows.batch == 256)]
     assert len(row) == 1
-    # the same simulation: the simulated layers' tokens/s are the row's (the whole-model figure differs by
-    # extrapolation: the report uses NeuPIMs' stage formula, the study the common schema's layer scaling)
+    # the same simulation: the simulated layers' tokens/s are the row's
     assert row.iloc[0]["simulated_tokens_per_s"] == pytest.approx(load_result(run).stats["tokens_per_s"], rel=1e-12)
+    # and the whole model's: the system's common metrics extrapolate with NeuPIMs' stage formula, as the report
+    # does (archsim.systems.neupims.modes.whole_model_cycles; the point re-simulated, ~5 s)
+    from archsim import api
+
+    point = api.run(got)
+    assert point.stats["scope"]["extrapolation"].startswith("NeuPIMs' stage formula")
+    assert point.stats["decode_tokens_per_s"] == pytest.approx(row.iloc[0]["tokens_per_s"], rel=1e-9)
 
 
 def test_t3_decode_at_its_paper_configuration_simulates_the_report_sublayer():

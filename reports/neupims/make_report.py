@@ -89,8 +89,9 @@ TOGGLES = {
 }
 FULL_POINT = ("gpt3-7b", "sharegpt", 256)     # simulated with every layer beside the extrapolated run
 # Serving is small: every decode iteration streams the shard's weights through the channel engine whatever the
-# batch (~35 s of CPU per GPT3-7B iteration of all layers), so one layer is simulated; prefill and decode
-# time both scale with the layers (decode within the extrapolation error measured above)
+# batch (~25 s of CPU per GPT3-7B iteration of all layers), so one layer of each is simulated and the whole
+# model's time taken from it (archsim.systems.neupims.modes.whole_model_cycles: at this batch NeuPIMs runs without
+# sub-batch interleaving, where every layer is the same, so the simulated time x layers)
 SERVING = {"model": "gpt3-7b", "dataset": "alpaca", "mode": "serving", "requests": 8, "batch": 4, "layers": 1}
 SERVING_VARIANTS = {"NeuPIMs": ("neupims", {}), "NPU-only": ("npu_only", {}), "GPU-only, 33 us/kernel": VARIANTS["GPU-only, 33 us/kernel"]}
 
@@ -128,23 +129,17 @@ def _run(job: tuple[dict, Path]) -> Path:
 
 
 def whole_model_tokens_per_s(res, cfg: dict) -> float:
-    """tokens/s of the whole model from a run of its first L layers, with NeuPIMs' own stage formula: with
-    sub-batch interleaving T(N) = A + B + (C + D)(N - 1) + E + F, so the simulated time plus (N - L) x the
-    mean simulated C + D; without it T(N) = N x (A + B + E), the simulated time x N / L. Exact for --full."""
+    """tokens/s of the whole model from a run of its first L layers, with NeuPIMs' own stage formula
+    (archsim.systems.neupims.modes.whole_model_cycles: with sub-batch interleaving T(N) = A + B + (C + D)(N - 1)
+    + E + F; without it the simulated time x N / L). Exact for --full."""
+    from archsim.systems.neupims.modes import whole_model_cycles
+
     n = load_model(cfg["model"]).n_layers
     sim_layers = cfg.get("layers", n)
     if sim_layers == n:
         return res.stats["tokens_per_s"]
-    st = res.tables["stages"]
-    rows = []
-    for _, g in st.groupby("sample"):
-        t = g["cycles"].sum()
-        if set(g["stage"]) >= {"C", "D"}:
-            steady = g[g["stage"].isin(["C", "D"])]["cycles"].sum() / max(sim_layers - 1, 1)
-            t_full = t + (n - sim_layers) * steady
-        else:
-            t_full = t * n / sim_layers
-        rows.append(t / t_full)
+    rows = [g["cycles"].sum() / whole_model_cycles(g, n, sim_layers)[0]
+            for _, g in res.tables["stages"].groupby("sample")]
     return res.stats["tokens_per_s"] * float(np.mean(rows))
 
 
@@ -1617,12 +1612,16 @@ def _extrapolation_serving_section(c, frames: dict[str, pd.DataFrame], layers: i
         f"{c.num(e, '{:+.2f}')} % ({v})" for e, v in zip(err, full.index, strict=True)) + "."), ""]
     if "serving" in frames:
         sv = frames["serving"].set_index("system")
-        md += ["## Serving (continuous batching; every iteration simulated, first layer only)", "",
+        md += [f"## Serving (continuous batching; every decode iteration simulated, {SERVING['layers']} layer(s) of it, "
+               "times of the whole model)", "",
                "| system | tokens/s | TTFT p50 / p99 (ms) | TBT p50 / p90 / p99 (ms) | iterations |", "|---|---|---|---|---|"]
         for v, r in sv.iterrows():
             md.append(f"| {v} | {r['tokens_per_s']:,.0f} | {r['ttft_p50_s'] * 1e3:.1f} / {r['ttft_p99_s'] * 1e3:.1f} | "
                       f"{r['tbt_p50_s'] * 1e3:.2f} / {r['tbt_p90_s'] * 1e3:.2f} / {r['tbt_p99_s'] * 1e3:.2f} | {int(r['iterations'])} |")
-        md += ["", f"Config: `{SERVING}` (times of the first layer alone; prefill on standalone NPUs).", ""]
+        how = "; ".join(f"`{m}`" for m in dict.fromkeys(sv["extrapolation"]))
+        md += ["", f"Config: `{SERVING}`. Each decode iteration's first layers simulated, the whole model's time "
+               f"taken from them (serving.csv's `extrapolation`: {how}); prefill of the whole model on standalone "
+               "NPUs.", ""]
     md += ["## Stages and timeline (NeuPIMs, GPT3-7B, batch 256, ShareGPT)", "", *stage_table(stages), "",
            "![stage timeline](timeline.png)", ""]
     return md

@@ -25,7 +25,9 @@ PAPER = {"preset": "NeuPIMs_HBM2_Dual"}          # NeuPIMs' own device: 32 chann
 
 
 def trace(it: Intent, files: Path) -> str:
-    """A trace of `batch` requests of the study's lengths, written once in the study's input files folder."""
+    """A trace of `batch` requests of the study's lengths, written once in the study's input files folder; named
+    relative to the working directory when it lies inside it, so a study run from a checkout's root keeps no
+    machine's path in its results and resumes in another clone without re-running its NeuPIMs points."""
     files.mkdir(parents=True, exist_ok=True)
     path = files / f"requests-{it.batch}x{it.input_len}+{it.output_len}.csv"
     if not path.is_file():
@@ -35,7 +37,8 @@ def trace(it: Intent, files: Path) -> str:
             w.writerow(["arrival_s", "prompt_tokens", "output_tokens"])
             w.writerows([0.0, it.input_len, it.output_len] for _ in range(it.batch))
         tmp.replace(path)
-    return str(path.resolve())
+    path = path.resolve()
+    return str(path.relative_to(Path.cwd().resolve()) if path.is_relative_to(Path.cwd().resolve()) else path)
 
 
 def config(it: Intent, model: Any, files: Path) -> dict[str, Any]:

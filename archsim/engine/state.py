@@ -2,7 +2,8 @@
 
 The kernel (archsim/engine/channel.py) keeps all its state outside itself, in numpy arrays gathered in one
 namedtuple, `State` (numba compiles one kernel for every device of a kernel variant because the arrays are
-arguments, and caches it). `FIELDS` below is the only list of those arrays; everything else is derived from it:
+arguments, and caches it). `FIELDS` below is the only list of those arrays (and `DEEP_FIELDS` of the ones only the
+deep-window variant's `DeepState` adds); everything else is derived from it:
 
 * `State` (the namedtuple, fields in declaration order) and its allocation (`allocate`, MemorySystem.__init__);
 * the field groups the Python side works on: the request pool (`POOL_FIELDS`, grown by `_grow_pool`, their

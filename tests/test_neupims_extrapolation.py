@@ -79,8 +79,7 @@ def test_serving_iterations_take_the_whole_model_time(tmp_path):
 
 # ------------------------------------------------------------------------------------------------
 # Independent review (r38x, 2026-11-29): the paths the checks above leave open, and two cases where the
-# extrapolation is known to fail (strict xfail: they turn into failures once the model code is fixed, so the
-# marker must then go).
+# extrapolation failed until they were fixed (layers of two kinds, layers above the model's count).
 
 
 def test_without_interleaving_every_layer_is_the_same(gpt2_small_runs):
@@ -119,28 +118,35 @@ def _every_other_layer_moe(tmp_path) -> str:
     return str(path)
 
 
-@pytest.mark.xfail(strict=True, reason="whole_model_cycles takes the steady C + D of the simulated layers as every "
-                   "layer's: with MoE every 2nd block, 2 layers hold only the dense layer 0's C + D (-54 %)")
 def test_layers_of_two_kinds(tmp_path):
     """GLaM-style alternation: the C, D stages of a layer carry its post-attention FFN, so the simulated layers'
     mean C + D stands for the model only if they hold its layer kinds in the model's proportion. Measured
     (2 layers against all 12): -53.7 % by the stage formula, +2.8 % proportional; GLaM at tp 16, 2 layers:
     C + D of a dense layer 87 k cycles, of an MoE layer 2.81 M."""
     cfg = {"system": "neupims", "model": _every_other_layer_moe(tmp_path), "batch": 16, "dataset": "sharegpt"}
-    two, full = api.run({**cfg, "layers": 2}), api.run({**cfg, "layers": 12})
+    two, four, full = (api.run({**cfg, "layers": n}) for n in (2, 4, 12))
+    # 2 layers hold no MoE layer's C + D: proportional (one dense, one MoE: the model's proportion)
+    assert two.stats["scope"]["extrapolation"].startswith("proportional")
     assert two.stats["decode_step_s"] == pytest.approx(full.stats["decode_step_s"], rel=0.05)
+    # 4 layers hold both kinds' C + D: the formula by layer kind
+    assert four.stats["scope"]["extrapolation"].endswith("by layer kind")
+    assert four.stats["decode_step_s"] == pytest.approx(full.stats["decode_step_s"], rel=0.05)
+    assert four.stats["energy_per_token_j"] == pytest.approx(full.stats["energy_per_token_j"], rel=0.05)
 
 
-@pytest.mark.xfail(strict=True, reason="layers above the model's count simulate that many layers and report them "
-                   "as 'every layer simulated' (gpt2-small, layers=24: 2.04 x the 12-layer step); before the "
-                   "stage formula the step was scaled by N / L")
-def test_layers_beyond_the_model(gpt2_small_runs):
+def test_layers_beyond_the_model_are_refused():
+    """`layers` above the model's count would simulate that many layers and call them the model (2.04 x the
+    step of gpt2-small at 24 layers): refused, naming the key and the model's count."""
     from archsim.errors import ConfigError
 
-    _, full = gpt2_small_runs
-    try:
-        over = api.run({"system": "neupims", "model": "gpt2-small", "batch": 16, "dataset": "sharegpt",
-                        "layers": 24})
-    except ConfigError:
-        return                                   # refused: fine
-    assert over.stats["decode_step_s"] == pytest.approx(full.stats["decode_step_s"], rel=0.03)
+    with pytest.raises(ConfigError, match=r"layers: at most the model's layers \(gpt2-small has 12\), got 24"):
+        api.run({"system": "neupims", "model": "gpt2-small", "batch": 16, "dataset": "sharegpt", "layers": 24})
+
+
+def test_a_batch_of_one_runs_no_empty_sub_batch():
+    """With sub-batch interleaving a batch of one request leaves the second sub-batch empty; it runs no GEMMs
+    (they streamed every weight a second time: GPT3-7B, 2 layers, 7.38 ms against 4.05 ms without
+    interleaving), so the two runs simulate the same cycles."""
+    cfg = {"system": "neupims", "model": "gpt2-small", "batch": 1, "dataset": "sharegpt", "layers": 2}
+    on, off = api.run({**cfg, "sub_batch": True}), api.run({**cfg, "sub_batch": False})
+    assert on.stats["simulated_cycles"] == off.stats["simulated_cycles"]

@@ -134,11 +134,13 @@ def whole_model_tokens_per_s(res, cfg: dict) -> float:
     + E + F; without it the simulated time x N / L). Exact for --full."""
     from archsim.systems.neupims.modes import whole_model_cycles
 
-    n = load_model(cfg["model"]).n_layers
+    model = load_model(cfg["model"])
+    n = model.n_layers
     sim_layers = cfg.get("layers", n)
     if sim_layers == n:
         return res.stats["tokens_per_s"]
-    rows = [g["cycles"].sum() / whole_model_cycles(g, n, sim_layers)[0]
+    kinds = [model.is_moe_layer(layer) for layer in range(n)]
+    rows = [g["cycles"].sum() / whole_model_cycles(g, n, sim_layers, kinds)[0]
             for _, g in res.tables["stages"].groupby("sample")]
     return res.stats["tokens_per_s"] * float(np.mean(rows))
 

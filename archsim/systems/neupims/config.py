@@ -243,6 +243,9 @@ def _resolve(config: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, Policy]
         raise ConfigError("tp", f"{model.name} has {model.n_heads} heads; tp must divide it, got {out['tp']}")
     if model.n_kv_heads % out["tp"]:       # a device holds whole KV heads (no KV head replicated across devices)
         raise ConfigError("tp", f"{model.name} has {model.n_kv_heads} KV heads; tp must divide them, got {out['tp']}")
+    if out["layers"] is not None and out["layers"] > model.n_layers:
+        raise ConfigError("layers", f"at most the model's layers ({model.name} has {model.n_layers}), "
+                          f"got {out['layers']}")
     policy = _policy(out["mapping"])
     for key in ("sub_batch", "channel_assignment", "kv_layout"):
         if out[key] is None:

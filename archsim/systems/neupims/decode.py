@@ -799,7 +799,8 @@ class DecodeSimulator:
         sb1, sb2 = serving.partition_sub_batches(channels, self.dev.pim_units)
         subs = [[reqs[i] for i in sb1], [reqs[i] for i in sb2]]
         sizes = [len(s) for s in subs]
-        ops = [[self.layer_ops(layer, max(sizes[s], 1)) for s in (0, 1)] for layer in range(L)]
+        # an empty sub-batch (a batch of one request) runs no operators: its GEMMs would stream every weight again
+        ops = [[self.layer_ops(layer, sizes[s]) if sizes[s] else ([], []) for s in (0, 1)] for layer in range(L)]
         # A: QKV(SB1) | B: QKV(SB2) + MHA(SB1) | C: post(SB1)+QKV'(SB1) + MHA(SB2) | D: post(SB2)+QKV'(SB2) +
         # MHA'(SB1) ... | E: post(SB1) + MHA(SB2) | F: post(SB2)   (primes: the next layer)
         t = self.run_stage("A", 0, ops[0][0][0], None, t).end

@@ -129,7 +129,6 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
         return Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
     dev = build_device(su)
     sim_cycles = 0
-    energy_parts: dict[str, float] = {}         # DRAM energy by component, J, summed over samples and devices
     for s in range(samples):
         ctx, chans = batch_of(su, dev, rng, s)
         sim = DecodeSimulator(dev, refresh=su.refresh)
@@ -147,8 +146,6 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
             ops = _ops_frame(sim.stages)
             units = _pim_units_frame(sim.stages)
         e = _energy_j(dev, sf, end)
-        for k, v in e.items():
-            energy_parts[k] = energy_parts.get(k, 0.0) + v * dev.tp
         rows.append({"sample": s, "batch": len(ctx), "mean_context": float(np.mean(ctx)), "cycles": end,
                      "seconds": sec, "tokens_per_s": len(ctx) / sec,
                      "npu_util": float((sf["npu_util"] * sf["cycles"]).sum() / end),
@@ -165,7 +162,7 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
              "mem_bw_util": float(df["mem_bw_util"].mean()),
              "dram_energy_per_token_j": float(df["energy_j"].sum() / tok),
              "simulated_cycles": int(sim_cycles), "wall_s": wall, "cycles_per_s": sim_cycles / wall}
-    stats.update(_common(su, dev, df, energy_parts, stages))
+    stats.update(_common(su, dev, df, stages))
     stats["timeline_of"] = f"sample 0's decode iteration ({dev.layers} layer{'s' * (dev.layers != 1)})"
     res = Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
     res.tables["stages"] = stages
@@ -193,59 +190,76 @@ def _ops_frame(stages: list[StageStats]) -> pd.DataFrame:
 
 
 STAGE_FORMULA = "NeuPIMs' stage formula, T(N) = A + B + (C + D)(N - 1) + E + F"
+PROPORTIONAL = "proportional: the simulated layers' time x layers / layers simulated"
 
 
-def whole_model_cycles(stages: pd.DataFrame, n_layers: int, layers: int) -> tuple[float, str]:
+def whole_model_cycles(stages: pd.DataFrame, n_layers: int, layers: int, kinds: list[Any] | None = None,
+                       column: str = "cycles") -> tuple[float, str]:
     """One sample's decode step of the whole model in cycles, from its first `layers` layers simulated
-    (`stages`: that sample's rows of the stages table), and how it was extrapolated. With sub-batch interleaving
-    the layers chain through the steady stages C and D, so the first layer's A, B and the last one's E, F are
-    paid once per step: the simulated time plus (N - L) x the mean simulated C + D (exact to 0.1 % against a run
-    of all 32 layers of GPT3-7B at batch 512, where scaling the time by N / L overstates it by 9.6 %). Without
-    interleaving every layer is the same A + B + E: the simulated time x N / L. One simulated layer of an
-    interleaved run holds no C or D: proportional then too, and the returned method says so."""
-    t = float(stages["cycles"].sum())
-    if layers >= n_layers:
+    (`stages`: that sample's rows of the stages table, columns stage, layer, cycles), and how it was
+    extrapolated; `column`: another quantity each stage adds up (a command count, `n_RD`) the same way. With sub-batch interleaving the layers chain through the steady stages C and D, so the first
+    layer's A, B and the last one's E, F are paid once per step: the simulated time plus (N - L) x the mean
+    simulated C + D (exact to 0.1 % against a run of all 32 layers of GPT3-7B at batch 512, where scaling the
+    time by N / L overstates it by 9.6 %). Layers of several kinds (`kinds`, one per model layer: an MoE FFN
+    every k-th block, GLaM) differ in the FFN their C, D and E, F carry: T(N) = A + B + the sum over layers
+    0..N-2 of their kind's mean simulated C + D + E, F of the last layer's kind (the simulated E + F moved by the
+    two kinds' C + D difference), when the simulated layers hold a C + D of every kind needed. Without
+    interleaving every layer is the same A + B + E: the simulated time x N / L. Otherwise (one interleaved
+    layer, or a kind not simulated) proportional too, and the returned method says so."""
+    t = float(stages[column].sum())
+    if layers == n_layers:
         return t, "every layer simulated"
-    if layers > 1 and set(stages["stage"]) >= {"C", "D"}:
-        steady = float(stages.loc[stages["stage"].isin(["C", "D"]), "cycles"].sum()) / (layers - 1)
-        return t + (n_layers - layers) * steady, STAGE_FORMULA
-    return t * n_layers / layers, "proportional: the simulated layers' time x layers / layers simulated"
+    if layers < 2 or not set(stages["stage"]) >= {"C", "D"}:
+        return t * n_layers / layers, PROPORTIONAL
+    cd = stages[stages["stage"].isin(["C", "D"])]
+    if kinds is None or len(set(kinds)) == 1:
+        return t + (n_layers - layers) * float(cd[column].sum()) / (layers - 1), STAGE_FORMULA
+    per_layer = cd.groupby("layer")[column].sum()
+    cd_of = {k: float(np.mean([c for layer, c in per_layer.items() if kinds[layer] == k]))
+             for k in {kinds[layer] for layer in per_layer.index}}
+    if not {*kinds[:n_layers - 1], kinds[n_layers - 1]} <= cd_of.keys():
+        return t * n_layers / layers, PROPORTIONAL + " (the simulated layers hold no C + D of every layer kind)"
+    ab = float(stages.loc[stages["stage"].isin(["A", "B"]), column].sum())
+    ef = float(stages.loc[stages["stage"].isin(["E", "F"]), column].sum())
+    ef += cd_of[kinds[n_layers - 1]] - cd_of[kinds[layers - 1]]
+    return ab + sum(cd_of[k] for k in kinds[:n_layers - 1]) + ef, STAGE_FORMULA + " by layer kind"
 
 
-def _common(su: Setup, dev: Device, df: pd.DataFrame, dram_j: dict[str, float],
-            stages: pd.DataFrame) -> dict[str, Any]:
+def _common(su: Setup, dev: Device, df: pd.DataFrame, stages: pd.DataFrame) -> dict[str, Any]:
     """The common metric schema (archsim.metrics) of an iteration-mode run: the decode step of the whole model
-    (whole_model_cycles), the DRAM energy split into `dram` (activates, reads, writes, refresh), `pim` (the PIM
-    commands) and `static` (background), and the NPU's MACs at the study's per-MAC energy (`compute`). The work
-    of a layer (commands, MACs) scales with the layers, background energy with the time. Not modelled: the TP
-    links' energy, the embedding and LM head, the prefill."""
+    (whole_model_cycles), its DRAM energy split into `dram` (activates, reads, writes, refresh), `pim` (the PIM
+    commands) and `static` (background), priced on the whole model's command counts (each stage's counts
+    extrapolated as its cycles are) and time, and the NPU's MACs of the whole model at the study's per-MAC
+    energy (`compute`). Not modelled: the TP links' energy, the embedding and LM head, the prefill."""
+    from archsim import energy as energy_mod
     from archsim import metrics
     from archsim.energy import PIM_COMPONENT
 
     m, tp = su.model, su.tp
     tok = float(df["batch"].sum())
-    scale = m.n_layers / dev.layers
-    whole = {s: whole_model_cycles(g, m.n_layers, dev.layers) for s, g in stages.groupby("sample")}
-    per_sample = df["seconds"] * df["sample"].map({s: t / g["cycles"].sum() for (s, (t, _)), (_, g)
-                                                   in zip(whole.items(), stages.groupby("sample"), strict=True)})
-    step = float(per_sample.mean())
-    time_scale = step / float(df["seconds"].mean())        # the whole model's time over the simulated layers'
+    kinds = [m.is_moe_layer(layer) for layer in range(m.n_layers)]
+    counts = [c for c in stages.columns if c.startswith("n_")]
+    step, dram_j, how = 0.0, dict.fromkeys(["background", "refresh", PIM_COMPONENT], 0.0), ""
+    samples = stages.groupby("sample")
+    for _, g in samples:
+        cycles, how = whole_model_cycles(g, m.n_layers, dev.layers, kinds)
+        step += cycles * dev.spec.tCK_ps * 1e-12 / samples.ngroups
+        n = {c[2:]: round(whole_model_cycles(g, m.n_layers, dev.layers, kinds, column=c)[0]) for c in counts}
+        for k, v in energy_mod.dram_energy_pj(dev.spec, n, round(cycles), dev.spec.channels).items():
+            dram_j[k] = dram_j.get(k, 0.0) + v * 1e-12 * dev.tp
     E, F = m.d_model, m.d_ff
     Q, KV = m.q_dim, m.kv_dim                     # MHA: Q = KV = E; GQA: K and V per KV head
     ffn = (3 if m.gated_ffn else 2) * E * F
     per_token = E * (Q + 2 * KV) + Q * E + ffn      # QKV, projection, FFN GEMMs
     # an MoE layer: the router and experts_per_token experts' FFNs in place of the dense FFN
-    moe_extra = sum(m.is_moe_layer(layer) for layer in range(dev.layers)) * (
-        E * m.n_experts + (m.experts_per_token - 1) * ffn)
-    macs = float(df["batch"].sum()) * per_token * dev.layers     # every device's GEMMs, all samples
-    macs += float(df["batch"].sum()) * moe_extra
+    moe_extra = sum(kinds) * (E * m.n_experts + (m.experts_per_token - 1) * ffn)
+    macs = float(df["batch"].sum()) * (per_token * m.n_layers + moe_extra)     # the whole model, all samples
     if su.variant.pim_arbitration is None:
-        macs += float((df["batch"] * df["mean_context"]).sum()) * 2 * Q * dev.layers   # q.K^T and s.V on the NPU
-    pim = dram_j.get(PIM_COMPONENT, 0.0)
-    static = dram_j.get("background", 0.0)
-    parts = {"dram": (sum(dram_j.values()) - pim - static) * scale / tok, "pim": pim * scale / tok,
-             "compute": macs * metrics.DEFAULT_MAC_PJ * 1e-12 * scale / tok, "static": static * time_scale / tok}
-    sc = metrics.scope(layers_simulated=dev.layers, layers=m.n_layers, devices=tp, extrapolation=whole[0][1],
+        macs += float((df["batch"] * df["mean_context"]).sum()) * 2 * Q * m.n_layers   # q.K^T and s.V on the NPU
+    pim, static = dram_j[PIM_COMPONENT], dram_j["background"]
+    parts = {"dram": (sum(dram_j.values()) - pim - static) / tok, "pim": pim / tok,
+             "compute": macs * metrics.DEFAULT_MAC_PJ * 1e-12 / tok, "static": static / tok}
+    sc = metrics.scope(layers_simulated=dev.layers, layers=m.n_layers, devices=tp, extrapolation=how,
                        not_modelled=["embedding and LM head", "prefill (iteration mode)"],
                        compute_energy=f"{metrics.DEFAULT_MAC_PJ} pJ per NPU MAC (archsim.metrics.DEFAULT_MAC_PJ)")
     return metrics.common(step, int(df["batch"].mean()), parts, sc)
@@ -345,8 +359,10 @@ def run_serving_mode(su: Setup, seed: int) -> Result:
         end = sim.iteration(ctx, chans, su.sub_batch, start=start)
         state["clock"] = end
         sim_cycles[0] += end - start
-        stages = pd.DataFrame([(st.name, st.end - st.start) for st in sim.stages[k0:]], columns=["stage", "cycles"])
-        whole, state["extrapolation"] = whole_model_cycles(stages, layers, dev.layers)
+        stages = pd.DataFrame([(st.name, st.layer, st.end - st.start) for st in sim.stages[k0:]],
+                              columns=["stage", "layer", "cycles"])
+        whole, state["extrapolation"] = whole_model_cycles(stages, layers, dev.layers,
+                                                           [model.is_moe_layer(k) for k in range(layers)])
         return max(pre, whole * dev.spec.tCK_ps * 1e-12)
 
     cap = (dev.kv_capacity_bytes if dev is not None else su.tp * 40 * 2**30 - model.weight_bytes)

@@ -104,7 +104,8 @@ class NeuPimsConfig:
                              "pipeline, softmax serial) or fused_mha (NeuPIMs' npu-only branch: per head one "
                              "q.K^T preload, the softmax, then an s.V preload per 128 keys, in order)",
                              choices=NPU_ATTENTION)
-    layers: int | None = opt(None, "layers simulated (of every iteration in serving mode), the whole model's time taken from them by NeuPIMs' stage formula; null: all of the model's", minimum=1)
+    layers: int | None = opt(None, "layers simulated (of every iteration in serving mode), the whole model's time "
+                             "taken from them by NeuPIMs' stage formula; null: all of the model's", minimum=1)
     refresh: bool = opt(True, "simulate DRAM refresh")
     # the TP all-reduce link; None = an ideal interconnect (NeuPIMs' simulator models no inter-device traffic)
     link_bytes_per_s: float | None = opt(None, "TP all-reduce link bandwidth in bytes/s, e.g. 64e9 (PCIe 5.0 "

@@ -190,18 +190,21 @@ class MemorySystem:
         self.cf = cf
         v = _pick_variant(kernel, cf)
         self.kernel = KERNEL_VARIANTS[v]
-        from archsim.engine.tables import coarse_groups  # (loaded with the tables above)
+        deep = v > 0 and VARIANT_CF[v, CF_COARSE_FIRST] == 1      # a DeepState: the deep-window variant's scan order
+        extra = {}
+        if deep:
+            from archsim.engine.tables import coarse_groups  # (loaded with the tables above)
 
-        coarse_group = coarse_groups(T.rcell, COARSE_CELLS)     # (the deep-window variant's scan order)
+            extra["coarse_group"] = coarse_groups(T.rcell, COARSE_CELLS)
         # the state's sizes as allocated (archsim/engine/state.py SIZES; the pool, ports, streams, log and ring grow)
         self.sizes = state.sizes(channels=nch, banks_per_ch=B, bufs=len(spec.row_buffers), cmds=T.n_cmds,
                                  cells=T.n_cells * T.n_cmds, windows=T.n_win, win_nodes=T.n_win_nodes,
                                  window=T.max_window, ref_nodes_per_ch=T.ref_nodes, sources=nsrc, rw=n_rw,
                                  requests=requests, stream_capacity=stream_capacity,
                                  queue_max=max(ctrl.read_queue, ctrl.write_queue), log=log,
-                                 cmdq=ctrl.bank_command_queue, coarse_groups=int(coarse_group.max()) + 1)
-        self.S = state.new_state(self.sizes, self._initial_arrays(spec, T, ctrl, v) | {"coarse_group": coarse_group},
-                                 deep=VARIANT_CF[v, CF_COARSE_FIRST] == 1 and v > 0)
+                                 cmdq=ctrl.bank_command_queue,
+                                 coarse_groups=int(extra["coarse_group"].max()) + 1 if deep else 1)
+        self.S = state.new_state(self.sizes, self._initial_arrays(spec, T, ctrl, v) | extra, deep=deep)
         self.n_req = 0
         # reuse_slots: every request may be forgotten once served (untagged, or in a completion group), so new
         # requests take the slots of served ones in ring order and the pool stays as large as the requests in

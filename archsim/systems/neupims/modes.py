@@ -287,6 +287,7 @@ def run_serving_mode(su: Setup, seed: int) -> Result:
 
     t0 = time.perf_counter()
     model, layers, mode = su.model, su.model.n_layers, su.mode
+    kinds = [model.is_moe_layer(layer) for layer in range(layers)]       # each layer's kind (whole_model_cycles)
     if _is_trace(su.dataset):
         requests = serving.read_trace(su.dataset)[:mode.requests]
     else:
@@ -316,7 +317,7 @@ def run_serving_mode(su: Setup, seed: int) -> Result:
             cycles += gemms(prompt, [(E, (Q + 2 * KV) // tp), (Q // tp, E)])
             dense = gemms(prompt, ffn)
             # an MoE layer: the router, then each expert's FFN over its routed prompt tokens (uniform routing)
-            moe_layers = [layer for layer in range(layers) if model.is_moe_layer(layer)]
+            moe_layers = [layer for layer in range(layers) if kinds[layer]]
             moe = sum(gemms(prompt, [(E, model.n_experts)]) + sum(gemms(int(c), ffn) for c in
                       routing_counts(model, prompt, "uniform", layer=layer) if c) for layer in moe_layers)
             heads = model.n_heads // tp
@@ -361,8 +362,7 @@ def run_serving_mode(su: Setup, seed: int) -> Result:
         sim_cycles[0] += end - start
         stages = pd.DataFrame([(st.name, st.layer, st.end - st.start) for st in sim.stages[k0:]],
                               columns=["stage", "layer", "cycles"])
-        whole, state["extrapolation"] = whole_model_cycles(stages, layers, dev.layers,
-                                                           [model.is_moe_layer(k) for k in range(layers)])
+        whole, state["extrapolation"] = whole_model_cycles(stages, layers, dev.layers, kinds)
         return max(pre, whole * dev.spec.tCK_ps * 1e-12)
 
     cap = (dev.kv_capacity_bytes if dev is not None else su.tp * 40 * 2**30 - model.weight_bytes)

@@ -29,7 +29,10 @@ def _probe(tmp: Path, keyed: bool) -> Path:
 def _run(tmp: Path) -> tuple[int, int]:
     """scaled(2) in a new process, and how many times numba loaded it from its cache there."""
     code = "from probe.kern import scaled; r = scaled(2); print(r, sum(scaled.stats.cache_hits.values()))"
-    env = {"PYTHONPATH": f"{tmp}:{ROOT}", "PATH": "/usr/bin:/bin", "NUMBA_CACHE_DIR": str(tmp / "cache")}
+    # No .pyc of the probe: Python checks one by mtime (whole seconds) and size, and "SCALE = 3" edited to
+    # "SCALE = 4" within the same second keeps both, so Python itself would import the old constant.
+    env = {"PYTHONPATH": f"{tmp}:{ROOT}", "PATH": "/usr/bin:/bin", "NUMBA_CACHE_DIR": str(tmp / "cache"),
+           "PYTHONDONTWRITEBYTECODE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     value, hits = out.stdout.split()
     return int(value), int(hits)

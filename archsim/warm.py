@@ -25,6 +25,7 @@ import argparse
 import fcntl
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -88,18 +89,36 @@ KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "ge
                                          "trace-threads": lambda: _trace(threads=2)}
 
 # The kernel's largest helpers (each compiled in its own numba pipeline, and cached, when the kernel's type
-# inference first meets it; benchmarks/compile_profile.py), in the reverse of the order the kernel meets them, with
-# their argument kinds: S = state, T = tables, C = controller fields, i = int64, a = 1-d int64 array. A second
-# process compiles them from the end while the first types the kernel from the start, and the first then loads
-# from numba's cache those the second has finished (numba's compiler lock is per process, so the two run on two
-# cores). A wrong entry only costs the second process time: the kernel compiles what it does not find cached.
-HELPERS = (("_rw_row_after_col", "STCiiia"), ("_serve_request", "STCiiiiii"), ("_stream_cand", "STCiiiia"),
-           ("_rw_cands", "STCiiia"), ("_issue", "STCiiiiiii"), ("_refresh_want", "STCii"), ("_intake", "STCi"),
-           ("_offer", "STCi"))
-# The stream-only kernel compiles none of the rw and port helpers (channel._rw_part), and meets _intake,
-# _refresh_want and _issue within its first ~5 s, before a second process could have them: it gets only those it
-# meets late (given to the second process, _issue & co. cost 11 s of CPU more than one process alone).
-STREAM_HELPERS = (("_complete", "Siii"), ("_stream_cand", "STCiiiia"), ("_at_boundary", "SCii"))
+# inference first meets it; benchmarks/compile_profile.py), with their argument kinds: S = state, T = tables,
+# C = controller fields, i = int64, a / A = 1-d / 2-d int64 array (a: the same type as C). A second process
+# compiles them, in the order given, while the first types the kernel. Each helper is claimed by the process that
+# starts it first (`_claim`): the second skips one the first has claimed, and the first waits for one the second
+# has claimed and then loads it from numba's cache (`waiting_for_helpers`), so none is compiled twice and the
+# first waits at most for the rest of one helper (numba's compiler lock is per process: the two run on two
+# cores). A wrong entry only costs time: the kernel compiles what it does not find cached.
+# Measured cold on the idle machine (2026-11-29, one process, benchmarks/compile_profile.py and the helpers' start
+# times): every kernel types its own code for ~4.5 s, then meets its helpers, then spends ~18 s in its own
+# pipeline. The rw kernels (general, lean, pim_dual, pim_dual_deep alike) meet _offer, _intake and _refresh_want
+# in their first ~11 s, before a second process could have finished them, so the first keeps those; the second
+# starts at _issue (met at ~11 s, ~6 s to compile) and goes on in the order the kernel meets the rest, _stream_run
+# (which calls _issue) last. Left to the first as well: the overload bodies with no dispatcher of their own
+# (_cq_step, _cq_step_skipped, _returns_*) and _is_rw (typed with a literal).
+HELPERS = (("_issue", "STCiiiiiii"), ("_at_boundary", "SCii"), ("_rw_cands", "STCiiia"), ("_stream_cand", "STCiiiia"),
+           ("_arbitrate", "SCiAiai"), ("_serve_request", "STCiiiiii"), ("_rw_row_after_col", "STCiiia"),
+           ("_stream_run", "STCiiii"))
+# The stream-only kernel (`make demo`'s) compiles none of the rw and port helpers (channel._rw_part); it meets
+# _issue at ~8 s.
+STREAM_HELPERS = (("_issue", "STCiiiiiii"), ("_at_boundary", "SCii"), ("_stream_cand", "STCiiiia"),
+                  ("_arbitrate", "SCiAiai"), ("_free_entry", "Sii"), ("_complete", "Siii"), ("_stream_run", "STCiiii"))
+
+
+def _claim(done: Path, name: str) -> bool:
+    """Claim helper `name` for this process (True), unless the other one has (False): an exclusive create."""
+    try:
+        os.close(os.open(done / f"{name}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return True
+    except FileExistsError:
+        return False
 
 
 def helpers_of(ms) -> list[tuple[Any, str]]:
@@ -110,15 +129,53 @@ def helpers_of(ms) -> list[tuple[Any, str]]:
     return [(getattr(getattr(channel, name), "impl", getattr(channel, name)), args) for name, args in plan]
 
 
-def compile_helpers(ms) -> None:
-    """Compile HELPERS for the state types of MemorySystem `ms` (into numba's cache)."""
+def compile_helpers(ms, done: Path | None = None) -> None:
+    """Compile the helpers of `helpers_of(ms)` for the state types of MemorySystem `ms` (into numba's cache). With
+    `done` (the second process of `warm`): only those it claims first, touching `done / <name>` after each."""
     import numba
     from numba import types
 
     kinds = {"S": numba.typeof(ms.S), "T": numba.typeof(ms.tables), "C": numba.typeof(ms.cf), "i": types.int64,
-             "a": types.Array(types.int64, 1, "C")}
+             "a": types.Array(types.int64, 1, "C"), "A": types.Array(types.int64, 2, "C")}
     for fn, args in helpers_of(ms):
+        if done is not None and not _claim(done, fn.py_func.__name__):
+            continue                        # the first process met it first and compiles it
         fn.compile(tuple(kinds[k] for k in args))
+        if done is not None:
+            (done / fn.py_func.__name__).touch()
+
+
+class waiting_for_helpers:
+    """While in effect (a `with` block in the first process), the first numba compile of one of `names` claims it;
+    if the second process has claimed it already, it waits until that one has touched `done / <name>` (compiled
+    and cached it) or has exited. Then it goes on as numba's own: it loads the cached one, or compiles it."""
+
+    def __init__(self, child: Any, done: Path, names: set[str]):
+        self.child, self.done, self.names = child, done, names
+
+    def __enter__(self):
+        from numba.core import dispatcher
+
+        self._real = real = dispatcher.Dispatcher.compile
+        child, done, names = self.child, self.done, self.names
+
+        def compile_after_helper(disp, sig):
+            name = disp.py_func.__name__
+            if name in names and disp.py_func.__module__ == "archsim.engine.channel":
+                names.discard(name)           # once: later calls are numba's own
+                if not _claim(done, name):
+                    while not (done / name).exists() and child.poll() is None:
+                        time.sleep(0.02)
+            return real(disp, sig)
+
+        dispatcher.Dispatcher.compile = compile_after_helper
+        return self
+
+    def __exit__(self, *exc):
+        from numba.core import dispatcher
+
+        dispatcher.Dispatcher.compile = self._real
+        return False
 
 
 def _compile(ms) -> None:
@@ -138,14 +195,17 @@ def warm(names: list[str], helpers: bool = True, jobs: int = 1) -> dict[str, flo
     for name in names:
         t0 = time.perf_counter()
         ms = KERNELS[name]()
-        child = None
-        if helpers and ms.kernel_cached() is False:
-            child = subprocess.Popen([sys.executable, "-m", "archsim.warm", "--helpers-of", name])
-        try:
+        if not (helpers and ms.kernel_cached() is False):
             _compile(ms)
-        finally:
-            if child is not None:
-                child.wait()
+        else:
+            with tempfile.TemporaryDirectory(prefix="archsim-warm-") as done:
+                child = subprocess.Popen([sys.executable, "-m", "archsim.warm", "--helpers-of", name,
+                                          "--helpers-done", done])
+                try:
+                    with waiting_for_helpers(child, Path(done), {fn.py_func.__name__ for fn, _ in helpers_of(ms)}):
+                        _compile(ms)
+                finally:
+                    child.wait()
         out[name] = time.perf_counter() - t0
     return out
 
@@ -223,13 +283,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)),
                     help="several kernels: how many processes compile them side by side (default: every core)")
     ap.add_argument("--helpers-of", choices=list(KERNELS), help=argparse.SUPPRESS)   # the second process of warm()
+    ap.add_argument("--helpers-done", default=None, help=argparse.SUPPRESS)          # where it marks each one done
     ap.add_argument("--one-process", action="store_true", help=argparse.SUPPRESS)   # a child of warm_side_by_side()
     a = ap.parse_args(argv)
     unknown = [k for k in a.kernels if k not in KERNELS]
     if unknown:
         ap.error(f"unknown kernel {unknown[0]!r}; allowed: {', '.join(KERNELS)}")
     if a.helpers_of:
-        compile_helpers(KERNELS[a.helpers_of]())
+        compile_helpers(KERNELS[a.helpers_of](), Path(a.helpers_done) if a.helpers_done else None)
         return 0
     if a.one_process:
         warm(a.kernels, helpers=False)

@@ -159,3 +159,60 @@ def test_wait_blocks_while_a_warm_up_holds_the_lock(tmp_path):
         took = time.monotonic() - t0
     assert proc.returncode == 0
     assert took >= held * 0.9, f"--wait returned after {took:.2f} s while the lock was held {held} s"
+
+
+def _free_entry_sig(ms) -> tuple:
+    import numba
+    from numba import types
+
+    return (numba.typeof(ms.S), types.int64, types.int64)
+
+
+def test_the_second_process_skips_a_helper_the_first_has_claimed(tmp_path):
+    """compile_helpers (the second process) compiles only the helpers it claims first, and marks each done."""
+    ms = warm.KERNELS["pimgpt"]()
+    names = [name for name, _ in warm.STREAM_HELPERS]
+    for name in names:
+        if name != "_free_entry":                     # the cheapest helper is left to it; the rest are taken
+            assert warm._claim(tmp_path, name)
+    warm.compile_helpers(ms, tmp_path)
+    assert (tmp_path / "_free_entry").exists() and not warm._claim(tmp_path, "_free_entry")
+    assert not any((tmp_path / name).exists() for name in names if name != "_free_entry")
+
+
+def test_the_first_process_waits_for_a_claimed_helper_until_it_is_done(tmp_path):
+    """A helper the second process has claimed: the first waits for its mark (not for the process), then loads
+    it; a helper nobody claimed yet: the first claims it and compiles at once."""
+    from archsim.engine import channel
+
+    ms = warm.KERNELS["pimgpt"]()
+    fn = channel._free_entry
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert warm._claim(tmp_path, "_free_entry")                    # as the second process would
+        threading.Timer(0.5, (tmp_path / "_free_entry").touch).start()
+        t0 = time.monotonic()
+        with warm.waiting_for_helpers(child, tmp_path, {"_free_entry", "_complete"}):
+            fn.compile(_free_entry_sig(ms))
+            waited = time.monotonic() - t0
+            channel._complete.compile((_free_entry_sig(ms)[0], *[_free_entry_sig(ms)[1]] * 3))
+        assert 0.4 <= waited < 30, waited
+        assert not warm._claim(tmp_path, "_complete")                  # claimed by the first, so the second skips it
+        assert child.poll() is None                                    # it did not wait for the process to end
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_first_process_stops_waiting_when_the_second_exits(tmp_path):
+    """The second process died before marking its helper: the first compiles it itself instead of hanging."""
+    from archsim.engine import channel
+
+    ms = warm.KERNELS["pimgpt"]()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    assert warm._claim(tmp_path, "_free_entry")
+    t0 = time.monotonic()
+    with warm.waiting_for_helpers(child, tmp_path, {"_free_entry"}):
+        channel._free_entry.compile(_free_entry_sig(ms))
+    assert time.monotonic() - t0 >= 0.3 and child.returncode == 0
+    assert channel._free_entry.overloads           # compiled (or loaded) after all

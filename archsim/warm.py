@@ -97,8 +97,8 @@ KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "ge
 # first waits at most for the rest of one helper (numba's compiler lock is per process: the two run on two
 # cores). A wrong entry only costs time: the kernel compiles what it does not find cached.
 # Measured cold on the idle machine (2026-11-29, one process, benchmarks/compile_profile.py and the helpers' start
-# times): every kernel types its own code for ~4.5 s, then meets its helpers, then spends ~18 s in its own
-# pipeline. The rw kernels (general, lean, pim_dual, pim_dual_deep alike) meet _offer, _intake and _refresh_want
+# times): every kernel types its own code for ~4.5 s, then meets its helpers, then spends the rest in its own
+# pipeline (stream ~18 s, general ~40 s), which no second process can share. The rw kernels (general, lean, pim_dual, pim_dual_deep alike) meet _offer, _intake and _refresh_want
 # in their first ~11 s, before a second process could have finished them, so the first keeps those; the second
 # starts at _issue (met at ~11 s, ~6 s to compile) and goes on in the order the kernel meets the rest, _stream_run
 # (which calls _issue) last. Left to the first as well: the overload bodies with no dispatcher of their own

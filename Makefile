@@ -21,11 +21,12 @@ STAMP  := $(VENV)/.installed
 WARM   ?= pimgpt
 WAIT   := $(BIN)/python -m archsim.warm --wait --lock $(VENV)/warm.lock
 # After the demo's kernel, the set-up goes on warming the kernel variant of every other system a fresh clone runs
-# (issue 38 item 3): trace (dram-trace), general (T3, the NeuPIMs baselines, gemm, Duplex), neupims (NeuPIMs under
-# its mappings' deep request window; neupims-shallow, a 32-entry window's, is `make test`'s only), one at a time
+# (issue 38 item 3): trace (the lean kernel: dram-trace, npu_only), general (T3), neupims (NeuPIMs under
+# its mappings' deep request window; neupims-shallow, a 32-entry window's, is `make test`'s only), npu_pim (NeuPIMs'
+# NPU+PIM baseline, its deep window on one row buffer), one at a time
 # at the lowest priority, under its own lock, so `make demo` does not wait for it (`make test` warms its own list).
 # `make setup WARM_REST=` skips it.
-WARM_REST ?= trace general neupims
+WARM_REST ?= trace general neupims npu_pim
 TEST_STAMP := $(VENV)/.installed-test
 TOML   := import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))
 UV     := $(BIN)/uv
@@ -89,7 +90,7 @@ demo-trace: setup
 # --dist loadfile: a file's tests run in one worker, in file order, so module-scoped fixtures (the RTL tests' Icarus
 # builds, the reference runs) are built once; --no-loadscope-reorder: files go out in collection order, which puts
 # the RTL co-simulations last (tests/conftest.py; issue 27: the quick tests' dots first).
-test test-all: WARM = general general-threads pimgpt pimgpt-threads trace trace-threads neupims neupims-shallow
+test test-all: WARM = general general-threads pimgpt pimgpt-threads trace trace-threads neupims neupims-shallow npu_pim
 test test-all: WARM_REST =
 PYTEST := $(BIN)/pytest -q -n auto --dist loadfile --no-loadscope-reorder
 test: setup tools $(TEST_STAMP)

@@ -9,7 +9,7 @@ runs from the source tree before the package itself is installed.
   python -m archsim.warm [NAME ...] [--jobs N] [--lock FILE]   compile those kernels (default: pimgpt)
   python -m archsim.warm --wait [--lock FILE]                  wait until a running warm-up has finished
 
-NAME is a key of KERNELS: pimgpt, trace, general, neupims (its shallow request window: neupims-shallow), and
+NAME is a key of KERNELS: pimgpt, trace, general, neupims (its shallow request window: neupims-shallow), npu_pim, and
 pimgpt-threads / general-threads / trace-threads (the threaded forms, `advance_shard`, of the stream, general
 and lean kernels). Each kernel is compiled by building the smallest MemorySystem of the same kernel variant
 and state types as the job's and loading its kernel (MemorySystem.load_kernel), so the job finds it in the
@@ -67,16 +67,19 @@ def _general(threads: int = 1):
                         requests=1, kernel="general", threads=threads)
 
 
-def _neupims(threads: int = 1, request_queue: int = 4096):
+def _neupims(threads: int = 1, request_queue: int = 4096, baseline: bool = False):
     """NeuPIMs: a PIM stream beside the NPU's rw source, PIM first, on banks with two row buffers, under the
-    mappings' deep request window (pim_dual_deep); `request_queue=32`: the shallow window's kernel (pim_dual)."""
+    mappings' deep request window (pim_dual_deep); `request_queue=32`: the shallow window's kernel (pim_dual).
+    `baseline`: its NPU+PIM baseline (system npu_pim): one row buffer, PIM blocking the NPU (pim_blocked_deep)."""
     from archsim.dram.spec import load_spec
     from archsim.engine.memory import MemorySystem
 
     ctrl = {"refresh": "allbank", "read_queue": request_queue, "write_queue": request_queue}
-    return MemorySystem(load_spec("NeuPIMs_HBM2_Dual", overrides={"org.channels": threads}),
+    preset = "NeuPIMs_HBM2_Single" if baseline else "NeuPIMs_HBM2_Dual"
+    return MemorySystem(load_spec(preset, overrides={"org.channels": threads}),
                         ctrl, sources=[{"name": "pim", "kind": "stream"}, {"name": "npu", "kind": "rw"}],
-                        arbitration="priority", stream_refresh="wait", requests=1, threads=threads)
+                        arbitration="blocked" if baseline else "priority", stream_refresh="wait", requests=1,
+                        threads=threads)
 
 
 # name -> builder of the smallest MemorySystem running that kernel. "X-threads": the same kernel variant on two
@@ -84,6 +87,7 @@ def _neupims(threads: int = 1, request_queue: int = 4096):
 # engine.threads > 1, which tests/test_engine_threads.py runs on the stream, the general and the lean kernel).
 KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "general": _general, "neupims": _neupims,
                                          "neupims-shallow": lambda: _neupims(request_queue=32),
+                                         "npu_pim": lambda: _neupims(baseline=True),
                                          "pimgpt-threads": lambda: _pimgpt(threads=2),
                                          "general-threads": lambda: _general(threads=2),
                                          "trace-threads": lambda: _trace(threads=2)}
@@ -98,7 +102,8 @@ KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "ge
 # cores). A wrong entry only costs time: the kernel compiles what it does not find cached.
 # Measured cold on the idle machine (2026-11-29, one process, benchmarks/compile_profile.py and the helpers' start
 # times): every kernel types its own code for ~4.5 s, then meets its helpers, then spends the rest in its own
-# pipeline (stream ~18 s, general ~40 s), which no second process can share. The rw kernels (general, lean, pim_dual, pim_dual_deep alike) meet _offer, _intake and _refresh_want
+# pipeline (stream ~18 s, general ~40 s), which no second process can share. The rw kernels (general, lean and
+# the NeuPIMs variants alike) meet _offer, _intake and _refresh_want
 # in their first ~11 s, before a second process could have finished them, so the first keeps those; the second
 # starts at _issue (met at ~11 s, ~6 s to compile) and goes on in the order the kernel meets the rest, _stream_run
 # (which calls _issue) last. Left to the first as well: the overload bodies with no dispatcher of their own

@@ -186,16 +186,27 @@ def variant_case(kernel: str, seed: int) -> dict:
     (reads, writes, rmw; every refresh mode). pim_dual: one stream and one rw source on a dual-row-buffer
     standard under priority arbitration. Neither has a starvation cap; lean has active-buffer pins in half its
     cases, pim_dual none. pim_dual_deep: pim_dual's cases with read and write queues 300 deep (past the kernel's
-    deep-window threshold, so every request is in the window at once: the age-ordered scan). stream: one stream
+    deep-window threshold, so every request is in the window at once: the age-ordered scan). pim_blocked_deep: one
+    stream and one rw source on a standard with one row buffer under blocked arbitration (the generator gives the
+    stream a bank of its own there), queues 300 deep (NeuPIMs' NPU+PIM baseline). stream: one stream
     and no rw source (so no port), any standard, arbitration, cap and refresh mode. (Two of the generator's random
     streams in one channel contend for the same rows until max_cycles, in the general kernel as well.)"""
     rng = np.random.default_rng(seed)
     if kernel == "stream":
         return random_case(seed, n_rw=0, n_stream=1)
+    single = [v for v, (preset, ov) in enumerate(VARIANTS) if len(_spec(preset, ov).row_buffers) == 1]
     if kernel == "lean":
-        single = [v for v, (preset, ov) in enumerate(VARIANTS) if len(_spec(preset, ov).row_buffers) == 1]
         case = random_case(seed, variant=int(rng.choice(single)), n_rw=1, n_stream=0)
         case["arbitration"] = "frfcfs"
+    elif kernel == "pim_blocked_deep":
+        draw = seed
+        while True:       # blocked as the generator drew it (so the stream has its own bank), the rw source kept
+            pick = int(np.random.default_rng(draw).choice(single))
+            case = random_case(draw, variant=pick, n_rw=1, n_stream=1)
+            if case["arbitration"] == "blocked" and sorted(x["kind"] for x in case["sources"]) == ["rw", "stream"]:
+                break
+            draw += 1_000_000
+        case["controller"]["read_queue"] = case["controller"]["write_queue"] = 300
     else:
         draw = seed
         while True:       # (the generator drops the rw source of a `blocked` case on an all-bank stream standard)
@@ -235,6 +246,11 @@ def test_kernel_variant_is_chosen_only_where_it_applies(fast_engine):
     assert type(fast_engine(spec, deep).S) is state.State                      # lean: the unordered scan
     assert state.DeepState._fields == state.State._fields + tuple(f.name for f in state.DEEP_FIELDS)
     assert fast_engine(dual, {"read_queue": 256}, sources=pim_npu, arbitration="priority").kernel == "pim_dual"
+    # NeuPIMs' NPU+PIM baseline: one row buffer, PIM blocking the NPU, a deep window
+    blocked_deep = fast_engine(spec, deep, sources=pim_npu, arbitration="blocked")
+    assert blocked_deep.kernel == "pim_blocked_deep" and type(blocked_deep.S) is state.DeepState
+    assert fast_engine(spec, sources=pim_npu, arbitration="blocked").kernel == "general"      # a shallow window
+    assert fast_engine(dual, deep, sources=pim_npu, arbitration="blocked").kernel == "general"  # two row buffers
     streams = [{"name": "pim0", "kind": "stream"}, {"name": "pim1", "kind": "stream"}]
     for kw in ({}, {"arbitration": "blocked"}, {"starvation_cap": 10}, {"active_buffer": True}):
         assert fast_engine(dual, sources=streams[:1], **kw).kernel == "stream", kw
@@ -257,7 +273,7 @@ def test_kernel_variant_is_chosen_only_where_it_applies(fast_engine):
         fast_engine(spec, kernel="fastest")
 
 
-@pytest.mark.parametrize("kernel", ["lean", "pim_dual", "pim_dual_deep", "stream"])
+@pytest.mark.parametrize("kernel", ["lean", "pim_dual", "pim_dual_deep", "pim_blocked_deep", "stream"])
 @pytest.mark.parametrize("chunk", range(max(1, VARIANT_SEEDS // 50)))
 def test_kernel_variant_matches_reference_and_general_kernel(fast_engine, kernel, chunk):
     general = partial(fast_engine, kernel="general")

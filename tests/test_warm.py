@@ -50,8 +50,8 @@ def test_warm_compiles_the_general_kernel():
 
 def test_warm_compiles_the_neupims_kernels(tmp_path):
     """`make test` (and `make setup`) warm NeuPIMs' kernel: the one its DecodeSimulator runs under the mapping's
-    deep request window (pim_dual_deep); `make test` also warms the shallow window's (pim_dual: a mapping with a
-    32-entry window)."""
+    deep request window (pim_dual_deep), and its NPU+PIM baseline's (pim_blocked_deep); `make test` also warms the
+    shallow window's (pim_dual: a mapping with a 32-entry window)."""
     from pathlib import Path
 
     from archsim.systems.neupims.config import setup
@@ -62,9 +62,11 @@ def test_warm_compiles_the_neupims_kernels(tmp_path):
     assert "\nrequest_queue: 4096\n" in shipped
     shallow = tmp_path / "neupims_q32.yaml"
     shallow.write_text(shipped.replace("\nrequest_queue: 4096\n", "\nrequest_queue: 32\n"))
-    for name, kernel, mapping in (("neupims", "pim_dual_deep", "neupims"), ("neupims-shallow", "pim_dual", str(shallow))):
-        dev = build_device(setup({"system": "neupims", "model": "gpt3-small", "layers": 1, "batch": 8,
-                                  "mapping": mapping}))
+    for name, kernel, mapping, system in (("neupims", "pim_dual_deep", "neupims", "neupims"),
+                                          ("neupims-shallow", "pim_dual", str(shallow), "neupims"),
+                                          ("npu_pim", "pim_blocked_deep", None, "npu_pim")):
+        cfg = {"system": system, "model": "gpt3-small", "layers": 1, "batch": 8}
+        dev = build_device(setup(cfg | ({"mapping": mapping} if mapping else {})))
         ms = DecodeSimulator(dev, refresh=True).ms
         assert ms.kernel == kernel and ms._signature() == _signature_of(warm.KERNELS[name]), name
 

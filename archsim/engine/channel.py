@@ -213,7 +213,10 @@ STALL_CYCLES = np.int64(1) << np.int64(24)   # no source issued for this long wh
 #              (NeuPIMs with a shallow request window): ~10-12 % less kernel time per layer;
 #   pim_dual_deep  the same device set under a deep request window (CF_COARSE_FIRST: NeuPIMs' mappings, 4,096
 #              entries): its rw scan walks the banks oldest candidate first (`_ordered_scan`), an order whose
-#              upkeep made shallow-window runs ~30 % slower, so only this variant compiles it;
+#              upkeep made shallow-window runs ~30 % slower, so only the deep variants compile it;
+#   pim_blocked_deep  one PIM stream and one rw source under blocked arbitration on banks with one row buffer,
+#              under a deep request window: NeuPIMs' NPU+PIM baseline (system npu_pim, every mapping of it), with
+#              pim_dual_deep's ordered scan;
 #   stream     stream sources only (so no ports either: ports feed rw sources): PIM-GPT, Duplex's Logic-PIM
 #              without xPU requests. Besides the constants, numba never types the rw and port helpers for it
 #              (`_rw_part`), which is most of what a cold compile of it saves (docs/performance.md, cold start).
@@ -228,10 +231,12 @@ _VARIANT_FIXED = {     # variant -> {controller slot name: the value it fixes}
     "stream": {"NRW": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0},
     "pim_dual_deep": {"NSRC": 2, "NRW": 1, "NST": 1, "NBUF": 2, "ARB": ARB_PRIORITY, "STARVE": 0, "ACTIVE_BUF": 0,
                       "HIT_CAP": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0, "COARSE_FIRST": 1},
+    "pim_blocked_deep": {"NSRC": 2, "NRW": 1, "NST": 1, "NBUF": 1, "ARB": ARB_BLOCKED, "STARVE": 0, "ACTIVE_BUF": 0,
+                         "HIT_CAP": 0, "CMDQ": 0, "POSTED": 0, "MERGE_RD": 0, "COARSE_FIRST": 1},
 }
 KERNEL_VARIANTS = tuple(_VARIANT_FIXED)
 # State.variant's dtype per variant, in that order
-_VARIANT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32)
+_VARIANT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)
 
 
 def _variant_cf() -> np.ndarray:
@@ -328,8 +333,9 @@ def _cf(V, CF, slot):
 def _ordered_scan(V):
     """Whether the rw scan keeps each queue's banks in candidate age order, column and row commands apart
     (`_ord_update`), and stops at the first ready one of each (`_rw_cands_ordered`): only in a variant that fixes a
-    deep request window (pim_dual_deep, whose state is a DeepState). A compile-time constant, so the other variants
-    carry neither the order nor its upkeep (nor its state fields: `_deep_part`). V: the state's `variant` array."""
+    deep request window (pim_dual_deep, pim_blocked_deep: their state is a DeepState). A compile-time constant, so
+    the other variants carry neither the order nor its upkeep (nor its state fields: `_deep_part`). V: the state's
+    `variant` array."""
     v = _variant(V)
     return v > 0 and VARIANT_CF[v, CF_COARSE_FIRST] == 1
 

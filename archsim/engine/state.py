@@ -258,10 +258,11 @@ FIELDS: tuple[Field, ...] = (
     F("variant", VARIANT, (0,), 0, "variant", "its dtype names the kernel variant", FIXED),
 )
 
-# The deep-window kernel variant's own fields (channel._ordered_scan; pim_dual_deep): its state is a DeepState,
-# State with these after it. Every other variant's state leaves them out: each field is several machine words of
-# every non-inlined kernel call (a call passes the state by value), and adding these to State made the shallow
-# NeuPIMs kernel ~30 % slower though nothing read them (docs/performance.md, "deep request window").
+# The deep-window kernel variants' own fields (channel._ordered_scan; pim_dual_deep, pim_blocked_deep): their
+# state is a DeepState, State with these after it. Every other variant's state leaves them out: each field is
+# several machine words of every non-inlined kernel call (a call passes the state by value), and adding these to
+# State made the shallow NeuPIMs kernel ~30 % slower though nothing read them (docs/performance.md, "deep request
+# window").
 DEEP_FIELDS: tuple[Field, ...] = (
     F("ord_list", I64, ("rw_queues", 2, "coarse_groups", "banks_per_ch"), 0, "queue", "banks with a candidate in the "
       "queue, a column command's (0) and a row command's (1) apart, per group of banks (`coarse_group`), oldest "

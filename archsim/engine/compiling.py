@@ -27,6 +27,18 @@ def compile_seconds() -> float:
     return _COMPILE_S[0]
 
 
+def clock() -> tuple[float, float]:
+    """The start of a span of simulation time (`sim_seconds`): the wall clock and the compile seconds so far."""
+    return time.perf_counter(), _COMPILE_S[0]
+
+
+def sim_seconds(start: tuple[float, float]) -> float:
+    """Wall seconds since `start` (clock()) less the seconds spent meanwhile compiling or loading channel kernels:
+    the simulation time results report (`wall_s`, `sim_kernel_s`), a first run's compile apart (`sim_compile_s`)."""
+    t0, c0 = start
+    return time.perf_counter() - t0 - (_COMPILE_S[0] - c0)
+
+
 def cached(dispatcher: Any, sig: tuple) -> bool | None:
     """Whether `dispatcher` (a numba function) is compiled for `sig` in this process or in numba's on-disk
     cache; None if unknown (numba's cache internals changed): then no notice is printed."""

@@ -617,19 +617,17 @@ class MemorySystem:
         Without `until`: to the next tagged completion, or until everything enqueued is done (ST_IDLE).
         With `until`, refresh is simulated up to it even when nothing is left (other units may still
         enqueue), so keep `until` near the cycles that matter."""
-        import time
-
         if until is None:
             until = INF
 
-        t0, c0 = time.perf_counter(), compiling.compile_seconds()
+        start = compiling.clock()
         while True:
             st = self._call_kernel(until) if self._coord is None else self._coord.advance(until)
             if st == ST_LOG_FULL:
                 self._grow_log()
                 continue
             break
-        self.wall_s += time.perf_counter() - t0 - (compiling.compile_seconds() - c0)     # simulation time: compile excluded
+        self.wall_s += compiling.sim_seconds(start)     # simulation time: compile excluded
         if st == ST_DEADLOCK:
             raise EngineError(f"channel engine deadlock at cycle {int(self.S.clock[0])}: "
                               f"{int(self.S.outstanding[0])} requests/commands left and nothing can issue")

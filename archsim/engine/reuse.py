@@ -23,7 +23,6 @@ forward by delta maps an id to another id (cached), so chains of hits cost a few
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,7 @@ import numpy as np
 from archsim.dram.effects import E_OPEN
 from archsim.engine import state
 from archsim.engine.channel import INF
-from archsim.engine.compiling import compile_seconds
+from archsim.engine.compiling import clock, sim_seconds
 from archsim.engine.memory import MemorySystem
 
 
@@ -218,10 +217,10 @@ class StreamChannels:
                 seen[sig] = ch
             self._enqueue(ch, cmd, bank, row, col, t_min)
             n += len(cmd)
-        t0, c0 = time.perf_counter(), compile_seconds()
+        start = clock()
         if n:
             ms.run()
-        self.kernel_s += time.perf_counter() - t0 - (compile_seconds() - c0)    # a first call's compile excluded
+        self.kernel_s += sim_seconds(start)    # a first call's compile excluded
         self.commands_simulated += n
         for ch, rep in dups:
             self._copy_channel(rep, ch, before)

@@ -103,10 +103,9 @@ KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "ge
 # Measured cold on the idle machine (2026-11-29, one process, benchmarks/compile_profile.py and the helpers' start
 # times): every kernel types its own code for ~4.5 s, then meets its helpers, then spends the rest in its own
 # pipeline (stream ~18 s, general ~40 s), which no second process can share. The rw kernels (general, lean and
-# the NeuPIMs variants alike) meet _offer, _intake and _refresh_want
-# in their first ~11 s, before a second process could have finished them, so the first keeps those; the second
-# starts at _issue (met at ~11 s, ~6 s to compile) and goes on in the order the kernel meets the rest, _stream_run
-# (which calls _issue) last. Left to the first as well: the overload bodies with no dispatcher of their own
+# the NeuPIMs variants alike) meet _offer, _intake and _refresh_want in their first ~11 s, before a second process
+# could have finished them, so the first keeps those; the second starts at _issue (met at ~11 s, ~6 s to compile)
+# and goes on in the order the kernel meets the rest, _stream_run (which calls _issue) last. Left to the first as well: the overload bodies with no dispatcher of their own
 # (_cq_step, _cq_step_skipped, _returns_*) and _is_rw (typed with a literal).
 HELPERS = (("_issue", "STCiiiiiii"), ("_at_boundary", "SCii"), ("_rw_cands", "STCiiia"), ("_stream_cand", "STCiiiia"),
            ("_arbitrate", "SCiAiai"), ("_serve_request", "STCiiiiii"), ("_rw_row_after_col", "STCiiia"),

@@ -249,6 +249,9 @@ def _variant_cf() -> np.ndarray:
 
 
 VARIANT_CF = _variant_cf()
+# ORDERED_SCAN[v]: variant v keeps the rw scan's age order (`_ordered_scan`; a DeepState): the variants that fix a
+# deep request window
+ORDERED_SCAN = np.array([v > 0 and VARIANT_CF[v, CF_COARSE_FIRST] == 1 for v in range(len(KERNEL_VARIANTS))])
 
 
 def _variant(S):
@@ -315,7 +318,7 @@ def _variant_part(applies):
 # helpers only rw sources and ports use: not compiled for a variant without rw sources ("stream")
 _rw_part = _variant_part(lambda v: VARIANT_CF[v, CF_NRW] != 0)
 # helpers of the deep-window scan order (`_ordered_scan`), which read DeepState's fields (archsim/engine/state.py)
-_deep_part = _variant_part(lambda v: v > 0 and VARIANT_CF[v, CF_COARSE_FIRST] == 1)
+_deep_part = _variant_part(lambda v: ORDERED_SCAN[v])
 
 
 @_helper
@@ -336,8 +339,7 @@ def _ordered_scan(V):
     deep request window (pim_dual_deep, pim_blocked_deep: their state is a DeepState). A compile-time constant, so
     the other variants carry neither the order nor its upkeep (nor its state fields: `_deep_part`). V: the state's
     `variant` array."""
-    v = _variant(V)
-    return v > 0 and VARIANT_CF[v, CF_COARSE_FIRST] == 1
+    return ORDERED_SCAN[_variant(V)]
 
 
 @_helper

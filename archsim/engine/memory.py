@@ -18,7 +18,6 @@ from archsim.engine.channel import (
     _VARIANT_DTYPES,
     ARBITRATIONS,
     CF_CMDQ,
-    CF_COARSE_FIRST,
     CF_MAX_CYCLES,
     CF_SLOTS,
     CF_TAGGED,
@@ -28,6 +27,7 @@ from archsim.engine.channel import (
     KERNEL_VARIANTS,
     KEY_MASK,
     KIND_RMW,
+    ORDERED_SCAN,
     PHASE_POSTED,
     RUN_TO_END,
     ST_COMPLETION,
@@ -190,7 +190,7 @@ class MemorySystem:
         self.cf = cf
         v = _pick_variant(kernel, cf)
         self.kernel = KERNEL_VARIANTS[v]
-        deep = v > 0 and VARIANT_CF[v, CF_COARSE_FIRST] == 1      # a DeepState: the deep-window variant's scan order
+        deep = bool(ORDERED_SCAN[v])      # a DeepState: the deep-window variants' scan order
         extra = {}
         if deep:
             from archsim.engine.tables import coarse_groups  # (loaded with the tables above)
@@ -620,14 +620,14 @@ class MemorySystem:
         if until is None:
             until = INF
 
-        start = compiling.clock()
+        timer = compiling.clock()
         while True:
             st = self._call_kernel(until) if self._coord is None else self._coord.advance(until)
             if st == ST_LOG_FULL:
                 self._grow_log()
                 continue
             break
-        self.wall_s += compiling.sim_seconds(start)     # simulation time: compile excluded
+        self.wall_s += compiling.sim_seconds(timer)     # simulation time: compile excluded
         if st == ST_DEADLOCK:
             raise EngineError(f"channel engine deadlock at cycle {int(self.S.clock[0])}: "
                               f"{int(self.S.outstanding[0])} requests/commands left and nothing can issue")

@@ -217,10 +217,10 @@ class StreamChannels:
                 seen[sig] = ch
             self._enqueue(ch, cmd, bank, row, col, t_min)
             n += len(cmd)
-        start = clock()
+        timer = clock()
         if n:
             ms.run()
-        self.kernel_s += sim_seconds(start)    # a first call's compile excluded
+        self.kernel_s += sim_seconds(timer)    # a first call's compile excluded
         self.commands_simulated += n
         for ch, rep in dups:
             self._copy_channel(rep, ch, before)

@@ -132,15 +132,14 @@ def whole_model_tokens_per_s(res, cfg: dict) -> float:
     """tokens/s of the whole model from a run of its first L layers, with NeuPIMs' own stage formula
     (archsim.systems.neupims.modes.whole_model_cycles: with sub-batch interleaving T(N) = A + B + (C + D)(N - 1)
     + E + F; without it the simulated time x N / L). Exact for --full."""
-    from archsim.systems.neupims.modes import whole_model_cycles
+    from archsim.systems.neupims.modes import layer_kinds, whole_model_cycles
 
     model = load_model(cfg["model"])
     n = model.n_layers
     sim_layers = cfg.get("layers", n)
     if sim_layers == n:
         return res.stats["tokens_per_s"]
-    kinds = [model.is_moe_layer(layer) for layer in range(n)]
-    rows = [g["cycles"].sum() / whole_model_cycles(g, n, sim_layers, kinds)[0]
+    rows = [g["cycles"].sum() / whole_model_cycles(g, n, sim_layers, layer_kinds(model))[0]
             for _, g in res.tables["stages"].groupby("sample")]
     return res.stats["tokens_per_s"] * float(np.mean(rows))
 

@@ -254,7 +254,7 @@ class DuplexRun:
                              max_context=self.model.max_context)
         batcher = DuplexBatcher(sv.max_batch, int(self.kv_capacity), self.model.kv_bytes_per_token,
                                 self.iteration_time, sv.max_prefill_tokens)
-        start = clock()       # simulation time: a first run's kernel compile apart (sim_compile_s)
+        timer = clock()       # simulation time: a first run's kernel compile apart (sim_compile_s)
         # data parallelism: replica r serves requests r, r + k, ... with its own batcher on its own devices;
         # the replicas run side by side, so the merged run ends with the last replica (iterations of all
         # replicas together give the token intervals; operator time and energy add up over replicas)
@@ -265,7 +265,7 @@ class DuplexRun:
             served.iterations.extend(p.iterations)
             served.records.update(p.records)
             served.admission_order.extend(p.admission_order)
-        wall = sim_seconds(start)
+        wall = sim_seconds(timer)
         metrics = serving_metrics(served)
         rows = []
         for (stage, kind, unit), (sec, roof, e, f, b, n) in sorted(self.acc.items()):

@@ -114,7 +114,7 @@ def _energy_j(dev: Device, stage_df: pd.DataFrame, cycles: int) -> dict[str, flo
 
 def run_iteration_mode(su: Setup, seed: int) -> Result:
     rng = np.random.default_rng(seed)
-    start = clock()       # simulation time: a first run's kernel compile apart (sim_compile_s)
+    timer = clock()       # simulation time: a first run's kernel compile apart (sim_compile_s)
     samples = su.mode.samples
     rows, stage_frames = [], []
     if su.gpu_system:
@@ -125,7 +125,7 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
                          "tokens_per_s": len(ctx) / sec, **parts})
         df = pd.DataFrame(rows)
         stats = {"tokens_per_s": float(df["tokens_per_s"].mean()), "iteration_s": float(df["seconds"].mean()),
-                 "wall_s": sim_seconds(start)}
+                 "wall_s": sim_seconds(timer)}
         return Result(stats=stats, df=df, manifest=make_manifest(su.system, su.resolved, seed=seed))
     dev = build_device(su)
     sim_cycles = 0
@@ -155,7 +155,7 @@ def run_iteration_mode(su: Setup, seed: int) -> Result:
         sim_cycles += end
     df = pd.DataFrame(rows)
     stages = pd.concat(stage_frames, ignore_index=True)
-    wall = sim_seconds(start)
+    wall = sim_seconds(timer)
     tok = float(df["batch"].sum())
     stats = {"tokens_per_s": float(df["tokens_per_s"].mean()), "iteration_s": float(df["seconds"].mean()),
              "npu_util": float(df["npu_util"].mean()), "pim_util": float(df["pim_util"].mean()),
@@ -190,6 +190,11 @@ def _ops_frame(stages: list[StageStats]) -> pd.DataFrame:
 
 
 STAGE_FORMULA = "NeuPIMs' stage formula, T(N) = A + B + (C + D)(N - 1) + E + F"
+
+
+def layer_kinds(model: Any) -> list[bool]:
+    """Each layer's kind for `whole_model_cycles`: whether its FFN is MoE."""
+    return [model.is_moe_layer(layer) for layer in range(model.n_layers)]
 PROPORTIONAL = "proportional: the simulated layers' time x layers / layers simulated"
 
 
@@ -197,8 +202,9 @@ def whole_model_cycles(stages: pd.DataFrame, n_layers: int, layers: int, kinds: 
                        column: str = "cycles") -> tuple[float, str]:
     """One sample's decode step of the whole model in cycles, from its first `layers` layers simulated
     (`stages`: that sample's rows of the stages table, columns stage, layer, cycles), and how it was
-    extrapolated; `column`: another quantity each stage adds up (a command count, `n_RD`) the same way. With sub-batch interleaving the layers chain through the steady stages C and D, so the first
-    layer's A, B and the last one's E, F are paid once per step: the simulated time plus (N - L) x the mean
+    extrapolated; `column`: another quantity each stage adds up (a command count, `n_RD`) the same way. With
+    sub-batch interleaving the layers chain through the steady stages C and D, so the first layer's A, B and the
+    last one's E, F are paid once per step: the simulated time plus (N - L) x the mean
     simulated C + D (exact to 0.1 % against a run of all 32 layers of GPT3-7B at batch 512, where scaling the
     time by N / L overstates it by 9.6 %). Layers of several kinds (`kinds`, one per model layer: an MoE FFN
     every k-th block, GLaM) differ in the FFN their C, D and E, F carry: T(N) = A + B + the sum over layers
@@ -237,7 +243,7 @@ def _common(su: Setup, dev: Device, df: pd.DataFrame, stages: pd.DataFrame) -> d
 
     m, tp = su.model, su.tp
     tok = float(df["batch"].sum())
-    kinds = [m.is_moe_layer(layer) for layer in range(m.n_layers)]
+    kinds = layer_kinds(m)
     counts = [c for c in stages.columns if c.startswith("n_")]
     step, dram_j, how = 0.0, dict.fromkeys(["background", "refresh", PIM_COMPONENT], 0.0), ""
     samples = stages.groupby("sample")
@@ -285,9 +291,9 @@ def run_serving_mode(su: Setup, seed: int) -> Result:
     the whole model's. So `layers` trades simulation time for the extrapolation's error, as in iteration mode."""
     import dataclasses
 
-    start = clock()       # simulation time: a first run's kernel compile apart (sim_compile_s)
+    timer = clock()       # simulation time: a first run's kernel compile apart (sim_compile_s)
     model, layers, mode = su.model, su.model.n_layers, su.mode
-    kinds = [model.is_moe_layer(layer) for layer in range(layers)]       # each layer's kind (whole_model_cycles)
+    kinds = layer_kinds(model)
     if _is_trace(su.dataset):
         requests = serving.read_trace(su.dataset)[:mode.requests]
     else:
@@ -373,7 +379,7 @@ def run_serving_mode(su: Setup, seed: int) -> Result:
     rq = out.requests_df()
     tbt = np.repeat(it["duration_s"].to_numpy(), it["decode_tokens"].to_numpy())
     ttft = (rq["first_token_s"] - rq["arrival_s"]).to_numpy()
-    wall = sim_seconds(start)
+    wall = sim_seconds(timer)
     stats = {"tokens_per_s": out.output_tokens_per_s, "makespan_s": out.makespan_s, "iterations": len(it),
              "wall_s": wall, "simulated_cycles": sim_cycles[0],
              "extrapolation": state.get("extrapolation", "every layer (an analytic model)")}

@@ -542,12 +542,12 @@ class PimGptSimulator:
         from archsim.progress import report as report_progress
 
         self.rng = np.random.default_rng(seed)
-        start = clock()       # simulation time: a first run's kernel compile apart (sim_compile_s)
+        timer = clock()       # simulation time: a first run's kernel compile apart (sim_compile_s)
         n, c0 = self.su.tokens, self.su.context_start
         for t in range(c0, c0 + n):
             self.run_token(t)
             report_progress("tokens", t - c0 + 1, n, self.clock * self.spec.tCK_ps * 1e-12)
-        wall = sim_seconds(start)
+        wall = sim_seconds(timer)
         res = self.result(wall, seed)
         if self.su.timeline:
             res.tables["timeline"] = self.timeline(c0 + n - 1)

@@ -750,14 +750,14 @@ class _Sim:
 
     # -- running ------------------------------------------------------------------------------------------------
     def run(self) -> None:
-        start = clock()       # simulation time: a first run's kernel compile apart (sim_compile_s)
+        timer = clock()       # simulation time: a first run's kernel compile apart (sim_compile_s)
         self.waiting: dict[int, list] = {}
         if self.variant.fused:
             self.program_trackers()
         for dev in self.sim:
             self.start_gemm(dev)
         self.loop.run()
-        self.wall_s = sim_seconds(start)
+        self.wall_s = sim_seconds(timer)
         if self.variant.fused:
             for dev in self.sim:
                 tr = self.trackers[dev]

@@ -15,8 +15,8 @@ Needs `perf` (linux-tools) with permission to sample this process. Run:
 from __future__ import annotations
 
 import argparse
+import bisect
 import collections
-import os
 import shutil
 import subprocess
 import sys
@@ -100,7 +100,6 @@ def main() -> int:
                  key=lambda s: s[1])
     blocks = collections.Counter()
     starts = sorted(syms)
-    import bisect
     keys = [s[0] for s in starts]
     for ip in ips:
         i = bisect.bisect_right(keys, ip) - 1

@@ -67,19 +67,18 @@ def _general(threads: int = 1):
                         requests=1, kernel="general", threads=threads)
 
 
-def _neupims(threads: int = 1, request_queue: int = 4096, baseline: bool = False):
+def _neupims(threads: int = 1, request_queue: int = 4096, preset: str = "NeuPIMs_HBM2_Dual",
+             arbitration: str = "priority"):
     """NeuPIMs: a PIM stream beside the NPU's rw source, PIM first, on banks with two row buffers, under the
-    mappings' deep request window (pim_dual_deep); `request_queue=32`: the shallow window's kernel (pim_dual).
-    `baseline`: its NPU+PIM baseline (system npu_pim): one row buffer, PIM blocking the NPU (pim_blocked_deep)."""
+    mappings' deep request window (pim_dual_deep); `request_queue=32`: the shallow window's kernel (pim_dual);
+    NeuPIMs_HBM2_Single under `blocked` arbitration: its NPU+PIM baseline (system npu_pim, pim_blocked_deep)."""
     from archsim.dram.spec import load_spec
     from archsim.engine.memory import MemorySystem
 
     ctrl = {"refresh": "allbank", "read_queue": request_queue, "write_queue": request_queue}
-    preset = "NeuPIMs_HBM2_Single" if baseline else "NeuPIMs_HBM2_Dual"
     return MemorySystem(load_spec(preset, overrides={"org.channels": threads}),
                         ctrl, sources=[{"name": "pim", "kind": "stream"}, {"name": "npu", "kind": "rw"}],
-                        arbitration="blocked" if baseline else "priority", stream_refresh="wait", requests=1,
-                        threads=threads)
+                        arbitration=arbitration, stream_refresh="wait", requests=1, threads=threads)
 
 
 # name -> builder of the smallest MemorySystem running that kernel. "X-threads": the same kernel variant on two
@@ -87,7 +86,8 @@ def _neupims(threads: int = 1, request_queue: int = 4096, baseline: bool = False
 # engine.threads > 1, which tests/test_engine_threads.py runs on the stream, the general and the lean kernel).
 KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "general": _general, "neupims": _neupims,
                                          "neupims-shallow": lambda: _neupims(request_queue=32),
-                                         "npu_pim": lambda: _neupims(baseline=True),
+                                         "npu_pim": lambda: _neupims(preset="NeuPIMs_HBM2_Single",
+                                                                     arbitration="blocked"),
                                          "pimgpt-threads": lambda: _pimgpt(threads=2),
                                          "general-threads": lambda: _general(threads=2),
                                          "trace-threads": lambda: _trace(threads=2)}
@@ -105,8 +105,9 @@ KERNELS: dict[str, Callable[[], Any]] = {"pimgpt": _pimgpt, "trace": _trace, "ge
 # pipeline (stream ~18 s, general ~40 s), which no second process can share. The rw kernels (general, lean and
 # the NeuPIMs variants alike) meet _offer, _intake and _refresh_want in their first ~11 s, before a second process
 # could have finished them, so the first keeps those; the second starts at _issue (met at ~11 s, ~6 s to compile)
-# and goes on in the order the kernel meets the rest, _stream_run (which calls _issue) last. Left to the first as well: the overload bodies with no dispatcher of their own
-# (_cq_step, _cq_step_skipped, _returns_*) and _is_rw (typed with a literal).
+# and goes on in the order the kernel meets the rest, _stream_run (which calls _issue) last. Left to the first as
+# well: the overload bodies with no dispatcher of their own (_cq_step, _cq_step_skipped, _returns_*) and _is_rw
+# (typed with a literal).
 HELPERS = (("_issue", "STCiiiiiii"), ("_at_boundary", "SCii"), ("_rw_cands", "STCiiia"), ("_stream_cand", "STCiiiia"),
            ("_arbitrate", "SCiAiai"), ("_serve_request", "STCiiiiii"), ("_rw_row_after_col", "STCiiia"),
            ("_stream_run", "STCiiii"))

@@ -190,12 +190,12 @@ def _ops_frame(stages: list[StageStats]) -> pd.DataFrame:
 
 
 STAGE_FORMULA = "NeuPIMs' stage formula, T(N) = A + B + (C + D)(N - 1) + E + F"
+PROPORTIONAL = "proportional: the simulated layers' time x layers / layers simulated"
 
 
 def layer_kinds(model: Any) -> list[bool]:
     """Each layer's kind for `whole_model_cycles`: whether its FFN is MoE."""
     return [model.is_moe_layer(layer) for layer in range(model.n_layers)]
-PROPORTIONAL = "proportional: the simulated layers' time x layers / layers simulated"
 
 
 def whole_model_cycles(stages: pd.DataFrame, n_layers: int, layers: int, kinds: list[Any] | None = None,
